@@ -1,0 +1,247 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/scootgate/scootgate/internal/secret"
+)
+
+// Backend protocols (SPEC §4). The two are separate pools: a request is only
+// ever sent to a backend of its endpoint's protocol (SPEC §1).
+const (
+	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
+	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
+)
+
+// Balancing algorithms (SPEC §5).
+const (
+	AlgorithmWeightedRandom = "weighted_random"
+	AlgorithmWeightedP2C    = "weighted_p2c"
+)
+
+// maxFileBytes bounds every file Load reads (the config itself, CA bundles,
+// TLS keys, secret files), so a path like /dev/zero fails instead of hanging.
+const maxFileBytes = 16 << 20
+
+// Config is a validated node configuration. Treat it as immutable: nothing
+// in it, including the *url.URL values, may be modified after Load/Parse.
+type Config struct {
+	NodeID   string
+	Listen   Listen
+	Limits   Limits
+	Timeouts Timeouts
+	Drain    Drain
+	Balance  Balance
+	Egress   Egress
+	// Credentials maps a credential name to its value, loaded at parse time
+	// (SPEC §7: snapshots reference these names; values never leave the node
+	// config).
+	Credentials map[string]secret.Secret
+	Backends    []Backend // sorted by ID
+	Models      []Model   // sorted by Name
+	Authz       Authz
+}
+
+// Listen holds the two listener addresses (SPEC §9).
+type Listen struct {
+	API    string // host:port of the client API
+	Health string // host:port of /healthz, /readyz and metrics; differs from API
+	// TLSCertFile and TLSKeyFile, both or neither, make the API listener
+	// terminate TLS 1.2+ (PEM files; checked at load time).
+	TLSCertFile string
+	TLSKeyFile  string
+	// InsecurePlaintext is the explicit opt-in to serve the API in plaintext
+	// on a non-loopback address, for TLS terminated in front of the node.
+	InsecurePlaintext bool
+}
+
+// Limits are per-request limits.
+type Limits struct {
+	BodyBytes   int64 // request body limit; larger bodies get 413 (SPEC §11)
+	MaxAttempts int   // total attempts per request, counting re-picks after definitely_not_sent (SPEC §6)
+}
+
+// Timeouts are the separately configurable timeouts of SPEC §11.
+type Timeouts struct {
+	Connect         time.Duration // proxy dial + CONNECT/SOCKS + provider TLS
+	FirstByte       time.Duration // response headers and first body byte
+	StreamIdle      time.Duration // longest gap between stream events
+	NonStreamTotal  time.Duration // whole non-stream exchange
+	StreamKeepalive time.Duration // 0 = off; else a keepalive after this much silence
+}
+
+// Drain controls shutdown (SPEC §9, §11).
+type Drain struct {
+	Delay time.Duration // keep accepting after /readyz fails (load balancer propagation)
+	Grace time.Duration // time in-flight requests get before they are cancelled
+}
+
+// Balance selects the target selection algorithm.
+type Balance struct {
+	Algorithm string // AlgorithmWeightedRandom or AlgorithmWeightedP2C
+}
+
+// Egress is how the node reaches providers: only through these proxies
+// (SPEC §3).
+type Egress struct {
+	Proxies []Proxy // tried in order after a dial failure; at least one
+	// ProviderCAFile, when set, is a PEM bundle trusted for provider
+	// certificates in addition to the system roots.
+	ProviderCAFile string
+}
+
+// Proxy is one egress proxy.
+type Proxy struct {
+	Name     string
+	URL      *url.URL // socks5://, http:// or https:// (TLS to the proxy), host:port only
+	Username string
+	Password secret.Secret
+	CAFile   string // PEM roots for an https:// proxy; "" = system roots
+}
+
+// Backend is one provider endpoint (SPEC §4).
+type Backend struct {
+	ID          string
+	Protocol    string   // ProtocolOpenAI or ProtocolAnthropic
+	BaseURL     *url.URL // no trailing slash; the endpoint path is appended
+	Credential  string   // a key of Config.Credentials
+	MaxInflight int      // max_inflight_per_node: hard node-local cap (SPEC §6)
+}
+
+// Model is a public model name and its targets (SPEC §4).
+type Model struct {
+	Name    string
+	Targets []Target // in file order
+}
+
+// Target binds a public model to a backend's real model.
+type Target struct {
+	Backend    string // a Backend.ID
+	Model      string // the provider's model name, written into the forwarded body
+	Weight     int    // relative weight, 1..1000000
+	Stream     bool   // capabilities (SPEC §1)
+	Tools      bool
+	JSONSchema bool
+	Tier       int // lower is preferred (SPEC §4); 0 by default
+}
+
+// Authz says where the authorization snapshot comes from (SPEC §2, §7).
+type Authz struct {
+	// Source is "file:" followed by a path (resolved against the config
+	// file's directory by Load).
+	Source string
+}
+
+// Defaults returns the values used for every key the file leaves out:
+//
+//	listen.api                 "127.0.0.1:8080"
+//	listen.health              "127.0.0.1:8081"
+//	limits.body_bytes          33554432 (32 MiB, SPEC §11)
+//	limits.max_attempts        2
+//	timeouts.connect           10s
+//	timeouts.first_byte        60s
+//	timeouts.stream_idle       120s
+//	timeouts.non_stream_total  10m
+//	timeouts.stream_keepalive  0 (off)
+//	drain.delay                0
+//	drain.grace                15m
+//	balance.algorithm          "weighted_random"
+//
+// balance.algorithm defaults to weighted_random, not SPEC §5's weighted_p2c,
+// until weighted_p2c is implemented; weighted_p2c is accepted already.
+// node_id, egress, backends, models and authz have no defaults.
+func Defaults() Config {
+	return Config{
+		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
+		Limits: Limits{BodyBytes: 32 << 20, MaxAttempts: 2},
+		Timeouts: Timeouts{
+			Connect:        10 * time.Second,
+			FirstByte:      60 * time.Second,
+			StreamIdle:     120 * time.Second,
+			NonStreamTotal: 10 * time.Minute,
+		},
+		Drain:   Drain{Grace: 15 * time.Minute},
+		Balance: Balance{Algorithm: AlgorithmWeightedRandom},
+	}
+}
+
+// Load reads and parses the config file at path, taking secrets from the
+// process environment and the file system. Relative paths in the file
+// (credential and CA files, TLS files, the file: authz source) are resolved
+// against the directory of path, and the Config holds the resolved
+// (absolute) paths.
+func Load(path string) (*Config, error) {
+	data, err := readFileLimited(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	c, err := parse(data, os.LookupEnv, readFileLimited, dir)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses and validates a config document. getenv and readFile load
+// credential values and check CA/TLS files (nil means os.LookupEnv and a
+// 16 MiB-bounded os.ReadFile); paths in the document reach readFile as
+// written.
+//
+// The error is a *SyntaxError (wrapping toml.ParseError) when the document
+// is not TOML, and otherwise an *Error listing every problem found.
+func Parse(data []byte, getenv func(string) (string, bool), readFile func(string) ([]byte, error)) (*Config, error) {
+	return parse(data, getenv, readFile, "")
+}
+
+func parse(data []byte, getenv func(string) (string, bool), readFile func(string) ([]byte, error), dir string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	if readFile == nil {
+		readFile = readFileLimited
+	}
+	var doc map[string]any
+	if _, err := toml.Decode(string(data), &doc); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &SyntaxError{Line: pe.Position.Line, Column: pe.Position.Col, Err: pe}
+		}
+		// Decoding into a map only fails on syntax; keep the contract anyway.
+		return nil, &Error{Problems: []Problem{{Msg: "cannot decode TOML: " + err.Error()}}}
+	}
+	v := validator{getenv: getenv, readFile: readFile, dir: dir}
+	c := v.config(newTable(&v.ps, "", doc))
+	if len(v.ps.list) > 0 {
+		return nil, &Error{Problems: v.ps.list}
+	}
+	return c, nil
+}
+
+// readFileLimited is os.ReadFile bounded by maxFileBytes.
+func readFileLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("read %s: file larger than %d bytes", path, maxFileBytes)
+	}
+	return b, nil
+}

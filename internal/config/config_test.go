@@ -1,0 +1,405 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/secret"
+)
+
+const testdata = "../../testdata/config"
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testdata, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseDevConfig(t *testing.T) {
+	env := fakeEnv(map[string]string{
+		"SCOOTGATE_DEV_OPENAI_KEY":    "dev-openai",
+		"SCOOTGATE_DEV_ANTHROPIC_KEY": "dev-anthropic",
+	})
+	got, err := Parse(readTestdata(t, "dev.toml"), env, fakeFS(nil))
+	if err != nil {
+		t.Fatalf("Parse(dev.toml): %v", err)
+	}
+	want := Defaults()
+	want.NodeID = "dev-1"
+	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11080")}}}
+	want.Credentials = map[string]secret.Secret{
+		"fake-openai":    secret.New("dev-openai"),
+		"fake-anthropic": secret.New("dev-anthropic"),
+	}
+	want.Backends = []Backend{
+		{ID: "fake-anthropic", Protocol: ProtocolAnthropic, BaseURL: mustURL(t, "http://127.0.0.1:18080/v1"), Credential: "fake-anthropic", MaxInflight: 64},
+		{ID: "fake-openai", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "http://127.0.0.1:18080/v1"), Credential: "fake-openai", MaxInflight: 64},
+	}
+	want.Models = []Model{
+		{Name: "demo-claude", Targets: []Target{{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
+		{Name: "demo-gpt", Targets: []Target{{Backend: "fake-openai", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
+	}
+	want.Authz = Authz{Source: "file:dev-authz.json"}
+	if diff := cmp.Diff(got, &want, cmpOpts); diff != "" {
+		t.Errorf("Parse(dev.toml) (-got +want):\n%s", diff)
+	}
+}
+
+func TestParseExampleConfig(t *testing.T) {
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "openai-key", "SG_PROXY_PASSWORD": "socks-pw"})
+	files := fakeFS(map[string]string{
+		"/run/secrets/anthropic":       "anthropic-key\n",
+		"/run/secrets/egress-password": "egress-pw\r\n",
+	})
+	got, err := Parse(readTestdata(t, "example.toml"), env, files)
+	if err != nil {
+		t.Fatalf("Parse(example.toml): %v", err)
+	}
+	want := Defaults()
+	want.NodeID = "node-a"
+	want.Egress = Egress{Proxies: []Proxy{
+		{Name: "local-socks", URL: mustURL(t, "socks5://127.0.0.1:11080"), Username: "scootgate", Password: secret.New("socks-pw")},
+		{Name: "egress-tls", URL: mustURL(t, "https://egress.internal.example:3129"), Username: "scootgate", Password: secret.New("egress-pw")},
+	}}
+	want.Credentials = map[string]secret.Secret{
+		"openai-main":    secret.New("openai-key"),
+		"anthropic-main": secret.New("anthropic-key"),
+	}
+	want.Backends = []Backend{
+		{ID: "anthropic-1", Protocol: ProtocolAnthropic, BaseURL: mustURL(t, "https://api.anthropic.com/v1"), Credential: "anthropic-main", MaxInflight: 128},
+		{ID: "openai-1", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "https://api.openai.com/v1"), Credential: "openai-main", MaxInflight: 256},
+	}
+	want.Models = []Model{
+		{Name: "claude-sonnet", Targets: []Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
+		{Name: "gpt-4o", Targets: []Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
+	}
+	want.Authz = Authz{Source: "file:/etc/scootgate/authz.json"}
+	if diff := cmp.Diff(got, &want, cmpOpts); diff != "" {
+		t.Errorf("Parse(example.toml) (-got +want):\n%s", diff)
+	}
+}
+
+// TestExampleSpellsOutDefaults keeps example.toml honest: every default it
+// shows must be the real default.
+func TestExampleSpellsOutDefaults(t *testing.T) {
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "SG_PROXY_PASSWORD": "k"})
+	files := fakeFS(map[string]string{"/run/secrets/anthropic": "k", "/run/secrets/egress-password": "k"})
+	got, err := Parse(readTestdata(t, "example.toml"), env, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Defaults()
+	type knobs struct {
+		Listen   Listen
+		Limits   Limits
+		Timeouts Timeouts
+		Drain    Drain
+		Balance  Balance
+	}
+	if diff := cmp.Diff(knobs{got.Listen, got.Limits, got.Timeouts, got.Drain, got.Balance}, knobs{d.Listen, d.Limits, d.Timeouts, d.Drain, d.Balance}); diff != "" {
+		t.Errorf("example.toml differs from Defaults() (-example +defaults):\n%s", diff)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	want := Config{
+		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
+		Limits: Limits{BodyBytes: 33554432, MaxAttempts: 2},
+		Timeouts: Timeouts{
+			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,
+			NonStreamTotal: 600 * time.Second, StreamKeepalive: 0,
+		},
+		Drain:   Drain{Delay: 0, Grace: 15 * time.Minute},
+		Balance: Balance{Algorithm: "weighted_random"},
+	}
+	if diff := cmp.Diff(Defaults(), want, cmpOpts); diff != "" {
+		t.Errorf("Defaults() (-got +want):\n%s", diff)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	p := pems()
+	for name, content := range map[string]string{
+		"secrets/openai": "file-key\n",
+		"ca.pem":         p.cert,
+		"tls/cert.pem":   p.cert,
+		"tls/key.pem":    p.key,
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("SCOOTGATE_CONFIG_TEST_PW", "proxy-pw")
+	doc := `node_id = "n1"
+[listen]
+api = "0.0.0.0:8443"
+tls_cert_file = "tls/cert.pem"
+tls_key_file = "tls/key.pem"
+[[egress.proxies]]
+name = "p1"
+url = "https://proxy.example.com:3129"
+username = "u"
+password = { env = "SCOOTGATE_CONFIG_TEST_PW" }
+ca_file = "ca.pem"
+[egress.provider_tls]
+ca_file = "ca.pem"
+[credentials.c1]
+file = "secrets/openai"
+[backends.b1]
+protocol = "openai"
+base_url = "https://api.example.com/v1/"
+credential = "c1"
+max_inflight_per_node = 8
+[[models.m1.targets]]
+backend = "b1"
+model = "real-1"
+weight = 1
+[authz]
+source = "file:authz.json"
+`
+	cfgPath := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(cfgPath, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(cfgPath)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	type view struct {
+		Listen      Listen
+		Egress      Egress
+		Credentials map[string]secret.Secret
+		BaseURL     string
+		Authz       Authz
+	}
+	want := view{
+		Listen: Listen{
+			API: "0.0.0.0:8443", Health: "127.0.0.1:8081",
+			TLSCertFile: filepath.Join(dir, "tls/cert.pem"), TLSKeyFile: filepath.Join(dir, "tls/key.pem"),
+		},
+		Egress: Egress{
+			Proxies: []Proxy{{
+				Name: "p1", URL: mustURL(t, "https://proxy.example.com:3129"), Username: "u",
+				Password: secret.New("proxy-pw"), CAFile: filepath.Join(dir, "ca.pem"),
+			}},
+			ProviderCAFile: filepath.Join(dir, "ca.pem"),
+		},
+		Credentials: map[string]secret.Secret{"c1": secret.New("file-key")},
+		BaseURL:     "https://api.example.com/v1",
+		Authz:       Authz{Source: "file:" + filepath.Join(dir, "authz.json")},
+	}
+	gotView := view{got.Listen, got.Egress, got.Credentials, got.Backends[0].BaseURL.String(), got.Authz}
+	if diff := cmp.Diff(gotView, want, cmpOpts); diff != "" {
+		t.Errorf("Load (-got +want):\n%s", diff)
+	}
+}
+
+// TestLoadDev loads the `make run` config from disk, as the dev binary will.
+func TestLoadDev(t *testing.T) {
+	t.Setenv("SCOOTGATE_DEV_OPENAI_KEY", "dev-openai")
+	t.Setenv("SCOOTGATE_DEV_ANTHROPIC_KEY", "dev-anthropic")
+	c, err := Load(filepath.Join(testdata, "dev.toml"))
+	if err != nil {
+		t.Fatalf("Load(dev.toml): %v", err)
+	}
+	dir, err := filepath.Abs(testdata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c.Authz.Source, "file:"+filepath.Join(dir, "dev-authz.json")); diff != "" {
+		t.Errorf("authz source (-got +want):\n%s", diff)
+	}
+}
+
+// TestLoadRelativePath: a relative config path still yields absolute paths.
+func TestLoadRelativePath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k"), []byte("k1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := edit(t, base, credEnv, `file = "k"`, authzSource, `source = "file:authz.json"`)
+	if err := os.WriteFile(filepath.Join(dir, "node.toml"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	c, err := Load("node.toml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if diff := cmp.Diff(c.Authz.Source, "file:"+filepath.Join(dir, "authz.json")); diff != "" {
+		t.Errorf("authz source (-got +want):\n%s", diff)
+	}
+	if c.Credentials["c1"].Reveal() != "k1" {
+		t.Errorf("credential c1 was not read from the relative file")
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.toml")
+	if _, err := Load(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want an error wrapping os.ErrNotExist", err)
+	}
+
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("node_id = \"n1\"\nbogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad)
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("Load(bad) = %v, want a *config.Error", err)
+	}
+	if !strings.HasPrefix(err.Error(), "config "+bad+": ") {
+		t.Errorf("Load(bad) error %q does not name the file", err)
+	}
+	if !strings.Contains(err.Error(), "\nbogus: unknown key") {
+		t.Errorf("Load(bad) error %q does not list the unknown key on its own line", err)
+	}
+}
+
+func TestErrorString(t *testing.T) {
+	e := &Error{Problems: []Problem{
+		{Path: "node_id", Msg: "missing"},
+		{Path: `models."gpt 4".targets[2].weight`, Msg: "0 is out of range"},
+		{Msg: "whole file"},
+	}}
+	want := "node_id: missing\n" + `models."gpt 4".targets[2].weight: 0 is out of range` + "\nwhole file"
+	if diff := cmp.Diff(e.Error(), want); diff != "" {
+		t.Errorf("Error() (-got +want):\n%s", diff)
+	}
+}
+
+// TestInvalidFiles is the golden table for testdata/config/invalid: each
+// file fails with exactly these problems.
+func TestInvalidFiles(t *testing.T) {
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "SG_PROXY_PASSWORD": "pw"})
+	tests := []struct {
+		file string
+		want []Problem
+	}{
+		{
+			file: "unknown-key.toml",
+			want: []Problem{
+				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
+				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
+				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, json_schema, model, stream, tier, tools, weight"},
+				{"nodeid", "unknown key; expected one of: authz, backends, balance, credentials, drain, egress, limits, listen, models, node_id, timeouts"},
+			},
+		},
+		{
+			file: "bad-url.toml",
+			want: []Problem{
+				{"backends.ftp.base_url", "expected an https:// URL (http:// only for a loopback host)"},
+				{"backends.no-scheme.base_url", "expected an https:// URL (http:// only for a loopback host)"},
+				{"backends.query.base_url", "must not have a query or fragment"},
+				{"backends.userinfo.base_url", "must not contain credentials; the backend's credential goes in credential"},
+			},
+		},
+		{
+			file: "plaintext-non-loopback.toml",
+			want: []Problem{
+				{"egress.proxies[0].password", "would cross the network in cleartext to a non-loopback proxy; use an https:// proxy URL (TLS to the proxy) or a proxy on a loopback address"},
+				{"backends.openai-1.base_url", "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"},
+			},
+		},
+		{
+			file: "missing-credential.toml",
+			want: []Problem{
+				{"credentials.openai-main.env", `secret: environment variable "SCOOTGATE_TEST_SURELY_UNSET" is unset`},
+				{"backends.openai-1.credential", `unknown credential "openai-typo"; expected the name of a [credentials.<name>]`},
+			},
+		},
+		{
+			file: "bad-weight.toml",
+			want: []Problem{
+				{`models."gpt 4".targets[0].weight`, "0 is out of range; expected 1..1000000"},
+				{`models."gpt 4".targets[1].weight`, "expected an integer, got a float"},
+				{`models."gpt 4".targets[2].weight`, "-3 is out of range; expected 1..1000000"},
+				{`models."gpt 4".targets[3].backend`, `unknown backend "openai-9"; expected the id of a [backends.<id>]`},
+				{`models."gpt 4".targets[3].weight`, "1000001 is out of range; expected 1..1000000"},
+			},
+		},
+	}
+	seen := map[string]bool{"syntax-error.toml": true} // TestSyntaxError
+	for _, tt := range tests {
+		seen[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			_, err := Parse(readTestdata(t, "invalid/"+tt.file), env, fakeFS(nil))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("Parse = %v, want a *config.Error", err)
+			}
+			if diff := cmp.Diff(cerr.Problems, tt.want); diff != "" {
+				t.Errorf("problems (-got +want):\n%s", diff)
+			}
+		})
+	}
+	files, err := filepath.Glob(filepath.Join(testdata, "invalid", "*.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !seen[filepath.Base(f)] {
+			t.Errorf("%s has no expectation in TestInvalidFiles", f)
+		}
+	}
+}
+
+func TestSyntaxError(t *testing.T) {
+	tests := []struct {
+		name     string
+		doc      []byte
+		wantLine int
+		wantCol  int
+		wantMsg  string
+	}{
+		{
+			name: "testdata file", doc: readTestdata(t, "invalid/syntax-error.toml"), wantLine: 5, wantCol: 22,
+			wantMsg: "toml syntax error at line 5, column 22: strings cannot contain newlines",
+		},
+		{
+			name: "duplicate key", doc: []byte("node_id = \"a\"\nnode_id = \"b\"\n"), wantLine: 2, wantCol: 15,
+			wantMsg: "toml syntax error at line 2, column 15: Key 'node_id' has already been defined.",
+		},
+		{
+			name: "missing value", doc: []byte("a = 1\n  b = = 2\n"), wantLine: 2, wantCol: 7,
+			wantMsg: "toml syntax error at line 2, column 7: expected value but found '=' instead",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.doc, fakeEnv(nil), fakeFS(nil))
+			var serr *SyntaxError
+			if !errors.As(err, &serr) {
+				t.Fatalf("Parse = %v, want a *config.SyntaxError", err)
+			}
+			var perr toml.ParseError
+			if !errors.As(err, &perr) {
+				t.Errorf("errors.As(err, *toml.ParseError) = false")
+			}
+			type pos struct{ Line, Col int }
+			if diff := cmp.Diff(pos{serr.Line, serr.Column}, pos{tt.wantLine, tt.wantCol}); diff != "" {
+				t.Errorf("position (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(err.Error(), tt.wantMsg); diff != "" {
+				t.Errorf("message (-got +want):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,169 @@
+// Package secret holds credential values (provider API keys, proxy
+// passwords) so that they cannot be printed by accident.
+//
+// # Model
+//
+// A [Secret] is an opaque value whose only accessor is [Secret.Reveal]. Every
+// other way of turning it into text prints "[redacted]": fmt with any verb
+// (%v, %+v, %#v, %s, %q, …), String, GoString, encoding/json,
+// encoding.TextMarshaler and log/slog. The value sits behind a pointer, so even
+// fmt's reflection walk over a struct that holds a Secret in an unexported
+// field prints an address, never the value.
+//
+// Values come from the environment ([FromEnv]) or from a file ([FromFile],
+// which trims one trailing "\n" or "\r\n" so that `echo key > file` works).
+// Their errors name the variable or the path and say what is wrong ("unset",
+// "empty"); they never contain the value. [FromEnvFunc] and [FromFileFunc] are
+// the same with the lookup injected, for configuration parsers and tests.
+//
+// # Caveats
+//
+// Redaction protects against formatting, not against code that calls Reveal
+// and prints the result. Two Secrets made from the same value are not ==;
+// compare Reveal() results if you must.
+package secret
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// redacted is what every printing path shows instead of the value.
+const redacted = "[redacted]"
+
+// MaxFileBytes bounds what FromFile and FromFileFunc accept, so that a path
+// pointing at something like /dev/zero fails instead of eating memory.
+const MaxFileBytes = 64 << 10
+
+// Errors wrapped by FromEnv, FromEnvFunc, FromFile and FromFileFunc; test with
+// errors.Is. The wrapping error names the variable or path.
+var (
+	// ErrUnset: the environment variable does not exist.
+	ErrUnset = errors.New("unset")
+	// ErrEmpty: the variable or file exists but holds no value (a file holding
+	// only the trimmed newline is empty too).
+	ErrEmpty = errors.New("empty")
+	// ErrTooLarge: the file is larger than MaxFileBytes.
+	ErrTooLarge = errors.New("too large")
+)
+
+// Secret is a credential value that prints as "[redacted]". The zero value is
+// an empty secret.
+type Secret struct {
+	// p is a pointer so that fmt's reflection fallback (unexported fields of
+	// a containing struct) prints an address instead of the value.
+	p *string
+}
+
+// New wraps v.
+func New(v string) Secret { return Secret{p: &v} }
+
+// Reveal returns the value. It is the only accessor: call it where the value
+// is put on the wire, nowhere else.
+func (s Secret) Reveal() string {
+	if s.p == nil {
+		return ""
+	}
+	return *s.p
+}
+
+// IsZero reports whether the secret is empty.
+func (s Secret) IsZero() bool { return s.Reveal() == "" }
+
+// String returns "[redacted]".
+func (s Secret) String() string { return redacted }
+
+// GoString returns "[redacted]" (fmt %#v).
+func (s Secret) GoString() string { return redacted }
+
+// Format makes every fmt verb print "[redacted]" (%q prints it quoted).
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		_, _ = io.WriteString(f, `"`+redacted+`"`)
+		return
+	}
+	_, _ = io.WriteString(f, redacted)
+}
+
+// MarshalJSON returns the JSON string "[redacted]".
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(redacted) }
+
+// MarshalText returns "[redacted]".
+func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// LogValue makes log/slog print "[redacted]".
+func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// Interface guards: the printing paths this package promises to cover.
+var (
+	_ fmt.Stringer   = Secret{}
+	_ fmt.GoStringer = Secret{}
+	_ fmt.Formatter  = Secret{}
+	_ json.Marshaler = Secret{}
+	_ slog.LogValuer = Secret{}
+)
+
+// FromEnv reads the secret from the environment variable name. An unset or
+// empty variable is an error that names the variable.
+func FromEnv(name string) (Secret, error) { return FromEnvFunc(name, os.LookupEnv) }
+
+// FromEnvFunc is FromEnv with the lookup injected (os.LookupEnv in FromEnv).
+func FromEnvFunc(name string, lookup func(string) (string, bool)) (Secret, error) {
+	v, ok := lookup(name)
+	if !ok {
+		return Secret{}, fmt.Errorf("secret: environment variable %q is %w", name, ErrUnset)
+	}
+	if v == "" {
+		return Secret{}, fmt.Errorf("secret: environment variable %q is %w", name, ErrEmpty)
+	}
+	return New(v), nil
+}
+
+// FromFile reads the secret from the file at path, trimming one trailing
+// "\n" or "\r\n". A missing, unreadable, empty or oversized file is an error
+// that names the path.
+func FromFile(path string) (Secret, error) { return FromFileFunc(path, readFile) }
+
+// FromFileFunc is FromFile with the reader injected. The content is checked
+// against MaxFileBytes after read returns, so read should bound itself too.
+func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error) {
+	b, err := read(path)
+	if err != nil {
+		// os errors repeat the path; keep only the cause so the message
+		// names the path exactly once.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return Secret{}, fmt.Errorf("secret: read file %q: %w", path, err)
+	}
+	if len(b) > MaxFileBytes {
+		return Secret{}, fmt.Errorf("secret: file %q is %w (limit %d bytes)", path, ErrTooLarge, MaxFileBytes)
+	}
+	v := string(b)
+	if s, ok := strings.CutSuffix(v, "\r\n"); ok {
+		v = s
+	} else {
+		v = strings.TrimSuffix(v, "\n")
+	}
+	if v == "" {
+		return Secret{}, fmt.Errorf("secret: file %q is %w", path, ErrEmpty)
+	}
+	return New(v), nil
+}
+
+// readFile is os.ReadFile that stops one byte past MaxFileBytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+}
