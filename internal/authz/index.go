@@ -1,0 +1,102 @@
+package authz
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/scootgate/scootgate/pkg/authsnap"
+)
+
+// Principal is an authenticated key. It is shared by every request that
+// presents the key and must not be modified.
+type Principal struct {
+	KeyID    string
+	TenantID string
+	// Models is the allowlist of public model names: nil allows every
+	// model, empty allows none.
+	Models []string
+	// ExpiresAt is when the key stops working; zero means never.
+	ExpiresAt time.Time
+}
+
+// Allows reports whether the key may use the public model name (exact,
+// case-sensitive match). A caller answers false with 403 (SPEC §1).
+func (p *Principal) Allows(model string) bool {
+	return p.Models == nil || slices.Contains(p.Models, model)
+}
+
+// expired reports whether the key has expired at now: expires_at is the
+// first instant at which it is rejected.
+func (p *Principal) expired(now time.Time) bool {
+	return !p.ExpiresAt.IsZero() && !now.Before(p.ExpiresAt)
+}
+
+// Index is a compiled authorization snapshot. It is immutable and safe for
+// concurrent use.
+type Index struct {
+	version     uint64
+	generatedAt time.Time
+	byDigest    map[[sha256.Size]byte]*Principal // disabled keys are left out
+}
+
+// Compile validates doc and builds an Index from it. The whole snapshot is
+// rejected on any problem (SPEC §7). The Index does not share memory with
+// doc. Disabled keys are left out, so that they are rejected exactly like
+// unknown ones.
+func Compile(doc *authsnap.Snapshot) (*Index, error) {
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("authz: compile: %w", err)
+	}
+	return compile(doc)
+}
+
+// compile builds an Index from a validated snapshot.
+func compile(doc *authsnap.Snapshot) (*Index, error) {
+	ix := &Index{
+		version:     doc.Version,
+		generatedAt: doc.GeneratedAt,
+		byDigest:    make(map[[sha256.Size]byte]*Principal, len(doc.Keys)),
+	}
+	for i, k := range doc.Keys {
+		if k.Disabled {
+			continue
+		}
+		var d [sha256.Size]byte
+		if n, err := hex.Decode(d[:], []byte(k.Digest)); err != nil || n != len(d) {
+			// Unreachable after Validate; kept so that a Validate bug
+			// cannot produce a zero digest. The digest is not printed.
+			return nil, fmt.Errorf("authz: compile: keys[%d].digest: %w", i, errBadDigest)
+		}
+		p := &Principal{
+			KeyID:    k.KeyID,
+			TenantID: k.TenantID,
+			Models:   slices.Clone(k.Models), // keeps nil (all) apart from empty (none)
+		}
+		if k.ExpiresAt != nil {
+			p.ExpiresAt = *k.ExpiresAt
+		}
+		ix.byDigest[d] = p
+	}
+	return ix, nil
+}
+
+var errBadDigest = errors.New("not 64 hex characters")
+
+// Version returns the snapshot version the index was compiled from.
+func (ix *Index) Version() uint64 { return ix.version }
+
+// GeneratedAt returns the snapshot's generated_at; zero if it had none.
+func (ix *Index) GeneratedAt() time.Time { return ix.generatedAt }
+
+// Len returns the number of keys that can authenticate (disabled keys are
+// not counted).
+func (ix *Index) Len() int { return len(ix.byDigest) }
+
+// lookup returns the principal whose key hashes to digest, or nil.
+func (ix *Index) lookup(digest [sha256.Size]byte) *Principal {
+	return ix.byDigest[digest]
+}

@@ -1,0 +1,382 @@
+package authsnap_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/pkg/authsnap"
+)
+
+const (
+	digestA = "d1bd6a372daf2838113796bcdb5b3a21c27e86bb91741beb6b6e0335ac1d221f" // sk-test-alpha-0123456789abcdef
+	digestB = "4b8825d233af905cd4221e89182af177bd5d847ab73118f94b2bb8234b2d899c" // sk-test-bravo-fedcba9876543210
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDigest(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},    // FIPS 180-2 empty message
+		{"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}, // FIPS 180-2 example
+		{"sk-test-alpha-0123456789abcdef", digestA},
+		{"sk-test-bravo-fedcba9876543210", digestB},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(authsnap.Digest(tt.raw), tt.want); diff != "" {
+			t.Errorf("Digest(%q) mismatch (-got +want):\n%s", tt.raw, diff)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		doc     string
+		want    *authsnap.Snapshot
+		wantErr *authsnap.DecodeError // Err is not compared
+	}{
+		{
+			name: "full document",
+			doc: `{"schema": 1, "version": 42, "generated_at": "2026-11-29T10:00:00Z",
+			       "keys": [{"key_id": "k_123", "tenant_id": "t_9", "digest": "` + digestA + `",
+			                 "models": ["demo-gpt"], "expires_at": "2027-01-01T00:00:00Z", "disabled": true}]}`,
+			want: &authsnap.Snapshot{
+				Schema: 1, Version: 42,
+				GeneratedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+				Keys: []authsnap.Key{{
+					KeyID: "k_123", TenantID: "t_9", Digest: digestA,
+					Models:    []string{"demo-gpt"},
+					ExpiresAt: ptr(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)),
+					Disabled:  true,
+				}},
+			},
+		},
+		{
+			name: "models omitted, null and empty stay distinct",
+			doc: `{"schema": 1, "version": 1, "keys": [
+			        {"key_id": "a", "tenant_id": "t", "digest": "x"},
+			        {"key_id": "b", "tenant_id": "t", "digest": "x", "models": null, "expires_at": null},
+			        {"key_id": "c", "tenant_id": "t", "digest": "x", "models": []}]}`,
+			want: &authsnap.Snapshot{Schema: 1, Version: 1, Keys: []authsnap.Key{
+				{KeyID: "a", TenantID: "t", Digest: "x"},
+				{KeyID: "b", TenantID: "t", Digest: "x"},
+				{KeyID: "c", TenantID: "t", Digest: "x", Models: []string{}},
+			}},
+		},
+		{
+			name: "empty keys array is kept non-nil",
+			doc:  "\n {\"schema\": 1, \"version\": 3, \"keys\": [], \"generated_at\": null} \r\n\t",
+			want: &authsnap.Snapshot{Schema: 1, Version: 3, Keys: []authsnap.Key{}},
+		},
+		{
+			name: "missing keys decodes to nil (Validate rejects it)",
+			doc:  `{"schema": 1, "version": 3}`,
+			want: &authsnap.Snapshot{Schema: 1, Version: 3},
+		},
+		{
+			name:    "empty input",
+			doc:     " \n ",
+			wantErr: &authsnap.DecodeError{Msg: "empty document"},
+		},
+		{
+			name:    "top-level null",
+			doc:     "null",
+			wantErr: &authsnap.DecodeError{Msg: "expected an object, got null"},
+		},
+		{
+			name:    "top-level array",
+			doc:     "[]",
+			wantErr: &authsnap.DecodeError{Msg: "expected an object, got array"},
+		},
+		{
+			name: "syntax error reports line and column",
+			doc:  "{\n  \"schema\": 1,,\n}",
+			wantErr: &authsnap.DecodeError{
+				Line: 2, Column: 15,
+				Msg: "invalid character ',' looking for beginning of object key string",
+			},
+		},
+		{
+			name:    "truncated",
+			doc:     "{\"schema\": 1,\n \"keys\": [",
+			wantErr: &authsnap.DecodeError{Line: 2, Column: 11, Msg: "unexpected end of document (truncated?)"},
+		},
+		{
+			name:    "trailing data",
+			doc:     "{\"schema\": 1}\n\n  x",
+			wantErr: &authsnap.DecodeError{Line: 3, Column: 3, Msg: "unexpected data after the document"},
+		},
+		{
+			name:    "two documents",
+			doc:     `{"schema": 1}{"schema": 1}`,
+			wantErr: &authsnap.DecodeError{Line: 1, Column: 14, Msg: "unexpected data after the document"},
+		},
+		{
+			name:    "unknown top-level member",
+			doc:     `{"schema": 1, "kyes": []}`,
+			wantErr: &authsnap.DecodeError{Msg: `json: unknown field "kyes"`},
+		},
+		{
+			name:    "unknown key member names the index",
+			doc:     `{"keys": [{}, {"key_id": "a", "colour": "blue"}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[1]", Msg: `json: unknown field "colour"`},
+		},
+		{
+			name:    "schema of the wrong type",
+			doc:     `{"schema": "1"}`,
+			wantErr: &authsnap.DecodeError{Path: "schema", Msg: "expected an integer, got string"},
+		},
+		{
+			name:    "negative version",
+			doc:     `{"version": -1}`,
+			wantErr: &authsnap.DecodeError{Path: "version", Msg: "expected a non-negative integer, got number -1"},
+		},
+		{
+			name:    "keys not an array",
+			doc:     `{"keys": {}}`,
+			wantErr: &authsnap.DecodeError{Path: "keys", Msg: "expected an array, got object"},
+		},
+		{
+			name:    "key not an object",
+			doc:     `{"keys": [{}, {}, "k"]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[2]", Msg: "expected an object, got string"},
+		},
+		{
+			name:    "null key",
+			doc:     `{"keys": [null]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0]", Msg: "expected an object, got null"},
+		},
+		{
+			name:    "digest of the wrong type",
+			doc:     `{"keys": [{"digest": 12}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].digest", Msg: "expected a string, got number"},
+		},
+		{
+			name:    "model of the wrong type",
+			doc:     `{"keys": [{"models": ["a", 1]}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].models", Msg: "expected a string, got number"},
+		},
+		{
+			name:    "models not an array",
+			doc:     `{"keys": [{"models": "demo-gpt"}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].models", Msg: "expected an array, got string"},
+		},
+		{
+			name:    "bad expiry",
+			doc:     `{"keys": [{"expires_at": "2027-01-01"}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string"},
+		},
+		{
+			name:    "expiry of the wrong type",
+			doc:     `{"keys": [{"expires_at": 1700000000}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string"},
+		},
+		{
+			name:    "bad generated_at",
+			doc:     `{"generated_at": "yesterday"}`,
+			wantErr: &authsnap.DecodeError{Path: "generated_at", Msg: "expected an RFC 3339 timestamp string"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := authsnap.Decode([]byte(tt.doc))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Decode: unexpected error: %v", err)
+				}
+				if diff := cmp.Diff(got, tt.want); diff != "" {
+					t.Errorf("Decode mismatch (-got +want):\n%s", diff)
+				}
+				return
+			}
+			var de *authsnap.DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("Decode error = %v (%T), want *DecodeError", err, err)
+			}
+			if got != nil {
+				t.Errorf("Decode returned a snapshot with an error")
+			}
+			gotErr := *de
+			gotErr.Err = nil
+			if diff := cmp.Diff(&gotErr, tt.wantErr); diff != "" {
+				t.Errorf("DecodeError mismatch (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeErrorString(t *testing.T) {
+	tests := []struct {
+		err  *authsnap.DecodeError
+		want string
+	}{
+		{&authsnap.DecodeError{Msg: "empty document"}, "authsnap: decode: empty document"},
+		{&authsnap.DecodeError{Path: "keys[1]", Msg: "m"}, "authsnap: decode: keys[1]: m"},
+		{&authsnap.DecodeError{Line: 3, Column: 4, Msg: "m"}, "authsnap: decode: line 3, column 4: m"},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.err.Error(), tt.want); diff != "" {
+			t.Errorf("Error() mismatch (-got +want):\n%s", diff)
+		}
+	}
+}
+
+func TestDecodeErrorUnwraps(t *testing.T) {
+	_, err := authsnap.Decode([]byte(`{"version": "x"}`))
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		t.Fatalf("Decode error = %v, want it to wrap *json.UnmarshalTypeError", err)
+	}
+}
+
+// TestRoundTrip checks the promise to control-plane authors: a valid
+// Snapshot encoded with encoding/json decodes back to the same value.
+func TestRoundTrip(t *testing.T) {
+	exp := time.Date(2027, 1, 1, 12, 30, 0, 500, time.UTC)
+	in := &authsnap.Snapshot{
+		Schema: authsnap.Schema, Version: 9,
+		GeneratedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+		Keys: []authsnap.Key{
+			{KeyID: "all", TenantID: "t", Digest: digestA},
+			{KeyID: "none", TenantID: "t", Digest: digestB, Models: []string{}, ExpiresAt: &exp, Disabled: true},
+			{KeyID: "some", TenantID: "t", Digest: authsnap.Digest("c"), Models: []string{"m1", "m2"}},
+		},
+	}
+	if err := in.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	if strings.Contains(string(data), `"generated_at":"0001`) || !strings.Contains(string(data), `"models":[]`) {
+		t.Errorf("encoded document lost a distinction: %s", data)
+	}
+	out, err := authsnap.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if diff := cmp.Diff(out, in); diff != "" {
+		t.Errorf("round trip mismatch (-got +want):\n%s", diff)
+	}
+
+	// A zero GeneratedAt is omitted, not written as year 1.
+	in.GeneratedAt = time.Time{}
+	data, err = json.Marshal(in)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	if strings.Contains(string(data), "generated_at") {
+		t.Errorf("zero generated_at was encoded: %s", data)
+	}
+}
+
+// The documents in testdata/authz are the shared contract examples.
+const fixtures = "../../testdata/authz"
+
+func TestValidFixture(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(fixtures, "valid.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := authsnap.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := &authsnap.Snapshot{
+		Schema: 1, Version: 42,
+		GeneratedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+		Keys: []authsnap.Key{
+			{
+				KeyID: "k_alpha", TenantID: "t_acme",
+				Digest:    authsnap.Digest("sk-test-alpha-0123456789abcdef"),
+				Models:    []string{"demo-gpt", "demo-claude"},
+				ExpiresAt: ptr(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+			},
+			{KeyID: "k_bravo", TenantID: "t_globex", Digest: authsnap.Digest("sk-test-bravo-fedcba9876543210")},
+		},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("valid.json mismatch (-got +want):\n%s", diff)
+	}
+}
+
+// TestInvalidFixtures decodes and validates every file in
+// testdata/authz/invalid and checks the error names the problem. A file
+// without an entry here fails the test, so no fixture goes unchecked.
+func TestInvalidFixtures(t *testing.T) {
+	want := map[string][]string{
+		"bad-schema.json": {"schema: must be 1, got 2"},
+		"bad-digest.json": {
+			"keys[0].digest: must be 64 lowercase hex characters (sha256), found uppercase",
+			"keys[1].digest: must be 64 lowercase hex characters (sha256)",
+		},
+		"duplicate-key-id.json": {"keys[1].key_id: duplicate of keys[0]"},
+		"duplicate-digest.json": {"keys[1].digest: duplicate of keys[0]"},
+		"unknown-field.json":    {`keys[1]: json: unknown field "colour"`},
+		"misspelled-keys.json":  {`unknown field "kyes"`},
+		"missing-keys.json":     {"keys: required"},
+		"version-zero.json":     {"version: must be at least 1"},
+		"version-string.json":   {"version: expected a non-negative integer, got string"},
+		"bad-expiry.json":       {"keys[0].expires_at: expected an RFC 3339 timestamp string"},
+		"empty-model.json":      {"keys[0].models[1]: must be non-empty"},
+		"truncated.json":        {"line 5, column 49: unexpected end of document"},
+		"trailing-garbage.json": {"line 2, column 1: unexpected data after the document"},
+	}
+	files, err := filepath.Glob(filepath.Join(fixtures, "invalid", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			frags, ok := want[name]
+			if !ok {
+				t.Fatalf("no expected error listed for %s", name)
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = decodeAndValidate(data)
+			if err == nil {
+				t.Fatalf("%s was accepted", name)
+			}
+			for _, frag := range frags {
+				if !strings.Contains(err.Error(), frag) {
+					t.Errorf("error %q does not contain %q", err, frag)
+				}
+			}
+			for _, d := range []string{digestA, digestB, strings.ToUpper(digestA)} {
+				if strings.Contains(err.Error(), d[:16]) {
+					t.Errorf("error %q contains a digest", err)
+				}
+			}
+		})
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("expected fixture %s is missing", name)
+		}
+	}
+}
+
+func decodeAndValidate(data []byte) error {
+	s, err := authsnap.Decode(data)
+	if err != nil {
+		return err
+	}
+	return s.Validate()
+}

@@ -1,0 +1,151 @@
+package authsnap
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Problem is one reason a snapshot is invalid.
+type Problem struct {
+	Path string // member path such as "keys[3].digest"; "" for the whole snapshot
+	Msg  string // what is wrong; never contains a digest value
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Msg
+	}
+	return p.Path + ": " + p.Msg
+}
+
+// ValidationError lists every problem [Snapshot.Validate] found.
+type ValidationError struct {
+	Problems []Problem // in document order; never empty
+}
+
+// maxProblemsInError bounds Error's length; Problems keeps them all.
+const maxProblemsInError = 10
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("authsnap: invalid snapshot: ")
+	for i, p := range e.Problems {
+		if i == maxProblemsInError {
+			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Validate checks the snapshot's meaning and returns a [*ValidationError]
+// listing every problem, or nil. It checks that:
+//
+//   - schema is [Schema] and version is at least 1;
+//   - keys is present (nil is rejected: an empty list must be explicit,
+//     so that a lost member cannot revoke every key by accident);
+//   - key_id and tenant_id are 1–[MaxIDLength] characters without control
+//     characters (both end up in logs and usage events);
+//   - digest is [DigestLength] lowercase hex characters;
+//   - no two keys share a key_id or a digest (a digest must name exactly one
+//     principal);
+//   - model names in an allowlist are non-empty.
+func (s *Snapshot) Validate() error {
+	if s == nil {
+		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
+	}
+	var ps []Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if s.Schema != Schema {
+		add("schema", "must be %d, got %d", Schema, s.Schema)
+	}
+	if s.Version < 1 {
+		add("version", "must be at least 1")
+	}
+	if s.Keys == nil {
+		add("keys", "required (an empty array means no key is accepted)")
+	}
+
+	keyIDs := make(map[string]int, len(s.Keys))
+	digests := make(map[string]int, len(s.Keys))
+	for i, k := range s.Keys {
+		path := "keys[" + strconv.Itoa(i) + "]"
+		if msg := checkID(k.KeyID); msg != "" {
+			add(path+".key_id", "%s", msg)
+		} else if j, dup := keyIDs[k.KeyID]; dup {
+			add(path+".key_id", "duplicate of keys[%d]", j)
+		} else {
+			keyIDs[k.KeyID] = i
+		}
+		if msg := checkID(k.TenantID); msg != "" {
+			add(path+".tenant_id", "%s", msg)
+		}
+		if msg := checkDigest(k.Digest); msg != "" {
+			add(path+".digest", "%s", msg)
+		} else if j, dup := digests[k.Digest]; dup {
+			// Name the other key by index only: the digest itself stays out
+			// of error text.
+			add(path+".digest", "duplicate of keys[%d]", j)
+		} else {
+			digests[k.Digest] = i
+		}
+		for m, name := range k.Models {
+			if name == "" {
+				add(path+".models["+strconv.Itoa(m)+"]", "must be non-empty")
+			}
+		}
+	}
+
+	if len(ps) > 0 {
+		return &ValidationError{Problems: ps}
+	}
+	return nil
+}
+
+// checkID returns what is wrong with a key_id or tenant_id, or "".
+func checkID(id string) string {
+	switch {
+	case id == "":
+		return "required"
+	case utf8.RuneCountInString(id) > MaxIDLength:
+		return fmt.Sprintf("longer than %d characters", MaxIDLength)
+	case strings.ContainsFunc(id, isControl):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// isControl reports C0 controls and DEL: the characters that can forge
+// lines in logs. The JSON Schema's pattern rejects the same set.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// checkDigest returns what is wrong with a digest, or "".
+func checkDigest(d string) string {
+	const msg = "must be 64 lowercase hex characters (sha256)"
+	if len(d) != DigestLength {
+		return msg
+	}
+	upper := false
+	for i := range len(d) {
+		switch c := d[i]; {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
+		case 'A' <= c && c <= 'F':
+			upper = true
+		default:
+			return msg
+		}
+	}
+	if upper {
+		return msg + ", found uppercase"
+	}
+	return ""
+}
