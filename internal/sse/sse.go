@@ -1,0 +1,288 @@
+// Package sse reads a server-sent event stream one event at a time and keeps
+// the exact bytes of every event, so a proxy can forward the stream unchanged
+// while it looks at what passes through.
+//
+// # Basics
+//
+// Parsing follows the WHATWG HTML "event stream interpretation" rules, as
+// required by SPEC §11 "Streams":
+//
+//   - a line ends with CRLF, LF or CR; a CR and the LF after it are one line
+//     ending even when they arrive in different reads;
+//   - a blank line ends an event;
+//   - "field:value" takes the field name up to the first colon and strips one
+//     optional space from the start of the value; a line without a colon is
+//     a field name with an empty value; names are case-sensitive;
+//   - "data" lines are joined with "\n", "event" sets the type (the last one
+//     wins), and "id", "retry" and unknown fields are ignored;
+//   - a line starting with ':' is a comment (keepalives such as ": PROCESSING");
+//   - a UTF-8 byte order mark at the very start of the stream is ignored.
+//
+// Reader.Next returns one Event per blank-line-terminated block. Event.Raw is
+// the block's exact bytes including the blank line that ends it, and the
+// concatenation of Raw over all events (plus the partial event returned with
+// ErrTruncated) is exactly the input: a proxy that writes each Raw and
+// flushes forwards the stream byte for byte (SPEC §11: "bytes reach the
+// client unchanged"). Unlike a browser, the reader returns every block,
+// including ones a browser would not dispatch: a block of only comments
+// (Comment is set, so keepalives can be forwarded), a block of only ignored
+// fields, and a lone blank line (an Event with only Raw set). Callers that
+// care only about content skip events without Type and Data.
+//
+// A stream that ends inside an event returns the partial bytes with
+// ErrTruncated; SPEC §11 counts such a stream as failed. Each event is bounded
+// by maxEventBytes, so a provider cannot make the gateway buffer without limit
+// (ErrTooLarge).
+//
+// Next reuses its buffers: in steady state it does not allocate, and Raw and
+// Data are valid only until the next call. Event types are interned per
+// Reader, so Type does not allocate either.
+//
+// # Caveats
+//
+// To tell a CR line ending from a CRLF whose LF has not arrived yet, the
+// reader needs one byte of lookahead after a CR that ends the data received
+// so far. With LF or CRLF streams this never delays an event (the LF follows
+// in the same write). With CR-only line endings, an event whose final CR is
+// the last byte sent so far is returned only when the next byte or the end of
+// the stream arrives.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// DefaultMaxEventBytes bounds an event when NewReader is given no limit.
+const DefaultMaxEventBytes = 1 << 20
+
+// Errors returned by Next. Both end the stream: every later call to Next
+// returns io.EOF after ErrTruncated, and the same error after ErrTooLarge or a
+// read error.
+var (
+	// ErrTruncated means the stream ended inside an event (no blank line
+	// after its last bytes). Event.Raw holds the partial bytes; SPEC §11
+	// treats a stream that ends without its terminator as failed.
+	ErrTruncated = errors.New("sse: stream ended inside an event")
+
+	// ErrTooLarge means an event exceeded the reader's maxEventBytes.
+	ErrTooLarge = errors.New("sse: event too large")
+)
+
+// Event is one block of the stream, ended by a blank line.
+type Event struct {
+	Raw     []byte // exact bytes of the event including its terminating blank line (valid until next Next)
+	Type    string // "event:" field, "" if absent
+	Data    []byte // data lines joined with "\n"; nil if the block has no data line (valid until next Next)
+	Comment bool   // the block held only comments (keepalive)
+}
+
+// maxInterned bounds the event types a Reader keeps, so that a stream of
+// distinct types cannot grow it without limit.
+const maxInterned = 16
+
+var bom = []byte("\ufeff")
+
+// Reader reads events from a stream. It is not safe for concurrent use.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+
+	raw     []byte   // bytes of the current event; reused
+	data    []byte   // joined data of the current event; reused
+	types   []string // interned event types
+	started bool     // the first line of the stream (which may carry a BOM) was read
+	pending error    // a read error seen while looking past a CR, reported on the next read
+	err     error    // sticky: returned by every later Next
+}
+
+// NewReader returns a Reader of the stream r that rejects events longer than
+// maxEventBytes (including the blank line that ends them) with ErrTooLarge. A
+// maxEventBytes of zero or less means DefaultMaxEventBytes.
+func NewReader(r io.Reader, maxEventBytes int) *Reader {
+	if maxEventBytes <= 0 {
+		maxEventBytes = DefaultMaxEventBytes
+	}
+	return &Reader{
+		br:   bufio.NewReader(r),
+		max:  maxEventBytes,
+		data: make([]byte, 0, 512), // non-nil: an empty data line gives a non-nil empty Data
+	}
+}
+
+// block accumulates the fields of the event being read. The type is kept as
+// offsets into Reader.raw, which may move while the event grows.
+type block struct {
+	typeStart, typeEnd int
+	hasData            bool
+	comments, fields   bool // saw a comment line; saw a field line
+}
+
+// Next returns the next event. It returns io.EOF when the stream ends
+// cleanly between events, ErrTruncated (with the partial bytes in Raw and
+// the fields of its complete lines) when it ends inside one, an error
+// wrapping ErrTooLarge when an event exceeds the limit, and other read
+// errors wrapped, also with the partial bytes in Raw.
+func (r *Reader) Next() (Event, error) {
+	if r.err != nil {
+		return Event{}, r.err
+	}
+	r.raw = r.raw[:0]
+	r.data = r.data[:0]
+	var b block
+	for {
+		start := len(r.raw)
+		term, err := r.readLine()
+		if err != nil {
+			return r.fail(b, err)
+		}
+		line := r.raw[start : len(r.raw)-term]
+		if !r.started {
+			r.started = true
+			if bytes.HasPrefix(line, bom) {
+				start += len(bom)
+				line = line[len(bom):]
+			}
+		}
+		if len(line) == 0 {
+			return r.event(b), nil
+		}
+		r.parseLine(&b, start, line)
+	}
+}
+
+// parseLine applies one complete, non-blank line that starts at r.raw[start].
+func (r *Reader) parseLine(b *block, start int, line []byte) {
+	if line[0] == ':' {
+		b.comments = true
+		return
+	}
+	b.fields = true
+	name, value := line, line[len(line):]
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "event":
+		b.typeStart = start + len(line) - len(value)
+		b.typeEnd = start + len(line)
+	case "data":
+		if b.hasData {
+			r.data = append(r.data, '\n')
+		}
+		r.data = append(r.data, value...)
+		b.hasData = true
+	}
+}
+
+func (r *Reader) event(b block) Event {
+	ev := Event{
+		Raw:     r.raw[:len(r.raw):len(r.raw)],
+		Type:    r.intern(r.raw[b.typeStart:b.typeEnd]),
+		Comment: b.comments && !b.fields,
+	}
+	if b.hasData {
+		ev.Data = r.data[:len(r.data):len(r.data)]
+	}
+	return ev
+}
+
+// fail ends the stream with err, returning the partial event read so far.
+func (r *Reader) fail(b block, err error) (Event, error) {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		r.err = err
+		return Event{}, err
+	case err == io.EOF && len(r.raw) == 0:
+		r.err = io.EOF
+		return Event{}, io.EOF
+	case err == io.EOF:
+		r.err = io.EOF
+		return r.event(b), ErrTruncated
+	case len(r.raw) == 0:
+		r.err = fmt.Errorf("sse: read: %w", err)
+		return Event{}, r.err
+	default:
+		r.err = fmt.Errorf("sse: read: %w", err)
+		return r.event(b), r.err
+	}
+}
+
+// readLine appends the next line and its terminator to r.raw and returns the
+// terminator's length. On error the partial line stays in r.raw.
+func (r *Reader) readLine() (int, error) {
+	if err := r.pending; err != nil {
+		r.pending = nil
+		return 0, err
+	}
+	for {
+		if _, err := r.br.Peek(1); err != nil {
+			return 0, err
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		lf := bytes.IndexByte(buf, '\n')
+		end := lf
+		if lf < 0 {
+			end = len(buf)
+		}
+		cr := bytes.IndexByte(buf[:end], '\r')
+		switch {
+		case cr >= 0 && cr+1 < len(buf):
+			if buf[cr+1] == '\n' {
+				return 2, r.take(buf[:cr+2])
+			}
+			return 1, r.take(buf[:cr+1])
+		case cr >= 0:
+			// The CR is the last byte received: an LF after it would be
+			// part of the same line ending, so look at one more byte.
+			if err := r.take(buf); err != nil {
+				return 0, err
+			}
+			next, err := r.br.Peek(1)
+			if err == nil && next[0] == '\n' {
+				return 2, r.take(next)
+			}
+			r.pending = err // the line is complete; report err on the next read
+			return 1, nil
+		case lf >= 0:
+			return 1, r.take(buf[:lf+1])
+		default:
+			if err := r.take(buf); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// take moves p, a prefix of the bufio.Reader's buffered bytes, to r.raw.
+func (r *Reader) take(p []byte) error {
+	if len(r.raw)+len(p) > r.max {
+		return fmt.Errorf("%w: over %d bytes", ErrTooLarge, r.max)
+	}
+	r.raw = append(r.raw, p...)
+	_, _ = r.br.Discard(len(p)) // cannot fail: p is buffered
+	return nil
+}
+
+// intern returns b as a string, without allocating for a type seen before.
+func (r *Reader) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	for _, s := range r.types {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	if len(r.types) < maxInterned {
+		r.types = append(r.types, s)
+	}
+	return s
+}
