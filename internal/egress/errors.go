@@ -1,0 +1,153 @@
+package egress
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+// Stage says how far a dial got before it failed. Every stage is before the
+// first request byte, so every failure carrying one is definitely_not_sent
+// (SPEC §6, §11 "Send state, exactly"). EgressFault tells the two families
+// apart.
+type Stage int
+
+// Egress faults: the proxy path is broken; no backend is to blame. The
+// caller counts these on the egress metric and must not feed them to any
+// backend's breaker (SPEC §11 "Egress failures are not provider failures").
+// The next configured proxy is tried automatically.
+const (
+	// StageProxyDial: no working session with the proxy. The TCP connect
+	// failed or timed out, the proxy went away while we wrote to it, closed
+	// without answering, answered something that is not the protocol, or
+	// (SOCKS5) did not answer the greeting before the connect timeout.
+	StageProxyDial Stage = iota + 1
+	// StageProxyAuth: the proxy answered and refused to open the tunnel for
+	// us: credentials (CONNECT 407, or 401 as Debian's tinyproxy 1.11 sends;
+	// SOCKS5 method or RFC 1929 failure), policy (CONNECT 403, SOCKS5 "not
+	// allowed by ruleset"), or a request it does not support (any other
+	// non-2xx CONNECT status outside the target family below, SOCKS5
+	// "command" or "address type not supported").
+	StageProxyAuth
+	// StageProxyTLS: the TLS handshake with an https:// proxy failed, its
+	// certificate included (fail closed, never retried in plaintext).
+	StageProxyTLS
+)
+
+// Backend faults: the egress path works and the proxy says the target does
+// not. They count as that backend's transport failure. The next proxy is not
+// tried: it would reach the same target.
+const (
+	// StageTarget: the proxy reported the target unreachable (CONNECT 500
+	// "Unable to connect" from tinyproxy, 502, 503, 504; SOCKS5 general
+	// failure, network or host unreachable, connection refused, TTL
+	// expired), or did not answer the CONNECT request before the connect
+	// timeout, which is what a proxy waiting on a black-holed target looks
+	// like.
+	StageTarget Stage = iota + 4
+	// StageProviderTLS: the provider's TLS handshake through the tunnel
+	// failed (untrusted certificate, wrong name, protocol version).
+	StageProviderTLS
+)
+
+// String returns the stage as a metric-label-friendly word.
+func (s Stage) String() string {
+	switch s {
+	case StageProxyDial:
+		return "proxy_dial"
+	case StageProxyAuth:
+		return "proxy_auth"
+	case StageProxyTLS:
+		return "proxy_tls"
+	case StageTarget:
+		return "target"
+	case StageProviderTLS:
+		return "provider_tls"
+	}
+	return "stage(" + strconv.Itoa(int(s)) + ")"
+}
+
+// NotSentError is returned for every failure before the tunnel (and, for
+// DialTLSContext, the provider's TLS session) was established: provably no
+// request byte reached the provider, so the caller may re-pick (SPEC §6).
+// Its text names the proxy by Name, never by a URL with credentials, and
+// never contains a password.
+type NotSentError struct {
+	Proxy string // Proxy.Name of the proxy that failed (the last one tried)
+	Stage Stage
+	Err   error
+}
+
+func (e *NotSentError) Error() string {
+	return "egress: " + e.Stage.String() + " via proxy " + strconv.Quote(e.Proxy) + ": " + e.Err.Error()
+}
+
+func (e *NotSentError) Unwrap() error { return e.Err }
+
+// EgressFault reports whether the proxy path failed (StageProxyDial,
+// StageProxyAuth, StageProxyTLS) rather than the backend. An egress fault
+// must not open the backend's breaker (SPEC §11).
+func (e *NotSentError) EgressFault() bool {
+	switch e.Stage {
+	case StageProxyDial, StageProxyAuth, StageProxyTLS:
+		return true
+	}
+	return false
+}
+
+// ErrConnectTimeout is wrapped by a NotSentError when Options.ConnectTimeout
+// ran out during that proxy attempt (errors.Is). When the caller's own
+// context ended instead, its cause is wrapped.
+var ErrConnectTimeout = errors.New("connect timeout")
+
+// connectStatusError is an HTTP proxy's non-2xx answer to CONNECT. The
+// proxy's own reason phrase and body are not kept: they are untrusted text.
+type connectStatusError struct {
+	code int
+}
+
+func (e *connectStatusError) Error() string {
+	return "proxy answered CONNECT with " + strconv.Itoa(e.code) + " " + http.StatusText(e.code)
+}
+
+// socksReplyError is a SOCKS5 proxy's failure reply to CONNECT (RFC 1928 §6).
+type socksReplyError struct {
+	code byte
+}
+
+func (e *socksReplyError) Error() string {
+	return "socks5 proxy replied " + strconv.Itoa(int(e.code)) + " (" + socksReplyText(e.code) + ")"
+}
+
+func socksReplyText(code byte) string {
+	switch code {
+	case 0x01:
+		return "general failure"
+	case 0x02:
+		return "connection not allowed by ruleset"
+	case 0x03:
+		return "network unreachable"
+	case 0x04:
+		return "host unreachable"
+	case 0x05:
+		return "connection refused"
+	case 0x06:
+		return "ttl expired"
+	case 0x07:
+		return "command not supported"
+	case 0x08:
+		return "address type not supported"
+	}
+	return "unassigned code"
+}
+
+// Handshake failures that carry no code of their own.
+var (
+	errProxyClosed        = errors.New("proxy closed the connection before answering")
+	errProxyProtocol      = errors.New("proxy answered with something that is not the protocol")
+	errSOCKSNoMethod      = errors.New("socks5 proxy accepts none of our authentication methods")
+	errSOCKSNeedsAuth     = errors.New("socks5 proxy requires username/password, none configured")
+	errSOCKSAuthRejected  = errors.New("socks5 proxy rejected the username/password")
+	errSOCKSNoReplyToAuth = errors.New("socks5 proxy did not answer the username/password")
+	errNoConnectReply     = errors.New("proxy did not answer the tunnel request")
+)
