@@ -1,0 +1,80 @@
+// Package fakeprovider is a scriptable stand-in for an LLM provider: the one
+// part of the request path that tests and the dev stack cannot have for real.
+// It is a dev/test tool only and is never imported by cmd/scootgate or
+// internal/app.
+//
+// # Basics
+//
+// A [Provider] is an [http.Handler] that speaks the two wire formats the
+// gateway forwards (SPEC §1), faithfully enough that the official Go SDKs
+// (openai-go/v3, anthropic-sdk-go/v2) parse its answers:
+//
+//   - POST /v1/chat/completions: OpenAI Chat Completions, JSON or SSE
+//     (`data: {chunk}` events, a usage chunk with `choices: []` when
+//     `stream_options.include_usage` is true, then `data: [DONE]`).
+//   - POST /v1/messages: Anthropic Messages, JSON or SSE (message_start,
+//     content_block_start, ping, content_block_delta…, content_block_stop,
+//     message_delta with cumulative usage, message_stop).
+//   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
+//     request carries anthropic-version (SPEC §11, "Client surface details").
+//
+// The reply is "echo: " followed by the text of the last user message (the
+// directives below removed, runs of white space collapsed), split into pieces
+// for streaming. Ids are
+// derived from the request's sequence number and timestamps from
+// [Options.Clock], so a transcript is byte-for-byte reproducible.
+//
+// Usage is deterministic so tests can assert it:
+//
+//	words  = whitespace-separated words in every message's text (and Anthropic's
+//	         system), as received, directives included
+//	pieces = number of content pieces the reply is split into
+//	OpenAI:    prompt_tokens = words + cache_read, cached_tokens = cache_read,
+//	           completion_tokens = pieces + reasoning, reasoning_tokens = reasoning
+//	Anthropic: input_tokens = words, cache_read_input_tokens = cache_read,
+//	           cache_creation_input_tokens = cache_write,
+//	           output_tokens = pieces + reasoning (message_start says 1)
+//
+// Credentials: when [Options.OpenAIKey] is set, /v1/chat/completions needs
+// `Authorization: Bearer <key>`; when [Options.AnthropicKey] is set,
+// /v1/messages needs `x-api-key: <key>` or `Authorization: Bearer <key>` (the
+// current Anthropic SDK sends the latter, SPEC §11). A wrong key is a 401 in
+// the protocol's error shape; /v1/messages without anthropic-version is a 400.
+//
+// # Scripting
+//
+// Behaviour comes from [Options.Script] when it returns non-nil, otherwise
+// from directives embedded in the last user message, which is what makes the
+// dev demo scriptable from curl:
+//
+//	[[status=429]] [[retry_after=7]]  error in the protocol's shape (+ Retry-After)
+//	[[quota]]                         429, OpenAI code insufficient_quota
+//	[[delay_ms=N]]                    wait before the status line
+//	[[hang]]                          never answer; return when the request context ends
+//	[[reset=after_body]]              read the body, then close the TCP connection with RST
+//	[[chunks=N]]                      split the reply into N pieces (default 3)
+//	[[event_delay_ms=N]]              wait between stream events
+//	[[cut=after_events:K]]            send K events, then drop the connection
+//	[[error_event=after:K]]           send K events, then an in-band error
+//	[[cache_read=N]] [[cache_write=N]] [[reasoning=N]]  extra usage numbers
+//
+// An unknown or malformed directive is a 400, so a typo fails loudly. See
+// [Behaviour] for how the knobs combine.
+//
+// # Observability
+//
+// [Provider.Requests] returns what arrived (headers, body, parsed model and
+// stream flags), [Provider.RequestCount] and [Provider.ConnCount] count
+// requests and accepted connections, and [Provider.Reset] clears all three.
+// [Provider.Start] and [Provider.StartTLS] serve on a loopback listener (TLS
+// with a self-signed certificate generated at start); [Provider.Close] stops
+// the server and waits for every handler to return.
+//
+// # Caveats
+//
+// The server speaks HTTP/1.1 only, also over TLS: connection-level faults
+// (reset, cut) need [http.Hijacker] or a per-connection abort, which HTTP/2
+// does not offer, and the gateway's egress transport is HTTP/1.1 anyway.
+// Request bodies are decoded with encoding/json; only the fields the fake
+// needs are read.
+package fakeprovider

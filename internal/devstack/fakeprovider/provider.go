@@ -1,0 +1,486 @@
+package fakeprovider
+
+import (
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Protocol names the wire format of a request.
+type Protocol string
+
+// The two protocol pools (SPEC §1).
+const (
+	OpenAI    Protocol = "openai"
+	Anthropic Protocol = "anthropic"
+)
+
+// maxBody bounds how much of a request body the fake reads (SPEC §11's
+// default gateway limit, doubled so the gateway's own limit is what tests hit).
+const maxBody = 64 << 20
+
+// ErrStarted is returned by Start and StartTLS when the provider already
+// serves, or has been closed.
+var ErrStarted = errors.New("fakeprovider: already started or closed")
+
+// Options configures a Provider. The zero value is usable: no credentials
+// are checked and timestamps come from time.Now.
+type Options struct {
+	// OpenAIKey, when set, is the Bearer key /v1/chat/completions requires.
+	OpenAIKey string
+	// AnthropicKey, when set, is the key /v1/messages requires in x-api-key
+	// (or Authorization: Bearer).
+	AnthropicKey string
+	// Models lists the ids GET /v1/models returns (default: gpt-4o-mini and
+	// claude-sonnet-4-5). Any model is accepted on the chat endpoints.
+	Models []string
+	// Clock stamps `created` fields and rate-limit reset headers (default time.Now).
+	Clock func() time.Time
+	// Script, when it returns non-nil, decides the answer instead of the
+	// directives in the last user message. It is called concurrently.
+	Script func(r Request) *Behaviour
+}
+
+// Request is what the provider received.
+type Request struct {
+	// Seq is the 1-based arrival order since New or the last Reset.
+	Seq      int64
+	Protocol Protocol // "" for a path the fake does not serve
+	Method   string
+	Path     string
+	Header   http.Header // a clone of the request's headers
+	Body     []byte      // the whole body as received
+	// Model, Stream and IncludeUsage are read from the body (zero when absent
+	// or when the body is not JSON).
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+	// Prompt is the text of the last user message, directives included.
+	Prompt string
+}
+
+// clone returns a deep copy of r.
+func (r Request) clone() Request {
+	r.Header = r.Header.Clone()
+	r.Body = append([]byte(nil), r.Body...)
+	return r
+}
+
+// Provider is the fake. Create it with New; it is an http.Handler on its own,
+// or serves itself with Start / StartTLS.
+type Provider struct {
+	// immutable after New
+	o Options
+
+	// atomic
+	conns atomic.Int64
+
+	mu sync.Mutex
+	// guarded by mu
+	log    []Request
+	count  int64
+	srv    *http.Server
+	done   chan struct{} // closed when srv.Serve returns
+	closed bool
+	// inflight counts running handlers; Add only under mu while !closed, so
+	// Close's Wait never races a new Add.
+	inflight sync.WaitGroup
+}
+
+// New returns a Provider configured by o.
+func New(o Options) *Provider {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Models == nil {
+		o.Models = []string{"gpt-4o-mini", "claude-sonnet-4-5"}
+	}
+	return &Provider{o: o}
+}
+
+// Start serves the provider on addr (for example "127.0.0.1:0") and returns
+// its base URL, "http://HOST:PORT/v1": the OpenAI SDK's and the gateway's
+// backend base_url. The server root (the Anthropic SDK's base URL) is the same
+// without "/v1".
+func (p *Provider) Start(addr string) (baseURL string, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("fakeprovider: listen: %w", err)
+	}
+	if err := p.serve(ln); err != nil {
+		return "", err
+	}
+	return "http://" + ln.Addr().String() + "/v1", nil
+}
+
+// StartTLS is Start over TLS with a self-signed certificate for 127.0.0.1,
+// ::1 and localhost generated now. pool holds that certificate, for the
+// client's RootCAs. The base URL is "https://HOST:PORT/v1".
+func (p *Provider) StartTLS(addr string) (baseURL string, pool *x509.CertPool, err error) {
+	cert, pool, err := selfSigned(time.Now())
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("fakeprovider: listen: %w", err)
+	}
+	tln := tls.NewListener(ln, &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"http/1.1"}, // see the package doc: HTTP/1.1 only
+		MinVersion:   tls.VersionTLS12,
+	})
+	if err := p.serve(tln); err != nil {
+		return "", nil, err
+	}
+	return "https://" + ln.Addr().String() + "/v1", pool, nil
+}
+
+// serve starts the one http.Server of p on ln; Close stops it.
+func (p *Provider) serve(ln net.Listener) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv != nil || p.closed {
+		_ = ln.Close()
+		return ErrStarted
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	p.srv = &http.Server{
+		Handler:           p,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0), // handshake noise from tests that expect failure
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				p.conns.Add(1)
+			}
+		},
+	}
+	p.done = make(chan struct{})
+	go func(srv *http.Server, done chan struct{}) {
+		defer close(done)
+		_ = srv.Serve(ln) // always ErrServerClosed after Close
+	}(p.srv, p.done)
+	return nil
+}
+
+// Close stops the server (closing every connection, which ends hanging
+// handlers) and waits for the serve loop and every handler to return.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	srv, done := p.srv, p.done
+	p.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+		<-done
+	}
+	p.inflight.Wait()
+	if err != nil {
+		return fmt.Errorf("fakeprovider: close: %w", err)
+	}
+	return nil
+}
+
+// Requests returns a copy of every request received since New or the last
+// Reset, in arrival order.
+func (p *Provider) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Request, len(p.log))
+	for i, r := range p.log {
+		out[i] = r.clone()
+	}
+	return out
+}
+
+// RequestCount returns the number of requests received since New or the
+// last Reset.
+func (p *Provider) RequestCount() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count
+}
+
+// ConnCount returns the number of connections accepted since Start or the
+// last Reset.
+func (p *Provider) ConnCount() int64 { return p.conns.Load() }
+
+// Reset forgets recorded requests and zeroes both counters.
+func (p *Provider) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log, p.count = nil, 0
+	p.conns.Store(0)
+}
+
+// enter registers a running handler; false once Close has begun.
+func (p *Provider) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.inflight.Add(1)
+	return true
+}
+
+// record stores r, assigning its Seq.
+func (p *Provider) record(r Request) Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.count++
+	r.Seq = p.count
+	p.log = append(p.log, r.clone())
+	return r
+}
+
+// ServeHTTP answers one request; see the package doc.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.enter() {
+		http.Error(w, "fakeprovider: closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer p.inflight.Done()
+
+	var proto Protocol
+	method := http.MethodPost
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		proto = OpenAI
+	case "/v1/messages":
+		proto = Anthropic
+	case "/v1/models":
+		proto, method = OpenAI, http.MethodGet
+		if r.Header.Get("anthropic-version") != "" {
+			proto = Anthropic
+		}
+	}
+
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	in, parseErr := parseBody(body)
+	req := p.record(Request{
+		Protocol:     proto,
+		Method:       r.Method,
+		Path:         r.URL.Path,
+		Header:       r.Header,
+		Body:         body,
+		Model:        in.Model,
+		Stream:       in.Stream,
+		IncludeUsage: in.StreamOptions.IncludeUsage,
+		Prompt:       in.prompt(),
+	})
+	seq := req.Seq
+	shape := proto // the error shape
+	if shape == "" {
+		shape = OpenAI
+	}
+	fail := func(status int, msg string) {
+		p.writeError(w, shape, seq, errorSpec{status: status, msg: msg})
+	}
+
+	var tooLarge *http.MaxBytesError
+	switch {
+	case proto == "":
+		fail(http.StatusNotFound, "fakeprovider: unknown path "+r.URL.Path)
+		return
+	case r.Method != method:
+		w.Header().Set("Allow", method)
+		fail(http.StatusMethodNotAllowed, "fakeprovider: method not allowed")
+		return
+	case errors.As(readErr, &tooLarge):
+		fail(http.StatusRequestEntityTooLarge, "fakeprovider: body too large")
+		return
+	case readErr != nil:
+		return // the client went away
+	case !p.authorized(proto, r.Header):
+		fail(http.StatusUnauthorized, "")
+		return
+	case proto == Anthropic && r.Header.Get("anthropic-version") == "":
+		fail(http.StatusBadRequest, "anthropic-version: header is required")
+		return
+	case r.URL.Path == "/v1/models":
+		p.writeModels(w, proto, seq)
+		return
+	case parseErr != nil:
+		fail(http.StatusBadRequest, "fakeprovider: body is not a JSON object")
+		return
+	case in.Model == "":
+		fail(http.StatusBadRequest, "model: field is required")
+		return
+	}
+
+	b, echo, err := p.behaviour(req)
+	if err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	p.answer(w, r, proto, b, reply{
+		seq:          seq,
+		model:        in.Model,
+		created:      p.o.Clock(),
+		pieces:       split("echo: "+echo, b.Chunks),
+		words:        in.words(),
+		b:            b,
+		stream:       in.Stream,
+		includeUsage: in.StreamOptions.IncludeUsage,
+	})
+}
+
+// authorized checks the protocol's credential header when a key is set.
+func (p *Provider) authorized(proto Protocol, h http.Header) bool {
+	bearer, _ := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if proto == OpenAI {
+		return p.o.OpenAIKey == "" || same(bearer, p.o.OpenAIKey)
+	}
+	return p.o.AnthropicKey == "" || same(h.Get("x-api-key"), p.o.AnthropicKey) || same(bearer, p.o.AnthropicKey)
+}
+
+func same(got, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// behaviour picks the Script's answer, else the directives', and returns the
+// prompt with directives removed.
+func (p *Provider) behaviour(req Request) (Behaviour, string, error) {
+	if p.o.Script != nil {
+		if b := p.o.Script(req.clone()); b != nil {
+			return *b, strings.Join(strings.Fields(directiveRE.ReplaceAllString(req.Prompt, "")), " "), nil
+		}
+	}
+	return ParseDirectives(req.Prompt)
+}
+
+// reply is one successful answer, before it is rendered in a protocol.
+type reply struct {
+	seq          int64
+	model        string
+	created      time.Time
+	pieces       []string
+	words        int
+	b            Behaviour
+	stream       bool
+	includeUsage bool
+}
+
+func (r reply) text() string { return strings.Join(r.pieces, "") }
+
+// answer applies b (in the order Behaviour documents) and writes the reply.
+func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol, b Behaviour, rp reply) {
+	ctx := r.Context()
+	if !wait(ctx, b.Delay) {
+		return
+	}
+	switch {
+	case b.Hang:
+		<-ctx.Done()
+		return
+	case b.Reset:
+		resetConn(w)
+		return
+	case b.Quota:
+		p.writeError(w, proto, rp.seq, errorSpec{status: http.StatusTooManyRequests, quota: true, retryAfter: b.RetryAfter})
+		return
+	case b.Status != 0:
+		p.writeError(w, proto, rp.seq, errorSpec{status: b.Status, retryAfter: b.RetryAfter})
+		return
+	}
+
+	p.setHeaders(w.Header(), proto, rp.seq)
+	if !rp.stream {
+		var body []byte
+		if proto == OpenAI {
+			body = openAICompletion(rp)
+		} else {
+			body = anthropicMessage(rp)
+		}
+		writeBody(w, http.StatusOK, body, b.Cut)
+		return
+	}
+	var events []event
+	var errEvent event
+	if proto == OpenAI {
+		events, errEvent = openAIStream(rp), openAIErrorEvent()
+	} else {
+		events, errEvent = anthropicStream(rp), anthropicErrorEvent(rp.seq)
+	}
+	writeStream(ctx, w, b, events, errEvent)
+}
+
+// errorSpec describes an error answer.
+type errorSpec struct {
+	status     int
+	quota      bool
+	retryAfter time.Duration
+	msg        string // "" = a default for the status
+}
+
+// writeError answers with an error in proto's shape (RESEARCH §4.3).
+func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, e errorSpec) {
+	p.setHeaders(w.Header(), proto, seq)
+	if e.retryAfter > 0 {
+		secs := (e.retryAfter + time.Second - 1) / time.Second
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
+	}
+	var body []byte
+	if proto == Anthropic {
+		body = anthropicError(e, seq)
+	} else {
+		body = openAIError(e)
+	}
+	writeBody(w, e.status, body, false)
+}
+
+// writeModels answers GET /v1/models in proto's list shape (RESEARCH §4.7).
+func (p *Provider) writeModels(w http.ResponseWriter, proto Protocol, seq int64) {
+	p.setHeaders(w.Header(), proto, seq)
+	var body []byte
+	if proto == Anthropic {
+		body = anthropicModels(p.o.Models, p.o.Clock())
+	} else {
+		body = openAIModels(p.o.Models, p.o.Clock())
+	}
+	writeBody(w, http.StatusOK, body, false)
+}
+
+// setHeaders adds the provider's response headers: request id, rate limits,
+// a cookie (for the gateway's response header allowlist) and a JSON
+// Content-Type that writeStream replaces.
+func (p *Provider) setHeaders(h http.Header, proto Protocol, seq int64) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Set-Cookie", "__cf_bm=fakeprovider; path=/; HttpOnly; Secure; SameSite=None")
+	id := fmt.Sprintf("req_fake%06d", seq)
+	if proto == Anthropic {
+		reset := p.o.Clock().Add(time.Minute).UTC().Format(time.RFC3339)
+		h.Set("Request-Id", id)
+		h.Set("Anthropic-Ratelimit-Requests-Limit", "4000")
+		h.Set("Anthropic-Ratelimit-Requests-Remaining", "3999")
+		h.Set("Anthropic-Ratelimit-Requests-Reset", reset)
+		h.Set("Anthropic-Ratelimit-Tokens-Limit", "400000")
+		h.Set("Anthropic-Ratelimit-Tokens-Remaining", "399000")
+		h.Set("Anthropic-Ratelimit-Tokens-Reset", reset)
+		return
+	}
+	h.Set("X-Request-Id", id)
+	h.Set("Openai-Version", "2020-10-01")
+	h.Set("Openai-Processing-Ms", "1")
+	h.Set("X-Ratelimit-Limit-Requests", "10000")
+	h.Set("X-Ratelimit-Remaining-Requests", "9999")
+	h.Set("X-Ratelimit-Reset-Requests", "6ms")
+	h.Set("X-Ratelimit-Limit-Tokens", "200000")
+	h.Set("X-Ratelimit-Remaining-Tokens", "199000")
+	h.Set("X-Ratelimit-Reset-Tokens", "300ms")
+}

@@ -1,0 +1,129 @@
+package fakeprovider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Low-level writers shared by both protocols: bodies, event streams and the
+// connection-level faults.
+
+// writeBody writes a complete JSON body, or with cut only its first half
+// before dropping the connection.
+func writeBody(w http.ResponseWriter, status int, body []byte, cut bool) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	if !cut {
+		_, _ = w.Write(body)
+		return
+	}
+	_, _ = w.Write(body[:len(body)/2])
+	_ = http.NewResponseController(w).Flush()
+	panic(http.ErrAbortHandler)
+}
+
+// event is one server-sent event; name is "" for OpenAI's data-only events.
+type event struct {
+	name string
+	data []byte
+}
+
+func (e event) bytes() []byte {
+	var b []byte
+	if e.name != "" {
+		b = append(b, "event: "+e.name+"\n"...)
+	}
+	b = append(b, "data: "...)
+	b = append(b, e.data...)
+	return append(b, "\n\n"...)
+}
+
+// writeStream sends events with a flush after each one, applying b's
+// EventDelay, Cut and ErrorEvent. A fault position is clamped to the last
+// event, so a faulted stream never carries its terminator.
+func writeStream(ctx context.Context, w http.ResponseWriter, b Behaviour, events []event, errEvent event) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	last := len(events) - 1
+	for i, ev := range events {
+		if i > 0 && !wait(ctx, b.EventDelay) {
+			return
+		}
+		if b.Cut && i == min(b.CutAfter, last) {
+			panic(http.ErrAbortHandler) // net/http closes the connection: no terminator, no final chunk
+		}
+		inBandError := b.ErrorEvent && i == min(b.ErrorAfter, last)
+		if inBandError {
+			ev = errEvent
+		}
+		if _, err := w.Write(ev.bytes()); err != nil || rc.Flush() != nil || inBandError {
+			return
+		}
+	}
+}
+
+// resetConn drops the connection with an RST and no response: the request
+// was fully received, so for the gateway it is possibly_sent.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // not hijackable: the closest thing is an abort
+	}
+	raw := conn
+	if u, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		raw = u.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // close sends RST instead of FIN
+	}
+	_ = raw.Close()
+}
+
+// wait sleeps for d unless ctx ends first; false when ctx ended.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// split cuts text into n pieces of nearly equal rune counts (n = 0 means
+// DefaultChunks; never more pieces than runes, never fewer than one).
+func split(text string, n int) []string {
+	if n <= 0 {
+		n = DefaultChunks
+	}
+	runes := []rune(text)
+	n = max(min(n, len(runes)), 1)
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, string(runes[i*len(runes)/n:(i+1)*len(runes)/n]))
+	}
+	return out
+}
+
+// mustJSON marshals the fake's own response types, which cannot fail.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("fakeprovider: marshal %T: %v", v, err))
+	}
+	return b
+}
