@@ -1,0 +1,116 @@
+package apierr
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestShapes(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         *Error
+		proto       Protocol
+		wantBody    string
+		wantHeaders map[string]string
+	}{
+		{
+			name:     "openai 401",
+			err:      Unauthorized("invalid API key"),
+			wantBody: `{"error":{"message":"invalid API key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+		},
+		{
+			name:     "anthropic 401",
+			err:      Unauthorized("invalid API key"),
+			proto:    Anthropic,
+			wantBody: `{"type":"error","error":{"type":"authentication_error","message":"invalid API key"},"request_id":"sg-1"}`,
+		},
+		{
+			name:        "openai 503 retry advice",
+			err:         Unavailable("busy", 1500*time.Millisecond),
+			wantBody:    `{"error":{"message":"busy","type":"server_error","param":null,"code":"no_target_available"}}`,
+			wantHeaders: map[string]string{"Retry-After": "2", "Retry-After-Ms": "1500", "X-Should-Retry": "true"},
+		},
+		{
+			name:        "anthropic 503 is overloaded",
+			err:         Unavailable("busy", time.Second),
+			proto:       Anthropic,
+			wantBody:    `{"type":"error","error":{"type":"overloaded_error","message":"busy"},"request_id":"sg-1"}`,
+			wantHeaders: map[string]string{"Retry-After": "1", "X-Should-Retry": "true"},
+		},
+		{
+			name:        "possibly sent 502 is not retryable",
+			err:         BadGateway("upstream_failed", "failed", true),
+			proto:       Anthropic,
+			wantBody:    `{"type":"error","error":{"type":"api_error","message":"failed"},"request_id":"sg-1"}`,
+			wantHeaders: map[string]string{"X-Should-Retry": "false"},
+		},
+		{
+			name:        "504",
+			err:         GatewayTimeout("slow"),
+			wantBody:    `{"error":{"message":"slow","type":"server_error","param":null,"code":"upstream_timeout"}}`,
+			wantHeaders: map[string]string{"X-Should-Retry": "false"},
+		},
+		{
+			name:     "anthropic 413",
+			err:      TooLarge("big"),
+			proto:    Anthropic,
+			wantBody: `{"type":"error","error":{"type":"request_too_large","message":"big"},"request_id":"sg-1"}`,
+		},
+		{
+			name:     "anthropic 403",
+			err:      Forbidden("no"),
+			proto:    Anthropic,
+			wantBody: `{"type":"error","error":{"type":"permission_error","message":"no"},"request_id":"sg-1"}`,
+		},
+		{
+			name:     "anthropic 404",
+			err:      NotFound("model_not_found", "no"),
+			proto:    Anthropic,
+			wantBody: `{"type":"error","error":{"type":"not_found_error","message":"no"},"request_id":"sg-1"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			tt.err.Write(rec, tt.proto, "sg-1")
+			if rec.Code != tt.err.Status {
+				t.Errorf("status = %d, want %d", rec.Code, tt.err.Status)
+			}
+			if diff := cmp.Diff(rec.Body.String(), tt.wantBody); diff != "" {
+				t.Errorf("body (-got +want):\n%s", diff)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			for k, v := range tt.wantHeaders {
+				if got := rec.Header().Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+			if tt.wantHeaders["X-Should-Retry"] == "" && rec.Header().Get("X-Should-Retry") != "" {
+				t.Errorf("unexpected X-Should-Retry %q", rec.Header().Get("X-Should-Retry"))
+			}
+		})
+	}
+}
+
+func TestInBand(t *testing.T) {
+	e := &Error{Status: 502, Msg: "cut"}
+	got := string(e.InBand(OpenAI, "sg-1"))
+	if got != "data: {\"error\":{\"message\":\"cut\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n" {
+		t.Errorf("openai in-band = %q", got)
+	}
+	got = string(e.InBand(Anthropic, "sg-1"))
+	want := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"},\"request_id\":\"sg-1\"}\n\n"
+	if got != want {
+		t.Errorf("anthropic in-band = %q, want %q", got, want)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(e.Body(OpenAI, ""), &doc); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,102 @@
+// Package health serves the node's health listener: /healthz (the process
+// is alive) and /readyz (SPEC §9: authorization snapshot loaded, routes
+// ready, not draining; each failing check says why). It never shares a
+// listener with the public API, and needs no API key.
+package health
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Check reports nil when its condition for readiness holds, or an error
+// whose text is the reason shown on /readyz. Checks must be cheap and
+// must not reveal secrets.
+type Check func() error
+
+type namedCheck struct {
+	name string
+	fn   Check
+}
+
+// Health holds readiness checks and the drain flag.
+type Health struct {
+	draining atomic.Bool
+
+	mu     sync.Mutex
+	checks []namedCheck // guarded by mu
+}
+
+// New returns a Health with no checks.
+func New() *Health { return &Health{} }
+
+// Add registers a readiness check.
+func (h *Health) Add(name string, fn Check) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks = append(h.checks, namedCheck{name, fn})
+}
+
+// StartDraining makes /readyz fail from now on (SPEC §11 "Drain": fail
+// readiness first).
+func (h *Health) StartDraining() { h.draining.Store(true) }
+
+// Draining reports whether the node is draining.
+func (h *Health) Draining() bool { return h.draining.Load() }
+
+// Report is the /readyz document.
+type Report struct {
+	Ready   bool              `json:"ready"`
+	Reasons map[string]string `json:"reasons,omitempty"` // check name → why it fails
+}
+
+// Ready runs every check.
+func (h *Health) Ready() Report {
+	h.mu.Lock()
+	checks := h.checks
+	h.mu.Unlock()
+	rep := Report{Ready: true}
+	fail := func(name, why string) {
+		if rep.Reasons == nil {
+			rep.Reasons = map[string]string{}
+		}
+		rep.Ready = false
+		rep.Reasons[name] = why
+	}
+	if h.Draining() {
+		fail("drain", "node is draining")
+	}
+	for _, c := range checks {
+		if err := c.fn(); err != nil {
+			fail(c.name, err.Error())
+		}
+	}
+	return rep
+}
+
+// Handler serves /healthz and /readyz.
+func (h *Health) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		rep := h.Ready()
+		status := http.StatusOK
+		if !rep.Ready {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, rep)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, _ := json.Marshal(v) // maps of strings and bools cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}

@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/routes"
+)
+
+// Authenticator resolves a request's client key (implemented by *authz.Store).
+type Authenticator interface {
+	Authenticate(h http.Header, now time.Time) (*authz.Principal, error)
+}
+
+// Picker chooses a target and takes its in-flight slot (implemented by the
+// balance package). tried lists targets this request already attempted.
+type Picker interface {
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+}
+
+// Options configures a Handler. All fields are required unless noted.
+type Options struct {
+	Auth      Authenticator
+	Routes    *routes.Holder
+	Picker    Picker
+	Transport http.RoundTripper // the egress transport; never a direct one
+
+	BodyLimit      int64
+	MaxAttempts    int
+	FirstByte      time.Duration
+	StreamIdle     time.Duration
+	NonStreamTotal time.Duration
+	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
+	// ping event (Anthropic) after this much provider silence.
+	StreamKeepalive time.Duration
+
+	Logger   *slog.Logger
+	Draining func() bool      // optional; adds Connection: close while draining
+	Now      func() time.Time // optional; time.Now
+}
+
+// Handler is the public API handler.
+type Handler struct {
+	o       Options
+	started time.Time
+}
+
+// New returns a Handler.
+func New(o Options) *Handler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Draining == nil {
+		o.Draining = func() bool { return false }
+	}
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = 1
+	}
+	return &Handler{o: o, started: o.Now()}
+}
+
+// maxProviderBody bounds a non-stream provider answer held in memory.
+const maxProviderBody = 64 << 20
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := newRequestID()
+	w.Header().Set("X-Request-Id", rid)
+	if h.o.Draining() && r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close") // SPEC §11 "Drain"
+	}
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		h.serveCompletion(w, r, routes.OpenAI, rid)
+	case "/v1/messages":
+		h.serveCompletion(w, r, routes.Anthropic, rid)
+	case "/v1/models":
+		h.serveModels(w, r, rid)
+	case "/":
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code
+			return
+		}
+		apierr.NotFound("not_found", "no such endpoint").Write(w, shapeFor(r), rid)
+	default:
+		apierr.NotFound("not_found", "no such endpoint: "+r.URL.Path).Write(w, shapeFor(r), rid)
+	}
+}
+
+// shapeFor picks the error shape for endpoints that are not
+// protocol-specific: Anthropic clients always send anthropic-version.
+func shapeFor(r *http.Request) apierr.Protocol {
+	if r.Header.Get("Anthropic-Version") != "" {
+		return apierr.Anthropic
+	}
+	return apierr.OpenAI
+}
+
+func shapeOf(p routes.Protocol) apierr.Protocol {
+	if p == routes.Anthropic {
+		return apierr.Anthropic
+	}
+	return apierr.OpenAI
+}
+
+// authenticate answers 401 itself when the key is missing or not valid.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, shape apierr.Protocol, rid string) (*authz.Principal, bool) {
+	p, err := h.o.Auth.Authenticate(r.Header, h.o.Now())
+	if err == nil {
+		return p, true
+	}
+	msg := "invalid API key"
+	switch {
+	case errors.Is(err, authz.ErrMissingKey):
+		msg = "missing API key: send Authorization: Bearer <key> or x-api-key"
+	case errors.Is(err, authz.ErrExpired):
+		msg = "API key expired"
+	}
+	apierr.Unauthorized(msg).Write(w, shape, rid)
+	return nil, false
+}
+
+// readBody enforces the body limit before anything leaves the node (SPEC §11).
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apierr.Error) {
+	tooLarge := apierr.TooLarge("request body exceeds the limit of " + strconv.FormatInt(h.o.BodyLimit, 10) + " bytes")
+	if r.ContentLength > h.o.BodyLimit {
+		return nil, tooLarge
+	}
+	size := 4096
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	body := http.MaxBytesReader(w, r.Body, h.o.BodyLimit)
+	for {
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge
+			}
+			return nil, apierr.BadRequest("body_read_failed", "could not read the request body")
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "sg-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
+// allowAll is a hand-written fake Authenticator.
+type allowAll struct{}
+
+func (allowAll) Authenticate(http.Header, time.Time) (*authz.Principal, error) {
+	return &authz.Principal{KeyID: "k", TenantID: "t"}, nil
+}
+
+// newHandler builds a Handler in front of a fake provider, reached with a
+// plain transport: these tests are about the request path; egress has its
+// own tests and the app package tests the assembled node.
+func newHandler(tb testing.TB, o Options) (*Handler, *fakeprovider.Provider) {
+	tb.Helper()
+	prov := fakeprovider.New(fakeprovider.Options{})
+	base, err := prov.Start("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { prov.Close() })
+	doc := `node_id = "n"
+[[egress.proxies]]
+name = "p"
+url = "socks5://127.0.0.1:1080"
+[credentials.c]
+env = "K"
+[backends.oa]
+protocol = "openai"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 1000
+[backends.an]
+protocol = "anthropic"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 1000
+[models.gpt]
+[[models.gpt.targets]]
+backend = "oa"
+model = "provider-gpt"
+weight = 1
+stream = true
+[models.claude]
+[[models.claude.targets]]
+backend = "an"
+model = "provider-claude"
+weight = 1
+stream = true
+[authz]
+source = "file:/dev/null"
+`
+	cfg, err := config.Parse([]byte(doc), func(string) (string, bool) { return "provider-key", true }, os.ReadFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tab, err := routes.Compile(cfg, upstream.NewRegistry())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var holder routes.Holder
+	holder.Store(tab)
+	o.Auth, o.Routes, o.Picker = allowAll{}, &holder, &balance.WeightedRandom{}
+	o.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
+	if o.BodyLimit == 0 {
+		o.BodyLimit = 1 << 20
+	}
+	if o.FirstByte == 0 {
+		o.FirstByte = 5 * time.Second
+	}
+	if o.StreamIdle == 0 {
+		o.StreamIdle = 5 * time.Second
+	}
+	if o.NonStreamTotal == 0 {
+		o.NonStreamTotal = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.MaxAttempts = 2
+	return New(o), prov
+}
+
+func TestKeepaliveDuringSilence(t *testing.T) {
+	tests := []struct {
+		name, path, body, ping string
+	}{
+		{"openai comment", "/v1/chat/completions", `{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a b [[event_delay_ms=150]] [[chunks=2]]"}]}`, ": keepalive\n\n"},
+		{"anthropic ping", "/v1/messages", `{"model":"claude","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"a b [[event_delay_ms=150]] [[chunks=2]]"}]}`, "event: ping\ndata: {\"type\": \"ping\"}\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := newHandler(t, Options{StreamKeepalive: 10 * time.Millisecond})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			got := string(data)
+			if !strings.Contains(got, tt.ping) {
+				t.Fatalf("no keepalive in a stream with 150ms gaps and a 10ms keepalive:\n%s", got)
+			}
+			if !strings.Contains(got, "[DONE]") && !strings.Contains(got, "message_stop") {
+				t.Fatalf("stream did not finish:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestNoKeepaliveByDefault(t *testing.T) {
+	h, _ := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a [[event_delay_ms=50]]"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(data), "keepalive") {
+		t.Fatalf("keepalive sent while disabled:\n%s", data)
+	}
+}
+
+// BenchmarkNonStream measures one non-stream request through the handler
+// (auth fake, inspect, pick, rewrite, forward, relay) against the fake
+// provider over loopback, with a bare transport round trip to the same
+// provider as the baseline: report the ratio, not the absolute time.
+func BenchmarkNonStream(b *testing.B) {
+	body := `{"model":"gpt","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello there"}],"temperature":0.2}`
+	h, _ := newHandler(b, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	run := func(b *testing.B, url, payload string) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := client.Post(url, "application/json", strings.NewReader(payload))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	b.Run("direct-baseline", func(b *testing.B) {
+		run(b, provURL(b, h), strings.Replace(body, `"gpt"`, `"provider-gpt"`, 1))
+	})
+	b.Run("through-handler", func(b *testing.B) {
+		run(b, srv.URL+"/v1/chat/completions", body)
+	})
+}
+
+func provURL(tb testing.TB, h *Handler) string {
+	tb.Helper()
+	m, _ := h.o.Routes.Load().Model("gpt")
+	return m.Pools[routes.OpenAI][0].Backend.Endpoint
+}

@@ -1,0 +1,214 @@
+// Package routes compiles backends and public models into an immutable
+// routing Table and publishes it through a Holder.
+//
+// # Basics
+//
+// A Table is built once, validated whole, then stored with one atomic
+// pointer write. A request calls Holder.Load once at entry and uses only
+// that Table for its whole life, so a later swap never changes an
+// in-flight request (SPEC §7, STYLE habit 1).
+//
+// Each public model keeps one candidate pool per protocol: the
+// OpenAI-compatible and Anthropic pools are never mixed (SPEC §1).
+//
+// # Caveats
+//
+// Backends point at upstream.State values owned by a Registry outside the
+// Table, so hot state survives a swap for unchanged backends.
+package routes
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
+// Protocol is a wire protocol pool.
+type Protocol uint8
+
+const (
+	OpenAI Protocol = iota
+	Anthropic
+	numProtocols
+)
+
+func (p Protocol) String() string {
+	if p == Anthropic {
+		return config.ProtocolAnthropic
+	}
+	return config.ProtocolOpenAI
+}
+
+// Caps is a set of capabilities (SPEC §1).
+type Caps uint8
+
+const (
+	CapStream Caps = 1 << iota
+	CapTools
+	CapJSONSchema
+)
+
+// Has reports whether c offers every capability in need.
+func (c Caps) Has(need Caps) bool { return c&need == need }
+
+func (c Caps) String() string {
+	var parts []string
+	if c&CapStream != 0 {
+		parts = append(parts, "stream")
+	}
+	if c&CapTools != 0 {
+		parts = append(parts, "tools")
+	}
+	if c&CapJSONSchema != 0 {
+		parts = append(parts, "json_schema")
+	}
+	return strings.Join(parts, ",")
+}
+
+// Backend is one provider endpoint. Immutable.
+type Backend struct {
+	ID         string
+	Protocol   Protocol
+	Endpoint   string // base URL + protocol path (/chat/completions or /messages)
+	Credential secret.Secret
+	State      *upstream.State
+}
+
+// Target binds a public model to a backend. Immutable.
+type Target struct {
+	Backend       *Backend
+	ProviderModel string
+	// ProviderModelJSON is ProviderModel as a JSON string literal, ready
+	// for the byte-faithful rewrite of the request's "model".
+	ProviderModelJSON []byte
+	Weight            int
+	Caps              Caps
+	Tier              int
+}
+
+// Model is a public model with one candidate pool per protocol.
+type Model struct {
+	Name  string
+	Pools [numProtocols][]*Target // sorted by tier, then backend id
+}
+
+// Table is a compiled, immutable routing table.
+type Table struct {
+	models map[string]*Model
+	names  [numProtocols][]string // sorted names of models with a target of that protocol
+}
+
+// Model returns the public model named name.
+func (t *Table) Model(name string) (*Model, bool) {
+	m, ok := t.models[name]
+	return m, ok
+}
+
+// Names returns the sorted public model names that have at least one
+// target speaking p. The slice must not be modified.
+func (t *Table) Names(p Protocol) []string { return t.names[p] }
+
+// endpointPath is appended to a backend's base URL.
+var endpointPath = [numProtocols]string{OpenAI: "/chat/completions", Anthropic: "/messages"}
+
+// ParseProtocol maps a config protocol name.
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case config.ProtocolOpenAI:
+		return OpenAI, nil
+	case config.ProtocolAnthropic:
+		return Anthropic, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q", s)
+}
+
+// Compile builds a Table from a validated config. reg supplies the hot
+// state of each backend by identity.
+func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
+	backends := make(map[string]*Backend, len(cfg.Backends))
+	for _, b := range cfg.Backends {
+		p, err := ParseProtocol(b.Protocol)
+		if err != nil {
+			return nil, fmt.Errorf("routes: backend %q: %w", b.ID, err)
+		}
+		cred, ok := cfg.Credentials[b.Credential]
+		if !ok {
+			return nil, fmt.Errorf("routes: backend %q: unknown credential %q", b.ID, b.Credential)
+		}
+		base := strings.TrimRight(b.BaseURL.String(), "/")
+		backends[b.ID] = &Backend{
+			ID:         b.ID,
+			Protocol:   p,
+			Endpoint:   base + endpointPath[p],
+			Credential: cred,
+			State: reg.Get(upstream.Identity{
+				ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflight,
+			}),
+		}
+	}
+	t := &Table{models: make(map[string]*Model, len(cfg.Models))}
+	for _, m := range cfg.Models {
+		cm := &Model{Name: m.Name}
+		for i, tg := range m.Targets {
+			b, ok := backends[tg.Backend]
+			if !ok {
+				return nil, fmt.Errorf("routes: models.%q.targets[%d]: unknown backend %q", m.Name, i, tg.Backend)
+			}
+			if tg.Weight <= 0 {
+				return nil, fmt.Errorf("routes: models.%q.targets[%d]: weight must be > 0", m.Name, i)
+			}
+			quoted, err := json.Marshal(tg.Model)
+			if err != nil {
+				return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+			}
+			var caps Caps
+			if tg.Stream {
+				caps |= CapStream
+			}
+			if tg.Tools {
+				caps |= CapTools
+			}
+			if tg.JSONSchema {
+				caps |= CapJSONSchema
+			}
+			cm.Pools[b.Protocol] = append(cm.Pools[b.Protocol], &Target{
+				Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
+				Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
+			})
+		}
+		for p := range cm.Pools {
+			pool := cm.Pools[p]
+			sort.SliceStable(pool, func(i, j int) bool {
+				if pool[i].Tier != pool[j].Tier {
+					return pool[i].Tier < pool[j].Tier
+				}
+				return pool[i].Backend.ID < pool[j].Backend.ID
+			})
+			if len(pool) > 0 {
+				t.names[p] = append(t.names[p], m.Name)
+			}
+		}
+		t.models[m.Name] = cm
+	}
+	for p := range t.names {
+		sort.Strings(t.names[p])
+	}
+	return t, nil
+}
+
+// Holder publishes the current Table. The zero value holds none.
+type Holder struct {
+	p atomic.Pointer[Table]
+}
+
+// Load returns the current table, or nil before the first Store.
+func (h *Holder) Load() *Table { return h.p.Load() }
+
+// Store publishes t; requests that already loaded the old table keep it.
+func (h *Holder) Store(t *Table) { h.p.Store(t) }
