@@ -36,7 +36,7 @@ func TestParseDevConfig(t *testing.T) {
 	}
 	want := Defaults()
 	want.NodeID = "dev-1"
-	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11080")}}}
+	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11090")}}}
 	want.Credentials = map[string]secret.Secret{
 		"fake-openai":    secret.New("dev-openai"),
 		"fake-anthropic": secret.New("dev-anthropic"),

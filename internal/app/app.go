@@ -1,0 +1,309 @@
+// Package app wires the node together and owns its lifecycle.
+//
+// # Basics
+//
+// Run builds every component from a validated config, opens the API and
+// health listeners, and serves until its context is cancelled. Then it
+// drains in the order SPEC §9/§11 prescribe:
+//
+//  1. fail /readyz (the load balancer stops sending new requests);
+//  2. keep accepting for Drain.Delay (LB propagation), with
+//     Connection: close on HTTP/1.1 answers;
+//  3. stop accepting and let in-flight requests and streams finish within
+//     Drain.Grace;
+//  4. at the end of the grace, cancel what is left (their contexts derive
+//     from the server's base context) and close; exit boundedly.
+//
+// Every goroutine started here is owned by Run and has ended when Run
+// returns.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/internal/proxy"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
+// Options are process-level knobs that are not part of the node config.
+type Options struct {
+	Logger *slog.Logger
+	// BaseDir resolves relative file: sources (the config file's directory).
+	BaseDir string
+	// AuthzPoll is how often the authorization source is re-read
+	// (default 5s). A file source only re-parses when the file changed.
+	AuthzPoll time.Duration
+	// Listening, if set, is called once both listeners are open, with their
+	// actual addresses (tests listen on port 0).
+	Listening func(api, health net.Addr)
+}
+
+// Run serves until ctx is cancelled, then drains and returns. It returns
+// an error only when the node could not start.
+func Run(ctx context.Context, cfg *config.Config, o Options) error {
+	n, err := build(cfg, o)
+	if err != nil {
+		return err
+	}
+	return n.run(ctx)
+}
+
+type node struct {
+	cfg    *config.Config
+	o      Options
+	log    *slog.Logger
+	health *health.Health
+	authz  *authz.Store
+	source snapshot.Source
+	api    *http.Server
+	hsrv   *http.Server
+}
+
+func build(cfg *config.Config, o Options) (*node, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if o.AuthzPoll <= 0 {
+		o.AuthzPoll = 5 * time.Second
+	}
+	dialer, err := newDialer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	reg := upstream.NewRegistry()
+	table, err := routes.Compile(cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	var holder routes.Holder
+	holder.Store(table)
+
+	src, err := snapshot.ParseSource(cfg.Authz.Source, o.BaseDir)
+	if err != nil {
+		return nil, fmt.Errorf("authz.source: %w", err)
+	}
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, source: src}
+	n.health.Add("authz", func() error {
+		if !n.authz.Loaded() {
+			return errors.New("no valid authorization snapshot loaded")
+		}
+		return nil
+	})
+	n.health.Add("routes", func() error {
+		if holder.Load() == nil {
+			return errors.New("no routing table loaded")
+		}
+		return nil
+	})
+
+	handler := proxy.New(proxy.Options{
+		Auth:            n.authz,
+		Routes:          &holder,
+		Picker:          &balance.WeightedRandom{},
+		Transport:       dialer.Transport(),
+		BodyLimit:       cfg.Limits.BodyBytes,
+		MaxAttempts:     cfg.Limits.MaxAttempts,
+		FirstByte:       cfg.Timeouts.FirstByte,
+		StreamIdle:      cfg.Timeouts.StreamIdle,
+		NonStreamTotal:  cfg.Timeouts.NonStreamTotal,
+		StreamKeepalive: cfg.Timeouts.StreamKeepalive,
+		Logger:          o.Logger,
+		Draining:        n.health.Draining,
+	})
+	n.api = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		// No WriteTimeout: it would cut long streams (SPEC §11 "Go traps").
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	n.hsrv = &http.Server{
+		Handler:           n.health.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return n, nil
+}
+
+func newDialer(cfg *config.Config) (*egress.Dialer, error) {
+	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect}
+	for _, p := range cfg.Egress.Proxies {
+		ep := egress.Proxy{Name: p.Name, URL: p.URL, Username: p.Username, Password: p.Password}
+		if p.CAFile != "" {
+			pool, err := loadPool(p.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("egress.proxies %q: %w", p.Name, err)
+			}
+			ep.RootCAs = pool
+		}
+		opts.Proxies = append(opts.Proxies, ep)
+	}
+	if cfg.Egress.ProviderCAFile != "" {
+		// An extra CA, added to the system roots: verification stays on.
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if err := appendPEM(pool, cfg.Egress.ProviderCAFile); err != nil {
+			return nil, fmt.Errorf("egress.provider_tls.ca_file: %w", err)
+		}
+		opts.ProviderCAs = pool
+	}
+	return egress.New(opts)
+}
+
+func loadPool(path string) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	return pool, appendPEM(pool, path)
+}
+
+func appendPEM(pool *x509.CertPool, path string) error {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read CA file: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("CA file %s holds no PEM certificate", path)
+	}
+	return nil
+}
+
+func (n *node) run(ctx context.Context) error {
+	apiLn, err := n.listenAPI()
+	if err != nil {
+		return err
+	}
+	healthLn, err := net.Listen("tcp", n.cfg.Listen.Health)
+	if err != nil {
+		apiLn.Close()
+		return fmt.Errorf("listen.health: %w", err)
+	}
+	n.loadAuthz(ctx) // a failure is logged and shown on /readyz; keys get 401
+
+	// Handlers' contexts derive from baseCtx; cancelling it at the end of
+	// the grace ends streams that Shutdown alone would leave running.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	n.api.BaseContext = func(net.Listener) context.Context { return baseCtx }
+
+	var wg sync.WaitGroup
+	serve := func(srv *http.Server, ln net.Listener, name string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.log.Error("listener stopped", "listener", name, "error", err)
+			}
+		}()
+	}
+	serve(n.api, apiLn, "api")
+	serve(n.hsrv, healthLn, "health")
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.pollAuthz(pollCtx)
+	}()
+	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
+	if n.o.Listening != nil {
+		n.o.Listening(apiLn.Addr(), healthLn.Addr())
+	}
+
+	<-ctx.Done()
+	stopPoll()
+	n.drain(cancelBase)
+	wg.Wait()
+	n.log.Info("node stopped")
+	return nil
+}
+
+// listenAPI opens the public listener, with TLS 1.2+ when a certificate is
+// configured (SPEC §9). Config validation already refused plaintext on a
+// non-loopback address without the explicit opt-in; the opt-in is logged.
+func (n *node) listenAPI() (net.Listener, error) {
+	l := n.cfg.Listen
+	ln, err := net.Listen("tcp", l.API)
+	if err != nil {
+		return nil, fmt.Errorf("listen.api: %w", err)
+	}
+	if l.TLSCertFile == "" {
+		if l.InsecurePlaintext {
+			n.log.Warn("API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted", "api", l.API)
+		}
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(l.TLSCertFile, l.TLSKeyFile)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen.tls_cert_file: %w", err)
+	}
+	n.api.TLSConfig = &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	return tls.NewListener(ln, n.api.TLSConfig), nil
+}
+
+// drain implements the shutdown order in the package doc.
+func (n *node) drain(cancelBase context.CancelFunc) {
+	d := n.cfg.Drain
+	n.health.StartDraining()
+	n.log.Info("draining", "delay", d.Delay, "grace", d.Grace)
+	if d.Delay > 0 {
+		t := time.NewTimer(d.Delay)
+		<-t.C
+	}
+	graceCtx, cancel := context.WithTimeout(context.Background(), d.Grace)
+	defer cancel()
+	if err := n.api.Shutdown(graceCtx); err != nil {
+		n.log.Warn("grace period over; cancelling remaining requests", "error", err)
+		cancelBase()
+		_ = n.api.Close()
+	}
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), time.Second)
+	defer cancelClose()
+	_ = n.hsrv.Shutdown(closeCtx)
+	_ = n.hsrv.Close()
+}
+
+func (n *node) loadAuthz(ctx context.Context) {
+	changed, err := authz.Load(ctx, n.source, n.authz)
+	switch {
+	case err != nil:
+		n.log.Error("authorization snapshot rejected; previous one (if any) stays", "error", err)
+	case changed:
+		n.log.Info("authorization snapshot applied", "version", n.authz.Version())
+	}
+}
+
+func (n *node) pollAuthz(ctx context.Context) {
+	t := time.NewTicker(n.o.AuthzPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.loadAuthz(ctx)
+		}
+	}
+}

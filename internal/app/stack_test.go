@@ -1,0 +1,340 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
+	"github.com/scootgate/scootgate/pkg/authsnap"
+)
+
+// Canary secrets: none of them may ever appear in a log line or a body the
+// client receives (SPEC §2; checked in every stack's cleanup).
+const (
+	clientKey       = "sk-canary-client-7f3a9c1d"
+	limitedKey      = "sk-canary-limited-0b8e2f44"
+	openAIProvKey   = "pk-canary-openai-51b2e7"
+	anthropProvKey  = "pk-canary-anthropic-88c1d0"
+	proxyUser       = "sgtest"
+	proxyPassword   = "proxy-canary-pass-6d1f"
+	openAIModel     = "demo-gpt"
+	anthropicModel  = "demo-claude"
+	openAIProvModel = "fake-gpt-1"
+	anthProvModel   = "fake-claude-1"
+)
+
+var canaries = []string{clientKey, limitedKey, openAIProvKey, anthropProvKey, proxyPassword}
+
+// logBuffer collects the node's log output and lets a test wait for a line
+// without sleeping.
+type logBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{})} }
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor blocks until the log holds substr, or fails the test after d.
+func (b *logBuffer) waitFor(t *testing.T, substr string, d time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		found, ch := strings.Contains(b.buf.String(), substr), b.changed
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("log never contained %q within %v; log:\n%s", substr, d, b.String())
+		}
+	}
+}
+
+type stackOptions struct {
+	egress    string // "socks" (default) or "connect"
+	proxyURL  string // overrides the in-process proxy (real daemons, dead ports)
+	proxyAuth bool   // CONNECT proxy with Basic auth
+	cap       int    // max_inflight_per_node of every backend (default 16)
+	firstByte string // timeouts.first_byte (default 5s)
+	idle      string // timeouts.stream_idle (default 5s)
+	grace     string // drain.grace (default 5s)
+	attempts  int    // limits.max_attempts (default 2)
+	bodyLimit int    // limits.body_bytes (default 1 MiB)
+	extraTOML string
+}
+
+type stack struct {
+	t        *testing.T
+	prov     *fakeprovider.Provider
+	provURL  string
+	socks    *socks5proxy.Server
+	connect  *connectproxy.Server
+	api      string // http://host:port
+	health   string
+	logs     *logBuffer
+	stop     context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+}
+
+func startStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.cap == 0 {
+		o.cap = 16
+	}
+	if o.firstByte == "" {
+		o.firstByte = "5s"
+	}
+	if o.idle == "" {
+		o.idle = "5s"
+	}
+	if o.grace == "" {
+		o.grace = "5s"
+	}
+	if o.attempts == 0 {
+		o.attempts = 2
+	}
+	if o.bodyLimit == 0 {
+		o.bodyLimit = 1 << 20
+	}
+	s := &stack{t: t, logs: newLogBuffer()}
+	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey})
+	var err error
+	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.prov.Close() })
+
+	proxyTOML, realProxyPassword := "", ""
+	switch {
+	case o.proxyURL != "":
+		// Credentials never go in the URL (config rejects userinfo): split
+		// them into username and an env-provided password.
+		u, err := url.Parse(o.proxyURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := u.User
+		u.User = nil
+		proxyTOML = fmt.Sprintf("name = \"test-proxy\"\nurl = %q\n", u.String())
+		if pass, ok := user.Password(); ok {
+			realProxyPassword = pass
+			proxyTOML += fmt.Sprintf("username = %q\npassword = { env = \"TEST_REAL_PROXY_PASSWORD\" }\n", user.Username())
+		}
+	case o.egress == "connect":
+		opts := connectproxy.Options{}
+		if o.proxyAuth {
+			opts.Username, opts.Password = proxyUser, proxyPassword
+		}
+		srv, addr, err := connectproxy.Listen("127.0.0.1:0", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.connect = srv
+		t.Cleanup(func() { srv.Close() })
+		proxyTOML = fmt.Sprintf("name = \"test-connect\"\nurl = \"http://%s\"\n", addr)
+		if o.proxyAuth {
+			proxyTOML += fmt.Sprintf("username = %q\npassword = { env = \"TEST_PROXY_PASSWORD\" }\n", proxyUser)
+		}
+	default:
+		srv, addr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.socks = srv
+		t.Cleanup(func() { srv.Close() })
+		proxyTOML = fmt.Sprintf("name = \"test-socks\"\nurl = \"socks5://%s\"\n", addr)
+	}
+
+	dir := t.TempDir()
+	authzPath := filepath.Join(dir, "authz.json")
+	writeAuthz(t, authzPath, 1)
+
+	toml := fmt.Sprintf(`node_id = "test-node"
+[listen]
+api = "127.0.0.1:0"
+health = "127.0.0.1:0"
+[limits]
+body_bytes = %d
+max_attempts = %d
+[timeouts]
+connect = "2s"
+first_byte = %q
+stream_idle = %q
+non_stream_total = "10s"
+[drain]
+grace = %q
+[[egress.proxies]]
+%s
+[credentials.oa]
+env = "TEST_OPENAI_KEY"
+[credentials.an]
+env = "TEST_ANTHROPIC_KEY"
+[backends.oa]
+protocol = "openai"
+base_url = %q
+credential = "oa"
+max_inflight_per_node = %d
+[backends.an]
+protocol = "anthropic"
+base_url = %q
+credential = "an"
+max_inflight_per_node = %d
+[models.%s]
+[[models.%s.targets]]
+backend = "oa"
+model = %q
+weight = 1
+stream = true
+tools = true
+[models.%s]
+[[models.%s.targets]]
+backend = "an"
+model = %q
+weight = 1
+stream = true
+tools = true
+json_schema = true
+[authz]
+source = "file:%s"
+%s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.grace, proxyTOML,
+		s.provURL, o.cap, s.provURL, o.cap,
+		openAIModel, openAIModel, openAIProvModel, anthropicModel, anthropicModel, anthProvModel,
+		authzPath, o.extraTOML)
+	env := map[string]string{
+		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
+		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
+	}
+	cfg, err := config.Parse([]byte(toml), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, toml)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.done = make(chan error, 1)
+	ready := make(chan struct{})
+	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() {
+		s.done <- Run(ctx, cfg, Options{
+			Logger:    log,
+			AuthzPoll: time.Hour,
+			Listening: func(api, health net.Addr) {
+				s.api, s.health = "http://"+api.String(), "http://"+health.String()
+				close(ready)
+			},
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-s.done:
+		t.Fatalf("node did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		s.shutdown()
+		for _, c := range canaries {
+			if strings.Contains(s.logs.String(), c) {
+				t.Errorf("a secret appeared in the node's logs")
+			}
+		}
+	})
+	return s
+}
+
+// shutdown cancels the node and waits for Run to return (bounded).
+func (s *stack) shutdown() {
+	s.stopOnce.Do(func() {
+		s.stop()
+		select {
+		case err := <-s.done:
+			if err != nil {
+				s.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			s.t.Errorf("node did not stop within 30s")
+		}
+	})
+}
+
+func writeAuthz(t *testing.T, path string, version uint64) {
+	t.Helper()
+	doc := authsnap.Snapshot{Schema: authsnap.Schema, Version: version, Keys: []authsnap.Key{
+		{KeyID: "k-full", TenantID: "t-1", Digest: authsnap.Digest(clientKey)},
+		{KeyID: "k-limited", TenantID: "t-2", Digest: authsnap.Digest(limitedKey), Models: []string{anthropicModel}},
+	}}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends one raw HTTP request to the node's API.
+func (s *stack) do(method, path string, header map[string]string, body string) response {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.api+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	for _, c := range canaries {
+		if strings.Contains(string(data), c) || strings.Contains(fmt.Sprint(resp.Header), c) {
+			s.t.Errorf("%s %s: a secret appeared in the response", method, path)
+		}
+	}
+	return response{resp.StatusCode, resp.Header, string(data)}
+}
