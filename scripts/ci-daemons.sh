@@ -9,9 +9,12 @@
 #
 # Usage, as root on Debian 12:
 #
-#   eval "$(scripts/ci-daemons.sh)"   # install if needed, start, print env
+#   env=$(scripts/ci-daemons.sh) && eval "$env"   # install if needed, start, export env
+#   trap ci_daemons_stop EXIT                      # defined by the eval: kill by PID, remove the run dir
 #   SCOOTGATE_REQUIRE_DAEMONS=1 go test -race -count=1 ./internal/egress/
-#   ci_daemons_stop                   # defined by the eval: kill by PID, remove the run dir
+#
+# (A bare eval "$(scripts/ci-daemons.sh)" hides a failed start: eval of an
+# empty string succeeds.)
 #
 # stdout carries only the lines meant for eval; everything else goes to
 # stderr. The daemons outlive this script and are stopped by recorded PID

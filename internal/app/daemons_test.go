@@ -16,7 +16,7 @@ func requireDaemon(t *testing.T, env, what string) string {
 	if v := os.Getenv(env); v != "" {
 		return v
 	}
-	msg := env + " is unset: " + what + " is not running. Start it with: eval \"$(scripts/ci-daemons.sh)\""
+	msg := env + " is unset: " + what + " is not running. Start it with: env=$(scripts/ci-daemons.sh) && eval \"$env\""
 	if os.Getenv("SCOOTGATE_REQUIRE_DAEMONS") == "1" {
 		t.Fatal("SCOOTGATE_REQUIRE_DAEMONS=1 but " + msg)
 	}

@@ -135,8 +135,8 @@ func noReplyStage(ctx context.Context, err error) Stage {
 func noReplyErr(ctx context.Context, err error) error {
 	switch {
 	case timedOut(ctx, err):
-		return fmt.Errorf("%w: %w", errNoConnectReply, err)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %w", errNoReply, err)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, new(*net.OpError)):
 		return fmt.Errorf("%w: %w", errProxyClosed, err)
 	}
 	return fmt.Errorf("%w: %w", errProxyProtocol, err)

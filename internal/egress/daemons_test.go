@@ -25,7 +25,7 @@ func daemonEnv(t *testing.T, name string) string {
 		return v
 	}
 	msg := fmt.Sprintf("%s is unset: real proxy daemon tests NOT RUN; "+
-		`start them with: eval "$(scripts/ci-daemons.sh)" (root, Debian 12)`, name)
+		`start them with: env=$(scripts/ci-daemons.sh) && eval "$env" (root, Debian 12)`, name)
 	if os.Getenv("SCOOTGATE_REQUIRE_DAEMONS") == "1" {
 		t.Fatal("SCOOTGATE_REQUIRE_DAEMONS=1 but " + msg)
 	}

@@ -72,8 +72,9 @@
 //
 // Options.ConnectTimeout bounds each proxy attempt (proxy dial, proxy TLS,
 // CONNECT/SOCKS5 handshake, provider TLS); errors.Is(err,
-// ErrConnectTimeout) says it ran out, otherwise the caller's context cause
-// is wrapped. After an egress fault the next proxy is tried, in order,
+// ErrConnectTimeout) says it ran out. When the caller's context ends the
+// dial instead, its cause is wrapped and the Stage blames no one (see
+// NotSentError). After an egress fault the next proxy is tried, in order,
 // starting from the proxy that last worked, so a dead first proxy costs one
 // failed dial, not one per request. The last attempt's NotSentError is
 // returned.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -452,35 +453,8 @@ func TestNameResolvedByProxy(t *testing.T) {
 // TestConnectKeepsBytesAfterResponse: bytes a proxy sends right after its
 // 200 belong to the tunnel and must not be lost in the response reader.
 func TestConnectKeepsBytesAfterResponse(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1024)
-		n := 0
-		for !strings.Contains(string(buf[:n]), "\r\n\r\n") {
-			m, err := c.Read(buf[n:])
-			if err != nil {
-				return
-			}
-			n += m
-		}
-		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhello from the tunnel")
-		io.Copy(io.Discard, c) // hold the connection until the client closes
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-	})
-	d := newDialer(t, Options{Proxies: []Proxy{{Name: "raw", URL: mustURL(t, "http://"+l.Addr().String())}}})
+	addr := scriptedProxy(t, "HTTP/1.1 200 Connection established\r\n\r\nhello from the tunnel")
+	d := newDialer(t, Options{Proxies: []Proxy{{Name: "raw", URL: mustURL(t, "http://"+addr)}}})
 	conn, err := d.DialContext(t.Context(), "tcp", "127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
@@ -494,6 +468,95 @@ func TestConnectKeepsBytesAfterResponse(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(got), "hello from the tunnel"); diff != "" {
 		t.Errorf("tunnel bytes (-got +want):\n%s", diff)
+	}
+}
+
+// scriptedProxy reads one request header per connection and writes answer
+// (closing at once when answer is empty, else holding the connection until
+// the client closes it).
+func scriptedProxy(t *testing.T, answer string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				buf := make([]byte, 4096)
+				n := 0
+				for !strings.Contains(string(buf[:n]), "\r\n\r\n") {
+					m, err := c.Read(buf[n:])
+					if err != nil {
+						return
+					}
+					n += m
+				}
+				if answer == "" {
+					return
+				}
+				io.WriteString(c, answer)
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+func TestConnectAnswers(t *testing.T) {
+	type result struct {
+		Stage       Stage
+		EgressFault bool
+		Status      int
+	}
+	tests := []struct {
+		name   string
+		answer string
+		want   result
+	}{
+		{"closes without answering", "", result{StageProxyDial, true, 0}},
+		{"not http", "SSH-2.0-OpenSSH_9.2\r\n\r\n", result{StageProxyDial, true, 0}},
+		{"401 as tinyproxy sends for a wrong password", "HTTP/1.0 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\nConnection: close\r\n\r\n", result{StageProxyAuth, true, 401}},
+		{"407", "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n", result{StageProxyAuth, true, 407}},
+		{"500 as tinyproxy sends for a refused target", "HTTP/1.1 500 Unable to connect\r\nConnection: close\r\n\r\n", result{StageTarget, false, 500}},
+		{"503 as squid sends for a dead target", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", result{StageTarget, false, 503}},
+		{"405 from a proxy without CONNECT", "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n", result{StageProxyAuth, true, 405}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := scriptedProxy(t, tt.answer)
+			d := newDialer(t, Options{Proxies: []Proxy{{Name: "raw", URL: mustURL(t, "http://"+addr), Username: proxyUser, Password: pass(proxyPass)}}})
+			conn, err := d.DialTLSContext(t.Context(), "tcp", "127.0.0.1:443")
+			if err == nil {
+				conn.Close()
+				t.Fatal("dial succeeded, want a NotSentError")
+			}
+			assertNoSecrets(t, err)
+			nse := notSent(t, err)
+			got := result{Stage: nse.Stage, EgressFault: nse.EgressFault()}
+			var cse *connectStatusError
+			if errors.As(err, &cse) {
+				got.Status = cse.code
+			}
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("error %q (-got +want):\n%s", err, diff)
+			}
+		})
 	}
 }
 
@@ -596,7 +659,7 @@ func TestClassifySOCKS(t *testing.T) {
 		want     result
 	}{
 		{"nothing, closed", nil, false, false, result{StageProxyDial, errProxyClosed, -1}},
-		{"nothing, timed out", nil, false, true, result{StageProxyDial, errNoConnectReply, -1}},
+		{"nothing, timed out", nil, false, true, result{StageProxyDial, errNoReply, -1}},
 		{"not socks5", []byte("HT"), false, false, result{StageProxyDial, errProxyProtocol, -1}},
 		{"no acceptable method", []byte{5, 0xff}, true, false, result{StageProxyAuth, errSOCKSNoMethod, -1}},
 		{"method not offered", []byte{5, 0x01}, true, false, result{StageProxyDial, errProxyProtocol, -1}},
@@ -605,8 +668,8 @@ func TestClassifySOCKS(t *testing.T) {
 		{"auth rejected", []byte{5, 2, 1, 1}, true, false, result{StageProxyAuth, errSOCKSAuthRejected, -1}},
 		{"auth bad version", []byte{5, 2, 5, 0}, true, false, result{StageProxyAuth, errSOCKSAuthRejected, -1}},
 		{"auth ok, closed before reply", []byte{5, 2, 1, 0}, true, false, result{StageProxyDial, errProxyClosed, -1}},
-		{"auth ok, reply timed out", []byte{5, 2, 1, 0}, true, true, result{StageTarget, errNoConnectReply, -1}},
-		{"no auth, reply timed out", []byte{5, 0}, false, true, result{StageTarget, errNoConnectReply, -1}},
+		{"auth ok, reply timed out", []byte{5, 2, 1, 0}, true, true, result{StageTarget, errNoReply, -1}},
+		{"no auth, reply timed out", []byte{5, 0}, false, true, result{StageTarget, errNoReply, -1}},
 		{"bad reply version", []byte{5, 0, 4, 0}, false, false, result{StageProxyDial, errProxyProtocol, -1}},
 		{"success reply then failure", []byte{5, 0, 5, 0}, false, false, result{StageProxyDial, errProxyProtocol, -1}},
 		{"general failure", []byte{5, 0, 5, 1}, false, false, result{StageTarget, nil, 1}},
@@ -647,5 +710,55 @@ func TestNotSentErrorText(t *testing.T) {
 	wantStages := []string{"stage(0)", "proxy_dial", "proxy_auth", "proxy_tls", "target", "provider_tls", "stage(6)"}
 	if diff := cmp.Diff(stages, wantStages); diff != "" {
 		t.Errorf("stage names (-got +want):\n%s", diff)
+	}
+}
+
+// BenchmarkDial measures one tunnel (proxy dial + handshake) through each
+// in-process proxy; the target is a plain loopback listener.
+func BenchmarkDial(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	defer func() {
+		l.Close()
+		<-accepted
+	}()
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{Username: proxyUser, Password: proxyPass})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer socks.Close()
+	conn, connectAddr, err := connectproxy.Listen("127.0.0.1:0", connectproxy.Options{Username: proxyUser, Password: proxyPass})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	for _, u := range []string{"socks5://" + socksAddr, "http://" + connectAddr} {
+		d, err := New(Options{Proxies: []Proxy{{Name: "p", URL: mustURL(b, u), Username: proxyUser, Password: pass(proxyPass)}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strings.SplitN(u, ":", 2)[0], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := d.DialContext(b.Context(), "tcp", l.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
 	}
 }

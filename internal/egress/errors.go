@@ -72,6 +72,11 @@ func (s Stage) String() string {
 // request byte reached the provider, so the caller may re-pick (SPEC §6).
 // Its text names the proxy by Name, never by a URL with credentials, and
 // never contains a password.
+//
+// When the caller's context ended the dial, Err wraps its cause
+// (errors.Is(err, context.Canceled)); Stage then only says how far the dial
+// got and blames no one: check the context before counting the failure
+// against a backend or the egress.
 type NotSentError struct {
 	Proxy string // Proxy.Name of the proxy that failed (the last one tried)
 	Stage Stage
@@ -149,5 +154,5 @@ var (
 	errSOCKSNeedsAuth     = errors.New("socks5 proxy requires username/password, none configured")
 	errSOCKSAuthRejected  = errors.New("socks5 proxy rejected the username/password")
 	errSOCKSNoReplyToAuth = errors.New("socks5 proxy did not answer the username/password")
-	errNoConnectReply     = errors.New("proxy did not answer the tunnel request")
+	errNoReply            = errors.New("proxy did not answer in time")
 )

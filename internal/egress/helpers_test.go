@@ -198,7 +198,7 @@ func silentListener(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {

@@ -117,7 +117,7 @@ const (
 func classifySOCKS(rec []byte, haveAuth, timedOut bool) (Stage, error) {
 	if len(rec) < 2 {
 		if timedOut {
-			return StageProxyDial, errNoConnectReply
+			return StageProxyDial, errNoReply
 		}
 		return StageProxyDial, errProxyClosed
 	}
@@ -145,7 +145,7 @@ func classifySOCKS(rec []byte, haveAuth, timedOut bool) (Stage, error) {
 	}
 	if len(rec) < off+2 {
 		if timedOut {
-			return StageTarget, errNoConnectReply
+			return StageTarget, errNoReply
 		}
 		return StageProxyDial, errProxyClosed
 	}

@@ -77,6 +77,7 @@ func New(opts Options) *Server {
 		d := &net.Dialer{Timeout: handshakeTimeout}
 		opts.Dial = d.DialContext
 	}
+	// A Server is a root, like http.Server: its context lives from New to Close.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		opts:      opts,
