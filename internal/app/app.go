@@ -33,6 +33,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/certreload"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/health"
@@ -209,7 +210,13 @@ func (n *node) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "") // certificates come from TLSConfig.GetCertificate
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				n.log.Error("listener stopped", "listener", name, "error", err)
 			}
 		}()
@@ -250,17 +257,26 @@ func (n *node) listenAPI() (net.Listener, error) {
 		}
 		return ln, nil
 	}
-	cert, err := tls.LoadX509KeyPair(l.TLSCertFile, l.TLSKeyFile)
+	reloader, err := certreload.New(certreload.Options{
+		CertFile: l.TLSCertFile,
+		KeyFile:  l.TLSKeyFile,
+		OnError: func(err error) {
+			n.log.Error("TLS certificate reload failed; the previous certificate keeps serving", "error", err)
+		},
+		OnReload: func(notAfter time.Time) {
+			n.log.Info("TLS certificate reloaded", "not_after", notAfter)
+		},
+	})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen.tls_cert_file: %w", err)
 	}
+	// ServeTLS wraps the listener and enables HTTP/2 (h2 via ALPN).
 	n.api.TLSConfig = &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{"h2", "http/1.1"},
+		MinVersion:     tls.VersionTLS12, // SPEC §9: TLS 1.2+
+		GetCertificate: reloader.GetCertificate,
 	}
-	return tls.NewListener(ln, n.api.TLSConfig), nil
+	return ln, nil
 }
 
 // drain implements the shutdown order in the package doc.

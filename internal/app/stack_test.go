@@ -96,6 +96,8 @@ type stackOptions struct {
 	attempts  int    // limits.max_attempts (default 2)
 	bodyLimit int    // limits.body_bytes (default 1 MiB)
 	extraTOML string
+	tlsCert   string // listen.tls_cert_file (and tlsKey): serve the API over TLS
+	tlsKey    string
 }
 
 type stack struct {
@@ -189,6 +191,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 [listen]
 api = "127.0.0.1:0"
 health = "127.0.0.1:0"
+#TLS#
 [limits]
 body_bytes = %d
 max_attempts = %d
@@ -236,6 +239,11 @@ source = "file:%s"
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, anthropicModel, anthropicModel, anthProvModel,
 		authzPath, o.extraTOML)
+	tlsTOML := ""
+	if o.tlsCert != "" {
+		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)
+	}
+	toml = strings.Replace(toml, "#TLS#", tlsTOML, 1)
 	env := map[string]string{
 		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
@@ -255,7 +263,11 @@ source = "file:%s"
 			Logger:    log,
 			AuthzPoll: time.Hour,
 			Listening: func(api, health net.Addr) {
-				s.api, s.health = "http://"+api.String(), "http://"+health.String()
+				scheme := "http://"
+				if o.tlsCert != "" {
+					scheme = "https://"
+				}
+				s.api, s.health = scheme+api.String(), "http://"+health.String()
 				close(ready)
 			},
 		})

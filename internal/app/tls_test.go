@@ -1,0 +1,101 @@
+package app
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and returns the files and
+// a pool that trusts it.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7),
+		Subject:      pkix.Name{CommonName: "scootgate-api-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestTLSListener: TLS 1.0/1.1 refused, 1.2/1.3 accepted, HTTP/2 offered,
+// and a request works end to end over TLS (SPEC §9).
+func TestTLSListener(t *testing.T) {
+	cf, kf, pool := selfSigned(t)
+	s := startStack(t, stackOptions{tlsCert: cf, tlsKey: kf})
+	addr := strings.TrimPrefix(s.api, "https://")
+	for _, tt := range []struct {
+		name    string
+		version uint16
+		ok      bool
+	}{
+		{"TLS 1.0", tls.VersionTLS10, false},
+		{"TLS 1.1", tls.VersionTLS11, false},
+		{"TLS 1.2", tls.VersionTLS12, true},
+		{"TLS 1.3", tls.VersionTLS13, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, MinVersion: tt.version, MaxVersion: tt.version, NextProtos: []string{"h2", "http/1.1"}})
+			if tt.ok != (err == nil) {
+				t.Fatalf("handshake err = %v, want ok=%v", err, tt.ok)
+			}
+			if err == nil {
+				if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+					t.Errorf("ALPN = %q, want h2", p)
+				}
+				c.Close()
+			}
+		})
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.api+"/v1/chat/completions",
+		strings.NewReader(`{"model":"demo-gpt","messages":[{"role":"user","content":"over tls"}]}`))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Fatalf("status %d proto %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+	}
+}
