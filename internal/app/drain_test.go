@@ -86,3 +86,30 @@ func readAll(rd *bufio.Reader) (string, error) {
 	_, err := rd.WriteTo(&b)
 	return b.String(), err
 }
+
+// TestDrainDelayKeepsServingWithConnectionClose: during drain.delay the
+// node still answers (the load balancer may not have noticed /readyz yet),
+// but tells HTTP/1.1 clients to close the connection.
+func TestDrainDelayKeepsServingWithConnectionClose(t *testing.T) {
+	s := startStack(t, stackOptions{delay: "2s"})
+	stopped := make(chan struct{})
+	go func() { s.shutdown(); close(stopped) }()
+	s.logs.waitFor(t, `"msg":"draining"`, 10*time.Second)
+
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), `{"model":"demo-gpt","messages":[{"role":"user","content":"late"}]}`)
+	if r.status != 200 {
+		t.Fatalf("request during drain delay: %d, want 200", r.status)
+	}
+	if !r.close {
+		t.Fatal("no Connection: close on an HTTP/1.1 answer during the drain")
+	}
+	hr, err := http.Get(s.health + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d during drain, want 503", hr.StatusCode)
+	}
+	<-stopped
+}

@@ -93,6 +93,7 @@ type stackOptions struct {
 	firstByte string // timeouts.first_byte (default 5s)
 	idle      string // timeouts.stream_idle (default 5s)
 	grace     string // drain.grace (default 5s)
+	delay     string // drain.delay (default 0s)
 	attempts  int    // limits.max_attempts (default 2)
 	bodyLimit int    // limits.body_bytes (default 1 MiB)
 	extraTOML string
@@ -124,6 +125,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.idle == "" {
 		o.idle = "5s"
+	}
+	if o.delay == "" {
+		o.delay = "0s"
 	}
 	if o.grace == "" {
 		o.grace = "5s"
@@ -201,6 +205,7 @@ first_byte = %q
 stream_idle = %q
 non_stream_total = "10s"
 [drain]
+delay = %q
 grace = %q
 [[egress.proxies]]
 %s
@@ -235,7 +240,7 @@ tools = true
 json_schema = true
 [authz]
 source = "file:%s"
-%s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.grace, proxyTOML,
+%s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, anthropicModel, anthropicModel, anthProvModel,
 		authzPath, o.extraTOML)
@@ -322,6 +327,7 @@ type response struct {
 	status int
 	header http.Header
 	body   string
+	close  bool // the server asked to close the connection (Connection: close)
 }
 
 // do sends one raw HTTP request to the node's API.
@@ -348,5 +354,5 @@ func (s *stack) do(method, path string, header map[string]string, body string) r
 			s.t.Errorf("%s %s: a secret appeared in the response", method, path)
 		}
 	}
-	return response{resp.StatusCode, resp.Header, string(data)}
+	return response{resp.StatusCode, resp.Header, string(data), resp.Close}
 }
