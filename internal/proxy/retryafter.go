@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// retryAfter reads a provider's retry advice: retry-after-ms (OpenAI),
+// then Retry-After as seconds or an HTTP date. Zero when absent or invalid.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// quotaMarkers are provider words for "the account is out of money or
+// quota", as opposed to a rate limit (SPEC §11 "Fast 429s are not fast
+// answers"; seed 000's table).
+var quotaMarkers = [][]byte{
+	[]byte("insufficient_quota"),
+	[]byte("billing_"),
+	[]byte("credit balance is too low"),
+	[]byte("余额不足"),
+}
+
+// isQuotaExhausted reports whether a 429 body says the quota or balance is
+// exhausted. It looks at the error's code and type first, then at known
+// provider phrases in the message.
+func isQuotaExhausted(body []byte) bool {
+	var doc struct {
+		Error struct {
+			Code    json.RawMessage `json:"code"`
+			Type    string          `json:"type"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) == nil {
+		if doc.Error.Type == "insufficient_quota" || bytes.Equal(doc.Error.Code, []byte(`"insufficient_quota"`)) {
+			return true
+		}
+		body = []byte(doc.Error.Message)
+	}
+	for _, m := range quotaMarkers {
+		if bytes.Contains(body, m) {
+			return true
+		}
+	}
+	return false
+}
