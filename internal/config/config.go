@@ -40,14 +40,21 @@ type Config struct {
 	Timeouts Timeouts
 	Drain    Drain
 	Balance  Balance
+	Breaker  Breaker  // see balance.go
+	Cooldown Cooldown // see balance.go
 	Egress   Egress
 	// Credentials maps a credential name to its value, loaded at parse time
 	// (SPEC §7: snapshots reference these names; values never leave the node
 	// config).
 	Credentials map[string]secret.Secret
-	Backends    []Backend // sorted by ID
-	Models      []Model   // sorted by Name
+	Backends    []Backend // sorted by ID; nil when Routes.Source is a snapshot
+	Models      []Model   // sorted by Name; nil when Routes.Source is a snapshot
 	Authz       Authz
+	MQTT        MQTT  // usage event delivery; see mqtt.go
+	Usage       Usage // usage events and their outbox; see usage.go
+
+	ControlPlane ControlPlane // snapshot polling, staleness, state dir; see controlplane.go
+	Routes       Routes       // static or snapshot routes; see controlplane.go
 }
 
 // Listen holds the two listener addresses (SPEC §9).
@@ -84,9 +91,13 @@ type Drain struct {
 	Grace time.Duration // time in-flight requests get before they are cancelled
 }
 
-// Balance selects the target selection algorithm.
+// Balance selects the target selection algorithm and tunes weighted_p2c
+// (SPEC §5).
 type Balance struct {
-	Algorithm string // AlgorithmWeightedRandom or AlgorithmWeightedP2C
+	Algorithm   string        // AlgorithmWeightedRandom or AlgorithmWeightedP2C
+	SlowStart   time.Duration // a backend new to the node ramps its weight over this; 0 = off
+	DefaultTTFB time.Duration // latency estimate of a backend new to the node
+	DecayWindow time.Duration // time constant of the TTFB peak-EWMA
 }
 
 // Egress is how the node reaches providers: only through these proxies
@@ -153,10 +164,34 @@ type Authz struct {
 //	timeouts.stream_keepalive  0 (off)
 //	drain.delay                0
 //	drain.grace                15m
-//	balance.algorithm          "weighted_random"
+//	balance.algorithm          "weighted_p2c"
+//	balance.slow_start         30s
+//	balance.default_ttfb       1s
+//	balance.decay_window       10s
+//	breaker.failures           5
+//	breaker.cooldown           5s
+//	breaker.max_cooldown       5m
+//	cooldown.rate_limit_default 5s
+//	cooldown.rate_limit_max    60s
+//	cooldown.quota             30m
+//	mqtt.broker                "" (delivery off)
+//	mqtt.topic                 "scootgate/usage"
+//	mqtt.window                64
+//	mqtt.max_payload           262144 (256 KiB)
+//	mqtt.keepalive             30s
+//	mqtt.connect_timeout       10s
+//	usage.enabled              true
+//	usage.outbox_path          "scootgate-outbox.db" (relative to the config file)
+//	usage.max_events           100000
+//	usage.max_bytes            268435456 (256 MiB)
+//	usage.commit_interval      5ms
+//	usage.openai_include_usage true
+//	control_plane.poll_interval 10s
+//	control_plane.long_poll    0 (off)
+//	control_plane.stale_after  5m
+//	control_plane.state_dir    "scootgate-state" (relative to the config file)
+//	routes.source              "static"
 //
-// balance.algorithm defaults to weighted_random, not SPEC §5's weighted_p2c,
-// until weighted_p2c is implemented; weighted_p2c is accepted already.
 // node_id, egress, backends, models and authz have no defaults.
 func Defaults() Config {
 	return Config{
@@ -168,8 +203,22 @@ func Defaults() Config {
 			StreamIdle:     120 * time.Second,
 			NonStreamTotal: 10 * time.Minute,
 		},
-		Drain:   Drain{Grace: 15 * time.Minute},
-		Balance: Balance{Algorithm: AlgorithmWeightedRandom},
+		Drain: Drain{Grace: 15 * time.Minute},
+		Balance: Balance{
+			Algorithm:   AlgorithmWeightedP2C,
+			SlowStart:   30 * time.Second,
+			DefaultTTFB: time.Second,
+			DecayWindow: 10 * time.Second,
+		},
+		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
+		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: 60 * time.Second, Quota: 30 * time.Minute},
+		MQTT: MQTT{
+			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, MaxPayload: 256 << 10,
+			KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
+		},
+		Usage:        defaultUsage(),
+		ControlPlane: ControlPlane{PollInterval: defaultPollInterval, StaleAfter: defaultStaleAfter, StateDir: defaultStateDir},
+		Routes:       Routes{Source: RoutesStatic},
 	}
 }
 

@@ -56,7 +56,7 @@ func TestParseDevConfig(t *testing.T) {
 }
 
 func TestParseExampleConfig(t *testing.T) {
-	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "openai-key", "SG_PROXY_PASSWORD": "socks-pw"})
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "openai-key", "SG_PROXY_PASSWORD": "socks-pw", "SG_MQTT_PASSWORD": "mqtt-pw"})
 	files := fakeFS(map[string]string{
 		"/run/secrets/anthropic":       "anthropic-key\n",
 		"/run/secrets/egress-password": "egress-pw\r\n",
@@ -84,6 +84,7 @@ func TestParseExampleConfig(t *testing.T) {
 		{Name: "gpt-4o", Targets: []Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
 	}
 	want.Authz = Authz{Source: "file:/etc/scootgate/authz.json"}
+	want.MQTT.Broker, want.MQTT.Username, want.MQTT.Password = "tcp://127.0.0.1:1883", "scootgate", secret.New("mqtt-pw")
 	if diff := cmp.Diff(got, &want, cmpOpts); diff != "" {
 		t.Errorf("Parse(example.toml) (-got +want):\n%s", diff)
 	}
@@ -92,7 +93,7 @@ func TestParseExampleConfig(t *testing.T) {
 // TestExampleSpellsOutDefaults keeps example.toml honest: every default it
 // shows must be the real default.
 func TestExampleSpellsOutDefaults(t *testing.T) {
-	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "SG_PROXY_PASSWORD": "k"})
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "SG_PROXY_PASSWORD": "k", "SG_MQTT_PASSWORD": "k"})
 	files := fakeFS(map[string]string{"/run/secrets/anthropic": "k", "/run/secrets/egress-password": "k"})
 	got, err := Parse(readTestdata(t, "example.toml"), env, files)
 	if err != nil {
@@ -105,9 +106,24 @@ func TestExampleSpellsOutDefaults(t *testing.T) {
 		Timeouts Timeouts
 		Drain    Drain
 		Balance  Balance
+		Breaker  Breaker
+		Cooldown Cooldown
 	}
-	if diff := cmp.Diff(knobs{got.Listen, got.Limits, got.Timeouts, got.Drain, got.Balance}, knobs{d.Listen, d.Limits, d.Timeouts, d.Drain, d.Balance}); diff != "" {
+	if diff := cmp.Diff(knobs{got.Listen, got.Limits, got.Timeouts, got.Drain, got.Balance, got.Breaker, got.Cooldown}, knobs{d.Listen, d.Limits, d.Timeouts, d.Drain, d.Balance, d.Breaker, d.Cooldown}); diff != "" {
 		t.Errorf("example.toml differs from Defaults() (-example +defaults):\n%s", diff)
+	}
+	if diff := cmp.Diff(got.Routes, d.Routes); diff != "" {
+		t.Errorf("example.toml [routes] differs from Defaults() (-example +defaults):\n%s", diff)
+	}
+	cp := got.ControlPlane // the token has no default
+	cp.Token = secret.Secret{}
+	if diff := cmp.Diff(cp, d.ControlPlane, cmpOpts); diff != "" {
+		t.Errorf("example.toml [control_plane] differs from Defaults() (-example +defaults):\n%s", diff)
+	}
+	m := got.MQTT // broker and credentials have no defaults
+	m.Broker, m.Username, m.Password = "", "", secret.Secret{}
+	if diff := cmp.Diff(m, d.MQTT, cmpOpts); diff != "" {
+		t.Errorf("example.toml [mqtt] differs from Defaults() (-example +defaults):\n%s", diff)
 	}
 }
 
@@ -119,8 +135,15 @@ func TestDefaults(t *testing.T) {
 			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,
 			NonStreamTotal: 600 * time.Second, StreamKeepalive: 0,
 		},
-		Drain:   Drain{Delay: 0, Grace: 15 * time.Minute},
-		Balance: Balance{Algorithm: "weighted_random"},
+		Drain:    Drain{Delay: 0, Grace: 15 * time.Minute},
+		Balance:  Balance{Algorithm: "weighted_p2c", SlowStart: 30 * time.Second, DefaultTTFB: time.Second, DecayWindow: 10 * time.Second},
+		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
+		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute},
+		MQTT:     MQTT{Topic: "scootgate/usage", Window: 64, MaxPayload: 262144, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second},
+		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 5 * time.Millisecond, OpenAIIncludeUsage: true},
+
+		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},
+		Routes:       Routes{Source: "static"},
 	}
 	if diff := cmp.Diff(Defaults(), want, cmpOpts); diff != "" {
 		t.Errorf("Defaults() (-got +want):\n%s", diff)
@@ -299,7 +322,7 @@ func TestInvalidFiles(t *testing.T) {
 				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
 				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
 				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, json_schema, model, stream, tier, tools, weight"},
-				{"nodeid", "unknown key; expected one of: authz, backends, balance, credentials, drain, egress, limits, listen, models, node_id, timeouts"},
+				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, usage"},
 			},
 		},
 		{

@@ -19,9 +19,9 @@
 //
 // # Paths
 //
-// [Load] resolves relative paths (credential files, CA bundles, TLS files and
-// the file: authz source) against the directory of the config file, and the
-// Config holds the resolved paths. [Parse] passes paths to its readFile as
+// [Load] resolves relative paths (credential files, CA bundles, TLS files,
+// file: snapshot sources, control_plane.state_dir and usage.outbox_path) against the directory
+// of the config file, and the Config holds the resolved paths. [Parse] passes paths to its readFile as
 // written.
 //
 // # Secrets
@@ -65,8 +65,21 @@
 //	delay = "0s"                        # keep accepting after /readyz fails
 //	grace = "15m"                       # time in-flight requests get to finish
 //
-//	[balance]
-//	algorithm = "weighted_random"       # or "weighted_p2c" (SPEC §5)
+//	[balance]                           # SPEC §5
+//	algorithm = "weighted_p2c"          # or "weighted_random" (weight only, the degraded mode)
+//	slow_start = "30s"                  # 0..1h, 0 = off: a new backend's weight ramps 10% → 100%
+//	default_ttfb = "1s"                 # 1ms..10m: latency estimate of a backend new to the node
+//	decay_window = "10s"                # 100ms..1h: time constant of the TTFB peak-EWMA
+//
+//	[breaker]                           # SPEC §6, §11: per backend, node-local
+//	failures = 5                        # 1..1000 consecutive transport failures open it
+//	cooldown = "5s"                     # 100ms..1h: first open period, then exactly one probe
+//	max_cooldown = "5m"                 # cooldown..24h: cap on the doubling after failed probes
+//
+//	[cooldown]                          # SPEC §6, §11: provider 429s
+//	rate_limit_default = "5s"           # 100ms..1h: rest after a 429 without Retry-After
+//	rate_limit_max = "60s"              # rate_limit_default..1h: cap on a 429's Retry-After
+//	quota = "30m"                       # 1s..168h: rest after a quota/billing 429 (longer if the provider names a later reset)
 //
 //	[[egress.proxies]]                  # at least one, tried in order (SPEC §3)
 //	name = "local-socks"                # 1-64 of [A-Za-z0-9._-], unique
@@ -97,7 +110,39 @@
 //	tier = 0                            # >= 0, lower preferred (SPEC §4)
 //
 //	[authz]
-//	source = "file:/etc/scootgate/authz.json"  # file:<path> or file:///<path>
+//	source = "file:/etc/scootgate/authz.json"  # file:<path>, file:///<path> or an https:// URL
+//
+//	[routes]
+//	source = "static"                   # or a routing snapshot: file:<path> or an https:// URL
+//
+//	[control_plane]                     # SPEC §7, §11; applies to every snapshot source
+//	token = { env = "SG_CP_TOKEN" }     # optional: Authorization: Bearer <token> to http(s) sources
+//	ca_file = ""                        # PEM roots for https:// sources; "" = system roots
+//	client_cert_file = ""               # mutual TLS: PEM chain and key, both or neither
+//	client_key_file = ""
+//	poll_interval = "10s"               # >= 1s; each pause varies by ±10 %
+//	long_poll = "0s"                    # 0 = off; whole seconds, sent as ?wait=<seconds>
+//	stale_after = "5m"                  # >= 3 × poll_interval + long_poll; then /readyz fails
+//	state_dir = "scootgate-state"       # last good snapshots and version floors
+//
+//	[mqtt]                              # usage event delivery (SPEC §8, §11); client id "scootgate-" + node_id
+//	broker = "tcp://127.0.0.1:1883"     # tcp://host:port | ssl://host:port; "" (default) = delivery off
+//	topic = "scootgate/usage"           # no wildcards
+//	username = "scootgate"
+//	password = { env = "SG_MQTT_PASSWORD" }
+//	ca_file = ""                        # ssl:// only; "" = system roots
+//	window = 64                         # 1..65535 publishes awaiting their PUBACK
+//	max_payload = 262144                # 1..268435456; larger events are dropped unpublished and counted
+//	keepalive = "30s"                   # whole seconds, 1s..65535s
+//	connect_timeout = "10s"             # 1ms..10m
+//
+//	[usage]                             # usage events and their outbox (SPEC §8, §11)
+//	enabled = true
+//	outbox_path = "scootgate-outbox.db" # bbolt file, relative to the config file; its directory must exist
+//	max_events = 100000                 # 1..10000000 rows
+//	max_bytes = 268435456               # 1 MiB..16 GiB of payloads, an integer (256 MiB)
+//	commit_interval = "5ms"             # 1ms..1s group-commit window: about one fsync per window
+//	openai_include_usage = true         # inject stream_options.include_usage, hide the extra chunk
 //
 // # Rules beyond types and ranges
 //
@@ -121,10 +166,32 @@
 //     names a [backends.*]; a model has at least one target, and no two of
 //     its targets share backend and model. Credentials nothing references
 //     are allowed (route snapshots may use them, SPEC §7).
-//   - At least one backend and one model (static routes are the only route
-//     source so far).
-//   - authz.source is required; http(s):// sources are rejected as not
-//     supported yet.
-//   - balance.algorithm defaults to weighted_random until weighted_p2c is
-//     implemented (SPEC §5 names weighted_p2c as the eventual default).
+//   - With routes.source = "static" (the default), at least one backend and
+//     one model. With a snapshot source, [backends] and [models] must be
+//     absent: the snapshot is the only source of routes (two would drift
+//     apart), and it names credentials from [credentials].
+//   - authz.source is required. Snapshot sources (authz.source,
+//     routes.source) are file:<path>, file:///<path> (host empty or
+//     localhost), or an absolute http(s) URL without user info, query or
+//     fragment (the token goes in control_plane.token); http:// only for a
+//     loopback host, like provider URLs (SPEC §3).
+//   - control_plane.stale_after is at least 3 × poll_interval + long_poll,
+//     so that one or two slow polls do not make the node unready.
+//     long_poll is whole seconds. The client certificate and key are read
+//     and checked at load time, like the CA bundle.
+//   - breaker.max_cooldown must be at least breaker.cooldown, and
+//     cooldown.rate_limit_max at least cooldown.rate_limit_default.
+//   - mqtt.broker is optional: without it events stay in the outbox (which
+//     fills to its bound, then drops the newest, counted) and the node says
+//     so at start. The URL carries no user info, path or query. A password
+//     needs a username, and goes only to an ssl:// broker or a loopback one
+//     (it would otherwise cross the network in cleartext); ca_file only
+//     applies to ssl://. mqtt.max_payload must stay below the broker's own
+//     limit: brokers may acknowledge and then drop larger messages.
+//   - usage.outbox_path is resolved like the other paths, the default too,
+//     but not opened at load time: an outbox that cannot be opened at start
+//     (unwritable directory, file locked by another node) leaves the node
+//     serving with usage events disabled, and it says why (SPEC §8: the API
+//     keeps serving). A full or failing outbox drops the newest event,
+//     counted.
 package config

@@ -148,7 +148,7 @@ func TestRulesNodeAndRoot(t *testing.T) {
 		},
 		{
 			name: "unknown section", add: "[listn]\napi = \"x\"\n",
-			want: []Problem{{"listn", "unknown key; expected one of: authz, backends, balance, credentials, drain, egress, limits, listen, models, node_id, timeouts"}},
+			want: []Problem{{"listn", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, usage"}},
 		},
 		{
 			name: "every problem is reported, in a fixed order",
@@ -318,8 +318,8 @@ func TestRulesLimitsTimeoutsDrainBalance(t *testing.T) {
 			},
 		},
 		{
-			name: "weighted_p2c accepted", add: "[balance]\nalgorithm = \"weighted_p2c\"\n",
-			view: func(c *Config) any { return c.Balance }, wantView: Balance{Algorithm: AlgorithmWeightedP2C},
+			name: "weighted_random accepted", add: "[balance]\nalgorithm = \"weighted_random\"\n",
+			view: func(c *Config) any { return c.Balance.Algorithm }, wantView: AlgorithmWeightedRandom,
 		},
 		{
 			name: "unknown algorithm", add: "[balance]\nalgorithm = \"p2c\"\n",
@@ -739,12 +739,20 @@ func TestRulesAuthz(t *testing.T) {
 			want: []Problem{{"authz.source", `expected "file:<path>" or "file:///<absolute path>"`}},
 		},
 		{
-			name: "https not supported yet", edits: []string{authzSource, `source = "https://cp.example.com/authz"`},
-			want: []Problem{{"authz.source", `pulling the authorization snapshot over HTTP is not supported yet; use "file:<path>"`}},
+			name: "https", edits: []string{authzSource, `source = "https://cp.example.com/v1/authz"`},
+			view: authz, wantView: Authz{Source: "https://cp.example.com/v1/authz"},
+		},
+		{
+			name: "http on loopback", edits: []string{authzSource, `source = "http://127.0.0.1:9000/authz"`},
+			view: authz, wantView: Authz{Source: "http://127.0.0.1:9000/authz"},
+		},
+		{
+			name: "plaintext http to a remote host", edits: []string{authzSource, `source = "http://cp.example.com/authz"`},
+			want: []Problem{{"authz.source", "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https://"}},
 		},
 		{
 			name: "other scheme", edits: []string{authzSource, `source = "/etc/a.json"`},
-			want: []Problem{{"authz.source", `expected "file:<path>"`}},
+			want: []Problem{{"authz.source", `expected "file:<path>" or an https:// URL (http:// only for a loopback host)`}},
 		},
 		{
 			name: "empty path", edits: []string{authzSource, `source = "file:"`},
@@ -752,7 +760,7 @@ func TestRulesAuthz(t *testing.T) {
 		},
 		{
 			name: "missing source", edits: []string{authzSource, ""},
-			want: []Problem{{"authz.source", `missing; expected "file:<path>"`}},
+			want: []Problem{{"authz.source", `missing; expected "file:<path>" or an https:// URL (http:// only for a loopback host)`}},
 		},
 		{
 			name: "missing table", edits: []string{authzTable, ""},

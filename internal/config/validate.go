@@ -72,18 +72,21 @@ func (v *validator) config(root *table) *Config {
 	if t, ok := section(root, "drain"); ok {
 		v.drain(t, &c.Drain)
 	}
-	if t, ok := section(root, "balance"); ok {
-		v.balance(t, &c.Balance)
-	}
+	v.balanceSections(root, &c) // [balance], [breaker], [cooldown]: balance.go
 	if t, ok := section(root, "egress"); ok {
 		v.egress(t, &c.Egress)
 	}
 	c.Credentials = v.credentials(root)
-	c.Backends = v.backends(root, c.Credentials)
-	c.Models = v.models(root, c.Backends)
+	if v.controlPlaneSections(root, &c) { // [control_plane], [routes]: controlplane.go; true = static routes
+		c.Backends = v.backends(root, c.Credentials)
+		c.Models = v.models(root, c.Backends)
+	}
 	if t, ok := root.sub("authz", `an [authz] table with source = "file:<path>"`); ok {
 		v.authz(t, &c.Authz)
 	}
+	v.mqttSection(root, &c.MQTT) // [mqtt]: mqtt.go
+	// [usage]: usage.go
+	v.usageSection(root, &c.Usage)
 	root.done()
 	return &c
 }
@@ -205,18 +208,6 @@ func (v *validator) drain(t *table, d *Drain) {
 	}
 	if x, ok := t.duration("grace", 0); ok {
 		d.Grace = x
-	}
-}
-
-func (v *validator) balance(t *table, b *Balance) {
-	defer t.done()
-	s, ok := t.str("algorithm", "")
-	switch {
-	case !ok:
-	case s == AlgorithmWeightedRandom || s == AlgorithmWeightedP2C:
-		b.Algorithm = s
-	default:
-		v.ps.add(t.at("algorithm"), "unknown algorithm %q; expected %q or %q", s, AlgorithmWeightedRandom, AlgorithmWeightedP2C)
 	}
 }
 
@@ -567,32 +558,11 @@ func (v *validator) target(t *table, backends []Backend) Target {
 
 func (v *validator) authz(t *table, a *Authz) {
 	defer t.done()
-	src, ok := t.str("source", `"file:<path>"`)
+	src, ok := t.str("source", sourceWant)
 	if !ok {
 		return
 	}
-	rest, isFile := strings.CutPrefix(src, "file:")
-	switch {
-	case strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://"):
-		v.ps.add(t.at("source"), "pulling the authorization snapshot over HTTP is not supported yet; use \"file:<path>\"")
-		return
-	case !isFile:
-		v.ps.add(t.at("source"), "expected \"file:<path>\"")
-		return
-	case strings.HasPrefix(rest, "//"):
-		// file:///abs/path (RFC 8089); the host must be empty or localhost.
-		u, err := url.Parse(src)
-		if err != nil || (u.Host != "" && u.Host != "localhost") || u.Path == "" {
-			v.ps.add(t.at("source"), "expected \"file:<path>\" or \"file:///<absolute path>\"")
-			return
-		}
-		rest = u.Path
-	}
-	if rest == "" {
-		v.ps.add(t.at("source"), "missing path; expected \"file:<path>\"")
-		return
-	}
-	a.Source = "file:" + v.resolve(rest)
+	a.Source, _ = v.snapshotSource(t.at("source"), src) // controlplane.go
 }
 
 // validID reports whether s is 1-64 characters from [A-Za-z0-9._-].

@@ -1,0 +1,103 @@
+package config
+
+import "time"
+
+// Breaker tunes the per-backend circuit breaker (SPEC §6, §11).
+type Breaker struct {
+	Failures    int           // consecutive transport failures that open it
+	Cooldown    time.Duration // first open period; a successful probe resets to it
+	MaxCooldown time.Duration // cap on the doubling after failed probes
+}
+
+// Cooldown sets how long a target rests after a provider 429 (SPEC §6, §11).
+type Cooldown struct {
+	RateLimitDefault time.Duration // 429 without Retry-After
+	RateLimitMax     time.Duration // cap on a 429's Retry-After
+	Quota            time.Duration // 429 insufficient_quota / billing; longer if the provider names a later reset
+}
+
+// Ranges of the [balance], [breaker] and [cooldown] keys (documented in the
+// package doc).
+const (
+	maxSlowStart     = time.Hour
+	minDefaultTTFB   = time.Millisecond
+	maxDefaultTTFB   = 10 * time.Minute
+	minDecayWindow   = 100 * time.Millisecond
+	maxDecayWindow   = time.Hour
+	maxFailures      = 1000
+	minCooldown      = 100 * time.Millisecond
+	maxCooldown      = time.Hour
+	maxMaxCooldown   = 24 * time.Hour
+	maxRateLimit     = time.Hour
+	minQuotaCooldown = time.Second
+	maxQuotaCooldown = 7 * 24 * time.Hour
+)
+
+// balanceSections reads [balance], [breaker] and [cooldown].
+func (v *validator) balanceSections(root *table, c *Config) {
+	if t, ok := section(root, "balance"); ok {
+		v.balance(t, &c.Balance)
+	}
+	if t, ok := section(root, "breaker"); ok {
+		v.breaker(t, &c.Breaker)
+	}
+	if t, ok := section(root, "cooldown"); ok {
+		v.cooldown(t, &c.Cooldown)
+	}
+}
+
+func (v *validator) balance(t *table, b *Balance) {
+	defer t.done()
+	s, ok := t.str("algorithm", "")
+	switch {
+	case !ok:
+	case s == AlgorithmWeightedRandom || s == AlgorithmWeightedP2C:
+		b.Algorithm = s
+	default:
+		v.ps.add(t.at("algorithm"), "unknown algorithm %q; expected %q or %q", s, AlgorithmWeightedRandom, AlgorithmWeightedP2C)
+	}
+	durationIn(t, "slow_start", 0, maxSlowStart, &b.SlowStart)
+	durationIn(t, "default_ttfb", minDefaultTTFB, maxDefaultTTFB, &b.DefaultTTFB)
+	durationIn(t, "decay_window", minDecayWindow, maxDecayWindow, &b.DecayWindow)
+}
+
+func (v *validator) breaker(t *table, b *Breaker) {
+	defer t.done()
+	if n, ok := t.integer("failures", "", 1, maxFailures); ok {
+		b.Failures = int(n)
+	}
+	okBase := durationIn(t, "cooldown", minCooldown, maxCooldown, &b.Cooldown)
+	okMax := durationIn(t, "max_cooldown", minCooldown, maxMaxCooldown, &b.MaxCooldown)
+	if okBase && okMax && b.MaxCooldown < b.Cooldown {
+		v.ps.add(t.at("max_cooldown"), "%s must be at least breaker.cooldown (%s)", b.MaxCooldown, b.Cooldown)
+	}
+}
+
+func (v *validator) cooldown(t *table, c *Cooldown) {
+	defer t.done()
+	okDef := durationIn(t, "rate_limit_default", minCooldown, maxRateLimit, &c.RateLimitDefault)
+	okMax := durationIn(t, "rate_limit_max", minCooldown, maxRateLimit, &c.RateLimitMax)
+	if okDef && okMax && c.RateLimitMax < c.RateLimitDefault {
+		v.ps.add(t.at("rate_limit_max"), "%s must be at least cooldown.rate_limit_default (%s)", c.RateLimitMax, c.RateLimitDefault)
+	}
+	durationIn(t, "quota", minQuotaCooldown, maxQuotaCooldown, &c.Quota)
+}
+
+// durationIn reads the optional duration at key into *dst when it lies in
+// [lo, hi]. It reports false only when the key is present and invalid
+// (already reported), so cross-key checks run on values that stand.
+func durationIn(t *table, key string, lo, hi time.Duration, dst *time.Duration) bool {
+	if !t.has(key) {
+		return true
+	}
+	d, ok := t.duration(key, lo)
+	if !ok {
+		return false
+	}
+	if d > hi {
+		t.ps.add(t.at(key), "%s is too large; expected at most %s", d, hi)
+		return false
+	}
+	*dst = d
+	return true
+}

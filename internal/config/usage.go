@@ -1,0 +1,87 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Usage configures usage events and their disk outbox (SPEC §8, §11). The
+// outbox keys map onto internal/outbox.Options; delivery is [mqtt].
+type Usage struct {
+	// Enabled turns usage events on. When the outbox cannot be opened at
+	// start (unwritable path, file locked by another process), the node
+	// runs with usage events disabled and reports why; the API serves on.
+	Enabled bool
+	// OutboxPath is the bbolt outbox file. Load resolves a relative path
+	// against the config file's directory; the directory must exist.
+	OutboxPath string
+	// MaxEvents and MaxBytes bound the outbox by row count and by payload
+	// bytes; past either, the newest event is dropped and counted.
+	MaxEvents int
+	MaxBytes  int64
+	// CommitInterval is the group-commit window: at most about one fsync
+	// per interval, never one per event (SPEC §11).
+	CommitInterval time.Duration
+	// OpenAIIncludeUsage injects stream_options.include_usage into OpenAI
+	// streaming requests whose client did not ask for it, and hides the
+	// extra usage-only chunk from that client (SPEC §8).
+	OpenAIIncludeUsage bool
+}
+
+// Ranges of the [usage] keys (documented in the package doc).
+const (
+	defaultOutboxPath     = "scootgate-outbox.db"
+	maxOutboxEvents       = 10_000_000
+	minOutboxBytes        = 1 << 20
+	maxOutboxBytes        = 16 << 30
+	minCommitInterval     = time.Millisecond
+	maxCommitInterval     = time.Second
+	defaultOutboxEvents   = 100000
+	defaultOutboxBytes    = 256 << 20
+	defaultCommitInterval = 5 * time.Millisecond
+)
+
+// defaultUsage is the [usage] part of Defaults.
+func defaultUsage() Usage {
+	return Usage{
+		Enabled:            true,
+		OutboxPath:         defaultOutboxPath,
+		MaxEvents:          defaultOutboxEvents,
+		MaxBytes:           defaultOutboxBytes,
+		CommitInterval:     defaultCommitInterval,
+		OpenAIIncludeUsage: true,
+	}
+}
+
+// usageSection reads [usage]; absent, every key keeps its default. The
+// outbox path, given or default, is resolved against the config directory.
+func (v *validator) usageSection(root *table, u *Usage) {
+	if t, ok := section(root, "usage"); ok {
+		v.usage(t, u)
+	}
+	u.OutboxPath = v.resolve(u.OutboxPath)
+}
+
+func (v *validator) usage(t *table, u *Usage) {
+	defer t.done()
+	if b, ok := t.boolean("enabled"); ok {
+		u.Enabled = b
+	}
+	if s, ok := t.str("outbox_path", ""); ok {
+		if s == "" || strings.ContainsRune(s, 0) {
+			v.ps.add(t.at("outbox_path"), "expected a file path, like %q", defaultOutboxPath)
+		} else {
+			u.OutboxPath = s
+		}
+	}
+	if n, ok := t.integer("max_events", "", 1, maxOutboxEvents); ok {
+		u.MaxEvents = int(n)
+	}
+	if n, ok := t.integer("max_bytes", "", minOutboxBytes, maxOutboxBytes); ok {
+		u.MaxBytes = n
+	}
+	v.durationRange(t, "commit_interval", minCommitInterval, maxCommitInterval, &u.CommitInterval)
+	if b, ok := t.boolean("openai_include_usage"); ok {
+		u.OpenAIIncludeUsage = b
+	}
+}
