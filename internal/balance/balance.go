@@ -1,45 +1,21 @@
-// Package balance picks a provider target for one attempt.
-//
-// # Basics
-//
-// The selector sees a read-only pool (one public model's targets of one
-// protocol, sorted by tier) and picks among the eligible ones: those that
-// offer the request's capabilities, were not already tried by this request,
-// and are below their hard in-flight cap. Only the lowest tier with an
-// eligible target is considered (SPEC §4 tiers: failover by selection, not
-// a retry). The pick takes an in-flight slot; the caller releases it.
-//
-// WeightedRandom is SPEC §5's degraded mode: probability proportional to
-// weight. Weighted P2C replaces it as the default in its own change.
-//
-// # Caveats
-//
-// Randomness is injected so tests are deterministic. The hot path does not
-// allocate (BenchmarkPick).
 package balance
 
 import (
-	"math/rand/v2"
+	"time"
 
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
-// WeightedRandom picks with probability proportional to Target.Weight.
-type WeightedRandom struct {
-	// IntN returns a uniform int in [0, n). Nil means math/rand/v2.IntN.
-	IntN func(n int) int
-}
+// Bounds of RetryAfter.
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 5 * time.Minute
+)
 
-func (w *WeightedRandom) intN(n int) int {
-	if w.IntN != nil {
-		return w.IntN(n)
-	}
-	return rand.IntN(n)
-}
-
-// eligible reports whether t may take this attempt, ignoring the cap race
-// that TryAcquire settles.
-func eligible(t *routes.Target, need routes.Caps, tried []*routes.Target) bool {
+// eligible reports whether t may take this attempt at now, ignoring the
+// races that Acquire settles.
+func eligible(t *routes.Target, need routes.Caps, tried []*routes.Target, now upstream.Instant) bool {
 	if !t.Caps.Has(need) {
 		return false
 	}
@@ -48,20 +24,31 @@ func eligible(t *routes.Target, need routes.Caps, tried []*routes.Target) bool {
 			return false
 		}
 	}
-	st := t.Backend.State
-	return st.InFlight() < st.Cap()
+	return t.Backend.State.Ready(now)
 }
 
-// Pick returns a target with an in-flight slot already taken, or false when
-// no target of any tier is eligible now.
-func (w *WeightedRandom) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool) {
-	for start := 0; start < len(pool); {
-		tier := pool[start].Tier
-		end := start
-		for end < len(pool) && pool[end].Tier == tier {
-			end++
+// tierEnd returns the end of the tier that starts at pool[start]. pool is
+// sorted by tier, so a binary search keeps this O(log n).
+func tierEnd(pool []*routes.Target, start int) int {
+	tier := pool[start].Tier
+	lo, hi := start+1, len(pool)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if pool[m].Tier > tier {
+			hi = m
+		} else {
+			lo = m + 1
 		}
-		if t, ok := w.pickTier(pool[start:end], need, tried); ok {
+	}
+	return lo
+}
+
+// eachTier calls pick on each tier of pool in order until one returns a
+// target.
+func eachTier(pool []*routes.Target, pick func(tier []*routes.Target) (*routes.Target, bool)) (*routes.Target, bool) {
+	for start := 0; start < len(pool); {
+		end := tierEnd(pool, start)
+		if t, ok := pick(pool[start:end]); ok {
 			return t, true
 		}
 		start = end
@@ -69,49 +56,24 @@ func (w *WeightedRandom) Pick(pool []*routes.Target, need routes.Caps, tried []*
 	return nil, false
 }
 
-// pickTier draws by weight among one tier's eligible targets. A target that
-// loses the race for its last slot is skipped and the draw repeats, at most
-// once per target.
-func (w *WeightedRandom) pickTier(tier []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool) {
-	var lost []*routes.Target // allocated only on a lost cap race
-	for range len(tier) {
-		total := 0
-		for _, t := range tier {
-			if eligible(t, need, tried) && !contains(lost, t) {
-				total += t.Weight
-			}
-		}
-		if total == 0 {
-			return nil, false
-		}
-		x := w.intN(total)
-		var pick *routes.Target
-		for _, t := range tier {
-			if !eligible(t, need, tried) || contains(lost, t) {
-				continue
-			}
-			if x < t.Weight {
-				pick = t
-				break
-			}
-			x -= t.Weight
-		}
-		if pick == nil { // the eligible set shrank between the two loops
+// RetryAfter returns how long a client should wait before retrying when no
+// target of pool could take a request needing need: the time until the
+// earliest capability-matching target becomes eligible (end of a cooldown
+// or of a breaker's open period; a target that is only at its cap counts
+// as eligible now), rounded up to whole seconds and bounded to [1s, 5m].
+// With no matching target it returns the upper bound.
+func RetryAfter(pool []*routes.Target, need routes.Caps, now time.Time) time.Duration {
+	best := maxRetryAfter
+	for _, t := range pool {
+		if !t.Caps.Has(need) {
 			continue
 		}
-		if pick.Backend.State.TryAcquire() {
-			return pick, true
+		var d time.Duration
+		if at := t.Backend.State.EligibleAt(); !at.IsZero() {
+			d = at.Sub(now)
 		}
-		lost = append(lost, pick)
+		best = min(best, d)
 	}
-	return nil, false
-}
-
-func contains(ts []*routes.Target, t *routes.Target) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
+	best = (best + time.Second - 1).Truncate(time.Second)
+	return min(max(best, minRetryAfter), maxRetryAfter)
 }

@@ -71,7 +71,7 @@ source = "file:/dev/null"
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tab, err := routes.Compile(cfg, upstream.NewRegistry())
+	tab, err := routes.Compile(cfg, upstream.NewRegistry(upstream.Options{}))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func compile(t *testing.T, reg *upstream.Registry) *Table {
 }
 
 func TestCompile(t *testing.T) {
-	reg := upstream.NewRegistry()
+	reg := upstream.NewRegistry(upstream.Options{})
 	tab := compile(t, reg)
 	m, ok := tab.Model("mixed")
 	if !ok {
@@ -112,7 +112,7 @@ func TestCompile(t *testing.T) {
 }
 
 func TestStateSurvivesRecompile(t *testing.T) {
-	reg := upstream.NewRegistry()
+	reg := upstream.NewRegistry(upstream.Options{})
 	a := compile(t, reg)
 	b := compile(t, reg)
 	ma, _ := a.Model("only-oa")

@@ -1,15 +1,13 @@
-// Package upstream keeps the node-local hot state of each provider backend:
-// its in-flight count against the hard cap of SPEC §6.
-//
-// State lives in a Registry keyed by backend identity, outside the compiled
-// routing table, so a later table swap can keep the state of a backend whose
-// identity did not change (SPEC §7, STYLE habit 2, Caddy reverseproxy/hosts.go).
-// The Registry is a value owned by the app; there is no package-global state.
 package upstream
 
 import (
+	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/breaker"
+	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // Identity names a backend for state purposes: two definitions with the
@@ -22,11 +20,55 @@ type Identity struct {
 	ID         string
 }
 
-// State is one backend's hot state. All fields are atomics: the request
-// path never takes a lock.
+const (
+	minRamp            = 0.1            // slow start begins at 10% of the weight (Envoy's min_weight_percent default)
+	floorFraction      = 0.01           // reads of the estimate never go below 1% of DefaultTTFB
+	maxQuotaRetryAfter = 24 * time.Hour // a quota 429's Retry-After counts up to this
+	farFuture          = 100 * 365 * 24 * time.Hour
+)
+
+// Instant is a reading of a Registry's clock in the form the hot-path
+// State methods compare cheaply (nanoseconds since the Registry was
+// created). A picker reads it once per pick with [State.Now]; Instants of
+// different Registries do not mix.
+type Instant int64
+
+// shared is what every State of one Registry reads. Immutable.
+type shared struct {
+	o         Options // with defaults applied
+	epoch     time.Time
+	real      bool    // o.Clock is clock.Real: time.Since(epoch) reads only the monotonic clock, half the cost of Now
+	invTau    float64 // 1 / DecayWindow in ns
+	floor     float64 // seconds
+	slowStart int64   // ns; 0 = off
+	invSlow   float64 // 1 / slowStart
+}
+
+func (sh *shared) instant(t time.Time) Instant { return Instant(t.Sub(sh.epoch)) }
+
+func (sh *shared) now() Instant {
+	if sh.real {
+		return Instant(time.Since(sh.epoch))
+	}
+	return sh.instant(sh.o.Clock.Now())
+}
+
+func (sh *shared) time(i Instant) time.Time { return sh.epoch.Add(time.Duration(i)) }
+
+// State is one backend's hot state. Safe for concurrent use; the request
+// path never takes a lock except on a breaker transition or an EWMA sample.
 type State struct {
-	cap      int64 // immutable
+	// immutable
+	sh      *shared
+	cap     int64
+	created Instant // slow start counts from here
+	br      *breaker.Breaker
+
+	// atomic
 	inflight atomic.Int64
+	disabled atomic.Bool
+	cooldown atomic.Int64 // Instant; no traffic while now < cooldown (0 = never set)
+	lat      peakEWMA
 }
 
 // Cap returns the backend's max_inflight_per_node.
@@ -35,42 +77,257 @@ func (s *State) Cap() int64 { return s.cap }
 // InFlight returns the current number of requests holding a slot.
 func (s *State) InFlight() int64 { return s.inflight.Load() }
 
-// TryAcquire takes one in-flight slot if the cap allows. It never lets
-// InFlight exceed Cap, under any concurrency (SPEC §6: a hard cap).
-func (s *State) TryAcquire() bool {
+// Now reads the clock of the Registry that owns s. Every State of a
+// routing table comes from one Registry, so a picker reads it once per pick
+// and compares the whole pool at that instant.
+func (s *State) Now() Instant { return s.sh.now() }
+
+// coolingAt reports whether a cooldown is running at now.
+func (s *State) coolingAt(now Instant) bool {
+	c := s.cooldown.Load()
+	return c != 0 && int64(now) < c
+}
+
+// Ready reports whether s could take a request at now: not disabled, not
+// cooling down, its breaker closed or due for a probe, and below its cap.
+// It takes nothing; Acquire settles the races.
+func (s *State) Ready(now Instant) bool {
+	return !s.disabled.Load() && !s.coolingAt(now) && s.inflight.Load() < s.cap && s.br.Ready()
+}
+
+// Acquire takes one in-flight slot. It refuses when s is disabled, cooling
+// down, held back by its breaker (open, or half-open with the probe out),
+// or at its cap. The cap is a compare-and-swap, so InFlight never exceeds
+// Cap under any concurrency (SPEC §6). When the breaker's cooldown is over,
+// exactly one caller is admitted as its half-open probe.
+func (s *State) Acquire() bool {
+	if s.disabled.Load() || !s.br.Ready() {
+		return false
+	}
+	if c := s.cooldown.Load(); c != 0 {
+		if int64(s.sh.now()) < c {
+			return false
+		}
+		s.cooldown.CompareAndSwap(c, 0) // over: later calls skip the clock
+	}
 	for {
 		n := s.inflight.Load()
 		if n >= s.cap {
 			return false
 		}
 		if s.inflight.CompareAndSwap(n, n+1) {
-			return true
+			break
+		}
+	}
+	// The slot is taken before asking the breaker, so the caller that wins
+	// the probe always has a slot to send it with.
+	if !s.br.Allow() {
+		s.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Finish applies the attempt's result (see the package doc) and gives the
+// slot back. The result is applied first, so no request slips in between
+// a 429 and its cooldown.
+func (s *State) Finish(r Result) {
+	o := &s.sh.o
+	switch r.Outcome {
+	case Success:
+		if r.TTFB > 0 {
+			s.lat.observe(r.TTFB.Seconds(), int64(s.sh.now()), s.sh.invTau)
+		}
+		s.br.Success()
+	case ProviderError:
+		s.lat.hold(int64(s.sh.now()))
+		s.br.Success()
+	case RateLimited:
+		d := r.RetryAfter
+		if d <= 0 {
+			d = o.RateLimitDefault
+		}
+		s.coolFor(min(d, o.RateLimitMax))
+		s.br.Success()
+	case QuotaExhausted:
+		s.coolFor(max(o.QuotaCooldown, min(r.RetryAfter, maxQuotaRetryAfter)))
+		s.br.Success()
+	case AuthRejected:
+		s.disabled.Store(true)
+		s.br.Success()
+	case TransportFailure:
+		s.lat.hold(int64(s.sh.now()))
+		s.br.Failure()
+	default: // EgressFault, Cancelled: nothing learned about the backend
+		s.br.Abandon()
+	}
+	s.inflight.Add(-1)
+}
+
+// Release gives the slot back without an outcome (the attempt was never
+// made, or lost a race). A half-open probe slot is freed for the next
+// caller.
+func (s *State) Release() {
+	s.br.Abandon()
+	s.inflight.Add(-1)
+}
+
+// coolFor starts or lengthens a cooldown of d from now; it never shortens
+// one already running. It holds the latency estimate too: a 429 is an error
+// reply.
+func (s *State) coolFor(d time.Duration) {
+	now := int64(s.sh.now())
+	s.lat.hold(now)
+	until := now + int64(d)
+	for {
+		c := s.cooldown.Load()
+		if c >= until || s.cooldown.CompareAndSwap(c, until) {
+			return
 		}
 	}
 }
 
-// Release returns a slot taken by TryAcquire.
-func (s *State) Release() { s.inflight.Add(-1) }
+// ramp returns the slow-start factor at now, in [minRamp, 1].
+func (s *State) ramp(now Instant) float64 {
+	age := int64(now - s.created)
+	if s.sh.slowStart == 0 || age >= s.sh.slowStart {
+		return 1
+	}
+	if r := float64(age) * s.sh.invSlow; r > minRamp {
+		return r
+	}
+	return minRamp
+}
+
+// EffectiveWeight returns weight scaled by the slow-start ramp at now.
+func (s *State) EffectiveWeight(weight int, now Instant) float64 {
+	return float64(weight) * s.ramp(now)
+}
+
+// Cost returns the P2C cost at now of sending one more request to s as a
+// target of the given weight: the latency estimate in seconds ×
+// (in-flight + 1) ÷ effective weight. Lower is better.
+func (s *State) Cost(weight int, now Instant) float64 {
+	lat := s.lat.read(int64(now), s.sh.invTau, s.sh.floor)
+	return lat * float64(s.inflight.Load()+1) / (float64(weight) * s.ramp(now))
+}
+
+// EligibleAt returns the zero time when s could take traffic now (ignoring
+// its cap), else the earliest time it could: the end of its cooldown or of
+// its breaker's open period (with a half-open probe out, now plus the
+// breaker's base cooldown, a guess). Far in the future when disabled.
+func (s *State) EligibleAt() time.Time {
+	now := s.sh.o.Clock.Now()
+	if s.disabled.Load() {
+		return now.Add(farFuture)
+	}
+	var at time.Time
+	if c := s.cooldown.Load(); c != 0 {
+		if t := s.sh.time(Instant(c)); t.After(now) {
+			at = t
+		}
+	}
+	switch s.br.State() {
+	case breaker.Open:
+		if t := s.br.ReopenAt(); t.After(now) && t.After(at) {
+			at = t
+		}
+	case breaker.HalfOpen:
+		if t := now.Add(s.sh.o.Breaker.Cooldown); t.After(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// View is a snapshot of a State for metrics and /readyz.
+type View struct {
+	InFlight            int64
+	Cap                 int64
+	EWMA                time.Duration // the latency estimate as Cost sees it now
+	SlowStart           float64       // ramp factor in [0.1, 1]; 1 once ramped
+	BreakerState        breaker.State
+	ConsecutiveFailures int
+	Disabled            bool
+	CooldownUntil       time.Time // zero when not cooling down
+}
+
+// View returns a snapshot of s. Fields are read one by one, not as a
+// transaction.
+func (s *State) View() View {
+	now := s.sh.now()
+	v := View{
+		InFlight:            s.inflight.Load(),
+		Cap:                 s.cap,
+		EWMA:                time.Duration(s.lat.read(int64(now), s.sh.invTau, s.sh.floor) * float64(time.Second)),
+		SlowStart:           s.ramp(now),
+		BreakerState:        s.br.State(),
+		ConsecutiveFailures: s.br.ConsecutiveFailures(),
+		Disabled:            s.disabled.Load(),
+	}
+	if s.coolingAt(now) {
+		v.CooldownUntil = s.sh.time(Instant(s.cooldown.Load()))
+	}
+	return v
+}
 
 // Registry maps identities to states.
 type Registry struct {
+	sh     *shared // immutable
 	mu     sync.Mutex
 	states map[Identity]*State // guarded by mu
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{states: make(map[Identity]*State)} }
+// NewRegistry returns an empty registry. Zero Options mean the defaults
+// (see Options) and the real clock.
+func NewRegistry(o Options) *Registry {
+	o = o.WithDefaults()
+	sh := &shared{
+		o:      o,
+		epoch:  o.Clock.Now(),
+		invTau: 1 / float64(o.DecayWindow),
+		floor:  floorFraction * o.DefaultTTFB.Seconds(),
+	}
+	_, sh.real = o.Clock.(clock.Real)
+	if o.SlowStart > 0 {
+		sh.slowStart, sh.invSlow = int64(o.SlowStart), 1/float64(o.SlowStart)
+	}
+	return &Registry{sh: sh, states: make(map[Identity]*State)}
+}
 
-// Get returns the state for id, creating it on first use.
+// Get returns the state for id, creating it on first use: latency estimate
+// DefaultTTFB, slow start beginning now, breaker closed.
 func (r *Registry) Get(id Identity) *State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.states[id]
 	if !ok {
-		s = &State{cap: int64(id.Cap)}
+		now := r.sh.now()
+		s = &State{
+			sh:      r.sh,
+			cap:     int64(id.Cap),
+			created: now,
+			br:      breaker.New(r.sh.o.Breaker, r.sh.o.Clock, r.sh.o.Rand),
+		}
+		s.lat.init(r.sh.o.DefaultTTFB.Seconds(), int64(now))
 		r.states[id] = s
 	}
 	return s
+}
+
+// Prune forgets every state whose identity keep rejects and that has
+// nothing in flight. Call it after each table swap with keep reporting
+// whether the new table uses the identity. A rejected state still in use
+// (requests pinned to an old table) stays until a later Prune finds it
+// idle; a Get for its identity meanwhile returns it, so the cap holds.
+func (r *Registry) Prune(keep func(Identity) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, s := range r.states {
+		if !keep(id) && s.InFlight() == 0 {
+			delete(r.states, id)
+		}
+	}
 }
 
 // Len returns the number of tracked backends.
@@ -78,4 +335,24 @@ func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.states)
+}
+
+// All yields every tracked backend, from a copy taken under the lock (so f
+// may call back into the Registry). Order is unspecified.
+func (r *Registry) All() iter.Seq2[Identity, *State] {
+	return func(yield func(Identity, *State) bool) {
+		r.mu.Lock()
+		ids := make([]Identity, 0, len(r.states))
+		sts := make([]*State, 0, len(r.states))
+		for id, s := range r.states {
+			ids = append(ids, id)
+			sts = append(sts, s)
+		}
+		r.mu.Unlock()
+		for i := range ids {
+			if !yield(ids[i], sts[i]) {
+				return
+			}
+		}
+	}
 }

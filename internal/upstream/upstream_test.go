@@ -1,22 +1,67 @@
 package upstream
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/breaker"
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/config"
 )
 
+// testOptions: fake clock, no jitter, slow start off unless a test sets it.
+func testOptions(c *clock.Fake) Options {
+	return Options{
+		Clock:       c,
+		Rand:        func() float64 { return 0 },
+		DefaultTTFB: time.Second,
+		DecayWindow: 10 * time.Second,
+		SlowStart:   -1,
+		Breaker:     breaker.Options{Failures: 3, Cooldown: time.Second, MaxCooldown: 8 * time.Second},
+	}
+}
+
+func newState(t *testing.T, o Options, capacity int) *State {
+	t.Helper()
+	return NewRegistry(o).Get(Identity{ID: "b", Cap: capacity})
+}
+
 func TestCapNeverExceeded(t *testing.T) {
-	r := NewRegistry()
-	s := r.Get(Identity{ID: "b", Cap: 5})
-	var peak atomic.Int64
+	s := newState(t, Options{}, 5)
+
+	// 200 goroutines each try once and hold what they got: exactly the cap
+	// succeeds, whatever the interleaving.
+	var got atomic.Int64
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
+			<-start
+			if s.Acquire() {
+				got.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := got.Load(); n != 5 || s.InFlight() != 5 {
+		t.Fatalf("%d acquired, in-flight %d; want exactly the cap, 5", n, s.InFlight())
+	}
+	for range 5 {
+		s.Release()
+	}
+
+	// Then they hammer acquire/finish; in-flight never leaves 1..5.
+	var peak atomic.Int64
+	for range 200 {
+		wg.Go(func() {
 			for range 200 {
-				if !s.TryAcquire() {
+				if !s.Acquire() {
 					continue
 				}
 				n := s.InFlight()
@@ -26,23 +71,23 @@ func TestCapNeverExceeded(t *testing.T) {
 						break
 					}
 				}
-				s.Release()
+				s.Finish(Result{Outcome: Success, TTFB: time.Millisecond})
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if got := peak.Load(); got > 5 || got < 1 {
 		t.Fatalf("peak in-flight = %d, want 1..5", got)
 	}
 	if got := s.InFlight(); got != 0 {
-		t.Fatalf("in-flight after all released = %d, want 0", got)
+		t.Fatalf("in-flight after all finished = %d, want 0", got)
 	}
 }
 
 func TestRegistryKeepsStateByIdentity(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(Options{})
 	a := r.Get(Identity{ID: "a", BaseURL: "https://x", Cap: 2})
-	if !a.TryAcquire() {
+	if !a.Acquire() {
 		t.Fatal("first acquire failed")
 	}
 	if b := r.Get(Identity{ID: "a", BaseURL: "https://x", Cap: 2}); b != a {
@@ -53,5 +98,462 @@ func TestRegistryKeepsStateByIdentity(t *testing.T) {
 	}
 	if r.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", r.Len())
+	}
+}
+
+func TestPrune(t *testing.T) {
+	r := NewRegistry(Options{})
+	idle, busy, kept := Identity{ID: "idle", Cap: 1}, Identity{ID: "busy", Cap: 1}, Identity{ID: "kept", Cap: 1}
+	r.Get(idle)
+	b := r.Get(busy)
+	k := r.Get(kept)
+	if !b.Acquire() {
+		t.Fatal("acquire failed")
+	}
+	keepOnly := func(id Identity) bool { return id == kept }
+	ids := func() map[string]bool {
+		m := map[string]bool{}
+		for id := range r.All() {
+			m[id.ID] = true
+		}
+		return m
+	}
+
+	r.Prune(keepOnly)
+	if diff := cmp.Diff(ids(), map[string]bool{"busy": true, "kept": true}); diff != "" {
+		t.Fatalf("after first prune (-got +want):\n%s", diff)
+	}
+	// Re-adding the busy backend while its request runs reuses its state,
+	// so the cap of 1 still holds.
+	if r.Get(busy) != b || r.Get(busy).Acquire() {
+		t.Fatal("busy state must be reused with its slot still taken")
+	}
+	b.Release()
+	r.Prune(keepOnly)
+	if diff := cmp.Diff(ids(), map[string]bool{"kept": true}); diff != "" {
+		t.Fatalf("after second prune (-got +want):\n%s", diff)
+	}
+	if r.Get(kept) != k {
+		t.Fatal("kept state replaced")
+	}
+	// A pruned state still works for requests pinned to an old table.
+	if !b.Acquire() {
+		t.Fatal("pruned state refused")
+	}
+	b.Finish(Result{Outcome: Success, TTFB: time.Second})
+	if r.Get(busy) == b {
+		t.Fatal("a pruned identity must get a fresh state")
+	}
+}
+
+// TestPeakEWMA checks the estimate against the closed form in the package
+// doc: the largest sample so far, each decayed by e^(−age/window).
+func TestPeakEWMA(t *testing.T) {
+	const tau = 10 * time.Second
+	type sample struct {
+		after time.Duration // clock advance before the sample
+		ttfb  time.Duration
+	}
+	e := math.Exp
+	tests := []struct {
+		name    string
+		samples []sample
+		readAt  time.Duration // clock advance after the samples, before reading
+		want    float64       // seconds
+	}{
+		{"new backend starts at the default", nil, 0, 1},
+		{"the default decays like a sample", nil, tau, e(-1)},
+		{"a slower sample replaces the estimate at once", []sample{{time.Second, 5 * time.Second}}, 0, 5},
+		{"a faster sample does not lower it", []sample{{0, 100 * time.Millisecond}}, 0, 1},
+		{"time does: one window later it is down by 1/e", []sample{{0, 5 * time.Second}, {tau, 100 * time.Millisecond}}, 0, 5 * e(-1)},
+		{
+			"only time counts, not the number of faster samples",
+			[]sample{{0, 5 * time.Second}, {tau / 4, time.Second}, {tau / 4, time.Second}, {tau / 4, time.Second}, {tau / 4, time.Second}},
+			0, 5 * e(-1),
+		},
+		{"a sample above the decayed estimate replaces it", []sample{{0, 5 * time.Second}, {3 * tau, 300 * time.Millisecond}}, 0, 0.3},
+		{"a slowness is forgotten after window × ln(slow/fast)", []sample{{0, 2 * time.Second}}, time.Duration(float64(tau) * math.Log(20)), 0.1},
+		{"reads stop at 1% of the default", []sample{{0, 2 * time.Second}}, 100 * tau, 0.01},
+		{"zero TTFB is not a sample", []sample{{tau, 0}}, 0, e(-1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clock.NewFake(time.Time{})
+			s := newState(t, testOptions(c), 10)
+			for _, sm := range tt.samples {
+				c.Advance(sm.after)
+				if !s.Acquire() {
+					t.Fatal("acquire failed")
+				}
+				s.Finish(Result{Outcome: Success, TTFB: sm.ttfb})
+			}
+			c.Advance(tt.readAt)
+			got := s.lat.read(int64(s.Now()), s.sh.invTau, s.sh.floor)
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("estimate = %.15f s, want %.15f s", got, tt.want)
+			}
+			if v := s.View().EWMA; math.Abs(v.Seconds()-tt.want) > 1e-9 {
+				t.Errorf("View().EWMA = %v, want %.9f s", v, tt.want)
+			}
+		})
+	}
+}
+
+// TestErrorRepliesHoldTheEstimate: only a success is a latency sample
+// (SPEC §11: fast 429s are not fast answers). Error replies and transport
+// failures keep the stored estimate and restart its decay, so they never
+// make the backend look faster; neutral outcomes touch nothing.
+func TestErrorRepliesHoldTheEstimate(t *testing.T) {
+	for o := ProviderError; o <= Cancelled; o++ {
+		t.Run(o.String(), func(t *testing.T) {
+			c := clock.NewFake(time.Time{})
+			s := newState(t, testOptions(c), 10)
+			c.Advance(5 * time.Second)
+			s.Acquire()
+			s.Finish(Result{Outcome: Success, TTFB: 3 * time.Second})
+			est, at := s.lat.load()
+			c.Advance(5 * time.Second)
+			before := s.View().EWMA
+			s.Acquire()
+			s.Finish(Result{Outcome: o, TTFB: time.Millisecond, RetryAfter: time.Second})
+			gotEst, gotAt := s.lat.load()
+			if gotEst != est {
+				t.Fatalf("stored estimate %v became %v", est, gotEst)
+			}
+			after := s.View().EWMA
+			if after < before {
+				t.Fatalf("estimate lowered from %v to %v", before, after)
+			}
+			wantAt, wantAfter := at, before // neutral: untouched
+			if o != EgressFault && o != Cancelled && o != AuthRejected {
+				wantAt, wantAfter = int64(s.Now()), 3*time.Second // held: decay restarts from 3s
+			}
+			if gotAt != wantAt || after != wantAfter {
+				t.Fatalf("after %v: (at %d, estimate %v), want (at %d, estimate %v)", o, gotAt, after, wantAt, wantAfter)
+			}
+		})
+	}
+}
+
+func TestSlowStartRamp(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	o := testOptions(c)
+	o.SlowStart = 30 * time.Second
+	reg := NewRegistry(o)
+	c.Advance(time.Minute) // the ramp counts from the state's creation, not the registry's
+	s := reg.Get(Identity{ID: "b", Cap: 1})
+	var got []float64
+	for _, at := range []time.Duration{0, time.Second, 15 * time.Second, 29 * time.Second, 30 * time.Second, time.Hour} {
+		c.Set(s.sh.time(s.created).Add(at))
+		got = append(got, s.EffectiveWeight(10, s.Now()))
+	}
+	want := []float64{1, 1, 5, 29.0 / 3, 10, 10}
+	if diff := cmp.Diff(got, want, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })); diff != "" {
+		t.Errorf("effective weight of 10 during slow start (-got +want):\n%s", diff)
+	}
+	if got := s.View().SlowStart; got != 1 {
+		t.Errorf("View().SlowStart after the ramp = %v, want 1", got)
+	}
+
+	off := newState(t, testOptions(c), 1) // SlowStart -1
+	if got := off.EffectiveWeight(10, off.Now()); got != 10 {
+		t.Errorf("slow start off: effective weight %v, want 10", got)
+	}
+}
+
+func TestCost(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	o := testOptions(c)
+	o.SlowStart = 10 * time.Second
+	s := newState(t, o, 10)
+	c.Advance(5 * time.Second) // ramp 0.5; estimate 1s decayed by e^-0.5
+	s.Acquire()
+	s.Acquire()
+	want := math.Exp(-0.5) * 3 / (4 * 0.5) // estimate × (2 in flight + 1) ÷ (weight 4 × ramp 0.5)
+	if got := s.Cost(4, s.Now()); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("Cost = %v, want %v", got, want)
+	}
+}
+
+// TestCooldowns covers the 429 outcomes: Retry-After honoured, defaulted,
+// capped; quota cooldowns; a cooldown never shortened.
+func TestCooldowns(t *testing.T) {
+	tests := []struct {
+		name    string
+		results []Result
+		want    time.Duration // cooldown left after the results
+	}{
+		{"429 without Retry-After", []Result{{Outcome: RateLimited}}, 5 * time.Second},
+		{"429 honours Retry-After", []Result{{Outcome: RateLimited, RetryAfter: 20 * time.Second}}, 20 * time.Second},
+		{"429 Retry-After capped", []Result{{Outcome: RateLimited, RetryAfter: time.Hour}}, time.Minute},
+		{"quota default", []Result{{Outcome: QuotaExhausted}}, 30 * time.Minute},
+		{"quota shorter Retry-After ignored", []Result{{Outcome: QuotaExhausted, RetryAfter: time.Minute}}, 30 * time.Minute},
+		{"quota longer Retry-After honoured", []Result{{Outcome: QuotaExhausted, RetryAfter: 2 * time.Hour}}, 2 * time.Hour},
+		{"quota Retry-After counted up to 24h", []Result{{Outcome: QuotaExhausted, RetryAfter: 100 * time.Hour}}, 24 * time.Hour},
+		{
+			"a shorter cooldown never ends a longer one",
+			[]Result{{Outcome: RateLimited, RetryAfter: 40 * time.Second}, {Outcome: RateLimited, RetryAfter: time.Second}},
+			40 * time.Second,
+		},
+		{"provider error: no cooldown", []Result{{Outcome: ProviderError, RetryAfter: time.Minute}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clock.NewFake(time.Time{})
+			s := newState(t, testOptions(c), 10)
+			for range tt.results {
+				if !s.Acquire() {
+					t.Fatal("acquire failed before the results")
+				}
+			}
+			for _, r := range tt.results {
+				s.Finish(r)
+			}
+			var got time.Duration
+			if at := s.EligibleAt(); !at.IsZero() {
+				got = at.Sub(c.Now())
+			}
+			if got != tt.want {
+				t.Fatalf("cooldown = %v, want %v", got, tt.want)
+			}
+			if until := s.View().CooldownUntil; tt.want > 0 && !until.Equal(c.Now().Add(tt.want)) {
+				t.Errorf("View().CooldownUntil = %v, want now + %v", until, tt.want)
+			}
+			if tt.want == 0 {
+				return
+			}
+			c.Advance(tt.want - 1)
+			if s.Acquire() || s.Ready(s.Now()) {
+				t.Fatal("admitted during the cooldown")
+			}
+			c.Advance(1)
+			if !s.Ready(s.Now()) || !s.Acquire() {
+				t.Fatal("refused after the cooldown")
+			}
+			if !s.View().CooldownUntil.IsZero() {
+				t.Error("View().CooldownUntil set after the cooldown")
+			}
+		})
+	}
+}
+
+// TestAuthRejectedDisables is catalogue case A13: a provider 401/403
+// disables the backend until its identity changes.
+func TestAuthRejectedDisables(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	r := NewRegistry(testOptions(c))
+	id := Identity{ID: "b", Credential: "old", Cap: 10}
+	s := r.Get(id)
+	s.Acquire()
+	s.Finish(Result{Outcome: AuthRejected})
+	c.Advance(365 * 24 * time.Hour)
+	if s.Acquire() || s.Ready(s.Now()) {
+		t.Fatal("disabled backend admitted a request")
+	}
+	if !s.View().Disabled {
+		t.Fatal("View().Disabled = false")
+	}
+	if at := s.EligibleAt(); at.Sub(c.Now()) < 50*365*24*time.Hour {
+		t.Fatalf("EligibleAt = now + %v, want the far future", at.Sub(c.Now()))
+	}
+	if r.Get(id) != s {
+		t.Fatal("same identity must keep the disabled state")
+	}
+	id.Credential = "new"
+	if fresh := r.Get(id); !fresh.Acquire() {
+		t.Fatal("a new identity must start enabled")
+	}
+}
+
+// TestBreakerThroughState: which outcomes count toward the breaker (SPEC
+// §11: egress faults do not; a provider answer breaks the streak), and
+// what an open breaker does to Acquire, Ready and EligibleAt.
+func TestBreakerThroughState(t *testing.T) {
+	tests := []struct {
+		name     string
+		outcomes []Outcome
+		want     breaker.State
+	}{
+		{"transport failures open it", []Outcome{TransportFailure, TransportFailure, TransportFailure}, breaker.Open},
+		{"egress faults never count", []Outcome{EgressFault, EgressFault, EgressFault, EgressFault, EgressFault}, breaker.Closed},
+		{"egress faults and cancels are neutral in a streak", []Outcome{TransportFailure, EgressFault, TransportFailure, Cancelled, TransportFailure}, breaker.Open},
+		{"a provider answer breaks the streak", []Outcome{TransportFailure, TransportFailure, ProviderError, TransportFailure, TransportFailure}, breaker.Closed},
+		{"a 429 breaks the streak", []Outcome{TransportFailure, TransportFailure, RateLimited, TransportFailure, TransportFailure}, breaker.Closed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clock.NewFake(time.Time{})
+			s := newState(t, testOptions(c), 100)
+			for _, o := range tt.outcomes {
+				c.Advance(time.Minute) // past any 429 cooldown
+				if !s.Acquire() {
+					t.Fatal("acquire failed")
+				}
+				s.Finish(Result{Outcome: o})
+			}
+			if got := s.View().BreakerState; got != tt.want {
+				t.Fatalf("breaker %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	c := clock.NewFake(time.Time{})
+	s := newState(t, testOptions(c), 100)
+	for range 3 {
+		s.Acquire()
+		s.Finish(Result{Outcome: TransportFailure})
+	}
+	if s.Acquire() || s.Ready(s.Now()) {
+		t.Fatal("open breaker admitted a request")
+	}
+	if got, want := s.EligibleAt(), c.Now().Add(time.Second); !got.Equal(want) {
+		t.Fatalf("EligibleAt = %v, want the reopen time %v", got, want)
+	}
+	if v := s.View(); v.ConsecutiveFailures != 3 || v.InFlight != 0 {
+		t.Fatalf("View = %+v", v)
+	}
+	c.Advance(time.Second)
+	if !s.Ready(s.Now()) || !s.EligibleAt().IsZero() {
+		t.Fatal("breaker due for a probe must read as eligible")
+	}
+	if !s.Acquire() {
+		t.Fatal("probe refused")
+	}
+	if got, want := s.EligibleAt(), c.Now().Add(time.Second); !got.Equal(want) {
+		t.Fatalf("EligibleAt with the probe out = %v, want now + base cooldown %v", got, want)
+	}
+	s.Finish(Result{Outcome: TransportFailure}) // failed probe: reopen for 2s
+	c.Advance(2 * time.Second)
+	if !s.Acquire() {
+		t.Fatal("second probe refused")
+	}
+	s.Finish(Result{Outcome: Success, TTFB: time.Second})
+	if v := s.View(); v.BreakerState != breaker.Closed || v.ConsecutiveFailures != 0 {
+		t.Fatalf("after a successful probe: %+v", v)
+	}
+}
+
+// TestExactlyOneProbe is catalogue case A11 at the State level: 50
+// concurrent Acquire calls at cooldown expiry admit exactly one probe, and
+// a released probe lets exactly one more through.
+func TestExactlyOneProbe(t *testing.T) {
+	for round := range 100 {
+		c := clock.NewFake(time.Time{})
+		s := newState(t, testOptions(c), 1000)
+		for range 3 {
+			s.Acquire()
+			s.Finish(Result{Outcome: TransportFailure})
+		}
+		hammer := func() int64 {
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 50 {
+				wg.Go(func() {
+					<-start
+					if s.Acquire() {
+						admitted.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			return admitted.Load()
+		}
+		if n := hammer(); n != 0 {
+			t.Fatalf("round %d: %d admitted while open", round, n)
+		}
+		c.Advance(time.Second)
+		if n := hammer(); n != 1 {
+			t.Fatalf("round %d: %d probes at cooldown expiry, want 1", round, n)
+		}
+		s.Release() // the probe was never sent
+		if n := hammer(); n != 1 {
+			t.Fatalf("round %d: %d probes after a released probe, want 1", round, n)
+		}
+		if got := s.InFlight(); got != 1 {
+			t.Fatalf("round %d: in-flight %d, want 1 (the probe)", round, got)
+		}
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	s := newState(t, testOptions(c), 10)
+	results := []Result{
+		{Outcome: Success, TTFB: time.Second}, {Outcome: ProviderError}, {Outcome: RateLimited},
+		{Outcome: TransportFailure}, {Outcome: EgressFault}, {Outcome: Cancelled},
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, r := range results {
+			c.Advance(time.Minute)
+			if s.Acquire() {
+				s.Finish(r)
+			}
+		}
+		if s.Acquire() {
+			s.Release()
+		}
+		s.Cost(1, s.Now())
+	})
+	if allocs != 0 {
+		t.Fatalf("allocs = %v, want 0", allocs)
+	}
+}
+
+// TestEWMAConcurrent runs readers against writers (for -race and the
+// seqlock): every read is a value some write could have produced.
+func TestEWMAConcurrent(t *testing.T) {
+	s := newState(t, Options{DefaultTTFB: 100 * time.Millisecond}, 1<<20)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				s.Acquire()
+				s.Finish(Result{Outcome: Success, TTFB: time.Duration(100+i%100) * time.Millisecond})
+			}
+		})
+		wg.Go(func() {
+			for range 2000 {
+				est, _ := s.lat.load()
+				if est < 0.1 || est > 0.2 {
+					t.Errorf("estimate %v outside the samples' range", est)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestOptionsFromConfigMatchesDefaults(t *testing.T) {
+	cfg := config.Defaults()
+	got := OptionsFromConfig(&cfg).WithDefaults()
+	want := Options{}.WithDefaults()
+	got.SlowStart, want.SlowStart = 0, 0 // compared below
+	ignore := cmp.FilterPath(func(p cmp.Path) bool {
+		f := p.Last().String()
+		return f == ".Clock" || f == ".Rand"
+	}, cmp.Ignore())
+	if diff := cmp.Diff(got, want, ignore); diff != "" {
+		t.Errorf("config defaults differ from upstream defaults (-config +upstream):\n%s", diff)
+	}
+	if o := OptionsFromConfig(&cfg); o.SlowStart != DefaultSlowStart {
+		t.Errorf("SlowStart = %v, want %v", o.SlowStart, DefaultSlowStart)
+	}
+	cfg.Balance.SlowStart = 0
+	if o := OptionsFromConfig(&cfg).WithDefaults(); o.SlowStart >= 0 {
+		t.Errorf("slow_start = 0 must turn slow start off, got %v", o.SlowStart)
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	var got []string
+	for o := Success; o <= Cancelled+1; o++ {
+		got = append(got, o.String())
+	}
+	want := []string{"success", "provider_error", "rate_limited", "quota_exhausted", "auth_rejected", "transport_failure", "egress_fault", "cancelled", "unknown"}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("(-got +want):\n%s", diff)
 	}
 }

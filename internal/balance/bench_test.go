@@ -1,0 +1,44 @@
+package balance
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
+type picker interface {
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+}
+
+// BenchmarkPick measures one pick and release on a pool of n targets with
+// distinct weights and room under every cap, with the real clock.
+func BenchmarkPick(b *testing.B) {
+	for _, alg := range []string{"weighted_p2c", "weighted_random"} {
+		for _, n := range []int{2, 10, 100} {
+			b.Run(fmt.Sprintf("%s/%d", alg, n), func(b *testing.B) {
+				// Steady state: slow start over (off), real clock.
+				reg := upstream.NewRegistry(upstream.Options{SlowStart: -1})
+				pool := make([]*routes.Target, n)
+				for i := range pool {
+					pool[i] = target(reg, fmt.Sprint(i), i+1, 0, 1<<30, 0)
+				}
+				r := rand.New(rand.NewPCG(1, 2))
+				var p picker = &P2C{Float64: r.Float64}
+				if alg == "weighted_random" {
+					p = &WeightedRandom{IntN: r.IntN}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					t, ok := p.Pick(pool, 0, nil)
+					if !ok {
+						b.Fatal("no pick")
+					}
+					t.Backend.State.Release()
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Package balance picks a provider target for one attempt (SPEC §5, §6).
+//
+// # Basics
+//
+// A picker sees a read-only pool (one public model's targets of one
+// protocol, sorted by tier) and picks among the eligible targets: those
+// that offer the request's capabilities, were not already tried by this
+// request, and whose backend is ready (not disabled, not cooling down, not
+// held back by its breaker, below its hard in-flight cap; see package
+// upstream). Only the lowest tier with an eligible target is considered: a
+// higher tier is used only when no lower-tier target can take the request
+// before sending (SPEC §4 tiers are failover by selection, not a retry).
+// A pick returns with the target's slot already taken (upstream
+// State.Acquire); the caller gives it back with Finish or Release.
+//
+// [P2C] is SPEC §5's weighted_p2c, after tower's balance/p2c and grpc-go's
+// leastrequest. It draws two distinct eligible targets, the first with
+// probability proportional to effective weight and the second from the
+// weight that remains, and keeps the one with the lower cost:
+//
+//	cost = peak-EWMA TTFB × (in-flight + 1) ÷ (weight × slow-start ramp)
+//
+// On equal cost it keeps the first draw. If the winner's Acquire loses a
+// race (cap reached, probe taken) it tries the other, then draws again, a
+// bounded number of times. A tier with a single eligible target takes it.
+//
+// [WeightedRandom] is the degraded mode, weighted_random: probability
+// proportional to weight alone, with the same eligibility rules.
+//
+// [RetryAfter] computes the Retry-After of the 503 sent when nothing is
+// eligible (SPEC §11): the earliest moment any capability-matching target
+// can take traffic again.
+//
+// # What the weights mean under P2C
+//
+// Weights express intent, not exact small-sample percentages (SPEC §5).
+// Dividing the cost by the weight is what makes weights count even when a
+// pool has two targets (every draw is then the same pair). The result
+// depends on load:
+//
+//   - Loaded: in-flight settles where (in-flight + 1) ÷ weight is level
+//     across targets, so each target's share of in-flight approaches its
+//     weight share, and at equal latency so does its share of traffic
+//     (Little's law). The "+ 1" shifts a light target down by about
+//     (1 − n·wᵢ/W) ÷ K for n targets and K requests in flight.
+//   - Idle (nothing in flight at each pick) and equal latency: the heavier
+//     target of each drawn pair wins, so the heaviest target takes more
+//     than its weight share and the lightest may take none. Its exact share
+//     is Σ over ordered draws (a, b) of P(a)·P(b | a) for the pairs it
+//     wins; TestP2CIdleShares checks that formula.
+//
+// Latency moves traffic in both regimes: a backend ten times slower needs
+// ten times fewer requests in flight to cost the same, and the estimate's
+// decay toward zero (package upstream) brings a backend that was slow back
+// into play once it has been left alone for a while.
+//
+// # Caveats
+//
+// Randomness is injected ([P2C].Float64, [WeightedRandom].IntN) so tests
+// are deterministic; the defaults are math/rand/v2's goroutine-safe
+// functions. The clock is the one of the pool's upstream Registry, read
+// once per pick. Picking does not allocate (BenchmarkPick); its cost is
+// linear in the size of the lowest eligible tier.
+package balance

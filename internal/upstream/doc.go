@@ -1,0 +1,94 @@
+// Package upstream keeps the node-local hot state of each provider backend:
+// in-flight count against the hard cap, peak-EWMA of time to first byte,
+// slow-start ramp, circuit breaker, cooldown and the disabled flag
+// (SPEC §5, §6, §11).
+//
+// # Basics
+//
+// State lives in a [Registry] keyed by backend [Identity], outside the
+// compiled routing table, so a table swap keeps the state of a backend
+// whose identity did not change and a changed backend starts fresh (SPEC §7,
+// STYLE habit 2, Caddy reverseproxy/hosts.go). The Registry is a value owned
+// by the app; there is no package-global state. Time and randomness come
+// from [Options], so tests drive everything with a fake clock.
+//
+// A request takes a slot with [State.Acquire] and gives it back exactly
+// once, with [State.Finish] and the attempt's [Result], or with
+// [State.Release] when nothing was learned about the backend. Acquire
+// refuses when the backend is disabled, cooling down, held back by its
+// breaker, or at its cap; the cap is a compare-and-swap, so in-flight never
+// exceeds it under any concurrency (SPEC §6: a hard cap). Neither call
+// allocates, and on the common path neither takes a lock.
+//
+// # Outcomes
+//
+// What Finish does with each [Outcome]:
+//
+//	Success           TTFB sample into the latency estimate; breaker success
+//	ProviderError     estimate held; breaker success (the transport worked)
+//	RateLimited       estimate held; cooldown for RetryAfter, or RateLimitDefault, capped at RateLimitMax
+//	QuotaExhausted    estimate held; cooldown for the longer of QuotaCooldown and RetryAfter (the latter capped at 24h)
+//	AuthRejected      disabled for the life of this State (SPEC §6: 401/403 disables the backend)
+//	TransportFailure  estimate held; breaker failure
+//	EgressFault       neutral (SPEC §11: egress faults are not the backend's)
+//	Cancelled         neutral
+//
+// Any provider answer counts as breaker success: the breaker is about
+// reaching the backend, and a 5xx or 429 proves the path works. "Neutral"
+// gives back a half-open probe (see package breaker). Only a success is a
+// latency sample; every other outcome that involved the backend holds the
+// estimate (below), so a backend that answers 429 or 5xx fast never looks
+// faster for it (SPEC §11 "Fast 429s are not fast answers"). A cooldown
+// only ever lengthens: a shorter one never ends a longer one early.
+//
+// # Latency estimate
+//
+// The estimate is peak-EWMA (tower load/peak_ewma.rs, Finagle PeakEwma) in
+// the form those balancers actually run it: the estimate decays toward zero
+// with time constant DecayWindow, and a sample above the decayed estimate
+// replaces it at once. In closed form, the estimate at time t is the
+// largest of DefaultTTFB × e^(−(t−created)/DecayWindow) and every TTFB
+// sample s × e^(−(t−tₛ)/DecayWindow). (tower blends lower samples in with
+// weight 1 − e^(−Δ/DecayWindow), but its reads also decay the stored value
+// and restart Δ, so on a busy balancer a lower sample weighs almost nothing;
+// keeping reads side-effect free and dropping the blend makes the estimate
+// independent of how often P2C looks and of how many samples arrive.)
+//
+// So one slow answer counts at once, a slowness that went away is
+// forgotten after DecayWindow × ln(slow/fast) (about 2.3 windows for a 10×
+// slowness), and a backend P2C stopped choosing looks cheaper as time
+// passes until it is tried again. Reads never go below 1% of DefaultTTFB,
+// so after a long quiet period backends are compared by in-flight and
+// weight, not by which one was idle longest.
+//
+// The decay stands for "no news"; an error reply is news, but not a
+// latency. So it holds the estimate: the decay restarts from the stored
+// value (the last sample that set it) as if that sample had just been
+// taken. Without this, a backend answering every request with a fast 5xx
+// would drift toward looking fast and P2C would send it everything, the
+// trap SPEC §11 and Linkerd describe.
+//
+// [State.Cost] is the P2C cost: estimate × (in-flight + 1) ÷ effective
+// weight, where the effective weight is the target's weight times the
+// slow-start ramp: max(0.1, age ÷ SlowStart), capped at 1. A State's age
+// starts when the Registry creates it, so every backend ramps at node start
+// (together, which leaves their relative weights unchanged) and a backend
+// added later ramps alone.
+//
+// # Caveats
+//
+// Disabled (provider 401/403) lasts until the backend's Identity changes
+// (a new definition in config or a snapshot gives a new State) or the node
+// restarts. Identity names the credential, not its value: a rotated key
+// under the same name needs a restart.
+//
+// [Registry.Prune] forgets backends the current table no longer uses, once
+// they have nothing in flight; a backend still serving requests from an
+// old table is kept until a later Prune finds it idle. Re-adding it before
+// then reuses its State, so the hard cap holds across swaps. A State that
+// was pruned but is still referenced by an old table stays valid (Finish
+// and Release work); it is garbage once nothing references it.
+//
+// The breaker cannot tell a probe's outcome from an older request's (see
+// package breaker, Caveats).
+package upstream

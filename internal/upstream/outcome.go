@@ -1,0 +1,67 @@
+package upstream
+
+import "time"
+
+// Outcome classifies how an attempt ended, from the backend's point of view.
+// The request path decides it from the send state and the provider's status
+// (never from error strings); Finish applies it (see the package doc).
+type Outcome uint8
+
+const (
+	// Success: the provider answered 2xx. Result.TTFB is sampled into the
+	// latency estimate.
+	Success Outcome = iota
+	// ProviderError: the provider answered non-2xx, other than the cases
+	// below. No latency sample; not a breaker failure.
+	ProviderError
+	// RateLimited: provider 429 (rate limit). Cooldown for
+	// Result.RetryAfter (a default when 0, capped). No latency sample
+	// (SPEC §11: fast 429s are not fast answers).
+	RateLimited
+	// QuotaExhausted: provider 429 saying the quota or balance is used up
+	// (OpenAI insufficient_quota, billing errors). Long cooldown (SPEC §11);
+	// not a transport failure.
+	QuotaExhausted
+	// AuthRejected: provider 401/403. The backend is disabled until its
+	// definition changes or the node restarts (SPEC §6).
+	AuthRejected
+	// TransportFailure: the backend could not be reached or failed
+	// mid-exchange (target unreachable through the proxy, provider TLS,
+	// reset, timeout). Counts toward the breaker.
+	TransportFailure
+	// EgressFault: the egress proxy itself failed (down, refused our
+	// credentials). Not the backend's fault (SPEC §11): neutral.
+	EgressFault
+	// Cancelled: the client went away. Neutral.
+	Cancelled
+)
+
+var outcomeNames = [...]string{
+	Success:          "success",
+	ProviderError:    "provider_error",
+	RateLimited:      "rate_limited",
+	QuotaExhausted:   "quota_exhausted",
+	AuthRejected:     "auth_rejected",
+	TransportFailure: "transport_failure",
+	EgressFault:      "egress_fault",
+	Cancelled:        "cancelled",
+}
+
+// String returns a snake_case name, suitable as a metric label.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Result is what one attempt reports to Finish.
+type Result struct {
+	Outcome Outcome
+	// TTFB is the time from sending the request to the first response
+	// byte; used only with Success, and only when > 0.
+	TTFB time.Duration
+	// RetryAfter is the provider's Retry-After, 0 when absent; used with
+	// RateLimited and QuotaExhausted.
+	RetryAfter time.Duration
+}
