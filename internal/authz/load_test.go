@@ -181,7 +181,7 @@ func TestLoadFixtures(t *testing.T) {
 		alpha = "sk-test-alpha-0123456789abcdef"
 		bravo = "sk-test-bravo-fedcba9876543210"
 	)
-	src, err := snapshot.ParseSource("file:valid.json", fixtures)
+	src, err := snapshot.ParseSource("file:valid.json", fixtures, snapshot.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,11 @@ func TestParseSource(t *testing.T) {
 		{name: "percent-decoded", in: "file:my%20dir/a.json", base: "/cfg", wantPath: "/cfg/my dir/a.json"},
 		{name: "no base dir", in: "file:a.json", base: "", wantPath: "a.json"},
 		{name: "empty", in: "", wantErr: "snapshot: unsupported source: empty"},
-		{name: "http", in: "http://cp.internal/authz", wantErr: "http(s) sources are not supported yet"},
-		{name: "https", in: "https://cp.internal/authz", wantErr: "http(s) sources are not supported yet"},
-		{name: "bare path", in: "/etc/a.json", wantErr: `no scheme (want "file:<path>")`},
+		{name: "plaintext http to a remote host", in: "http://cp.internal/authz", wantErr: "plaintext http:// is only allowed for a loopback host"},
+		{name: "http user info", in: "https://u:p@cp.internal/authz", wantErr: "must not contain user info"},
+		{name: "http fragment", in: "https://cp.internal/authz#x", wantErr: "must not have a fragment"},
+		{name: "http without host", in: "https:///authz", wantErr: "has no host"},
+		{name: "bare path", in: "/etc/a.json", wantErr: `no scheme (want "file:<path>" or an https:// URL)`},
 		{name: "other scheme", in: "ftp://cp/a.json", wantErr: `scheme "ftp"`},
 		{name: "remote host", in: "file://authz.json", wantErr: "must not name a remote host"},
 		{name: "no path", in: "file:", wantErr: "has no path"},
@@ -45,7 +47,7 @@ func TestParseSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := snapshot.ParseSource(tt.in, tt.base)
+			src, err := snapshot.ParseSource(tt.in, tt.base, snapshot.HTTPOptions{})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ParseSource(%q) error = %v, want one containing %q", tt.in, err, tt.wantErr)
@@ -69,6 +71,31 @@ func TestParseSource(t *testing.T) {
 	}
 }
 
+// TestParseSourceHTTP: http(s) URLs give an HTTPSource whose name drops
+// user info, query and fragment.
+func TestParseSourceHTTP(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://cp.internal/v1/routes", "https://cp.internal/v1/routes"},
+		{"HTTPS://cp.internal:8443/v1/routes?node=a&sig=hunter2", "https://cp.internal:8443/v1/routes"},
+		{"http://127.0.0.1:9000/authz", "http://127.0.0.1:9000/authz"},
+		{"http://[::1]:9000/authz", "http://[::1]:9000/authz"},
+		{"http://localhost/authz", "http://localhost/authz"},
+	}
+	for _, tt := range tests {
+		src, err := snapshot.ParseSource(tt.in, "/cfg", snapshot.HTTPOptions{})
+		if err != nil {
+			t.Fatalf("ParseSource(%q): %v", tt.in, err)
+		}
+		hs, ok := src.(*snapshot.HTTPSource)
+		if !ok {
+			t.Fatalf("ParseSource(%q) = %T, want *HTTPSource", tt.in, src)
+		}
+		if diff := cmp.Diff(hs.String(), tt.want); diff != "" {
+			t.Errorf("ParseSource(%q).String() mismatch (-got +want):\n%s", tt.in, diff)
+		}
+	}
+}
+
 // TestParseSourceHidesURL: a source URL may carry a token; errors must not
 // repeat it.
 func TestParseSourceHidesURL(t *testing.T) {
@@ -77,8 +104,10 @@ func TestParseSourceHidesURL(t *testing.T) {
 		"gopher://hunter2-token@cp/",
 		"file://hunter2-token/x",
 		"%hunter2-token",
+		"http://cp.example.com/authz?token=hunter2-token",
+		"https://cp.example.com/authz?token=hunter2-token#hunter2-token",
 	} {
-		_, err := snapshot.ParseSource(in, "")
+		_, err := snapshot.ParseSource(in, "", snapshot.HTTPOptions{})
 		if err == nil {
 			t.Fatalf("ParseSource(%q) succeeded", in)
 		}

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -11,9 +10,11 @@ import (
 
 // Source fetches one document.
 type Source interface {
-	// Fetch returns the current document. When changed is false the
-	// document is the one returned by the previous successful Fetch and
-	// data is nil. The first successful Fetch always reports changed.
+	// Fetch returns the current document. When changed is false, data is
+	// nil and the document is the one the previous successful Fetch
+	// returned or, for a [Versioner], the one whose version was last set.
+	// The first successful Fetch of a source that was never told a
+	// version always reports changed.
 	Fetch(ctx context.Context) (data []byte, changed bool, err error)
 }
 
@@ -24,14 +25,21 @@ type Forgetter interface {
 	Forget()
 }
 
-// ErrUnsupportedSource reports a source string ParseSource cannot handle.
-var ErrUnsupportedSource = errors.New("snapshot: unsupported source")
+// Versioner is implemented by sources that can ask the publisher whether
+// the consumer's document is still current, so that an unchanged document
+// is not transferred again (HTTP: If-None-Match: "<version>", answered
+// with 304, SPEC §7). The consumer calls SetVersion with the version it
+// holds after loading a document, including one restored from disk.
+type Versioner interface {
+	SetVersion(version uint64)
+}
 
 // ParseSource returns the Source that s names. Relative file paths are
 // resolved against baseDir (normally the config file's directory; "" means
-// the working directory). Errors wrap [ErrUnsupportedSource] and never
-// repeat s, which may carry credentials in a URL.
-func ParseSource(s, baseDir string) (Source, error) {
+// the working directory); http:// and https:// sources use o. Errors wrap
+// [ErrUnsupportedSource] and never repeat s, which may carry credentials
+// in a URL.
+func ParseSource(s, baseDir string, o HTTPOptions) (Source, error) {
 	if s == "" {
 		return nil, fmt.Errorf("%w: empty", ErrUnsupportedSource)
 	}
@@ -50,12 +58,11 @@ func ParseSource(s, baseDir string) (Source, error) {
 		}
 		return &FileSource{Path: path}, nil
 	case "http", "https":
-		// Issue 5 adds HTTP(S) pulls with ETag / If-None-Match (SPEC §7).
-		return nil, fmt.Errorf("%w: http(s) sources are not supported yet", ErrUnsupportedSource)
+		return NewHTTPSource(u, o)
 	case "":
-		return nil, fmt.Errorf(`%w: no scheme (want "file:<path>")`, ErrUnsupportedSource)
+		return nil, fmt.Errorf(`%w: no scheme (want "file:<path>" or an https:// URL)`, ErrUnsupportedSource)
 	default:
-		return nil, fmt.Errorf(`%w: scheme %q (want "file:<path>")`, ErrUnsupportedSource, u.Scheme)
+		return nil, fmt.Errorf(`%w: scheme %q (want "file:<path>" or an https:// URL)`, ErrUnsupportedSource, u.Scheme)
 	}
 }
 

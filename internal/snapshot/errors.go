@@ -1,0 +1,63 @@
+package snapshot
+
+import "errors"
+
+// Configuration errors, from ParseSource and NewHTTPSource. The node does
+// not start.
+var (
+	// ErrUnsupportedSource reports a source string that cannot be used:
+	// an unknown scheme, a malformed file: URL, user info in an http(s)
+	// URL, or plaintext http:// to a host that is not loopback.
+	ErrUnsupportedSource = errors.New("snapshot: unsupported source")
+)
+
+// Fetch errors. The poller records them, keeps the document it has, and
+// tries again at the next interval; a long run of them makes the node
+// stale (SPEC §7).
+var (
+	// ErrTooLarge: the document is larger than the source's limit
+	// (HTTPOptions.MaxBytes). Nothing of it is used.
+	ErrTooLarge = errors.New("snapshot: document too large")
+)
+
+// Document errors. A [*RejectedError] wraps them (or a decoder's own
+// error); the poller counts the rejection and keeps serving the previous
+// document (SPEC §7).
+var (
+	// ErrRollback: the document's version is lower than the highest
+	// version this node has applied, including in earlier runs (the
+	// persisted floor). It looks like a rollback on the publisher's side;
+	// if the publisher really restarted its numbering, remove the node's
+	// state directory.
+	ErrRollback = errors.New("snapshot: version is lower than the highest applied")
+)
+
+// Persistence errors, from DiskStore. The node keeps running on what it
+// fetched; only a restart during an outage is affected.
+var (
+	// ErrCorrupt: a persisted document failed its integrity check (a
+	// torn or damaged file). It is not used; the next successful fetch
+	// replaces it.
+	ErrCorrupt = errors.New("snapshot: persisted document is corrupt")
+)
+
+// Readiness errors, from Poller.Ready. They are the reasons /readyz shows
+// (SPEC §9).
+var (
+	// ErrNotLoaded: no valid document of this kind is loaded.
+	ErrNotLoaded = errors.New("no valid snapshot loaded")
+	// ErrStale: no successful contact with the source for longer than
+	// stale_after. Traffic keeps flowing on the last document (SPEC §7).
+	ErrStale = errors.New("stale")
+)
+
+// RejectedError reports a fetched (or persisted) document that was not
+// applied: it did not decode or validate, named something the node does
+// not have, failed to compile, or its version was below the floor.
+type RejectedError struct {
+	Err error
+}
+
+func (e *RejectedError) Error() string { return "snapshot rejected: " + e.Err.Error() }
+
+func (e *RejectedError) Unwrap() error { return e.Err }

@@ -1,0 +1,266 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/secret"
+)
+
+// Defaults for HTTPOptions.
+const (
+	DefaultHTTPTimeout  = 30 * time.Second
+	DefaultHTTPMaxBytes = 64 << 20
+)
+
+// HTTPOptions configure an [HTTPSource].
+type HTTPOptions struct {
+	// Token, when set, is sent as "Authorization: Bearer <token>".
+	Token secret.Secret
+	// TLS is the client TLS configuration for https:// sources: RootCAs
+	// for a private CA, Certificates (or GetClientCertificate) for mutual
+	// TLS. nil means the system roots and no client certificate. It is
+	// cloned; TLS 1.2 is the minimum. Certificates are always verified.
+	TLS *tls.Config
+	// Timeout bounds one request, from dialling to the last byte of the
+	// body; DefaultHTTPTimeout when 0.
+	Timeout time.Duration
+	// LongPoll, when positive, asks the server to hold the request until
+	// the document changes or this much time has passed, by appending
+	// wait=<whole seconds> to the query. Each request may then take
+	// LongPoll + Timeout. Servers that ignore the parameter answer at
+	// once, which is still correct.
+	LongPoll time.Duration
+	// MaxBytes bounds the document (after content decoding);
+	// DefaultHTTPMaxBytes when 0.
+	MaxBytes int64
+}
+
+// HTTPStatusError reports a response that is neither 200 nor 304.
+type HTTPStatusError struct {
+	Source string // the redacted source URL (see HTTPSource.String)
+	Code   int
+}
+
+func (e *HTTPStatusError) Error() string {
+	return fmt.Sprintf("snapshot: GET %s: unexpected status %d %s", e.Source, e.Code, http.StatusText(e.Code))
+}
+
+// HTTPSource pulls a document with HTTP GET (SPEC §7). It is safe for
+// concurrent use; fetches are serialized.
+//
+// Each request carries the bearer token, and, once the consumer has set a
+// version (see [Versioner]), If-None-Match: "<version>". A 304 answer is
+// "unchanged"; a 200 answer is read completely, within the deadline and
+// the size limit, before any of it is returned, so a slow or truncated
+// response is an error and never half a document. A 200 whose body has
+// the same SHA-256 as the previous one is also reported unchanged, so a
+// server that ignores If-None-Match costs a transfer but no decode.
+//
+// Requests go directly to the control plane, not through the egress proxy,
+// and ignore HTTP_PROXY and friends: the control plane is an internal
+// service, and the egress proxy is the path to providers (SPEC §3). Any
+// proxy on the way would be a second, unconfigured path. Redirects are not
+// followed (the token would travel with them); a 3xx is an error.
+type HTTPSource struct {
+	// immutable
+	name     string // redacted URL, for errors and logs
+	url      string // request URL, including wait= for long polls
+	token    secret.Secret
+	timeout  time.Duration // per request, including LongPoll
+	maxBytes int64
+	client   *http.Client
+
+	mu    sync.Mutex // serializes Fetch and guards the fields below
+	etag  string     // If-None-Match to send; "" = unconditional
+	known bool       // sum is the hash of the last document returned
+	sum   [sha256.Size]byte
+}
+
+var (
+	_ Forgetter = (*HTTPSource)(nil)
+	_ Versioner = (*HTTPSource)(nil)
+)
+
+// NewHTTPSource returns a source that pulls u. u must be an absolute
+// http:// or https:// URL with a host and no user info or fragment
+// (credentials belong in o.Token); http:// is accepted only for a loopback
+// host (SPEC §3 applies the same rule to providers). Errors wrap
+// [ErrUnsupportedSource] and do not repeat the URL.
+func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme != "http" && scheme != "https":
+		return nil, fmt.Errorf("%w: expected an http:// or https:// URL", ErrUnsupportedSource)
+	case u.Opaque != "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%w: http(s) URL has no host", ErrUnsupportedSource)
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: http(s) URL must not contain user info (use control_plane.token)", ErrUnsupportedSource)
+	case u.Fragment != "":
+		return nil, fmt.Errorf("%w: http(s) URL must not have a fragment", ErrUnsupportedSource)
+	case scheme == "http" && !IsLoopback(u.Hostname()):
+		return nil, fmt.Errorf("%w: plaintext http:// is only allowed for a loopback host; use https://", ErrUnsupportedSource)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultHTTPTimeout
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultHTTPMaxBytes
+	}
+	req := *u
+	req.Scheme = scheme
+	if o.LongPoll > 0 {
+		wait := "wait=" + strconv.FormatInt(int64(max(o.LongPoll/time.Second, 1)), 10)
+		if req.RawQuery == "" {
+			req.RawQuery = wait
+		} else {
+			req.RawQuery += "&" + wait
+		}
+	}
+	redacted := url.URL{Scheme: scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLS != nil {
+		tlsConf = o.TLS.Clone()
+		tlsConf.MinVersion = max(tlsConf.MinVersion, tls.VersionTLS12)
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		Proxy:               nil, // direct, by design: see the type's doc
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        2,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &HTTPSource{
+		name:     redacted.String(),
+		url:      req.String(),
+		token:    o.Token,
+		timeout:  o.Timeout + max(o.LongPoll, 0),
+		maxBytes: o.MaxBytes,
+		client: &http.Client{
+			Transport: transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+	}, nil
+}
+
+// Fetch implements [Source]. Errors name the redacted URL (scheme, host
+// and path), never the query or the token.
+func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, false, s.wrap(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "scootgate")
+	if !s.token.IsZero() {
+		req.Header.Set("Authorization", "Bearer "+s.token.Reveal())
+	}
+	if s.etag != "" {
+		req.Header.Set("If-None-Match", s.etag)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, false, s.wrap(err)
+	}
+	defer resp.Body.Close()
+
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotModified:
+		if s.etag == "" {
+			return nil, false, fmt.Errorf("snapshot: GET %s: 304 Not Modified to an unconditional request", s.name)
+		}
+		return nil, false, nil
+	default:
+		return nil, false, &HTTPStatusError{Source: s.name, Code: resp.StatusCode}
+	}
+	if resp.ContentLength > s.maxBytes {
+		return nil, false, fmt.Errorf("%w: GET %s: %d bytes, limit %d", ErrTooLarge, s.name, resp.ContentLength, s.maxBytes)
+	}
+	// Read everything before returning anything: a body cut short by the
+	// server, the network or the deadline is an error here (Content-Length
+	// or chunked framing), or fails to decode as a whole document later.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("snapshot: GET %s: read body: %w", s.name, unwrapURLError(err))
+	}
+	if int64(len(data)) > s.maxBytes {
+		return nil, false, fmt.Errorf("%w: GET %s: over %d bytes", ErrTooLarge, s.name, s.maxBytes)
+	}
+	sum := sha256.Sum256(data)
+	if s.known && sum == s.sum {
+		return nil, false, nil
+	}
+	s.known, s.sum = true, sum
+	return data, true, nil
+}
+
+// SetVersion implements [Versioner]: later requests carry
+// If-None-Match: "<version>".
+func (s *HTTPSource) SetVersion(version uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.etag = `"` + strconv.FormatUint(version, 10) + `"`
+}
+
+// Forget implements [Forgetter]: the next request is unconditional and its
+// answer is reported as changed.
+func (s *HTTPSource) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.etag, s.known = "", false
+}
+
+// CloseIdleConnections closes the source's idle keep-alive connections.
+// The poller calls it when it stops.
+func (s *HTTPSource) CloseIdleConnections() { s.client.CloseIdleConnections() }
+
+// String returns the URL without user info, query or fragment.
+func (s *HTTPSource) String() string { return s.name }
+
+// wrap names the source in a request error. net/http's *url.Error would
+// quote the whole request URL, query included; it is replaced by the
+// redacted name.
+func (s *HTTPSource) wrap(err error) error {
+	return fmt.Errorf("snapshot: GET %s: %w", s.name, unwrapURLError(err))
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// IsLoopback reports whether host is "localhost" or a loopback IP literal
+// (127.0.0.0/8, ::1). No name is resolved: only what is written counts.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,436 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+)
+
+// DecodeFunc turns a document into something the node can apply. It
+// decodes and validates data completely, without side effects, and
+// returns the document's version and a func that compiles it and swaps it
+// in, whole or nothing (SPEC §7). The poller calls apply only for a
+// version it accepts, so an unchanged or rolled-back document costs no
+// compile. An error from either rejects the document; nothing may have
+// changed when apply fails.
+type DecodeFunc func(data []byte) (version uint64, apply func() error, err error)
+
+// Defaults for PollerOptions.
+const DefaultInterval = 10 * time.Second
+
+// PollerOptions configure a [Poller].
+type PollerOptions struct {
+	// Name is the document kind, such as "routes" or "authz": a log
+	// field, the prefix of readiness reasons, and the DiskStore kind.
+	// Required; 1-32 of [a-z0-9-].
+	Name string
+	// Source and Decode are required.
+	Source Source
+	Decode DecodeFunc
+
+	// Interval is the pause between the end of one poll and the start of
+	// the next; DefaultInterval when 0. Each pause is drawn uniformly from
+	// [Interval-Jitter, Interval+Jitter], so that a fleet restarted
+	// together does not poll in lockstep.
+	Interval, Jitter time.Duration
+	// StaleAfter is how long the poller may go without a successful
+	// contact (a 200 or 304, or a successful file read) before it reports
+	// itself stale; 0 disables staleness.
+	StaleAfter time.Duration
+
+	// Store, when set, persists every applied document and restores it in
+	// Restore (SPEC §11 "Last good snapshot on disk").
+	Store *DiskStore
+
+	Clock  clock.Clock  // default clock.Real
+	Rand   *rand.Rand   // jitter; default randomly seeded. Used only by Run.
+	Logger *slog.Logger // default: discard
+}
+
+// Status is a poller's state for health endpoints and metrics.
+type Status struct {
+	// Version is the applied document's version; 0 when none is loaded.
+	Version uint64
+	// LastSuccess is the last successful contact with the source (200 or
+	// 304, or a successful file read), whether or not the document was
+	// accepted. After a restart it starts as the persisted fetch time.
+	LastSuccess time.Time
+	// LastError is why the most recent poll failed or its document was
+	// rejected; "" after a poll that succeeded.
+	LastError string
+	// Rejections counts documents not applied (decode, validation,
+	// compile, rollback). A bad document that stays published is counted
+	// at every poll.
+	Rejections uint64
+	// FetchErrors counts polls that could not fetch (network, status,
+	// size, read errors).
+	FetchErrors uint64
+	// PersistError is why the last attempt to persist failed; "" when it
+	// worked or there is no Store.
+	PersistError string
+	// Stale reports no successful contact for longer than StaleAfter;
+	// StaleReason says since when, and the last error.
+	Stale       bool
+	StaleReason string
+}
+
+// Poller keeps one kind of document current: it fetches from a Source,
+// applies documents through a DecodeFunc with the version rules of SPEC §7,
+// persists them, and tracks staleness. It is the tailscale util/reload
+// shape, with the go-control-plane rule that a document is checked whole
+// before it is published.
+//
+// Version rules: a version below the floor (the highest ever applied,
+// persisted across restarts) is rejected with [ErrRollback]; the version
+// already loaded is "no change"; anything higher is applied. Until a
+// document is loaded, a version equal to the floor is applied too (a
+// restart whose persisted copy no longer validates).
+type Poller struct {
+	// immutable after NewPoller
+	o          PollerOptions
+	started    time.Time
+	touchEvery time.Duration
+
+	pollMu sync.Mutex // serializes Restore and Poll (held across I/O)
+
+	mu           sync.Mutex // guards the fields below; never held across I/O
+	version      uint64     // applied; 0 = none
+	floor        uint64     // highest version ever applied, here or persisted
+	lastContact  time.Time
+	persistedAt  time.Time // fetch time of the persisted copy
+	lastErr      string
+	rejections   uint64
+	fetchErrors  uint64
+	persistErr   string
+	lastLoggedOK bool // the previous poll succeeded (log only transitions)
+}
+
+// NewPoller returns a poller; it does nothing until Restore, Poll or Run.
+// It panics if Name, Source or Decode is missing (a programming error).
+func NewPoller(o PollerOptions) *Poller {
+	if o.Source == nil || o.Decode == nil || checkKind(o.Name) != nil {
+		panic("snapshot: NewPoller needs a valid Name, a Source and a Decode func")
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	o.Jitter = min(max(o.Jitter, 0), o.Interval)
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Logger = o.Logger.With("snapshot", o.Name)
+	// A 304 refreshes the persisted fetch time at most this often: often
+	// enough that a restart measures staleness from a recent time, rarely
+	// enough that an unchanged document is not rewritten every poll.
+	touchEvery := o.StaleAfter / 4
+	if touchEvery <= 0 {
+		touchEvery = 5 * time.Minute
+	}
+	return &Poller{o: o, started: o.Clock.Now(), touchEvery: max(touchEvery, o.Interval), lastLoggedOK: true}
+}
+
+// Restore applies the document persisted by an earlier run, with the same
+// checks as a fetched one, and takes over its floor and fetch time (so
+// staleness is measured from when it was last confirmed, SPEC §11). It
+// returns nil when there is no Store or nothing was persisted. Call it
+// once, before the first Poll.
+func (p *Poller) Restore() error {
+	if p.o.Store == nil {
+		return nil
+	}
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+
+	data, fetched, floor, ok, err := p.o.Store.Load(p.o.Name)
+	p.mu.Lock()
+	p.floor = max(p.floor, floor)
+	p.mu.Unlock()
+	if err != nil {
+		p.mu.Lock()
+		p.lastErr = "persisted copy: " + err.Error()
+		p.mu.Unlock()
+		p.o.Logger.Error("persisted snapshot unusable; waiting for the source", "floor", floor, "error", err)
+		return err
+	}
+	if !ok {
+		return nil
+	}
+	if now := p.o.Clock.Now(); fetched.After(now) {
+		fetched = now // a clock that went backwards must not extend freshness
+	}
+	p.mu.Lock()
+	if fetched.After(p.lastContact) {
+		p.lastContact = fetched
+	}
+	p.persistedAt = fetched
+	p.mu.Unlock()
+	return p.apply(data, fetched, false)
+}
+
+// Poll fetches once and applies the document if it is new. The error is
+// also recorded in Status; a cancelled ctx is returned but not recorded.
+func (p *Poller) Poll(ctx context.Context) error {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+
+	data, changed, err := p.o.Source.Fetch(ctx)
+	now := p.o.Clock.Now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutting down: not the source's fault
+		}
+		p.mu.Lock()
+		p.fetchErrors++
+		p.mu.Unlock()
+		p.fail(ctx, err)
+		return err
+	}
+	p.mu.Lock()
+	p.lastContact = now
+	p.mu.Unlock()
+	if !changed {
+		p.succeed()
+		p.touch(now)
+		return nil
+	}
+	return p.apply(data, now, true)
+}
+
+// apply runs the version rules on data and applies it. fetched says
+// whether data came from the source (and so is persisted) or from disk.
+func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
+	version, apply, err := p.o.Decode(data)
+	if err != nil {
+		return p.reject(err, fetched)
+	}
+	p.mu.Lock()
+	cur, floor := p.version, p.floor
+	p.mu.Unlock()
+	switch {
+	case version == 0:
+		// Versions start at 1; a decoder that lets 0 through would make
+		// the first document look like "no change".
+		return p.reject(errors.New("snapshot: version must be at least 1, got 0"), fetched)
+	case version < floor:
+		return p.reject(fmt.Errorf("%w: got version %d, highest applied %d", ErrRollback, version, floor), fetched)
+	case version == cur:
+		// SPEC §7: an equal version is simply "no change".
+		p.succeed()
+		p.setSourceVersion(version)
+		p.touch(at)
+		return nil
+	}
+	if err := apply(); err != nil {
+		return p.reject(err, fetched)
+	}
+	p.mu.Lock()
+	p.version, p.floor = version, max(p.floor, version)
+	p.mu.Unlock()
+	p.setSourceVersion(version)
+	from := "source"
+	if !fetched {
+		from = "disk"
+	}
+	p.o.Logger.Info("snapshot applied", "version", version, "previous", cur, "from", from)
+	p.succeed()
+	if fetched {
+		p.persist(data, version, at)
+	}
+	return nil
+}
+
+// persist saves an applied document. A failure is logged and shown in
+// Status; the document stays applied.
+func (p *Poller) persist(data []byte, version uint64, at time.Time) {
+	if p.o.Store == nil {
+		return
+	}
+	err := p.o.Store.Save(p.o.Name, data, version, at)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.persistErr = err.Error()
+		p.o.Logger.Error("cannot persist snapshot; a restart during a control-plane outage would not have it", "version", version, "error", err)
+		return
+	}
+	p.persistErr, p.persistedAt = "", at
+}
+
+// touch refreshes the persisted fetch time after a contact that confirmed
+// the loaded document, rate-limited by touchEvery.
+func (p *Poller) touch(now time.Time) {
+	if p.o.Store == nil {
+		return
+	}
+	p.mu.Lock()
+	version, due := p.version, p.version != 0 && now.Sub(p.persistedAt) >= p.touchEvery
+	if due {
+		p.persistedAt = now // also after a failure: retry at the next due time, not every poll
+	}
+	p.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := p.o.Store.Touch(p.o.Name, version, now); err != nil {
+		p.o.Logger.Warn("cannot refresh the persisted snapshot's fetch time", "error", err)
+	}
+}
+
+func (p *Poller) setSourceVersion(v uint64) {
+	if vs, ok := p.o.Source.(Versioner); ok {
+		vs.SetVersion(v)
+	}
+}
+
+// reject records a document that was not applied and makes the source
+// forget it, so that the next poll fetches and judges it again instead of
+// calling it unchanged (and Status keeps telling the truth).
+func (p *Poller) reject(err error, fetched bool) error {
+	if !fetched {
+		err = fmt.Errorf("persisted copy: %w", err)
+	}
+	rej := &RejectedError{Err: err}
+	if f, ok := p.o.Source.(Forgetter); ok && fetched {
+		f.Forget()
+	}
+	p.mu.Lock()
+	p.rejections++
+	version := p.version
+	p.mu.Unlock()
+	p.o.Logger.Error("snapshot rejected; the previous one keeps serving", "version", version, "error", rej)
+	p.record(rej.Error(), false)
+	return rej
+}
+
+// fail records a fetch error. Repeats of the same error are logged at
+// debug level only, so an outage is one warning, not one per poll.
+func (p *Poller) fail(ctx context.Context, err error) {
+	msg := err.Error()
+	p.mu.Lock()
+	repeat := !p.lastLoggedOK && p.lastErr == msg
+	p.mu.Unlock()
+	level := slog.LevelWarn
+	if repeat {
+		level = slog.LevelDebug
+	}
+	p.o.Logger.Log(ctx, level, "snapshot fetch failed; the current one keeps serving", "error", msg)
+	p.record(msg, false)
+}
+
+func (p *Poller) succeed() {
+	p.mu.Lock()
+	recovered := !p.lastLoggedOK
+	p.mu.Unlock()
+	if recovered {
+		p.o.Logger.Info("snapshot source reachable again")
+	}
+	p.record("", true)
+}
+
+func (p *Poller) record(lastErr string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastErr, p.lastLoggedOK = lastErr, ok
+}
+
+// Run polls until ctx is done: it waits one jittered interval, polls,
+// and repeats. It does not poll at once: callers Restore and Poll
+// synchronously first, so that startup knows what it has. Results go to
+// Status and the log. Run returns when ctx is done; it must not be called
+// twice at the same time.
+func (p *Poller) Run(ctx context.Context) {
+	if c, ok := p.o.Source.(interface{ CloseIdleConnections() }); ok {
+		defer c.CloseIdleConnections()
+	}
+	t := time.NewTimer(p.nextDelay())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_ = p.Poll(ctx) // recorded in Status and logged
+		t.Reset(p.nextDelay())
+	}
+}
+
+// nextDelay draws the pause before the next poll from
+// [Interval-Jitter, Interval+Jitter].
+func (p *Poller) nextDelay() time.Duration {
+	if p.o.Jitter <= 0 {
+		return p.o.Interval
+	}
+	return p.o.Interval - p.o.Jitter + time.Duration(p.o.Rand.Int64N(2*int64(p.o.Jitter)+1))
+}
+
+// Status returns the current state, with staleness evaluated now.
+func (p *Poller) Status() Status {
+	now := p.o.Clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{
+		Version:      p.version,
+		LastSuccess:  p.lastContact,
+		LastError:    p.lastErr,
+		Rejections:   p.rejections,
+		FetchErrors:  p.fetchErrors,
+		PersistError: p.persistErr,
+	}
+	if p.o.StaleAfter <= 0 {
+		return s
+	}
+	since, never := p.lastContact, p.lastContact.IsZero()
+	if never {
+		since = p.started
+	}
+	if age := now.Sub(since); age > p.o.StaleAfter {
+		s.Stale = true
+		format := "no successful contact with %s for %s (stale_after %s)"
+		if never {
+			format = "no successful contact with %s since start, %s ago (stale_after %s)"
+		}
+		s.StaleReason = fmt.Sprintf(format, sourceName(p.o.Source), age.Round(time.Second), p.o.StaleAfter)
+		if p.lastErr != "" {
+			s.StaleReason += "; last error: " + p.lastErr
+		}
+	}
+	return s
+}
+
+// Ready reports whether this kind of document is ready: nil, or an error
+// wrapping [ErrNotLoaded] or [ErrStale] whose text is the reason for
+// /readyz (SPEC §9). It fits health.Check.
+func (p *Poller) Ready() error {
+	s := p.Status()
+	switch {
+	case s.Version == 0 && s.LastError != "":
+		return fmt.Errorf("%s: %w; last error: %s", p.o.Name, ErrNotLoaded, s.LastError)
+	case s.Version == 0:
+		return fmt.Errorf("%s: %w", p.o.Name, ErrNotLoaded)
+	case s.Stale:
+		return fmt.Errorf("%s: %w: %s", p.o.Name, ErrStale, s.StaleReason)
+	}
+	return nil
+}
+
+// sourceName names a source for messages: its String if it has one (the
+// sources here redact credentials), else its type.
+func sourceName(s Source) string {
+	if st, ok := s.(fmt.Stringer); ok {
+		return st.String()
+	}
+	return fmt.Sprintf("%T", s)
+}

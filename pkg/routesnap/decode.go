@@ -1,0 +1,284 @@
+package routesnap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"time"
+)
+
+// DecodeError reports why [Decode] could not read a document.
+type DecodeError struct {
+	// Path names the offending member, such as "version" or
+	// "models[2].targets[0].weight"; "" means the document as a whole.
+	Path string
+	// Line and Column (1-based, column in bytes) locate syntax errors,
+	// truncation and trailing data; both are 0 when not known.
+	Line, Column int
+	// Msg says what was expected.
+	Msg string
+	// Err is the underlying encoding/json or time error, if any.
+	Err error
+}
+
+func (e *DecodeError) Error() string {
+	var b []byte
+	b = append(b, "routesnap: decode: "...)
+	if e.Line > 0 {
+		b = fmt.Appendf(b, "line %d, column %d: ", e.Line, e.Column)
+	}
+	if e.Path != "" {
+		b = append(b, e.Path...)
+		b = append(b, ": "...)
+	}
+	b = append(b, e.Msg...)
+	return string(b)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// The wire types mirror the JSON document. Elements of arrays are pointers
+// so that a null element is visible; generated_at stays raw so that a bad
+// timestamp can name its member.
+type (
+	wireSnapshot struct {
+		Schema      int             `json:"schema"`
+		Version     uint64          `json:"version"`
+		GeneratedAt json.RawMessage `json:"generated_at"`
+		Backends    []*Backend      `json:"backends"`
+		Models      []*wireModel    `json:"models"`
+	}
+	wireModel struct {
+		Name    string    `json:"name"`
+		Targets []*Target `json:"targets"`
+	}
+)
+
+// The locate types have the same members, with array elements kept raw so
+// that each one is decoded on its own and an error can name its index.
+type (
+	locateSnapshot struct {
+		Schema      int               `json:"schema"`
+		Version     uint64            `json:"version"`
+		GeneratedAt json.RawMessage   `json:"generated_at"`
+		Backends    []json.RawMessage `json:"backends"`
+		Models      []json.RawMessage `json:"models"`
+	}
+	locateModel struct {
+		Name    string            `json:"name"`
+		Targets []json.RawMessage `json:"targets"`
+	}
+)
+
+// Decode reads one snapshot document. It rejects anything but exactly one
+// JSON object with only known members and values of the right JSON types;
+// errors are [*DecodeError]. Decode does not check meaning: call
+// [Snapshot.Validate] on the result.
+//
+// Member names are matched as encoding/json matches them (an exact match
+// first, then case-insensitively); the JSON Schema is stricter, so a
+// control plane that validates against it never depends on this.
+func Decode(data []byte) (*Snapshot, error) {
+	var w *wireSnapshot // a pointer, so that a top-level null stays visible
+	end, err := decodeStrict(data, &w)
+	if err != nil {
+		// One pass over the whole document is twice as fast as decoding
+		// element by element, so that is only done to find the path of
+		// an error (see locate).
+		return nil, locate(data, err)
+	}
+	if i := int(end) + contentStart(data[end:]); i < len(data) {
+		line, col := position(data, i)
+		return nil, &DecodeError{Line: line, Column: col, Msg: "unexpected data after the document"}
+	}
+	if w == nil {
+		return nil, &DecodeError{Msg: "expected an object, got null"}
+	}
+
+	s := &Snapshot{Schema: w.Schema, Version: w.Version}
+	t, err := decodeTime("generated_at", w.GeneratedAt)
+	if err != nil {
+		return nil, err
+	}
+	s.GeneratedAt = t
+	if w.Backends != nil {
+		s.Backends = make([]Backend, len(w.Backends))
+	}
+	for i, b := range w.Backends {
+		if b == nil {
+			return nil, nullElement("backends[" + strconv.Itoa(i) + "]")
+		}
+		s.Backends[i] = *b
+	}
+	if w.Models != nil {
+		s.Models = make([]Model, len(w.Models))
+	}
+	for i, m := range w.Models {
+		path := "models[" + strconv.Itoa(i) + "]"
+		if m == nil {
+			return nil, nullElement(path)
+		}
+		s.Models[i].Name = m.Name
+		if m.Targets == nil {
+			continue
+		}
+		s.Models[i].Targets = make([]Target, len(m.Targets))
+		for j, tg := range m.Targets {
+			if tg == nil {
+				return nil, nullElement(path + ".targets[" + strconv.Itoa(j) + "]")
+			}
+			s.Models[i].Targets[j] = *tg
+		}
+	}
+	return s, nil
+}
+
+// decodeStrict decodes the first JSON value in data into v, rejecting
+// unknown members, and returns the offset just past that value.
+func decodeStrict(data []byte, v any) (end int64, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	return dec.InputOffset(), err
+}
+
+// locate turns err, the failure of decoding the whole document, into a
+// *DecodeError that names the offending member with its array indices
+// (encoding/json names fields but not indices). Syntax errors and
+// truncation are located by offset instead.
+func locate(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return jsonError(data, "", err)
+	}
+	var w locateSnapshot
+	if _, e := decodeStrict(data, &w); e != nil {
+		return jsonError(data, "", e)
+	}
+	for i, raw := range w.Backends {
+		if _, e := decodeStrict(raw, new(Backend)); e != nil {
+			return jsonError(nil, "backends["+strconv.Itoa(i)+"]", e)
+		}
+	}
+	for i, raw := range w.Models {
+		path := "models[" + strconv.Itoa(i) + "]"
+		var m locateModel
+		if _, e := decodeStrict(raw, &m); e != nil {
+			return jsonError(nil, path, e)
+		}
+		for j, raw := range m.Targets {
+			if _, e := decodeStrict(raw, new(Target)); e != nil {
+				return jsonError(nil, path+".targets["+strconv.Itoa(j)+"]", e)
+			}
+		}
+	}
+	// Unreachable unless the two passes disagree; report what is known.
+	return jsonError(data, "", err)
+}
+
+func nullElement(path string) error {
+	return &DecodeError{Path: path, Msg: "expected an object, got null"}
+}
+
+// decodeTime parses an optional RFC 3339 timestamp member; absent and null
+// both give the zero time.
+func decodeTime(path string, raw json.RawMessage) (time.Time, error) {
+	var t time.Time
+	if raw == nil || string(raw) == "null" {
+		return t, nil
+	}
+	if err := t.UnmarshalJSON(raw); err != nil {
+		return time.Time{}, &DecodeError{Path: path, Msg: "expected an RFC 3339 timestamp string", Err: err}
+	}
+	return t, nil
+}
+
+// jsonError turns an encoding/json error into a *DecodeError. data is the
+// whole document when offsets in err are relative to it, nil otherwise;
+// path prefixes the member path reported by encoding/json.
+func jsonError(data []byte, path string, err error) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return &DecodeError{Path: path, Msg: "empty document", Err: err}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := position(data, len(data))
+		return &DecodeError{Line: line, Column: col, Path: path, Msg: "unexpected end of document (truncated?)", Err: err}
+	case errors.As(err, &syntax):
+		// Offset counts the bytes read including the offending one.
+		line, col := position(data, int(syntax.Offset)-1)
+		return &DecodeError{Line: line, Column: col, Path: path, Msg: syntax.Error(), Err: err}
+	case errors.As(err, &typ):
+		return &DecodeError{
+			Path: joinPath(path, typ.Field),
+			Msg:  "expected " + jsonKind(typ.Type) + ", got " + typ.Value,
+			Err:  err,
+		}
+	default:
+		// DisallowUnknownFields reports `json: unknown field "x"` as a
+		// plain error; its text is the most precise message there is.
+		return &DecodeError{Path: path, Msg: err.Error(), Err: err}
+	}
+}
+
+// joinPath appends a dotted encoding/json field path ("targets" or
+// "weight") to prefix.
+func joinPath(prefix, field string) string {
+	switch {
+	case field == "":
+		return prefix
+	case prefix == "":
+		return field
+	default:
+		return prefix + "." + field
+	}
+}
+
+// jsonKind describes the JSON value that decodes into a Go type.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	default:
+		return t.Kind().String()
+	}
+}
+
+// position converts a byte offset in data to a 1-based line and column.
+// It returns 0, 0 when data is nil (offsets are not document-relative).
+func position(data []byte, off int) (line, col int) {
+	if data == nil {
+		return 0, 0
+	}
+	off = max(0, min(off, len(data)))
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	col = off - bytes.LastIndexByte(before, '\n') // LastIndexByte is -1 on line 1
+	return line, col
+}
+
+// contentStart returns the index of the first non-whitespace byte in b, or
+// len(b). JSON whitespace is exactly space, tab, CR and LF (RFC 8259 §2).
+func contentStart(b []byte) int {
+	return len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
+}

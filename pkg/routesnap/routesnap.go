@@ -1,0 +1,73 @@
+package routesnap
+
+import "time"
+
+// Schema is the only schema number this package reads and writes.
+const Schema = 1
+
+// Limits enforced by [Snapshot.Validate]. They match the node's static
+// configuration (internal/config), so a route is valid in a snapshot
+// exactly when it would be valid in the node's TOML.
+const (
+	// MaxIDLength is the longest backend id or credential name, in bytes
+	// (both use [A-Za-z0-9._-] only).
+	MaxIDLength = 64
+	// MaxModelNameLength is the longest public or provider model name, in
+	// characters.
+	MaxModelNameLength = 256
+	// MaxInflight is the largest max_inflight_per_node.
+	MaxInflight = 100000
+	// MaxWeight is the largest target weight.
+	MaxWeight = 1000000
+	// MaxTier is the largest target tier.
+	MaxTier = 1<<31 - 1
+)
+
+// Backend protocols (SPEC §4). The two are separate pools: a request is
+// only ever sent to a backend of its endpoint's protocol (SPEC §1).
+const (
+	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
+	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
+)
+
+// Snapshot is one complete routing snapshot.
+type Snapshot struct {
+	Schema      int       `json:"schema"`                // must be [Schema]
+	Version     uint64    `json:"version"`               // ≥ 1, strictly increasing per publisher
+	GeneratedAt time.Time `json:"generated_at,omitzero"` // informational; zero = not given
+	Backends    []Backend `json:"backends"`              // at least one
+	Models      []Model   `json:"models"`                // at least one
+}
+
+// Backend is one provider endpoint (SPEC §4).
+type Backend struct {
+	ID       string `json:"id"`       // unique; 1–64 of [A-Za-z0-9._-]
+	Protocol string `json:"protocol"` // [ProtocolOpenAI] or [ProtocolAnthropic]
+	// BaseURL is an absolute https:// URL (http:// only for a loopback
+	// host) without user info, query or fragment; the endpoint path is
+	// appended to it.
+	BaseURL string `json:"base_url"`
+	// Credential names a credential defined in the node's local
+	// configuration. Snapshots never carry credential values (SPEC §7).
+	Credential string `json:"credential"`
+	// MaxInflightPerNode is the hard node-local cap on concurrent requests
+	// (SPEC §6), 1..[MaxInflight].
+	MaxInflightPerNode int `json:"max_inflight_per_node"`
+}
+
+// Model is a public model name and its pool of targets (SPEC §4).
+type Model struct {
+	Name    string   `json:"name"`    // what clients send; unique
+	Targets []Target `json:"targets"` // at least one
+}
+
+// Target binds a public model to a backend's real model.
+type Target struct {
+	Backend    string `json:"backend"`               // a Backend.ID of the same snapshot
+	Model      string `json:"model"`                 // the provider's model name, written into the forwarded body
+	Weight     int    `json:"weight"`                // relative weight, 1..[MaxWeight]
+	Stream     bool   `json:"stream,omitempty"`      // capabilities (SPEC §1); false when omitted
+	Tools      bool   `json:"tools,omitempty"`       //
+	JSONSchema bool   `json:"json_schema,omitempty"` //
+	Tier       int    `json:"tier,omitempty"`        // 0..[MaxTier]; lower is preferred (SPEC §4)
+}

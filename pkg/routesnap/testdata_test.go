@@ -1,0 +1,179 @@
+package routesnap_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/pkg/routesnap"
+)
+
+// fixtures is the shared contract examples directory.
+const fixtures = "../../testdata/routesnap"
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtures, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestValidFixture(t *testing.T) {
+	s, err := routesnap.Decode(readFixture(t, "valid.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s.Version, uint64(42)); diff != "" {
+		t.Errorf("version (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.GeneratedAt, time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)); diff != "" {
+		t.Errorf("generated_at (-got +want):\n%s", diff)
+	}
+	if len(s.Backends) != 3 || len(s.Models) != 3 {
+		t.Errorf("got %d backends and %d models, want 3 and 3", len(s.Backends), len(s.Models))
+	}
+}
+
+// TestInvalidFixtures is the golden table for testdata/routesnap/invalid:
+// each file is rejected with exactly these problems, and every file there
+// has a row.
+func TestInvalidFixtures(t *testing.T) {
+	type decodeErr struct {
+		Path         string
+		Line, Column int
+		Msg          string
+	}
+	tests := map[string]struct {
+		decode   *decodeErr          // Decode fails like this, or
+		validate []routesnap.Problem // Validate reports exactly these
+	}{
+		"truncated.json":        {decode: &decodeErr{Line: 17, Column: 18, Msg: "unexpected end of document (truncated?)"}},
+		"trailing-garbage.json": {decode: &decodeErr{Line: 2, Column: 1, Msg: "unexpected data after the document"}},
+		"unknown-field.json":    {decode: &decodeErr{Path: "models[0].targets[0]", Msg: `json: unknown field "wieght"`}},
+		"version-string.json":   {decode: &decodeErr{Path: "version", Msg: "expected a non-negative integer, got string"}},
+		"null-target.json":      {decode: &decodeErr{Path: "models[0].targets[0]", Msg: "expected an object, got null"}},
+		"bad-schema.json": {validate: []routesnap.Problem{
+			{Path: "schema", Msg: "must be 1, got 2"},
+			{Path: "version", Msg: "must be at least 1"},
+		}},
+		"empty.json": {validate: []routesnap.Problem{
+			{Path: "backends", Msg: "must list at least one backend"},
+			{Path: "models", Msg: "must list at least one model"},
+		}},
+		"missing-members.json": {validate: []routesnap.Problem{
+			{Path: "backends", Msg: "required"},
+			{Path: "models", Msg: "required"},
+		}},
+		"duplicates.json": {validate: []routesnap.Problem{
+			{Path: "backends[1].id", Msg: "duplicate of backends[0]"},
+			{Path: "models[0].targets[1]", Msg: "duplicate of targets[0] (same backend and model); merge their weights"},
+			{Path: "models[1].name", Msg: "duplicate of models[0]"},
+		}},
+		"references.json": {validate: []routesnap.Problem{
+			{Path: "models[0].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},
+			{Path: "models[1].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},
+			{Path: "models[2].targets[0].backend", Msg: `unknown backend "gone"`},
+			{Path: "models[2].targets[1].backend", Msg: "must be a backend id: 1-64 characters from [A-Za-z0-9._-]"},
+		}},
+		"ranges.json": {validate: []routesnap.Problem{
+			{Path: "backends[0].protocol", Msg: `must be "openai" or "anthropic"`},
+			{Path: "backends[0].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
+			{Path: "backends[0].max_inflight_per_node", Msg: "must be 1..100000, got 0"},
+			{Path: "backends[1].id", Msg: "must be 1-64 characters from [A-Za-z0-9._-]"},
+			{Path: "backends[1].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
+			{Path: "backends[1].max_inflight_per_node", Msg: "must be 1..100000, got 100001"},
+			{Path: "models[0].name", Msg: "required"},
+			{Path: "models[0].targets[0].model", Msg: "required"},
+			{Path: "models[0].targets[0].weight", Msg: "must be 1..1000000, got 0"},
+			{Path: "models[0].targets[0].tier", Msg: "must be 0..2147483647, got -1"},
+			{Path: "models[1].name", Msg: "must not contain control characters"},
+			{Path: "models[1].targets[0].weight", Msg: "must be 1..1000000, got 1000001"},
+		}},
+		"urls.json": {validate: []routesnap.Problem{
+			{Path: "backends[0].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"},
+			{Path: "backends[1].base_url", Msg: "link-local address; not allowed (cloud metadata services live there)"},
+			{Path: "backends[2].base_url", Msg: "cloud metadata service host; not allowed"},
+			{Path: "backends[3].base_url", Msg: "link-local address; not allowed (cloud metadata services live there)"},
+			{Path: "backends[4].base_url", Msg: "must not contain user info; the backend's credential is named by credential"},
+			{Path: "backends[5].base_url", Msg: "must not have a query or fragment"},
+			{Path: "backends[6].base_url", Msg: "numeric host that is not a valid IP address"},
+			{Path: "backends[7].base_url", Msg: "expected an https:// URL (http:// only for a loopback host)"},
+		}},
+	}
+
+	files, err := filepath.Glob(filepath.Join(fixtures, "invalid", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	var want []string
+	for name := range tests {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(names, want); diff != "" {
+		t.Errorf("invalid fixtures and table rows differ (-files +rows):\n%s", diff)
+	}
+
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, err := routesnap.Decode(readFixture(t, filepath.Join("invalid", name)))
+			if tt.decode != nil {
+				var de *routesnap.DecodeError
+				if !errors.As(err, &de) {
+					t.Fatalf("Decode error = %v, want a *DecodeError", err)
+				}
+				if diff := cmp.Diff(decodeErr{de.Path, de.Line, de.Column, de.Msg}, *tt.decode); diff != "" {
+					t.Errorf("DecodeError mismatch (-got +want):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			var ve *routesnap.ValidationError
+			if err := s.Validate(); !errors.As(err, &ve) {
+				t.Fatalf("Validate() = %v, want a *ValidationError", err)
+			}
+			if diff := cmp.Diff(ve.Problems, tt.validate); diff != "" {
+				t.Errorf("problems mismatch (-got +want):\n%s", diff)
+			}
+			if strings.Contains(ve.Error(), "pass@") || strings.Contains(ve.Error(), "key=x") {
+				t.Errorf("error repeats a URL: %s", ve)
+			}
+		})
+	}
+}
+
+// TestMarshalRoundTrip: what a control plane publishes with encoding/json
+// decodes back to the same value.
+func TestMarshalRoundTrip(t *testing.T) {
+	s := valid()
+	s.GeneratedAt = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := routesnap.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode(Marshal(s)): %v\n%s", err, data)
+	}
+	if diff := cmp.Diff(got, s); diff != "" {
+		t.Errorf("round trip mismatch (-got +want):\n%s", diff)
+	}
+}

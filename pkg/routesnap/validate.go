@@ -1,0 +1,359 @@
+package routesnap
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Problem is one reason a snapshot is invalid.
+type Problem struct {
+	Path string // member path such as "models[3].targets[0].weight"; "" for the whole snapshot
+	Msg  string // what is wrong; never quotes a base_url (it could carry credentials)
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Msg
+	}
+	return p.Path + ": " + p.Msg
+}
+
+// ValidationError lists every problem [Snapshot.Validate] found.
+type ValidationError struct {
+	Problems []Problem // in document order; never empty
+}
+
+// maxProblemsInError bounds Error's length; Problems keeps them all.
+const maxProblemsInError = 10
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("routesnap: invalid snapshot: ")
+	for i, p := range e.Problems {
+		if i == maxProblemsInError {
+			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Validate checks the snapshot's meaning and returns a [*ValidationError]
+// listing every problem, or nil. It checks that:
+//
+//   - schema is [Schema] and version is at least 1;
+//   - there is at least one backend and at least one model (an empty
+//     document is far more likely a publisher bug than an intent to serve
+//     nothing, and it would turn every request into a 404);
+//   - backend ids and credential names are 1–[MaxIDLength] characters from
+//     [A-Za-z0-9._-]; backend ids are unique;
+//   - protocol is [ProtocolOpenAI] or [ProtocolAnthropic];
+//   - base_url is acceptable to [CheckBaseURL];
+//   - max_inflight_per_node is 1..[MaxInflight];
+//   - model names (public and provider) are 1–[MaxModelNameLength]
+//     characters without control characters; public names are unique;
+//   - every model has at least one target, every target names a backend of
+//     this snapshot, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
+//     two targets of a model share backend and provider model.
+//
+// Whether a credential name is defined is up to the node that loads the
+// snapshot (its local configuration holds the values, SPEC §7).
+func (s *Snapshot) Validate() error {
+	if s == nil {
+		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
+	}
+	v := validator{}
+	if s.Schema != Schema {
+		v.add("schema", "must be %d, got %d", Schema, s.Schema)
+	}
+	if s.Version < 1 {
+		v.add("version", "must be at least 1")
+	}
+
+	backends := v.backends(s.Backends)
+	v.models(s.Models, backends)
+
+	if len(v.ps) > 0 {
+		return &ValidationError{Problems: v.ps}
+	}
+	return nil
+}
+
+type validator struct {
+	ps []Problem
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// backends checks the backends and returns the index of each valid id.
+func (v *validator) backends(bs []Backend) map[string]int {
+	switch {
+	case bs == nil:
+		v.add("backends", "required")
+	case len(bs) == 0:
+		v.add("backends", "must list at least one backend")
+	}
+	ids := make(map[string]int, len(bs))
+	for i, b := range bs {
+		path := "backends[" + strconv.Itoa(i) + "]"
+		if !validID(b.ID) {
+			v.add(path+".id", "must be %s", idRule)
+		} else if j, dup := ids[b.ID]; dup {
+			v.add(path+".id", "duplicate of backends[%d]", j)
+		} else {
+			ids[b.ID] = i
+		}
+		if b.Protocol != ProtocolOpenAI && b.Protocol != ProtocolAnthropic {
+			v.add(path+".protocol", "must be %q or %q", ProtocolOpenAI, ProtocolAnthropic)
+		}
+		if err := CheckBaseURL(b.BaseURL); err != nil {
+			v.add(path+".base_url", "%s", err.Msg)
+		}
+		if !validID(b.Credential) {
+			v.add(path+".credential", "must be a credential name: %s", idRule)
+		}
+		if b.MaxInflightPerNode < 1 || b.MaxInflightPerNode > MaxInflight {
+			v.add(path+".max_inflight_per_node", "must be 1..%d, got %d", MaxInflight, b.MaxInflightPerNode)
+		}
+	}
+	return ids
+}
+
+// targetKey identifies a target within its model.
+type targetKey struct{ backend, model string }
+
+func (v *validator) models(ms []Model, backends map[string]int) {
+	switch {
+	case ms == nil:
+		v.add("models", "required")
+	case len(ms) == 0:
+		v.add("models", "must list at least one model")
+	}
+	names := make(map[string]int, len(ms))
+	seen := map[targetKey]int{} // reused per model
+	for i, m := range ms {
+		path := "models[" + strconv.Itoa(i) + "]"
+		if msg := checkModelName(m.Name); msg != "" {
+			v.add(path+".name", "%s", msg)
+		} else if j, dup := names[m.Name]; dup {
+			v.add(path+".name", "duplicate of models[%d]", j)
+		} else {
+			names[m.Name] = i
+		}
+		if len(m.Targets) == 0 {
+			v.add(path+".targets", "must list at least one target (an empty pool can serve nothing)")
+		}
+		clear(seen)
+		for j, t := range m.Targets {
+			tpath := path + ".targets[" + strconv.Itoa(j) + "]"
+			switch _, ok := backends[t.Backend]; {
+			case !validID(t.Backend):
+				v.add(tpath+".backend", "must be a backend id: %s", idRule)
+			case !ok:
+				v.add(tpath+".backend", "unknown backend %q", t.Backend)
+			}
+			if msg := checkModelName(t.Model); msg != "" {
+				v.add(tpath+".model", "%s", msg)
+			}
+			if t.Weight < 1 || t.Weight > MaxWeight {
+				v.add(tpath+".weight", "must be 1..%d, got %d", MaxWeight, t.Weight)
+			}
+			if t.Tier < 0 || t.Tier > MaxTier {
+				v.add(tpath+".tier", "must be 0..%d, got %d", MaxTier, t.Tier)
+			}
+			k := targetKey{t.Backend, t.Model}
+			if first, dup := seen[k]; dup {
+				v.add(tpath, "duplicate of targets[%d] (same backend and model); merge their weights", first)
+			} else {
+				seen[k] = j
+			}
+		}
+	}
+}
+
+const idRule = "1-64 characters from [A-Za-z0-9._-]"
+
+// validID reports whether s is 1-64 characters from [A-Za-z0-9._-]. Ids
+// that pass can be quoted in messages and logs as they are.
+func validID(s string) bool {
+	if s == "" || len(s) > MaxIDLength {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkModelName returns what is wrong with a public or provider model
+// name, or "".
+func checkModelName(s string) string {
+	switch {
+	case s == "":
+		return "required"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case utf8.RuneCountInString(s) > MaxModelNameLength:
+		return fmt.Sprintf("longer than %d characters", MaxModelNameLength)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// URLError says why [CheckBaseURL] rejected a URL. Msg never quotes the
+// URL, which could carry credentials.
+type URLError struct {
+	Msg string
+}
+
+func (e *URLError) Error() string { return "routesnap: base_url: " + e.Msg }
+
+// metadataHosts are names of cloud instance metadata services. A backend
+// pointing at one would hand the node's credential, through the egress
+// proxy, to a service that answers with cloud credentials (SSRF).
+var metadataHosts = map[string]bool{
+	"metadata":                   true, // GCE short name
+	"metadata.google.internal":   true, // GCE
+	"metadata.goog":              true, // GCE
+	"instance-data":              true, // EC2 legacy name
+	"instance-data.ec2.internal": true,
+	"metadata.tencentyun.com":    true, // Tencent Cloud
+}
+
+// metadataAddrs are metadata service addresses outside the link-local
+// ranges (which are rejected as a whole).
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("fd00:ec2::254"):   true, // EC2 IMDS over IPv6
+	netip.MustParseAddr("100.100.100.200"): true, // Alibaba Cloud
+	netip.MustParseAddr("192.0.0.192"):     true, // Oracle Cloud (legacy)
+}
+
+// CheckBaseURL reports whether raw is an acceptable backend base URL, and
+// why not (a [*URLError]). The rules are the node's static-config rules
+// (SPEC §3) plus those that matter when a remote party writes the URL:
+//
+//   - an absolute http:// or https:// URL with a host, a port in 1..65535
+//     if any, and no user info, query or fragment;
+//   - http:// (plaintext) only for a loopback host: "localhost" or an IP
+//     literal in 127.0.0.0/8 or ::1 (no name is resolved);
+//   - not a link-local address (169.254.0.0/16, fe80::/10, where cloud
+//     metadata services live, e.g. 169.254.169.254), not a known metadata
+//     service name or address (metadata.google.internal, fd00:ec2::254, …),
+//     not an unspecified or multicast address;
+//   - a host name is ASCII letters, digits, '-' and '_' in dot-separated
+//     labels of 1–63 characters, and does not end in a numeric label (such
+//     as "0251.254.169.254", which some resolvers read as an IPv4 address).
+//
+// The checks look at the URL only. A name that resolves to a forbidden
+// address is not caught here; the egress proxy resolves names and is
+// where destination policy belongs (SPEC §3).
+func CheckBaseURL(raw string) *URLError {
+	fail := func(msg string) *URLError { return &URLError{Msg: msg} }
+	const want = "expected an https:// URL (http:// only for a loopback host)"
+	if raw == "" {
+		return fail("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("not a valid URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fail(want)
+	case u.Opaque != "" || u.Host == "":
+		return fail(want + " with a host")
+	case u.User != nil:
+		return fail("must not contain user info; the backend's credential is named by credential")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#"):
+		return fail("must not have a query or fragment")
+	case strings.HasSuffix(u.Host, ":") || (u.Port() != "" && !validPort(u.Port())):
+		return fail("invalid port; expected 1..65535")
+	}
+	host := u.Hostname()
+	loopback := false
+	// url.Parse has already checked that a bracketed host is an IPv6
+	// literal; anything that is not an IP literal is a name.
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
+		switch {
+		case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+			return fail("link-local address; not allowed (cloud metadata services live there)")
+		case metadataAddrs[ip.WithZone("")]:
+			return fail("cloud metadata service address; not allowed")
+		case ip.IsUnspecified() || ip.IsMulticast():
+			return fail("not a unicast address")
+		}
+		loopback = ip.IsLoopback()
+	} else {
+		name := strings.TrimSuffix(strings.ToLower(host), ".")
+		switch {
+		case !validHostname(name):
+			return fail("invalid host name; expected ASCII letters, digits, '-' and '_' in dot-separated labels (IDNs in punycode)")
+		case endsInNumber(name):
+			return fail("numeric host that is not a valid IP address")
+		case metadataHosts[name]:
+			return fail("cloud metadata service host; not allowed")
+		}
+		loopback = name == "localhost"
+	}
+	if u.Scheme == "http" && !loopback {
+		return fail("plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)")
+	}
+	return nil
+}
+
+// validHostname reports whether name (lower case, without a trailing dot)
+// is a syntactically valid DNS name.
+func validHostname(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := range len(label) {
+			switch c := label[i]; {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// endsInNumber reports whether the last label of name is a number (decimal,
+// or hex with 0x): the WHATWG URL standard then parses the whole host as
+// an IPv4 address, and so do inet_aton-based resolvers.
+func endsInNumber(name string) bool {
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	if h, ok := strings.CutPrefix(last, "0x"); ok {
+		last = h
+		return strings.Trim(last, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// validPort reports whether p is a decimal port 1..65535 written without
+// leading zeros.
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0 && strconv.FormatUint(n, 10) == p
+}
