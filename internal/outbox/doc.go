@@ -1,0 +1,83 @@
+// Package outbox is the node's bounded, durable FIFO of usage events: the
+// bbolt file that events are committed to before they are published to MQTT,
+// and deleted from after their PUBACK (SPEC §8, §11 "Outbox bounds").
+//
+// # Basics
+//
+// [Open] opens or creates the file and starts one writer goroutine, owned by
+// the [Store] and stopped by [Store.Close]. The request path calls
+// [Store.Append], which copies the payload into a bounded in-memory queue and
+// returns at once: it never waits for the disk, the writer or a lock held
+// across I/O. The writer takes events off the queue and commits them in
+// groups: after the first event it waits up to CommitInterval (or until
+// MaxBatch events) and writes the whole group in one bbolt transaction, which
+// is one fsync (~0.5 ms here, RESEARCH-reliability §0 finding 9). So fsyncs
+// stay near 1/CommitInterval per second however many events arrive.
+//
+// Rows are keyed by bucket.NextSequence as 8-byte big-endian integers, so
+// cursor order is append order; the value is the 8-byte unix-nano append
+// time followed by the payload. [Store.Read] returns committed rows after a
+// sequence number, FIFO; [Store.Notify] signals each commit that added rows.
+// The publisher sends rows, and after each PUBACK calls [Store.Delete]; the
+// deleted rows vanish from Read at once and from disk with the next group
+// commit. A delete lost in a crash only means that row is delivered again
+// with its same event_id: delivery is at least once (microservices.io
+// transactional outbox; consumers de-duplicate, SPEC §8).
+//
+// # Bounds and drops
+//
+// The outbox holds at most MaxEvents rows and MaxBytes payload bytes. The
+// bounds count rows on disk plus events still queued, so Append decides at
+// once and an accepted event always fits. An event that does not fit is
+// dropped (drop_newest, SPEC §8): rows already stored are never evicted. Every
+// drop is counted in [Stats].Dropped by reason:
+//
+//   - Full: the outbox is at a bound (the broker has been away a while);
+//   - Queue: the queue to the writer is full (the disk is slower than the
+//     event rate);
+//   - Failing: a commit failed (disk full, file unwritable, bbolt panicked);
+//     the events of that commit are dropped, and for the next second Append
+//     drops new events too, then lets them through to try the disk again;
+//   - Closed: Append after Close.
+//
+// Append returning true means "committed soon, or counted as Failing";
+// nothing accepted is lost without a count. [Store.Close] writes everything
+// still queued, and pending deletes, before it closes the file (SPEC §9).
+//
+// The bounds' current values are kept in memory and rebuilt by a scan of the
+// rows at every Open (milliseconds for 100k rows), rather than kept in a
+// second bucket that could disagree with the rows.
+//
+// # Startup
+//
+// Open waits at most LockTimeout for bbolt's exclusive file lock and then
+// fails with [ErrLocked], naming the path (two nodes sharing one file is a
+// configuration error). A path that cannot be opened (missing or read-only
+// directory, permission denied, read-only file system) fails with the
+// *fs.PathError. In both cases the app runs on with usage events disabled
+// and reports why: the API keeps serving (SPEC §8).
+//
+// A file that opens but is not a consistent outbox (bad meta pages, bbolt's
+// tx.Check finds problems, a malformed row, a row beyond the bucket sequence,
+// or bbolt panics while reading it) is moved aside to
+// <path>.corrupt-<UTC time, 20060102T150405Z>, a fresh file is created, and
+// [Store.Quarantined] (and Stats) names the moved file so the app can alert
+// on it. The node never crash-loops on a bad file (SPEC §11).
+//
+// # Caveats
+//
+// A bbolt file never shrinks: freed pages are reused, but the file stays at
+// its high-water mark (roughly MaxBytes plus page overhead after a long
+// broker outage). To reclaim the space, stop the node and delete the file
+// when Depth is 0, or run `bbolt compact` on it.
+//
+// Durability is bbolt's: a commit that returned was fsynced. Reports exist of
+// bbolt files corrupted by power loss even with fsync, and of ext4
+// fast_commit bugs on some Linux 5.10/5.15 kernels (RESEARCH-reliability
+// §1.3 [B2]); the quarantine above is the answer to those. If bbolt panics
+// inside Open, its file handle cannot be closed; the file is renamed before a
+// fresh one is created, so the leaked lock does not block the new file.
+//
+// CommitInterval is measured on the real clock (it paces fsyncs, nothing
+// more); Options.Clock stamps append times and times the Failing backoff.
+package outbox

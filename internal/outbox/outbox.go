@@ -1,0 +1,433 @@
+package outbox
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/scootgate/scootgate/internal/clock"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultMaxEvents      = 100000
+	DefaultMaxBytes       = 256 << 20
+	DefaultCommitInterval = 5 * time.Millisecond
+	DefaultMaxBatch       = 1024
+	DefaultQueueSize      = 8192
+	DefaultLockTimeout    = 5 * time.Second
+)
+
+// failingBackoff is how long Append refuses events after a failed commit
+// before it lets events through again to find out whether the disk is back.
+const failingBackoff = time.Second
+
+// bucketName holds the rows: key = 8-byte big-endian sequence number (so
+// cursor order is FIFO), value = 8-byte big-endian unix-nano append time
+// followed by the payload.
+var bucketName = []byte("events")
+
+const (
+	keyLen  = 8
+	timeLen = 8
+)
+
+// Options configure a Store. Zero fields take the Default* values; Path is
+// required.
+type Options struct {
+	Path           string        // the bbolt file; its directory must exist and be writable
+	MaxEvents      int           // bound by row count (default 100000)
+	MaxBytes       int64         // bound by payload bytes (default 256 MiB)
+	CommitInterval time.Duration // group-commit window (default 5ms): one fsync per batch, never per event
+	MaxBatch       int           // events per commit transaction (default 1024)
+	QueueSize      int           // events between Append and the writer (default 8192); full → drop_newest
+	LockTimeout    time.Duration // bounded wait for the file lock (default 5s)
+	Clock          clock.Clock   // append times and the failing backoff (default clock.Real)
+	Logger         *slog.Logger  // default: discard
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	if o.Path == "" {
+		errs = append(errs, errors.New("outbox: Options.Path is empty"))
+	}
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"MaxEvents", o.MaxEvents < 0},
+		{"MaxBytes", o.MaxBytes < 0},
+		{"CommitInterval", o.CommitInterval < 0},
+		{"MaxBatch", o.MaxBatch < 0},
+		{"QueueSize", o.QueueSize < 0},
+		{"LockTimeout", o.LockTimeout < 0},
+	} {
+		if f.neg {
+			errs = append(errs, fmt.Errorf("outbox: Options.%s is negative", f.name))
+		}
+	}
+	if len(errs) > 0 {
+		return o, errors.Join(errs...)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxEvents, DefaultMaxEvents)
+	def(&o.MaxBatch, DefaultMaxBatch)
+	def(&o.QueueSize, DefaultQueueSize)
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = DefaultCommitInterval
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// Record is one committed row.
+type Record struct {
+	Seq      uint64    // FIFO position; unique for the life of the file
+	Appended time.Time // when Append accepted it (UTC)
+	Payload  []byte    // a copy; the caller may keep it
+}
+
+// Dropped counts events refused, by reason. Each is a drop_newest (SPEC §8).
+type Dropped struct {
+	Full    uint64 // the outbox was at MaxEvents or MaxBytes
+	Queue   uint64 // the queue to the writer was full (the writer is behind)
+	Failing uint64 // a commit failed (the event was in it), or Append came while failing
+	Closed  uint64 // Append after Close
+}
+
+// Total is the sum over all reasons.
+func (d Dropped) Total() uint64 { return d.Full + d.Queue + d.Failing + d.Closed }
+
+// Stats is a snapshot of a Store's state and counters, ready to be exported
+// as metrics (scootgate_outbox_*).
+type Stats struct {
+	Depth     int           // rows on disk, including rows deleted but not yet committed
+	Bytes     int64         // payload bytes of those rows
+	OldestAge time.Duration // age of the oldest row; 0 when empty
+	Appended  uint64        // events Append accepted (returned true)
+	Dropped   Dropped
+	Committed uint64 // rows written
+	Deleted   uint64 // rows removed after delivery
+	Commits   uint64 // write transactions, each one fsync
+	// Quarantined is the path a corrupt file was moved to at Open, or "".
+	Quarantined string
+}
+
+// hooks let tests stall or fail the writer. Production code uses the zero
+// value.
+type hooks struct {
+	// beforeCommit runs in the writer before each write transaction; an
+	// error fails the commit as if bbolt had returned it.
+	beforeCommit func() error
+	// afterCommit runs in the writer after each commit attempt (one that
+	// had rows to write or delete) with its result.
+	afterCommit func(error)
+}
+
+// item is one accepted event on its way to the writer: the encoded row value.
+type item struct {
+	val []byte
+}
+
+// Store is the outbox. All methods are safe for concurrent use.
+type Store struct {
+	// Immutable after Open.
+	o           Options
+	db          *bolt.DB
+	hooks       hooks
+	quarantined string
+	queue       chan item     // closed by Close (under mu) to stop the writer
+	wake        chan struct{} // cap 1: Delete has marked rows
+	notify      chan struct{} // cap 1: a commit added rows
+	stopped     chan struct{} // closed when the writer has returned
+	closeDone   chan struct{} // closed when Close has finished
+
+	// mu guards the fields below. It is never held across I/O: Append takes
+	// it, so a holder must not wait for anything.
+	mu       sync.Mutex
+	closed   bool
+	flushErr error // the last commit failure after Close began
+	failing  bool
+	retryAt  time.Time           // Append refuses events until then while failing
+	resRows  int                 // rows on disk + events queued: bounded by MaxEvents
+	resBytes int64               // their payload bytes: bounded by MaxBytes
+	depth    int                 // rows on disk
+	bytes    int64               // their payload bytes
+	oldest   int64               // append time (unix nanos) of the first row on disk
+	pending  map[uint64]struct{} // deleted, waiting for the next commit
+	deleting map[uint64]struct{} // deleted, in the commit running now
+	stats    Stats               // counters only; the rest is filled in by Stats
+}
+
+// Open opens (or creates) the outbox file and starts its writer goroutine,
+// which Close stops.
+//
+// A file that cannot be opened (missing directory, no permission, read-only
+// file system) is an error naming the path; so is a lock still held after
+// LockTimeout (ErrLocked). A file that opens but is not a consistent outbox
+// is moved aside to <path>.corrupt-<UTC time>, a fresh one is created, and
+// Quarantined names the moved file (SPEC §11: the node does not crash-loop).
+func Open(o Options) (*Store, error) {
+	return open(o, hooks{})
+}
+
+func open(o Options, h hooks) (*Store, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, st, err := openChecked(o)
+	var moved string
+	if errors.Is(err, ErrCorrupt) {
+		reason := err
+		moved, err = quarantine(o.Path, o.Clock.Now())
+		if err != nil {
+			return nil, errors.Join(reason, err)
+		}
+		o.Logger.Error("outbox: corrupt file moved aside; starting with an empty outbox",
+			"path", o.Path, "moved_to", moved, "reason", reason)
+		db, st, err = openChecked(o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		o:           o,
+		db:          db,
+		hooks:       h,
+		quarantined: moved,
+		queue:       make(chan item, o.QueueSize),
+		wake:        make(chan struct{}, 1),
+		notify:      make(chan struct{}, 1),
+		stopped:     make(chan struct{}),
+		closeDone:   make(chan struct{}),
+		resRows:     st.rows,
+		resBytes:    st.bytes,
+		depth:       st.rows,
+		bytes:       st.bytes,
+		oldest:      st.oldest,
+		pending:     make(map[uint64]struct{}),
+	}
+	s.stats.Quarantined = moved
+	go s.run()
+	return s, nil
+}
+
+// Append queues payload (copied) for the next group commit and returns at
+// once: it never waits for the disk or for the writer. It returns false when
+// the event is dropped (SPEC §8 drop_newest, counted in Stats.Dropped):
+// the outbox is at a bound, the queue is full, commits are failing, or the
+// Store is closed.
+//
+// Bounds count queued events too, so an accepted event always fits. It can
+// still be dropped later if its commit fails (Dropped.Failing); nothing
+// accepted is lost without being counted, and Close writes every accepted
+// event to disk.
+func (s *Store) Append(payload []byte) bool {
+	now := s.o.Clock.Now()
+	val := make([]byte, timeLen+len(payload))
+	binary.BigEndian.PutUint64(val, uint64(now.UnixNano()))
+	copy(val[timeLen:], payload)
+	n := int64(len(payload))
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		s.stats.Dropped.Closed++
+		return false
+	case s.failing && now.Before(s.retryAt):
+		s.stats.Dropped.Failing++
+		return false
+	case s.resRows >= s.o.MaxEvents || s.resBytes+n > s.o.MaxBytes:
+		s.stats.Dropped.Full++
+		return false
+	}
+	select {
+	case s.queue <- item{val: val}:
+	default:
+		s.stats.Dropped.Queue++
+		return false
+	}
+	s.resRows++
+	s.resBytes += n
+	s.stats.Appended++
+	return true
+}
+
+// Read returns up to limit committed rows with Seq > after, in Seq (FIFO)
+// order, leaving out rows already passed to Delete. Fewer than limit rows
+// means there are no more right now; wait on Notify.
+func (s *Store) Read(after uint64, limit int) ([]Record, error) {
+	if limit <= 0 || after == math.MaxUint64 {
+		return nil, nil
+	}
+	// Copy the deleted-but-not-committed set before the read transaction
+	// starts: a delete committed after the snapshot was taken is then still
+	// in the copy, one committed before is no longer on disk.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	var skip map[uint64]struct{}
+	if len(s.pending)+len(s.deleting) > 0 {
+		skip = make(map[uint64]struct{}, len(s.pending)+len(s.deleting))
+		for q := range s.pending {
+			skip[q] = struct{}{}
+		}
+		for q := range s.deleting {
+			skip[q] = struct{}{}
+		}
+	}
+	s.mu.Unlock()
+
+	var out []Record
+	err := guard(s.o.Logger, func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketName)
+			if b == nil {
+				return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, bucketName)
+			}
+			c := b.Cursor()
+			for k, v := c.Seek(seqKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+				seq := binary.BigEndian.Uint64(k)
+				if _, ok := skip[seq]; ok {
+					continue
+				}
+				out = append(out, Record{
+					Seq:      seq,
+					Appended: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(),
+					Payload:  append([]byte(nil), v[timeLen:]...),
+				})
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, ErrClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read: %w", err)
+	}
+	return out, nil
+}
+
+// Delete removes delivered rows (after their PUBACK, SPEC §8). It returns at
+// once: the rows vanish from Read immediately and from disk with the next
+// group commit, without an fsync of its own. A delete lost in a crash only
+// means the row is delivered again, which consumers absorb by event_id.
+// Unknown sequence numbers are ignored.
+func (s *Store) Delete(seqs ...uint64) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	for _, q := range seqs {
+		s.pending[q] = struct{}{}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Notify returns a channel that receives after each commit that added rows.
+// Sends never block and coalesce (capacity 1), so a receiver reads until Read
+// comes back short. It is never closed.
+func (s *Store) Notify() <-chan struct{} { return s.notify }
+
+// Quarantined returns the path a corrupt file was moved to at Open, or "".
+func (s *Store) Quarantined() string { return s.quarantined }
+
+// Stats returns the current state and counters.
+func (s *Store) Stats() Stats {
+	now := s.o.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Depth = s.depth
+	st.Bytes = s.bytes
+	if s.depth > 0 {
+		st.OldestAge = max(0, now.Sub(time.Unix(0, s.oldest)))
+	}
+	return st
+}
+
+// Close stops accepting events, writes every queued event and pending delete
+// to disk, and closes the file (SPEC §9: the outbox is flushed before exit).
+// The error reports a final commit that failed (its events are counted as
+// dropped) or a failure to close the file. Calling Close again waits for the
+// first call and returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.closeDone
+		return nil
+	}
+	s.closed = true
+	close(s.queue) // safe: Append sends only under mu and after checking closed
+	s.mu.Unlock()
+
+	<-s.stopped
+	var err error
+	s.mu.Lock()
+	if s.flushErr != nil {
+		err = fmt.Errorf("outbox: flush on close: %w", s.flushErr)
+	}
+	s.mu.Unlock()
+	if cerr := s.db.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("outbox: close %s: %w", s.o.Path, cerr))
+	}
+	close(s.closeDone)
+	return err
+}
+
+// seqKey encodes a sequence number as a row key.
+func seqKey(seq uint64) []byte {
+	k := make([]byte, keyLen)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// guard runs fn, turning a panic into an ErrCorrupt error and logging its
+// stack. bbolt panics rather than erring on some bad pages
+// (RESEARCH-reliability §0 finding 9); with SetPanicOnFault a fault on the
+// memory-mapped file panics too instead of killing the process.
+func guard(log *slog.Logger, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: panic: %v", ErrCorrupt, r)
+			log.Error("outbox: recovered a panic from bbolt", "err", err, "stack", string(debug.Stack()))
+		}
+	}()
+	return fn()
+}
