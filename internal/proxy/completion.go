@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,15 +11,19 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // SendState is how far an attempt got (SPEC §6).
@@ -40,91 +45,110 @@ var (
 // maxEventBytes bounds one SSE event read from a provider.
 const maxEventBytes = 16 << 20
 
-// attempt is the record of one provider attempt, logged per request.
+// attempt is the record of one provider attempt: logged, turned into a
+// usage event (SPEC §8), and fed back into the backend's hot state.
 type attempt struct {
+	n         int
 	target    *routes.Target
+	started   time.Time
 	state     SendState
-	status    int // HTTP status sent to the client, 0 if none
-	stage     string
+	status    int    // HTTP status sent to the client, 0 if none
+	stage     string // usageevent.Stage*; "" on success
 	err       error
 	ttfb      time.Duration
 	committed bool
+
+	reqBytes  int64
+	respBytes int64
+	usage     usageevent.Usage
+	rawUsage  json.RawMessage
+	hasUsage  bool
+}
+
+// call is one client request on its way through the attempt loop.
+type call struct {
+	h         *Handler
+	w         http.ResponseWriter
+	r         *http.Request
+	proto     routes.Protocol
+	shape     apierr.Protocol
+	rid       string
+	principal *authz.Principal
+	body      []byte
+	req       request
+	start     time.Time
 }
 
 func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, p routes.Protocol, rid string) {
-	start := h.o.Now()
-	shape := shapeOf(p)
+	c := &call{h: h, w: w, r: r, proto: p, shape: shapeOf(p), rid: rid, start: h.o.Now()}
 	if r.Method != http.MethodPost {
-		apierr.MethodNotAllowed("use POST").Write(w, shape, rid)
+		apierr.MethodNotAllowed("use POST").Write(w, c.shape, rid)
 		return
 	}
-	principal, ok := h.authenticate(w, r, shape, rid)
-	if !ok {
+	var ok bool
+	if c.principal, ok = h.authenticate(w, r, c.shape, rid); !ok {
 		return
 	}
-	body, aerr := h.readBody(w, r)
-	if aerr == nil {
-		var req request
-		req, aerr = inspect(p, body)
-		if aerr == nil {
-			h.route(w, r, p, rid, principal.Allows, body, req, start)
+	var aerr *apierr.Error
+	if c.body, aerr = h.readBody(w, r); aerr == nil {
+		if c.req, aerr = inspect(p, c.body); aerr == nil {
+			c.route()
 			return
 		}
 	}
-	aerr.Write(w, shape, rid)
+	aerr.Write(w, c.shape, rid)
 }
 
+func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
+
 // route resolves the model to a pool and runs the attempt loop.
-func (h *Handler) route(w http.ResponseWriter, r *http.Request, p routes.Protocol, rid string, allows func(string) bool, body []byte, req request, start time.Time) {
-	shape := shapeOf(p)
-	if !allows(req.model) {
-		apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.model)).Write(w, shape, rid)
+func (c *call) route() {
+	req := c.req
+	if !c.principal.Allows(req.model) {
+		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.model)))
 		return
 	}
-	table := h.o.Routes.Load() // pinned for the whole request (SPEC §7)
+	table := c.h.o.Routes.Load() // pinned for the whole request (SPEC §7)
 	if table == nil {
-		apierr.Unavailable("routes are not loaded yet", time.Second).Write(w, shape, rid)
+		c.fail(apierr.Unavailable("routes are not loaded yet", time.Second))
 		return
 	}
 	m, ok := table.Model(req.model)
 	if !ok {
-		apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.model)).Write(w, shape, rid)
+		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.model)))
 		return
 	}
-	pool := m.Pools[p]
+	pool := m.Pools[c.proto]
 	if len(pool) == 0 {
-		apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.model, r.URL.Path)).Write(w, shape, rid)
+		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.model, c.r.URL.Path)))
 		return
 	}
 	if !offers(pool, req.need) {
-		apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", req.model, req.need)).Write(w, shape, rid)
+		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", req.model, req.need)))
 		return
 	}
 
-	var (
-		tried []*routes.Target
-		last  attempt
-	)
-	for n := 1; n <= h.o.MaxAttempts; n++ {
-		t, ok := h.o.Picker.Pick(pool, req.need, tried)
+	var tried []*routes.Target
+	for n := 1; n <= c.h.o.MaxAttempts; n++ {
+		t, ok := c.h.o.Picker.Pick(pool, req.need, tried)
 		if !ok {
 			break
 		}
 		tried = append(tried, t)
-		last = h.attempt(w, r, shape, rid, t, body, req)
-		h.log(r, rid, req, last, n, start)
-		if last.state != NotSent || last.status != 0 || r.Context().Err() != nil {
+		a := c.attempt(n, t)
+		c.finish(&a)
+		if a.state != NotSent || a.status != 0 || c.r.Context().Err() != nil {
 			return
 		}
 	}
 	if len(tried) == 0 {
 		// SPEC §11: 503 with Retry-After and x-should-retry: true.
-		apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.model), time.Second).Write(w, shape, rid)
-		h.log(r, rid, req, attempt{state: NotSent, status: 503, stage: "select"}, 0, start)
+		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.model), time.Second))
+		c.log(&attempt{state: NotSent, status: 503, stage: "select"})
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
-	apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.model), false).Write(w, shape, rid)
+	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.model), false))
 }
 
 func offers(pool []*routes.Target, need routes.Caps) bool {
@@ -136,21 +160,27 @@ func offers(pool []*routes.Target, need routes.Caps) bool {
 	return false
 }
 
-// attempt sends body to t and relays the answer. A returned attempt with
-// state NotSent and status 0 has written nothing to w and may be re-picked.
-func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, shape apierr.Protocol, rid string, t *routes.Target, body []byte, req request) (a attempt) {
-	a.target = t
-	defer t.Backend.State.Release()
+// attempt sends the body to t and relays the answer. A returned attempt
+// with state NotSent and status 0 has written nothing and may be re-picked.
+func (c *call) attempt(n int, t *routes.Target) (a attempt) {
+	h := c.h
+	a.n, a.target, a.started = n, t, h.o.Now()
 
-	out, _, err := jsonedit.Replace(body, "model", t.ProviderModelJSON)
+	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
+	injected := false
+	if err == nil && c.req.stream && t.Backend.Protocol == routes.OpenAI && h.o.InjectStreamUsage {
+		// SPEC §8: ask for stream usage the client did not ask for, and
+		// hide the usage-only chunk it then did not expect.
+		out, injected, err = usage.InjectIncludeUsage(out)
+	}
 	if err != nil { // inspect accepted the body, so this is a bug
-		a.state, a.stage, a.err = NotSent, "rewrite", err
-		a.status = 500
-		(&apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"}).Write(w, shape, rid)
+		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 500
+		c.fail(&apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
 		return a
 	}
+	a.reqBytes = int64(len(out))
 
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := context.WithCancelCause(c.r.Context())
 	defer cancel(nil)
 	var gotConn atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -158,17 +188,16 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, shape apierr.P
 	})
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Backend.Endpoint, bytes.NewReader(out))
 	if err != nil {
-		a.state, a.stage, a.err, a.status = NotSent, "request", err, 502
-		apierr.BadGateway("bad_backend_url", "backend URL is not usable", false).Write(w, shape, rid)
+		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 502
+		c.fail(apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
 	up.GetBody = nil // the transport must never replay a POST (SPEC §11)
-	up.Header = upstreamHeader(r.Header, t.Backend)
+	up.Header = upstreamHeader(c.r.Header, t.Backend)
 
-	sent := h.o.Now()
 	firstByte := time.AfterFunc(h.o.FirstByte, func() { cancel(errFirstByteTimeout) })
 	defer firstByte.Stop()
-	if !req.stream {
+	if !c.req.stream {
 		total := time.AfterFunc(h.o.NonStreamTotal, func() { cancel(errTotalTimeout) })
 		defer total.Stop()
 	}
@@ -179,90 +208,128 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, shape apierr.P
 		var ns *egress.NotSentError
 		if errors.As(err, &ns) || !gotConn.Load() {
 			// Nothing left the node: the caller may re-pick (SPEC §6).
-			a.state, a.stage = NotSent, "connect"
+			a.state, a.stage = NotSent, usageevent.StageConnect
+			if c.r.Context().Err() != nil {
+				a.stage = usageevent.StageClientCancelled
+			}
 			return a
 		}
-		a.state, a.stage = PossiblySent, "send"
-		h.failBeforeCommit(w, shape, rid, &a, ctx, r)
+		a.state, a.stage = PossiblySent, usageevent.StageSend
+		c.failBeforeCommit(&a, ctx)
 		return a
 	}
 	defer resp.Body.Close()
 	a.state = ResponseReceived
-	a.ttfb = h.o.Now().Sub(sent)
+	a.ttfb = h.o.Now().Sub(a.started)
+	body := &countingReader{r: resp.Body, n: &a.respBytes}
 
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
 		// (SPEC §11 "Errors"): never show the client a 401/403 for this.
-		a.stage, a.status = "provider_auth", 502
-		apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false).Write(w, shape, rid)
+		a.stage, a.status = usageevent.StageProviderAuth, 502
+		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode == http.StatusOK && mt == "text/event-stream" {
-		h.relayStream(w, r, shape, rid, resp, firstByte, cancel, ctx, &a)
+		c.relayStream(&a, resp, body, firstByte, cancel, ctx, injected)
 		return a
 	}
-	h.relayWhole(w, r, shape, rid, resp, firstByte, ctx, &a)
+	c.relayWhole(&a, resp, body, firstByte, ctx)
 	return a
+}
+
+// countingReader counts the provider bytes read (ResponseBytes).
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (cr *countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	*cr.n += int64(n)
+	return n, err
 }
 
 // failBeforeCommit answers a possibly-sent failure before any byte went to
 // the client: 504 for timeouts, 502 otherwise, never retryable.
-func (h *Handler) failBeforeCommit(w http.ResponseWriter, shape apierr.Protocol, rid string, a *attempt, ctx context.Context, r *http.Request) {
-	if r.Context().Err() != nil {
-		a.stage, a.status = "client_cancelled", 499
+func (c *call) failBeforeCommit(a *attempt, ctx context.Context) {
+	if c.r.Context().Err() != nil {
+		a.stage, a.status = usageevent.StageClientCancelled, 499
 		return
 	}
-	switch context.Cause(ctx) {
+	switch cause := context.Cause(ctx); cause {
 	case errFirstByteTimeout, errTotalTimeout, errIdleTimeout:
-		a.status = 504
-		a.err = context.Cause(ctx)
-		apierr.GatewayTimeout("the provider did not answer within the limit").Write(w, shape, rid)
+		a.stage, a.status, a.err = usageevent.StageTimeout, 504, cause
+		c.fail(apierr.GatewayTimeout("the provider did not answer within the limit"))
 	default:
 		a.status = 502
-		apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true).Write(w, shape, rid)
+		c.fail(apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true))
 	}
 }
 
 // relayWhole reads a non-stream answer completely, then sends it: the
 // client never sees half a JSON document.
-func (h *Handler) relayWhole(w http.ResponseWriter, r *http.Request, shape apierr.Protocol, rid string, resp *http.Response, firstByte *time.Timer, ctx context.Context, a *attempt) {
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxProviderBody+1))
+func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, ctx context.Context) {
+	data, err := io.ReadAll(io.LimitReader(body, maxProviderBody+1))
 	firstByte.Stop()
 	if err == nil && len(data) > maxProviderBody {
 		err = errors.New("provider answer exceeds the size limit")
 	}
 	if err != nil {
-		a.err, a.stage = err, "response_body"
-		h.failBeforeCommit(w, shape, rid, a, ctx, r)
+		a.err, a.stage = err, usageevent.StageResponseBody
+		c.failBeforeCommit(a, ctx)
 		return
 	}
+	if resp.StatusCode/100 == 2 {
+		if c.proto == routes.Anthropic {
+			a.usage, a.rawUsage, a.hasUsage = usage.FromAnthropicBody(data)
+		} else {
+			a.usage, a.rawUsage, a.hasUsage = usage.FromOpenAIBody(data)
+		}
+	} else {
+		a.stage = usageevent.StageProviderStatus
+	}
+	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header)
-	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true
-	if resp.StatusCode >= 400 {
-		a.stage = "provider_status"
-	}
 	if _, err := w.Write(data); err != nil {
-		a.stage, a.err = "client_write", err
+		a.stage, a.err = usageevent.StageClientWrite, err
 	}
+}
+
+// streamTracker reads usage from a stream as it passes (internal/usage).
+type streamTracker interface {
+	Observe(ev *sse.Event) (hide bool)
+	Usage() (usageevent.Usage, json.RawMessage, bool)
 }
 
 // relayStream holds the status until the first event is in, then passes
 // every event through with its exact bytes and a flush.
-func (h *Handler) relayStream(w http.ResponseWriter, r *http.Request, shape apierr.Protocol, rid string, resp *http.Response, firstByte *time.Timer, cancel context.CancelCauseFunc, ctx context.Context, a *attempt) {
-	rd := sse.NewReader(resp.Body, maxEventBytes)
+func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, cancel context.CancelCauseFunc, ctx context.Context, injected bool) {
+	h, shape := c.h, c.shape
+	var tracker streamTracker
+	if c.proto == routes.Anthropic {
+		tracker = usage.NewAnthropicStream()
+	} else {
+		tracker = usage.NewOpenAIStream(injected)
+	}
+	defer func() { a.usage, a.rawUsage, a.hasUsage = tracker.Usage() }()
+
+	rd := sse.NewReader(body, maxEventBytes)
 	ev, err := rd.Next()
 	firstByte.Stop()
 	if err != nil {
-		a.err, a.stage = err, "first_event"
-		h.failBeforeCommit(w, shape, rid, a, ctx, r)
+		a.err, a.stage = err, usageevent.StageFirstEvent
+		c.failBeforeCommit(a, ctx)
 		return
 	}
 	idle := time.AfterFunc(h.o.StreamIdle, func() { cancel(errIdleTimeout) })
 	defer idle.Stop()
 
+	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -276,15 +343,17 @@ func (h *Handler) relayStream(w http.ResponseWriter, r *http.Request, shape apie
 
 	for {
 		done, failed := terminal(shape, &ev)
-		if werr := out.event(ev.Raw); werr != nil {
-			a.stage, a.err = "client_cancelled", werr
-			return
+		if !tracker.Observe(&ev) {
+			if werr := out.event(ev.Raw); werr != nil {
+				a.stage, a.err = usageevent.StageClientCancelled, werr
+				return
+			}
 		}
 		if failed {
-			a.stage = "provider_stream_error" // the provider's own in-band error, passed through
+			a.stage = usageevent.StageProviderStreamError // the provider's own in-band error, passed through
 		}
 		if done {
-			_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // let the connection be reused
+			_, _ = io.CopyN(io.Discard, body, 4<<10) // let the connection be reused
 			return
 		}
 		ev, err = rd.Next()
@@ -293,24 +362,24 @@ func (h *Handler) relayStream(w http.ResponseWriter, r *http.Request, shape apie
 		}
 		idle.Reset(h.o.StreamIdle)
 	}
-	if r.Context().Err() != nil {
-		a.stage, a.err = "client_cancelled", r.Context().Err()
+	if c.r.Context().Err() != nil {
+		a.stage, a.err = usageevent.StageClientCancelled, c.r.Context().Err()
 		return
 	}
 	// SPEC §11: a stream without its terminator is a failure; say so in
 	// band and never fake [DONE] / message_stop.
-	a.stage = "stream"
+	a.stage = usageevent.StageStream
 	msg := "the provider stream ended without its terminator"
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errIdleTimeout):
 		msg = "the provider stream was idle beyond the limit"
-		a.err = cause
+		a.stage, a.err = usageevent.StageTimeout, cause
 	case err == io.EOF:
 		a.err = errors.New("missing terminator")
 	default:
 		a.err = err
 	}
-	_ = out.event((&apierr.Error{Status: 502, Msg: msg}).InBand(shape, rid))
+	_ = out.event((&apierr.Error{Status: 502, Msg: msg}).InBand(shape, c.rid))
 }
 
 // keepaliveEvent is written after StreamKeepalive of provider silence so
@@ -391,22 +460,67 @@ func terminal(shape apierr.Protocol, ev *sse.Event) (done, failed bool) {
 	return false, bytes.HasPrefix(ev.Data, []byte(`{"error"`))
 }
 
-func (h *Handler) log(r *http.Request, rid string, req request, a attempt, n int, start time.Time) {
+// finish accounts for one attempt: one log line and one usage event
+// (SPEC §8: one event per provider route attempt), then releases the
+// backend's in-flight slot.
+func (c *call) finish(a *attempt) {
+	a.target.Backend.State.Release()
+	c.log(a)
+	if c.h.o.Recorder != nil {
+		c.h.o.Recorder.Record(c.event(a))
+	}
+}
+
+func (c *call) event(a *attempt) *usageevent.Event {
+	now := c.h.o.Now()
+	ev := &usageevent.Event{
+		EventID:       usage.NewEventID(now),
+		Schema:        usageevent.Schema,
+		NodeID:        c.h.o.NodeID,
+		RequestID:     c.rid,
+		TenantID:      c.principal.TenantID,
+		KeyID:         c.principal.KeyID,
+		PublicModel:   c.req.model,
+		ProviderModel: a.target.ProviderModel,
+		Backend:       a.target.Backend.ID,
+		Protocol:      c.proto.String(),
+		Stream:        c.req.stream,
+		Attempt:       a.n,
+		SendState:     string(a.state),
+		FailureStage:  a.stage,
+		HTTPStatus:    a.status,
+		RequestBytes:  a.reqBytes,
+		ResponseBytes: a.respBytes,
+		TTFBMs:        ms(a.ttfb),
+		DurationMs:    ms(now.Sub(a.started)),
+		StartedAt:     a.started.UTC(),
+	}
+	if a.status == 499 { // our log-only code for "client went away first"
+		ev.HTTPStatus = 0
+	}
+	if a.hasUsage {
+		u := a.usage
+		ev.Usage, ev.ProviderUsage = &u, a.rawUsage
+	}
+	return ev
+}
+
+func (c *call) log(a *attempt) {
 	backend := ""
 	if a.target != nil {
 		backend = a.target.Backend.ID
 	}
 	attrs := []slog.Attr{
-		slog.String("request_id", rid),
-		slog.String("path", r.URL.Path),
-		slog.String("model", req.model),
-		slog.Bool("stream", req.stream),
+		slog.String("request_id", c.rid),
+		slog.String("path", c.r.URL.Path),
+		slog.String("model", c.req.model),
+		slog.Bool("stream", c.req.stream),
 		slog.String("backend", backend),
-		slog.Int("attempt", n),
+		slog.Int("attempt", a.n),
 		slog.String("send_state", string(a.state)),
 		slog.Int("status", a.status),
 		slog.Float64("ttfb_ms", ms(a.ttfb)),
-		slog.Float64("duration_ms", ms(h.o.Now().Sub(start))),
+		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start))),
 	}
 	level := slog.LevelInfo
 	if a.stage != "" {
@@ -419,7 +533,7 @@ func (h *Handler) log(r *http.Request, rid string, req request, a attempt, n int
 		attrs = append(attrs, slog.String("error", a.err.Error()))
 		level = slog.LevelWarn
 	}
-	h.o.Logger.LogAttrs(r.Context(), level, "request", attrs...)
+	c.h.o.Logger.LogAttrs(c.r.Context(), level, "request", attrs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -13,6 +13,7 @@ import (
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Authenticator resolves a request's client key (implemented by *authz.Store).
@@ -24,6 +25,12 @@ type Authenticator interface {
 // balance package). tried lists targets this request already attempted.
 type Picker interface {
 	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+}
+
+// Recorder takes a finished attempt's usage event (implemented by
+// *usage.Recorder). Record must not block.
+type Recorder interface {
+	Record(ev *usageevent.Event)
 }
 
 // Options configures a Handler. All fields are required unless noted.
@@ -41,6 +48,15 @@ type Options struct {
 	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
 	// ping event (Anthropic) after this much provider silence.
 	StreamKeepalive time.Duration
+
+	// InjectStreamUsage asks OpenAI providers for stream usage the client
+	// did not request (stream_options.include_usage) and hides the extra
+	// usage-only chunk from the client (SPEC §8).
+	InjectStreamUsage bool
+	// Recorder receives one usage event per provider attempt; nil = off.
+	Recorder Recorder
+	// NodeID is stamped on every usage event.
+	NodeID string
 
 	Logger   *slog.Logger
 	Draining func() bool      // optional; adds Connection: close while draining

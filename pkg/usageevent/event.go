@@ -1,0 +1,131 @@
+package usageevent
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// Schema is the only schema number this package reads and writes.
+const Schema = 2
+
+// Send states (SPEC §11 "Send state, exactly"). The set is closed: a new
+// value would be a new schema number (proto/VERSIONING.md).
+const (
+	// SendDefinitelyNotSent: no request byte was handed to the provider's
+	// connection (proxy dial, proxy handshake, proxy or provider TLS, local
+	// capacity). The provider cannot have seen the request.
+	SendDefinitelyNotSent = "definitely_not_sent"
+	// SendPossiblySent: request bytes may have reached the provider, but no
+	// response arrived. The provider may have run (and billed) the request.
+	SendPossiblySent = "possibly_sent"
+	// SendResponseReceived: the provider's response status and headers
+	// arrived.
+	SendResponseReceived = "response_received"
+)
+
+// Protocols: the wire protocol of the attempt (SPEC §1). The set is closed.
+const (
+	ProtocolOpenAI    = "openai"    // OpenAI Chat Completions
+	ProtocolAnthropic = "anthropic" // Anthropic Messages
+)
+
+// Failure stages ScootGate reports today. Unlike send states the set is
+// open: a later node may report a stage not listed here, and consumers must
+// accept any value (proto/VERSIONING.md). "" means the attempt succeeded.
+const (
+	StageConnect             = "connect"               // egress proxy or provider TLS failed; nothing sent
+	StageSend                = "send"                  // failed after sending may have begun, before the response status
+	StageTimeout             = "timeout"               // a configured timeout fired (first byte, stream idle, non-stream total)
+	StageProviderAuth        = "provider_auth"         // the provider refused the backend's credential (401/403)
+	StageProviderStatus      = "provider_status"       // the provider answered with an error status, passed to the client
+	StageResponseBody        = "response_body"         // reading a non-stream response body failed
+	StageFirstEvent          = "first_event"           // a stream failed before its first event
+	StageStream              = "stream"                // a stream ended without its terminator (cut)
+	StageProviderStreamError = "provider_stream_error" // the provider sent an in-band error event
+	StageClientCancelled     = "client_cancelled"      // the client went away; usage is what was seen until then
+	StageClientWrite         = "client_write"          // writing the answer to the client failed
+	StageInternal            = "internal"              // a gateway bug stopped the attempt
+)
+
+// Event is one usage event: the record of one provider route attempt
+// (SPEC §8). Every member is always present in JSON; Usage and
+// ProviderUsage are null when the provider reported no usage.
+type Event struct {
+	// EventID is a UUID in canonical lowercase form (version 7 when
+	// ScootGate made it). It is fixed when the attempt is recorded and
+	// replayed unchanged: consumers de-duplicate on it.
+	EventID string `json:"event_id"`
+	// Schema is [Schema].
+	Schema int `json:"schema"`
+	// Authoritative is always false: usage events are not a billing ledger.
+	Authoritative bool `json:"authoritative"`
+
+	NodeID    string `json:"node_id"`    // the node that made the attempt (also its MQTT client id)
+	RequestID string `json:"request_id"` // the request id the client saw; shared by every attempt of a request
+	TenantID  string `json:"tenant_id"`  // owner of the client key, from the authorization snapshot
+	KeyID     string `json:"key_id"`     // id of the client key; never the key itself
+
+	PublicModel   string `json:"public_model"`   // the model name the client asked for
+	ProviderModel string `json:"provider_model"` // the model name sent to the provider
+	Backend       string `json:"backend"`        // backend id from the node's route configuration
+	Protocol      string `json:"protocol"`       // ProtocolOpenAI or ProtocolAnthropic
+	Stream        bool   `json:"stream"`         // the client asked for a stream
+
+	// Attempt numbers the provider attempts of one request from 1. Only an
+	// attempt that was definitely not sent is followed by another.
+	Attempt int `json:"attempt"`
+	// SendState is one of the Send* constants.
+	SendState string `json:"send_state"`
+	// FailureStage is "" when the attempt succeeded, otherwise where it
+	// failed: one of the Stage* constants or a newer stage.
+	FailureStage string `json:"failure_stage"`
+	// HTTPStatus is the status ScootGate answered the client with for this
+	// attempt (the provider's own status for passed-through answers), or 0
+	// when this attempt wrote no answer (it was followed by another).
+	HTTPStatus int `json:"http_status"`
+
+	// RequestBytes is the size of the request body sent (or, when nothing
+	// was sent, prepared) for the provider, after the model rewrite.
+	RequestBytes int64 `json:"request_bytes"`
+	// ResponseBytes counts the provider's response body bytes the node
+	// read, including a usage chunk hidden from the client.
+	ResponseBytes int64 `json:"response_bytes"`
+	// TTFBMs is milliseconds from sending the request to the provider's
+	// response status; 0 when no response arrived.
+	TTFBMs float64 `json:"ttfb_ms"`
+	// DurationMs is milliseconds from StartedAt to the end of the attempt.
+	DurationMs float64 `json:"duration_ms"`
+	// StartedAt is when the attempt started (RFC 3339, UTC).
+	StartedAt time.Time `json:"started_at"`
+
+	// Usage is the normalized token usage, nil when the provider reported
+	// none (for example a stream cut before its usage arrived).
+	Usage *Usage `json:"usage"`
+	// ProviderUsage is the provider's native usage object as received, or
+	// nil (JSON null) when there was none. For Anthropic streams it is the
+	// message_start usage with each later message_delta usage member
+	// overlaid (docs/usage-consumers.md).
+	ProviderUsage json.RawMessage `json:"provider_usage"`
+}
+
+// Usage is token usage normalized across providers (SPEC §11 "Usage").
+//
+// InputTokens is the total input, cache reads and cache writes included,
+// for every provider, so that events of different providers compare like
+// with like. CacheReadTokens and CacheWriteTokens are parts of InputTokens;
+// ReasoningTokens is part of OutputTokens. Validate enforces both.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`       // all input tokens, cached or not
+	OutputTokens     int64 `json:"output_tokens"`      // all output tokens, reasoning included
+	CacheReadTokens  int64 `json:"cache_read_tokens"`  // input tokens read from the provider's prompt cache
+	CacheWriteTokens int64 `json:"cache_write_tokens"` // input tokens written to the prompt cache (Anthropic)
+	ReasoningTokens  int64 `json:"reasoning_tokens"`   // output tokens spent on hidden reasoning (OpenAI)
+}
+
+// HasProviderUsage reports whether ProviderUsage holds a value: it is
+// neither empty nor JSON null.
+func (e *Event) HasProviderUsage() bool {
+	v := bytes.TrimSpace(e.ProviderUsage)
+	return len(v) > 0 && string(v) != "null"
+}

@@ -1,0 +1,272 @@
+package usageevent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxStringLength is the longest id or name in an event, in characters.
+const MaxStringLength = 256
+
+// MaxStageLength is the longest failure stage, in bytes.
+const MaxStageLength = 64
+
+// Problem is one reason an event is invalid.
+type Problem struct {
+	Path string // member path such as "usage.cache_read_tokens"; "" for the whole event
+	Msg  string // what is wrong
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Msg
+	}
+	return p.Path + ": " + p.Msg
+}
+
+// ValidationError lists every problem [Event.Validate] found.
+type ValidationError struct {
+	Problems []Problem // in member order; never empty
+}
+
+// maxProblemsInError bounds Error's length; Problems keeps them all.
+const maxProblemsInError = 10
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("usageevent: invalid event: ")
+	for i, p := range e.Problems {
+		if i == maxProblemsInError {
+			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Validate checks the event's meaning and returns a [*ValidationError]
+// listing every problem, or nil. It checks that:
+//
+//   - event_id is a UUID in canonical lowercase form;
+//   - schema is [Schema] and authoritative is false;
+//   - node_id, request_id, tenant_id, key_id, public_model,
+//     provider_model and backend are 1–[MaxStringLength] characters without
+//     control characters;
+//   - protocol and send_state are known values, attempt is at least 1;
+//   - failure_stage is "" or 1–[MaxStageLength] of [a-z0-9_] starting with
+//     a letter, and "" only with send_state response_received;
+//   - http_status is 0 or 100–599;
+//   - byte counts are not negative; ttfb_ms and duration_ms are finite
+//     and not negative; started_at is set;
+//   - without a response (send_state other than response_received) there
+//     are no response bytes, no TTFB and no usage;
+//   - usage and provider_usage are both null or both set; provider_usage
+//     is a JSON object; token counts are not negative, cache reads plus
+//     cache writes do not exceed input, reasoning does not exceed output.
+func (e *Event) Validate() error {
+	if e == nil {
+		return &ValidationError{Problems: []Problem{{Msg: "event is nil"}}}
+	}
+	var ps []Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if !isCanonicalUUID(e.EventID) {
+		add("event_id", "must be a UUID in canonical lowercase form (8-4-4-4-12 hex digits)")
+	}
+	if e.Schema != Schema {
+		add("schema", "must be %d, got %d", Schema, e.Schema)
+	}
+	if e.Authoritative {
+		add("authoritative", "must be false: usage events are not a billing ledger")
+	}
+	for _, f := range [...]struct{ path, v string }{
+		{"node_id", e.NodeID},
+		{"request_id", e.RequestID},
+		{"tenant_id", e.TenantID},
+		{"key_id", e.KeyID},
+		{"public_model", e.PublicModel},
+		{"provider_model", e.ProviderModel},
+		{"backend", e.Backend},
+	} {
+		if msg := checkString(f.v); msg != "" {
+			add(f.path, "%s", msg)
+		}
+	}
+	switch e.Protocol {
+	case ProtocolOpenAI, ProtocolAnthropic:
+	default:
+		add("protocol", "must be %q or %q", ProtocolOpenAI, ProtocolAnthropic)
+	}
+	if e.Attempt < 1 {
+		add("attempt", "must be at least 1")
+	}
+	switch e.SendState {
+	case SendDefinitelyNotSent, SendPossiblySent, SendResponseReceived:
+	default:
+		add("send_state", "must be %q, %q or %q", SendDefinitelyNotSent, SendPossiblySent, SendResponseReceived)
+	}
+	switch {
+	case e.FailureStage == "" && e.SendState != SendResponseReceived:
+		add("failure_stage", "required when send_state is not %q", SendResponseReceived)
+	case e.FailureStage != "" && !isStage(e.FailureStage):
+		add("failure_stage", "must be 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
+	}
+	if e.HTTPStatus != 0 && (e.HTTPStatus < 100 || e.HTTPStatus > 599) {
+		add("http_status", "must be 0 or 100-599, got %d", e.HTTPStatus)
+	}
+	if e.RequestBytes < 0 {
+		add("request_bytes", "must not be negative")
+	}
+	if e.ResponseBytes < 0 {
+		add("response_bytes", "must not be negative")
+	}
+	if msg := checkMillis(e.TTFBMs); msg != "" {
+		add("ttfb_ms", "%s", msg)
+	}
+	if msg := checkMillis(e.DurationMs); msg != "" {
+		add("duration_ms", "%s", msg)
+	}
+	if e.StartedAt.IsZero() {
+		add("started_at", "required")
+	}
+
+	hasRaw := e.HasProviderUsage()
+	if e.SendState == SendDefinitelyNotSent || e.SendState == SendPossiblySent {
+		// No response arrived: nothing can have been read from it.
+		if e.ResponseBytes != 0 {
+			add("response_bytes", "must be 0 when send_state is %q", e.SendState)
+		}
+		if e.TTFBMs != 0 {
+			add("ttfb_ms", "must be 0 when send_state is %q", e.SendState)
+		}
+		if e.Usage != nil {
+			add("usage", "must be null when send_state is %q", e.SendState)
+		}
+	}
+	switch {
+	case e.Usage == nil && hasRaw:
+		add("usage", "must be set when provider_usage is set")
+	case e.Usage != nil && !hasRaw:
+		add("provider_usage", "must be set when usage is set")
+	}
+	if hasRaw {
+		if v := bytes.TrimSpace(e.ProviderUsage); !json.Valid(v) || v[0] != '{' {
+			add("provider_usage", "must be a JSON object or null")
+		}
+	}
+	if e.Usage != nil {
+		for _, p := range e.Usage.problems() {
+			add("usage"+p.Path, "%s", p.Msg)
+		}
+	}
+
+	if len(ps) > 0 {
+		return &ValidationError{Problems: ps}
+	}
+	return nil
+}
+
+// problems returns what is wrong with u, with paths relative to it
+// (".input_tokens").
+func (u *Usage) problems() []Problem {
+	var ps []Problem
+	for _, f := range [...]struct {
+		path string
+		v    int64
+	}{
+		{".input_tokens", u.InputTokens},
+		{".output_tokens", u.OutputTokens},
+		{".cache_read_tokens", u.CacheReadTokens},
+		{".cache_write_tokens", u.CacheWriteTokens},
+		{".reasoning_tokens", u.ReasoningTokens},
+	} {
+		if f.v < 0 {
+			ps = append(ps, Problem{Path: f.path, Msg: "must not be negative"})
+		}
+	}
+	if len(ps) > 0 {
+		return ps // the sums below mean nothing with negative parts
+	}
+	// Subtraction, not addition: the sum of two valid counts may overflow.
+	if u.CacheReadTokens > u.InputTokens || u.CacheWriteTokens > u.InputTokens-u.CacheReadTokens {
+		ps = append(ps, Problem{Msg: "cache_read_tokens + cache_write_tokens must not exceed input_tokens (cache tokens are part of the input)"})
+	}
+	if u.ReasoningTokens > u.OutputTokens {
+		ps = append(ps, Problem{Path: ".reasoning_tokens", Msg: "must not exceed output_tokens (reasoning is part of the output)"})
+	}
+	return ps
+}
+
+// checkString returns what is wrong with an id or name, or "".
+func checkString(s string) string {
+	switch {
+	case s == "":
+		return "required"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case utf8.RuneCountInString(s) > MaxStringLength:
+		return fmt.Sprintf("longer than %d characters", MaxStringLength)
+	case strings.ContainsFunc(s, isControl):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// isControl reports C0 controls and DEL: the characters that can forge
+// lines in logs. The JSON Schema's pattern rejects the same set.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func checkMillis(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "must be finite"
+	case v < 0:
+		return "must not be negative"
+	}
+	return ""
+}
+
+// isStage reports whether s is 1–MaxStageLength of [a-z0-9_] starting
+// with a letter (the schema's pattern).
+func isStage(s string) bool {
+	if len(s) == 0 || len(s) > MaxStageLength || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// isCanonicalUUID reports whether s is 8-4-4-4-12 lowercase hex digits.
+func isCanonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
