@@ -48,9 +48,6 @@ type Options struct {
 	Logger *slog.Logger
 	// BaseDir resolves relative file: sources (the config file's directory).
 	BaseDir string
-	// AuthzPoll is how often the authorization source is re-read
-	// (default 5s). A file source only re-parses when the file changed.
-	AuthzPoll time.Duration
 	// Listening, if set, is called once both listeners are open, with their
 	// actual addresses (tests listen on port 0).
 	Listening func(api, health net.Addr)
@@ -67,52 +64,65 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 }
 
 type node struct {
-	cfg    *config.Config
-	o      Options
-	log    *slog.Logger
-	health *health.Health
-	authz  *authz.Store
-	source snapshot.Source
-	api    *http.Server
-	hsrv   *http.Server
+	cfg     *config.Config
+	o       Options
+	log     *slog.Logger
+	health  *health.Health
+	authz   *authz.Store
+	pollers []*snapshot.Poller // authz always; routes when routes.source is not static
+	api     *http.Server
+	hsrv    *http.Server
 }
 
 func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	if o.AuthzPoll <= 0 {
-		o.AuthzPoll = 5 * time.Second
-	}
 	dialer, err := newDialer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	reg := upstream.NewRegistry()
-	table, err := routes.Compile(cfg, reg)
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}}
+	reg := upstream.NewRegistry(upstream.Options{})
+	var holder routes.Holder
+
+	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane)
 	if err != nil {
 		return nil, err
 	}
-	var holder routes.Holder
-	holder.Store(table)
-
-	src, err := snapshot.ParseSource(cfg.Authz.Source, o.BaseDir)
+	store, err := snapshot.OpenDiskStore(cfg.ControlPlane.StateDir)
 	if err != nil {
-		return nil, fmt.Errorf("authz.source: %w", err)
+		return nil, fmt.Errorf("control_plane.state_dir: %w", err)
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, source: src}
-	n.health.Add("authz", func() error {
-		if !n.authz.Loaded() {
-			return errors.New("no valid authorization snapshot loaded")
+	newPoller := func(name, source string, decode snapshot.DecodeFunc) (*snapshot.Poller, error) {
+		src, err := snapshot.ParseSource(source, o.BaseDir, httpOpts)
+		if err != nil {
+			return nil, fmt.Errorf("%s.source: %w", name, err)
 		}
-		return nil
-	})
-	n.health.Add("routes", func() error {
-		if holder.Load() == nil {
-			return errors.New("no routing table loaded")
+		p := snapshot.NewPoller(snapshot.PollerOptions{
+			Name: name, Source: src, Decode: decode,
+			Interval:   cfg.ControlPlane.PollInterval,
+			Jitter:     cfg.ControlPlane.PollInterval / 10,
+			StaleAfter: cfg.ControlPlane.StaleAfter,
+			Store:      store,
+			Logger:     o.Logger,
+		})
+		n.pollers = append(n.pollers, p)
+		n.health.Add(name, p.Ready) // SPEC §9: loaded and not stale
+		return p, nil
+	}
+	if _, err := newPoller("authz", cfg.Authz.Source, authz.SnapshotDecoder(n.authz)); err != nil {
+		return nil, err
+	}
+	if cfg.Routes.Source == config.RoutesStatic {
+		table, err := routes.Compile(cfg, reg)
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
+		holder.Store(table)
+	} else if _, err := newPoller("routes", cfg.Routes.Source, routes.SnapshotDecoder(&holder, cfg.Credentials, reg)); err != nil {
+		return nil, err
+	}
 
 	handler := proxy.New(proxy.Options{
 		Auth:            n.authz,
@@ -197,7 +207,18 @@ func (n *node) run(ctx context.Context) error {
 		apiLn.Close()
 		return fmt.Errorf("listen.health: %w", err)
 	}
-	n.loadAuthz(ctx) // a failure is logged and shown on /readyz; keys get 401
+	// Last good documents from disk first (a restart during a control-plane
+	// outage keeps serving), then the current ones. Failures are logged,
+	// shown on /readyz, and retried by Run; until an authorization
+	// snapshot loads, every key gets 401 (SPEC §2).
+	for _, p := range n.pollers {
+		if err := p.Restore(); err != nil {
+			n.log.Warn("no usable last good snapshot on disk", "error", err)
+		}
+		if err := p.Poll(ctx); err != nil {
+			n.log.Error("snapshot not loaded at start", "error", err)
+		}
+	}
 
 	// Handlers' contexts derive from baseCtx; cancelling it at the end of
 	// the grace ends streams that Shutdown alone would leave running.
@@ -224,11 +245,13 @@ func (n *node) run(ctx context.Context) error {
 	serve(n.api, apiLn, "api")
 	serve(n.hsrv, healthLn, "health")
 	pollCtx, stopPoll := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n.pollAuthz(pollCtx)
-	}()
+	for _, p := range n.pollers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Run(pollCtx)
+		}()
+	}
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
 	if n.o.Listening != nil {
 		n.o.Listening(apiLn.Addr(), healthLn.Addr())
@@ -299,27 +322,4 @@ func (n *node) drain(cancelBase context.CancelFunc) {
 	defer cancelClose()
 	_ = n.hsrv.Shutdown(closeCtx)
 	_ = n.hsrv.Close()
-}
-
-func (n *node) loadAuthz(ctx context.Context) {
-	changed, err := authz.Load(ctx, n.source, n.authz)
-	switch {
-	case err != nil:
-		n.log.Error("authorization snapshot rejected; previous one (if any) stays", "error", err)
-	case changed:
-		n.log.Info("authorization snapshot applied", "version", n.authz.Version())
-	}
-}
-
-func (n *node) pollAuthz(ctx context.Context) {
-	t := time.NewTicker(n.o.AuthzPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.loadAuthz(ctx)
-		}
-	}
 }

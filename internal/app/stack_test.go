@@ -240,10 +240,12 @@ tools = true
 json_schema = true
 [authz]
 source = "file:%s"
+[control_plane]
+state_dir = %q
 %s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, anthropicModel, anthropicModel, anthProvModel,
-		authzPath, o.extraTOML)
+		authzPath, filepath.Join(dir, "state"), o.extraTOML)
 	tlsTOML := ""
 	if o.tlsCert != "" {
 		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)
@@ -265,8 +267,7 @@ source = "file:%s"
 	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
-			Logger:    log,
-			AuthzPoll: time.Hour,
+			Logger: log,
 			Listening: func(api, health net.Addr) {
 				scheme := "http://"
 				if o.tlsCert != "" {

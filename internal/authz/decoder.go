@@ -1,0 +1,29 @@
+package authz
+
+import (
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/pkg/authsnap"
+)
+
+// SnapshotDecoder adapts the authorization snapshot to a snapshot.Poller:
+// decode and validate the whole document, then (when the poller's version
+// rules accept it) compile and swap it into st in one step (SPEC §2, §7).
+func SnapshotDecoder(st *Store) snapshot.DecodeFunc {
+	return func(data []byte) (uint64, func() error, error) {
+		doc, err := authsnap.Decode(data)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := doc.Validate(); err != nil {
+			return 0, nil, err
+		}
+		return doc.Version, func() error {
+			ix, err := Compile(doc)
+			if err != nil {
+				return err
+			}
+			st.Swap(ix)
+			return nil
+		}, nil
+	}
+}
