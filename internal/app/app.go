@@ -83,7 +83,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return nil, err
 	}
 	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}}
-	reg := upstream.NewRegistry(upstream.Options{})
+	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
 	var holder routes.Holder
 
 	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane)
@@ -127,7 +127,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	handler := proxy.New(proxy.Options{
 		Auth:            n.authz,
 		Routes:          &holder,
-		Picker:          &balance.WeightedRandom{},
+		Picker:          newPicker(cfg.Balance.Algorithm),
 		Transport:       dialer.Transport(),
 		BodyLimit:       cfg.Limits.BodyBytes,
 		MaxAttempts:     cfg.Limits.MaxAttempts,
@@ -152,6 +152,14 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return n, nil
+}
+
+// newPicker returns the configured selection algorithm (SPEC §5).
+func newPicker(algorithm string) proxy.Picker {
+	if algorithm == config.AlgorithmWeightedRandom {
+		return &balance.WeightedRandom{}
+	}
+	return &balance.P2C{}
 }
 
 func newDialer(cfg *config.Config) (*egress.Dialer, error) {

@@ -210,7 +210,9 @@ func anthropicHeaders(key string) map[string]string {
 // TestStatusContract checks SPEC §1's status codes in both error shapes,
 // and that nothing reaches the provider for the locally rejected ones.
 func TestStatusContract(t *testing.T) {
-	s := startStack(t, stackOptions{bodyLimit: 4096, firstByte: "300ms"})
+	// A fresh node per case: a provider 429 or 401 rightly changes the
+	// backend's state (cooldown, disabled) for the cases after it.
+	opts := stackOptions{bodyLimit: 4096, firstByte: "300ms"}
 	big := `{"model":"demo-gpt","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`
 	oa := func(prompt string) string {
 		b, _ := json.Marshal(map[string]any{"model": openAIModel, "messages": []any{map[string]string{"role": "user", "content": prompt}}})
@@ -253,6 +255,7 @@ func TestStatusContract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			s := startStack(t, opts)
 			before := s.prov.RequestCount()
 			r := s.do(http.MethodPost, tt.path, tt.header, tt.body)
 			if r.status != tt.status {
@@ -299,6 +302,7 @@ func TestStatusContract(t *testing.T) {
 		})
 	}
 	t.Run("429 keeps Retry-After and rate-limit headers", func(t *testing.T) {
+		s := startStack(t, opts)
 		r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), oa("x [[status=429]] [[retry_after=7]]"))
 		if r.header.Get("Retry-After") != "7" {
 			t.Errorf("Retry-After = %q, want 7", r.header.Get("Retry-After"))

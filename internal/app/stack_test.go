@@ -97,7 +97,16 @@ type stackOptions struct {
 	attempts  int    // limits.max_attempts (default 2)
 	bodyLimit int    // limits.body_bytes (default 1 MiB)
 	extraTOML string
-	tlsCert   string // listen.tls_cert_file (and tlsKey): serve the API over TLS
+	// second adds a second OpenAI backend "oa2" (its own fake provider,
+	// s.prov2) as a demo-gpt target of weight 1; weight is the first
+	// target's weight (default 1).
+	second bool
+	weight int
+	// script overrides the first provider's behaviour (fakeprovider.Options.Script).
+	script func(fakeprovider.Request) *fakeprovider.Behaviour
+	// connectAllow filters the in-process CONNECT proxy's targets.
+	connectAllow func(host string, port int) bool
+	tlsCert      string // listen.tls_cert_file (and tlsKey): serve the API over TLS
 	tlsKey    string
 }
 
@@ -105,6 +114,8 @@ type stack struct {
 	t        *testing.T
 	prov     *fakeprovider.Provider
 	provURL  string
+	prov2    *fakeprovider.Provider // with stackOptions.second
+	prov2URL string
 	socks    *socks5proxy.Server
 	connect  *connectproxy.Server
 	api      string // http://host:port
@@ -139,12 +150,35 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		o.bodyLimit = 1 << 20
 	}
 	s := &stack{t: t, logs: newLogBuffer()}
-	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey})
+	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, Script: o.script})
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.prov.Close() })
+	if o.weight == 0 {
+		o.weight = 1
+	}
+	if o.second {
+		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey})
+		if s.prov2URL, err = s.prov2.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.prov2.Close() })
+		o.extraTOML += fmt.Sprintf(`
+[backends.oa2]
+protocol = "openai"
+base_url = %q
+credential = "oa"
+max_inflight_per_node = %d
+[[models.%s.targets]]
+backend = "oa2"
+model = %q
+weight = 1
+stream = true
+tools = true
+`, s.prov2URL, o.cap, openAIModel, openAIProvModel)
+	}
 
 	proxyTOML, realProxyPassword := "", ""
 	switch {
@@ -163,7 +197,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 			proxyTOML += fmt.Sprintf("username = %q\npassword = { env = \"TEST_REAL_PROXY_PASSWORD\" }\n", user.Username())
 		}
 	case o.egress == "connect":
-		opts := connectproxy.Options{}
+		opts := connectproxy.Options{Allow: o.connectAllow}
 		if o.proxyAuth {
 			opts.Username, opts.Password = proxyUser, proxyPassword
 		}
@@ -227,7 +261,7 @@ max_inflight_per_node = %d
 [[models.%s.targets]]
 backend = "oa"
 model = %q
-weight = 1
+weight = %d
 stream = true
 tools = true
 [models.%s]
@@ -244,7 +278,7 @@ source = "file:%s"
 state_dir = %q
 %s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
-		openAIModel, openAIModel, openAIProvModel, anthropicModel, anthropicModel, anthProvModel,
+		openAIModel, openAIModel, openAIProvModel, o.weight, anthropicModel, anthropicModel, anthProvModel,
 		authzPath, filepath.Join(dir, "state"), o.extraTOML)
 	tlsTOML := ""
 	if o.tlsCert != "" {

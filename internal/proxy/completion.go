@@ -18,10 +18,12 @@ import (
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -57,6 +59,11 @@ type attempt struct {
 	err       error
 	ttfb      time.Duration
 	committed bool
+
+	egressFault    bool          // the proxy itself failed (SPEC §11: not the backend's fault)
+	providerStatus int           // the provider's HTTP status, 0 if none
+	retryAfter     time.Duration // the provider's retry advice on a 429
+	quota          bool          // a 429 that says the quota or balance is gone
 
 	reqBytes  int64
 	respBytes int64
@@ -142,8 +149,10 @@ func (c *call) route() {
 		}
 	}
 	if len(tried) == 0 {
-		// SPEC §11: 503 with Retry-After and x-should-retry: true.
-		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.model), time.Second))
+		// SPEC §11: 503 with Retry-After = the earliest moment a target can
+		// take traffic again, and x-should-retry: true.
+		wait := balance.RetryAfter(pool, req.need, c.h.o.Now())
+		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.model), wait))
 		c.log(&attempt{state: NotSent, status: 503, stage: "select"})
 		return
 	}
@@ -209,6 +218,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		if errors.As(err, &ns) || !gotConn.Load() {
 			// Nothing left the node: the caller may re-pick (SPEC §6).
 			a.state, a.stage = NotSent, usageevent.StageConnect
+			a.egressFault = ns != nil && ns.EgressFault()
 			if c.r.Context().Err() != nil {
 				a.stage = usageevent.StageClientCancelled
 			}
@@ -219,7 +229,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		return a
 	}
 	defer resp.Body.Close()
-	a.state = ResponseReceived
+	a.state, a.providerStatus = ResponseReceived, resp.StatusCode
 	a.ttfb = h.o.Now().Sub(a.started)
 	body := &countingReader{r: resp.Body, n: &a.respBytes}
 
@@ -280,6 +290,10 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 		a.err, a.stage = err, usageevent.StageResponseBody
 		c.failBeforeCommit(a, ctx)
 		return
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		a.retryAfter = retryAfter(resp.Header, c.h.o.Now())
+		a.quota = isQuotaExhausted(data)
 	}
 	if resp.StatusCode/100 == 2 {
 		if c.proto == routes.Anthropic {
@@ -464,11 +478,44 @@ func terminal(shape apierr.Protocol, ev *sse.Event) (done, failed bool) {
 // (SPEC §8: one event per provider route attempt), then releases the
 // backend's in-flight slot.
 func (c *call) finish(a *attempt) {
-	a.target.Backend.State.Release()
+	a.target.Backend.State.Finish(a.result())
 	c.log(a)
 	if c.h.o.Recorder != nil {
 		c.h.o.Recorder.Record(c.event(a))
 	}
+}
+
+// result tells the backend's hot state how the attempt went (SPEC §6, §11),
+// from send state and provider status only.
+func (a *attempt) result() upstream.Result {
+	r := upstream.Result{Outcome: upstream.TransportFailure}
+	switch {
+	case a.stage == usageevent.StageClientCancelled || a.stage == usageevent.StageClientWrite || a.stage == usageevent.StageInternal:
+		r.Outcome = upstream.Cancelled
+	case a.state == NotSent && a.egressFault:
+		r.Outcome = upstream.EgressFault
+	case a.state != ResponseReceived:
+		// Unreachable through the proxy, provider TLS, reset, timeout.
+	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden:
+		r.Outcome = upstream.AuthRejected
+	case a.providerStatus == http.StatusTooManyRequests && a.quota:
+		r.Outcome, r.RetryAfter = upstream.QuotaExhausted, a.retryAfter
+	case a.providerStatus == http.StatusTooManyRequests:
+		r.Outcome, r.RetryAfter = upstream.RateLimited, a.retryAfter
+	case a.providerStatus >= 500:
+		// A provider answering 5xx is unhealthy however fast it answers:
+		// it counts toward the breaker like a transport failure (Envoy's
+		// consecutive_5xx), so P2C cannot favour a backend failing fast.
+	case a.providerStatus/100 != 2:
+		r.Outcome = upstream.ProviderError
+	case a.stage == "":
+		r.Outcome, r.TTFB = upstream.Success, a.ttfb
+	case a.stage == usageevent.StageProviderStreamError:
+		r.Outcome = upstream.ProviderError
+	}
+	// Any other stage after a 2xx (cut stream, idle or read timeout) is
+	// the backend failing mid-answer: a transport failure.
+	return r
 }
 
 func (c *call) event(a *attempt) *usageevent.Event {

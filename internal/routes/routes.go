@@ -100,6 +100,7 @@ type Model struct {
 
 // Table is a compiled, immutable routing table.
 type Table struct {
+	uses   map[upstream.Identity]struct{} // backend identities this table routes to
 	models map[string]*Model
 	names  [numProtocols][]string // sorted names of models with a target of that protocol
 }
@@ -108,6 +109,14 @@ type Table struct {
 func (t *Table) Model(name string) (*Model, bool) {
 	m, ok := t.models[name]
 	return m, ok
+}
+
+// Uses reports whether the table routes to the backend with identity id;
+// after a swap, Registry.Prune(newTable.Uses) releases removed backends'
+// state once their last request ends (SPEC §7).
+func (t *Table) Uses(id upstream.Identity) bool {
+	_, ok := t.uses[id]
+	return ok
 }
 
 // Names returns the sorted public model names that have at least one
@@ -132,6 +141,7 @@ func ParseProtocol(s string) (Protocol, error) {
 // state of each backend by identity.
 func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
 	backends := make(map[string]*Backend, len(cfg.Backends))
+	uses := make(map[upstream.Identity]struct{}, len(cfg.Backends))
 	for _, b := range cfg.Backends {
 		p, err := ParseProtocol(b.Protocol)
 		if err != nil {
@@ -142,17 +152,17 @@ func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
 			return nil, fmt.Errorf("routes: backend %q: unknown credential %q", b.ID, b.Credential)
 		}
 		base := strings.TrimRight(b.BaseURL.String(), "/")
+		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflight}
+		uses[id] = struct{}{}
 		backends[b.ID] = &Backend{
 			ID:         b.ID,
 			Protocol:   p,
 			Endpoint:   base + endpointPath[p],
 			Credential: cred,
-			State: reg.Get(upstream.Identity{
-				ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflight,
-			}),
+			State:      reg.Get(id),
 		}
 	}
-	t := &Table{models: make(map[string]*Model, len(cfg.Models))}
+	t := &Table{uses: uses, models: make(map[string]*Model, len(cfg.Models))}
 	for _, m := range cfg.Models {
 		cm := &Model{Name: m.Name}
 		for i, tg := range m.Targets {

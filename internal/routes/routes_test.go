@@ -2,6 +2,7 @@ package routes
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +128,26 @@ func TestStateSurvivesRecompile(t *testing.T) {
 	h.Store(a)
 	if h.Load() != a {
 		t.Fatal("Holder did not publish the table")
+	}
+}
+
+func TestPruneAfterSwap(t *testing.T) {
+	reg := upstream.NewRegistry(upstream.Options{})
+	compile(t, reg) // three backends
+	cfg, err := config.Parse([]byte(strings.Replace(doc, `base_url = "https://b.example/v1/"`, `base_url = "https://b2.example/v1/"`, 1)),
+		func(string) (string, bool) { return "secret", true }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := Compile(cfg, reg) // oa-b changed identity
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 4 {
+		t.Fatalf("registry has %d states before prune, want 4", reg.Len())
+	}
+	reg.Prune(next.Uses)
+	if reg.Len() != 3 {
+		t.Fatalf("registry has %d states after prune, want 3 (the old oa-b released)", reg.Len())
 	}
 }

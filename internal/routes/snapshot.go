@@ -117,6 +117,7 @@ func SnapshotDecoder(h *Holder, creds map[string]secret.Secret, reg *upstream.Re
 				return err
 			}
 			h.Store(t)
+			reg.Prune(t.Uses) // removed backends' state goes once idle
 			return nil
 		}, nil
 	}
