@@ -107,7 +107,7 @@ type stackOptions struct {
 	// connectAllow filters the in-process CONNECT proxy's targets.
 	connectAllow func(host string, port int) bool
 	tlsCert      string // listen.tls_cert_file (and tlsKey): serve the API over TLS
-	tlsKey    string
+	tlsKey       string
 }
 
 type stack struct {
