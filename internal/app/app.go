@@ -37,10 +37,12 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/proxy"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/internal/usage"
 )
 
 // Options are process-level knobs that are not part of the node config.
@@ -60,7 +62,19 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	defer n.closeOutbox()
 	return n.run(ctx)
+}
+
+// closeOutbox runs after the API has drained: every accepted usage event
+// reaches the disk before exit (SPEC §9).
+func (n *node) closeOutbox() {
+	if n.outbox == nil {
+		return
+	}
+	if err := n.outbox.Close(); err != nil {
+		n.log.Error("usage outbox flush at shutdown failed", "error", err)
+	}
 }
 
 type node struct {
@@ -70,6 +84,7 @@ type node struct {
 	health  *health.Health
 	authz   *authz.Store
 	pollers []*snapshot.Poller // authz always; routes when routes.source is not static
+	outbox  *outbox.Store      // nil when usage events are off or the outbox could not open
 	api     *http.Server
 	hsrv    *http.Server
 }
@@ -124,7 +139,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return nil, err
 	}
 
-	handler := proxy.New(proxy.Options{
+	popts := proxy.Options{
 		Auth:            n.authz,
 		Routes:          &holder,
 		Picker:          newPicker(cfg.Balance.Algorithm),
@@ -137,7 +152,16 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		StreamKeepalive: cfg.Timeouts.StreamKeepalive,
 		Logger:          o.Logger,
 		Draining:        n.health.Draining,
-	})
+		NodeID:          cfg.NodeID,
+	}
+	if cfg.Usage.Enabled {
+		n.openOutbox()
+		if n.outbox != nil {
+			popts.Recorder = usage.NewRecorder(n.outbox, cfg.MQTT.MaxPayload)
+			popts.InjectStreamUsage = cfg.Usage.OpenAIIncludeUsage
+		}
+	}
+	handler := proxy.New(popts)
 	n.api = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -152,6 +176,28 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return n, nil
+}
+
+// openOutbox opens the usage outbox. A failure does not stop the node
+// (SPEC §8: the API keeps serving); it runs without usage events and says
+// why.
+func (n *node) openOutbox() {
+	u := n.cfg.Usage
+	st, err := outbox.Open(outbox.Options{
+		Path:           u.OutboxPath,
+		MaxEvents:      u.MaxEvents,
+		MaxBytes:       u.MaxBytes,
+		CommitInterval: u.CommitInterval,
+		Logger:         n.log,
+	})
+	if err != nil {
+		n.log.Error("usage outbox unavailable; serving without usage events", "error", err)
+		return
+	}
+	if q := st.Quarantined(); q != "" {
+		n.log.Error("corrupt usage outbox moved aside; a fresh one is in use", "quarantined", q)
+	}
+	n.outbox = st
 }
 
 // newPicker returns the configured selection algorithm (SPEC §5).

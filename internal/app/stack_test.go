@@ -121,6 +121,7 @@ type stack struct {
 	api      string // http://host:port
 	health   string
 	logs     *logBuffer
+	dir      string // config, authz, state and outbox files
 	stop     context.CancelFunc
 	done     chan error
 	stopOnce sync.Once
@@ -149,7 +150,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.bodyLimit == 0 {
 		o.bodyLimit = 1 << 20
 	}
-	s := &stack{t: t, logs: newLogBuffer()}
+	s := &stack{t: t, logs: newLogBuffer(), dir: t.TempDir()}
 	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, Script: o.script})
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
@@ -221,7 +222,7 @@ tools = true
 		proxyTOML = fmt.Sprintf("name = \"test-socks\"\nurl = \"socks5://%s\"\n", addr)
 	}
 
-	dir := t.TempDir()
+	dir := s.dir
 	authzPath := filepath.Join(dir, "authz.json")
 	writeAuthz(t, authzPath, 1)
 
@@ -276,10 +277,12 @@ json_schema = true
 source = "file:%s"
 [control_plane]
 state_dir = %q
+[usage]
+outbox_path = %q
 %s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, o.weight, anthropicModel, anthropicModel, anthProvModel,
-		authzPath, filepath.Join(dir, "state"), o.extraTOML)
+		authzPath, filepath.Join(dir, "state"), filepath.Join(dir, "outbox.db"), o.extraTOML)
 	tlsTOML := ""
 	if o.tlsCert != "" {
 		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)

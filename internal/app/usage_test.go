@@ -1,0 +1,64 @@
+package app
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// TestUsageEventsReachTheOutbox: every attempt's event is on disk after a
+// graceful shutdown, with identities but never a secret (SPEC §8, §9).
+func TestUsageEventsReachTheOutbox(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"demo-gpt","messages":[{"role":"user","content":"one two"}]}`},
+		{"/v1/chat/completions", `{"model":"demo-gpt","stream":true,"messages":[{"role":"user","content":"one two"}]}`},
+		{"/v1/messages", `{"model":"demo-claude","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"one"}]}`},
+	} {
+		h := bearer(clientKey)
+		h["Anthropic-Version"] = "2023-06-01"
+		if r := s.do(http.MethodPost, tc.path, h, tc.body); r.status != 200 {
+			t.Fatalf("%s: status %d", tc.path, r.status)
+		}
+	}
+	s.shutdown() // closes the outbox after the drain
+
+	st, err := outbox.Open(outbox.Options{Path: filepath.Join(s.dir, "outbox.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Read(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("outbox holds %d events, want 3", len(recs))
+	}
+	ids := map[string]bool{}
+	for _, rec := range recs {
+		for _, c := range canaries {
+			if strings.Contains(string(rec.Payload), c) {
+				t.Fatal("a secret appeared in a usage event")
+			}
+		}
+		ev, err := usageevent.Decode(rec.Payload)
+		if err != nil {
+			t.Fatalf("event %s: %v", rec.Payload, err)
+		}
+		if err := ev.Validate(); err != nil {
+			t.Fatalf("event does not validate: %v", err)
+		}
+		if ev.NodeID != "test-node" || ev.KeyID != "k-full" || ev.TenantID != "t-1" || ev.Usage == nil || ev.Usage.InputTokens == 0 {
+			t.Errorf("event fields: %+v", ev)
+		}
+		ids[ev.EventID] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("event ids not unique: %v", ids)
+	}
+}
