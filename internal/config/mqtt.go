@@ -30,7 +30,7 @@ type MQTT struct {
 // Ranges of the [mqtt] keys (documented in the package doc).
 const (
 	maxMQTTWindow     = 65535     // MQTT packet identifiers
-	maxMQTTPayload    = 256 << 20 // below MQTT's largest packet, 268435455 bytes
+	maxMQTTPayload    = 255 << 20 // below MQTT's largest packet (268435455 bytes), with room for the topic
 	maxMQTTString     = 65535     // MQTT UTF-8 string length
 	minMQTTKeepAlive  = time.Second
 	maxMQTTKeepAlive  = 65535 * time.Second // a 16-bit count of seconds

@@ -72,12 +72,12 @@ func TestRulesMQTT(t *testing.T) {
 		{
 			name: "out of range and malformed",
 			add: "[mqtt]\nbroker = \"tcp://127.0.0.1:1883\"\ntopic = \"usage/#\"\nca_file = \"/ca.pem\"\nwindow = 0\n" +
-				"max_payload = 268435457\nkeepalive = \"1500ms\"\nconnect_timeout = \"11m\"\nqos = 2\n",
+				"max_payload = 267386881\nkeepalive = \"1500ms\"\nconnect_timeout = \"11m\"\nqos = 2\n",
 			want: []Problem{
 				{"mqtt.topic", "must not contain the wildcards + or #"},
 				{"mqtt.ca_file", "only applies to ssl:// brokers"},
 				{"mqtt.window", "0 is out of range; expected 1..65535"},
-				{"mqtt.max_payload", "268435457 is out of range; expected 1..268435456"},
+				{"mqtt.max_payload", "267386881 is out of range; expected 1..267386880"},
 				{"mqtt.connect_timeout", "11m0s is too large; expected at most 10m0s"},
 				{"mqtt.keepalive", "1.5s is not a whole number of seconds (MQTT counts keepalive in seconds)"},
 				{"mqtt.qos", "unknown key; expected one of: broker, ca_file, connect_timeout, keepalive, max_payload, password, topic, username, window"},

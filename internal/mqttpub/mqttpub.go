@@ -1,0 +1,545 @@
+package mqttpub
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/secret"
+)
+
+// Record is one outbox row. Its Payload is published as is, and kept by
+// the Publisher until the row's PUBACK.
+type Record = outbox.Record
+
+// Source is the outbox as the Publisher consumes it; *outbox.Store is one.
+type Source interface {
+	// Read returns up to max committed rows with Seq > after, in Seq order.
+	Read(after uint64, max int) ([]Record, error)
+	// Delete removes rows; unknown sequence numbers are not an error.
+	Delete(seqs ...uint64) error
+	// Notify is signalled after commits that added rows.
+	Notify() <-chan struct{}
+}
+
+var _ Source = (*outbox.Store)(nil)
+
+// Defaults for zero Options fields.
+const (
+	DefaultTopic          = "scootgate/usage"
+	DefaultWindow         = 64
+	DefaultMaxPayload     = 256 << 10
+	DefaultKeepAlive      = 30 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultAckTimeout     = 30 * time.Second
+	DefaultBackoffMin     = 500 * time.Millisecond
+	DefaultBackoffMax     = 30 * time.Second
+)
+
+// Limits checked by New.
+const (
+	// MaxWindow is the number of MQTT packet identifiers.
+	MaxWindow = 65535
+	// MaxMaxPayload keeps a PUBLISH below MQTT's largest packet (a
+	// remaining length of 268,435,455 bytes) with room for the topic.
+	MaxMaxPayload = 255 << 20
+)
+
+// idlePoll re-reads the outbox when nothing else happened for this long, so
+// that a lost wakeup costs seconds of delay rather than waiting for the next
+// append.
+const idlePoll = 5 * time.Second
+
+// Options configure a Publisher. Zero values take the defaults above.
+type Options struct {
+	// Broker is tcp://host:port or ssl://host:port, without user info.
+	Broker string
+	// ClientID is the MQTT client id; derive it with ClientID(node id):
+	// two nodes sharing one id kick each other off the broker (SPEC §11).
+	ClientID string
+	// Topic is the topic events are published to (no wildcards).
+	Topic string
+	// Username and Password authenticate to the broker; a password needs a
+	// username (MQTT 3.1.1 §3.1.2.9).
+	Username string
+	Password secret.Secret
+	// TLS is used for ssl:// brokers (nil: system roots, TLS 1.2+); it must
+	// be nil for tcp://. ServerName defaults to the broker host.
+	TLS *tls.Config
+	// Window is the most publishes in flight (sent, PUBACK not yet seen).
+	Window int
+	// MaxPayload is the largest payload published. Larger rows are deleted
+	// unpublished and counted in Stats.Oversize: a broker may acknowledge
+	// and then drop a message above its own limit (mosquitto
+	// message_size_limit), so keep this below the broker's limit.
+	MaxPayload int
+	// KeepAlive is the MQTT keepalive; a dead link is noticed within about
+	// 1.5 times it.
+	KeepAlive time.Duration
+	// ConnectTimeout bounds dial + TLS + CONNECT/CONNACK, and each write.
+	ConnectTimeout time.Duration
+	// AckTimeout: with publishes in flight and no PUBACK for this long, the
+	// connection is dropped and the rows are replayed on a new one.
+	AckTimeout time.Duration
+	// BackoffMin and BackoffMax bound the reconnect backoff (full jitter).
+	BackoffMin, BackoffMax time.Duration
+	// Rand returns a uniform float in [0, 1) for the jitter (default
+	// math/rand/v2.Float64).
+	Rand func() float64
+	// Clock is the time source (default clock.Real).
+	Clock clock.Clock
+	// Logger receives connection events (default: discard). The password
+	// is never logged.
+	Logger *slog.Logger
+}
+
+// ClientID derives the MQTT client id from a node id.
+func ClientID(nodeID string) string { return "scootgate-" + nodeID }
+
+// Stats is a snapshot of the Publisher's counters (SPEC §8 delivery
+// metrics). Counters only grow; they are per Publisher, not per process.
+type Stats struct {
+	Connected       bool   // a connection is up now
+	Published       uint64 // PUBLISH packets handed to the client, replays included
+	Acked           uint64 // rows deleted after a PUBACK on the connection that carried them
+	Reconnects      uint64 // connections established after the first one
+	ConnectFailures uint64 // connection attempts that failed
+	Oversize        uint64 // rows larger than MaxPayload, deleted unpublished
+	InFlight        int    // publishes awaiting their PUBACK now
+	LastError       string // the most recent connection or outbox error; "" if none
+}
+
+// Publisher drains a Source to an MQTT broker. Create it with New and call
+// Run once.
+type Publisher struct {
+	// immutable after New
+	src     Source
+	o       Options
+	log     *slog.Logger
+	connect connector
+	wait    func(ctx context.Context, d time.Duration) bool // the backoff sleep; tests record it
+
+	// gen is the connection generation: bumped when a network connection
+	// opens and when it ends (see link.go).
+	gen     atomic.Uint64
+	running atomic.Bool
+
+	// counters for Stats
+	connected       atomic.Bool
+	published       atomic.Uint64
+	acked           atomic.Uint64
+	reconnects      atomic.Uint64
+	connectFailures atomic.Uint64
+	oversize        atomic.Uint64
+	inFlight        atomic.Int64
+
+	mu      sync.Mutex
+	lastErr string // guarded by mu
+}
+
+// New checks o, applies defaults and returns a Publisher for src. It does
+// not connect.
+func New(src Source, o Options) (*Publisher, error) {
+	if src == nil {
+		return nil, errors.New("mqttpub: nil source")
+	}
+	setDefaults(&o)
+	lc, err := check(&o)
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{src: src, o: o, log: o.Logger, wait: sleep}
+	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
+		l, err := dialLink(ctx, lc, gen)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	return p, nil
+}
+
+func setDefaults(o *Options) {
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = DefaultAckTimeout
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin = DefaultBackoffMin
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = max(DefaultBackoffMax, o.BackoffMin)
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// check validates o (defaults applied) and resolves what dialLink needs.
+// Messages never contain the password.
+func check(o *Options) (*linkConfig, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mqttpub: "+format, args...)) }
+
+	u, err := url.Parse(o.Broker)
+	switch {
+	case o.Broker == "":
+		bad("broker is required")
+	case err != nil:
+		bad("broker is not a URL")
+	case u.Scheme != "tcp" && u.Scheme != "ssl":
+		bad("broker: expected tcp://host:port or ssl://host:port")
+	case u.User != nil:
+		bad("broker must not contain credentials; set Username and Password")
+	case u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		bad("broker: expected %s://host:port", u.Scheme)
+	}
+	if o.ClientID == "" || len(o.ClientID) > 65535 || !utf8.ValidString(o.ClientID) {
+		bad("client id must be 1-65535 bytes of UTF-8")
+	}
+	if len(o.Topic) > 65535 || !utf8.ValidString(o.Topic) || strings.ContainsAny(o.Topic, "+#\x00") {
+		bad("topic must be UTF-8 without wildcards or NUL, at most 65535 bytes")
+	}
+	if !o.Password.IsZero() && o.Username == "" {
+		bad("a password needs a username")
+	}
+	if o.Window < 1 || o.Window > MaxWindow {
+		bad("window %d out of range 1..%d", o.Window, MaxWindow)
+	}
+	if o.MaxPayload < 1 || o.MaxPayload > MaxMaxPayload {
+		bad("max payload %d out of range 1..%d", o.MaxPayload, MaxMaxPayload)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		lo   time.Duration
+	}{
+		{"keepalive", o.KeepAlive, time.Second}, // MQTT keepalive is whole seconds
+		{"connect timeout", o.ConnectTimeout, time.Millisecond},
+		{"ack timeout", o.AckTimeout, time.Millisecond},
+		{"backoff min", o.BackoffMin, time.Millisecond},
+		{"backoff max", o.BackoffMax, time.Millisecond},
+	} {
+		if d.v < d.lo {
+			bad("%s %s is below %s", d.name, d.v, d.lo)
+		}
+	}
+	if o.BackoffMax < o.BackoffMin {
+		bad("backoff max %s is below backoff min %s", o.BackoffMax, o.BackoffMin)
+	}
+	if o.BackoffMax > time.Hour {
+		bad("backoff max %s is above 1h", o.BackoffMax)
+	}
+	var tc *tls.Config
+	if err == nil && u != nil {
+		switch {
+		case u.Scheme == "tcp" && o.TLS != nil:
+			bad("TLS configured for a tcp:// broker; use ssl://")
+		case u.Scheme == "ssl" && o.TLS == nil:
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		case u.Scheme == "ssl":
+			tc = o.TLS.Clone()
+		}
+		if tc != nil && tc.ServerName == "" {
+			tc.ServerName = u.Hostname()
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &linkConfig{
+		broker:         &url.URL{Scheme: u.Scheme, Host: u.Host},
+		clientID:       o.ClientID,
+		topic:          o.Topic,
+		username:       o.Username,
+		password:       o.Password.Reveal(),
+		tls:            tc,
+		keepAlive:      o.KeepAlive,
+		connectTimeout: o.ConnectTimeout,
+	}, nil
+}
+
+// Stats returns the current counters. Safe for concurrent use.
+func (p *Publisher) Stats() Stats {
+	p.mu.Lock()
+	lastErr := p.lastErr
+	p.mu.Unlock()
+	return Stats{
+		Connected:       p.connected.Load(),
+		Published:       p.published.Load(),
+		Acked:           p.acked.Load(),
+		Reconnects:      p.reconnects.Load(),
+		ConnectFailures: p.connectFailures.Load(),
+		Oversize:        p.oversize.Load(),
+		InFlight:        int(p.inFlight.Load()),
+		LastError:       lastErr,
+	}
+}
+
+func (p *Publisher) setErr(err error) {
+	p.mu.Lock()
+	p.lastErr = err.Error()
+	p.mu.Unlock()
+}
+
+// Run connects, drains the Source and reconnects after every failure,
+// until ctx ends; then it disconnects and returns nil. It returns
+// ErrRunning if the Publisher is already running.
+func (p *Publisher) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+
+	failures := 0 // consecutive failed or short-lived connections
+	connects := 0
+	for {
+		if failures > 0 {
+			d := backoff(failures, p.o.BackoffMin, p.o.BackoffMax, p.o.Rand())
+			if !p.wait(ctx, d) {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l, err := p.connect(ctx, &p.gen)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.connectFailures.Add(1)
+			p.setErr(err)
+			failures++
+			p.log.Warn("mqtt connect failed", "broker", p.o.Broker, "client_id", p.o.ClientID, "error", err, "attempt", failures)
+			continue
+		}
+		if connects > 0 {
+			p.reconnects.Add(1)
+		}
+		connects++
+		p.log.Info("mqtt connected", "broker", p.o.Broker, "client_id", p.o.ClientID, "generation", p.gen.Load())
+
+		p.connected.Store(true)
+		start := p.o.Clock.Now()
+		progressed, err := p.drain(ctx, l)
+		p.connected.Store(false)
+		p.inFlight.Store(0)
+		l.close()
+		if ctx.Err() != nil {
+			p.log.Info("mqtt disconnected", "broker", p.o.Broker)
+			return nil
+		}
+		if err != nil {
+			p.setErr(err)
+		}
+		// A connection that delivered something, or lived through a whole
+		// backoff ceiling, resets the backoff; one the broker drops at once
+		// (a duplicate client id, an overloaded broker) does not.
+		if progressed || p.o.Clock.Now().Sub(start) >= p.o.BackoffMax {
+			failures = 0
+		}
+		failures++
+		p.log.Warn("mqtt connection ended; replaying unacknowledged rows on the next one", "broker", p.o.Broker, "error", err)
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pending is one publish awaiting its PUBACK.
+type pending struct {
+	seq uint64
+	tok token
+	gen uint64 // connection generation when it was published
+}
+
+// drain runs one connection: it replays the Source from its first row,
+// keeps at most Window publishes in flight, and deletes each row once its
+// PUBACK arrived on this connection. It returns when the connection fails
+// (error) or ctx ends (nil). progressed reports whether any row was
+// acknowledged.
+func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err error) {
+	var (
+		inflight []pending // FIFO, oldest first
+		cursor   uint64    // last Seq read; 0 replays everything still in the outbox
+		caughtUp bool      // the last Read returned nothing
+	)
+	ackTimer := time.NewTimer(p.o.AckTimeout)
+	ackTimer.Stop()
+	defer ackTimer.Stop()
+	poll := time.NewTicker(idlePoll)
+	defer poll.Stop()
+	notify := p.src.Notify()
+
+	for {
+		if !caughtUp && len(inflight) < p.o.Window {
+			if done(l.lost()) {
+				return progressed, ErrConnectionLost
+			}
+			was := len(inflight)
+			recs, err := p.src.Read(cursor, p.o.Window-len(inflight))
+			if err != nil {
+				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
+			}
+			caughtUp = len(recs) == 0
+			var drop []uint64
+			for _, r := range recs {
+				if done(l.lost()) {
+					break // publishing into a dead connection only wastes the window; returns above
+				}
+				cursor = r.Seq
+				if len(r.Payload) > p.o.MaxPayload {
+					// SPEC §11: refuse before publishing; the broker could
+					// ack and drop it, and it could never be delivered.
+					drop = append(drop, r.Seq)
+					p.log.Warn("usage event larger than mqtt max_payload; dropped unpublished", "seq", r.Seq, "bytes", len(r.Payload), "max_payload", p.o.MaxPayload)
+					continue
+				}
+				g := p.gen.Load()
+				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
+				p.published.Add(1)
+			}
+			if len(drop) > 0 {
+				if err := p.src.Delete(drop...); err != nil {
+					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
+				}
+				p.oversize.Add(uint64(len(drop)))
+			}
+			if was == 0 && len(inflight) > 0 {
+				ackTimer.Reset(p.o.AckTimeout)
+			}
+			p.inFlight.Store(int64(len(inflight)))
+			if !caughtUp && len(inflight) < p.o.Window {
+				continue // read on before waiting
+			}
+		}
+
+		var head <-chan struct{}
+		if len(inflight) > 0 {
+			head = inflight[0].tok.Done()
+		}
+		select {
+		case <-ctx.Done():
+			// Delete what is already acknowledged, to replay less later.
+			_, _ = p.settle(&inflight)
+			return progressed, nil
+		case <-l.lost():
+			// Nothing in flight is judged now: the loss bumped gen, so no
+			// completion could count anyway. The rows are replayed.
+			return progressed, ErrConnectionLost
+		case <-head:
+			n, err := p.settle(&inflight)
+			progressed = progressed || n > 0
+			if err != nil {
+				return progressed, err
+			}
+			if len(inflight) == 0 {
+				ackTimer.Stop()
+			} else if n > 0 {
+				ackTimer.Reset(p.o.AckTimeout) // progress: the clock restarts for the new head
+			}
+			p.inFlight.Store(int64(len(inflight)))
+		case <-notify:
+			caughtUp = false
+		case <-poll.C:
+			caughtUp = false
+		case <-ackTimer.C:
+			return progressed, ErrAckTimeout
+		}
+	}
+}
+
+// settle deletes the rows of the completed publishes at the head of
+// *inflight and removes them from it. It stops at the first publish still
+// in flight, and returns an error at the first completed one that is not an
+// acknowledgement: a paho error (connection lost, write timeout) or a
+// completion across a connection change (ErrStaleAck). Rows before that one
+// are still deleted.
+func (p *Publisher) settle(inflight *[]pending) (int, error) {
+	q := *inflight
+	var (
+		seqs []uint64
+		bad  error
+	)
+	for _, e := range q {
+		if !done(e.tok.Done()) {
+			break
+		}
+		if err := e.tok.Error(); err != nil {
+			bad = fmt.Errorf("%w: publish of seq %d: %w", ErrConnectionLost, e.seq, err)
+			break
+		}
+		// SPEC §11 "MQTT acknowledgement, exactly": the connection that
+		// carried the publish must still be the current one. The link bumps
+		// gen before paho completes any token because of a loss or a
+		// reconnect, so an unchanged gen means this PUBACK was read on
+		// that very connection.
+		if p.gen.Load() != e.gen {
+			bad = fmt.Errorf("%w (seq %d)", ErrStaleAck, e.seq)
+			break
+		}
+		seqs = append(seqs, e.seq)
+	}
+	if len(seqs) == 0 {
+		return 0, bad
+	}
+	if err := p.src.Delete(seqs...); err != nil {
+		// The rows stay and are published again on the next connection:
+		// a duplicate, never a loss.
+		return 0, fmt.Errorf("mqttpub: delete acknowledged rows: %w", err)
+	}
+	p.acked.Add(uint64(len(seqs)))
+	*inflight = q[len(seqs):] // append reallocates as it grows, releasing the acked prefix
+	return len(seqs), bad
+}
+
+// done reports whether c is closed.
+func done(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
