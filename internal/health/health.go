@@ -1,5 +1,5 @@
 // Package health serves the node's health listener: /healthz (the process
-// is alive) and /readyz (SPEC §9: authorization snapshot loaded, routes
+// is alive), /metrics (Prometheus), and /readyz (SPEC §9: authorization snapshot loaded, routes
 // ready, not draining; each failing check says why). It never shares a
 // listener with the public API, and needs no API key.
 package health
@@ -76,9 +76,13 @@ func (h *Health) Ready() Report {
 	return rep
 }
 
-// Handler serves /healthz and /readyz.
-func (h *Health) Handler() http.Handler {
+// Handler serves /healthz, /readyz and, when metrics is not nil,
+// /metrics: metrics belong on this listener, never the public one (SPEC §9).
+func (h *Health) Handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -29,7 +29,7 @@ func TestReadiness(t *testing.T) {
 	h.Add("authz", func() error { return authOK })
 	h.Add("routes", func() error { return nil })
 
-	code, rep := get(t, h.Handler(), "/readyz")
+	code, rep := get(t, h.Handler(nil), "/readyz")
 	if code != 503 {
 		t.Fatalf("status = %d, want 503", code)
 	}
@@ -38,16 +38,16 @@ func TestReadiness(t *testing.T) {
 	}
 
 	authOK = nil
-	if code, rep = get(t, h.Handler(), "/readyz"); code != 200 || !rep.Ready {
+	if code, rep = get(t, h.Handler(nil), "/readyz"); code != 200 || !rep.Ready {
 		t.Fatalf("status = %d ready = %v, want 200 true", code, rep.Ready)
 	}
 
 	h.StartDraining()
-	code, rep = get(t, h.Handler(), "/readyz")
+	code, rep = get(t, h.Handler(nil), "/readyz")
 	if code != 503 || rep.Reasons["drain"] == "" {
 		t.Fatalf("draining: status = %d reasons = %v, want 503 with drain", code, rep.Reasons)
 	}
-	if code, _ := get(t, h.Handler(), "/healthz"); code != 200 {
+	if code, _ := get(t, h.Handler(nil), "/healthz"); code != 200 {
 		t.Fatalf("healthz while draining = %d, want 200", code)
 	}
 }
@@ -55,7 +55,7 @@ func TestReadiness(t *testing.T) {
 func TestNoAPIRoutes(t *testing.T) {
 	for _, p := range []string{"/v1/models", "/v1/chat/completions", "/"} {
 		rec := httptest.NewRecorder()
-		New().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+		New().Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
 		if rec.Code != 404 {
 			t.Errorf("GET %s on health listener = %d, want 404", p, rec.Code)
 		}

@@ -84,26 +84,28 @@ type call struct {
 	body      []byte
 	req       request
 	start     time.Time
+	sendState string // the last attempt's, for the request metric; "" = none
 }
 
-func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, p routes.Protocol, rid string) {
+func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, p routes.Protocol, rid string) *call {
 	c := &call{h: h, w: w, r: r, proto: p, shape: shapeOf(p), rid: rid, start: h.o.Now()}
 	if r.Method != http.MethodPost {
 		apierr.MethodNotAllowed("use POST").Write(w, c.shape, rid)
-		return
+		return c
 	}
 	var ok bool
 	if c.principal, ok = h.authenticate(w, r, c.shape, rid); !ok {
-		return
+		return c
 	}
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		if c.req, aerr = inspect(p, c.body); aerr == nil {
 			c.route()
-			return
+			return c
 		}
 	}
 	aerr.Write(w, c.shape, rid)
+	return c
 }
 
 func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
@@ -218,7 +220,10 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		if errors.As(err, &ns) || !gotConn.Load() {
 			// Nothing left the node: the caller may re-pick (SPEC §6).
 			a.state, a.stage = NotSent, usageevent.StageConnect
-			a.egressFault = ns != nil && ns.EgressFault()
+			if ns != nil {
+				a.egressFault = ns.EgressFault()
+				h.o.Observer.ObserveEgressError(ns.Proxy, ns.Stage.String())
+			}
 			if c.r.Context().Err() != nil {
 				a.stage = usageevent.StageClientCancelled
 			}
@@ -478,7 +483,10 @@ func terminal(shape apierr.Protocol, ev *sse.Event) (done, failed bool) {
 // (SPEC §8: one event per provider route attempt), then releases the
 // backend's in-flight slot.
 func (c *call) finish(a *attempt) {
-	a.target.Backend.State.Finish(a.result())
+	res := a.result()
+	a.target.Backend.State.Finish(res)
+	c.sendState = string(a.state)
+	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome.String(), res.TTFB)
 	c.log(a)
 	if c.h.o.Recorder != nil {
 		c.h.o.Recorder.Record(c.event(a))

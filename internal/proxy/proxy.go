@@ -33,6 +33,14 @@ type Recorder interface {
 	Record(ev *usageevent.Event)
 }
 
+// Observer takes the request path's measurements (implemented by
+// *metrics.Metrics; label values are closed sets or config ids).
+type Observer interface {
+	ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool)
+	ObserveAttempt(backend, outcome string, ttfb time.Duration)
+	ObserveEgressError(proxy, stage string)
+}
+
 // Options configures a Handler. All fields are required unless noted.
 type Options struct {
 	Auth      Authenticator
@@ -57,6 +65,8 @@ type Options struct {
 	Recorder Recorder
 	// NodeID is stamped on every usage event.
 	NodeID string
+	// Observer receives metrics; nil = off.
+	Observer Observer
 
 	Logger   *slog.Logger
 	Draining func() bool      // optional; adds Connection: close while draining
@@ -80,13 +90,54 @@ func New(o Options) *Handler {
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 1
 	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
 	return &Handler{o: o, started: o.Now()}
 }
 
 // maxProviderBody bounds a non-stream provider answer held in memory.
 const maxProviderBody = 64 << 20
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Endpoint names for metrics.
+const (
+	endpointChat     = "chat_completions"
+	endpointMessages = "messages"
+	endpointModels   = "models"
+)
+
+// statusWriter remembers the status sent, for the request metric.
+// Unwrap keeps http.ResponseController (flush) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveRequest(string, int, string, time.Duration, bool) {}
+func (nopObserver) ObserveAttempt(string, string, time.Duration)            {}
+func (nopObserver) ObserveEgressError(string, string)                       {}
+
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := h.o.Now()
+	w := &statusWriter{ResponseWriter: rw}
 	rid := newRequestID()
 	w.Header().Set("X-Request-Id", rid)
 	if h.o.Draining() && r.ProtoMajor == 1 {
@@ -94,11 +145,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/v1/chat/completions":
-		h.serveCompletion(w, r, routes.OpenAI, rid)
+		c := h.serveCompletion(w, r, routes.OpenAI, rid)
+		h.o.Observer.ObserveRequest(endpointChat, w.status, c.sendState, h.o.Now().Sub(start), c.req.stream)
 	case "/v1/messages":
-		h.serveCompletion(w, r, routes.Anthropic, rid)
+		c := h.serveCompletion(w, r, routes.Anthropic, rid)
+		h.o.Observer.ObserveRequest(endpointMessages, w.status, c.sendState, h.o.Now().Sub(start), c.req.stream)
 	case "/v1/models":
 		h.serveModels(w, r, rid)
+		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
 	case "/":
 		if r.Method == http.MethodHead {
 			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code

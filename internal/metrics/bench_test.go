@@ -1,0 +1,91 @@
+package metrics_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/snapshot"
+)
+
+// TestHotPathAllocs: the request-path methods do not allocate once a
+// series exists (client_golang hashes the label values and finds the
+// child under a read lock).
+func TestHotPathAllocs(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"ObserveRequest", func() {
+			m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
+		}},
+		{"ObserveRequest unknown values", func() { m.ObserveRequest("/v1/x", 0, "bogus", time.Second, false) }},
+		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", "success", 300*time.Millisecond) }},
+		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", "nope", time.Second) }},
+		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", "proxy_dial") }},
+	}
+	for _, tt := range tests {
+		tt.f() // create the series
+		if n := testing.AllocsPerRun(100, tt.f); n != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", tt.name, n)
+		}
+	}
+}
+
+func BenchmarkObserveRequest(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", 1500*time.Millisecond, true)
+	}
+}
+
+func BenchmarkObserveAttempt(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+	}
+}
+
+func BenchmarkObserveAttemptParallel(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+		}
+	})
+}
+
+func BenchmarkObserveNil(b *testing.B) {
+	var m *metrics.Metrics
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
+		m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+	}
+}
+
+// BenchmarkScrape gathers the state families of 100 backends and two
+// snapshots, the work each scrape adds to the node.
+func BenchmarkScrape(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	reg := newRegistry(clock.NewFake(time.Time{}), false)
+	for i := range 100 {
+		reg.Get(identity("backend-"+strconv.Itoa(i), 8))
+	}
+	m.RegisterBackends(metrics.RegistryBackends(reg))
+	for _, k := range []string{metrics.SnapshotAuthz, metrics.SnapshotRoutes} {
+		m.RegisterSnapshot(k, func() snapshot.Status { return snapshot.Status{Version: 1} })
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Gatherer().Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+// Package metrics exports the node's Prometheus metrics with
+// github.com/prometheus/client_golang, on the health listener only (SPEC
+// §9: "Metrics belong on this listener, not the public one").
+//
+// # Basics
+//
+// [New] builds a [Metrics] on its own registry (never the global
+// DefaultRegisterer) with the Go runtime (go_*) and process (process_*)
+// collectors. The app owns the value and mounts [Metrics.Handler] on the
+// health listener's mux.
+//
+// The request path calls [Metrics.ObserveRequest], [Metrics.ObserveAttempt]
+// and [Metrics.ObserveEgressError] through a small interface of its own
+// (STYLE habit 3). They do not allocate, and on a nil *Metrics they do
+// nothing, so tests need no registry.
+//
+// Everything else is state that other components already keep: it is read
+// when Prometheus scrapes, by one collector that calls the functions the
+// app registered ([Metrics.RegisterBackends], [Metrics.RegisterSnapshot],
+// [Metrics.RegisterOutbox], [Metrics.RegisterMQTT],
+// [Metrics.RegisterUsage]). No goroutine, no copy of the state, and a
+// family whose source is not registered is simply absent.
+//
+// # Labels
+//
+// No label ever carries an API key, a key digest, a provider credential, a
+// URL, a request or response body, or an error text (issue 6). Each label
+// value is a word from a closed set, or a config id checked for the id
+// shape (1-64 of [A-Za-z0-9._-], which no URL, header or body has). A value
+// outside its set is exported as "unknown" (closed sets) or "invalid"
+// (ids), never as given.
+//
+//	endpoint    chat_completions, messages, models, unknown
+//	code        the HTTP status sent to the client, 100-599; unknown otherwise
+//	send_state  definitely_not_sent, possibly_sent, response_received (SPEC §11),
+//	            none (no attempt: the node answered by itself), unknown
+//	stream      true, false
+//	backend     backend id from config or the route snapshot
+//	outcome     success, provider_error, rate_limited, quota_exhausted,
+//	            auth_rejected, transport_failure, egress_fault, cancelled
+//	            (upstream.Outcome), unknown
+//	proxy       egress proxy name from config
+//	stage       proxy_dial, proxy_auth, proxy_tls, target, provider_tls
+//	            (egress.Stage), unknown
+//	kind        authz, routes
+//	reason      full, queue, failing, closed
+//	result      recorded, dropped, oversize, invalid
+//
+// # Request path
+//
+//	scootgate_requests_total{endpoint,code,send_state}        counter
+//	    Client requests, counted when the response ends, by the status
+//	    sent and the final attempt's send state.
+//	scootgate_request_duration_seconds{endpoint,stream}       histogram
+//	    Arrival to end of response (the whole stream for streams).
+//	    Buckets 5 ms to 10 min.
+//	scootgate_upstream_attempts_total{backend,outcome}        counter
+//	    Provider attempts, one per pick (re-picks after definitely_not_sent
+//	    count again), by how the attempt ended for the backend.
+//	scootgate_upstream_ttfb_seconds{backend}                  histogram
+//	    Request sent to first response byte, successful attempts only: an
+//	    error reply is not a latency sample (SPEC §11 "Fast 429s are not
+//	    fast answers"). Buckets 50 ms to 60 s.
+//	scootgate_egress_errors_total{proxy,stage}                counter
+//	    Dials that failed before any request byte (egress.NotSentError).
+//	    proxy_dial, proxy_auth and proxy_tls are egress faults; target and
+//	    provider_tls are the backend's (SPEC §11).
+//
+// # Backends (read from upstream.Registry at scrape time)
+//
+//	scootgate_backend_inflight{backend}                 gauge   requests in flight from this node
+//	scootgate_backend_capacity{backend}                 gauge   max_inflight_per_node, the hard cap (SPEC §6)
+//	scootgate_backend_ttfb_estimate_seconds{backend}    gauge   the balancer's peak-EWMA TTFB estimate
+//	scootgate_backend_breaker_state{backend}            gauge   0 closed, 1 open, 2 half-open
+//	scootgate_backend_disabled{backend}                 gauge   1 after a provider 401/403 (SPEC §6)
+//	scootgate_backend_cooling{backend}                  gauge   1 during a 429 or quota cooldown (SPEC §11)
+//	scootgate_backend_slow_start_ratio{backend}         gauge   weight ramp, 0.1 to 1 (1 = fully ramped)
+//
+// # Snapshots (read from snapshot.Poller.Status at scrape time)
+//
+//	scootgate_snapshot_version{kind}                    gauge    applied version; 0 = none loaded
+//	scootgate_snapshot_age_seconds{kind}                gauge    since the last successful contact with the
+//	                                                             source (200, 304 or file read); absent before
+//	                                                             the first, when scootgate_snapshot_stale tells
+//	scootgate_snapshot_rejections_total{kind}           counter  documents fetched but not applied (decode,
+//	                                                             validation, compile, rollback); a bad document
+//	                                                             left published counts at every poll
+//	scootgate_snapshot_fetch_errors_total{kind}         counter  polls that could not fetch
+//	scootgate_snapshot_stale{kind}                      gauge    1 when the source has been out of reach longer
+//	                                                             than the staleness limit (SPEC §9: not ready)
+//
+// # Outbox (read from outbox.Store.Stats at scrape time)
+//
+//	scootgate_outbox_depth                              gauge    events on disk not yet acknowledged by the broker
+//	scootgate_outbox_bytes                              gauge    their payload bytes
+//	scootgate_outbox_oldest_age_seconds                 gauge    age of the oldest; 0 when empty
+//	scootgate_outbox_appended_total                     counter  events accepted
+//	scootgate_outbox_dropped_total{reason}              counter  events refused, drop_newest (SPEC §8): full (at
+//	                                                             max events or bytes), queue (writer behind),
+//	                                                             failing (disk errors), closed (after shutdown)
+//	scootgate_outbox_committed_total                    counter  events written to disk
+//	scootgate_outbox_deleted_total                      counter  events removed after delivery
+//	scootgate_outbox_commits_total                      counter  write transactions, one fsync each
+//	scootgate_outbox_quarantined                        gauge    1 when a corrupt file was moved aside at start
+//
+// # MQTT (read from the publisher's stats at scrape time)
+//
+//	scootgate_mqtt_connected                            gauge    1 while a broker connection is up
+//	scootgate_mqtt_published_total                      counter  events published at QoS 1, replays included
+//	scootgate_mqtt_acked_total                          counter  events acknowledged (PUBACK) and deleted
+//	scootgate_mqtt_reconnects_total                     counter  connections after the first
+//	scootgate_mqtt_connect_failures_total               counter  failed connection attempts
+//	scootgate_mqtt_oversize_total                       counter  events over the broker's payload limit, dropped
+//	scootgate_mqtt_inflight                             gauge    publishes awaiting PUBACK
+//
+// # Usage recorder (read from usage.Recorder.Stats at scrape time)
+//
+//	scootgate_usage_events_total{result}                counter  recorded (handed to the outbox), dropped (the
+//	                                                             outbox refused it), oversize (over the broker
+//	                                                             limit), invalid (failed validation)
+//
+// # Caveats
+//
+// Series of a backend id stay exported after a route snapshot removes the
+// backend, until the app calls [Metrics.ForgetBackend]. The scrape-time
+// backend gauges follow the upstream registry, which prunes on its own.
+//
+// When a backend is redefined while requests on its old definition are in
+// flight, the registry briefly holds two states with one id; the gauges
+// merge them (see [Metrics.RegisterBackends]).
+//
+// Counters read from Stats functions restart at zero with the process,
+// like every Prometheus counter; rate() handles it.
+package metrics

@@ -1,0 +1,161 @@
+package metrics
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// Every label value is either one of a closed set of words or a config id
+// (backend id, proxy name) checked against the id shape the config and the
+// route snapshot enforce. A value outside its set is exported as one of
+// these words, never as the caller's string, so no key, digest, URL, body
+// or error text can reach a label (issue 6).
+const (
+	labelUnknown = "unknown" // a closed-set value the node does not know
+	labelInvalid = "invalid" // a config id that does not have the id shape
+)
+
+// Endpoints: the client API endpoints (SPEC §1), as the proxy names them
+// in ObserveRequest.
+const (
+	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
+	EndpointMessages        = "messages"         // POST /v1/messages
+	EndpointModels          = "models"           // GET /v1/models
+)
+
+// SendStateNone is the send_state of a request that never reached an
+// attempt: rejected by the node itself (401, 403, 404, 413, 400, no
+// capacity before any pick) or a /v1/models listing. The other send
+// states are the usage event's (usageevent.Send*, SPEC §11).
+const SendStateNone = "none"
+
+// endpoint indexes the pre-resolved request-duration histograms.
+type endpoint uint8
+
+const (
+	epChatCompletions endpoint = iota
+	epMessages
+	epModels
+	epUnknown
+	numEndpoints
+)
+
+var endpointNames = [numEndpoints]string{
+	epChatCompletions: EndpointChatCompletions,
+	epMessages:        EndpointMessages,
+	epModels:          EndpointModels,
+	epUnknown:         labelUnknown,
+}
+
+func parseEndpoint(s string) endpoint {
+	switch s {
+	case EndpointChatCompletions:
+		return epChatCompletions
+	case EndpointMessages:
+		return epMessages
+	case EndpointModels:
+		return epModels
+	}
+	return epUnknown
+}
+
+func sendStateLabel(s string) string {
+	switch s {
+	case usageevent.SendDefinitelyNotSent:
+		return usageevent.SendDefinitelyNotSent
+	case usageevent.SendPossiblySent:
+		return usageevent.SendPossiblySent
+	case usageevent.SendResponseReceived:
+		return usageevent.SendResponseReceived
+	case SendStateNone, "":
+		return SendStateNone
+	}
+	return labelUnknown
+}
+
+// statusCodes holds every code 100-599 as three digits, back to back, so
+// codeLabel slices a label out of it without allocating (strconv.Itoa
+// allocates above 99).
+type statusCodes string
+
+func newStatusCodes() statusCodes {
+	var b strings.Builder
+	b.Grow(3 * 500)
+	for c := 100; c < 600; c++ {
+		b.WriteString(strconv.Itoa(c))
+	}
+	return statusCodes(b.String())
+}
+
+func (sc statusCodes) label(code int) string {
+	if code < 100 || code > 599 {
+		return labelUnknown
+	}
+	i := 3 * (code - 100)
+	return string(sc[i : i+3])
+}
+
+// outcomeLabels is the closed set of upstream.Outcome names, read from
+// upstream itself so the two never drift.
+func outcomeLabels() map[string]string {
+	m := make(map[string]string)
+	for o := upstream.Outcome(0); o.String() != labelUnknown; o++ {
+		m[o.String()] = o.String()
+	}
+	return m
+}
+
+// stageLabels is the closed set of egress.Stage names. egress.Stage is
+// not contiguous (two families), so the set is listed.
+func stageLabels() map[string]string {
+	m := make(map[string]string)
+	for _, s := range []egress.Stage{
+		egress.StageProxyDial, egress.StageProxyAuth, egress.StageProxyTLS,
+		egress.StageTarget, egress.StageProviderTLS,
+	} {
+		m[s.String()] = s.String()
+	}
+	return m
+}
+
+func closedLabel(set map[string]string, s string) string {
+	if v, ok := set[s]; ok {
+		return v
+	}
+	return labelUnknown
+}
+
+// idLabel returns s when it has the shape of a config id (1-64 of
+// [A-Za-z0-9._-], as internal/config and pkg/routesnap require of backend
+// ids and proxy names), else "invalid". A URL, a bearer header or a JSON
+// body cannot have that shape.
+func idLabel(s string) string {
+	if s == "" || len(s) > 64 {
+		return labelInvalid
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return labelInvalid
+		}
+	}
+	return s
+}
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,197 @@
+package metrics_test
+
+import (
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/internal/usage"
+)
+
+// canaries are strings that must never appear in the exposition: a raw
+// key, a URL (with a secret in its query), an error text.
+var canaries = []string{"sk-canary", "://", "secret-body"}
+
+// fullMetrics builds every family, with representative values and with
+// hostile strings wherever a caller could pass one: raw keys and URLs as
+// endpoint, outcome, stage, send state and ids; error texts, URLs and
+// paths in every Stats field that holds text.
+func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Time{})
+	m := metrics.New(metrics.Options{Clock: clk})
+
+	for _, ep := range []string{metrics.EndpointChatCompletions, metrics.EndpointMessages, metrics.EndpointModels, "/v1/messages?key=sk-canary"} {
+		for _, st := range []string{"definitely_not_sent", "possibly_sent", "response_received", "", "Bearer sk-canary-key"} {
+			m.ObserveRequest(ep, 200, st, time.Second, true)
+			m.ObserveRequest(ep, 502, st, time.Second, false)
+		}
+	}
+	m.ObserveRequest(metrics.EndpointMessages, 1000, "possibly_sent", time.Second, false)
+
+	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
+		m.ObserveAttempt("openai-a", o.String(), time.Second)
+	}
+	m.ObserveAttempt("openai-a", `{"error":"secret-body sk-canary"}`, time.Second)
+	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", "success", time.Second)
+	m.ObserveAttempt("Bearer sk-canary", "success", time.Second)
+
+	m.ObserveEgressError("socks-1", "proxy_dial")
+	m.ObserveEgressError("socks5://user:sk-canary@127.0.0.1:1080", "proxy_auth")
+	m.ObserveEgressError("socks-1", `dial tcp: lookup https://sk-canary`)
+
+	reg := newRegistry(clk, true)
+	st := reg.Get(identity("openai-a", 4))
+	mustAcquire(t, st)
+	st2 := reg.Get(identity("anthropic-b", 1))
+	mustAcquire(t, st2)
+	st2.Finish(upstream.Result{Outcome: upstream.TransportFailure})
+	m.RegisterBackends(metrics.RegistryBackends(reg))
+
+	m.RegisterSnapshot(metrics.SnapshotAuthz, func() snapshot.Status {
+		return snapshot.Status{
+			Version: 3, LastSuccess: clk.Now().Add(-time.Minute), Rejections: 1, FetchErrors: 2, Stale: true,
+			LastError:    `get "https://cp.example/authz?token=sk-canary": secret-body`,
+			PersistError: "open /var/lib/sk-canary: permission denied",
+			StaleReason:  "last error: https://cp.example sk-canary",
+		}
+	})
+	m.RegisterSnapshot(metrics.SnapshotRoutes, func() snapshot.Status { return snapshot.Status{Version: 9, LastSuccess: clk.Now()} })
+	m.RegisterSnapshot("file:///etc/sk-canary", func() snapshot.Status { return snapshot.Status{} })
+	m.RegisterOutbox(func() outbox.Stats {
+		return outbox.Stats{Depth: 1, Bytes: 10, OldestAge: time.Second, Appended: 1, Quarantined: "/data/sk-canary.corrupt"}
+	})
+	m.RegisterMQTT(func() metrics.MQTTStats { return metrics.MQTTStats{Connected: true, Published: 1, Acked: 1} })
+	m.RegisterUsage(func() usage.RecorderStats { return usage.RecorderStats{Recorded: 1} })
+	return m, clk
+}
+
+// TestNoSecretsInExposition scrapes every family over a real socket and
+// greps the whole text for the canaries (issue 6: no label ever carries a
+// key, a digest preimage, a URL or a body).
+func TestNoSecretsInExposition(t *testing.T) {
+	m, _ := fullMetrics(t)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	body := scrape(t, srv.URL)
+	if !strings.Contains(body, "scootgate_snapshot_stale") || !strings.Contains(body, "scootgate_mqtt_connected") {
+		t.Fatal("exposition is missing families; the test would prove nothing")
+	}
+	for _, c := range canaries {
+		if strings.Contains(body, c) {
+			for line := range strings.Lines(body) {
+				if strings.Contains(line, c) {
+					t.Errorf("exposition contains %q: %s", c, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+}
+
+var idShape = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// TestLabelSetsClosed gathers every family and checks that each label's
+// values come from its closed set, or have the config id shape.
+func TestLabelSetsClosed(t *testing.T) {
+	m, _ := fullMetrics(t)
+	outcomes := []string{"unknown"}
+	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
+		outcomes = append(outcomes, o.String())
+	}
+	sets := map[string][]string{
+		"endpoint":   {"chat_completions", "messages", "models", "unknown"},
+		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
+		"stream":     {"true", "false"},
+		"outcome":    outcomes,
+		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "target", "provider_tls", "unknown"},
+		"reason":     {"full", "queue", "failing", "closed"},
+		"result":     {"recorded", "dropped", "oversize", "invalid"},
+		"le":         nil, // histogram buckets: numbers
+	}
+	ids := map[string]bool{"backend": true, "proxy": true, "kind": true}
+	code := regexp.MustCompile(`^([1-5][0-9][0-9]|unknown)$`)
+
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "scootgate_") {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				name, val := lp.GetName(), lp.GetValue()
+				seen[name] = true
+				switch set, closed := sets[name]; {
+				case name == "code":
+					if !code.MatchString(val) {
+						t.Errorf("%s: code=%q", mf.GetName(), val)
+					}
+				case ids[name]:
+					if !idShape.MatchString(val) {
+						t.Errorf("%s: %s=%q is not id-shaped", mf.GetName(), name, val)
+					}
+				case closed:
+					if set != nil && !slices.Contains(set, val) {
+						t.Errorf("%s: %s=%q outside its closed set", mf.GetName(), name, val)
+					}
+				default:
+					t.Errorf("%s: label %q has no declared set", mf.GetName(), name)
+				}
+			}
+		}
+	}
+	// The hostile inputs above must have been mapped, not dropped.
+	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result"} {
+		if !seen[name] {
+			t.Errorf("no series with label %q; fullMetrics does not cover it", name)
+		}
+	}
+}
+
+// TestDocListsEveryFamily keeps doc.go and the code in step: every
+// scootgate_* family exported is documented, and every documented one is
+// exported when all sources are registered.
+func TestDocListsEveryFamily(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, n := range regexp.MustCompile(`\bscootgate_[a-z_]+[a-z]`).FindAllString(string(doc), -1) {
+		documented[n] = true
+	}
+	m, _ := fullMetrics(t)
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, mf := range mfs {
+		if n := mf.GetName(); strings.HasPrefix(n, "scootgate_") {
+			exported[n] = true
+			if !documented[n] {
+				t.Errorf("%s is not documented in doc.go", n)
+			}
+		}
+	}
+	for n := range documented {
+		if !exported[n] {
+			t.Errorf("doc.go documents %s, which is not exported", n)
+		}
+	}
+	if len(exported) < 30 {
+		t.Errorf("only %d families exported; fullMetrics is incomplete", len(exported))
+	}
+}

@@ -1,0 +1,283 @@
+package metrics
+
+import (
+	"iter"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scootgate/scootgate/internal/breaker"
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/internal/usage"
+)
+
+// Breaker state values of scootgate_backend_breaker_state.
+const (
+	breakerClosed   = 0
+	breakerOpen     = 1
+	breakerHalfOpen = 2
+)
+
+// sources are the functions the state collector calls at scrape time.
+type sources struct {
+	backends  iter.Seq2[string, upstream.View]
+	snapshots []snapshotSource
+	outbox    func() outbox.Stats
+	mqtt      func() MQTTStats
+	usage     func() usage.RecorderStats
+}
+
+type snapshotSource struct {
+	kind   string
+	status func() snapshot.Status
+}
+
+// stateCollector exports state read at scrape time; it starts no
+// goroutine and keeps no copy of the state.
+type stateCollector struct {
+	// immutable
+	clock clock.Clock
+	d     stateDescs
+
+	mu  sync.Mutex
+	src sources // guarded by mu; the snapshots slice is copied on write
+}
+
+func (c *stateCollector) set(f func(*sources)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.src.snapshots = append([]snapshotSource(nil), c.src.snapshots...)
+	f(&c.src)
+}
+
+func (c *stateCollector) sources() sources {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.src
+}
+
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// stateDescs describes the state families. Each collector builds its own
+// set rather than sharing package variables (no package-global state).
+type stateDescs struct {
+	backendInFlight, backendCapacity, backendTTFB, backendBreaker,
+	backendDisabled, backendCooling, backendSlowStart *prometheus.Desc
+
+	snapshotVersion, snapshotAge, snapshotRejections, snapshotFetchErrors,
+	snapshotStale *prometheus.Desc
+
+	outboxDepth, outboxBytes, outboxOldestAge, outboxAppended, outboxDropped,
+	outboxCommitted, outboxDeleted, outboxCommits, outboxQuarantined *prometheus.Desc
+
+	mqttConnected, mqttPublished, mqttAcked, mqttReconnects,
+	mqttConnectFailures, mqttOversize, mqttInFlight *prometheus.Desc
+
+	usageEvents *prometheus.Desc
+}
+
+func newStateDescs() stateDescs {
+	return stateDescs{
+		backendInFlight:  newDesc("scootgate_backend_inflight", "Requests in flight to the backend from this node.", "backend"),
+		backendCapacity:  newDesc("scootgate_backend_capacity", "The backend's max_inflight_per_node (hard cap).", "backend"),
+		backendTTFB:      newDesc("scootgate_backend_ttfb_estimate_seconds", "The balancer's peak-EWMA time-to-first-byte estimate for the backend.", "backend"),
+		backendBreaker:   newDesc("scootgate_backend_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", "backend"),
+		backendDisabled:  newDesc("scootgate_backend_disabled", "1 when the backend is disabled after a provider 401/403.", "backend"),
+		backendCooling:   newDesc("scootgate_backend_cooling", "1 when the backend is in a 429 or quota cooldown.", "backend"),
+		backendSlowStart: newDesc("scootgate_backend_slow_start_ratio", "Slow-start ramp applied to the backend's weight, 0.1 to 1.", "backend"),
+
+		snapshotVersion:     newDesc("scootgate_snapshot_version", "Version of the applied snapshot; 0 when none is loaded.", "kind"),
+		snapshotAge:         newDesc("scootgate_snapshot_age_seconds", "Seconds since the last successful contact with the snapshot source; absent before the first.", "kind"),
+		snapshotRejections:  newDesc("scootgate_snapshot_rejections_total", "Snapshot documents fetched but not applied (decode, validation, compile, rollback).", "kind"),
+		snapshotFetchErrors: newDesc("scootgate_snapshot_fetch_errors_total", "Snapshot polls that could not fetch a document.", "kind"),
+		snapshotStale:       newDesc("scootgate_snapshot_stale", "1 when the snapshot source has not been reached for longer than the staleness limit.", "kind"),
+
+		outboxDepth:       newDesc("scootgate_outbox_depth", "Usage events in the outbox, not yet acknowledged by the broker."),
+		outboxBytes:       newDesc("scootgate_outbox_bytes", "Payload bytes of the events in the outbox."),
+		outboxOldestAge:   newDesc("scootgate_outbox_oldest_age_seconds", "Age of the oldest event in the outbox; 0 when empty."),
+		outboxAppended:    newDesc("scootgate_outbox_appended_total", "Usage events accepted into the outbox."),
+		outboxDropped:     newDesc("scootgate_outbox_dropped_total", "Usage events refused by the outbox (drop_newest), by reason.", "reason"),
+		outboxCommitted:   newDesc("scootgate_outbox_committed_total", "Usage events written to disk."),
+		outboxDeleted:     newDesc("scootgate_outbox_deleted_total", "Usage events removed from disk after delivery."),
+		outboxCommits:     newDesc("scootgate_outbox_commits_total", "Outbox write transactions (one fsync each)."),
+		outboxQuarantined: newDesc("scootgate_outbox_quarantined", "1 when a corrupt outbox file was moved aside at start."),
+
+		mqttConnected:       newDesc("scootgate_mqtt_connected", "1 when a connection to the MQTT broker is up."),
+		mqttPublished:       newDesc("scootgate_mqtt_published_total", "Usage events published (QoS 1), replays included."),
+		mqttAcked:           newDesc("scootgate_mqtt_acked_total", "Usage events acknowledged by the broker (PUBACK) and deleted from the outbox."),
+		mqttReconnects:      newDesc("scootgate_mqtt_reconnects_total", "Broker connections established after the first one."),
+		mqttConnectFailures: newDesc("scootgate_mqtt_connect_failures_total", "Broker connection attempts that failed."),
+		mqttOversize:        newDesc("scootgate_mqtt_oversize_total", "Usage events larger than the broker's payload limit, dropped unpublished."),
+		mqttInFlight:        newDesc("scootgate_mqtt_inflight", "Publishes awaiting their PUBACK."),
+
+		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid.", "result"),
+	}
+}
+
+func (d *stateDescs) all() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		d.backendInFlight, d.backendCapacity, d.backendTTFB, d.backendBreaker,
+		d.backendDisabled, d.backendCooling, d.backendSlowStart,
+		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotFetchErrors, d.snapshotStale,
+		d.outboxDepth, d.outboxBytes, d.outboxOldestAge, d.outboxAppended, d.outboxDropped,
+		d.outboxCommitted, d.outboxDeleted, d.outboxCommits, d.outboxQuarantined,
+		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
+		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
+		d.usageEvents,
+	}
+}
+
+func newStateCollector(c clock.Clock) *stateCollector {
+	return &stateCollector{clock: c, d: newStateDescs()}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d.all() {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It calls the registered
+// sources; they must be safe to call from the scrape goroutine.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.sources()
+	e := emitter{ch}
+	if src.backends != nil {
+		c.collectBackends(e, src)
+	}
+	for _, s := range src.snapshots {
+		c.collectSnapshot(e, s)
+	}
+	if src.outbox != nil {
+		c.collectOutbox(e, src)
+	}
+	if src.mqtt != nil {
+		c.collectMQTT(e, src)
+	}
+	if src.usage != nil {
+		st := src.usage()
+		d := c.d.usageEvents
+		e.counter(d, st.Recorded, "recorded")
+		e.counter(d, st.Dropped, "dropped")
+		e.counter(d, st.Oversize, "oversize")
+		e.counter(d, st.Invalid, "invalid")
+	}
+}
+
+// backendState is one backend id's merged View.
+type backendState struct {
+	inflight, capacity int64
+	ttfb               float64
+	breaker            breaker.State
+	disabled, cooling  bool
+	slowStart          float64
+}
+
+// breakerRank orders breaker states from best to worst for merging.
+func breakerRank(s breaker.State) int {
+	switch s {
+	case breaker.Open:
+		return 2
+	case breaker.HalfOpen:
+		return 1
+	}
+	return 0
+}
+
+func breakerValue(s breaker.State) float64 {
+	switch s {
+	case breaker.Open:
+		return breakerOpen
+	case breaker.HalfOpen:
+		return breakerHalfOpen
+	}
+	return breakerClosed
+}
+
+func (c *stateCollector) collectBackends(e emitter, src sources) {
+	merged := map[string]*backendState{}
+	for id, v := range src.backends {
+		id = idLabel(id)
+		b, ok := merged[id]
+		if !ok {
+			b = &backendState{breaker: v.BreakerState, slowStart: v.SlowStart}
+			merged[id] = b
+		}
+		b.inflight += v.InFlight
+		b.capacity += v.Cap
+		b.ttfb = max(b.ttfb, v.EWMA.Seconds())
+		if breakerRank(v.BreakerState) > breakerRank(b.breaker) {
+			b.breaker = v.BreakerState
+		}
+		b.disabled = b.disabled || v.Disabled
+		b.cooling = b.cooling || !v.CooldownUntil.IsZero()
+		b.slowStart = min(b.slowStart, v.SlowStart)
+	}
+	for id, b := range merged {
+		e.gauge(c.d.backendInFlight, float64(b.inflight), id)
+		e.gauge(c.d.backendCapacity, float64(b.capacity), id)
+		e.gauge(c.d.backendTTFB, b.ttfb, id)
+		e.gauge(c.d.backendBreaker, breakerValue(b.breaker), id)
+		e.gauge(c.d.backendDisabled, boolValue(b.disabled), id)
+		e.gauge(c.d.backendCooling, boolValue(b.cooling), id)
+		e.gauge(c.d.backendSlowStart, b.slowStart, id)
+	}
+}
+
+func (c *stateCollector) collectSnapshot(e emitter, s snapshotSource) {
+	st := s.status()
+	e.gauge(c.d.snapshotVersion, float64(st.Version), s.kind)
+	if !st.LastSuccess.IsZero() {
+		e.gauge(c.d.snapshotAge, max(0, c.clock.Now().Sub(st.LastSuccess).Seconds()), s.kind)
+	}
+	e.counter(c.d.snapshotRejections, st.Rejections, s.kind)
+	e.counter(c.d.snapshotFetchErrors, st.FetchErrors, s.kind)
+	e.gauge(c.d.snapshotStale, boolValue(st.Stale), s.kind)
+}
+
+func (c *stateCollector) collectOutbox(e emitter, src sources) {
+	st := src.outbox()
+	e.gauge(c.d.outboxDepth, float64(st.Depth))
+	e.gauge(c.d.outboxBytes, float64(st.Bytes))
+	e.gauge(c.d.outboxOldestAge, st.OldestAge.Seconds())
+	e.counter(c.d.outboxAppended, st.Appended)
+	e.counter(c.d.outboxDropped, st.Dropped.Full, "full")
+	e.counter(c.d.outboxDropped, st.Dropped.Queue, "queue")
+	e.counter(c.d.outboxDropped, st.Dropped.Failing, "failing")
+	e.counter(c.d.outboxDropped, st.Dropped.Closed, "closed")
+	e.counter(c.d.outboxCommitted, st.Committed)
+	e.counter(c.d.outboxDeleted, st.Deleted)
+	e.counter(c.d.outboxCommits, st.Commits)
+	// The quarantine path is never exported, only that there is one.
+	e.gauge(c.d.outboxQuarantined, boolValue(st.Quarantined != ""))
+}
+
+func (c *stateCollector) collectMQTT(e emitter, src sources) {
+	st := src.mqtt()
+	e.gauge(c.d.mqttConnected, boolValue(st.Connected))
+	e.counter(c.d.mqttPublished, st.Published)
+	e.counter(c.d.mqttAcked, st.Acked)
+	e.counter(c.d.mqttReconnects, st.Reconnects)
+	e.counter(c.d.mqttConnectFailures, st.ConnectFailures)
+	e.counter(c.d.mqttOversize, st.Oversize)
+	e.gauge(c.d.mqttInFlight, float64(st.InFlight))
+}
+
+// emitter sends const metrics. Label values passed to it are already
+// closed-set words or checked ids, and the descs are fixed, so
+// MustNewConstMetric cannot fail.
+type emitter struct{ ch chan<- prometheus.Metric }
+
+func (e emitter) gauge(d *prometheus.Desc, v float64, lvs ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lvs...)
+}
+
+func (e emitter) counter(d *prometheus.Desc, v uint64, lvs ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lvs...)
+}

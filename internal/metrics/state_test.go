@@ -1,0 +1,417 @@
+package metrics_test
+
+import (
+	"io"
+	"iter"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/breaker"
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/internal/usage"
+)
+
+// identity returns a backend identity whose base URL and credential
+// reference must never show in metrics.
+func identity(id string, capacity int) upstream.Identity {
+	return upstream.Identity{
+		ID: id, Protocol: "openai", Cap: capacity,
+		BaseURL:    "https://api.example.com/v1?token=sk-canary-" + id,
+		Credential: "sk-canary-cred",
+	}
+}
+
+// newRegistry returns an upstream registry whose breaker opens on the
+// first transport failure, with slow start off unless slowStart.
+func newRegistry(clk clock.Clock, slowStart bool) *upstream.Registry {
+	o := upstream.Options{
+		Clock:       clk,
+		Rand:        func() float64 { return 0 },
+		DefaultTTFB: 1500 * time.Millisecond,
+		SlowStart:   -1,
+		Breaker:     breaker.Options{Failures: 1, Jitter: -1},
+	}
+	if slowStart {
+		o.SlowStart = 0 // default 30s: a new backend starts at 10%
+	}
+	return upstream.NewRegistry(o)
+}
+
+func mustAcquire(t *testing.T, s *upstream.State) {
+	t.Helper()
+	if !s.Acquire() {
+		t.Fatal("Acquire refused")
+	}
+}
+
+func TestBackendsFromRegistry(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	reg := newRegistry(clk, false)
+
+	busy := reg.Get(identity("busy", 4))
+	mustAcquire(t, busy)
+	mustAcquire(t, busy)
+
+	open := reg.Get(identity("open", 2))
+	mustAcquire(t, open)
+	open.Finish(upstream.Result{Outcome: upstream.TransportFailure})
+
+	disabled := reg.Get(identity("disabled", 2))
+	mustAcquire(t, disabled)
+	disabled.Finish(upstream.Result{Outcome: upstream.AuthRejected})
+
+	cooling := reg.Get(identity("cooling", 2))
+	mustAcquire(t, cooling)
+	cooling.Finish(upstream.Result{Outcome: upstream.RateLimited, RetryAfter: 10 * time.Second})
+
+	m := newMetrics(t)
+	m.RegisterBackends(metrics.RegistryBackends(reg))
+	compare(t, m, `
+# HELP scootgate_backend_breaker_state Circuit breaker state: 0 closed, 1 open, 2 half-open.
+# TYPE scootgate_backend_breaker_state gauge
+scootgate_backend_breaker_state{backend="busy"} 0
+scootgate_backend_breaker_state{backend="cooling"} 0
+scootgate_backend_breaker_state{backend="disabled"} 0
+scootgate_backend_breaker_state{backend="open"} 1
+# HELP scootgate_backend_capacity The backend's max_inflight_per_node (hard cap).
+# TYPE scootgate_backend_capacity gauge
+scootgate_backend_capacity{backend="busy"} 4
+scootgate_backend_capacity{backend="cooling"} 2
+scootgate_backend_capacity{backend="disabled"} 2
+scootgate_backend_capacity{backend="open"} 2
+# HELP scootgate_backend_cooling 1 when the backend is in a 429 or quota cooldown.
+# TYPE scootgate_backend_cooling gauge
+scootgate_backend_cooling{backend="busy"} 0
+scootgate_backend_cooling{backend="cooling"} 1
+scootgate_backend_cooling{backend="disabled"} 0
+scootgate_backend_cooling{backend="open"} 0
+# HELP scootgate_backend_disabled 1 when the backend is disabled after a provider 401/403.
+# TYPE scootgate_backend_disabled gauge
+scootgate_backend_disabled{backend="busy"} 0
+scootgate_backend_disabled{backend="cooling"} 0
+scootgate_backend_disabled{backend="disabled"} 1
+scootgate_backend_disabled{backend="open"} 0
+# HELP scootgate_backend_inflight Requests in flight to the backend from this node.
+# TYPE scootgate_backend_inflight gauge
+scootgate_backend_inflight{backend="busy"} 2
+scootgate_backend_inflight{backend="cooling"} 0
+scootgate_backend_inflight{backend="disabled"} 0
+scootgate_backend_inflight{backend="open"} 0
+# HELP scootgate_backend_slow_start_ratio Slow-start ramp applied to the backend's weight, 0.1 to 1.
+# TYPE scootgate_backend_slow_start_ratio gauge
+scootgate_backend_slow_start_ratio{backend="busy"} 1
+scootgate_backend_slow_start_ratio{backend="cooling"} 1
+scootgate_backend_slow_start_ratio{backend="disabled"} 1
+scootgate_backend_slow_start_ratio{backend="open"} 1
+# HELP scootgate_backend_ttfb_estimate_seconds The balancer's peak-EWMA time-to-first-byte estimate for the backend.
+# TYPE scootgate_backend_ttfb_estimate_seconds gauge
+scootgate_backend_ttfb_estimate_seconds{backend="busy"} 1.5
+scootgate_backend_ttfb_estimate_seconds{backend="cooling"} 1.5
+scootgate_backend_ttfb_estimate_seconds{backend="disabled"} 1.5
+scootgate_backend_ttfb_estimate_seconds{backend="open"} 1.5
+`, "scootgate_backend_breaker_state", "scootgate_backend_capacity", "scootgate_backend_cooling",
+		"scootgate_backend_disabled", "scootgate_backend_inflight", "scootgate_backend_slow_start_ratio",
+		"scootgate_backend_ttfb_estimate_seconds")
+
+	// Read at scrape time: a change shows at the next scrape, and the
+	// cooldown ends by the clock.
+	busy.Finish(upstream.Result{Outcome: upstream.Success, TTFB: 3 * time.Second})
+	clk.Advance(11 * time.Second)
+	compare(t, m, `
+# HELP scootgate_backend_cooling 1 when the backend is in a 429 or quota cooldown.
+# TYPE scootgate_backend_cooling gauge
+scootgate_backend_cooling{backend="busy"} 0
+scootgate_backend_cooling{backend="cooling"} 0
+scootgate_backend_cooling{backend="disabled"} 0
+scootgate_backend_cooling{backend="open"} 0
+# HELP scootgate_backend_inflight Requests in flight to the backend from this node.
+# TYPE scootgate_backend_inflight gauge
+scootgate_backend_inflight{backend="busy"} 1
+scootgate_backend_inflight{backend="cooling"} 0
+scootgate_backend_inflight{backend="disabled"} 0
+scootgate_backend_inflight{backend="open"} 0
+`, "scootgate_backend_cooling", "scootgate_backend_inflight")
+}
+
+func TestBackendSlowStart(t *testing.T) {
+	reg := newRegistry(clock.NewFake(time.Time{}), true)
+	reg.Get(identity("new", 1))
+	m := newMetrics(t)
+	m.RegisterBackends(metrics.RegistryBackends(reg))
+	compare(t, m, `
+# HELP scootgate_backend_slow_start_ratio Slow-start ramp applied to the backend's weight, 0.1 to 1.
+# TYPE scootgate_backend_slow_start_ratio gauge
+scootgate_backend_slow_start_ratio{backend="new"} 0.1
+`, "scootgate_backend_slow_start_ratio")
+}
+
+// views is a backend source from a fixed list, possibly with repeated ids.
+type views []struct {
+	id string
+	v  upstream.View
+}
+
+func (vs views) seq() iter.Seq2[string, upstream.View] {
+	return func(yield func(string, upstream.View) bool) {
+		for _, e := range vs {
+			if !yield(e.id, e.v) {
+				return
+			}
+		}
+	}
+}
+
+// TestBackendsMerge: two states with one id (a redefined backend whose
+// old state still has requests in flight) become one series each,
+// merged as RegisterBackends documents; a gather with duplicates would
+// fail outright.
+func TestBackendsMerge(t *testing.T) {
+	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := newMetrics(t)
+	m.RegisterBackends(views{
+		{"dup", upstream.View{InFlight: 3, Cap: 4, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
+		{"dup", upstream.View{InFlight: 1, Cap: 8, EWMA: time.Second, SlowStart: 0.25, BreakerState: breaker.Closed, Disabled: true, CooldownUntil: until}},
+		{"half", upstream.View{Cap: 1, EWMA: time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
+		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.HalfOpen}},
+		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Open}},
+		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Closed}},
+		{"https://x.example/sk-canary", upstream.View{Cap: 1, SlowStart: 1}},
+	}.seq())
+	compare(t, m, `
+# HELP scootgate_backend_breaker_state Circuit breaker state: 0 closed, 1 open, 2 half-open.
+# TYPE scootgate_backend_breaker_state gauge
+scootgate_backend_breaker_state{backend="dup"} 2
+scootgate_backend_breaker_state{backend="half"} 2
+scootgate_backend_breaker_state{backend="invalid"} 0
+scootgate_backend_breaker_state{backend="worst"} 1
+# HELP scootgate_backend_capacity The backend's max_inflight_per_node (hard cap).
+# TYPE scootgate_backend_capacity gauge
+scootgate_backend_capacity{backend="dup"} 12
+scootgate_backend_capacity{backend="half"} 1
+scootgate_backend_capacity{backend="invalid"} 1
+scootgate_backend_capacity{backend="worst"} 3
+# HELP scootgate_backend_cooling 1 when the backend is in a 429 or quota cooldown.
+# TYPE scootgate_backend_cooling gauge
+scootgate_backend_cooling{backend="dup"} 1
+scootgate_backend_cooling{backend="half"} 0
+scootgate_backend_cooling{backend="invalid"} 0
+scootgate_backend_cooling{backend="worst"} 0
+# HELP scootgate_backend_disabled 1 when the backend is disabled after a provider 401/403.
+# TYPE scootgate_backend_disabled gauge
+scootgate_backend_disabled{backend="dup"} 1
+scootgate_backend_disabled{backend="half"} 0
+scootgate_backend_disabled{backend="invalid"} 0
+scootgate_backend_disabled{backend="worst"} 0
+# HELP scootgate_backend_inflight Requests in flight to the backend from this node.
+# TYPE scootgate_backend_inflight gauge
+scootgate_backend_inflight{backend="dup"} 4
+scootgate_backend_inflight{backend="half"} 0
+scootgate_backend_inflight{backend="invalid"} 0
+scootgate_backend_inflight{backend="worst"} 0
+# HELP scootgate_backend_slow_start_ratio Slow-start ramp applied to the backend's weight, 0.1 to 1.
+# TYPE scootgate_backend_slow_start_ratio gauge
+scootgate_backend_slow_start_ratio{backend="dup"} 0.25
+scootgate_backend_slow_start_ratio{backend="half"} 1
+scootgate_backend_slow_start_ratio{backend="invalid"} 1
+scootgate_backend_slow_start_ratio{backend="worst"} 1
+# HELP scootgate_backend_ttfb_estimate_seconds The balancer's peak-EWMA time-to-first-byte estimate for the backend.
+# TYPE scootgate_backend_ttfb_estimate_seconds gauge
+scootgate_backend_ttfb_estimate_seconds{backend="dup"} 2
+scootgate_backend_ttfb_estimate_seconds{backend="half"} 1
+scootgate_backend_ttfb_estimate_seconds{backend="invalid"} 0
+scootgate_backend_ttfb_estimate_seconds{backend="worst"} 0
+`, "scootgate_backend_breaker_state", "scootgate_backend_capacity", "scootgate_backend_cooling",
+		"scootgate_backend_disabled", "scootgate_backend_inflight", "scootgate_backend_slow_start_ratio",
+		"scootgate_backend_ttfb_estimate_seconds")
+}
+
+func TestSnapshots(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	m := metrics.New(metrics.Options{Clock: clk, NoRuntime: true})
+	contact := clk.Now().Add(-90 * time.Second)
+	m.RegisterSnapshot(metrics.SnapshotAuthz, func() snapshot.Status {
+		return snapshot.Status{
+			Version:     42,
+			LastSuccess: contact,
+			LastError:   `fetch "https://cp.example/authz?token=sk-canary": 500`,
+			Rejections:  3,
+			FetchErrors: 7,
+			Stale:       true,
+			StaleReason: "no contact since ... sk-canary",
+		}
+	})
+	// Never reached its source: no age sample.
+	m.RegisterSnapshot(metrics.SnapshotRoutes, func() snapshot.Status { return snapshot.Status{FetchErrors: 1} })
+	want := `
+# HELP scootgate_snapshot_age_seconds Seconds since the last successful contact with the snapshot source; absent before the first.
+# TYPE scootgate_snapshot_age_seconds gauge
+scootgate_snapshot_age_seconds{kind="authz"} 90
+# HELP scootgate_snapshot_fetch_errors_total Snapshot polls that could not fetch a document.
+# TYPE scootgate_snapshot_fetch_errors_total counter
+scootgate_snapshot_fetch_errors_total{kind="authz"} 7
+scootgate_snapshot_fetch_errors_total{kind="routes"} 1
+# HELP scootgate_snapshot_rejections_total Snapshot documents fetched but not applied (decode, validation, compile, rollback).
+# TYPE scootgate_snapshot_rejections_total counter
+scootgate_snapshot_rejections_total{kind="authz"} 3
+scootgate_snapshot_rejections_total{kind="routes"} 0
+# HELP scootgate_snapshot_stale 1 when the snapshot source has not been reached for longer than the staleness limit.
+# TYPE scootgate_snapshot_stale gauge
+scootgate_snapshot_stale{kind="authz"} 1
+scootgate_snapshot_stale{kind="routes"} 0
+# HELP scootgate_snapshot_version Version of the applied snapshot; 0 when none is loaded.
+# TYPE scootgate_snapshot_version gauge
+scootgate_snapshot_version{kind="authz"} 42
+scootgate_snapshot_version{kind="routes"} 0
+`
+	names := []string{
+		"scootgate_snapshot_age_seconds", "scootgate_snapshot_fetch_errors_total",
+		"scootgate_snapshot_rejections_total", "scootgate_snapshot_stale", "scootgate_snapshot_version",
+	}
+	compare(t, m, want, names...)
+
+	// The age is computed at scrape time from the injected clock; a
+	// second registration of a kind replaces the first.
+	clk.Advance(10 * time.Second)
+	routesContact := clk.Now()
+	m.RegisterSnapshot(metrics.SnapshotRoutes, func() snapshot.Status {
+		return snapshot.Status{Version: 5, LastSuccess: routesContact}
+	})
+	compare(t, m, `
+# HELP scootgate_snapshot_age_seconds Seconds since the last successful contact with the snapshot source; absent before the first.
+# TYPE scootgate_snapshot_age_seconds gauge
+scootgate_snapshot_age_seconds{kind="authz"} 100
+scootgate_snapshot_age_seconds{kind="routes"} 0
+# HELP scootgate_snapshot_version Version of the applied snapshot; 0 when none is loaded.
+# TYPE scootgate_snapshot_version gauge
+scootgate_snapshot_version{kind="authz"} 42
+scootgate_snapshot_version{kind="routes"} 5
+`, "scootgate_snapshot_age_seconds", "scootgate_snapshot_version")
+}
+
+func TestOutbox(t *testing.T) {
+	m := newMetrics(t)
+	m.RegisterOutbox(func() outbox.Stats {
+		return outbox.Stats{
+			Depth: 12, Bytes: 3456, OldestAge: 1500 * time.Millisecond, Appended: 100,
+			Dropped:   outbox.Dropped{Full: 1, Queue: 2, Failing: 3, Closed: 4},
+			Committed: 90, Deleted: 78, Commits: 9,
+			Quarantined: "/var/lib/scootgate/outbox.db.corrupt-sk-canary",
+		}
+	})
+	compare(t, m, `
+# HELP scootgate_outbox_appended_total Usage events accepted into the outbox.
+# TYPE scootgate_outbox_appended_total counter
+scootgate_outbox_appended_total 100
+# HELP scootgate_outbox_bytes Payload bytes of the events in the outbox.
+# TYPE scootgate_outbox_bytes gauge
+scootgate_outbox_bytes 3456
+# HELP scootgate_outbox_commits_total Outbox write transactions (one fsync each).
+# TYPE scootgate_outbox_commits_total counter
+scootgate_outbox_commits_total 9
+# HELP scootgate_outbox_committed_total Usage events written to disk.
+# TYPE scootgate_outbox_committed_total counter
+scootgate_outbox_committed_total 90
+# HELP scootgate_outbox_deleted_total Usage events removed from disk after delivery.
+# TYPE scootgate_outbox_deleted_total counter
+scootgate_outbox_deleted_total 78
+# HELP scootgate_outbox_depth Usage events in the outbox, not yet acknowledged by the broker.
+# TYPE scootgate_outbox_depth gauge
+scootgate_outbox_depth 12
+# HELP scootgate_outbox_dropped_total Usage events refused by the outbox (drop_newest), by reason.
+# TYPE scootgate_outbox_dropped_total counter
+scootgate_outbox_dropped_total{reason="closed"} 4
+scootgate_outbox_dropped_total{reason="failing"} 3
+scootgate_outbox_dropped_total{reason="full"} 1
+scootgate_outbox_dropped_total{reason="queue"} 2
+# HELP scootgate_outbox_oldest_age_seconds Age of the oldest event in the outbox; 0 when empty.
+# TYPE scootgate_outbox_oldest_age_seconds gauge
+scootgate_outbox_oldest_age_seconds 1.5
+# HELP scootgate_outbox_quarantined 1 when a corrupt outbox file was moved aside at start.
+# TYPE scootgate_outbox_quarantined gauge
+scootgate_outbox_quarantined 1
+`, "scootgate_outbox_appended_total", "scootgate_outbox_bytes", "scootgate_outbox_commits_total",
+		"scootgate_outbox_committed_total", "scootgate_outbox_deleted_total", "scootgate_outbox_depth",
+		"scootgate_outbox_dropped_total", "scootgate_outbox_oldest_age_seconds", "scootgate_outbox_quarantined")
+}
+
+func TestMQTTAndUsage(t *testing.T) {
+	m := newMetrics(t)
+	m.RegisterMQTT(func() metrics.MQTTStats {
+		return metrics.MQTTStats{Connected: true, Published: 10, Acked: 9, Reconnects: 2, ConnectFailures: 5, Oversize: 1, InFlight: 1}
+	})
+	m.RegisterUsage(func() usage.RecorderStats {
+		return usage.RecorderStats{Recorded: 10, Dropped: 2, Oversize: 1, Invalid: 3}
+	})
+	compare(t, m, `
+# HELP scootgate_mqtt_acked_total Usage events acknowledged by the broker (PUBACK) and deleted from the outbox.
+# TYPE scootgate_mqtt_acked_total counter
+scootgate_mqtt_acked_total 9
+# HELP scootgate_mqtt_connect_failures_total Broker connection attempts that failed.
+# TYPE scootgate_mqtt_connect_failures_total counter
+scootgate_mqtt_connect_failures_total 5
+# HELP scootgate_mqtt_connected 1 when a connection to the MQTT broker is up.
+# TYPE scootgate_mqtt_connected gauge
+scootgate_mqtt_connected 1
+# HELP scootgate_mqtt_inflight Publishes awaiting their PUBACK.
+# TYPE scootgate_mqtt_inflight gauge
+scootgate_mqtt_inflight 1
+# HELP scootgate_mqtt_oversize_total Usage events larger than the broker's payload limit, dropped unpublished.
+# TYPE scootgate_mqtt_oversize_total counter
+scootgate_mqtt_oversize_total 1
+# HELP scootgate_mqtt_published_total Usage events published (QoS 1), replays included.
+# TYPE scootgate_mqtt_published_total counter
+scootgate_mqtt_published_total 10
+# HELP scootgate_mqtt_reconnects_total Broker connections established after the first one.
+# TYPE scootgate_mqtt_reconnects_total counter
+scootgate_mqtt_reconnects_total 2
+# HELP scootgate_usage_events_total Usage events by what the recorder did with them: recorded, dropped, oversize, invalid.
+# TYPE scootgate_usage_events_total counter
+scootgate_usage_events_total{result="dropped"} 2
+scootgate_usage_events_total{result="invalid"} 3
+scootgate_usage_events_total{result="oversize"} 1
+scootgate_usage_events_total{result="recorded"} 10
+`, "scootgate_mqtt_acked_total", "scootgate_mqtt_connect_failures_total", "scootgate_mqtt_connected",
+		"scootgate_mqtt_inflight", "scootgate_mqtt_oversize_total", "scootgate_mqtt_published_total",
+		"scootgate_mqtt_reconnects_total", "scootgate_usage_events_total")
+}
+
+// TestUnregisteredSourcesAbsent: a family whose source is not registered
+// is not exported at all (not as zeros).
+func TestUnregisteredSourcesAbsent(t *testing.T) {
+	m := newMetrics(t)
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) > 0 && mf.GetName() != "scootgate_request_duration_seconds" {
+			t.Errorf("family %s exported with no source or observation", mf.GetName())
+		}
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape status %d", resp.StatusCode)
+	}
+	return string(body)
+}
