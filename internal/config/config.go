@@ -70,10 +70,19 @@ type Listen struct {
 	InsecurePlaintext bool
 }
 
-// Limits are per-request limits.
+// Limits are per-request limits and the API server's connection limits.
 type Limits struct {
 	BodyBytes   int64 // request body limit; larger bodies get 413 (SPEC §11)
 	MaxAttempts int   // total attempts per request, counting re-picks after definitely_not_sent (SPEC §6)
+
+	// The API listener's http.Server limits. There is deliberately no write
+	// timeout: it would cut long streams (SPEC §11 "Go traps").
+	ReadHeaderTimeout time.Duration // the slowloris guard: time to read a request's headers
+	IdleTimeout       time.Duration // a keep-alive connection with no request is closed after this
+	MaxHeaderBytes    int           // request line + headers; larger gets 431
+	// MaxConcurrentRequests caps requests in flight on the API listener,
+	// streams included; beyond it the node answers a fast 503.
+	MaxConcurrentRequests int
 }
 
 // Timeouts are the separately configurable timeouts of SPEC §11.
@@ -157,6 +166,10 @@ type Authz struct {
 //	listen.health              "127.0.0.1:8081"
 //	limits.body_bytes          33554432 (32 MiB, SPEC §11)
 //	limits.max_attempts        2
+//	limits.read_header_timeout 10s
+//	limits.idle_timeout        2m
+//	limits.max_header_bytes    65536 (64 KiB)
+//	limits.max_concurrent_requests 10000
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
@@ -196,7 +209,11 @@ type Authz struct {
 func Defaults() Config {
 	return Config{
 		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
-		Limits: Limits{BodyBytes: 32 << 20, MaxAttempts: 2},
+		Limits: Limits{
+			BodyBytes: 32 << 20, MaxAttempts: 2,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
+		},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,
 			FirstByte:      60 * time.Second,

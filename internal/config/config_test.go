@@ -41,15 +41,11 @@ func TestParseDevConfig(t *testing.T) {
 		"fake-openai":    secret.New("dev-openai"),
 		"fake-anthropic": secret.New("dev-anthropic"),
 	}
-	want.Backends = []Backend{
-		{ID: "fake-anthropic", Protocol: ProtocolAnthropic, BaseURL: mustURL(t, "http://127.0.0.1:18080/v1"), Credential: "fake-anthropic", MaxInflight: 64},
-		{ID: "fake-openai", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "http://127.0.0.1:18080/v1"), Credential: "fake-openai", MaxInflight: 64},
-	}
-	want.Models = []Model{
-		{Name: "demo-claude", Targets: []Target{{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
-		{Name: "demo-gpt", Targets: []Target{{Backend: "fake-openai", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
-	}
-	want.Authz = Authz{Source: "file:dev-authz.json"}
+	// Backends and models come from the dev control plane's routing snapshot.
+	want.ControlPlane.PollInterval = 2 * time.Second
+	want.Routes = Routes{Source: "http://127.0.0.1:18090/routes.json"}
+	want.Authz = Authz{Source: "http://127.0.0.1:18090/authz.json"}
+	want.MQTT.Broker = "tcp://127.0.0.1:11883"
 	if diff := cmp.Diff(got, &want, cmpOpts); diff != "" {
 		t.Errorf("Parse(dev.toml) (-got +want):\n%s", diff)
 	}
@@ -130,7 +126,10 @@ func TestExampleSpellsOutDefaults(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	want := Config{
 		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
-		Limits: Limits{BodyBytes: 33554432, MaxAttempts: 2},
+		Limits: Limits{
+			BodyBytes: 33554432, MaxAttempts: 2,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000,
+		},
 		Timeouts: Timeouts{
 			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,
 			NonStreamTotal: 600 * time.Second, StreamKeepalive: 0,
@@ -244,8 +243,12 @@ func TestLoadDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(c.Authz.Source, "file:"+filepath.Join(dir, "dev-authz.json")); diff != "" {
+	// http sources stay as written; relative paths resolve against the file.
+	if diff := cmp.Diff(c.Authz.Source, "http://127.0.0.1:18090/authz.json"); diff != "" {
 		t.Errorf("authz source (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(c.ControlPlane.StateDir, filepath.Join(dir, "scootgate-state")); diff != "" {
+		t.Errorf("state dir (-got +want):\n%s", diff)
 	}
 }
 

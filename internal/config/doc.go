@@ -53,6 +53,12 @@
 //	[limits]
 //	body_bytes = 33554432               # 1 KiB .. 1 GiB (SPEC §11: default 32 MiB)
 //	max_attempts = 2                    # 1..5, total attempts incl. re-picks after definitely_not_sent (SPEC §6)
+//	read_header_timeout = "10s"         # 100ms..1h: slowloris guard; a connection whose headers are late is closed
+//	idle_timeout = "2m"                 # 100ms..1h: idle keep-alive connections are closed after this
+//	max_header_bytes = 65536            # 4 KiB..1 MiB: request line + headers; larger gets 431
+//	max_concurrent_requests = 10000     # 1..1000000 requests in flight (streams too); beyond: fast 503,
+//	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:
+//	                                    #   it would cut long streams (SPEC §11 "Go traps")
 //
 //	[timeouts]                          # Go durations (SPEC §11); all but stream_keepalive >= 1ms
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS
@@ -132,7 +138,7 @@
 //	password = { env = "SG_MQTT_PASSWORD" }
 //	ca_file = ""                        # ssl:// only; "" = system roots
 //	window = 64                         # 1..65535 publishes awaiting their PUBACK
-//	max_payload = 262144                # 1..268435456; larger events are dropped unpublished and counted
+//	max_payload = 262144                # 1..267386880 (255 MiB); larger events are dropped unpublished and counted
 //	keepalive = "30s"                   # whole seconds, 1s..65535s
 //	connect_timeout = "10s"             # 1ms..10m
 //

@@ -254,11 +254,11 @@ func TestRulesLimitsTimeoutsDrainBalance(t *testing.T) {
 	runRules(t, []ruleCase{
 		{
 			name: "limits in range", add: "[limits]\nbody_bytes = 1024\nmax_attempts = 5\n",
-			view: func(c *Config) any { return c.Limits }, wantView: Limits{BodyBytes: 1024, MaxAttempts: 5},
+			view: func(c *Config) any { return c.Limits }, wantView: withLimits(1024, 5),
 		},
 		{
 			name: "limits upper bounds", add: "[limits]\nbody_bytes = 1073741824\nmax_attempts = 1\n",
-			view: func(c *Config) any { return c.Limits }, wantView: Limits{BodyBytes: 1 << 30, MaxAttempts: 1},
+			view: func(c *Config) any { return c.Limits }, wantView: withLimits(1<<30, 1),
 		},
 		{
 			name: "limits out of range", add: "[limits]\nbody_bytes = 1023\nmax_attempts = 0\n",

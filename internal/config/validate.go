@@ -31,6 +31,12 @@ const (
 	minTimeout      = time.Millisecond
 	minKeepalive    = time.Second
 	maxSOCKSField   = 255 // RFC 1929: username and password are at most 255 bytes
+
+	minServerTimeout      = 100 * time.Millisecond
+	maxServerTimeout      = time.Hour
+	minHeaderBytes        = 4 << 10
+	maxHeaderBytes        = 1 << 20 // net/http's default
+	maxConcurrentRequests = 1000000
 )
 
 const idRule = "1-64 characters from [A-Za-z0-9._-]"
@@ -170,6 +176,15 @@ func (v *validator) limits(t *table, l *Limits) {
 	}
 	if n, ok := t.integer("max_attempts", "", 1, maxAttempts); ok {
 		l.MaxAttempts = int(n)
+	}
+	// Server limits: never unbounded (a zero would disable Go's guard).
+	durationIn(t, "read_header_timeout", minServerTimeout, maxServerTimeout, &l.ReadHeaderTimeout)
+	durationIn(t, "idle_timeout", minServerTimeout, maxServerTimeout, &l.IdleTimeout)
+	if n, ok := t.integer("max_header_bytes", "", minHeaderBytes, maxHeaderBytes); ok {
+		l.MaxHeaderBytes = int(n)
+	}
+	if n, ok := t.integer("max_concurrent_requests", "", 1, maxConcurrentRequests); ok {
+		l.MaxConcurrentRequests = int(n)
 	}
 }
 

@@ -1,0 +1,64 @@
+package app
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/apierr"
+)
+
+// concurrencyLimit caps the requests in flight on the API listener,
+// streams included (issue 6 "server limits"; OWASP API4). Beyond the cap
+// it answers at once, before reading the body or touching a backend, with
+// a 503 that tells the client a retry is safe (SPEC §11: x-should-retry:
+// true on local 503s). A counter and no queue: under overload a fast
+// answer that a load balancer or SDK can retry elsewhere beats a wait.
+type concurrencyLimit struct {
+	// immutable
+	next    http.Handler
+	max     int64
+	log     *slog.Logger
+	refusal *apierr.Error // the answer beyond the cap; Retry-After: 1
+
+	inflight atomic.Int64
+}
+
+func limitConcurrency(next http.Handler, max int, log *slog.Logger) *concurrencyLimit {
+	return &concurrencyLimit{
+		next: next, max: int64(max), log: log,
+		refusal: apierr.Unavailable("this node is at its concurrent request limit; retry shortly", time.Second),
+	}
+}
+
+func (l *concurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l.inflight.Add(1) > l.max {
+		l.inflight.Add(-1)
+		rid := newRequestID()
+		w.Header().Set("X-Request-Id", rid) // SPEC §11 "Headers": always our own id
+		l.log.Debug("request refused: concurrent request limit", "request_id", rid, "limit", l.max)
+		l.refusal.Write(w, shapeFor(r), rid)
+		return
+	}
+	defer l.inflight.Add(-1)
+	l.next.ServeHTTP(w, r)
+}
+
+// shapeFor picks the error shape as the proxy does for requests it has not
+// routed yet: Anthropic clients always send anthropic-version.
+func shapeFor(r *http.Request) apierr.Protocol {
+	if r.Header.Get("Anthropic-Version") != "" {
+		return apierr.Anthropic
+	}
+	return apierr.OpenAI
+}
+
+// newRequestID has the proxy's format (sg- + 24 hex digits).
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "sg-" + hex.EncodeToString(b[:])
+}
