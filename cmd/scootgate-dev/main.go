@@ -1,8 +1,15 @@
 // Command scootgate-dev is the `make run` demo: in one process it starts a
-// fake OpenAI-and-Anthropic provider, a loopback SOCKS5 egress proxy and a
-// ScootGate node on the embedded dev config, then prints curl lines that
-// work with the demo key. It is a development tool: the node binary
-// (cmd/scootgate) never links the fake provider or the proxies.
+// fake OpenAI-and-Anthropic provider, a loopback SOCKS5 egress proxy, a dev
+// control plane and a ScootGate node on the embedded dev config, then
+// prints curl lines that work with the demo key. It is a development tool:
+// the node binary (cmd/scootgate) never links the fake provider, the
+// proxies or the control plane.
+//
+// The control plane (internal/devstack/cpserver) serves the routing and
+// authorization snapshots from .scootgate-dev/ in the working directory,
+// which `make run` (re)writes at every start with the demo routes and key.
+// Editing a file there and raising its "version" publishes a new snapshot:
+// the node picks it up at its next poll (every 2 s in the dev config).
 package main
 
 import (
@@ -10,19 +17,25 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/devstack/broker"
+	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 //go:embed dev.toml
@@ -35,6 +48,14 @@ const DemoKey = "sk-scootgate-demo"
 const (
 	providerAddr = "127.0.0.1:18080"
 	socksAddr    = "127.0.0.1:11090"
+	// controlPlaneAddr is where dev.toml's [routes] and [authz] sources
+	// point.
+	controlPlaneAddr = "127.0.0.1:18090"
+	// brokerAddr is the embedded MQTT broker dev.toml's [mqtt] names.
+	brokerAddr = "127.0.0.1:11883"
+	// snapshotDir holds the documents the control plane serves, relative
+	// to the working directory (`make run` runs in the repository root).
+	snapshotDir = ".scootgate-dev"
 	// The fake provider checks these; the node reads them from the env,
 	// like real provider keys.
 	fakeOpenAIKey    = "fake-openai-provider-key"
@@ -64,6 +85,32 @@ func run() error {
 	}
 	defer socks.Close()
 
+	// The embedded broker the node publishes usage events to, and a
+	// consumer that prints each event once (at-least-once delivery: it
+	// de-duplicates by event_id, as every consumer must).
+	consumer := newConsumer(os.Stdout)
+	mq, err := broker.Start(broker.Options{Addr: brokerAddr, OnMessage: consumer.handle})
+	if err != nil {
+		return fmt.Errorf("mqtt broker on %s: %w", brokerAddr, err)
+	}
+	defer mq.Close()
+
+	snapDir, err := filepath.Abs(snapshotDir)
+	if err != nil {
+		return err
+	}
+	if err := writeSnapshots(snapDir, time.Now()); err != nil {
+		return fmt.Errorf("dev snapshots: %w", err)
+	}
+	cp, err := cpserver.Listen(controlPlaneAddr, snapDir)
+	if err != nil {
+		return fmt.Errorf("dev control plane on %s: %w", controlPlaneAddr, err)
+	}
+	defer cp.Close()
+
+	// The config, the node's state directory (last good snapshots) and its
+	// usage outbox are fresh at every start and removed at exit, so the
+	// version floor starts over with the rewritten snapshots.
 	dir, err := os.MkdirTemp("", "scootgate-dev-")
 	if err != nil {
 		return err
@@ -71,9 +118,6 @@ func run() error {
 	defer os.RemoveAll(dir)
 	cfgPath := filepath.Join(dir, "dev.toml")
 	if err := os.WriteFile(cfgPath, devConfig, 0o600); err != nil {
-		return err
-	}
-	if err := writeAuthz(filepath.Join(dir, "dev-authz.json")); err != nil {
 		return err
 	}
 	os.Setenv("SCOOTGATE_DEV_OPENAI_KEY", fakeOpenAIKey)
@@ -86,34 +130,133 @@ func run() error {
 		Logger:  log,
 		BaseDir: dir,
 		Listening: func(api, health net.Addr) {
-			printBanner(api.String(), health.String(), dir)
+			printBanner(banner{
+				API: api.String(), Health: health.String(), ConfigDir: dir, SnapshotDir: snapDir,
+				RoutesURL: cfg.Routes.Source, AuthzURL: cfg.Authz.Source, Poll: cfg.ControlPlane.PollInterval,
+			})
 		},
 	})
 }
 
-func writeAuthz(path string) error {
-	doc := authsnap.Snapshot{
+// consumer prints usage events the broker receives, once per event_id.
+type consumer struct {
+	out  io.Writer
+	mu   sync.Mutex
+	seen map[string]bool // guarded by mu
+}
+
+func newConsumer(out io.Writer) *consumer { return &consumer{out: out, seen: map[string]bool{}} }
+
+func (c *consumer) handle(_ string, payload []byte) {
+	ev, err := usageevent.Decode(payload)
+	if err != nil {
+		fmt.Fprintf(c.out, "usage: undecodable message (%v)\n", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[ev.EventID] {
+		return // a replay after a reconnect: same event_id, counted once
+	}
+	c.seen[ev.EventID] = true
+	fmt.Fprintln(c.out, describe(ev))
+}
+
+// describe is the one-line summary the dev stack prints per event.
+func describe(ev *usageevent.Event) string {
+	line := fmt.Sprintf("usage event %s: %s %s -> %s (%s) attempt %d %s status %d",
+		ev.EventID, ev.Protocol, ev.PublicModel, ev.Backend, ev.ProviderModel, ev.Attempt, ev.SendState, ev.HTTPStatus)
+	if ev.FailureStage != "" {
+		line += " failed at " + ev.FailureStage
+	}
+	if ev.Usage != nil {
+		line += fmt.Sprintf(" tokens in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+	}
+	return line
+}
+
+// writeSnapshots (re)writes the documents the dev control plane serves:
+// the routes that used to be static in dev.toml, and the demo key.
+func writeSnapshots(dir string, now time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	now = now.UTC().Truncate(time.Second)
+	if err := writeJSON(filepath.Join(dir, "routes.json"), devRoutes(now)); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "authz.json"), devAuthz(now))
+}
+
+// devRoutes: demo-gpt on the fake provider's OpenAI side, demo-claude on
+// its Anthropic side, with the credentials dev.toml defines.
+func devRoutes(now time.Time) routesnap.Snapshot {
+	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (SPEC §3)
+	return routesnap.Snapshot{
+		Schema:      routesnap.Schema,
+		Version:     1,
+		GeneratedAt: now,
+		Backends: []routesnap.Backend{
+			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64},
+			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: 64},
+		},
+		Models: []routesnap.Model{
+			{Name: "demo-gpt", Targets: []routesnap.Target{
+				{Backend: "fake-openai", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+			{Name: "demo-claude", Targets: []routesnap.Target{
+				{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+		},
+	}
+}
+
+func devAuthz(now time.Time) authsnap.Snapshot {
+	return authsnap.Snapshot{
 		Schema:      authsnap.Schema,
 		Version:     1,
-		GeneratedAt: time.Now().UTC().Truncate(time.Second),
+		GeneratedAt: now,
 		Keys: []authsnap.Key{{
 			KeyID: "demo", TenantID: "demo-tenant", Digest: authsnap.Digest(DemoKey),
 		}},
 	}
-	data, err := json.MarshalIndent(doc, "", "  ")
+}
+
+// writeJSON writes v indented (people edit these files) and atomically:
+// the control plane never serves half of it.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o600)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
-func printBanner(api, health, dir string) {
+// banner is what printBanner shows; the control-plane lines come from the
+// loaded config, so they cannot drift from what the node polls.
+type banner struct {
+	API, Health         string // listener addresses
+	ConfigDir           string
+	SnapshotDir         string
+	RoutesURL, AuthzURL string
+	Poll                time.Duration
+}
+
+func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI, demo-claude = Anthropic)
   health        http://%[2]s/readyz
   fake provider http://%[3]s   reached only through SOCKS5 %[4]s
+  control plane %[7]s
+                %[8]s
+                serving %[9]s/ (rewritten at every start)
   config        %[5]s/dev.toml
+  usage events  MQTT %[11]s (embedded broker); each delivered event is printed below
 
 Try:
   curl -s http://%[1]s/v1/chat/completions -H 'Authorization: Bearer %[6]s' \
@@ -124,8 +267,14 @@ Try:
     -H 'Content-Type: application/json' \
     -d '{"model":"demo-claude","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
 
+Publish a new snapshot: edit %[9]s/routes.json (or authz.json),
+raise its "version" and save. At its next poll (every %[10]s) the node logs
+"snapshot applied". A document that does not validate is rejected whole (the
+log says why) and the previous one keeps serving. Validate before publishing:
+  go run ./cmd/scootgate check --routes %[9]s/routes.json
+
 Fault directives in the last user message, e.g. "[[status=429]]", "[[delay_ms=500]]",
 "[[cut=after_events:2]]". Ctrl-C drains and stops.
 
-`, api, health, providerAddr, socksAddr, dir, DemoKey)
+`, b.API, b.Health, providerAddr, socksAddr, b.ConfigDir, DemoKey, b.RoutesURL, b.AuthzURL, b.SnapshotDir, b.Poll, brokerAddr)
 }

@@ -2,10 +2,22 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/devstack/cpserver"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // The embedded demo config is a copy of testdata/config/dev.toml (go:embed
@@ -21,5 +33,84 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2"}
 	if _, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile); err != nil {
 		t.Fatalf("embedded dev config does not parse: %v", err)
+	}
+}
+
+// TestDevSnapshots: the documents `make run` publishes are what the dev
+// config polls, and the node accepts them: the routes compile against the
+// config's credentials, and the demo key authenticates.
+func TestDevSnapshots(t *testing.T) {
+	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2"}
+	cfg, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(
+		[]string{cfg.Routes.Source, cfg.Authz.Source},
+		[]string{"http://" + controlPlaneAddr + cpserver.RoutesPath, "http://" + controlPlaneAddr + cpserver.AuthzPath},
+	); diff != "" {
+		t.Errorf("dev.toml sources differ from what the dev control plane serves (-got +want):\n%s", diff)
+	}
+
+	dir := t.TempDir()
+	if err := writeSnapshots(dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A second start rewrites them.
+	if err := writeSnapshots(dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+
+	rdoc, err := routesnap.Decode(read("routes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := routes.CompileSnapshot(rdoc, cfg.Credentials, upstream.NewRegistry(upstream.OptionsFromConfig(cfg)))
+	if err != nil {
+		t.Fatalf("dev routes do not compile: %v", err)
+	}
+	for _, m := range []string{"demo-gpt", "demo-claude"} {
+		if _, ok := table.Model(m); !ok {
+			t.Errorf("dev routes lack %s", m)
+		}
+	}
+
+	adoc, err := authsnap.Decode(read("authz.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := authz.Compile(adoc)
+	if err != nil {
+		t.Fatalf("dev authz does not compile: %v", err)
+	}
+	var st authz.Store
+	st.Swap(ix)
+	if _, err := st.Authenticate(http.Header{"Authorization": {"Bearer " + DemoKey}}, time.Now()); err != nil {
+		t.Errorf("demo key rejected: %v", err)
+	}
+	if etag, ok := cpserver.ETag(read("routes.json")); !ok || etag != `"1"` {
+		t.Errorf("routes.json ETag = %q, %v; want \"1\"", etag, ok)
+	}
+}
+
+// TestConsumerDeduplicates: a replayed event (same event_id) prints once.
+func TestConsumerDeduplicates(t *testing.T) {
+	var out bytes.Buffer
+	c := newConsumer(&out)
+	ev := `{"event_id":"0192f0c4-0000-7000-8000-000000000001","schema":2,"authoritative":false,"node_id":"dev-1","request_id":"sg-1","tenant_id":"t","key_id":"k","public_model":"demo-gpt","provider_model":"fake-gpt-1","backend":"fake-openai","protocol":"openai","stream":false,"attempt":1,"send_state":"response_received","failure_stage":"","http_status":200,"request_bytes":10,"response_bytes":20,"ttfb_ms":1,"duration_ms":2,"started_at":"2026-11-29T00:00:00Z","usage":{"input_tokens":3,"output_tokens":4,"cache_read_tokens":0,"cache_write_tokens":0,"reasoning_tokens":0},"provider_usage":{"prompt_tokens":3,"completion_tokens":4}}`
+	c.handle("scootgate/usage", []byte(ev))
+	c.handle("scootgate/usage", []byte(ev))
+	if n := strings.Count(out.String(), "usage event"); n != 1 {
+		t.Fatalf("printed %d lines for one event id, want 1:\n%s", n, out.String())
+	}
+	if !strings.Contains(out.String(), "tokens in=3 out=4") {
+		t.Fatalf("summary lacks usage: %s", out.String())
 	}
 }

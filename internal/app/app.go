@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/proxy"
 	"github.com/scootgate/scootgate/internal/routes"
@@ -85,6 +88,8 @@ type node struct {
 	authz   *authz.Store
 	pollers []*snapshot.Poller // authz always; routes when routes.source is not static
 	outbox  *outbox.Store      // nil when usage events are off or the outbox could not open
+	metrics *metrics.Metrics
+	pub     *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
 	api     *http.Server
 	hsrv    *http.Server
 }
@@ -97,7 +102,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}}
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{})}
 	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
 	var holder routes.Holder
 
@@ -124,6 +129,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		})
 		n.pollers = append(n.pollers, p)
 		n.health.Add(name, p.Ready) // SPEC §9: loaded and not stale
+		n.metrics.RegisterSnapshot(name, p.Status)
 		return p, nil
 	}
 	if _, err := newPoller("authz", cfg.Authz.Source, authz.SnapshotDecoder(n.authz)); err != nil {
@@ -153,25 +159,36 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Logger:          o.Logger,
 		Draining:        n.health.Draining,
 		NodeID:          cfg.NodeID,
+		Observer:        n.metrics,
 	}
+	n.metrics.RegisterBackends(metrics.RegistryBackends(reg))
 	if cfg.Usage.Enabled {
 		n.openOutbox()
 		if n.outbox != nil {
-			popts.Recorder = usage.NewRecorder(n.outbox, cfg.MQTT.MaxPayload)
+			rec := usage.NewRecorder(n.outbox, cfg.MQTT.MaxPayload)
+			popts.Recorder = rec
 			popts.InjectStreamUsage = cfg.Usage.OpenAIIncludeUsage
+			n.metrics.RegisterOutbox(n.outbox.Stats)
+			n.metrics.RegisterUsage(rec.Stats)
+			if err := n.newPublisher(); err != nil {
+				n.closeOutbox()
+				return nil, err
+			}
 		}
 	}
 	handler := proxy.New(popts)
 	n.api = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		// framing.go: close after chunked bodies (smuggling guard);
+		// limit.go: a fast 503 beyond limits.max_concurrent_requests.
+		Handler:           closeAfterChunked(limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)),
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
+		IdleTimeout:       cfg.Limits.IdleTimeout,
+		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
 		// No WriteTimeout: it would cut long streams (SPEC §11 "Go traps").
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	n.hsrv = &http.Server{
-		Handler:           n.health.Handler(),
+		Handler:           n.health.Handler(n.metrics.Handler()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
@@ -198,6 +215,53 @@ func (n *node) openOutbox() {
 		n.log.Error("corrupt usage outbox moved aside; a fresh one is in use", "quarantined", q)
 	}
 	n.outbox = st
+}
+
+// newPublisher builds the MQTT publisher that drains the outbox (SPEC §8).
+// With no broker configured, events stay in the outbox (bounded) and the
+// node says so.
+func (n *node) newPublisher() error {
+	m := n.cfg.MQTT
+	if m.Broker == "" {
+		n.log.Warn("no [mqtt] broker configured: usage events stay in the outbox until it is full")
+		return nil
+	}
+	var tlsCfg *tls.Config
+	if strings.HasPrefix(m.Broker, "ssl://") {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		if m.CAFile != "" {
+			pool, err := loadPool(m.CAFile)
+			if err != nil {
+				return fmt.Errorf("mqtt.ca_file: %w", err)
+			}
+			tlsCfg.RootCAs = pool
+		}
+	}
+	pub, err := mqttpub.New(n.outbox, mqttpub.Options{
+		Broker:         m.Broker,
+		ClientID:       mqttpub.ClientID(n.cfg.NodeID), // two nodes with one id would kick each other off
+		Topic:          m.Topic,
+		Username:       m.Username,
+		Password:       m.Password,
+		TLS:            tlsCfg,
+		Window:         m.Window,
+		MaxPayload:     m.MaxPayload,
+		KeepAlive:      m.KeepAlive,
+		ConnectTimeout: m.ConnectTimeout,
+		Logger:         n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("mqtt: %w", err)
+	}
+	n.pub = pub
+	n.metrics.RegisterMQTT(func() metrics.MQTTStats {
+		st := pub.Stats()
+		return metrics.MQTTStats{
+			Connected: st.Connected, Published: st.Published, Acked: st.Acked, Reconnects: st.Reconnects,
+			ConnectFailures: st.ConnectFailures, Oversize: st.Oversize, InFlight: st.InFlight,
+		}
+	})
+	return nil
 }
 
 // newPicker returns the configured selection algorithm (SPEC §5).
@@ -298,6 +362,19 @@ func (n *node) run(ctx context.Context) error {
 	}
 	serve(n.api, apiLn, "api")
 	serve(n.hsrv, healthLn, "health")
+	// The publisher outlives the drain (events of the last requests still
+	// go out) and stops before the outbox closes.
+	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPub()
+	if n.pub != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.pub.Run(pubCtx); err != nil {
+				n.log.Error("usage publisher stopped", "error", err)
+			}
+		}()
+	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	for _, p := range n.pollers {
 		wg.Add(1)
@@ -314,6 +391,7 @@ func (n *node) run(ctx context.Context) error {
 	<-ctx.Done()
 	stopPoll()
 	n.drain(cancelBase)
+	stopPub()
 	wg.Wait()
 	n.log.Info("node stopped")
 	return nil

@@ -96,6 +96,7 @@ type stackOptions struct {
 	delay     string // drain.delay (default 0s)
 	attempts  int    // limits.max_attempts (default 2)
 	bodyLimit int    // limits.body_bytes (default 1 MiB)
+	limits    string // more [limits] keys, one per line
 	extraTOML string
 	// second adds a second OpenAI backend "oa2" (its own fake provider,
 	// s.prov2) as a demo-gpt target of weight 1; weight is the first
@@ -108,6 +109,13 @@ type stackOptions struct {
 	connectAllow func(host string, port int) bool
 	tlsCert      string // listen.tls_cert_file (and tlsKey): serve the API over TLS
 	tlsKey       string
+	// routesSource, when set, is [routes] source: backends and models come
+	// from that routing snapshot, not from this file (do not combine with
+	// second or extraTOML routes). Its credentials are "oa" and "an".
+	routesSource string
+	authzSource  string // [authz] source instead of the stack's authz.json file
+	stateDir     string // control_plane.state_dir (default: in the stack's dir); share it to restart a node
+	controlPlane string // more [control_plane] keys, one per line
 }
 
 type stack struct {
@@ -234,6 +242,7 @@ health = "127.0.0.1:0"
 [limits]
 body_bytes = %d
 max_attempts = %d
+#LIMITS#
 [timeouts]
 connect = "2s"
 first_byte = %q
@@ -248,6 +257,7 @@ grace = %q
 env = "TEST_OPENAI_KEY"
 [credentials.an]
 env = "TEST_ANTHROPIC_KEY"
+#STATIC-ROUTES#
 [backends.oa]
 protocol = "openai"
 base_url = %q
@@ -273,10 +283,12 @@ weight = 1
 stream = true
 tools = true
 json_schema = true
+#END-STATIC-ROUTES#
 [authz]
 source = "file:%s"
 [control_plane]
 state_dir = %q
+#CONTROL-PLANE#
 [usage]
 outbox_path = %q
 %s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
@@ -288,6 +300,18 @@ outbox_path = %q
 		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)
 	}
 	toml = strings.Replace(toml, "#TLS#", tlsTOML, 1)
+	toml = strings.Replace(toml, "#LIMITS#", o.limits, 1)
+	toml = strings.Replace(toml, "#CONTROL-PLANE#", o.controlPlane, 1)
+	if o.routesSource != "" {
+		start, end := strings.Index(toml, "#STATIC-ROUTES#"), strings.Index(toml, "#END-STATIC-ROUTES#")
+		toml = toml[:start] + fmt.Sprintf("[routes]\nsource = %q\n", o.routesSource) + toml[end:]
+	}
+	if o.authzSource != "" {
+		toml = strings.Replace(toml, fmt.Sprintf("source = \"file:%s\"", authzPath), fmt.Sprintf("source = %q", o.authzSource), 1)
+	}
+	if o.stateDir != "" {
+		toml = strings.Replace(toml, fmt.Sprintf("state_dir = %q", filepath.Join(dir, "state")), fmt.Sprintf("state_dir = %q", o.stateDir), 1)
+	}
 	env := map[string]string{
 		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -60,5 +62,37 @@ func TestUsageEventsReachTheOutbox(t *testing.T) {
 	}
 	if len(ids) != 3 {
 		t.Fatalf("event ids not unique: %v", ids)
+	}
+}
+
+// TestUsageEventsReachTheBroker: events go from the request path through
+// the outbox to a real (embedded) MQTT broker with QoS 1; the outbox is
+// empty once every PUBACK came back (SPEC §8).
+func TestUsageEventsReachTheBroker(t *testing.T) {
+	got := make(chan []byte, 16)
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", OnMessage: func(_ string, p []byte) { got <- append([]byte(nil), p...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	s := startStack(t, stackOptions{extraTOML: "[mqtt]\nbroker = \"tcp://" + b.Addr() + "\"\ntopic = \"test/usage\"\n"})
+	for range 3 {
+		if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	}
+	ids := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(ids) < 3 {
+		select {
+		case p := <-got:
+			ev, err := usageevent.Decode(p)
+			if err != nil {
+				t.Fatalf("broker got a non-event %q: %v", p, err)
+			}
+			ids[ev.EventID] = true
+		case <-deadline:
+			t.Fatalf("broker received %d distinct events, want 3", len(ids))
+		}
 	}
 }

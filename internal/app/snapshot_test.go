@@ -1,0 +1,387 @@
+package app
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/devstack/cpserver"
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+)
+
+// Control-plane tests (catalogue B4-B6): a node whose routes and keys come
+// from snapshots served over HTTP by cpserver, the dev control plane.
+
+// The fastest schedule the config allows: polls every second, stale after
+// three silent seconds (stale_after ≥ 3 × poll_interval).
+const fastPolls = "poll_interval = \"1s\"\nstale_after = \"3s\""
+
+// controlPlaneServer serves the documents that publish writes into dir.
+type controlPlaneServer struct {
+	t   *testing.T
+	dir string
+	srv *cpserver.Server
+}
+
+func startControlPlane(t *testing.T) *controlPlaneServer {
+	t.Helper()
+	cp := &controlPlaneServer{t: t, dir: t.TempDir()}
+	cp.listen("127.0.0.1:0")
+	return cp
+}
+
+// listen (re)starts the server on addr; stop with close.
+func (cp *controlPlaneServer) listen(addr string) {
+	cp.t.Helper()
+	srv, err := cpserver.Listen(addr, cp.dir)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.srv = srv
+	cp.t.Cleanup(func() { srv.Close() })
+}
+
+func (cp *controlPlaneServer) close() {
+	if err := cp.srv.Close(); err != nil {
+		cp.t.Error(err)
+	}
+}
+
+// publish replaces a document atomically, as a control plane must.
+func (cp *controlPlaneServer) publish(name string, doc any) {
+	cp.t.Helper()
+	data, err := json.Marshal(doc)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	tmp := filepath.Join(cp.dir, name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(cp.dir, name)); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+// gptRoutes is a routing snapshot in which demo-gpt goes to one OpenAI
+// backend.
+func gptRoutes(version uint64, backendID, baseURL string) routesnap.Snapshot {
+	return routesnap.Snapshot{
+		Schema: routesnap.Schema, Version: version,
+		Backends: []routesnap.Backend{{
+			ID: backendID, Protocol: routesnap.ProtocolOpenAI, BaseURL: baseURL, Credential: "oa", MaxInflightPerNode: 256,
+		}},
+		Models: []routesnap.Model{{Name: openAIModel, Targets: []routesnap.Target{
+			{Backend: backendID, Model: openAIProvModel, Weight: 1, Stream: true, Tools: true},
+		}}},
+	}
+}
+
+func authzDoc(version uint64, keys ...authsnap.Key) authsnap.Snapshot {
+	return authsnap.Snapshot{Schema: authsnap.Schema, Version: version, Keys: keys}
+}
+
+var (
+	keyFull    = authsnap.Key{KeyID: "k-full", TenantID: "t-1", Digest: authsnap.Digest(clientKey)}
+	keyLimited = authsnap.Key{KeyID: "k-limited", TenantID: "t-2", Digest: authsnap.Digest(limitedKey), Models: []string{anthropicModel}}
+)
+
+func startProvider(t *testing.T) (*fakeprovider.Provider, string) {
+	t.Helper()
+	p := fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey})
+	u, err := p.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, u
+}
+
+// applied is the poller's log line for a document it swapped in.
+func applied(kind string, version uint64) string {
+	return fmt.Sprintf(`"msg":"snapshot applied","snapshot":%q,"version":%d`, kind, version)
+}
+
+// readyz returns /readyz's status and report.
+func (s *stack) readyz() (int, health.Report) {
+	s.t.Helper()
+	resp, err := http.Get(s.health + "/readyz")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep health.Report
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, rep
+}
+
+// waitReadyz polls /readyz until done accepts its answer, or fails the
+// test after d. Readiness flips on a clock (stale_after), not on an event
+// a test could wait for.
+func (s *stack) waitReadyz(what string, d time.Duration, done func(code int, rep health.Report) bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, rep := s.readyz()
+		if done(code, rep) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("/readyz not %s after %v: %d %+v", what, d, code, rep)
+		}
+		<-tick.C
+	}
+}
+
+// gatedProvider is an OpenAI-protocol provider whose streams send their
+// first chunk, then hold until release, then finish with [DONE].
+type gatedProvider struct {
+	url      string        // base URL, ".../v1"
+	started  chan struct{} // one value per stream whose first chunk is out
+	requests atomic.Int64
+	gate     chan struct{}
+	once     sync.Once
+}
+
+func startGatedProvider(t *testing.T, streams int) *gatedProvider {
+	t.Helper()
+	g := &gatedProvider{started: make(chan struct{}, streams), gate: make(chan struct{})}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	t.Cleanup(g.release) // runs first: lets held handlers end so Close does not wait
+	g.url = srv.URL + "/v1"
+	return g
+}
+
+func (g *gatedProvider) release() { g.once.Do(func() { close(g.gate) }) }
+
+func (g *gatedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.requests.Add(1)
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	chunk := func(delta, finish string) {
+		fmt.Fprintf(w, `data: {"id":"chatcmpl-gated","object":"chat.completion.chunk","created":1,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n",
+			openAIProvModel, delta, finish)
+		_ = rc.Flush()
+	}
+	chunk(`{"role":"assistant","content":"old "}`, "null")
+	g.started <- struct{}{}
+	select {
+	case <-g.gate:
+	case <-r.Context().Done():
+		return
+	}
+	chunk(`{"content":"table"}`, `"stop"`)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// TestRoutesSwapUnderInFlightStreams is catalogue B4: a routing snapshot
+// that removes the backend 100 live streams are using is swapped in. The
+// streams finish on the table they started with (SPEC §7: a request pins
+// its table), and every new request goes to the new backend.
+func TestRoutesSwapUnderInFlightStreams(t *testing.T) {
+	const streams = 100
+	old := startGatedProvider(t, streams)
+	fresh, freshURL := startProvider(t)
+	cp := startControlPlane(t)
+	cp.publish("routes.json", gptRoutes(1, "oa-old", old.url))
+	s := startStack(t, stackOptions{routesSource: cp.srv.URL(cpserver.RoutesPath), controlPlane: fastPolls})
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
+	defer client.CloseIdleConnections()
+	type result struct {
+		body string
+		err  error
+	}
+	results := make(chan result, streams)
+	for range streams {
+		go func() {
+			body, err := streamAcrossSwap(s, client)
+			results <- result{body, err}
+		}()
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for i := range streams {
+		select {
+		case <-old.started:
+		case r := <-results:
+			t.Fatalf("stream %d ended before the swap: %v\n%s", i, r.err, r.body)
+		case <-timeout.C:
+			t.Fatalf("only %d of %d streams reached the old backend", i, streams)
+		}
+	}
+
+	cp.publish("routes.json", gptRoutes(2, "oa-new", freshURL))
+	s.logs.waitFor(t, applied("routes", 2), 5*time.Second)
+
+	const newRequests = 10
+	for i := range newRequests {
+		body, want := chat, "echo: hi"
+		if i%2 == 1 {
+			body, want = `{"model":"demo-gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]"
+		}
+		if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), body); r.status != 200 || !strings.Contains(r.body, want) {
+			t.Fatalf("request %d after the swap: status %d body %s", i, r.status, r.body)
+		}
+	}
+	if n := fresh.RequestCount(); n != newRequests {
+		t.Errorf("new backend got %d requests, want %d", n, newRequests)
+	}
+
+	old.release()
+	for range streams {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("in-flight stream: %v\n%s", r.err, r.body)
+		}
+		if !strings.Contains(r.body, `"content":"table"`) || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+			t.Fatalf("in-flight stream did not finish on the old backend:\n%s", r.body)
+		}
+	}
+	if n := old.requests.Load(); n != streams {
+		t.Errorf("removed backend got %d requests, want exactly the %d streams from before the swap", n, streams)
+	}
+}
+
+// streamAcrossSwap starts a stream, reads its first event, and then the
+// rest to the end. The body read so far comes back with any error.
+func streamAcrossSwap(s *stack, client *http.Client) (string, error) {
+	req, err := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.api+"/v1/chat/completions",
+		strings.NewReader(`{"model":"demo-gpt","stream":true,"messages":[{"role":"user","content":"hold"}]}`))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		return string(data), fmt.Errorf("status %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	var b strings.Builder
+	for { // the first event ends with an empty line
+		line, err := br.ReadString('\n')
+		b.WriteString(line)
+		if err != nil {
+			return b.String(), fmt.Errorf("before the first event ended: %w", err)
+		}
+		if line == "\n" {
+			break
+		}
+	}
+	rest, err := io.ReadAll(br)
+	b.Write(rest)
+	return b.String(), err
+}
+
+// TestRestartDuringControlPlaneOutage is catalogue B5 across a restart
+// (SPEC §11 "Last good snapshot on disk"): a node that loaded its
+// documents stops; the control plane goes down; a new node on the same
+// state directory serves from the persisted copies and is ready until
+// stale_after, then unready while still serving, then ready again once
+// the control plane is back.
+func TestRestartDuringControlPlaneOutage(t *testing.T) {
+	_, provURL := startProvider(t)
+	cp := startControlPlane(t)
+	cp.publish("routes.json", gptRoutes(1, "oa", provURL))
+	cp.publish("authz.json", authzDoc(1, keyFull))
+	opts := stackOptions{
+		routesSource: cp.srv.URL(cpserver.RoutesPath),
+		authzSource:  cp.srv.URL(cpserver.AuthzPath),
+		stateDir:     t.TempDir(),
+		controlPlane: fastPolls,
+	}
+
+	first := startStack(t, opts)
+	if code, rep := first.readyz(); code != 200 {
+		t.Fatalf("first node: /readyz %d %+v", code, rep)
+	}
+	if r := first.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+		t.Fatalf("first node: status %d body %s", r.status, r.body)
+	}
+	first.shutdown()
+	addr := cp.srv.Addr()
+	cp.close()
+
+	second := startStack(t, opts)
+	second.logs.waitFor(t, `"snapshot":"routes","version":1,"previous":0,"from":"disk"`, 0)
+	second.logs.waitFor(t, `"snapshot":"authz","version":1,"previous":0,"from":"disk"`, 0)
+	if r := second.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+		t.Fatalf("restarted node, control plane down: status %d body %s", r.status, r.body)
+	}
+	if code, rep := second.readyz(); code != 200 {
+		t.Fatalf("restarted node before stale_after: /readyz %d %+v, want 200", code, rep)
+	}
+
+	// Each poller goes stale stale_after after its own last contact.
+	second.waitReadyz("503, routes and authz stale", 6*time.Second, func(code int, rep health.Report) bool {
+		return code == 503 && strings.Contains(rep.Reasons["routes"], "stale") && strings.Contains(rep.Reasons["authz"], "stale")
+	})
+	if r := second.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+		t.Fatalf("stale node must keep serving: status %d body %s", r.status, r.body)
+	}
+
+	cp.listen(addr)
+	second.waitReadyz("200", 5*time.Second, func(code int, _ health.Report) bool { return code == 200 })
+}
+
+// TestAuthzKeyRemoved is catalogue B6: a key removed in a new
+// authorization snapshot is rejected after the swap, the others keep
+// working; a later snapshot with a malformed digest is rejected whole.
+func TestAuthzKeyRemoved(t *testing.T) {
+	cp := startControlPlane(t)
+	cp.publish("authz.json", authzDoc(1, keyFull, keyLimited))
+	s := startStack(t, stackOptions{authzSource: cp.srv.URL(cpserver.AuthzPath), controlPlane: fastPolls})
+	const claude = `{"model":"demo-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	anth := func(key string) map[string]string {
+		return map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
+	}
+	status := func(key string) int {
+		if key == clientKey {
+			return s.do(http.MethodPost, "/v1/chat/completions", bearer(key), chat).status
+		}
+		return s.do(http.MethodPost, "/v1/messages", anth(key), claude).status
+	}
+	if a, b := status(clientKey), status(limitedKey); a != 200 || b != 200 {
+		t.Fatalf("before the swap: full key %d, limited key %d; want 200 200", a, b)
+	}
+
+	cp.publish("authz.json", authzDoc(2, keyLimited))
+	s.logs.waitFor(t, applied("authz", 2), 5*time.Second)
+	if a, b := status(clientKey), status(limitedKey); a != 401 || b != 200 {
+		t.Fatalf("after removing k-full: full key %d, limited key %d; want 401 200", a, b)
+	}
+
+	// Version 3 would restore k-full, but another key's digest is
+	// malformed: nothing of it applies.
+	bad := authsnap.Key{KeyID: "k-bad", TenantID: "t-3", Digest: strings.Repeat("z", authsnap.DigestLength)}
+	cp.publish("authz.json", authzDoc(3, keyLimited, keyFull, bad))
+	s.logs.waitFor(t, `"msg":"snapshot rejected; the previous one keeps serving","snapshot":"authz","version":2`, 5*time.Second)
+	if a, b := status(clientKey), status(limitedKey); a != 401 || b != 200 {
+		t.Fatalf("after a malformed snapshot: full key %d, limited key %d; want 401 200", a, b)
+	}
+}
