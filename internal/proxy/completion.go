@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -582,13 +583,21 @@ func (c *call) log(a *attempt) {
 		attrs = append(attrs, slog.String("stage", a.stage))
 	}
 	if a.err != nil {
-		// Errors from the transport may embed the provider URL (url.Error);
-		// config forbids userinfo and queries in base URLs, and the client
-		// body and keys never reach an error.
-		attrs = append(attrs, slog.String("error", a.err.Error()))
+		attrs = append(attrs, slog.String("error", errorText(a.err)))
 		level = slog.LevelWarn
 	}
 	c.h.o.Logger.LogAttrs(c.r.Context(), level, "request", attrs...)
+}
+
+// errorText is an error for the log without the request URL that Go's
+// *url.Error embeds (issue 6: never a URL query in logs; the backend id is
+// logged beside it). Client bodies and keys never reach an error.
+func errorText(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -48,11 +49,13 @@ type Options struct {
 	Picker    Picker
 	Transport http.RoundTripper // the egress transport; never a direct one
 
-	BodyLimit      int64
-	MaxAttempts    int
-	FirstByte      time.Duration
-	StreamIdle     time.Duration
-	NonStreamTotal time.Duration
+	BodyLimit int64
+	// BodyReadTimeout bounds reading the whole request body (0 = none).
+	BodyReadTimeout time.Duration
+	MaxAttempts     int
+	FirstByte       time.Duration
+	StreamIdle      time.Duration
+	NonStreamTotal  time.Duration
 	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
 	// ping event (Anthropic) after this much provider silence.
 	StreamKeepalive time.Duration
@@ -208,6 +211,15 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
 	}
 	buf := make([]byte, 0, size)
+	if h.o.BodyReadTimeout > 0 {
+		// A body trickled at 1 byte/s must not hold a request slot forever
+		// (catalogue F4). The deadline is cleared once the body is in, so a
+		// long stream answer is not cut by it.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
+	}
 	body := http.MaxBytesReader(w, r.Body, h.o.BodyLimit)
 	for {
 		n, err := body.Read(buf[len(buf):cap(buf)])
@@ -219,6 +231,10 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return nil, tooLarge
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, &apierr.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
+					Msg: "request body not received within " + h.o.BodyReadTimeout.String()}
 			}
 			return nil, apierr.BadRequest("body_read_failed", "could not read the request body")
 		}

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -181,4 +183,38 @@ func provURL(tb testing.TB, h *Handler) string {
 	tb.Helper()
 	m, _ := h.o.Routes.Load().Model("gpt")
 	return m.Pools[routes.OpenAI][0].Backend.Endpoint
+}
+
+// TestSlowBodyTimesOut: a body trickled slower than the read timeout
+// allows gets 408 and nothing reaches the provider (catalogue F4).
+func TestSlowBodyTimesOut(t *testing.T) {
+	h, prov := newHandler(t, Options{BodyReadTimeout: 200 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		// The first bytes, then silence: the client never finishes.
+		_, _ = pw.Write([]byte(`{"model":"gpt","messages":[`))
+	}()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", pr)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", resp.StatusCode)
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Fatalf("provider received %d requests, want 0", n)
+	}
+}
+
+func TestErrorTextDropsURL(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "https://api.example/v1/chat/completions?token=secret", Err: io.ErrUnexpectedEOF}
+	got := errorText(fmt.Errorf("attempt: %w", err))
+	if strings.Contains(got, "token") || strings.Contains(got, "://") || !strings.Contains(got, "unexpected EOF") {
+		t.Fatalf("errorText = %q", got)
+	}
 }
