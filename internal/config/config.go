@@ -134,6 +134,11 @@ type Backend struct {
 	BaseURL     *url.URL // no trailing slash; the endpoint path is appended
 	Credential  string   // a key of Config.Credentials
 	MaxInflight int      // max_inflight_per_node: hard node-local cap (SPEC §6)
+	// IncludeUsage is include_usage, OpenAI backends only: whether the node
+	// may ask this backend for stream usage the client did not request
+	// (SPEC §8), when [Usage.OpenAIIncludeUsage] is on as well. nil (not
+	// set) means on; always nil on an Anthropic backend.
+	IncludeUsage *bool
 }
 
 // Model is a public model name and its targets (SPEC §4).

@@ -73,7 +73,7 @@ func TestParseExampleConfig(t *testing.T) {
 	}
 	want.Backends = []Backend{
 		{ID: "anthropic-1", Protocol: ProtocolAnthropic, BaseURL: mustURL(t, "https://api.anthropic.com/v1"), Credential: "anthropic-main", MaxInflight: 128},
-		{ID: "openai-1", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "https://api.openai.com/v1"), Credential: "openai-main", MaxInflight: 256},
+		{ID: "openai-1", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "https://api.openai.com/v1"), Credential: "openai-main", MaxInflight: 256, IncludeUsage: new(true)},
 	}
 	want.Models = []Model{
 		{Name: "claude-sonnet", Targets: []Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},

@@ -105,6 +105,7 @@
 //	base_url = "https://api.openai.com/v1"   # + /chat/completions or /messages
 //	credential = "openai-main"
 //	max_inflight_per_node = 256         # 1..100000 (SPEC §6)
+//	include_usage = true                # openai only; default true; see the rules below (SPEC §8)
 //
 //	[[models."gpt-4o".targets]]         # public model name: 1-256 characters, no control characters
 //	backend = "openai-1"
@@ -172,6 +173,9 @@
 //     names a [backends.*]; a model has at least one target, and no two of
 //     its targets share backend and model. Credentials nothing references
 //     are allowed (route snapshots may use them, SPEC §7).
+//   - include_usage is rejected on an anthropic backend: it only applies to
+//     OpenAI streams. The node injects stream_options.include_usage only
+//     when both it (default true) and usage.openai_include_usage are true.
 //   - With routes.source = "static" (the default), at least one backend and
 //     one model. With a snapshot source, [backends] and [models] must be
 //     absent: the snapshot is the only source of routes (two would drift

@@ -615,6 +615,22 @@ func TestRulesBackends(t *testing.T) {
 			want: []Problem{{"backends.b1.max_inflight_per_node", "100001 is out of range; expected 1..100000"}},
 		},
 		{
+			name: "include_usage off", edits: []string{backendCap, backendCap + "\ninclude_usage = false"},
+			view: func(c *Config) any { return c.Backends[0].IncludeUsage }, wantView: new(false),
+		},
+		{
+			name: "include_usage on", edits: []string{backendCap, backendCap + "\ninclude_usage = true"},
+			view: func(c *Config) any { return c.Backends[0].IncludeUsage }, wantView: new(true),
+		},
+		{
+			name: "include_usage on an anthropic backend", edits: []string{backendProt, `protocol = "anthropic"`, backendCap, backendCap + "\ninclude_usage = true"},
+			want: []Problem{{"backends.b1.include_usage", `only applies to protocol "openai" (stream_options.include_usage); remove it`}},
+		},
+		{
+			name: "include_usage not a boolean", edits: []string{backendCap, backendCap + "\ninclude_usage = \"no\""},
+			want: []Problem{{"backends.b1.include_usage", "expected a boolean, got a string"}},
+		},
+		{
 			name: "invalid id", edits: []string{"[backends.b1]", "[backends.\"b/1\"]", targetBack, `backend = "b/1"`},
 			want: []Problem{{`backends."b/1"`, "invalid backend id; expected 1-64 characters from [A-Za-z0-9._-]"}},
 		},

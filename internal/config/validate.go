@@ -501,6 +501,13 @@ func (v *validator) backends(root *table, creds map[string]secret.Secret) []Back
 		if n, ok := t.integer("max_inflight_per_node", "an integer 1..100000", 1, maxInflight); ok {
 			b.MaxInflight = int(n)
 		}
+		if on, ok := t.boolean("include_usage"); ok {
+			if b.Protocol == ProtocolAnthropic {
+				v.ps.add(t.at("include_usage"), "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
+			} else {
+				b.IncludeUsage = &on
+			}
+		}
 		t.done()
 		out = append(out, b)
 	}

@@ -180,7 +180,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 
 	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
 	injected := false
-	if err == nil && c.req.stream && t.Backend.Protocol == routes.OpenAI && h.o.InjectStreamUsage {
+	if err == nil && c.req.stream && h.o.InjectStreamUsage && t.Backend.InjectUsage {
 		// SPEC §8: ask for stream usage the client did not ask for, and
 		// hide the usage-only chunk it then did not expect.
 		out, injected, err = usage.InjectIncludeUsage(out)

@@ -62,7 +62,9 @@ type Options struct {
 
 	// InjectStreamUsage asks OpenAI providers for stream usage the client
 	// did not request (stream_options.include_usage) and hides the extra
-	// usage-only chunk from the client (SPEC §8).
+	// usage-only chunk from the client (SPEC §8). It is the node-wide
+	// switch: a request is only rewritten when its backend's
+	// routes.Backend.InjectUsage (include_usage, OpenAI only) is on too.
 	InjectStreamUsage bool
 	// Recorder receives one usage event per provider attempt; nil = off.
 	Recorder Recorder

@@ -29,10 +29,18 @@ func (allowAll) Authenticate(http.Header, time.Time) (*authz.Principal, error) {
 
 // newHandler builds a Handler in front of a fake provider, reached with a
 // plain transport: these tests are about the request path; egress has its
-// own tests and the app package tests the assembled node.
+// own tests and the app package tests the assembled node. Models: "gpt"
+// (OpenAI), "claude" (Anthropic), and "gpt-raw" on an OpenAI backend with
+// include_usage = false.
 func newHandler(tb testing.TB, o Options) (*Handler, *fakeprovider.Provider) {
 	tb.Helper()
-	prov := fakeprovider.New(fakeprovider.Options{})
+	return newHandlerWith(tb, o, fakeprovider.Options{})
+}
+
+// newHandlerWith is newHandler with a provider configured by po.
+func newHandlerWith(tb testing.TB, o Options, po fakeprovider.Options) (*Handler, *fakeprovider.Provider) {
+	tb.Helper()
+	prov := fakeprovider.New(po)
 	base, err := prov.Start("127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -54,9 +62,21 @@ protocol = "anthropic"
 base_url = "` + base + `"
 credential = "c"
 max_inflight_per_node = 1000
+[backends.oa-raw]
+protocol = "openai"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 1000
+include_usage = false
 [models.gpt]
 [[models.gpt.targets]]
 backend = "oa"
+model = "provider-gpt"
+weight = 1
+stream = true
+[models.gpt-raw]
+[[models.gpt-raw.targets]]
+backend = "oa-raw"
 model = "provider-gpt"
 weight = 1
 stream = true

@@ -1,15 +1,19 @@
 package proxy
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -35,15 +39,16 @@ func (e *events) all() []*usageevent.Event {
 // provider reported, the send state and the failure stage (SPEC §8, §11).
 func TestUsageEvents(t *testing.T) {
 	type want struct {
-		Status       int
-		SendState    string
-		Stage        string
-		Input        int64
-		Output       int64
-		HasUsage     bool
-		ClientSees   string // substring the client body must contain
-		ClientLacks  string // substring it must not contain
-		ProviderSees string // substring of the body the provider received
+		Status        int
+		SendState     string
+		Stage         string
+		Input         int64
+		Output        int64
+		HasUsage      bool
+		ClientSees    string // substring the client body must contain
+		ClientLacks   string // substring it must not contain
+		ProviderSees  string // substring of the body the provider received
+		ProviderLacks string // substring it must not contain
 	}
 	tests := []struct {
 		name, path, body string
@@ -67,6 +72,12 @@ func TestUsageEvents(t *testing.T) {
 			path: "/v1/chat/completions",
 			body: `{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"one [[chunks=2]]"}]}`,
 			want: want{Status: 200, SendState: "response_received", Input: 2, Output: 2, HasUsage: true, ClientSees: `"prompt_tokens"`},
+		},
+		{
+			name: "openai stream on a backend with include_usage = false: nothing asked, nothing hidden",
+			path: "/v1/chat/completions",
+			body: `{"model":"gpt-raw","stream":true,"messages":[{"role":"user","content":"one two [[chunks=2]]"}]}`,
+			want: want{Status: 200, SendState: "response_received", ClientSees: "[DONE]", ProviderLacks: "stream_options"},
 		},
 		{
 			name: "anthropic stream with cache",
@@ -118,6 +129,11 @@ func TestUsageEvents(t *testing.T) {
 					t.Errorf("provider body lacks %q", tt.want.ProviderSees)
 				}
 			}
+			if tt.want.ProviderLacks != "" {
+				if reqs := prov.Requests(); len(reqs) == 0 || strings.Contains(string(reqs[0].Body), tt.want.ProviderLacks) {
+					t.Errorf("provider body contains %q (or no request arrived)", tt.want.ProviderLacks)
+				}
+			}
 			evs := rec.all()
 			if len(evs) != 1 {
 				t.Fatalf("got %d events, want 1", len(evs))
@@ -131,12 +147,81 @@ func TestUsageEvents(t *testing.T) {
 				in, out = ev.Usage.InputTokens, ev.Usage.OutputTokens
 			}
 			got := want{Status: ev.HTTPStatus, SendState: ev.SendState, Stage: ev.FailureStage, Input: in, Output: out, HasUsage: ev.Usage != nil,
-				ClientSees: tt.want.ClientSees, ClientLacks: tt.want.ClientLacks, ProviderSees: tt.want.ProviderSees}
+				ClientSees: tt.want.ClientSees, ClientLacks: tt.want.ClientLacks, ProviderSees: tt.want.ProviderSees, ProviderLacks: tt.want.ProviderLacks}
 			if diff := cmp.Diff(got, tt.want); diff != "" {
 				t.Errorf("event (-got +want):\n%s", diff)
 			}
 			if ev.NodeID != "node-1" || ev.TenantID != "t" || ev.KeyID != "k" || ev.Authoritative || ev.Attempt != 1 || ev.RequestBytes == 0 {
 				t.Errorf("event identity fields wrong: %+v", ev)
+			}
+		})
+	}
+}
+
+// TestIncludeUsageSwitches: the node asks an OpenAI provider for stream
+// usage only when both the node-wide switch (Options.InjectStreamUsage)
+// and the backend's include_usage are on. Otherwise the provider gets the
+// client's body with only the model rewritten, and the client gets the
+// provider's stream byte for byte (SPEC §8).
+func TestIncludeUsageSwitches(t *testing.T) {
+	const body = `{"model":%q,"stream":true,"messages":[{"role":"user","content":"one two three [[chunks=3]]"}]}`
+	tests := []struct {
+		name       string
+		global     bool
+		model      string // gpt: include_usage absent (on); gpt-raw: include_usage = false
+		wantInject bool
+	}{
+		{name: "both on", global: true, model: "gpt", wantInject: true},
+		{name: "backend off", global: true, model: "gpt-raw"},
+		{name: "node off", global: false, model: "gpt"},
+		{name: "both off", global: false, model: "gpt-raw"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+			h, prov := newHandlerWith(t, Options{InjectStreamUsage: tt.global},
+				fakeprovider.Options{Clock: func() time.Time { return created }})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(body, tt.model)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, read error %v:\n%s", resp.StatusCode, err, got)
+			}
+			reqs := prov.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("provider got %d requests, want 1", len(reqs))
+			}
+			if reqs[0].IncludeUsage != tt.wantInject {
+				t.Fatalf("provider saw include_usage %v, want %v; body:\n%s", reqs[0].IncludeUsage, tt.wantInject, reqs[0].Body)
+			}
+			if tt.wantInject {
+				if strings.Contains(string(got), `"prompt_tokens"`) {
+					t.Errorf("client sees the usage chunk it did not ask for:\n%s", got)
+				}
+				return
+			}
+			if diff := cmp.Diff(string(reqs[0].Body), fmt.Sprintf(body, "provider-gpt")); diff != "" {
+				t.Errorf("provider body (-got +want):\n%s", diff)
+			}
+			// The same body sent straight to the provider, as the first
+			// request again (ids come from the sequence number).
+			prov.Reset()
+			direct, err := http.Post(provURL(t, h), "application/json", bytes.NewReader(reqs[0].Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := io.ReadAll(direct.Body)
+			direct.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(got), string(want)); diff != "" {
+				t.Errorf("client stream differs from the provider's (-client +provider):\n%s", diff)
 			}
 		})
 	}

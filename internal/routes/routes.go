@@ -78,6 +78,11 @@ type Backend struct {
 	Endpoint   string // base URL + protocol path (/chat/completions or /messages)
 	Credential secret.Secret
 	State      *upstream.State
+	// InjectUsage is true for an OpenAI backend whose include_usage is on
+	// (the default): the node may ask it for stream usage the client did
+	// not request (SPEC §8). Always false for Anthropic. It is not part of
+	// the backend's identity: changing it keeps the hot state.
+	InjectUsage bool
 }
 
 // Target binds a public model to a backend. Immutable.
@@ -155,11 +160,12 @@ func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
 		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflight}
 		uses[id] = struct{}{}
 		backends[b.ID] = &Backend{
-			ID:         b.ID,
-			Protocol:   p,
-			Endpoint:   base + endpointPath[p],
-			Credential: cred,
-			State:      reg.Get(id),
+			ID:          b.ID,
+			Protocol:    p,
+			Endpoint:    base + endpointPath[p],
+			Credential:  cred,
+			State:       reg.Get(id),
+			InjectUsage: p == OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}
 	}
 	t := &Table{uses: uses, models: make(map[string]*Model, len(cfg.Models))}

@@ -22,6 +22,7 @@ protocol = "openai"
 base_url = "https://b.example/v1/"
 credential = "c"
 max_inflight_per_node = 3
+include_usage = false
 [backends.oa-a]
 protocol = "openai"
 base_url = "https://a.example/v1"
@@ -82,20 +83,21 @@ func TestCompile(t *testing.T) {
 		Backend, Endpoint, Model, JSON string
 		Weight, Tier                   int
 		Caps                           string
+		InjectUsage                    bool
 	}
 	got := map[Protocol][]view{}
 	for p, pool := range m.Pools {
 		for _, tg := range pool {
-			got[Protocol(p)] = append(got[Protocol(p)], view{tg.Backend.ID, tg.Backend.Endpoint, tg.ProviderModel, string(tg.ProviderModelJSON), tg.Weight, tg.Tier, tg.Caps.String()})
+			got[Protocol(p)] = append(got[Protocol(p)], view{tg.Backend.ID, tg.Backend.Endpoint, tg.ProviderModel, string(tg.ProviderModelJSON), tg.Weight, tg.Tier, tg.Caps.String(), tg.Backend.InjectUsage})
 		}
 	}
 	want := map[Protocol][]view{
 		OpenAI: {
-			{"oa-a", "https://a.example/v1/chat/completions", "m-a", `"m-a"`, 3, 0, "tools,json_schema"},
-			{"oa-b", "https://b.example/v1/chat/completions", "m-b", `"m-b"`, 1, 1, ""},
+			{"oa-a", "https://a.example/v1/chat/completions", "m-a", `"m-a"`, 3, 0, "tools,json_schema", true}, // include_usage absent: on
+			{"oa-b", "https://b.example/v1/chat/completions", "m-b", `"m-b"`, 1, 1, "", false},                 // include_usage = false
 		},
 		Anthropic: {
-			{"an", "https://an.example/v1/messages", `claude "x"`, `"claude \"x\""`, 2, 0, "stream"},
+			{"an", "https://an.example/v1/messages", `claude "x"`, `"claude \"x\""`, 2, 0, "stream", false}, // never for anthropic
 		},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {

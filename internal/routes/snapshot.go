@@ -57,7 +57,8 @@ func CheckSnapshot(doc *routesnap.Snapshot, creds map[string]secret.Secret) erro
 // A backend keeps its hot state (in-flight count, EWMA, breaker, disabled)
 // across snapshots as long as its identity is unchanged: id, protocol,
 // base URL (without trailing "/"), credential name and
-// max_inflight_per_node (SPEC §7, [upstream.Identity]).
+// max_inflight_per_node (SPEC §7, [upstream.Identity]); include_usage is
+// not part of it.
 func CompileSnapshot(doc *routesnap.Snapshot, creds map[string]secret.Secret, reg *upstream.Registry) (*Table, error) {
 	if err := CheckSnapshot(doc, creds); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
@@ -82,6 +83,7 @@ func compileChecked(doc *routesnap.Snapshot, creds map[string]secret.Secret, reg
 		}
 		cfg.Backends[i] = config.Backend{
 			ID: b.ID, Protocol: b.Protocol, BaseURL: u, Credential: b.Credential, MaxInflight: b.MaxInflightPerNode,
+			IncludeUsage: b.IncludeUsage,
 		}
 	}
 	for i, m := range doc.Models {

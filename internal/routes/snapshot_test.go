@@ -26,6 +26,7 @@ type targetView struct {
 	Weight, Tier                               int
 	Caps                                       string
 	Cap                                        int64
+	InjectUsage                                bool
 }
 
 func viewOf(tab *Table) tableView {
@@ -37,7 +38,7 @@ func viewOf(tab *Table) tableView {
 				b := tg.Backend
 				pools[p] = append(pools[p], targetView{
 					b.ID, b.Endpoint, b.Credential.Reveal(), tg.ProviderModel, string(tg.ProviderModelJSON),
-					tg.Weight, tg.Tier, tg.Caps.String(), b.State.Cap(),
+					tg.Weight, tg.Tier, tg.Caps.String(), b.State.Cap(), b.InjectUsage,
 				})
 			}
 		}
@@ -53,7 +54,7 @@ func staticDoc() *routesnap.Snapshot {
 	return &routesnap.Snapshot{
 		Schema: 1, Version: 1,
 		Backends: []routesnap.Backend{
-			{ID: "oa-b", Protocol: "openai", BaseURL: "https://b.example/v1/", Credential: "c", MaxInflightPerNode: 3},
+			{ID: "oa-b", Protocol: "openai", BaseURL: "https://b.example/v1/", Credential: "c", MaxInflightPerNode: 3, IncludeUsage: new(false)},
 			{ID: "oa-a", Protocol: "openai", BaseURL: "https://a.example/v1", Credential: "c", MaxInflightPerNode: 3},
 			{ID: "an", Protocol: "anthropic", BaseURL: "https://an.example/v1", Credential: "c", MaxInflightPerNode: 3},
 		},
@@ -100,6 +101,17 @@ func TestCompileSnapshotFixture(t *testing.T) {
 	}
 	if diff := cmp.Diff(tab.Names(Anthropic), []string{"claude-sonnet", "mixed"}); diff != "" {
 		t.Errorf("anthropic names (-got +want):\n%s", diff)
+	}
+	inject := map[string]bool{}
+	for _, m := range tab.models {
+		for _, pool := range m.Pools {
+			for _, tg := range pool {
+				inject[tg.Backend.ID] = tg.Backend.InjectUsage
+			}
+		}
+	}
+	if diff := cmp.Diff(inject, map[string]bool{"openai-1": true, "openai-eu": false, "anthropic-1": false}); diff != "" {
+		t.Errorf("InjectUsage by backend (-got +want):\n%s", diff)
 	}
 }
 
@@ -182,6 +194,7 @@ func TestSnapshotKeepsHotState(t *testing.T) {
 		routesnap.Backend{ID: "cred", Protocol: "openai", BaseURL: "https://cred.example", Credential: "c2", MaxInflightPerNode: 3},
 	)
 	v2.Backends[0].BaseURL = "https://b.example/v1" // only the trailing slash differs: same identity
+	v2.Backends[0].IncludeUsage = nil               // nor is include_usage part of it
 	v2.Backends[1].BaseURL = "https://a2.example/v1"
 	for _, id := range []string{"cap", "cred"} {
 		v2.Models[1].Targets = append(v2.Models[1].Targets, routesnap.Target{Backend: id, Model: "x", Weight: 1})

@@ -45,6 +45,17 @@ func TestDecode(t *testing.T) {
 			want: &routesnap.Snapshot{Schema: 1, Version: 3, Backends: []routesnap.Backend{}, Models: []routesnap.Model{{Name: "m"}}},
 		},
 		{
+			name: "include_usage: absent is nil, false and true are kept",
+			doc: `{"schema": 1, "version": 1, "backends": [` + backendB + `,
+			       {"id": "off", "protocol": "openai", "base_url": "https://b.example/v1", "credential": "c", "max_inflight_per_node": 4, "include_usage": false},
+			       {"id": "on", "protocol": "openai", "base_url": "https://b.example/v1", "credential": "c", "max_inflight_per_node": 4, "include_usage": true}]}`,
+			want: &routesnap.Snapshot{Schema: 1, Version: 1, Backends: []routesnap.Backend{
+				{ID: "b", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c", MaxInflightPerNode: 4},
+				{ID: "off", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c", MaxInflightPerNode: 4, IncludeUsage: new(false)},
+				{ID: "on", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c", MaxInflightPerNode: 4, IncludeUsage: new(true)},
+			}},
+		},
+		{
 			name: "largest version",
 			doc:  `{"schema": 1, "version": 18446744073709551615}`,
 			want: &routesnap.Snapshot{Schema: 1, Version: 1<<64 - 1},
@@ -121,6 +132,11 @@ func TestDecode(t *testing.T) {
 			name:    "backend of the wrong type",
 			doc:     `{"backends": [` + backendB + `, "b"]}`,
 			wantErr: &routesnap.DecodeError{Path: "backends[1]", Msg: "expected an object, got string"},
+		},
+		{
+			name:    "include_usage not a boolean",
+			doc:     `{"backends": [{"id": "b", "include_usage": "no"}]}`,
+			wantErr: &routesnap.DecodeError{Path: "backends[0].include_usage", Msg: "expected a boolean, got string"},
 		},
 		{
 			name:    "null backend",

@@ -17,6 +17,10 @@
 //	                               "weight": 100, "stream": true, "tools": true,
 //	                               "json_schema": false, "tier": 0 } ] } ] }
 //
+// Optional members may be left out: a target's capabilities and tier, and
+// a backend's include_usage (OpenAI backends only; absent means the node
+// may ask the backend for stream usage, §8).
+//
 // A node applies a snapshot only if its version is strictly greater than
 // the one it holds; an equal version means "no change" (§7). The JSON
 // Schema is proto/routesnap.schema.json; examples are in testdata/routesnap

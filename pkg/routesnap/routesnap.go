@@ -53,6 +53,13 @@ type Backend struct {
 	// MaxInflightPerNode is the hard node-local cap on concurrent requests
 	// (SPEC §6), 1..[MaxInflight].
 	MaxInflightPerNode int `json:"max_inflight_per_node"`
+	// IncludeUsage, for a [ProtocolOpenAI] backend only, says whether the
+	// node may ask it for stream usage the client did not request
+	// (stream_options.include_usage, SPEC §8); the node's own usage
+	// settings must allow it too. nil (absent) means true. Some
+	// OpenAI-compatible providers reject stream_options; set false for
+	// those.
+	IncludeUsage *bool `json:"include_usage,omitempty"`
 }
 
 // Model is a public model name and its pool of targets (SPEC §4).

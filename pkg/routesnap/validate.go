@@ -59,6 +59,7 @@ func (e *ValidationError) Error() string {
 //   - protocol is [ProtocolOpenAI] or [ProtocolAnthropic];
 //   - base_url is acceptable to [CheckBaseURL];
 //   - max_inflight_per_node is 1..[MaxInflight];
+//   - include_usage is absent on an [ProtocolAnthropic] backend;
 //   - model names (public and provider) are 1–[MaxModelNameLength]
 //     characters without control characters; public names are unique;
 //   - every model has at least one target, every target names a backend of
@@ -125,6 +126,9 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		}
 		if b.MaxInflightPerNode < 1 || b.MaxInflightPerNode > MaxInflight {
 			v.add(path+".max_inflight_per_node", "must be 1..%d, got %d", MaxInflight, b.MaxInflightPerNode)
+		}
+		if b.IncludeUsage != nil && b.Protocol == ProtocolAnthropic {
+			v.add(path+".include_usage", "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
 		}
 	}
 	return ids

@@ -51,6 +51,17 @@ func TestValidate(t *testing.T) {
 			mutate: func(s *routesnap.Snapshot) { s.Models[1].Targets[1].Backend = "oa" },
 		},
 		{
+			name:   "include_usage on an openai backend",
+			mutate: func(s *routesnap.Snapshot) { s.Backends[0].IncludeUsage = new(false) },
+		},
+		{
+			name:   "include_usage on an anthropic backend",
+			mutate: func(s *routesnap.Snapshot) { s.Backends[1].IncludeUsage = new(true) },
+			want: []routesnap.Problem{
+				{Path: "backends[1].include_usage", Msg: `only applies to protocol "openai" (stream_options.include_usage); remove it`},
+			},
+		},
+		{
 			name:   "schema and version",
 			mutate: func(s *routesnap.Snapshot) { s.Schema, s.Version = 2, 0 },
 			want: []routesnap.Problem{
