@@ -151,6 +151,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Picker:          newPicker(cfg.Balance.Algorithm),
 		Transport:       dialer.Transport(),
 		BodyLimit:       cfg.Limits.BodyBytes,
+		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		MaxAttempts:     cfg.Limits.MaxAttempts,
 		FirstByte:       cfg.Timeouts.FirstByte,
 		StreamIdle:      cfg.Timeouts.StreamIdle,

@@ -83,6 +83,9 @@ type Limits struct {
 	// MaxConcurrentRequests caps requests in flight on the API listener,
 	// streams included; beyond it the node answers a fast 503.
 	MaxConcurrentRequests int
+	// BodyReadTimeout bounds reading one request body; a body trickled
+	// slower gets 408 (catalogue F4). Cleared before the answer streams.
+	BodyReadTimeout time.Duration
 }
 
 // Timeouts are the separately configurable timeouts of SPEC §11.
@@ -218,6 +221,7 @@ func Defaults() Config {
 			BodyBytes: 32 << 20, MaxAttempts: 2,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
+			BodyReadTimeout: 2 * time.Minute,
 		},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,

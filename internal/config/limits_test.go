@@ -21,7 +21,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000,
+				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute,
 			},
 		},
 		{
@@ -31,7 +31,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, BodyReadTimeout: 2 * time.Minute,
 			},
 		},
 		{
@@ -41,7 +41,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, BodyReadTimeout: 2 * time.Minute,
 			},
 		},
 		{

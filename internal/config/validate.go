@@ -180,6 +180,7 @@ func (v *validator) limits(t *table, l *Limits) {
 	// Server limits: never unbounded (a zero would disable Go's guard).
 	durationIn(t, "read_header_timeout", minServerTimeout, maxServerTimeout, &l.ReadHeaderTimeout)
 	durationIn(t, "idle_timeout", minServerTimeout, maxServerTimeout, &l.IdleTimeout)
+	durationIn(t, "body_read_timeout", minServerTimeout, maxServerTimeout, &l.BodyReadTimeout)
 	if n, ok := t.integer("max_header_bytes", "", minHeaderBytes, maxHeaderBytes); ok {
 		l.MaxHeaderBytes = int(n)
 	}
