@@ -26,9 +26,9 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/secret"
 )
 
@@ -437,7 +437,7 @@ func startMochiWith(t testing.TB, addr string, hook mqtt.Hook, tc *tls.Config) (
 	if err := s.AddHook(hook, nil); err != nil {
 		t.Fatal(err)
 	}
-	l := &tcpListener{addr: addr, tls: tc}
+	l := &broker.Listener{Addr: addr, TLS: tc} // mochi v2.7.9 Close workarounds: see internal/devstack/broker
 	if err := s.AddListener(l); err != nil {
 		t.Fatal(err)
 	}
@@ -446,73 +446,6 @@ func startMochiWith(t testing.TB, addr string, hook mqtt.Hook, tc *tls.Config) (
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return l.Address(), s
-}
-
-// tcpListener replaces mochi's listeners.TCP to work around two bugs in
-// mochi v2.7.9 that make Server.Close flaky in tests:
-//
-//   - its listener starts connection handlers that call ClientsWg.Add
-//     concurrently with Close's ClientsWg.Wait (the race detector reports
-//     it now and then); this Close waits for every handler it started,
-//     which orders each Add before that Wait;
-//   - Close's closeListenerClients calls Clients.GetByListener, which takes
-//     the clients' RLock twice and deadlocks against a concurrent Delete of
-//     a disconnecting client; this Close closes the connections itself and
-//     never calls it.
-type tcpListener struct {
-	addr string
-	tls  *tls.Config
-	ln   net.Listener
-	wg   sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  []net.Conn // guarded by mu
-	closed bool       // guarded by mu
-}
-
-var _ listeners.Listener = (*tcpListener)(nil)
-
-func (l *tcpListener) Init(*slog.Logger) error {
-	var err error
-	if l.tls != nil {
-		l.ln, err = tls.Listen("tcp", l.addr, l.tls)
-	} else {
-		l.ln, err = net.Listen("tcp", l.addr)
-	}
-	return err
-}
-
-func (l *tcpListener) Serve(establish listeners.EstablishFn) {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			_ = c.Close()
-			return
-		}
-		l.conns = append(l.conns, c)
-		l.wg.Go(func() { _ = establish("t", c) }) // under mu: Close's Wait sees every Add
-		l.mu.Unlock()
-	}
-}
-
-func (l *tcpListener) ID() string       { return "t" }
-func (l *tcpListener) Address() string  { return l.ln.Addr().String() }
-func (l *tcpListener) Protocol() string { return "tcp" }
-
-func (l *tcpListener) Close(listeners.CloseFn) {
-	_ = l.ln.Close()
-	l.mu.Lock()
-	l.closed = true
-	for _, c := range l.conns {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
-	l.wg.Wait()
 }
 
 // ---------------------------------------------------------------------------
