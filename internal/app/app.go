@@ -409,7 +409,9 @@ func (n *node) listenAPI() (net.Listener, error) {
 	}
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {
-			n.log.Warn("API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted", "api", l.API)
+			const why = "API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted"
+			n.log.Warn(why, "api", l.API)
+			n.health.SetDetail("listen", why)
 		}
 		return ln, nil
 	}

@@ -108,7 +108,9 @@ type stackOptions struct {
 	// connectAllow filters the in-process CONNECT proxy's targets.
 	connectAllow func(host string, port int) bool
 	tlsCert      string // listen.tls_cert_file (and tlsKey): serve the API over TLS
-	tlsKey       string
+	// insecurePlaintext sets listen.insecure_plaintext.
+	insecurePlaintext bool
+	tlsKey            string
 	// routesSource, when set, is [routes] source: backends and models come
 	// from that routing snapshot, not from this file (do not combine with
 	// second or extraTOML routes). Its credentials are "oa" and "an".
@@ -298,6 +300,9 @@ outbox_path = %q
 	tlsTOML := ""
 	if o.tlsCert != "" {
 		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)
+	}
+	if o.insecurePlaintext {
+		tlsTOML = "insecure_plaintext = true"
 	}
 	toml = strings.Replace(toml, "#TLS#", tlsTOML, 1)
 	toml = strings.Replace(toml, "#LIMITS#", o.limits, 1)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -97,5 +98,21 @@ func TestTLSListener(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
 		t.Fatalf("status %d proto %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+	}
+}
+
+// TestInsecurePlaintextOptInIsVisible: the explicit plaintext opt-in is
+// logged at start and shown on /readyz (issue 6).
+func TestInsecurePlaintextOptInIsVisible(t *testing.T) {
+	s := startStack(t, stackOptions{insecurePlaintext: true})
+	s.logs.waitFor(t, "insecure_plaintext", time.Second)
+	resp, err := http.Get(s.health + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"details":{"listen":"API listener serves plaintext HTTP by explicit opt-in`) {
+		t.Fatalf("/readyz does not show the opt-in: %s", body)
 	}
 }

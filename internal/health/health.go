@@ -25,8 +25,20 @@ type namedCheck struct {
 type Health struct {
 	draining atomic.Bool
 
-	mu     sync.Mutex
-	checks []namedCheck // guarded by mu
+	mu      sync.Mutex
+	checks  []namedCheck      // guarded by mu
+	details map[string]string // guarded by mu: facts an operator must see, not failures
+}
+
+// SetDetail records a fact shown on /readyz whether or not the node is
+// ready, such as an explicit insecure opt-in (issue 6).
+func (h *Health) SetDetail(name, text string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.details == nil {
+		h.details = map[string]string{}
+	}
+	h.details[name] = text
 }
 
 // New returns a Health with no checks.
@@ -50,14 +62,21 @@ func (h *Health) Draining() bool { return h.draining.Load() }
 type Report struct {
 	Ready   bool              `json:"ready"`
 	Reasons map[string]string `json:"reasons,omitempty"` // check name → why it fails
+	Details map[string]string `json:"details,omitempty"` // facts shown even when ready
 }
 
 // Ready runs every check.
 func (h *Health) Ready() Report {
 	h.mu.Lock()
 	checks := h.checks
-	h.mu.Unlock()
 	rep := Report{Ready: true}
+	if len(h.details) > 0 {
+		rep.Details = make(map[string]string, len(h.details))
+		for k, v := range h.details {
+			rep.Details[k] = v
+		}
+	}
+	h.mu.Unlock()
 	fail := func(name, why string) {
 		if rep.Reasons == nil {
 			rep.Reasons = map[string]string{}

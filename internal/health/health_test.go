@@ -61,3 +61,12 @@ func TestNoAPIRoutes(t *testing.T) {
 		}
 	}
 }
+
+func TestDetailsShownWhenReady(t *testing.T) {
+	h := New()
+	h.SetDetail("listen", "plaintext API by explicit opt-in")
+	code, rep := get(t, h.Handler(nil), "/readyz")
+	if code != 200 || rep.Details["listen"] != "plaintext API by explicit opt-in" {
+		t.Fatalf("status %d details %v, want 200 with the listen detail", code, rep.Details)
+	}
+}
