@@ -19,25 +19,26 @@
 //	403 Forbidden                Options.Allow returned false
 //	502 Bad Gateway              the target dial failed
 //
-// Connections() counts accepted connections, Tunnels() 200 answers.
+// Connections() counts accepted connections, Tunnels() 200 answers. The
+// accept loop, relaying and shutdown are package tunnel's; this package is
+// only the protocol.
 package connectproxy
 
 import (
 	"bufio"
 	"context"
 	"crypto/subtle"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/scootgate/scootgate/internal/devstack/tunnel"
 )
 
 // ErrServerClosed is returned by Serve after Close.
-var ErrServerClosed = errors.New("connectproxy: server closed")
+var ErrServerClosed = tunnel.ErrServerClosed
 
 // Options configures a Server. The zero value is an open proxy that
 // connects anywhere with a net.Dialer.
@@ -56,19 +57,8 @@ const handshakeTimeout = 10 * time.Second
 
 // Server is an HTTP CONNECT proxy. Its methods are safe for concurrent use.
 type Server struct {
-	// immutable
-	opts   Options
-	ctx    context.Context // canceled by Close; bounds target dials
-	cancel context.CancelFunc
-
-	connections atomic.Int64
-	tunnels     atomic.Int64
-
-	mu        sync.Mutex // guards the fields below
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup // Add only under mu while !closed
+	opts Options
+	srv  *tunnel.Server
 }
 
 // New returns a Server that does not listen yet.
@@ -77,135 +67,38 @@ func New(opts Options) *Server {
 		d := &net.Dialer{Timeout: handshakeTimeout}
 		opts.Dial = d.DialContext
 	}
-	// A Server is a root, like http.Server: its context lives from New to Close.
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
-		opts:      opts,
-		ctx:       ctx,
-		cancel:    cancel,
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[net.Conn]struct{}),
-	}
+	s := &Server{opts: opts}
+	s.srv = tunnel.New(s.handle)
+	return s
 }
 
 // Listen listens on addr and serves in a goroutine owned by the Server
 // (stopped by Close). It returns the listening address.
 func Listen(addr string, opts Options) (*Server, string, error) {
-	l, err := net.Listen("tcp", addr)
+	s := New(opts)
+	bound, err := s.srv.Listen(addr)
 	if err != nil {
+		s.Close()
 		return nil, "", err
 	}
-	s := New(opts)
-	if !s.spawn(func() { s.Serve(l) }) {
-		l.Close()
-		return nil, "", ErrServerClosed
-	}
-	return s, l.Addr().String(), nil
-}
-
-// spawn starts f in a goroutine Close waits for; false once closed.
-func (s *Server) spawn(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-	return true
+	return s, bound, nil
 }
 
 // Serve accepts connections on l until l fails or Close is called, and then
 // returns ErrServerClosed. Serve closes l.
-func (s *Server) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return ErrServerClosed
-	}
-	s.listeners[l] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-		l.Close()
-	}()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if s.isClosed() {
-				return ErrServerClosed
-			}
-			return err
-		}
-		s.connections.Add(1)
-		if !s.track(c) {
-			c.Close()
-			return ErrServerClosed
-		}
-		if !s.spawn(func() { s.handle(c) }) {
-			s.untrack(c)
-			c.Close()
-			return ErrServerClosed
-		}
-	}
-}
+func (s *Server) Serve(l net.Listener) error { return s.srv.Serve(l) }
 
 // Close stops every listener and connection and waits for all goroutines.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.cancel()
-	for l := range s.listeners {
-		l.Close()
-	}
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	return nil
-}
+func (s *Server) Close() error { return s.srv.Close() }
 
 // Connections returns how many client connections were accepted.
-func (s *Server) Connections() int64 { return s.connections.Load() }
+func (s *Server) Connections() int64 { return s.srv.Connections() }
 
 // Tunnels returns how many CONNECTs were answered 200.
-func (s *Server) Tunnels() int64 { return s.tunnels.Load() }
+func (s *Server) Tunnels() int64 { return s.srv.Tunnels() }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// track registers c so Close can close it; false once closed.
-func (s *Server) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-}
-
+// handle serves one client; the tunnel.Server closes c when it returns.
 func (s *Server) handle(c net.Conn) {
-	defer func() {
-		s.untrack(c)
-		c.Close()
-	}()
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReader(c)
 	req, err := http.ReadRequest(br)
@@ -231,25 +124,16 @@ func (s *Server) handle(c net.Conn) {
 		writeStatus(c, http.StatusForbidden, "")
 		return
 	}
-	target, err := s.opts.Dial(s.ctx, "tcp", net.JoinHostPort(host, portStr))
+	target, err := s.opts.Dial(s.srv.Context(), "tcp", net.JoinHostPort(host, portStr))
 	if err != nil {
 		writeStatus(c, http.StatusBadGateway, "")
 		return
 	}
-	if !s.track(target) {
-		target.Close()
-		return
-	}
-	defer func() {
-		s.untrack(target)
-		target.Close()
-	}()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		target.Close()
 		return
 	}
-	s.tunnels.Add(1)
-	c.SetDeadline(time.Time{})
-	s.splice(c, br, target)
+	s.srv.Tunnel(c, br, target)
 }
 
 // authorized checks Basic Proxy-Authorization in constant time.
@@ -271,35 +155,3 @@ func writeStatus(c net.Conn, code int, extra string) {
 	io.WriteString(c, "HTTP/1.1 "+strconv.Itoa(code)+" "+http.StatusText(code)+"\r\n"+
 		extra+"Content-Length: 0\r\nConnection: close\r\n\r\n")
 }
-
-// splice copies both ways until both directions end. Bytes the client sent
-// after its request (already in br) go first.
-func (s *Server) splice(c net.Conn, br *bufio.Reader, target net.Conn) {
-	done := make(chan struct{})
-	if !s.spawn(func() {
-		defer close(done)
-		pipe(c, target, target)
-	}) {
-		return
-	}
-	pipe(target, br, c)
-	<-done
-}
-
-// pipe copies src to dst, then half-closes dst so the peer sees EOF. A copy
-// error (a reset) closes both ends: there is nothing left to relay.
-func pipe(dst net.Conn, src io.Reader, srcConn net.Conn) {
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		srcConn.Close()
-		return
-	}
-	if cw, ok := dst.(closeWriter); ok {
-		cw.CloseWrite()
-		return
-	}
-	dst.Close()
-}
-
-// closeWriter is implemented by *net.TCPConn and *tls.Conn.
-type closeWriter interface{ CloseWrite() error }

@@ -10,52 +10,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/devstack/tunnel/tunneltest"
 )
-
-// echoServer echoes every connection until the test ends.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		wg.Wait()
-	})
-	return l.Addr().String()
-}
-
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 func start(t *testing.T, o Options) (*Server, string) {
 	t.Helper()
@@ -65,17 +24,6 @@ func start(t *testing.T, o Options) (*Server, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, addr
-}
-
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // connectIPv4 is a CONNECT request for a 127.0.0.1 address.
@@ -104,7 +52,7 @@ func (r *redirectTo) dial(ctx context.Context, network, asked string) (net.Conn,
 }
 
 func TestHandshakeFailures(t *testing.T) {
-	dead := deadAddr(t)
+	dead := tunneltest.DeadAddr(t)
 	tests := []struct {
 		name string
 		opts Options
@@ -157,7 +105,7 @@ func TestHandshakeFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, addr := start(t, tt.opts)
-			c := dial(t, addr)
+			c := tunneltest.Dial(t, addr)
 			if _, err := c.Write(tt.send(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +124,7 @@ func TestHandshakeFailures(t *testing.T) {
 }
 
 func TestTunnel(t *testing.T) {
-	echo := echoServer(t)
+	echo := tunneltest.EchoServer(t)
 	tests := []struct {
 		name     string
 		opts     Options
@@ -213,8 +161,10 @@ func TestTunnel(t *testing.T) {
 			r := &redirectTo{addr: echo}
 			tt.opts.Dial = r.dial
 			s, addr := start(t, tt.opts)
-			c := dial(t, addr)
-			if _, err := c.Write(append(tt.auth, tt.request...)); err != nil {
+			c := tunneltest.Dial(t, addr)
+			// "early" is sent before the reply arrives: it must reach the target first.
+			hello := append(append(tt.auth, tt.request...), "early"...)
+			if _, err := c.Write(hello); err != nil {
 				t.Fatal(err)
 			}
 			got := make([]byte, len(tt.authWant)+10)
@@ -228,10 +178,10 @@ func TestTunnel(t *testing.T) {
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Errorf("handshake answer (-got +want):\n%s", diff)
 			}
-			if _, err := io.WriteString(c, "ping"); err != nil {
+			if _, err := io.WriteString(c, "+late"); err != nil {
 				t.Fatal(err)
 			}
-			echoed := make([]byte, 4)
+			echoed := make([]byte, len("early+late"))
 			if _, err := io.ReadFull(c, echoed); err != nil {
 				t.Fatal(err)
 			}
@@ -243,46 +193,32 @@ func TestTunnel(t *testing.T) {
 			r.mu.Lock()
 			gotR := result{string(echoed), r.seen, s.Connections(), s.Tunnels()}
 			r.mu.Unlock()
-			if diff := cmp.Diff(gotR, result{"ping", []string{tt.wantSeen}, 1, 1}); diff != "" {
+			if diff := cmp.Diff(gotR, result{"early+late", []string{tt.wantSeen}, 1, 1}); diff != "" {
 				t.Errorf("(-got +want):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestCloseEndsTunnels: Close closes open tunnels and waits; Serve then
-// reports ErrServerClosed and a closed Server refuses to serve.
+// TestCloseEndsTunnels: Close cuts an open tunnel. The rest of the
+// lifecycle is package tunnel's and tested there.
 func TestCloseEndsTunnels(t *testing.T) {
-	echo := echoServer(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Options{})
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	c := dial(t, l.Addr().String())
+	echo := tunneltest.EchoServer(t)
+	s, addr := start(t, Options{})
+	c := tunneltest.Dial(t, addr)
 	if _, err := c.Write(append([]byte{5, 1, 0}, connectIPv4(t, echo)...)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.ReadFull(c, make([]byte, 12)); err != nil {
+	answer := make([]byte, 12)
+	if _, err := io.ReadFull(c, answer); err != nil {
 		t.Fatal(err)
+	}
+	if answer[3] != repSucceeded {
+		t.Fatalf("reply %#x, want success", answer[3])
 	}
 	s.Close()
-	_, readErr := c.Read(make([]byte, 1))
-	type result struct {
-		TunnelClosed bool
-		Serve        error
-		ServeAgain   error
-	}
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := result{readErr != nil, <-served, s.Serve(ln2)}
-	want := result{true, ErrServerClosed, ErrServerClosed}
-	if diff := cmp.Diff(got, want, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
-		t.Errorf("(-got +want):\n%s", diff)
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read after Close: %v, want the tunnel cut", err)
 	}
 }
 
