@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"iter"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/routes"
@@ -28,9 +29,13 @@ func eligible(t *routes.Target, need routes.Caps, tried []*routes.Target, now up
 }
 
 // tierEnd returns the end of the tier that starts at pool[start]. pool is
-// sorted by tier, so a binary search keeps this O(log n).
+// sorted by tier, so a binary search keeps this O(log n), and the last
+// tier (often the only one) takes one comparison.
 func tierEnd(pool []*routes.Target, start int) int {
 	tier := pool[start].Tier
+	if pool[len(pool)-1].Tier == tier {
+		return len(pool)
+	}
 	lo, hi := start+1, len(pool)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -43,17 +48,46 @@ func tierEnd(pool []*routes.Target, start int) int {
 	return lo
 }
 
-// eachTier calls pick on each tier of pool in order until one returns a
-// target.
-func eachTier(pool []*routes.Target, pick func(tier []*routes.Target) (*routes.Target, bool)) (*routes.Target, bool) {
-	for start := 0; start < len(pool); {
-		end := tierEnd(pool, start)
-		if t, ok := pick(pool[start:end]); ok {
-			return t, true
+// tiers yields the tiers of pool, which is sorted by tier, in order.
+func tiers(pool []*routes.Target) iter.Seq[[]*routes.Target] {
+	return func(yield func([]*routes.Target) bool) {
+		for start := 0; start < len(pool); {
+			end := tierEnd(pool, start)
+			if !yield(pool[start:end]) {
+				return
+			}
+			start = end
 		}
-		start = end
 	}
-	return nil, false
+}
+
+// drawTries bounds the proposals of one draw by rejection sampling before
+// the picker falls back to scanning the tier.
+const drawTries = 8
+
+// filter is what a pick asks of a target besides its weight.
+type filter struct {
+	need  routes.Caps
+	tried []*routes.Target
+	now   upstream.Instant
+}
+
+// weight returns t's effective weight at f.now, 0 when t is not eligible.
+func (f *filter) weight(t *routes.Target) float64 {
+	if !eligible(t, f.need, f.tried, f.now) {
+		return 0
+	}
+	return t.Backend.State.EffectiveWeight(t.Weight, f.now)
+}
+
+// weightIndex returns tier's routes.IndexWeights index, or nil when it has
+// none (or one for another slicing of the pool).
+func weightIndex(tier []*routes.Target) *routes.WeightIndex {
+	x := tier[0].TierWeights
+	if x == nil || x.Len() != len(tier) || x.Total() <= 0 {
+		return nil
+	}
+	return x
 }
 
 // RetryAfter returns how long a client should wait before retrying when no

@@ -25,6 +25,7 @@ func BenchmarkPick(b *testing.B) {
 				for i := range pool {
 					pool[i] = target(reg, fmt.Sprint(i), i+1, 0, 1<<30, 0)
 				}
+				routes.IndexWeights(pool) // as routes.Compile does
 				r := rand.New(rand.NewPCG(1, 2))
 				var p picker = &P2C{Float64: r.Float64}
 				if alg == "weighted_random" {
@@ -40,5 +41,41 @@ func BenchmarkPick(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPickMostlyFull is BenchmarkPick's worst case for the weight
+// index: 90 of 100 targets are at their cap, so most proposals are
+// rejected and draws often end in a scan of the tier.
+func BenchmarkPickMostlyFull(b *testing.B) {
+	for _, alg := range []string{"weighted_p2c", "weighted_random"} {
+		b.Run(alg, func(b *testing.B) {
+			reg := upstream.NewRegistry(upstream.Options{SlowStart: -1})
+			pool := make([]*routes.Target, 100)
+			for i := range pool {
+				capacity := 1 << 30
+				if i%10 != 0 {
+					capacity = 1
+				}
+				pool[i] = target(reg, fmt.Sprint(i), i+1, 0, capacity, 0)
+				if capacity == 1 {
+					pool[i].Backend.State.Acquire()
+				}
+			}
+			routes.IndexWeights(pool)
+			r := rand.New(rand.NewPCG(1, 2))
+			var p picker = &P2C{Float64: r.Float64}
+			if alg == "weighted_random" {
+				p = &WeightedRandom{IntN: r.IntN}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				t, ok := p.Pick(pool, 0, nil)
+				if !ok {
+					b.Fatal("no pick")
+				}
+				t.Backend.State.Release()
+			}
+		})
 	}
 }

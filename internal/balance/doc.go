@@ -24,6 +24,22 @@
 // race (cap reached, probe taken) it tries the other, then draws again, a
 // bounded number of times. A tier with a single eligible target takes it.
 //
+// # How a draw is made
+//
+// Compile indexes each tier's static weights (routes.WeightIndex). A draw
+// proposes a target with probability proportional to its static weight,
+// in O(1) expected time, and keeps it only if it is eligible and the
+// proposal falls within the effective part of its weight (weight × ramp);
+// otherwise it proposes again. Rejection sampling keeps the distribution
+// exactly proportional to effective weight among eligible targets. The
+// second draw spreads its proposals over the weight without the first
+// target's, so it keeps "from the weight that remains". After eight
+// rejections in a row (most of the tier's weight unavailable) the draw
+// falls back to a scan of the tier, which draws the same distribution in
+// linear time, as does a pool without the index. weighted_random draws the
+// same way, without the ramp. P2C takes a tier of two straight: one roll
+// orders the pair.
+//
 // [WeightedRandom] is the degraded mode, weighted_random: probability
 // proportional to weight alone, with the same eligibility rules.
 //
@@ -59,6 +75,15 @@
 // Randomness is injected ([P2C].Float64, [WeightedRandom].IntN) so tests
 // are deterministic; the defaults are math/rand/v2's goroutine-safe
 // functions. The clock is the one of the pool's upstream Registry, read
-// once per pick. Picking does not allocate (BenchmarkPick); its cost is
-// linear in the size of the lowest eligible tier.
+// once per pick. Picking does not allocate (BenchmarkPick). Its cost does
+// not grow with the tier while most of the tier's weight is eligible and
+// ramped; it becomes linear in the tier's size when most of it is not
+// (many targets at their cap, open, cooling down, tried, or without the
+// capability), through the scan.
+//
+// Costs are compared with upstream's State.Cheaper, which orders two
+// targets as their Costs do up to floating-point rounding (one exponential
+// instead of two): costs within about 1e-15 of each other may come out in
+// either order. Exact ties (same estimate, age, ramp, load and weight)
+// still keep the first draw.
 package balance

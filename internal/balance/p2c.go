@@ -4,15 +4,14 @@ import (
 	"math/rand/v2"
 
 	"github.com/scootgate/scootgate/internal/routes"
-	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 const (
 	// p2cRounds bounds the draws per tier when Acquire keeps losing races.
 	p2cRounds = 3
 	// weightCache is how many targets of a tier keep the effective weight
-	// computed by the eligibility pass, so the two draws need not recheck
-	// them. Larger tiers recheck the rest.
+	// computed by a scan's first pass, so its draws need not recheck them.
+	// Larger tiers recheck the rest.
 	weightCache = 16
 )
 
@@ -37,20 +36,167 @@ func (p *P2C) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Targ
 	if len(pool) == 0 {
 		return nil, false
 	}
-	now := pool[0].Backend.State.Now()
-	return eachTier(pool, func(tier []*routes.Target) (*routes.Target, bool) {
-		return p.pickTier(tier, need, tried, now)
-	})
+	f := filter{need: need, tried: tried, now: pool[0].Backend.State.Now()}
+	for tier := range tiers(pool) {
+		if t, ok := p.pickTier(tier, &f); ok {
+			return t, true
+		}
+	}
+	return nil, false
 }
 
-// tierView is one tier during one pick: its targets and the effective
+func (p *P2C) pickTier(tier []*routes.Target, f *filter) (*routes.Target, bool) {
+	for range p2cRounds {
+		a, b := p.pair(tier, f)
+		if a == nil {
+			return nil, false
+		}
+		// Ties keep the first draw, so equal costs split by weight.
+		if b != nil && b.Backend.State.Cheaper(b.Weight, a.Backend.State, a.Weight, f.now) {
+			a, b = b, a
+		}
+		if a.Backend.State.Acquire() {
+			return a, true
+		}
+		if b != nil && b.Backend.State.Acquire() {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// pair draws two distinct eligible targets of tier: a with probability
+// proportional to effective weight, then b from the weight that remains.
+// b is nil when a is the only eligible target, a when none is.
+//
+// An indexed tier (routes.IndexWeights) is drawn by rejection sampling: a
+// proposal lands on a target with probability proportional to its static
+// weight and is kept when the target is eligible (and not a) and the
+// proposal falls within the effective part of the target's weight, which
+// keeps exactly the distribution above. A draw that keeps rejecting (most
+// of the tier's weight ineligible or ramping) is finished by a scan, as is
+// every draw of a tier without the index.
+func (p *P2C) pair(tier []*routes.Target, f *filter) (a, b *routes.Target) {
+	switch len(tier) {
+	case 1:
+		if f.weight(tier[0]) > 0 {
+			return tier[0], nil
+		}
+		return nil, nil
+	case 2:
+		return p.pairOf2(tier[0], tier[1], f)
+	}
+	ia := -1
+	if x := weightIndex(tier); x != nil {
+		if ia = p.sample(tier, x, f, -1); ia >= 0 {
+			if ib := p.sample(tier, x, f, ia); ib >= 0 {
+				return tier[ia], tier[ib]
+			}
+		}
+	}
+	ia, ib := p.scanPair(tier, f, ia)
+	switch {
+	case ia < 0:
+		return nil, nil
+	case ib < 0:
+		return tier[ia], nil
+	}
+	return tier[ia], tier[ib]
+}
+
+// pairOf2 is pair for a tier of two: the first draw is one roll, the
+// second is the other target.
+func (p *P2C) pairOf2(t0, t1 *routes.Target, f *filter) (a, b *routes.Target) {
+	w0, w1 := f.weight(t0), f.weight(t1)
+	switch {
+	case w0 > 0 && w1 > 0:
+		if p.float64()*(w0+w1) < w0 {
+			return t0, t1
+		}
+		return t1, t0
+	case w0 > 0:
+		return t0, nil
+	case w1 > 0:
+		return t1, nil
+	}
+	return nil, nil
+}
+
+// sample draws the index of an eligible target of the indexed tier other
+// than skip, with probability proportional to effective weight, by
+// rejection sampling (see pair); -1 after drawTries rejections. Proposals
+// are spread over the tier's weight without skip's segment, so skipping
+// costs no proposals.
+func (p *P2C) sample(tier []*routes.Target, x *routes.WeightIndex, f *filter, skip int) int {
+	total, skipLo, skipW := float64(x.Total()), 0.0, 0.0
+	if skip >= 0 {
+		lo, hi := x.Segment(skip)
+		skipLo, skipW = float64(lo), float64(hi-lo)
+		total -= skipW
+		if total <= 0 {
+			return -1
+		}
+	}
+	for range drawTries {
+		v := p.float64() * total
+		if skip >= 0 && v >= skipLo {
+			v += skipW
+		}
+		i, off := x.Locate(v)
+		if i != skip && off < f.weight(tier[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// scanPair is pair by a scan of the tier, returning indices (-1 = none).
+// ia ≥ 0 is a first draw already made. A concurrent change of the tier may
+// leave either draw short.
+func (p *P2C) scanPair(tier []*routes.Target, f *filter, ia int) (int, int) {
+	v := tierView{tier: tier, f: f}
+	var (
+		total float64
+		n     int
+		only  int
+	)
+	for i, t := range tier {
+		w := f.weight(t)
+		if w > 0 {
+			n++
+			only = i
+		}
+		if i < weightCache {
+			v.ws[i] = w
+		}
+		total += w
+	}
+	switch n {
+	case 0:
+		return -1, -1
+	case 1:
+		return only, -1
+	}
+	var wa float64
+	if ia >= 0 {
+		wa = v.weight(ia)
+	}
+	if wa == 0 { // no first draw yet, or it became ineligible meanwhile
+		ia, wa = p.draw(&v, total, -1)
+	}
+	if n == 2 { // the second draw is the other one: no need to roll
+		return ia, v.other(ia)
+	}
+	ib, _ := p.draw(&v, total-wa, ia)
+	return ia, ib
+}
+
+// tierView is one tier during one scan: its targets and the effective
 // weights of the first weightCache of them (0 = not eligible).
 type tierView struct {
-	tier  []*routes.Target
-	need  routes.Caps
-	tried []*routes.Target
-	now   upstream.Instant
-	ws    [weightCache]float64
+	tier []*routes.Target
+	f    *filter
+	ws   [weightCache]float64
 }
 
 // weight returns the effective weight of tier[i], 0 when it is not eligible.
@@ -58,11 +204,7 @@ func (v *tierView) weight(i int) float64 {
 	if i < weightCache {
 		return v.ws[i]
 	}
-	t := v.tier[i]
-	if !eligible(t, v.need, v.tried, v.now) {
-		return 0
-	}
-	return t.Backend.State.EffectiveWeight(t.Weight, v.now)
+	return v.f.weight(v.tier[i])
 }
 
 // other returns the index of an eligible target other than i, or -1.
@@ -73,60 +215,6 @@ func (v *tierView) other(i int) int {
 		}
 	}
 	return -1
-}
-
-func (p *P2C) pickTier(tier []*routes.Target, need routes.Caps, tried []*routes.Target, now upstream.Instant) (*routes.Target, bool) {
-	v := tierView{tier: tier, need: need, tried: tried, now: now}
-	for range p2cRounds {
-		var (
-			total float64
-			n     int
-			only  int
-		)
-		for i, t := range tier {
-			var w float64
-			if eligible(t, need, tried, now) {
-				w = t.Backend.State.EffectiveWeight(t.Weight, now)
-				n++
-				only = i
-			}
-			if i < weightCache {
-				v.ws[i] = w
-			}
-			total += w
-		}
-		switch n {
-		case 0:
-			return nil, false
-		case 1:
-			if t := tier[only]; t.Backend.State.Acquire() {
-				return t, true
-			}
-			continue
-		}
-		ia, wa := p.draw(&v, total, -1)
-		var ib int
-		if n == 2 { // the second draw is the other one: no need to roll
-			ib = v.other(ia)
-		} else {
-			ib, _ = p.draw(&v, total-wa, ia)
-		}
-		if ia < 0 || ib < 0 { // the eligible set shrank under us
-			continue
-		}
-		a, b := tier[ia], tier[ib]
-		// Ties keep the first draw, so equal costs split by weight.
-		if b.Backend.State.Cost(b.Weight, now) < a.Backend.State.Cost(a.Weight, now) {
-			a, b = b, a
-		}
-		if a.Backend.State.Acquire() {
-			return a, true
-		}
-		if b.Backend.State.Acquire() {
-			return b, true
-		}
-	}
-	return nil, false
 }
 
 // draw returns the index of an eligible target other than skip, chosen with

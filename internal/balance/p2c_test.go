@@ -11,22 +11,33 @@ import (
 )
 
 // idleShares is the exact share of each target when P2C picks with nothing
-// in flight and equal latency, so cost = estimate ÷ weight: the first draw
-// a has probability w_a/W, the second b has w_b/(W − w_a), the heavier of
-// the pair wins and a tie keeps the first draw (the package doc's formula).
+// in flight and equal latency, so cost = estimate ÷ weight and the heavier
+// of a pair wins (the package doc's formula).
 func idleShares(weights []float64) []float64 {
-	var total float64
-	for _, w := range weights {
-		total += w
+	costs := make([]float64, len(weights))
+	for i, w := range weights {
+		costs[i] = 1 / w
 	}
-	shares := make([]float64, len(weights))
-	for a, wa := range weights {
-		for b, wb := range weights {
-			if a == b {
+	return pairShares(weights, costs)
+}
+
+// pairShares is the exact share of each target under P2C given effective
+// weights (0 = not eligible) and costs that no pick changes: the first
+// draw a has probability e_a/E, the second b has e_b/(E − e_a), the lower
+// cost of the pair wins and a tie keeps the first draw.
+func pairShares(eff, costs []float64) []float64 {
+	var total float64
+	for _, e := range eff {
+		total += e
+	}
+	shares := make([]float64, len(eff))
+	for a, ea := range eff {
+		for b, eb := range eff {
+			if a == b || ea == 0 || eb == 0 {
 				continue
 			}
-			p := wa / total * wb / (total - wa)
-			if wb > wa {
+			p := ea / total * eb / (total - ea)
+			if costs[b] < costs[a] {
 				shares[b] += p
 			} else {
 				shares[a] += p
@@ -43,12 +54,22 @@ func idleShares(weights []float64) []float64 {
 // first draw moves the tied pair by 0.03 and ignoring the weight in the
 // cost moves every share by more than 0.05.
 func TestP2CIdleShares(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(indexName(index), func(t *testing.T) {
+			t.Parallel()
+			testP2CIdleShares(t, index)
+		})
+	}
+}
+
+func testP2CIdleShares(t *testing.T, indexed bool) {
 	weights := []float64{1, 2, 3, 3, 5}
 	reg, _ := testRegistry()
 	var pool []*routes.Target
 	for i, w := range weights {
 		pool = append(pool, target(reg, string(rune('a'+i)), int(w), 0, 1, 0))
 	}
+	indexIf(pool, indexed)
 	p := &P2C{Float64: rand.New(rand.NewPCG(3, 4)).Float64}
 	const n = 100_000
 	counts := make([]int, len(pool))
@@ -80,12 +101,22 @@ func TestP2CIdleShares(t *testing.T) {
 // leaves room for P2C's bounded imbalance, while the idle regime's shares
 // (first test) differ by more than 0.1.
 func TestP2CLoadedShares(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(indexName(index), func(t *testing.T) {
+			t.Parallel()
+			testP2CLoadedShares(t, index)
+		})
+	}
+}
+
+func testP2CLoadedShares(t *testing.T, index bool) {
 	weights := []int{1, 3, 6}
 	reg, _ := testRegistry()
 	var pool []*routes.Target
 	for i, w := range weights {
 		pool = append(pool, target(reg, string(rune('a'+i)), w, 0, 1<<20, 0))
 	}
+	indexIf(pool, index)
 	p := &P2C{Float64: rand.New(rand.NewPCG(5, 6)).Float64}
 	const n = 100_000
 	for range n {

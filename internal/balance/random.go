@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/scootgate/scootgate/internal/routes"
-	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 // WeightedRandom picks with probability proportional to Target.Weight
@@ -28,40 +27,23 @@ func (w *WeightedRandom) Pick(pool []*routes.Target, need routes.Caps, tried []*
 	if len(pool) == 0 {
 		return nil, false
 	}
-	now := pool[0].Backend.State.Now()
-	return eachTier(pool, func(tier []*routes.Target) (*routes.Target, bool) {
-		return w.pickTier(tier, need, tried, now)
-	})
+	f := filter{need: need, tried: tried, now: pool[0].Backend.State.Now()}
+	for tier := range tiers(pool) {
+		if t, ok := w.pickTier(tier, &f); ok {
+			return t, true
+		}
+	}
+	return nil, false
 }
 
 // pickTier draws by weight among one tier's eligible targets. A target whose
 // Acquire fails is skipped and the draw repeats, at most once per target.
-func (w *WeightedRandom) pickTier(tier []*routes.Target, need routes.Caps, tried []*routes.Target, now upstream.Instant) (*routes.Target, bool) {
+func (w *WeightedRandom) pickTier(tier []*routes.Target, f *filter) (*routes.Target, bool) {
 	var lost []*routes.Target // allocated only when an Acquire fails
 	for range len(tier) {
-		total := 0
-		for _, t := range tier {
-			if eligible(t, need, tried, now) && !contains(lost, t) {
-				total += t.Weight
-			}
-		}
-		if total == 0 {
+		pick := w.draw(tier, f, lost)
+		if pick == nil {
 			return nil, false
-		}
-		x := w.intN(total)
-		var pick *routes.Target
-		for _, t := range tier {
-			if !eligible(t, need, tried, now) || contains(lost, t) {
-				continue
-			}
-			if x < t.Weight {
-				pick = t
-				break
-			}
-			x -= t.Weight
-		}
-		if pick == nil { // the eligible set shrank between the two loops
-			continue
 		}
 		if pick.Backend.State.Acquire() {
 			return pick, true
@@ -69,6 +51,47 @@ func (w *WeightedRandom) pickTier(tier []*routes.Target, need routes.Caps, tried
 		lost = append(lost, pick)
 	}
 	return nil, false
+}
+
+// draw returns an eligible target of tier not in lost, with probability
+// proportional to Target.Weight, or nil when there is none. An indexed tier
+// (routes.IndexWeights) is drawn by rejection sampling: propose by weight,
+// keep an eligible proposal; after drawTries rejections, or without the
+// index, it scans the tier.
+func (w *WeightedRandom) draw(tier []*routes.Target, f *filter, lost []*routes.Target) *routes.Target {
+	ok := func(t *routes.Target) bool {
+		return eligible(t, f.need, f.tried, f.now) && !contains(lost, t)
+	}
+	if x := weightIndex(tier); x != nil {
+		for range drawTries {
+			i, _ := x.Locate(float64(w.intN(x.Total())))
+			if t := tier[i]; ok(t) {
+				return t
+			}
+		}
+	}
+	total := 0
+	for _, t := range tier {
+		if ok(t) {
+			total += t.Weight
+		}
+	}
+	if total <= 0 {
+		return nil
+	}
+	x := w.intN(total)
+	var last *routes.Target
+	for _, t := range tier {
+		if !ok(t) {
+			continue
+		}
+		if x < t.Weight {
+			return t
+		}
+		x -= t.Weight
+		last = t
+	}
+	return last // the eligible set shrank between the two loops
 }
 
 func contains(ts []*routes.Target, t *routes.Target) bool {

@@ -9,7 +9,9 @@
 // in-flight request (SPEC §7, STYLE habit 1).
 //
 // Each public model keeps one candidate pool per protocol: the
-// OpenAI-compatible and Anthropic pools are never mixed (SPEC §1).
+// OpenAI-compatible and Anthropic pools are never mixed (SPEC §1). Each
+// tier of a pool carries a WeightIndex, so that pickers draw a target by
+// weight without scanning the tier.
 //
 // # Caveats
 //
@@ -95,6 +97,10 @@ type Target struct {
 	Weight            int
 	Caps              Caps
 	Tier              int
+	// TierWeights indexes the weights of this target's tier of its pool;
+	// every target of the tier shares it. Compile sets it (IndexWeights);
+	// nil means unset, and pickers then scan the tier.
+	TierWeights *WeightIndex
 }
 
 // Model is a public model with one candidate pool per protocol.
@@ -206,6 +212,7 @@ func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
 				}
 				return pool[i].Backend.ID < pool[j].Backend.ID
 			})
+			IndexWeights(pool)
 			if len(pool) > 0 {
 				t.names[p] = append(t.names[p], m.Name)
 			}

@@ -73,7 +73,9 @@
 // slow-start ramp: max(0.1, age ÷ SlowStart), capped at 1. A State's age
 // starts when the Registry creates it, so every backend ramps at node start
 // (together, which leaves their relative weights unchanged) and a backend
-// added later ramps alone.
+// added later ramps alone. [State.Cheaper] compares two costs as P2C does
+// on every pick, with one exponential (of the difference of the two
+// estimates' logarithms, stored beside them) instead of two.
 //
 // # Caveats
 //

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -275,6 +276,65 @@ func TestCost(t *testing.T) {
 	}
 }
 
+// TestCheaper: Cheaper orders two states as their Costs do, over states
+// whose estimates were set at different times (some decayed to the floor),
+// with slots in flight and slow start ramping; exact ties are not cheaper
+// either way, so P2C keeps its first draw.
+func TestCheaper(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	o := testOptions(c)
+	o.SlowStart = time.Minute
+	reg := NewRegistry(o)
+	type target struct {
+		s *State
+		w int
+	}
+	var ts []target
+	for i := range 12 {
+		s := reg.Get(Identity{ID: fmt.Sprint(i), Cap: 100})
+		for range i % 4 {
+			s.Acquire()
+		}
+		if i%3 != 0 { // i%3 == 0 keeps the default estimate, decaying from creation
+			s.Acquire()
+			s.Finish(Result{Outcome: Success, TTFB: time.Duration(i*137%900+50) * time.Millisecond})
+		}
+		ts = append(ts, target{s, 1 + i%5})
+		c.Advance(time.Duration(i) * time.Second)
+	}
+	// Two fresh states: same estimate, time, ramp, weight and in-flight.
+	twins := [2]*State{reg.Get(Identity{ID: "twin1", Cap: 100}), reg.Get(Identity{ID: "twin2", Cap: 100})}
+	ts = append(ts, target{twins[0], 2}, target{twins[1], 2})
+	c.Advance(20 * time.Second) // the first states' estimates are at the floor, the last ones ramp
+
+	now := twins[0].Now()
+	floor := time.Duration(reg.sh.floor * float64(time.Second))
+	floored, ramping, checked := 0, 0, 0
+	for _, a := range ts {
+		if v := a.s.View(); v.EWMA == floor {
+			floored++
+		} else if v.SlowStart < 1 {
+			ramping++
+		}
+		for _, b := range ts {
+			ca, cb := a.s.Cost(a.w, now), b.s.Cost(b.w, now)
+			if ca != cb && math.Abs(ca-cb) <= 1e-12*max(ca, cb) {
+				continue // too close to call through different rounding
+			}
+			checked++
+			if got := a.s.Cheaper(a.w, b.s, b.w, now); got != (ca < cb) {
+				t.Errorf("Cheaper = %v for costs %v and %v", got, ca, cb)
+			}
+		}
+	}
+	if floored < 3 || ramping < 3 || checked != len(ts)*len(ts) {
+		t.Fatalf("%d states at the floor, %d ramping, %d of %d pairs checked: the test lost its cases", floored, ramping, checked, len(ts)*len(ts))
+	}
+	if twins[0].Cheaper(2, twins[1], 2, now) || twins[1].Cheaper(2, twins[0], 2, now) {
+		t.Error("one of two exactly tied states is cheaper")
+	}
+}
+
 // TestCooldowns covers the 429 outcomes: Retry-After honoured, defaulted,
 // capped; quota cooldowns; a cooldown never shortened.
 func TestCooldowns(t *testing.T) {
@@ -495,6 +555,7 @@ func TestNoAllocs(t *testing.T) {
 			s.Release()
 		}
 		s.Cost(1, s.Now())
+		s.Cheaper(1, s, 2, s.Now())
 	})
 	if allocs != 0 {
 		t.Fatalf("allocs = %v, want 0", allocs)
