@@ -14,6 +14,12 @@
 // is one fsync (~0.5 ms here, RESEARCH-reliability §0 finding 9). So fsyncs
 // stay near 1/CommitInterval per second however many events arrive.
 //
+// The default window is 25 ms: the load harness (docs/performance.md) showed
+// that with 5 ms, at 500 requests/s, the commits (each ~0.5–0.8 ms of CPU
+// including the delete transactions that follow PUBACKs) cost ~200 µs of
+// CPU per request. The price is the crash window: events accepted in the
+// last window before a kill -9 are lost (a graceful shutdown flushes them).
+//
 // Rows are keyed by bucket.NextSequence as 8-byte big-endian integers, so
 // cursor order is append order; the value is the 8-byte unix-nano append
 // time followed by the payload. [Store.Read] returns committed rows after a

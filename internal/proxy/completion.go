@@ -255,6 +255,35 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	return a
 }
 
+// readProviderBody reads a non-stream answer up to maxProviderBody+1 bytes,
+// sizing the buffer from Content-Length when the provider sent one (not
+// io.ReadAll's doubling from 512 bytes).
+func readProviderBody(body io.Reader, contentLength int64) ([]byte, error) {
+	size := int64(4096)
+	if contentLength >= 0 && contentLength <= maxProviderBody {
+		size = contentLength + 1 // +1: EOF is seen without growing
+	}
+	return readAll(io.LimitReader(body, maxProviderBody+1), int(size))
+}
+
+// readAll is io.ReadAll starting from a buffer of capacity size.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow only when full
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // countingReader counts the provider bytes read (ResponseBytes).
 type countingReader struct {
 	r io.Reader
@@ -287,7 +316,7 @@ func (c *call) failBeforeCommit(a *attempt, ctx context.Context) {
 // relayWhole reads a non-stream answer completely, then sends it: the
 // client never sees half a JSON document.
 func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, ctx context.Context) {
-	data, err := io.ReadAll(io.LimitReader(body, maxProviderBody+1))
+	data, err := readProviderBody(body, resp.ContentLength)
 	firstByte.Stop()
 	if err == nil && len(data) > maxProviderBody {
 		err = errors.New("provider answer exceeds the size limit")

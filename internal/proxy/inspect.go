@@ -69,18 +69,20 @@ func wantsJSONSchema(p routes.Protocol, f *bodyFields) bool {
 		Type string `json:"type"`
 	}
 	if p == routes.OpenAI {
-		return json.Unmarshal(f.ResponseFormat, &typed) == nil && typed.Type == "json_schema"
+		return !isNull(f.ResponseFormat) && json.Unmarshal(f.ResponseFormat, &typed) == nil && typed.Type == "json_schema"
 	}
 	var oc struct {
 		Format struct {
 			Type string `json:"type"`
 		} `json:"format"`
 	}
-	if json.Unmarshal(f.OutputConfig, &oc) == nil && oc.Format.Type == "json_schema" {
+	// Absent members are skipped: unmarshalling empty input allocates an
+	// error on every request (docs/performance.md).
+	if !isNull(f.OutputConfig) && json.Unmarshal(f.OutputConfig, &oc) == nil && oc.Format.Type == "json_schema" {
 		return true
 	}
 	// The older structured-outputs beta put the format at the top level.
-	return json.Unmarshal(f.OutputFormat, &typed) == nil && typed.Type == "json_schema"
+	return !isNull(f.OutputFormat) && json.Unmarshal(f.OutputFormat, &typed) == nil && typed.Type == "json_schema"
 }
 
 func isNull(raw json.RawMessage) bool {

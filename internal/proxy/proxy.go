@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -212,7 +211,6 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	if r.ContentLength > 0 {
 		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
 	}
-	buf := make([]byte, 0, size)
 	if h.o.BodyReadTimeout > 0 {
 		// A body trickled at 1 byte/s must not hold a request slot forever
 		// (catalogue F4). The deadline is cleared once the body is in, so a
@@ -222,28 +220,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 			defer rc.SetReadDeadline(time.Time{})
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, h.o.BodyLimit)
-	for {
-		n, err := body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, tooLarge
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil, &apierr.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
-					Msg: "request body not received within " + h.o.BodyReadTimeout.String()}
-			}
-			return nil, apierr.BadRequest("body_read_failed", "could not read the request body")
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
+	buf, err := readAll(http.MaxBytesReader(w, r.Body, h.o.BodyLimit), size)
+	if err == nil {
+		return buf, nil
 	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &apierr.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
+			Msg: "request body not received within " + h.o.BodyReadTimeout.String()}
+	}
+	return nil, apierr.BadRequest("body_read_failed", "could not read the request body")
 }
 
 func newRequestID() string {
