@@ -43,3 +43,8 @@ fuzz: ## run each fuzz target for FUZZTIME
 
 tidy-check: ## fail if go.mod/go.sum are not tidy
 	$(GO) mod tidy -diff
+
+LOADFLAGS ?=
+.PHONY: bench-load
+bench-load: ## open-loop load harness, node vs a bare Go proxy hop (~5 min; docs/performance.md; LOADFLAGS=-h)
+	$(GO) run ./cmd/scootgate-load -out bench-results $(LOADFLAGS)

@@ -1,0 +1,876 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/loadgen"
+)
+
+// options are the harness's flags.
+type options struct {
+	out      string
+	rounds   int
+	duration time.Duration
+	warmup   time.Duration
+	rates    []float64
+	settle   time.Duration
+
+	streamRate float64
+	events     int
+	eventGap   time.Duration
+	delay      time.Duration
+	egress     string // "socks5" | "connect"
+
+	search         bool
+	searchStart    float64
+	searchFactor   float64
+	searchSteps    int
+	searchRefine   int
+	searchDuration time.Duration
+	searchP99      time.Duration
+	searchTargets  []string // target keys
+	searchConfirm  int      // re-tries of a failed step
+
+	idleStreams int
+	idleRate    float64
+	idleHold    time.Duration
+
+	quiet       float64       // most foreign load (CPUs) tolerated before and during a run
+	burst       float64       // most foreign load (CPUs) tolerated in any burstWindow of a run
+	quietWait   time.Duration // longest wait for a quiet machine before a run
+	retries     int           // re-runs of a run disturbed by foreign load
+	noiseBudget time.Duration // total time for quiet waits and discarded runs
+
+	pin     bool
+	profile string
+	nodeLog bool
+	keep    bool
+	maxTime time.Duration
+}
+
+// Target keys, in report order.
+const (
+	keyBaseline   = "baseline"
+	keyNode       = "node"
+	keyBrokerDown = "node-broker-down"
+	keyUsageOff   = "node-usage-off"
+)
+
+var targetNames = map[string]string{
+	keyBaseline:   "baseline (httputil.ReverseProxy)",
+	keyNode:       "node",
+	keyBrokerDown: "node, MQTT broker down",
+	keyUsageOff:   "node, usage events off",
+}
+
+// target is one system under test and the generator's client for it.
+type target struct {
+	key    string
+	proc   *child
+	client *http.Client
+	base   string // http://host:port
+}
+
+// bench runs the phases and collects the report.
+type bench struct {
+	o     options
+	pin   pinning
+	dir   string
+	prov  *child // fake provider + MQTT broker
+	proxy *child // SOCKS5 + CONNECT proxies
+	env   []string
+	// noise is the time spent so far waiting for a quiet machine and on
+	// discarded runs; at o.noiseBudget the harness stops doing either.
+	noise  time.Duration
+	rep    *report
+	egress string // the egress URL every system under test uses
+	broker string // the embedded broker's host:port
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// run is the whole harness: start, measure, report.
+func run(ctx context.Context, o options, pin pinning) (*report, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.maxTime)
+	defer cancel()
+	if _, err := raiseFDLimit(1 << 18); err != nil {
+		return nil, fmt.Errorf("fd limit: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "scootgate-load-")
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{
+		o: o, pin: pin, dir: dir,
+		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
+		rep: newReport(o, pin),
+	}
+	b.logf("scootgate-load: %s; work dir %s", pin, dir)
+
+	b.prov, err = startChild(ctx, pin, pin.side, "provider", "provider", []string{
+		"-delay", o.delay.String(), "-events", fmt.Sprint(o.events), "-event-gap", o.eventGap.String(),
+	}, b.env, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer b.prov.stop()
+	b.proxy, err = startChild(ctx, pin, pin.side, "proxy", "proxy", nil, b.env, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer b.proxy.stop()
+	b.egress = "socks5://" + b.proxy.ready.SOCKS
+	if o.egress == "connect" {
+		b.egress = "http://" + b.proxy.ready.Connect
+	}
+	b.broker = b.prov.ready.Broker
+
+	if err := b.rounds(ctx); err != nil {
+		return b.rep, err
+	}
+	if o.idleStreams > 0 {
+		for _, key := range []string{keyBaseline, keyNode} {
+			if err := b.idle(ctx, key); err != nil {
+				return b.rep, err
+			}
+		}
+	}
+	b.rep.finish()
+	return b.rep, nil
+}
+
+// startTarget starts one system under test on the SUT CPU.
+func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, error) {
+	name := key + tag
+	var args []string
+	switch key {
+	case keyBaseline:
+		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress}
+	default:
+		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true}
+		switch key {
+		case keyBrokerDown:
+			dead, err := deadPort()
+			if err != nil {
+				return nil, err
+			}
+			s.Broker = dead
+		case keyUsageOff:
+			s.Usage, s.Broker = false, ""
+		}
+		cfg, err := writeNodeDir(filepath.Join(b.dir, name), s)
+		if err != nil {
+			return nil, err
+		}
+		args = []string{"-config", cfg}
+		if b.o.nodeLog {
+			args = append(args, "-log", filepath.Join(b.dir, name, "node.log"))
+		}
+	}
+	if b.o.profile != "" && tag == "" && (key == keyNode || key == keyBaseline) {
+		args = append(args,
+			"-cpuprofile", filepath.Join(b.o.profile, key+".cpu.pprof"),
+			"-memprofile", filepath.Join(b.o.profile, key+".allocs.pprof"))
+	}
+	c, err := startChild(ctx, b.pin, b.pin.sut, name, map[bool]string{true: "baseline", false: "node"}[key == keyBaseline], args, b.env, b.dir)
+	if err != nil {
+		return nil, err
+	}
+	return &target{key: key, proc: c, client: newClient(), base: "http://" + c.ready.API}, nil
+}
+
+func newClient() *http.Client {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &protocols,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     30 * time.Second,
+	}}
+}
+
+func (t *target) close() {
+	t.client.CloseIdleConnections()
+	t.proc.stop()
+}
+
+// Requests. Streams ask for usage themselves (stream_options), so the node
+// does not inject it and both systems relay the very same events.
+var jsonHeader = http.Header{
+	"Authorization": {"Bearer " + benchKey},
+	"Content-Type":  {"application/json"},
+}
+
+func (b *bench) wholeRequest(t *target) loadgen.Request {
+	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
+		`{"model":"` + benchModel + `","messages":[{"role":"system","content":"be brief"},` +
+			`{"role":"user","content":"hello from the load generator"}],"temperature":0.2}`)}
+}
+
+func (b *bench) streamRequest(t *target) loadgen.Request {
+	words := strings.TrimSpace(strings.Repeat("tok ", b.o.events))
+	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
+		`{"model":"` + benchModel + `","stream":true,"stream_options":{"include_usage":true},` +
+			`"messages":[{"role":"user","content":"` + words + `"}]}`)}
+}
+
+func (b *bench) idleRequest(t *target) loadgen.Request {
+	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
+		`{"model":"` + benchModel + `","stream":true,"stream_options":{"include_usage":true},` +
+			`"messages":[{"role":"user","content":"` + idleMarker + ` hold"}]}`)}
+}
+
+// scenario is one kind of run in a round.
+type scenario struct {
+	name    string
+	rate    float64
+	stream  bool
+	targets []*target
+}
+
+// sample is one attack and the counters around it.
+type sample struct {
+	res     loadgen.Result
+	cpu     time.Duration // the system under test
+	side    time.Duration // provider, proxy and generator
+	wall    time.Duration
+	mallocs uint64
+	bytes   uint64
+	tunnels int64
+	sent    int
+	// foreignSUT and foreignSide are the CPU time that processes outside
+	// the harness used during the run on the SUT CPU and on the side CPU
+	// (unpinned: on the whole machine, in foreignSUT); burst is the largest
+	// share of a CPU they took in any burstWindow.
+	foreignSUT, foreignSide time.Duration
+	burst                   float64
+	// after is the CPU time the system under test used after the run's
+	// last answer, until it was idle again (deferred work; not in cpu).
+	after time.Duration
+	// keptDisturbed marks a disturbed run kept because the retries or the
+	// noise budget ran out.
+	keptDisturbed bool
+}
+
+// disturbed reports whether processes outside the harness took more than
+// quiet of a CPU over the run, or more than burst in a burstWindow.
+func (s sample) disturbed(quiet, burst float64) bool {
+	return busy(s.foreignSUT, s.wall) > quiet || busy(s.foreignSide, s.wall) > quiet || s.burst > burst
+}
+
+// burstWindow is the window over which foreign load is checked against
+// -burst. Process CPU times come from the scheduler's precise run time,
+// /proc/stat from 100 Hz tick sampling: over shorter windows their
+// difference is mostly sampling noise.
+const burstWindow = 500 * time.Millisecond
+
+// reading is one reading of every CPU counter the harness charges.
+type reading struct {
+	at       time.Time
+	sut      time.Duration // CPU time of the system under test
+	side     time.Duration // CPU time of the provider, the proxy and the generator
+	busySUT  time.Duration // busy time of the SUT CPU (unpinned: all CPUs)
+	busySide time.Duration // busy time of the side CPU (unpinned: 0)
+}
+
+func (b *bench) read(t *target) (reading, error) {
+	r := reading{at: time.Now()}
+	var errs [5]error
+	if t != nil {
+		r.sut, errs[0] = loadgen.CPUTime(t.proc.pid())
+	}
+	var p, x, g time.Duration
+	p, errs[1] = loadgen.CPUTime(b.prov.pid())
+	x, errs[2] = loadgen.CPUTime(b.proxy.pid())
+	g, errs[3] = loadgen.CPUTime(os.Getpid())
+	r.side = p + x + g
+	if b.pin.on() {
+		var e1, e2 error
+		r.busySUT, e1 = loadgen.CPUBusy(b.pin.sut)
+		r.busySide, e2 = loadgen.CPUBusy(b.pin.side)
+		errs[4] = errors.Join(e1, e2)
+	} else {
+		r.busySUT, errs[4] = loadgen.CPUBusy(-1)
+	}
+	return r, errors.Join(errs[:]...)
+}
+
+// foreign returns the CPU time that processes outside the harness used
+// between two readings, on the SUT CPU and on the side CPU.
+func (b *bench) foreign(r0, r1 reading) (sut, side time.Duration) {
+	cpu, sideCPU := r1.sut-r0.sut, r1.side-r0.side
+	if !b.pin.on() {
+		return max(r1.busySUT-r0.busySUT-cpu-sideCPU, 0), 0
+	}
+	return max(r1.busySUT-r0.busySUT-cpu, 0), max(r1.busySide-r0.busySide-sideCPU, 0)
+}
+
+// waitQuiet waits, up to quietWait and within the noise budget, until
+// processes outside the harness use at most quiet of each CPU over 300 ms
+// (the harness's own processes are idle between runs).
+func (b *bench) waitQuiet(ctx context.Context) error {
+	start := time.Now()
+	end := start.Add(b.o.quietWait)
+	defer func() { b.noise += max(time.Since(start)-300*time.Millisecond, 0) }()
+	for {
+		r0, err := b.read(nil)
+		if err != nil {
+			return err
+		}
+		if err := b.pause(ctx, 300*time.Millisecond); err != nil {
+			return err
+		}
+		r1, err := b.read(nil)
+		if err != nil {
+			return err
+		}
+		fs, fd := b.foreign(r0, r1)
+		wall := r1.at.Sub(r0.at)
+		if busy(fs, wall) <= b.o.quiet && busy(fd, wall) <= b.o.quiet {
+			return nil
+		}
+		if now := time.Now(); now.After(end) || b.noise+now.Sub(start) >= b.o.noiseBudget {
+			return nil
+		}
+	}
+}
+
+// measure is attack with the machine-noise guard: it waits for a quiet
+// machine and runs again, up to retries times, when processes outside the
+// harness disturbed the run; both within the noise budget. It returns the
+// last run and how many were discarded.
+func (b *bench) measure(ctx context.Context, t *target, a loadgen.Attack, fire loadgen.Fire) (sample, int, error) {
+	discarded := 0
+	for {
+		if err := b.waitQuiet(ctx); err != nil {
+			return sample{}, discarded, err
+		}
+		s, err := b.attack(ctx, t, a, fire)
+		if err != nil || !s.disturbed(b.o.quiet, b.o.burst) {
+			return s, discarded, err
+		}
+		if discarded >= b.o.retries || b.noise >= b.o.noiseBudget {
+			s.keptDisturbed = true
+			return s, discarded, nil
+		}
+		discarded++
+		b.noise += s.wall
+		b.logf("  %s: discarded a run disturbed by other processes (%.0f%% / %.0f%% of a CPU, %.0f%% at peak)",
+			t.key, 100*busy(s.foreignSUT, s.wall), 100*busy(s.foreignSide, s.wall), 100*s.burst)
+		t.client.CloseIdleConnections()
+	}
+}
+
+// quiesce waits until t uses less than 5 % of a CPU over 250 ms (at most
+// 15 s) and returns the CPU time it used meanwhile.
+func (b *bench) quiesce(ctx context.Context, t *target) (time.Duration, error) {
+	start, err := loadgen.CPUTime(t.proc.pid())
+	if err != nil {
+		return 0, err
+	}
+	prev, end := start, time.Now().Add(15*time.Second)
+	for {
+		t0 := time.Now()
+		if err := b.pause(ctx, 250*time.Millisecond); err != nil {
+			return 0, err
+		}
+		cur, err := loadgen.CPUTime(t.proc.pid())
+		if err != nil {
+			return 0, err
+		}
+		if busy(cur-prev, time.Since(t0)) < 0.05 || time.Now().After(end) {
+			return cur - start, nil
+		}
+		prev = cur
+	}
+}
+
+// upstream reads and adds up the provider's and the proxy's counters.
+func (b *bench) upstream(ctx context.Context) (upstreamStats, error) {
+	var p, x upstreamStats
+	err := errors.Join(b.prov.stats(ctx, &p), b.proxy.stats(ctx, &x))
+	return p.plus(x), err
+}
+
+// attack runs one attack against t and charges CPU, allocations and
+// egress tunnels to it, sampling the machine's load every burstWindow.
+func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire loadgen.Fire) (sample, error) {
+	var s sample
+	if err := errors.Join(t.proc.alive(), b.prov.alive(), b.proxy.alive()); err != nil {
+		return s, fmt.Errorf("%w: %s", err, t.proc.tail())
+	}
+	var st0, st1 sutStats
+	up0, err := b.upstream(ctx)
+	if err != nil {
+		return s, err
+	}
+	if err := t.proc.stats(ctx, &st0); err != nil {
+		return s, err
+	}
+	r0, err := b.read(t)
+	if err != nil {
+		return s, err
+	}
+
+	stop, sampled := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(burstWindow)
+		defer tick.Stop()
+		prev := r0
+		for {
+			select {
+			case <-stop:
+				sampled <- nil
+				return
+			case <-tick.C:
+			}
+			cur, err := b.read(t)
+			if err != nil {
+				sampled <- err
+				return
+			}
+			fs, fd := b.foreign(prev, cur)
+			w := cur.at.Sub(prev.at)
+			s.burst = max(s.burst, busy(fs, w), busy(fd, w))
+			prev = cur
+		}
+	}()
+	res, err := loadgen.Run(ctx, a, fire)
+	close(stop)
+	if serr := <-sampled; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return s, err
+	}
+
+	r1, err := b.read(t)
+	if err != nil {
+		return s, err
+	}
+	// Work the system does after its last answer (the node delivering the
+	// run's usage events from its outbox to the broker) is part of what
+	// the run cost, and must not spill into the next system's run.
+	after, err := b.quiesce(ctx, t)
+	if err != nil {
+		return s, err
+	}
+	up1, err := b.upstream(ctx)
+	if err != nil {
+		return s, err
+	}
+	if err := t.proc.stats(ctx, &st1); err != nil {
+		return s, err
+	}
+	s.res, s.wall = res, r1.at.Sub(r0.at)
+	s.cpu, s.side, s.after = r1.sut-r0.sut, r1.side-r0.side, after
+	s.foreignSUT, s.foreignSide = b.foreign(r0, r1)
+	s.mallocs, s.bytes = st1.Mallocs-st0.Mallocs, st1.TotalAlloc-st0.TotalAlloc
+	s.tunnels = (up1.SOCKSTunnels + up1.ConnectTunnels) - (up0.SOCKSTunnels + up0.ConnectTunnels)
+	for i := range res.Shots {
+		if res.Shots[i].Err != loadgen.ErrOverload {
+			s.sent++
+		}
+	}
+	return s, nil
+}
+
+func (b *bench) fire(t *target, stream bool) loadgen.Fire {
+	if stream {
+		return loadgen.Stream(t.client, b.streamRequest(t))
+	}
+	return loadgen.NonStream(t.client, b.wholeRequest(t))
+}
+
+func (b *bench) plan(rate float64, d time.Duration) loadgen.Attack {
+	return loadgen.Attack{Rate: rate, Duration: d, MaxInFlight: 4000, Timeout: 10 * time.Second}
+}
+
+// pause lets connections, timers and the scheduler settle between attacks.
+func (b *bench) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// rounds runs the interleaved rounds and the maximum-rate search against
+// the baseline and the node variants, all started once.
+func (b *bench) rounds(ctx context.Context) error {
+	targets := map[string]*target{}
+	defer func() {
+		for _, t := range targets {
+			t.close()
+		}
+	}()
+	for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff} {
+		t, err := b.startTarget(ctx, key, "")
+		if err != nil {
+			return err
+		}
+		targets[key] = t
+		if err := b.check(ctx, t); err != nil {
+			return err
+		}
+	}
+	pair := []*target{targets[keyBaseline], targets[keyNode]}
+	all := []*target{targets[keyBaseline], targets[keyNode], targets[keyBrokerDown], targets[keyUsageOff]}
+
+	var scenarios []scenario
+	for i, rate := range b.o.rates {
+		ts := pair
+		if i == 0 {
+			ts = all // usage events on the critical path: at the first rate
+		}
+		scenarios = append(scenarios, scenario{name: fmt.Sprintf("non-stream @ %g/s", rate), rate: rate, targets: ts})
+	}
+	if b.o.streamRate > 0 {
+		scenarios = append(scenarios, scenario{name: fmt.Sprintf("stream @ %g/s", b.o.streamRate), rate: b.o.streamRate, stream: true, targets: pair})
+	}
+
+	// Warm up every target at every rate it will see: connection pools,
+	// tunnels, heap, the outbox file's first growth.
+	for _, sc := range scenarios {
+		for _, t := range sc.targets {
+			if _, err := b.attack(ctx, t, b.plan(sc.rate, b.o.warmup), b.fire(t, sc.stream)); err != nil {
+				return err
+			}
+		}
+	}
+	up0, err := b.upstream(ctx)
+	if err != nil {
+		return err
+	}
+
+	for r := range b.o.rounds {
+		for _, sc := range scenarios {
+			for i := range sc.targets {
+				t := sc.targets[(i+r)%len(sc.targets)] // rotate who goes first
+				if err := b.pause(ctx, b.o.settle); err != nil {
+					return err
+				}
+				s, discarded, err := b.measure(ctx, t, b.plan(sc.rate, b.o.duration), b.fire(t, sc.stream))
+				if err != nil {
+					return err
+				}
+				m := b.rep.add(sc.name, sc.rate, sc.stream, t.key, s, discarded)
+				b.logf("round %d/%d %-20s %-18s %s", r+1, b.o.rounds, sc.name, t.key, m.brief(s))
+			}
+		}
+	}
+	up1, err := b.upstream(ctx)
+	if err != nil {
+		return err
+	}
+	b.rep.MQTT = mqttFinding{Received: up1.MQTTReceived - up0.MQTTReceived, ClientsAtEnd: up1.MQTTClients}
+
+	if b.o.search {
+		var ts []*target
+		for _, key := range b.o.searchTargets {
+			ts = append(ts, targets[key])
+		}
+		return b.searchMax(ctx, ts)
+	}
+	return nil
+}
+
+// check sends one request and one stream to t; a harness that measures
+// errors would otherwise report a broken setup as a fast one.
+func (b *bench) check(ctx context.Context, t *target) error {
+	for _, stream := range []bool{false, true} {
+		var s loadgen.Shot
+		s.Intended = time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		b.fire(t, stream)(cctx, &s)
+		cancel()
+		if s.Err != nil {
+			return fmt.Errorf("%s does not answer (stream=%t): %w\n%s", t.key, stream, s.Err, t.proc.tail())
+		}
+		if stream && s.Events < b.o.events {
+			return fmt.Errorf("%s: stream had %d events, want at least %d", t.key, s.Events, b.o.events)
+		}
+	}
+	return nil
+}
+
+// sideSaturated is the side CPU's use at which a failed search step says
+// more about the load side (generator, provider, proxy) than about the
+// system under test.
+const sideSaturated = 0.9
+
+// searchMax steps the non-stream rate up by searchFactor, both systems at
+// each step, until a step fails (errors, achieved rate below 95 % of the
+// target, or p99 over the bound); then it bisects between the last pass
+// and the first failure searchRefine times. Every step is bounded.
+func (b *bench) searchMax(ctx context.Context, targets []*target) error {
+	type state struct {
+		t             *target
+		pass, fail    float64
+		lastDisturbed bool // the last try ran while other processes were busy
+		failDisturbed bool // the failure at fail was measured while they were
+		lastSideBound bool // the last try saturated the side CPU
+		failSideBound bool // the failure at fail did
+	}
+	var st []*state
+	for _, t := range targets {
+		st = append(st, &state{t: t})
+	}
+	// try runs one step and says whether it passed.
+	try := func(s *state, rate float64) (bool, error) {
+		smp, _, err := b.measure(ctx, s.t, b.plan(rate, b.o.searchDuration), b.fire(s.t, false))
+		if err != nil {
+			return false, err
+		}
+		lat := loadgen.Summarize(loadgen.Latencies(smp.res.Shots))
+		errs := len(smp.res.Shots) - smp.res.OK()
+		kinds := map[string]int{}
+		for i := range smp.res.Shots {
+			if err := smp.res.Shots[i].Err; err != nil {
+				kinds[errorKind(err)]++
+			}
+		}
+		ok := errs == 0 && smp.res.Achieved() >= 0.95*rate && lat.P99 <= b.o.searchP99
+		s.lastDisturbed = smp.keptDisturbed
+		s.lastSideBound = busy(smp.side, smp.wall) >= sideSaturated
+		b.rep.addStep(searchStep{
+			Disturbed: smp.keptDisturbed,
+			Target:    s.t.key, Rate: rate, Achieved: smp.res.Achieved(), P99: lat.P99, Errors: errs, ErrorKinds: kinds, Pass: ok,
+			SUTBusy: busy(smp.cpu, smp.wall), SideBusy: busy(smp.side, smp.wall),
+			Foreign: busy(smp.foreignSUT, smp.wall) + busy(smp.foreignSide, smp.wall),
+		})
+		b.logf("search %-16s %7.0f/s: achieved %7.0f/s p99 %v errors %d → %v", s.t.key, rate, smp.res.Achieved(), lat.P99.Round(time.Microsecond), errs, map[bool]string{true: "pass", false: "FAIL"}[ok])
+		// A failed step leaves a backlog; let it drain before the next.
+		s.t.client.CloseIdleConnections()
+		wait := b.o.settle
+		if !ok {
+			wait += time.Second
+		}
+		return ok, b.pause(ctx, wait)
+	}
+	// step tries a rate, and once more if it fails: near capacity one
+	// transient stall (a disk flush, a burst elsewhere on the machine)
+	// leaves a backlog that two seconds cannot drain.
+	step := func(s *state, rate float64) error {
+		ok, err := try(s, rate)
+		for n := 0; err == nil && !ok && n < b.o.searchConfirm; n++ {
+			ok, err = try(s, rate)
+		}
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.pass = max(s.pass, rate)
+		} else if s.fail == 0 || rate < s.fail {
+			s.fail, s.failDisturbed, s.failSideBound = rate, s.lastDisturbed, s.lastSideBound
+		}
+		return nil
+	}
+	rate := b.o.searchStart
+	for i := 0; i < b.o.searchSteps; i++ {
+		active := false
+		for k := range st {
+			s := st[(k+i)%len(st)]
+			if s.fail != 0 {
+				continue
+			}
+			active = true
+			if err := step(s, rate); err != nil {
+				return err
+			}
+		}
+		if !active {
+			break
+		}
+		rate *= b.o.searchFactor
+	}
+	for range b.o.searchRefine {
+		for _, s := range st {
+			if s.fail == 0 || s.pass == 0 {
+				continue
+			}
+			if err := step(s, math.Round(math.Sqrt(s.pass*s.fail))); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range st {
+		b.rep.MaxRate[s.t.key] = maxRate{Rate: s.pass, FirstFail: s.fail, Disturbed: s.failDisturbed, SideBound: s.failSideBound}
+	}
+	return nil
+}
+
+func busy(cpu, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return cpu.Seconds() / wall.Seconds()
+}
+
+// idle opens idleStreams streams that send one event and then stay silent
+// against a fresh process of key, and reads its resident memory before
+// and while they are open.
+func (b *bench) idle(ctx context.Context, key string) error {
+	t, err := b.startTarget(ctx, key, "-idle")
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	if err := b.check(ctx, t); err != nil {
+		return err
+	}
+	// Warm the process like a serving one: pools, tunnels, a few streams.
+	if _, err := b.attack(ctx, t, b.plan(200, time.Second), b.fire(t, false)); err != nil {
+		return err
+	}
+	if _, err := b.attack(ctx, t, b.plan(50, 500*time.Millisecond), b.fire(t, true)); err != nil {
+		return err
+	}
+	if err := b.pause(ctx, time.Second); err != nil {
+		return err
+	}
+	if err := b.waitQuiet(ctx); err != nil {
+		return err
+	}
+	res := idleResult{Target: key, Requested: b.o.idleStreams, Streams: b.o.idleStreams}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	// Every child has this hard limit too (raiseFDLimit lifts the soft one).
+	// A stream holds two sockets in the system under test and in the proxy;
+	// keep 1000 for everything else.
+	res.FDLimit = lim.Max
+	if fit := int(min(lim.Max, 1<<30)-1000) / 2; res.Streams > fit {
+		res.Streams = max(fit, 0)
+	}
+	if res.RSSBefore, err = loadgen.RSS(t.proc.pid()); err != nil {
+		return err
+	}
+	var st0 sutStats
+	if err := t.proc.stats(ctx, &st0); err != nil {
+		return err
+	}
+
+	holdCtx, release := context.WithCancel(ctx)
+	defer release()
+	var (
+		wg       sync.WaitGroup
+		opened   atomic.Int64
+		failed   atomic.Int64
+		firstErr atomic.Value
+		settled  = make(chan struct{}, res.Streams)
+	)
+	req := b.idleRequest(t)
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / b.o.idleRate)
+	ticker := time.NewTicker(interval)
+	for i := 0; i < res.Streams; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+			case <-ticker.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			loadgen.HoldStream(holdCtx, t.client, req, func(err error) {
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					opened.Add(1)
+				}
+				settled <- struct{}{}
+			})
+		})
+	}
+	ticker.Stop()
+	// Wait until every stream has its first event or failed (bounded).
+	deadline := time.NewTimer(30 * time.Second)
+	for n := 0; n < res.Streams; n++ {
+		select {
+		case <-settled:
+			continue
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	deadline.Stop()
+	res.OpenTime = time.Since(start)
+	res.Opened, res.Failed = int(opened.Load()), int(failed.Load())
+	if v := firstErr.Load(); v != nil {
+		res.FirstError = v.(string)
+	}
+	// Hold them open, sampling the resident set.
+	for end := time.Now().Add(b.o.idleHold); time.Now().Before(end); {
+		rss, err := loadgen.RSS(t.proc.pid())
+		if err != nil {
+			return err
+		}
+		res.RSSPeak = max(res.RSSPeak, rss)
+		if err := b.pause(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	var st1 sutStats
+	if err := t.proc.stats(ctx, &st1); err != nil {
+		return err
+	}
+	if b.o.profile != "" {
+		if err := t.proc.saveHeap(ctx, filepath.Join(b.o.profile, key+".idle-heap.pprof")); err != nil {
+			return err
+		}
+	}
+	res.Goroutines = st1.Goroutines - st0.Goroutines
+	res.HeapInuse = int64(st1.HeapInuse) - int64(st0.HeapInuse)
+	release()
+	wg.Wait()
+	b.rep.Idle = append(b.rep.Idle, res)
+	b.logf("idle %-10s %d/%d streams open (%d failed, first error: %s) in %v; RSS %d MiB → %d MiB (%.1f KiB per stream)",
+		key, res.Opened, res.Streams, res.Failed, res.FirstError, res.OpenTime.Round(time.Millisecond), res.RSSBefore>>20, res.RSSPeak>>20, res.perStreamKiB())
+	return nil
+}
+
+// writeFiles saves the report as Markdown and JSON under dir.
+func writeFiles(dir string, r *report) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	stamp := r.Started.UTC().Format("20060102T150405Z")
+	base := filepath.Join(dir, "load-"+stamp)
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(base+".json", data, 0o644); err != nil {
+		return "", err
+	}
+	return base + ".md", os.WriteFile(base+".md", []byte(r.markdown()), 0o644)
+}

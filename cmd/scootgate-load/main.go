@@ -1,0 +1,177 @@
+// Command scootgate-load is the load harness of issue 7 (`make
+// bench-load`; method and latest numbers in docs/performance.md). It
+// measures the node against the thinnest possible Go proxy hop, a bare
+// httputil.ReverseProxy, both reaching the same fake provider through the
+// same loopback egress proxy, and reports the node's numbers as ratios to
+// that baseline: absolute numbers on a shared 2-core machine are noise.
+//
+// # Basics
+//
+// Without -role it is the harness. It re-executes itself as child
+// processes, so that each system's CPU time can be read from /proc:
+//
+//	-role=provider  fake provider (internal/devstack/fakeprovider) and an
+//	                embedded MQTT broker (mochi)
+//	-role=proxy     loopback SOCKS5 and CONNECT egress proxies
+//	                (internal/devstack/socks5proxy, connectproxy)
+//	-role=node      the real node: config.Load of a generated TOML, app.Run
+//	-role=baseline  httputil.ReverseProxy{FlushInterval: -1} through the
+//	                same egress proxy (golang.org/x/net/proxy for SOCKS5)
+//
+// With taskset available and two CPUs, the system under test runs alone on
+// the first CPU; the provider, the proxy and the harness (the load
+// generator) share the second. The harness then runs, all on 127.0.0.1:
+//
+//  1. interleaved rounds of open-loop runs: non-stream at each -rates
+//     (at the first rate also the node with its MQTT broker down and with
+//     usage events off), and streams at -stream-rate, rotating which
+//     system goes first;
+//  2. a search for the maximum sustainable non-stream rate;
+//  3. -idle-streams streams that send one event and then idle, against a
+//     fresh node and a fresh baseline, reading their resident memory.
+//
+// It prints a Markdown report and writes it with a JSON copy to
+// -out/load-<UTC time>.{md,json}. Every run, step and wait is bounded, and
+// -max-time bounds the whole.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		if role, ok := strings.CutPrefix(os.Args[1], "-role="); ok {
+			if err := runRole(role, os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "scootgate-load -role=%s: %v\n", role, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	if err := harness(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "scootgate-load:", err)
+		os.Exit(1)
+	}
+}
+
+func runRole(role string, args []string) error {
+	switch role {
+	case "provider":
+		return runProvider(args)
+	case "proxy":
+		return runProxy(args)
+	case "node":
+		return runNode(args)
+	case "baseline":
+		return runBaseline(args)
+	}
+	return fmt.Errorf("unknown role %q (provider, proxy, node, baseline)", role)
+}
+
+func harness(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	pin, err := pinSelf(o.pin) // may re-execute this process under taskset
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, runErr := run(ctx, o, pin)
+	if rep == nil {
+		return runErr
+	}
+	if runErr != nil {
+		rep.finish()
+	}
+	path, err := writeFiles(o.out, rep)
+	fmt.Print(rep.markdown())
+	if err == nil {
+		fmt.Fprintln(os.Stderr, "report written to", path, "(and .json)")
+	}
+	return errors.Join(runErr, err)
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("scootgate-load", flag.ContinueOnError)
+	fs.StringVar(&o.out, "out", "bench-results", "directory for load-<time>.md and .json")
+	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds")
+	fs.DurationVar(&o.duration, "duration", 2500*time.Millisecond, "length of each measured run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up run per system before the rounds")
+	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated (the first also runs the usage-event variants)")
+	fs.DurationVar(&o.settle, "settle", 100*time.Millisecond, "pause between runs (after the system under test is idle again)")
+	fs.Float64Var(&o.streamRate, "stream-rate", 100, "streams per second (0 = no stream runs)")
+	fs.IntVar(&o.events, "events", 20, "content events per stream")
+	fs.DurationVar(&o.eventGap, "event-gap", 5*time.Millisecond, "the provider's gap between stream events")
+	fs.DurationVar(&o.delay, "delay", 0, "the provider's fixed latency before the status line")
+	fs.StringVar(&o.egress, "egress", "socks5", "egress proxy: socks5 or connect")
+	fs.BoolVar(&o.search, "search", true, "search for the maximum sustainable rate")
+	fs.Float64Var(&o.searchStart, "search-start", 1000, "first rate of the search")
+	fs.Float64Var(&o.searchFactor, "search-factor", 1.4, "rate multiplier between search steps")
+	fs.IntVar(&o.searchSteps, "search-steps", 10, "at most this many rising steps")
+	fs.IntVar(&o.searchRefine, "search-refine", 2, "bisection steps after the first failure")
+	fs.IntVar(&o.searchConfirm, "search-confirm", 1, "re-tries of a failed search step before it counts as failed")
+	fs.DurationVar(&o.searchDuration, "search-duration", 2*time.Second, "length of each search step")
+	fs.DurationVar(&o.searchP99, "search-p99", 50*time.Millisecond, "a search step fails when p99 exceeds this")
+	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off")
+	fs.IntVar(&o.idleStreams, "idle-streams", 10000, "idle streams held open against a fresh node and baseline (0 = skip)")
+	fs.Float64Var(&o.idleRate, "idle-rate", 2500, "idle streams opened per second")
+	fs.DurationVar(&o.idleHold, "idle-hold", 2*time.Second, "how long the idle streams are held while memory is sampled")
+	fs.Float64Var(&o.quiet, "quiet", 0.15, "most CPU (in CPUs) other processes may use on each of the two CPUs before and during a run")
+	fs.Float64Var(&o.burst, "burst", 0.5, "most CPU other processes may use on either CPU in any 500 ms of a run")
+	fs.DurationVar(&o.quietWait, "quiet-wait", 10*time.Second, "longest wait for a quiet machine before a run")
+	fs.IntVar(&o.retries, "retries", 2, "re-runs of a run during which other processes exceeded -quiet or -burst")
+	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
+	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
+	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of the node and the baseline (off when empty)")
+	fs.BoolVar(&o.nodeLog, "node-log", true, "let the node write its per-request JSON log (to a file), as in production")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, child logs, node logs) for inspection")
+	fs.DurationVar(&o.maxTime, "max-time", 15*time.Minute, "bound on the whole run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for key := range strings.SplitSeq(*searchTargets, ",") {
+		if _, ok := targetNames[key]; !ok {
+			return o, fmt.Errorf("-search-targets: unknown system %q", key)
+		}
+		o.searchTargets = append(o.searchTargets, key)
+	}
+	for part := range strings.SplitSeq(*rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || v <= 0 {
+			return o, fmt.Errorf("-rates: %q is not a positive rate", part)
+		}
+		o.rates = append(o.rates, v)
+	}
+	switch {
+	case o.egress != "socks5" && o.egress != "connect":
+		return o, fmt.Errorf("-egress: %q is not socks5 or connect", o.egress)
+	case o.rounds < 1, o.duration <= 0, o.warmup <= 0, o.events < 1, o.eventGap < 0, o.delay < 0:
+		return o, errors.New("-rounds, -duration, -warmup and -events must be positive; -event-gap and -delay not negative")
+	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
+		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
+	case o.idleStreams < 0, o.idleStreams > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
+		return o, errors.New("-idle-streams must not be negative; -idle-rate and -idle-hold must be positive")
+	case o.maxTime <= 0:
+		return o, errors.New("-max-time must be positive")
+	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}

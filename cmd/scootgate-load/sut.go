@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"time"
+
+	"golang.org/x/net/proxy"
+
+	"github.com/scootgate/scootgate/internal/app"
+	"github.com/scootgate/scootgate/internal/config"
+)
+
+// The two systems under test, each in its own process so that CPU time is
+// charged to each alone.
+
+// profiles writes a CPU profile for the process's life and an allocation
+// profile at its end, when the paths are set.
+type profiles struct{ cpu, mem string }
+
+func (p *profiles) flags(fs *flag.FlagSet) {
+	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&p.mem, "memprofile", "", "write an allocation profile at exit to this file")
+}
+
+func (p *profiles) start() (stop func(), err error) {
+	var f *os.File
+	if p.cpu != "" {
+		if f, err = os.Create(p.cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return func() {
+		if f != nil {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		if p.mem != "" {
+			if m, err := os.Create(p.mem); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(m, 0)
+				m.Close()
+			}
+		}
+	}, nil
+}
+
+// runNode is -role=node: the real node, from a config file on disk through
+// config.Load and app.Run, exactly as cmd/scootgate starts it.
+func runNode(args []string) error {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "node config file")
+	logPath := fs.String("log", "", "write the node's JSON log here (default: discard)")
+	var prof profiles
+	prof.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := childContext()
+	defer stop()
+	if _, err := raiseFDLimit(1 << 18); err != nil {
+		fmt.Fprintln(os.Stderr, "node: fd limit:", err)
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *logPath != "" {
+		f, err := os.Create(*logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewJSONHandler(f, nil)) // Info: one line per request, as in production
+	}
+	stopProf, err := prof.start()
+	if err != nil {
+		return err
+	}
+	defer stopProf()
+	control, err := controlServer(ctx, func() any { return readSUTStats() })
+	if err != nil {
+		return err
+	}
+	var readyErr error
+	err = app.Run(ctx, cfg, app.Options{
+		Logger:  logger,
+		BaseDir: filepath.Dir(*cfgPath),
+		Listening: func(api, _ net.Addr) {
+			readyErr = printReady(readyLine{Control: control, API: api.String()})
+		},
+	})
+	return errors.Join(err, readyErr)
+}
+
+// runBaseline is -role=baseline: the thinnest Go proxy hop, a bare
+// httputil.ReverseProxy with FlushInterval -1 whose transport reaches the
+// provider through the same egress proxy as the node, with the node's
+// egress transport settings (HTTP/1.1, no compression, 256 idle
+// connections per host, 90 s idle timeout). Its only edit is the
+// provider's Authorization header.
+func runBaseline(args []string) error {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	provider := fs.String("provider", "", "provider root URL, http://127.0.0.1:PORT")
+	egressURL := fs.String("egress", "", "socks5://HOST:PORT or http://HOST:PORT (CONNECT)")
+	var prof profiles
+	prof.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := childContext()
+	defer stop()
+	if _, err := raiseFDLimit(1 << 18); err != nil {
+		fmt.Fprintln(os.Stderr, "baseline: fd limit:", err)
+	}
+	target, err := url.Parse(*provider)
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	dial, err := egressDialer(*egressURL)
+	if err != nil {
+		return err
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	transport := &http.Transport{
+		DialContext:         dial,
+		Protocols:           &protocols,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	auth := "Bearer " + os.Getenv(providerKeyEnv)
+	quiet := log.New(io.Discard, "", 0)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Set("Authorization", auth)
+		},
+		FlushInterval: -1,
+		Transport:     transport,
+		ErrorLog:      log.New(os.Stderr, "baseline: ", log.LstdFlags), // the harness keeps it in <work dir>/baseline.stderr
+	}
+	srv := &http.Server{
+		Handler:           rp,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          quiet,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	stopProf, err := prof.start()
+	if err != nil {
+		return err
+	}
+	defer stopProf()
+	control, err := controlServer(ctx, func() any { return readSUTStats() })
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if err := printReady(readyLine{Control: control, API: ln.Addr().String()}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
+	}
+	<-served
+	return nil
+}
+
+// egressDialer returns the baseline's tunnel dialer: golang.org/x/net/proxy
+// for socks5:// (what the node's egress uses too), a minimal CONNECT
+// handshake for http://. net/http's own Proxy would not do: for an http://
+// target it forwards a GET instead of tunnelling.
+func egressDialer(raw string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	switch u.Scheme {
+	case "socks5":
+		d, err := proxy.SOCKS5("tcp", u.Host, nil, &net.Dialer{Timeout: 10 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("egress: %w", err)
+		}
+		cd, ok := d.(proxy.ContextDialer)
+		if !ok {
+			return nil, errors.New("egress: socks5 dialer takes no context")
+		}
+		return cd.DialContext, nil
+	case "http":
+		return connectDial(u.Host), nil
+	}
+	return nil, fmt.Errorf("egress: unsupported scheme %q", u.Scheme)
+}
+
+// errConnectRefused is a CONNECT answered with anything but 200.
+var errConnectRefused = errors.New("egress: CONNECT refused")
+
+func connectDial(proxyAddr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	return func(ctx context.Context, _, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", proxyAddr)
+		if err != nil {
+			return nil, err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		_ = c.SetDeadline(deadline)
+		if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
+			c.Close()
+			return nil, err
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || br.Buffered() > 0 {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s", errConnectRefused, resp.Status)
+		}
+		_ = c.SetDeadline(time.Time{})
+		return c, nil
+	}
+}
