@@ -31,6 +31,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -103,14 +104,29 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 		l.Close()
 	}()
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if s.isClosed() {
 				return ErrServerClosed
 			}
+			// Out of descriptors (EMFILE/ENFILE) passes: back off and keep
+			// listening, as net/http does, instead of stopping for good.
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+					return ErrServerClosed
+				}
+				continue
+			}
 			return err
 		}
+		backoff = 0
 		s.connections.Add(1)
 		if !s.track(c) {
 			c.Close()
@@ -221,7 +237,10 @@ func (s *Server) release(c net.Conn) {
 // pipe copies src to dst, then half-closes dst so the peer sees EOF. A copy
 // error (a reset) closes both ends: there is nothing left to relay.
 func pipe(dst net.Conn, src io.Reader, srcConn net.Conn) {
-	if _, err := io.Copy(dst, src); err != nil {
+	// writerOnly hides *net.TCPConn's ReadFrom: between two TCP conns
+	// io.Copy would use splice(2), which holds a pipe (two descriptors) per
+	// direction for the life of an idle tunnel.
+	if _, err := io.Copy(writerOnly{dst}, src); err != nil {
 		dst.Close()
 		srcConn.Close()
 		return
@@ -235,3 +254,6 @@ func pipe(dst net.Conn, src io.Reader, srcConn net.Conn) {
 
 // closeWriter is implemented by *net.TCPConn and *tls.Conn.
 type closeWriter interface{ CloseWrite() error }
+
+// writerOnly exposes only Write, so io.Copy uses a buffer.
+type writerOnly struct{ io.Writer }

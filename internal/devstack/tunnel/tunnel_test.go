@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -184,5 +185,41 @@ func TestServeListenerError(t *testing.T) {
 	err = s.Serve(l)
 	if !errors.Is(err, net.ErrClosed) || errors.Is(err, tunnel.ErrServerClosed) {
 		t.Errorf("Serve = %v, want net.ErrClosed", err)
+	}
+}
+
+// emfileOnce fails its first Accept with EMFILE, as a process out of
+// descriptors does.
+type emfileOnce struct {
+	net.Listener
+	failed bool
+}
+
+func (l *emfileOnce) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeSurvivesEMFILE: running out of descriptors is temporary; the
+// server backs off and keeps accepting instead of stopping for good.
+func TestServeSurvivesEMFILE(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{}, 1)
+	s := tunnel.New(func(net.Conn) { handled <- struct{}{} })
+	defer s.Close()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(&emfileOnce{Listener: l}) }()
+	c := tunneltest.Dial(t, l.Addr().String())
+	defer c.Close()
+	select {
+	case <-handled:
+	case err := <-served:
+		t.Fatalf("Serve stopped at the EMFILE: %v", err)
 	}
 }
