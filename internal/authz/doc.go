@@ -8,8 +8,9 @@
 // validated [authsnap.Snapshot] into an immutable [Index] keyed by the
 // SHA-256 digest of each key. A [Store] holds the current Index behind one
 // atomic pointer: [Store.Authenticate] loads it once per call, hashes the
-// presented key and looks the digest up; [Load] fetches, decodes, validates
-// and compiles a new snapshot and swaps it in only if its version is newer.
+// presented key and looks the digest up; [SnapshotDecoder] plugs the
+// document into a snapshot.Poller, which fetches it, applies the version
+// rules (strictly newer only) and then compiles and swaps it in.
 // The zero Store holds no snapshot and rejects every key (§2: "while no
 // valid authorization snapshot is loaded, every client key is rejected").
 //

@@ -24,11 +24,3 @@ var (
 	// ErrExpired: the key is in the snapshot but its expires_at has passed.
 	ErrExpired = errors.New("authz: api key expired")
 )
-
-// Errors from Load. The caller logs them and keeps serving with the index
-// it has; Load never replaces it on error (SPEC §7).
-var (
-	// ErrOlderVersion: the fetched snapshot's version is lower than the
-	// loaded one, which looks like a rollback on the publisher's side.
-	ErrOlderVersion = errors.New("authz: snapshot version is older than the loaded one")
-)

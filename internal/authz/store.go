@@ -14,8 +14,8 @@ type Store struct {
 	ix atomic.Pointer[Index] // nil until the first Swap
 }
 
-// Swap makes ix the current index, unconditionally; [Load] applies the
-// version rules. Requests that already loaded the previous index finish
+// Swap makes ix the current index, unconditionally; the snapshot.Poller
+// applies the version rules before calling it. Requests that already loaded the previous index finish
 // with it. Swap(nil) unloads: every key is rejected again.
 func (s *Store) Swap(ix *Index) { s.ix.Store(ix) }
 
@@ -61,21 +61,4 @@ func (s *Store) Authenticate(h http.Header, now time.Time) (*Principal, error) {
 func digest(key string) [sha256.Size]byte {
 	var buf [MaxKeyLength]byte
 	return sha256.Sum256(append(buf[:0], key...))
-}
-
-// swapIfNewer installs ix if its version is greater than the current one,
-// atomically with respect to concurrent calls. It returns false, nil for an
-// equal version and ErrOlderVersion (wrapped) for a lower one.
-func (s *Store) swapIfNewer(ix *Index) (bool, error) {
-	for {
-		cur := s.ix.Load()
-		if cur != nil {
-			if ok, err := newer(ix.version, cur.version); !ok {
-				return false, err
-			}
-		}
-		if s.ix.CompareAndSwap(cur, ix) {
-			return true, nil
-		}
-	}
 }
