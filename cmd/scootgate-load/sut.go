@@ -22,6 +22,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/logbuf"
 )
 
 // The two systems under test, each in its own process so that CPU time is
@@ -88,7 +89,9 @@ func runNode(args []string) error {
 			return err
 		}
 		defer f.Close()
-		logger = slog.New(slog.NewJSONHandler(f, nil)) // Info: one line per request, as in production
+		out := logbuf.New(f, logbuf.Options{}) // batched, as cmd/scootgate does
+		defer out.Close()
+		logger = slog.New(slog.NewJSONHandler(out, nil)) // Info: one line per request, as in production
 	}
 	stopProf, err := prof.start()
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/logbuf"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -97,7 +98,11 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Request lines are written in batches (internal/logbuf); Close writes
+	// the last batch before the process exits.
+	logOut := logbuf.New(stderr, logbuf.Options{})
+	defer logOut.Close()
+	log := slog.New(slog.NewJSONHandler(logOut, nil))
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "scootgate: %s\n", err)
