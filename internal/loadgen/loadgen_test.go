@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,6 +244,52 @@ func TestParseVmRSS(t *testing.T) {
 				t.Fatalf("got %d, %v; want %d (error %t)", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestParseIO(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		r, w    uint64
+		wantErr bool
+	}{
+		{name: "present", in: "rchar: 6976\nwchar: 0\nsyscr: 10\nsyscw: 3\nread_bytes: 0\n", r: 10, w: 3},
+		{name: "one missing", in: "rchar: 1\nsyscr: 10\n", wantErr: true},
+		{name: "not a number", in: "syscr: x\nsyscw: 1\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := parseIO([]byte(tt.in))
+			if (err != nil) != tt.wantErr || r != tt.r || w != tt.w {
+				t.Fatalf("got %d, %d, %v; want %d, %d (error %t)", r, w, err, tt.r, tt.w, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The counters of this process move when it makes a write(2).
+func TestSyscallsOfSelf(t *testing.T) {
+	_, w0, err := Syscalls(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc/self/io here: %v", err)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 3 {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, w1, err := Syscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1-w0 < 3 {
+		t.Fatalf("syscw grew by %d over 3 writes", w1-w0)
 	}
 }
 

@@ -130,3 +130,50 @@ func parseCPUBusy(data []byte, name string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%w: no %s line", ErrProcFormat, name)
 }
+
+// Syscalls returns how many read-family and write-family system calls
+// process pid has made so far (syscr and syscw of /proc/<pid>/io: read,
+// write, their vector and positional forms, and socket reads and writes
+// that go through them, as Go's netpoller does). Fewer calls per request
+// is what batching log lines, outbox commits and MQTT packets buys.
+func Syscalls(pid int) (reads, writes uint64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("loadgen: syscalls of %d: %w", pid, err)
+	}
+	reads, writes, err = parseIO(data)
+	if err != nil {
+		return 0, 0, fmt.Errorf("loadgen: syscalls of %d: %w", pid, err)
+	}
+	return reads, writes, nil
+}
+
+// parseIO reads the syscr and syscw lines of /proc/<pid>/io.
+func parseIO(data []byte) (reads, writes uint64, err error) {
+	var seen int
+	for line := range bytes.Lines(data) {
+		name, val, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch string(name) {
+		case "syscr":
+			dst = &reads
+		case "syscw":
+			dst = &writes
+		default:
+			continue
+		}
+		v, perr := strconv.ParseUint(string(bytes.TrimSpace(val)), 10, 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("%w: io %s: %w", ErrProcFormat, name, perr)
+		}
+		*dst = v
+		seen++
+	}
+	if seen != 2 {
+		return 0, 0, fmt.Errorf("%w: io has no syscr/syscw lines", ErrProcFormat)
+	}
+	return reads, writes, nil
+}
