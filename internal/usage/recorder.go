@@ -1,7 +1,7 @@
 package usage
 
 import (
-	"encoding/json"
+	"sync"
 	"sync/atomic"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -10,6 +10,10 @@ import (
 // Appender is where encoded events go: the outbox (*outbox.Store). Append
 // must never block; false means the event was dropped (SPEC §8
 // drop_newest).
+//
+// Append must copy payload if it keeps it (outbox.Store.Append does): the
+// Recorder encodes into a pooled buffer and reuses it as soon as Append
+// returns.
 type Appender interface {
 	Append(payload []byte) bool
 }
@@ -24,6 +28,11 @@ type Recorder struct {
 	dropped  atomic.Uint64 // refused by the outbox (full, failing)
 	oversize atomic.Uint64 // larger than the broker limit: refused before the outbox
 	invalid  atomic.Uint64 // failed Validate: a gateway bug, counted and dropped
+
+	// bufs holds *[]byte encode buffers (pointers, so that Put does not
+	// allocate). A buffer goes back once Append has returned: Appender
+	// implementations copy what they keep.
+	bufs sync.Pool
 }
 
 // RecorderStats are the recorder's counters.
@@ -44,7 +53,13 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 		r.invalid.Add(1)
 		return
 	}
-	data, err := json.Marshal(ev)
+	bp := r.getBuf()
+	defer r.putBuf(bp)
+	// AppendJSON writes the bytes json.Marshal would (the encoding stored
+	// events always had), without reflection and, into a pooled buffer,
+	// without allocating.
+	data, err := ev.AppendJSON((*bp)[:0])
+	*bp = data
 	if err != nil {
 		r.invalid.Add(1)
 		return
@@ -58,6 +73,27 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 	} else {
 		r.dropped.Add(1)
 	}
+}
+
+// maxPooledBuf is the largest buffer put back in the pool. Events are
+// usually under 1 KiB; one with a huge provider_usage should not pin its
+// buffer there.
+const maxPooledBuf = 64 << 10
+
+func (r *Recorder) getBuf() *[]byte {
+	if bp, ok := r.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 1024)
+	return &b
+}
+
+func (r *Recorder) putBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	*bp = (*bp)[:0]
+	r.bufs.Put(bp)
 }
 
 // Stats returns the counters.

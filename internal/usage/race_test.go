@@ -1,0 +1,5 @@
+//go:build race
+
+package usage
+
+func init() { raceEnabled = true }
