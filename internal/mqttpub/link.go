@@ -38,7 +38,8 @@ type link interface {
 // its publish and the moment it is judged.
 type connector func(ctx context.Context, gen *atomic.Uint64) (link, error)
 
-// quiesce bounds how long close waits for DISCONNECT to be written.
+// quiesce bounds how long close waits for DISCONNECT to be written, and
+// how long a genConn's Close waits for its pending bytes.
 const quiesce = 250 * time.Millisecond
 
 // pahoLink is a link on one paho client that is connected exactly once:
@@ -73,6 +74,10 @@ type linkConfig struct {
 	// paho issue 563 turns it on, to prove the generation check catches
 	// a token completed across paho's own reconnect.
 	autoReconnect bool
+	// wrap replaces newGenConn around each dialled connection; nil in
+	// production. Benchmarks use it to count system calls and to run the
+	// unbuffered baseline.
+	wrap func(conn net.Conn, end func()) net.Conn
 }
 
 // dialLink connects a fresh paho client and returns it as a link. ctx
@@ -149,7 +154,12 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 		return nil, errAborted
 	}
 	l.gen.Add(1) // a new connection: tokens published before it are stale
-	gc := &genConn{Conn: conn, end: l.connEnded}
+	var gc net.Conn
+	if c.wrap != nil {
+		gc = c.wrap(conn, l.connEnded)
+	} else {
+		gc = newGenConn(conn, l.connEnded, quiesce)
+	}
 	l.conns = append(l.conns, gc)
 	return gc, nil
 }
@@ -157,8 +167,8 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 var errAborted = errors.New("connect aborted")
 
 // connEnded runs once per connection, from the first failed read or write
-// or from Close. paho closes the connection before it fails or completes
-// any token because of the loss, so the bump happens first.
+// or from Close (genConn). paho closes the connection before it fails or
+// completes any token because of the loss, so the bump happens first.
 func (l *pahoLink) connEnded() {
 	l.gen.Add(1)
 	l.markDead()
@@ -166,14 +176,19 @@ func (l *pahoLink) connEnded() {
 
 func (l *pahoLink) markDead() { l.deadOnce.Do(func() { close(l.dead) }) }
 
-// abort closes every connection this link dialled and refuses new ones.
+// abort closes every connection this link dialled, without waiting for
+// unwritten bytes, and refuses new ones.
 func (l *pahoLink) abort() {
 	l.mu.Lock()
 	l.aborted = true
 	conns := l.conns
 	l.mu.Unlock()
 	for _, c := range conns {
-		_ = c.Close()
+		if g, ok := c.(*genConn); ok {
+			g.abort()
+		} else {
+			_ = c.Close()
+		}
 	}
 }
 
@@ -187,33 +202,4 @@ func (l *pahoLink) close() {
 	l.client.Disconnect(uint(quiesce / time.Millisecond))
 	l.abort()
 	l.markDead()
-}
-
-// genConn reports the end of a network connection exactly once: on the
-// first read or write error, or on Close, whichever comes first.
-type genConn struct {
-	net.Conn
-	once sync.Once
-	end  func()
-}
-
-func (c *genConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if err != nil {
-		c.once.Do(c.end)
-	}
-	return n, err
-}
-
-func (c *genConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if err != nil {
-		c.once.Do(c.end)
-	}
-	return n, err
-}
-
-func (c *genConn) Close() error {
-	c.once.Do(c.end)
-	return c.Conn.Close()
 }
