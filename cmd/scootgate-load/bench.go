@@ -256,6 +256,8 @@ type sample struct {
 	wall    time.Duration
 	mallocs uint64
 	bytes   uint64
+	sysr    uint64 // read-family system calls of the system under test
+	sysw    uint64 // write-family system calls
 	tunnels int64
 	sent    int
 	// foreignSUT and foreignSide are the CPU time that processes outside
@@ -486,6 +488,7 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	s.cpu, s.side, s.after = r1.sut-r0.sut, r1.side-r0.side, after
 	s.foreignSUT, s.foreignSide = b.foreign(r0, r1)
 	s.mallocs, s.bytes = st1.Mallocs-st0.Mallocs, st1.TotalAlloc-st0.TotalAlloc
+	s.sysr, s.sysw = st1.SysReads-st0.SysReads, st1.SysWrites-st0.SysWrites
 	s.tunnels = (up1.SOCKSTunnels + up1.ConnectTunnels) - (up0.SOCKSTunnels + up0.ConnectTunnels)
 	for i := range res.Shots {
 		if res.Shots[i].Err != loadgen.ErrOverload {

@@ -14,6 +14,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/scootgate/scootgate/internal/loadgen"
 )
 
 // Child processes (-role=upstream|node|baseline) share this plumbing: they
@@ -40,15 +42,20 @@ type sutStats struct {
 	NumGC      uint32 `json:"num_gc"`
 	Goroutines int    `json:"goroutines"`
 	HeapInuse  uint64 `json:"heap_inuse"`
+	SysReads   uint64 `json:"syscalls_read"`  // read-family system calls so far (/proc/self/io)
+	SysWrites  uint64 `json:"syscalls_write"` // write-family system calls so far
 }
 
 func readSUTStats() sutStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return sutStats{
+	st := sutStats{
 		Mallocs: m.Mallocs, TotalAlloc: m.TotalAlloc, NumGC: m.NumGC,
 		Goroutines: runtime.NumGoroutine(), HeapInuse: m.HeapInuse,
 	}
+	// Without /proc/self/io the columns read 0; nothing else depends on them.
+	st.SysReads, st.SysWrites, _ = loadgen.Syscalls(os.Getpid())
+	return st
 }
 
 // childContext ends on SIGINT, SIGTERM or EOF on stdin. The stdin reader

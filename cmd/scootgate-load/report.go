@@ -71,6 +71,8 @@ type cell struct {
 	SUTBusy    float64         `json:"sut_cpu_busy"`
 	SideBusy   float64         `json:"side_cpu_busy"`
 	AllocsReq  float64         `json:"allocs_per_request"`
+	ReadsReq   float64         `json:"read_syscalls_per_request"`  // read-family system calls of the SUT
+	WritesReq  float64         `json:"write_syscalls_per_request"` // write-family system calls of the SUT
 	BytesReq   float64         `json:"alloc_bytes_per_request"`
 	TunnelsReq float64         `json:"tunnels_per_1k_requests"`
 	Foreign    float64         `json:"foreign_cpu_busy"` // other processes, CPUs
@@ -84,6 +86,8 @@ type cell struct {
 	wall    time.Duration
 	mallocs uint64
 	bytes   uint64
+	sysr    uint64
+	sysw    uint64
 	tunnels int64
 	foreign time.Duration
 }
@@ -216,6 +220,8 @@ func (r *report) add(scenario string, rate float64, stream bool, target string, 
 	c.side += s.side
 	c.wall += s.wall
 	c.mallocs += s.mallocs
+	c.sysr += s.sysr
+	c.sysw += s.sysw
 	c.bytes += s.bytes
 	c.tunnels += s.tunnels
 	c.foreign += s.foreignSUT + s.foreignSide
@@ -287,6 +293,8 @@ func (r *report) finish() {
 		c.SUTBusy, c.SideBusy, c.Foreign = busy(c.cpu, c.wall), busy(c.side, c.wall), busy(c.foreign, c.wall)
 		if c.Sent > 0 {
 			c.AllocsReq = float64(c.mallocs) / float64(c.Sent)
+			c.ReadsReq = float64(c.sysr) / float64(c.Sent)
+			c.WritesReq = float64(c.sysw) / float64(c.Sent)
 			c.BytesReq = float64(c.bytes) / float64(c.Sent)
 			c.TunnelsReq = 1000 * float64(c.tunnels) / float64(c.Sent)
 		}
@@ -421,25 +429,25 @@ func (r *report) markdown() string {
 	p("")
 	p("Latency from the actual send (p50…p99.9), then from the intended send time (open-loop schedule, includes the generator's own lag).")
 	p("")
-	p("| scenario | system | achieved/s | errors | p50 | p90 | p99 | p99.9 | intended p50 | intended p99 | intended p99.9 | CPU/req | of which after | allocs/req | KiB alloc/req | tunnels/1k req | SUT CPU | side CPU | other procs |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| scenario | system | achieved/s | errors | p50 | p90 | p99 | p99.9 | intended p50 | intended p99 | intended p99.9 | CPU/req | of which after | allocs/req | KiB alloc/req | reads/req | writes/req | tunnels/1k req | SUT CPU | side CPU | other procs |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.sortedCells(false) {
-		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f | %.2f | %.0f%% | %.0f%% | %s |",
+		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f | %.1f | %.1f | %.2f | %.0f%% | %.0f%% | %s |",
 			c.Scenario, targetNames[c.Target], mean(c.Achieved), errs(c), ms(c.Service.P50), ms(c.Service.P90), ms(c.Service.P99), ms(c.Service.P999),
 			ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.P999),
-			us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, c.BytesReq/1024, c.TunnelsReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
+			us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, c.BytesReq/1024, c.ReadsReq, c.WritesReq, c.TunnelsReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
 	}
 	p("")
 	p("## Streams")
 	p("")
 	p("TTFB: from the actual send to the first complete event (intended p99: from the intended send time); gaps: between consecutive events as the client reads them.")
 	p("")
-	p("| scenario | system | streams/s | errors | TTFB p50 | p90 | p99 | p99.9 | intended p99 | gap p50 | gap p99 | gap p99.9 | gap max | CPU/stream | of which after | allocs/stream | SUT CPU | side CPU | other procs |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| scenario | system | streams/s | errors | TTFB p50 | p90 | p99 | p99.9 | intended p99 | gap p50 | gap p99 | gap p99.9 | gap max | CPU/stream | of which after | allocs/stream | reads/stream | writes/stream | SUT CPU | side CPU | other procs |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.sortedCells(true) {
-		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f%% | %.0f%% | %s |",
+		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f | %.1f | %.0f%% | %.0f%% | %s |",
 			c.Scenario, targetNames[c.Target], mean(c.Achieved), errs(c), ms(c.ServTTFB.P50), ms(c.ServTTFB.P90), ms(c.ServTTFB.P99), ms(c.ServTTFB.P999), ms(c.TTFB.P99),
-			ms(c.Gap.P50), ms(c.Gap.P99), ms(c.Gap.P999), ms(c.Gap.Max), us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
+			ms(c.Gap.P50), ms(c.Gap.P99), ms(c.Gap.P999), ms(c.Gap.Max), us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, c.ReadsReq, c.WritesReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
 	}
 	p("")
 	p("CPU/req: the system under test's CPU time during the run and after its last answer until it was idle again (\"of which after\": deferred work, e.g. usage delivery to the broker), per request. SUT CPU: its CPU time during the run over wall time (1 = its CPU fully used); side CPU: the provider, the proxy and the generator; other procs: everything else on the two CPUs (processes outside the harness), with the number of runs discarded and re-run because of them.")
