@@ -112,6 +112,8 @@ func TestAppendJSONCases(t *testing.T) {
 		{"raw invalid", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":}`) }},
 		{"raw trailing", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{} {}`) }},
 		{"raw truncated", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":"<`) }},
+		{"raw depth 10000", func(e *usageevent.Event) { e.ProviderUsage = nested(10000) }},
+		{"raw depth 10001", func(e *usageevent.Event) { e.ProviderUsage = nested(10001) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := base()
@@ -121,6 +123,11 @@ func TestAppendJSONCases(t *testing.T) {
 		})
 	}
 	t.Run("nil", func(t *testing.T) { checkAppendJSON(t, nil, []byte("x")) })
+}
+
+// nested returns an object holding arrays nested depth deep in all.
+func nested(depth int) json.RawMessage {
+	return json.RawMessage(`{"a":` + strings.Repeat("[ ", depth-1) + "1" + strings.Repeat(" ]", depth-1) + "}")
 }
 
 // TestAppendJSONGenerated compares AppendJSON with json.Marshal on many
@@ -236,7 +243,7 @@ func genRaw(r *rand.Rand) json.RawMessage {
 	case 0:
 		return nil
 	case 1:
-		return json.RawMessage(pick[string](r, "", " ", "null", " null\n", "\t{}\r\n", "[]", `"<&>"`, "0"))
+		return json.RawMessage(pick(r, "", " ", "null", " null\n", "\t{}\r\n", "[]", `"<&>"`, "0"))
 	}
 	var b []byte
 	b = genValue(r, b, 0)
@@ -299,9 +306,16 @@ func genValue(r *rand.Rand, b []byte, depth int) []byte {
 	case 2, 3:
 		return genJSONString(r, b)
 	case 4:
-		return append(b, pick[string](r, "true", "false", "null")...)
+		if r.IntN(8) == 0 {
+			return append(b, pick(r, "tru", "nul", "True", "nulll", "falsey", "f", "n")...)
+		}
+		return append(b, pick(r, "true", "false", "null")...)
 	default:
-		return append(b, pick[string](r, "0", "-1", "1200", "2.5", "-0.0", "1e-7", "3E+21", "18446744073709551616")...)
+		if r.IntN(4) == 0 { // not JSON numbers, or only just
+			return append(b, pick(r, "01", "-01", "1.", ".5", "-", "+1", "1e", "1e+", "1.e3", "0x1", "1E-0", "-0",
+				"0.0e0", "Infinity", "NaN", "1_0", "2.", "-.1", "00")...)
+		}
+		return append(b, pick(r, "0", "-1", "1200", "2.5", "-0.0", "1e-7", "3E+21", "18446744073709551616")...)
 	}
 }
 
@@ -311,7 +325,11 @@ func genValue(r *rand.Rand, b []byte, depth int) []byte {
 func genJSONString(r *rand.Rand, b []byte) []byte {
 	b = append(b, '"')
 	for range r.IntN(8) {
-		b = append(b, pick[string](r, "a", "input_tokens", " ", "<", ">", "&", "\u2028", "\u2029", `\"`, `\\`, `\n`, `\u2028`, `\u003c`, "é", "\xff", "\xe2\x80", "/", `\/`)...)
+		if r.IntN(10) == 0 { // bad escapes and raw controls
+			b = append(b, pick(r, `\x`, `\u12`, `\u12g4`, `\U1234`, `\'`, "\x01", "\t", "\x1f", `\`, `\uABCD`, `\ud800`)...)
+			continue
+		}
+		b = append(b, pick(r, "a", "input_tokens", " ", "<", ">", "&", "\u2028", "\u2029", `\"`, `\\`, `\n`, `\u2028`, `\u003c`, "é", "\xff", "\xe2\x80", "/", `\/`, "\x7f", `\b\f\r\t`)...)
 	}
 	return append(b, '"')
 }
@@ -364,6 +382,26 @@ func FuzzAppendJSON(f *testing.F) {
 			e.Usage = &usageevent.Usage{InputTokens: tokens, OutputTokens: -tokens, CacheReadTokens: nbytes, CacheWriteTokens: status, ReasoningTokens: sec}
 		}
 		checkAppendJSON(t, e, []byte("x"))
+	})
+}
+
+// FuzzProviderUsage compares AppendJSON with json.Marshal on fuzzed
+// provider_usage alone: validation (json.Valid's grammar exactly),
+// compaction and escaping.
+func FuzzProviderUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":1200,"completion_tokens_details":{"reasoning_tokens":0}}`,
+		"{\n  \"a\" : [ 1 , -2.5e-3 ,\ttrue,null,false ] ,\r\n \"b\": { \"c d\":\"e<f>&\u2028\" }\n}\n",
+		`{"a\"b":"c\\","d":"\"  \\\" ","u":"\u00e9\uD834\uDD1E"}`,
+		"{\"a\":\"\xff \xe2\x80\"}", `{"a":01}`, `{"a":1.}`, `{"a":"\x"}`, `{"a":tru}`, `[1,]`, `{"a":1,}`,
+		" null ", "", " ", `"s"`, "-0", "1e+9", `{} {}`, `{"a":}`,
+	} {
+		f.Add([]byte(s))
+	}
+	e := benchEvent()
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		e.ProviderUsage = raw
+		checkAppendJSON(t, e, nil)
 	})
 }
 
