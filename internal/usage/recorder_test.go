@@ -21,7 +21,7 @@ type sliceAppender struct {
 
 func (s *sliceAppender) Append(p []byte) bool {
 	if s.accept {
-		s.got = append(s.got, p)
+		s.got = append(s.got, bytes.Clone(p)) // Append must copy (Appender)
 	}
 	return s.accept
 }

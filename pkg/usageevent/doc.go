@@ -53,6 +53,13 @@
 // meaning and reports every problem at once in a [*ValidationError]; nodes
 // validate every event before they store it.
 //
+// # Encoding
+//
+// [Event.AppendJSON] appends exactly the bytes json.Marshal would produce,
+// without reflection or allocation (nodes encode every event with it, once,
+// so that every replay is byte-identical). json.Marshal remains correct for
+// producers that do not care about the cost.
+//
 // Failure stages form an open set: the Stage* constants are the stages
 // nodes report today, and a consumer must accept others. Protocols and send
 // states are closed sets; adding a value would be a new schema number.
