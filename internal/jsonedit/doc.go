@@ -30,6 +30,10 @@
 //     provider whose parser keeps the first one.
 //   - [Insert] adds a member at the end of the object, after the last
 //     existing member.
+//   - [Members] iterates over the members in document order, for a caller
+//     that needs several of them from one pass. [Member.KeyIs] compares keys
+//     as Lookup does, [Member.KeyFold] as encoding/json matches struct
+//     fields; [Unquote] and [EqualString] decode string values.
 //
 // Every byte outside the edited values is copied unchanged, including
 // whitespace and the order of members. Edits return a new slice, sized
@@ -40,7 +44,7 @@
 // Key comparison is exact, as in encoding/json when decoding into a map.
 // Decoding into a Go struct matches field names case-insensitively, so a
 // caller that inspects a body through a struct must not assume it sees the
-// same member Lookup does.
+// same member Lookup does; Member.KeyFold reproduces the struct rule.
 //
 // The value given to Replace or Insert is validated as one JSON value but
 // otherwise inserted as given; encode it with encoding/json (or

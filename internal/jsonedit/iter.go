@@ -1,0 +1,184 @@
+package jsonedit
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// Iter walks the top-level members of an object in one pass, validating the
+// whole document as it goes. Create one with [Members].
+type Iter struct {
+	it  members
+	doc []byte
+}
+
+// Member is one top-level member of an object.
+type Member struct {
+	// RawKey is the key as written between its quotes, escapes not decoded.
+	// Compare keys with KeyIs or KeyFold.
+	RawKey []byte
+	// Value is the member's value exactly as written, without surrounding
+	// whitespace. It is one valid JSON value.
+	Value   []byte
+	escaped bool // RawKey contains a backslash escape
+}
+
+// Members returns an iterator over the top-level members of the object doc.
+// A document whose top-level value is not an object returns ErrNotObject
+// (the rest of doc is not read); a document that does not start a value
+// returns a *SyntaxError. Members does not allocate, and neither does
+// Next; RawKey and Value alias doc.
+func Members(doc []byte) (Iter, error) {
+	it, err := newMembers(doc)
+	if err != nil {
+		return Iter{}, err
+	}
+	return Iter{it: it, doc: doc}, nil
+}
+
+// Next returns the next member in document order. ok is false after the
+// last member, once the closing brace and the rest of the document have been
+// checked: only then is the whole document known to be valid. A malformed
+// document returns a *SyntaxError (and ok false) when the scan reaches the
+// problem, possibly after members have been returned.
+func (it *Iter) Next() (m Member, ok bool, err error) {
+	raw, ok, err := it.it.next()
+	if !ok || err != nil {
+		return Member{}, false, err
+	}
+	return Member{
+		RawKey:  it.doc[raw.keyStart:raw.keyEnd:raw.keyEnd],
+		Value:   it.doc[raw.valStart:raw.valEnd:raw.valEnd],
+		escaped: raw.escaped,
+	}, true, nil
+}
+
+// KeyIs reports whether the member's key, unescaped, is exactly key. This is
+// how [Lookup] and encoding/json decoding into a map match keys.
+func (m Member) KeyIs(key string) bool {
+	if !m.escaped && utf8.Valid(m.RawKey) {
+		return string(m.RawKey) == key
+	}
+	return unquotedEqual(m.RawKey, key)
+}
+
+// KeyFold reports whether the member's key, unescaped, matches name the way
+// encoding/json matches an object key to a struct field name: equal under
+// Unicode simple case folding, so "Stream", "STREAM" and "ſtream" (U+017F)
+// all match "stream". As in encoding/json, an unpaired surrogate escape or an
+// invalid UTF-8 byte in the key reads as U+FFFD, and so does an invalid
+// UTF-8 byte in name.
+func (m Member) KeyFold(name string) bool {
+	key := m.RawKey
+	i, j := 0, 0
+	for i < len(key) && j < len(name) {
+		kc, nc := key[i], name[j]
+		if kc < utf8.RuneSelf && kc != '\\' && nc < utf8.RuneSelf {
+			// Both ASCII: encoding/json folds only a-z, byte by byte.
+			if upperASCII(kc) != upperASCII(nc) {
+				return false
+			}
+			i++
+			j++
+			continue
+		}
+		var kr rune
+		switch {
+		case kc == '\\':
+			kr, i = decodeEscape(key, i)
+		case kc < utf8.RuneSelf:
+			kr = rune(kc)
+			i++
+		default:
+			var size int
+			kr, size = utf8.DecodeRune(key[i:])
+			i += size
+		}
+		nr, size := utf8.DecodeRuneInString(name[j:])
+		j += size
+		if foldRune(kr) != foldRune(nr) {
+			return false
+		}
+	}
+	return i == len(key) && j == len(name)
+}
+
+func upperASCII(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
+}
+
+// foldRune returns the smallest rune of r's simple case folding orbit, as
+// encoding/json's fold.go does.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		return rune(upperASCII(byte(r)))
+	}
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
+
+// Unquote decodes raw, which must be exactly one JSON string with its quotes
+// and no surrounding whitespace, with encoding/json's rules: an unpaired
+// surrogate escape or an invalid UTF-8 byte reads as U+FFFD. ok is false
+// when raw is not such a string. A string without escapes that is valid
+// UTF-8 costs one allocation, the result.
+func Unquote(raw []byte) (s string, ok bool) {
+	escaped, ok := isString(raw)
+	if !ok {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	if !escaped && utf8.Valid(body) {
+		return string(body), true
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		var r rune
+		switch c := body[i]; {
+		case c == '\\':
+			r, i = decodeEscape(body, i)
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+			continue
+		default:
+			var size int
+			r, size = utf8.DecodeRune(body[i:])
+			i += size
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return string(out), true
+}
+
+// EqualString reports whether raw is one JSON string (as for [Unquote]) that
+// decodes to s. It does not allocate.
+func EqualString(raw []byte, s string) bool {
+	escaped, ok := isString(raw)
+	if !ok {
+		return false
+	}
+	body := raw[1 : len(raw)-1]
+	if !escaped && utf8.Valid(body) {
+		return string(body) == s
+	}
+	return unquotedEqual(body, s)
+}
+
+// isString reports whether raw is exactly one valid JSON string.
+func isString(raw []byte) (escaped, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return false, false
+	}
+	s := scanner{data: raw}
+	escaped, err := s.scanString()
+	return escaped, err == nil && s.pos == len(raw)
+}
