@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,8 +246,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode == http.StatusOK && mt == "text/event-stream" {
+	if resp.StatusCode == http.StatusOK && isEventStream(resp.Header.Get("Content-Type")) {
 		c.relayStream(&a, resp, body, firstByte, cancel, ctx, injected)
 		return a
 	}
@@ -263,17 +262,21 @@ func readProviderBody(body io.Reader, contentLength int64) ([]byte, error) {
 	if contentLength >= 0 && contentLength <= maxProviderBody {
 		size = contentLength + 1 // +1: EOF is seen without growing
 	}
-	return readAll(io.LimitReader(body, maxProviderBody+1), int(size))
+	return readAll(body, int(size), maxProviderBody+1)
 }
 
-// readAll is io.ReadAll starting from a buffer of capacity size.
-func readAll(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, size)
+// readAll is io.ReadAll starting from a buffer of capacity size, reading at
+// most limit bytes (io.LimitReader without its allocation).
+func readAll(r io.Reader, size, limit int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, limit))
 	for {
+		if len(buf) == limit {
+			return buf, nil
+		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // grow only when full
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			return buf, nil
@@ -282,6 +285,16 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 			return buf, err
 		}
 	}
+}
+
+// isEventStream reports whether a Content-Type value names
+// text/event-stream, parameters ignored. It is mime.ParseMediaType's answer
+// for every well-formed value without its map allocation; a value with
+// malformed parameters, which ParseMediaType rejects, still counts as a
+// stream here when its media type is text/event-stream.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // countingReader counts the provider bytes read (ResponseBytes).

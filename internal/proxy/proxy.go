@@ -220,7 +220,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 			defer rc.SetReadDeadline(time.Time{})
 		}
 	}
-	buf, err := readAll(http.MaxBytesReader(w, r.Body, h.o.BodyLimit), size)
+	buf, err := readAll(http.MaxBytesReader(w, r.Body, h.o.BodyLimit), size, int(h.o.BodyLimit)+1)
 	if err == nil {
 		return buf, nil
 	}
