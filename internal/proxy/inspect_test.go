@@ -1,11 +1,22 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/internal/routes"
 )
 
@@ -64,4 +75,414 @@ func TestInspect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInspectDuplicates pins which duplicate wins for every member inspect
+// reads: the last one, as encoding/json's struct decode and jsonedit.Lookup
+// both keep. Members other than "model" also match case-insensitively (the
+// struct decode's rule), so a differently cased duplicate counts too.
+func TestInspectDuplicates(t *testing.T) {
+	tests := []struct {
+		name  string
+		proto routes.Protocol
+		body  string
+		want  request
+	}{
+		{name: "model", body: `{"model":"a","model":"b"}`, want: request{model: "b"}},
+		{name: "model exact only", body: `{"model":"a","Model":"b"}`, want: request{model: "a"}},
+		{name: "stream true then false", body: `{"model":"m","stream":true,"stream":false}`, want: request{model: "m"}},
+		{name: "stream false then true", body: `{"model":"m","stream":false,"stream":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
+		{name: "stream true then null", body: `{"model":"m","stream":true,"stream":null}`, want: request{model: "m"}},
+		{name: "stream folded", body: `{"model":"m","stream":false,"STREAM":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
+		{name: "stream long s", body: `{"model":"m","\u017ftream":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
+		{name: "tools full then empty", body: `{"model":"m","tools":[1],"tools":[]}`, want: request{model: "m"}},
+		{name: "tools empty then full", body: `{"model":"m","tools":[],"Tools":[1]}`, want: request{model: "m", need: routes.CapTools}},
+		{name: "functions full then null", body: `{"model":"m","functions":[1],"functions":null}`, want: request{model: "m"}},
+		{name: "functions empty then full", body: `{"model":"m","functions":[ ],"functions":[{}]}`, want: request{model: "m", need: routes.CapTools}},
+		{name: "response_format schema then text", body: `{"model":"m","response_format":{"type":"json_schema"},"response_format":{"type":"text"}}`, want: request{model: "m"}},
+		{name: "response_format text then schema", body: `{"model":"m","response_format":{"type":"text"},"Response_Format":{"type":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "type duplicates", body: `{"model":"m","response_format":{"type":"text","TYPE":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "type null keeps earlier", body: `{"model":"m","response_format":{"type":"json_schema","type":null}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "type wrong type fails", body: `{"model":"m","response_format":{"type":1,"type":"json_schema"}}`, want: request{model: "m"}},
+		{name: "output_config schema then text", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"}},"output_config":{"format":{"type":"text"}}}`, want: request{model: "m"}},
+		{name: "output_config text then schema", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"text"}},"output_config":{"format":{"type":"json_schema"}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "format duplicates merge", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"},"Format":{"schema":{}}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "output_format schema then text", proto: routes.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema"},"output_format":{"type":"text"}}`, want: request{model: "m"}},
+		{name: "output_format text then schema", proto: routes.Anthropic, body: `{"model":"m","output_format":{"type":"text"},"OUTPUT_FORMAT":{"type":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(tt.body)
+			ref, rerr := refInspect(tt.proto, body)
+			if rerr != nil {
+				t.Fatalf("reference rejected the body: %s", rerr.Msg)
+			}
+			if diff := cmp.Diff(ref, tt.want, cmp.AllowUnexported(request{})); diff != "" {
+				t.Fatalf("reference inspect (-got +want):\n%s", diff)
+			}
+			got, err := inspect(tt.proto, body)
+			if err != nil {
+				t.Fatalf("inspect error: %v", err.Msg)
+			}
+			if diff := cmp.Diff(got, tt.want, cmp.AllowUnexported(request{})); diff != "" {
+				t.Fatalf("inspect (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestInspectEquivalence runs inspect and the encoding/json implementation
+// it replaced (refInspect) over generated bodies, valid and broken, and
+// requires the same request or the same error, message included.
+func TestInspectEquivalence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var bodies [][]byte
+	for range 20000 {
+		body := genBody(rng)
+		if rng.IntN(3) == 0 {
+			body = mutate(rng, body)
+		}
+		bodies = append(bodies, body)
+	}
+	for _, s := range equivalenceSeeds {
+		bodies = append(bodies, []byte(s))
+	}
+	bodies = append(bodies, corpusBodies(t)...)
+	accepted := 0
+	for _, body := range bodies {
+		for _, p := range []routes.Protocol{routes.OpenAI, routes.Anthropic} {
+			if checkInspectEquivalent(t, p, body) {
+				accepted++
+			}
+		}
+	}
+	// Guard against a generator that only produces errors (or only successes).
+	if accepted < len(bodies)/4 || accepted > len(bodies)*2-len(bodies)/4 {
+		t.Fatalf("%d of %d inspections accepted; the generator is unbalanced", accepted, 2*len(bodies))
+	}
+}
+
+// FuzzInspectEquivalence is TestInspectEquivalence driven by the fuzzer.
+func FuzzInspectEquivalence(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 50 {
+		f.Add(genBody(rng), rng.IntN(2) == 0)
+	}
+	for _, s := range equivalenceSeeds {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, anthropic bool) {
+		p := routes.OpenAI
+		if anthropic {
+			p = routes.Anthropic
+		}
+		checkInspectEquivalent(t, p, body)
+	})
+}
+
+// equivalenceSeeds are the corners where encoding/json and a hand-written
+// scanner could disagree.
+var equivalenceSeeds = []string{
+	``, ` `, "\v", "\u00a0", "\ufeff{}", `null`, ` null `, `true`, `"s"`, `1`, `-`, `01`, `1.`, `[`, `[1,`, `{`, `{"model"`,
+	`{"model":"m"`, `{"model":"m"} x`, `{"model":"m"}{}`, `{"model":"m",}`, `{"model":"m" "x":1}`, `{'model':'m'}`,
+	`{"model":"m","n":01}`, `{"model":"m","n":-}`, `{"model":"m","n":1.}`, `{"model":"m","n":1e}`, `{"model":"m","n":.5}`,
+	`{"model":"m","n":tru}`, `{"model":"m","n":nul}`, `{"model":"m","n":NaN}`,
+	"{\"model\":\"m\x01\"}", "{\"model\":\"m\xff\"}", "{\"model\":\"\xff\"}", `{"model":"\ud800"}`, `{"model":"\ud83d\ude00"}`,
+	`{"model":"\u0000"}`, `{"model":"\x"}`, `{"model":"\u12"}`, "{\"mod\xffel\":\"m\"}", `{"model":"m","\ud800":1}`,
+	`{"model":"m","stream":"true"}`, `{"model":"m","stream":1}`, `{"model":"m","stream":[]}`, `{"model":"m","stream":{}}`,
+	`{"model":"m","Stream":true}`, `{"model":"m","STREAM":true}`, `{"model":"m","\u017ftream":true}`, "{\"model\":\"m\",\"\xc5\xbftream\":true}",
+	`{"model":"m","stream ":true}`, `{"model":"m","streamm":true}`, `{"model":"m","strea":true}`,
+	`{"model":"m","tools":{}}`, `{"model":"m","tools":"x"}`, `{"model":"m","tools":[ ]}`, `{"model":"m","tools":[null]}`, `{"model":"m","toolſ":[1]}`,
+	`{"model":"m","response_format":"json_schema"}`, `{"model":"m","response_format":{"type":"json\u005fschema"}}`,
+	`{"model":"m","response_format":{"Type":"json_schema","x":[1,{"type":2}]}}`, `{"model":"m","response_format":[{"type":"json_schema"}]}`,
+	`{"model":"m","response_format":{"type":["json_schema"]}}`, `{"model":"m","response_format":{"type":"json_schema","type":{}}}`,
+	`{"model":"m","output_config":{"format":null}}`, `{"model":"m","output_config":{"format":"json_schema"}}`,
+	`{"model":"m","output_config":{"format":{"type":"json_schema"},"format":null}}`, `{"model":"m","output_config":{"format":{"type":"json_schema"},"format":[]}}`,
+	`{"model":"m","output_config":[]}`, `{"model":"m","output_config":{"format":{"type":"json_schema"}},"output_config":null}`,
+	`{"model":"m","output_format":{"type":"json_schema"},"response_format":{"type":"json_schema"}}`,
+	`{"model":"m","OUTPUT_CONFIG":{"FORMAT":{"TYPE":"json_schema"}}}`, `{"model":"m","output_config":{"format":{"type":"JSON_SCHEMA"}}}`,
+	`{"model":"m","a":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+	`{"model":"m","a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+	"{\n\t\"model\": \"m\",\n\t\"x\": [1,\n 2,,]\n}", "{\r\n\"model\":\"m\"\r\n", "{\"model\":\"m\"}\n\n x",
+}
+
+// checkInspectEquivalent fails t unless inspect and refInspect agree on
+// body. It reports whether the body was accepted.
+func checkInspectEquivalent(t *testing.T, p routes.Protocol, body []byte) bool {
+	t.Helper()
+	orig := bytes.Clone(body)
+	want, wantErr := refInspect(p, body)
+	got, gotErr := inspect(p, body)
+	if !bytes.Equal(body, orig) {
+		t.Fatalf("inspect modified its input")
+	}
+	if diff := cmp.Diff(gotErr, wantErr); diff != "" {
+		t.Fatalf("inspect(%v, %q) error (-got +want):\n%s", p, body, diff)
+	}
+	if diff := cmp.Diff(got, want, cmp.AllowUnexported(request{})); diff != "" {
+		t.Fatalf("inspect(%v, %q) (-got +want):\n%s", p, body, diff)
+	}
+	return gotErr == nil
+}
+
+// genBody returns a request body built from the members inspect reads,
+// spelled every way encoding/json would match them, with duplicates, nested
+// look-alikes, odd whitespace and values of every type.
+func genBody(rng *rand.Rand) []byte {
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	typeVal := func() string {
+		return pick(`"json_schema"`, `"json\u005fschema"`, `"json_object"`, `"text"`, `"JSON_SCHEMA"`, `null`, `1`, `true`, `[]`, `{}`, `"json_schema "`)
+	}
+	typeObj := func() string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(pick(`"type"`, `"Type"`, `"TYPE"`, `"typ\u0065"`, `"schema"`, `"typee"`, `"json_schema"`) + ":")
+			if rng.IntN(4) == 0 {
+				b.WriteString(pick(`{"type":"json_schema"}`, `{"schema":{}}`, `[1]`))
+			} else {
+				b.WriteString(typeVal())
+			}
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	formatObj := func() string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range rng.IntN(3) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(pick(`"format"`, `"Format"`, `"FORMAT"`, `"effort"`) + ":")
+			if rng.IntN(5) == 0 {
+				b.WriteString(pick(`null`, `"json_schema"`, `[]`, `1`))
+			} else {
+				b.WriteString(typeObj())
+			}
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	array := func() string {
+		return pick(`[]`, `[ ]`, "[\n]", `[{"type":"function"}]`, `[null]`, `[1,2]`, ` [ 1 ]`[1:])
+	}
+	anyVal := func() string {
+		return pick(`null`, `true`, `false`, `0`, `-1.5e+3`, `"x"`, `""`, `[]`, `{}`, `{"model":"nested","stream":true}`, `"\ud83d\ude00"`, "\"\xff\"")
+	}
+	members := []func() string{
+		func() string {
+			return pick(`"model"`, `"mod\u0065l"`, `"Model"`) + ":" + pick(`"gpt-4o"`, `"m"`, `""`, `1`, `null`, `"g\u00e9"`, "\"\xffx\"", `"\ud800"`, `["m"]`)
+		},
+		func() string {
+			return pick(`"stream"`, `"Stream"`, `"STREAM"`, `"\u017ftream"`, `"str\u0065am"`, `"stream_options"`) + ":" + pick(`true`, `false`, `null`, `"true"`, `1`, `[]`, `{}`)
+		},
+		func() string {
+			return pick(`"tools"`, `"Tools"`, `"tool\u017f"`, `"functions"`, `"Functions"`) + ":" + pick(array(), anyVal())
+		},
+		func() string {
+			return pick(`"response_format"`, `"Response_Format"`, `"output_format"`, `"Output_Format"`) + ":" + pick(typeObj(), typeObj(), anyVal())
+		},
+		func() string {
+			return pick(`"output_config"`, `"OUTPUT_CONFIG"`) + ":" + pick(formatObj(), formatObj(), anyVal())
+		},
+		func() string {
+			return pick(`"messages"`, `"x"`, `""`, `"\ud83d\ude00"`, `"max_tokens"`) + ":" + pick(anyVal(), `[{"role":"user","content":"hi"}]`)
+		},
+	}
+	space := func() string { return pick("", "", "", " ", "\n  ", "\t", "\r\n") }
+	var parts []string
+	if rng.IntN(8) != 0 {
+		parts = append(parts, members[0]())
+	}
+	for range rng.IntN(7) {
+		parts = append(parts, members[rng.IntN(len(members))]())
+	}
+	rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+	var b strings.Builder
+	b.WriteString(space() + "{")
+	for i, m := range parts {
+		if i > 0 {
+			b.WriteString(space() + ",")
+		}
+		b.WriteString(space() + m)
+	}
+	b.WriteString(space() + "}" + space())
+	return []byte(b.String())
+}
+
+// mutate breaks body in one of the ways clients do: truncation, a stray or
+// missing byte, or a different top level.
+func mutate(rng *rand.Rand, body []byte) []byte {
+	out := bytes.Clone(body)
+	switch rng.IntN(6) {
+	case 0:
+		return out[:rng.IntN(len(out)+1)]
+	case 1:
+		i := rng.IntN(len(out))
+		return append(out[:i], out[i+1:]...)
+	case 2:
+		i := rng.IntN(len(out) + 1)
+		const stray = "{}[],:\"\\ 0-.eE+tfnx\x00\x1f\xff\n"
+		c := stray[rng.IntN(len(stray))]
+		return slices.Insert(out, i, c)
+	case 3:
+		out[rng.IntN(len(out))] = byte(rng.IntN(256))
+		return out
+	case 4:
+		return []byte("[" + string(out) + "]")
+	default:
+		return append(out, []byte(pick(rng, " x", "{}", ",", "\x00", " \n", "null"))...)
+	}
+}
+
+func pick(rng *rand.Rand, s ...string) string { return s[rng.IntN(len(s))] }
+
+// corpusBodies returns the first []byte of every stored fuzz input in the
+// jsonedit corpus, plus any directories listed in INSPECT_CORPUS
+// (colon-separated; for example a local fuzz cache).
+func corpusBodies(t *testing.T) [][]byte {
+	t.Helper()
+	dirs := []string{filepath.Join("..", "jsonedit", "testdata", "fuzz", "FuzzReplace")}
+	if extra := os.Getenv("INSPECT_CORPUS"); extra != "" {
+		dirs = append(dirs, filepath.SplitList(extra)...)
+	}
+	var out [][]byte
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("corpus: %v", err)
+		}
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatalf("corpus: %v", err)
+			}
+			for line := range strings.Lines(string(data)) {
+				line = strings.TrimSpace(line)
+				if s, ok := strings.CutPrefix(line, "[]byte("); ok {
+					q, err := strconv.Unquote(strings.TrimSuffix(s, ")"))
+					if err != nil {
+						t.Fatalf("corpus %s: %v", e.Name(), err)
+					}
+					out = append(out, []byte(q))
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The reference implementation: inspect as it was before the single-pass
+// scan (a reflective encoding/json decode of the whole body, then a second
+// jsonedit.Lookup pass for the model), kept verbatim as the oracle for the
+// equivalence tests and as the benchmark baseline.
+
+type refBodyFields struct {
+	Stream         json.RawMessage `json:"stream"`
+	Tools          json.RawMessage `json:"tools"`
+	Functions      json.RawMessage `json:"functions"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	OutputConfig   json.RawMessage `json:"output_config"`
+	OutputFormat   json.RawMessage `json:"output_format"`
+}
+
+func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
+	var f refBodyFields
+	if err := json.Unmarshal(body, &f); err != nil {
+		return request{}, apierr.BadRequest("invalid_json", refJSONProblem(body, err))
+	}
+	raw, ok, err := jsonedit.Lookup(body, "model")
+	if err != nil {
+		return request{}, apierr.BadRequest("invalid_json", "request body must be a JSON object")
+	}
+	if !ok {
+		return request{}, apierr.BadRequest("missing_model", `missing required field "model"`)
+	}
+	var r request
+	if err := json.Unmarshal(raw, &r.model); err != nil || r.model == "" {
+		return request{}, apierr.BadRequest("invalid_model", `field "model" must be a non-empty string`)
+	}
+	if !refIsNull(f.Stream) {
+		if err := json.Unmarshal(f.Stream, &r.stream); err != nil {
+			return request{}, apierr.BadRequest("invalid_stream", `field "stream" must be a boolean`)
+		}
+	}
+	if r.stream {
+		r.need |= routes.CapStream
+	}
+	if refNonEmptyArray(f.Tools) || refNonEmptyArray(f.Functions) {
+		r.need |= routes.CapTools
+	}
+	if refWantsJSONSchema(p, &f) {
+		r.need |= routes.CapJSONSchema
+	}
+	return r, nil
+}
+
+func refWantsJSONSchema(p routes.Protocol, f *refBodyFields) bool {
+	var typed struct {
+		Type string `json:"type"`
+	}
+	if p == routes.OpenAI {
+		return !refIsNull(f.ResponseFormat) && json.Unmarshal(f.ResponseFormat, &typed) == nil && typed.Type == "json_schema"
+	}
+	var oc struct {
+		Format struct {
+			Type string `json:"type"`
+		} `json:"format"`
+	}
+	if !refIsNull(f.OutputConfig) && json.Unmarshal(f.OutputConfig, &oc) == nil && oc.Format.Type == "json_schema" {
+		return true
+	}
+	return !refIsNull(f.OutputFormat) && json.Unmarshal(f.OutputFormat, &typed) == nil && typed.Type == "json_schema"
+}
+
+func refIsNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func refNonEmptyArray(raw json.RawMessage) bool {
+	if refIsNull(raw) {
+		return false
+	}
+	var items []json.RawMessage
+	return json.Unmarshal(raw, &items) == nil && len(items) > 0
+}
+
+func refJSONProblem(body []byte, err error) string {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "request body is empty; expected a JSON object"
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := refPosition(body, se.Offset)
+		return fmt.Sprintf("malformed JSON body at line %d, column %d: %s", line, col, se.Error())
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return "request body must be a JSON object, got " + te.Value
+		}
+		return fmt.Sprintf("field %q has the wrong type: got %s", te.Field, te.Value)
+	}
+	return "malformed JSON body: " + err.Error()
+}
+
+func refPosition(b []byte, off int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < off-1 && i < int64(len(b)); i++ {
+		if b[i] == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
 }
