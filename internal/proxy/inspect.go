@@ -25,7 +25,10 @@ type request struct {
 type bodyFields struct {
 	model    []byte
 	hasModel bool
-	folded   [nFolded][]byte // indexed by the constants below
+	// modelCase is set when a member's key is "model" in another letter
+	// case ("Model", "MODEL"): see inspect.
+	modelCase bool
+	folded    [nFolded][]byte // indexed by the constants below
 }
 
 // The members matched the way encoding/json matches struct fields.
@@ -62,6 +65,13 @@ func inspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
 	f, err := scanBody(body)
 	if err != nil {
 		return request{}, rejectBody(body)
+	}
+	if f.modelCase {
+		// The node rewrites only "model"; a provider that matched keys
+		// case-insensitively (as encoding/json does) could read the
+		// client's own "Model" instead and run a model the key was never
+		// allowed (SPEC §3). Refuse what cannot be rewritten safely.
+		return request{}, apierr.BadRequest("invalid_model", `field "model" must appear only in lower case; the body also has a differently cased "model" member`)
 	}
 	if !f.hasModel {
 		return request{}, apierr.BadRequest("missing_model", `missing required field "model"`)
@@ -111,9 +121,15 @@ func scanBody(body []byte) (bodyFields, error) {
 		if k := m.RawKey; len(k) > 0 && k[0] < utf8.RuneSelf && k[0] != '\\' {
 			first = k[0] | 0x20 // lower case for letters
 		}
-		if (first == 0 || first == 'm') && m.KeyIs("model") {
-			f.model, f.hasModel = m.Value, true
-			continue
+		if first == 0 || first == 'm' {
+			if m.KeyIs("model") {
+				f.model, f.hasModel = m.Value, true
+				continue
+			}
+			if m.KeyFold("model") {
+				f.modelCase = true
+				continue
+			}
 		}
 		for i, name := range foldedNames {
 			if (first == 0 || first == name[0]) && m.KeyFold(name) {

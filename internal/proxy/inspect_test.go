@@ -89,7 +89,7 @@ func TestInspectDuplicates(t *testing.T) {
 		want  request
 	}{
 		{name: "model", body: `{"model":"a","model":"b"}`, want: request{model: "b"}},
-		{name: "model exact only", body: `{"model":"a","Model":"b"}`, want: request{model: "a"}},
+		// {"model":"a","Model":"b"} is refused now: TestInspectModelCase.
 		{name: "stream true then false", body: `{"model":"m","stream":true,"stream":false}`, want: request{model: "m"}},
 		{name: "stream false then true", body: `{"model":"m","stream":false,"stream":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
 		{name: "stream true then null", body: `{"model":"m","stream":true,"stream":null}`, want: request{model: "m"}},
@@ -128,6 +128,29 @@ func TestInspectDuplicates(t *testing.T) {
 				t.Fatalf("inspect (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A "model" key in another letter case is refused: the node rewrites only
+// "model", and a provider that matched keys case-insensitively could read
+// the client's own value instead of the rewritten one.
+func TestInspectModelCase(t *testing.T) {
+	for _, tt := range []struct {
+		body   string
+		refuse bool
+	}{
+		{`{"model":"a","Model":"b"}`, true},
+		{`{"Model":"b","model":"a"}`, true},
+		{`{"MODEL":"b"}`, true}, // refused as ambiguous, not reported missing
+		{`{"model":"a","mod\u0045l":"b"}`, true},
+		{`{"model":"a","mod\u0065l":"b"}`, false}, // the same key: both are rewritten
+		{`{"model":"a","models":"b","x":{"Model":"b"}}`, false},
+	} {
+		_, err := inspect(routes.OpenAI, []byte(tt.body))
+		refused := err != nil && err.Code == "invalid_model" && strings.Contains(err.Msg, "lower case")
+		if refused != tt.refuse {
+			t.Errorf("inspect(%s) = %v; want refused %t", tt.body, err, tt.refuse)
+		}
 	}
 }
 
@@ -276,7 +299,7 @@ func genBody(rng *rand.Rand) []byte {
 	}
 	members := []func() string{
 		func() string {
-			return pick(`"model"`, `"mod\u0065l"`, `"Model"`) + ":" + pick(`"gpt-4o"`, `"m"`, `""`, `1`, `null`, `"g\u00e9"`, "\"\xffx\"", `"\ud800"`, `["m"]`)
+			return pick(`"model"`, `"model"`, `"model"`, `"model"`, `"model"`, `"mod\u0065l"`, `"Model"`, `"mod\u0045l"`) + ":" + pick(`"gpt-4o"`, `"m"`, `""`, `1`, `null`, `"g\u00e9"`, "\"\xffx\"", `"\ud800"`, `["m"]`)
 		},
 		func() string {
 			return pick(`"stream"`, `"Stream"`, `"STREAM"`, `"\u017ftream"`, `"str\u0065am"`, `"stream_options"`) + ":" + pick(`true`, `false`, `null`, `"true"`, `1`, `[]`, `{}`)
@@ -396,6 +419,15 @@ func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
 	var f refBodyFields
 	if err := json.Unmarshal(body, &f); err != nil {
 		return request{}, apierr.BadRequest("invalid_json", refJSONProblem(body, err))
+	}
+	// The one intended change since this implementation: a differently
+	// cased "model" key is refused (see inspect).
+	var byKey map[string]json.RawMessage
+	_ = json.Unmarshal(body, &byKey) // nil for a top-level null
+	for k := range byKey {
+		if k != "model" && strings.EqualFold(k, "model") {
+			return request{}, apierr.BadRequest("invalid_model", `field "model" must appear only in lower case; the body also has a differently cased "model" member`)
+		}
 	}
 	raw, ok, err := jsonedit.Lookup(body, "model")
 	if err != nil {
