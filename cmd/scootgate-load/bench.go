@@ -32,7 +32,8 @@ type options struct {
 	events     int
 	eventGap   time.Duration
 	delay      time.Duration
-	egress     string // "socks5" | "connect"
+	egress     string        // "socks5" | "connect"
+	commit     time.Duration // the nodes' usage.commit_interval; 0 = the shipped default
 
 	search         bool
 	searchStart    float64
@@ -165,7 +166,7 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 	case keyBaseline:
 		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress}
 	default:
-		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true}
+		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit}
 		switch key {
 		case keyBrokerDown:
 			dead, err := deadPort()
@@ -552,7 +553,8 @@ func (b *bench) rounds(ctx context.Context) error {
 		scenarios = append(scenarios, scenario{name: fmt.Sprintf("non-stream @ %g/s", rate), rate: rate, targets: ts})
 	}
 	if b.o.streamRate > 0 {
-		scenarios = append(scenarios, scenario{name: fmt.Sprintf("stream @ %g/s", b.o.streamRate), rate: b.o.streamRate, stream: true, targets: pair})
+		// All variants: what usage events cost a stream is shown too.
+		scenarios = append(scenarios, scenario{name: fmt.Sprintf("stream @ %g/s", b.o.streamRate), rate: b.o.streamRate, stream: true, targets: all})
 	}
 
 	// Warm up every target at every rate it will see: connection pools,

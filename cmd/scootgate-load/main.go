@@ -114,6 +114,7 @@ func parseFlags(args []string) (options, error) {
 	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated (the first also runs the usage-event variants)")
 	fs.DurationVar(&o.settle, "settle", 100*time.Millisecond, "pause between runs (after the system under test is idle again)")
 	fs.Float64Var(&o.streamRate, "stream-rate", 100, "streams per second (0 = no stream runs)")
+	fs.DurationVar(&o.commit, "commit-interval", 0, "the nodes' usage.commit_interval (0 = the shipped default)")
 	fs.IntVar(&o.events, "events", 20, "content events per stream")
 	fs.DurationVar(&o.eventGap, "event-gap", 5*time.Millisecond, "the provider's gap between stream events")
 	fs.DurationVar(&o.delay, "delay", 0, "the provider's fixed latency before the status line")

@@ -27,10 +27,12 @@ func TestNodeConfigLoads(t *testing.T) {
 		setup      nodeSetup
 		wantUsage  bool
 		wantBroker string
+		wantCommit time.Duration
 	}{
-		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883"},
-		{"usage off", nodeSetup{Usage: false}, false, ""},
-		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, ""},
+		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond},
+		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond},
+		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond},
+		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,10 +50,10 @@ func TestNodeConfigLoads(t *testing.T) {
 			if err != nil {
 				t.Fatalf("generated config does not load: %v\n%s", err, nodeTOML(s))
 			}
-			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source}
-			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json"}
+			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source, cfg.Usage.CommitInterval}
+			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json", tt.wantCommit}
 			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("usage, broker, egress, authz (-got +want):\n%s", diff)
+				t.Errorf("usage, broker, egress, authz, commit interval (-got +want):\n%s", diff)
 			}
 		})
 	}

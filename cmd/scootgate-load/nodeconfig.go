@@ -28,6 +28,8 @@ type nodeSetup struct {
 	Egress   string // socks5://HOST:PORT or http://HOST:PORT
 	Broker   string // host:port, "" = no [mqtt] broker
 	Usage    bool   // usage events and the disk outbox
+	// CommitInterval is usage.commit_interval; 0 leaves the default.
+	CommitInterval time.Duration
 }
 
 // nodeTOML renders a complete node config: the shipped defaults except
@@ -36,6 +38,10 @@ type nodeSetup struct {
 // during a long run, short drain). Relative paths resolve against the
 // file's directory.
 func nodeTOML(s nodeSetup) string {
+	commit := ""
+	if s.CommitInterval > 0 {
+		commit = fmt.Sprintf("commit_interval = %q\n", s.CommitInterval.String())
+	}
 	mqtt := ""
 	if s.Broker != "" {
 		mqtt = fmt.Sprintf("[mqtt]\nbroker = %q\n", "tcp://"+s.Broker)
@@ -87,8 +93,8 @@ enabled = %t
 outbox_path = "outbox.db"
 max_events = 10000000
 max_bytes = 8589934592
-`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, benchModel, providerModel, mqtt, s.Usage)
+%s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
+		benchModel, benchModel, providerModel, mqtt, s.Usage, commit)
 }
 
 // writeNodeDir writes a node's config and authorization snapshot into dir
