@@ -205,7 +205,7 @@ type Authz struct {
 //	usage.outbox_path          "scootgate-outbox.db" (relative to the config file)
 //	usage.max_events           100000
 //	usage.max_bytes            268435456 (256 MiB)
-//	usage.commit_interval      25ms
+//	usage.commit_interval      100ms
 //	usage.openai_include_usage true
 //	control_plane.poll_interval 10s
 //	control_plane.long_poll    0 (off)

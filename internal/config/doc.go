@@ -149,7 +149,7 @@
 //	outbox_path = "scootgate-outbox.db" # bbolt file, relative to the config file; its directory must exist
 //	max_events = 100000                 # 1..10000000 rows
 //	max_bytes = 268435456               # 1 MiB..16 GiB of payloads, an integer (256 MiB)
-//	commit_interval = "25ms"            # 1ms..1s group-commit window: about one fsync per window
+//	commit_interval = "100ms"           # 1ms..1s group-commit window: about one fsync per window
 //	openai_include_usage = true         # inject stream_options.include_usage, hide the extra chunk
 //
 // # Rules beyond types and ranges

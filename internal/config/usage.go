@@ -38,7 +38,7 @@ const (
 	maxCommitInterval     = time.Second
 	defaultOutboxEvents   = 100000
 	defaultOutboxBytes    = 256 << 20
-	defaultCommitInterval = 25 * time.Millisecond
+	defaultCommitInterval = 100 * time.Millisecond
 )
 
 // defaultUsage is the [usage] part of Defaults.

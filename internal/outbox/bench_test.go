@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkAppend measures sustained throughput with group commit: parallel
-// appenders, 300-byte payloads, default options (25ms window, 1024 events per
+// appenders, 300-byte payloads, default options (100ms window, 1024 events per
 // batch). An appender whose event is dropped because the queue is full
 // yields and tries again, so the rate measured is the writer's, to disk:
 // the timed region ends when Close has committed every event. Reported:

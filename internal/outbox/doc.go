@@ -14,11 +14,18 @@
 // is one fsync (~0.5 ms here, RESEARCH-reliability §0 finding 9). So fsyncs
 // stay near 1/CommitInterval per second however many events arrive.
 //
-// The default window is 25 ms: the load harness (docs/performance.md) showed
-// that with 5 ms, at 500 requests/s, the commits (each ~0.5–0.8 ms of CPU
-// including the delete transactions that follow PUBACKs) cost ~200 µs of
-// CPU per request. The price is the crash window: events accepted in the
-// last window before a kill -9 are lost (a graceful shutdown flushes them).
+// The default window is 100 ms. Each commit costs ~0.15–0.3 ms of CPU
+// (BenchmarkCommitSmall: two fdatasync and the page writes) whatever it
+// holds, so at moderate rates the window sets the cost per event. The load
+// harness (docs/performance.md) measured it: 5 ms cost ~200 µs of CPU per
+// request at 500 requests/s; 25 ms cost ~300 µs per stream at 100
+// streams/s (usage events on vs off); 100 ms brought that to ~100 µs. The
+// price is the crash window: events accepted in the last window before a
+// kill -9 or a power loss are lost (a graceful shutdown flushes them). A
+// crash already loses the events of every attempt still in flight (a
+// stream lasts seconds), so 100 ms adds little to what a crash costs;
+// delivery to MQTT is at most one window later. usage.commit_interval
+// (1 ms..1 s) trades the other way where that matters.
 //
 // Rows are keyed by bucket.NextSequence as 8-byte big-endian integers, so
 // cursor order is append order; the value is the 8-byte unix-nano append

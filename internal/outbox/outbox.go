@@ -20,7 +20,7 @@ import (
 const (
 	DefaultMaxEvents      = 100000
 	DefaultMaxBytes       = 256 << 20
-	DefaultCommitInterval = 25 * time.Millisecond
+	DefaultCommitInterval = 100 * time.Millisecond
 	DefaultMaxBatch       = 1024
 	DefaultQueueSize      = 8192
 	DefaultLockTimeout    = 5 * time.Second
@@ -46,7 +46,7 @@ type Options struct {
 	Path           string        // the bbolt file; its directory must exist and be writable
 	MaxEvents      int           // bound by row count (default 100000)
 	MaxBytes       int64         // bound by payload bytes (default 256 MiB)
-	CommitInterval time.Duration // group-commit window (default 25ms): one fsync per batch, never per event
+	CommitInterval time.Duration // group-commit window (default 100ms): one fsync per batch, never per event
 	MaxBatch       int           // events per commit transaction (default 1024)
 	QueueSize      int           // events between Append and the writer (default 8192); full → drop_newest
 	LockTimeout    time.Duration // bounded wait for the file lock (default 5s)
