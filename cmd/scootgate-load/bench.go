@@ -186,7 +186,7 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 			args = append(args, "-log", filepath.Join(b.dir, name, "node.log"))
 		}
 	}
-	if b.o.profile != "" && tag == "" && (key == keyNode || key == keyBaseline) {
+	if b.o.profile != "" && tag == "" { // every system under test, node variants too
 		args = append(args,
 			"-cpuprofile", filepath.Join(b.o.profile, key+".cpu.pprof"),
 			"-memprofile", filepath.Join(b.o.profile, key+".allocs.pprof"))

@@ -137,7 +137,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.retries, "retries", 2, "re-runs of a run during which other processes exceeded -quiet or -burst")
 	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
 	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
-	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of the node and the baseline (off when empty)")
+	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of every system under test, node variants included (off when empty)")
 	fs.BoolVar(&o.nodeLog, "node-log", true, "let the node write its per-request JSON log (to a file), as in production")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, child logs, node logs) for inspection")
 	fs.DurationVar(&o.maxTime, "max-time", 15*time.Minute, "bound on the whole run")

@@ -21,7 +21,7 @@ const (
 	DefaultMaxEvents      = 100000
 	DefaultMaxBytes       = 256 << 20
 	DefaultCommitInterval = 100 * time.Millisecond
-	DefaultMaxBatch       = 1024
+	DefaultMaxBatch       = 64
 	DefaultQueueSize      = 8192
 	DefaultLockTimeout    = 5 * time.Second
 )
@@ -47,7 +47,7 @@ type Options struct {
 	MaxEvents      int           // bound by row count (default 100000)
 	MaxBytes       int64         // bound by payload bytes (default 256 MiB)
 	CommitInterval time.Duration // group-commit window (default 100ms): one fsync per batch, never per event
-	MaxBatch       int           // events per commit transaction (default 1024)
+	MaxBatch       int           // events per commit transaction (default 64): a commit starts at once when this many wait
 	QueueSize      int           // events between Append and the writer (default 8192); full → drop_newest
 	LockTimeout    time.Duration // bounded wait for the file lock (default 5s)
 	Clock          clock.Clock   // append times and the failing backoff (default clock.Real)

@@ -731,7 +731,7 @@ func TestOptions(t *testing.T) {
 	o.Clock, o.Logger = nil, nil
 	want := Options{
 		Path: "p", MaxEvents: 100000, MaxBytes: 256 << 20, CommitInterval: 100 * time.Millisecond,
-		MaxBatch: 1024, QueueSize: 8192, LockTimeout: 5 * time.Second,
+		MaxBatch: 64, QueueSize: 8192, LockTimeout: 5 * time.Second,
 	}
 	if diff := cmp.Diff(o, want); diff != "" {
 		t.Errorf("defaults (-got +want):\n%s", diff)
