@@ -3,8 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -418,7 +416,7 @@ type refBodyFields struct {
 func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
 	var f refBodyFields
 	if err := json.Unmarshal(body, &f); err != nil {
-		return request{}, apierr.BadRequest("invalid_json", refJSONProblem(body, err))
+		return request{}, apierr.BadRequest("invalid_json", jsonProblem(body, err))
 	}
 	// The one intended change since this implementation: a differently
 	// cased "model" key is refused (see inspect).
@@ -485,36 +483,4 @@ func refNonEmptyArray(raw json.RawMessage) bool {
 	}
 	var items []json.RawMessage
 	return json.Unmarshal(raw, &items) == nil && len(items) > 0
-}
-
-func refJSONProblem(body []byte, err error) string {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return "request body is empty; expected a JSON object"
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		line, col := refPosition(body, se.Offset)
-		return fmt.Sprintf("malformed JSON body at line %d, column %d: %s", line, col, se.Error())
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return "request body must be a JSON object, got " + te.Value
-		}
-		return fmt.Sprintf("field %q has the wrong type: got %s", te.Field, te.Value)
-	}
-	return "malformed JSON body: " + err.Error()
-}
-
-func refPosition(b []byte, off int64) (line, col int) {
-	line, col = 1, 1
-	for i := int64(0); i < off-1 && i < int64(len(b)); i++ {
-		if b[i] == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
