@@ -124,8 +124,17 @@ func TestClose(t *testing.T) {
 	if _, err := io.WriteString(c, echo+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+	br := bufio.NewReader(c)
+	if _, err := br.ReadString('\n'); err != nil { // "ok": written before Tunnel runs
 		t.Fatal(err)
+	}
+	// An echo through the tunnel proves Tunnel has started (and counted it)
+	// before Close; "ok" alone raced with it.
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("echo through the tunnel = %q, %v", line, err)
 	}
 	s.Close()
 	_, readErr := c.Read(make([]byte, 1))
