@@ -26,8 +26,6 @@ package connectproxy
 
 import (
 	"bufio"
-	"context"
-	"crypto/subtle"
 	"io"
 	"net"
 	"net/http"
@@ -40,66 +38,25 @@ import (
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = tunnel.ErrServerClosed
 
-// Options configures a Server. The zero value is an open proxy that
-// connects anywhere with a net.Dialer.
-type Options struct {
-	// Username and Password, when Username is set, require Basic
-	// Proxy-Authorization.
-	Username, Password string
-	// Allow, if set, is asked before every CONNECT; false answers 403.
-	Allow func(host string, port int) bool
-	// Dial, if set, opens target connections instead of a net.Dialer.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-}
+// Options configures a Server; see tunnel.Options.
+type Options = tunnel.Options
 
-// handshakeTimeout bounds reading one client's CONNECT request.
-const handshakeTimeout = 10 * time.Second
-
-// Server is an HTTP CONNECT proxy. Its methods are safe for concurrent use.
-type Server struct {
-	opts Options
-	srv  *tunnel.Server
-}
+// Server is the proxy: a tunnel.Server running this package's protocol.
+// Connections() counts accepted connections, Tunnels() 200 answers.
+type Server = tunnel.Server
 
 // New returns a Server that does not listen yet.
-func New(opts Options) *Server {
-	if opts.Dial == nil {
-		d := &net.Dialer{Timeout: handshakeTimeout}
-		opts.Dial = d.DialContext
-	}
-	s := &Server{opts: opts}
-	s.srv = tunnel.New(s.handle)
-	return s
-}
+func New(opts Options) *Server { return tunnel.NewProxy(opts, handle) }
 
-// Listen listens on addr and serves in a goroutine owned by the Server
-// (stopped by Close). It returns the listening address.
+// Listen listens on addr (use 127.0.0.1:0) and serves in a goroutine owned
+// by the Server (stopped by Close). It returns the listening address.
 func Listen(addr string, opts Options) (*Server, string, error) {
-	s := New(opts)
-	bound, err := s.srv.Listen(addr)
-	if err != nil {
-		s.Close()
-		return nil, "", err
-	}
-	return s, bound, nil
+	return tunnel.ListenProxy(addr, opts, handle)
 }
-
-// Serve accepts connections on l until l fails or Close is called, and then
-// returns ErrServerClosed. Serve closes l.
-func (s *Server) Serve(l net.Listener) error { return s.srv.Serve(l) }
-
-// Close stops every listener and connection and waits for all goroutines.
-func (s *Server) Close() error { return s.srv.Close() }
-
-// Connections returns how many client connections were accepted.
-func (s *Server) Connections() int64 { return s.srv.Connections() }
-
-// Tunnels returns how many CONNECTs were answered 200.
-func (s *Server) Tunnels() int64 { return s.srv.Tunnels() }
 
 // handle serves one client; the tunnel.Server closes c when it returns.
-func (s *Server) handle(c net.Conn) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+func handle(s *Server, o *Options, c net.Conn) {
+	c.SetDeadline(time.Now().Add(tunnel.HandshakeTimeout))
 	br := bufio.NewReader(c)
 	req, err := http.ReadRequest(br)
 	if err != nil {
@@ -109,7 +66,7 @@ func (s *Server) handle(c net.Conn) {
 		writeStatus(c, http.StatusMethodNotAllowed, "Allow: CONNECT\r\n")
 		return
 	}
-	if s.opts.Username != "" && !s.authorized(req) {
+	if o.Username != "" && !authorized(o, req) {
 		writeStatus(c, http.StatusProxyAuthRequired, "Proxy-Authenticate: Basic realm=\"connectproxy\"\r\n")
 		return
 	}
@@ -120,11 +77,11 @@ func (s *Server) handle(c net.Conn) {
 		writeStatus(c, http.StatusBadRequest, "")
 		return
 	}
-	if s.opts.Allow != nil && !s.opts.Allow(host, port) {
+	if !o.Allowed(host, port) {
 		writeStatus(c, http.StatusForbidden, "")
 		return
 	}
-	target, err := s.opts.Dial(s.srv.Context(), "tcp", net.JoinHostPort(host, portStr))
+	target, err := o.Dial(s.Context(), "tcp", net.JoinHostPort(host, portStr))
 	if err != nil {
 		writeStatus(c, http.StatusBadGateway, "")
 		return
@@ -133,20 +90,18 @@ func (s *Server) handle(c net.Conn) {
 		target.Close()
 		return
 	}
-	s.srv.Tunnel(c, br, target)
+	s.Tunnel(c, br, target)
 }
 
 // authorized checks Basic Proxy-Authorization in constant time.
-func (s *Server) authorized(req *http.Request) bool {
+func authorized(o *Options, req *http.Request) bool {
 	// BasicAuth reads Authorization; reuse it on the proxy header.
 	h := http.Header{"Authorization": req.Header.Values("Proxy-Authorization")}
 	user, pass, ok := (&http.Request{Header: h}).BasicAuth()
 	if !ok {
 		return false
 	}
-	good := subtle.ConstantTimeCompare([]byte(user), []byte(s.opts.Username)) &
-		subtle.ConstantTimeCompare([]byte(pass), []byte(s.opts.Password))
-	return good == 1
+	return o.CredentialsMatch(user, pass)
 }
 
 // writeStatus answers and leaves closing to the caller; extra is raw header

@@ -31,7 +31,6 @@ package socks5proxy
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"io"
 	"net"
@@ -46,61 +45,21 @@ import (
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = tunnel.ErrServerClosed
 
-// Options configures a Server. The zero value is a no-auth proxy that
-// connects anywhere with a net.Dialer.
-type Options struct {
-	// Username and Password, when Username is set, require RFC 1929 auth.
-	Username, Password string
-	// Allow, if set, is asked before every CONNECT; false answers 0x02.
-	Allow func(host string, port int) bool
-	// Dial, if set, opens target connections instead of a net.Dialer.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-}
+// Options configures a Server; see tunnel.Options.
+type Options = tunnel.Options
 
-// handshakeTimeout bounds the greeting, auth and request of one client.
-const handshakeTimeout = 10 * time.Second
-
-// Server is a SOCKS5 proxy. Its methods are safe for concurrent use.
-type Server struct {
-	opts Options
-	srv  *tunnel.Server
-}
+// Server is the proxy: a tunnel.Server running this package's protocol.
+// Connections() counts accepted connections, Tunnels() successful CONNECTs.
+type Server = tunnel.Server
 
 // New returns a Server that does not listen yet.
-func New(opts Options) *Server {
-	if opts.Dial == nil {
-		d := &net.Dialer{Timeout: handshakeTimeout}
-		opts.Dial = d.DialContext
-	}
-	s := &Server{opts: opts}
-	s.srv = tunnel.New(s.handle)
-	return s
-}
+func New(opts Options) *Server { return tunnel.NewProxy(opts, handle) }
 
-// Listen listens on addr and serves in a goroutine owned by the Server
-// (stopped by Close). It returns the listening address.
+// Listen listens on addr (use 127.0.0.1:0) and serves in a goroutine owned
+// by the Server (stopped by Close). It returns the listening address.
 func Listen(addr string, opts Options) (*Server, string, error) {
-	s := New(opts)
-	bound, err := s.srv.Listen(addr)
-	if err != nil {
-		s.Close()
-		return nil, "", err
-	}
-	return s, bound, nil
+	return tunnel.ListenProxy(addr, opts, handle)
 }
-
-// Serve accepts connections on l until l fails or Close is called, and then
-// returns ErrServerClosed. Serve closes l.
-func (s *Server) Serve(l net.Listener) error { return s.srv.Serve(l) }
-
-// Close stops every listener and connection and waits for all goroutines.
-func (s *Server) Close() error { return s.srv.Close() }
-
-// Connections returns how many client connections were accepted.
-func (s *Server) Connections() int64 { return s.srv.Connections() }
-
-// Tunnels returns how many CONNECTs succeeded.
-func (s *Server) Tunnels() int64 { return s.srv.Tunnels() }
 
 // SOCKS5 wire values.
 const (
@@ -125,21 +84,21 @@ const (
 )
 
 // handle serves one client; the tunnel.Server closes c when it returns.
-func (s *Server) handle(c net.Conn) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+func handle(s *Server, o *Options, c net.Conn) {
+	c.SetDeadline(time.Now().Add(tunnel.HandshakeTimeout))
 	br := bufio.NewReader(c)
-	if !s.negotiate(br, c) {
+	if !negotiate(o, br, c) {
 		return
 	}
 	host, port, ok := readRequest(br, c)
 	if !ok {
 		return
 	}
-	if s.opts.Allow != nil && !s.opts.Allow(host, port) {
+	if !o.Allowed(host, port) {
 		writeReply(c, repNotAllowed, nil)
 		return
 	}
-	target, err := s.opts.Dial(s.srv.Context(), "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	target, err := o.Dial(s.Context(), "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		writeReply(c, dialReply(err), nil)
 		return
@@ -148,11 +107,11 @@ func (s *Server) handle(c net.Conn) {
 		target.Close()
 		return
 	}
-	s.srv.Tunnel(c, br, target)
+	s.Tunnel(c, br, target)
 }
 
 // negotiate runs method selection and, if configured, RFC 1929 auth.
-func (s *Server) negotiate(br *bufio.Reader, c net.Conn) bool {
+func negotiate(o *Options, br *bufio.Reader, c net.Conn) bool {
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil || hdr[0] != version5 {
 		return false
@@ -162,7 +121,7 @@ func (s *Server) negotiate(br *bufio.Reader, c net.Conn) bool {
 		return false
 	}
 	want := byte(methodNoAuth)
-	if s.opts.Username != "" {
+	if o.Username != "" {
 		want = methodUserPass
 	}
 	chosen := byte(methodNone)
@@ -190,9 +149,7 @@ func (s *Server) negotiate(br *bufio.Reader, c net.Conn) bool {
 	if !ok {
 		return false
 	}
-	good := subtle.ConstantTimeCompare([]byte(user), []byte(s.opts.Username)) &
-		subtle.ConstantTimeCompare([]byte(pass), []byte(s.opts.Password))
-	if good != 1 {
+	if !o.CredentialsMatch(user, pass) {
 		c.Write([]byte{0x01, 0x01})
 		return false
 	}

@@ -15,6 +15,10 @@
 // (canceled by Close), writes its success answer and then hands client and
 // target to Tunnel, which relays bytes both ways until both directions end.
 //
+// NewProxy and ListenProxy build such a Server from Options (credentials,
+// an Allow rule, a dialer) and a Handler; connectproxy and socks5proxy are
+// each one Handler on them.
+//
 // Close closes the listeners and every client and target connection, then
 // waits for all goroutines, so a test that defers Close leaks nothing.
 //
