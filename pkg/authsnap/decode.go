@@ -3,11 +3,10 @@ package authsnap
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"time"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 // DecodeError reports why [Decode] could not read a document.
@@ -25,17 +24,7 @@ type DecodeError struct {
 }
 
 func (e *DecodeError) Error() string {
-	var b []byte
-	b = append(b, "authsnap: decode: "...)
-	if e.Line > 0 {
-		b = fmt.Appendf(b, "line %d, column %d: ", e.Line, e.Column)
-	}
-	if e.Path != "" {
-		b = append(b, e.Path...)
-		b = append(b, ": "...)
-	}
-	b = append(b, e.Msg...)
-	return string(b)
+	return contract.Located{Path: e.Path, Line: e.Line, Column: e.Column, Msg: e.Msg}.Text("authsnap: decode: ")
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
@@ -72,7 +61,7 @@ func Decode(data []byte) (*Snapshot, error) {
 		return nil, jsonError(data, "", err)
 	}
 	if rest := dec.InputOffset(); hasContent(data[rest:]) {
-		line, col := position(data, int(rest)+contentStart(data[rest:]))
+		line, col := contract.Position(data, int(rest)+contract.ContentStart(data[rest:]))
 		return nil, &DecodeError{Line: line, Column: col, Msg: "unexpected data after the document"}
 	}
 	if w == nil {
@@ -141,87 +130,9 @@ func decodeTime(path string, raw json.RawMessage) (*time.Time, error) {
 // whole document when offsets in err are relative to it, nil otherwise;
 // path prefixes the member path reported by encoding/json.
 func jsonError(data []byte, path string, err error) error {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.Is(err, io.EOF):
-		return &DecodeError{Path: path, Msg: "empty document", Err: err}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		line, col := position(data, len(data))
-		return &DecodeError{Line: line, Column: col, Path: path, Msg: "unexpected end of document (truncated?)", Err: err}
-	case errors.As(err, &syntax):
-		// Offset counts the bytes read including the offending one.
-		line, col := position(data, int(syntax.Offset)-1)
-		return &DecodeError{Line: line, Column: col, Path: path, Msg: syntax.Error(), Err: err}
-	case errors.As(err, &typ):
-		return &DecodeError{
-			Path: joinPath(path, typ.Field),
-			Msg:  "expected " + jsonKind(typ.Type) + ", got " + typ.Value,
-			Err:  err,
-		}
-	default:
-		// DisallowUnknownFields reports `json: unknown field "x"` as a
-		// plain error; its text is the most precise message there is.
-		return &DecodeError{Path: path, Msg: err.Error(), Err: err}
-	}
-}
-
-// joinPath appends a dotted encoding/json field path ("keys" or "models")
-// to prefix.
-func joinPath(prefix, field string) string {
-	switch {
-	case field == "":
-		return prefix
-	case prefix == "":
-		return field
-	default:
-		return prefix + "." + field
-	}
-}
-
-// jsonKind describes the JSON value that decodes into a Go type.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "another type"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map, reflect.Pointer:
-		return "an object"
-	default:
-		return t.Kind().String()
-	}
-}
-
-// position converts a byte offset in data to a 1-based line and column.
-// It returns 0, 0 when data is nil (offsets are not document-relative).
-func position(data []byte, off int) (line, col int) {
-	if data == nil {
-		return 0, 0
-	}
-	off = max(0, min(off, len(data)))
-	before := data[:off]
-	line = 1 + bytes.Count(before, []byte{'\n'})
-	col = off - bytes.LastIndexByte(before, '\n') // LastIndexByte is -1 on line 1
-	return line, col
+	l := contract.JSONError(data, path, err)
+	return &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg, Err: err}
 }
 
 // hasContent reports whether b holds anything but JSON whitespace.
-func hasContent(b []byte) bool { return contentStart(b) < len(b) }
-
-// contentStart returns the index of the first non-whitespace byte in b, or
-// len(b). JSON whitespace is exactly space, tab, CR and LF (RFC 8259 §2).
-func contentStart(b []byte) int {
-	return len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
-}
+func hasContent(b []byte) bool { return contract.ContentStart(b) < len(b) }

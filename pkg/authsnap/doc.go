@@ -39,7 +39,8 @@
 //
 // # Caveats
 //
-// The package only imports the standard library and does no I/O, so it can
+// The package imports only the standard library (and pkg/internal/contract,
+// which does too) and does no I/O, so it can
 // be vendored into any control plane. Error messages never contain digest
 // values, only member paths and key ids.
 package authsnap

@@ -5,43 +5,21 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
-// Problem is one reason a snapshot is invalid.
-type Problem struct {
-	Path string // member path such as "keys[3].digest"; "" for the whole snapshot
-	Msg  string // what is wrong; never contains a digest value
-}
-
-func (p Problem) String() string {
-	if p.Path == "" {
-		return p.Msg
-	}
-	return p.Path + ": " + p.Msg
-}
+// Problem is one reason a document is invalid: a member path and what is
+// wrong there.
+type Problem = contract.Problem
 
 // ValidationError lists every problem [Snapshot.Validate] found.
 type ValidationError struct {
 	Problems []Problem // in document order; never empty
 }
 
-// maxProblemsInError bounds Error's length; Problems keeps them all.
-const maxProblemsInError = 10
-
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("authsnap: invalid snapshot: ")
-	for i, p := range e.Problems {
-		if i == maxProblemsInError {
-			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
+	return contract.ProblemsText("authsnap: invalid snapshot: ", e.Problems)
 }
 
 // Validate checks the snapshot's meaning and returns a [*ValidationError]

@@ -45,7 +45,8 @@
 //
 // # Caveats
 //
-// The package only imports the standard library and does no I/O, so it can
+// The package imports only the standard library (and pkg/internal/contract,
+// which does too) and does no I/O, so it can
 // be vendored into any control plane. Error messages never quote a base
 // URL, only member paths, ids and model names.
 //

@@ -8,43 +8,21 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
-// Problem is one reason a snapshot is invalid.
-type Problem struct {
-	Path string // member path such as "models[3].targets[0].weight"; "" for the whole snapshot
-	Msg  string // what is wrong; never quotes a base_url (it could carry credentials)
-}
-
-func (p Problem) String() string {
-	if p.Path == "" {
-		return p.Msg
-	}
-	return p.Path + ": " + p.Msg
-}
+// Problem is one reason a document is invalid: a member path and what is
+// wrong there.
+type Problem = contract.Problem
 
 // ValidationError lists every problem [Snapshot.Validate] found.
 type ValidationError struct {
 	Problems []Problem // in document order; never empty
 }
 
-// maxProblemsInError bounds Error's length; Problems keeps them all.
-const maxProblemsInError = 10
-
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("routesnap: invalid snapshot: ")
-	for i, p := range e.Problems {
-		if i == maxProblemsInError {
-			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
+	return contract.ProblemsText("routesnap: invalid snapshot: ", e.Problems)
 }
 
 // Validate checks the snapshot's meaning and returns a [*ValidationError]

@@ -66,7 +66,8 @@
 //
 // # Caveats
 //
-// The package only imports the standard library and does no I/O, so it can
+// The package imports only the standard library (and pkg/internal/contract,
+// which does too) and does no I/O, so it can
 // be vendored into any consumer.
 //
 // Delivery order is not guaranteed: a replayed event can arrive after newer

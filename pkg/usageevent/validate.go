@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 // MaxStringLength is the longest id or name in an event, in characters.
@@ -14,41 +16,17 @@ const MaxStringLength = 256
 // MaxStageLength is the longest failure stage, in bytes.
 const MaxStageLength = 64
 
-// Problem is one reason an event is invalid.
-type Problem struct {
-	Path string // member path such as "usage.cache_read_tokens"; "" for the whole event
-	Msg  string // what is wrong
-}
-
-func (p Problem) String() string {
-	if p.Path == "" {
-		return p.Msg
-	}
-	return p.Path + ": " + p.Msg
-}
+// Problem is one reason a document is invalid: a member path and what is
+// wrong there.
+type Problem = contract.Problem
 
 // ValidationError lists every problem [Event.Validate] found.
 type ValidationError struct {
 	Problems []Problem // in member order; never empty
 }
 
-// maxProblemsInError bounds Error's length; Problems keeps them all.
-const maxProblemsInError = 10
-
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("usageevent: invalid event: ")
-	for i, p := range e.Problems {
-		if i == maxProblemsInError {
-			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
+	return contract.ProblemsText("usageevent: invalid event: ", e.Problems)
 }
 
 // Validate checks the event's meaning and returns a [*ValidationError]

@@ -1,0 +1,154 @@
+// Package contract holds what the wire-contract packages (pkg/authsnap,
+// pkg/routesnap, pkg/usageevent) share: the validation problem type and
+// its error text, and the reading of encoding/json errors into a member
+// path, a line and column, and a message. It is standard library only, like
+// the packages it serves, so that they stay free of other dependencies for
+// outside authors.
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+)
+
+// Problem is one reason a document is invalid.
+type Problem struct {
+	Path string // member path such as "keys[3].digest"; "" for the whole document
+	Msg  string // what is wrong; never quotes a secret or a URL
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Msg
+	}
+	return p.Path + ": " + p.Msg
+}
+
+// maxProblemsInError bounds ProblemsText's length; callers keep them all.
+const maxProblemsInError = 10
+
+// ProblemsText is a validation error's text: prefix, then the first ten
+// problems joined by "; " and a count of the rest.
+func ProblemsText(prefix string, ps []Problem) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i, p := range ps {
+		if i == maxProblemsInError {
+			fmt.Fprintf(&b, "; and %d more", len(ps)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Located is where and what a decode failure is.
+type Located struct {
+	Path         string // offending member; "" for the document
+	Line, Column int    // 1-based; 0 when not known
+	Msg          string // what was expected
+}
+
+// Text is a decode error's text: prefix, position, path, message.
+func (l Located) Text(prefix string) string {
+	b := []byte(prefix)
+	if l.Line > 0 {
+		b = fmt.Appendf(b, "line %d, column %d: ", l.Line, l.Column)
+	}
+	if l.Path != "" {
+		b = append(b, l.Path...)
+		b = append(b, ": "...)
+	}
+	b = append(b, l.Msg...)
+	return string(b)
+}
+
+// JSONError reads an encoding/json error. data is the whole document when
+// offsets in err are relative to it, nil otherwise; path prefixes the member
+// path reported by encoding/json.
+func JSONError(data []byte, path string, err error) Located {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return Located{Path: path, Msg: "empty document"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := Position(data, len(data))
+		return Located{Line: line, Column: col, Path: path, Msg: "unexpected end of document (truncated?)"}
+	case errors.As(err, &syntax):
+		// Offset counts the bytes read including the offending one.
+		line, col := Position(data, int(syntax.Offset)-1)
+		return Located{Line: line, Column: col, Path: path, Msg: syntax.Error()}
+	case errors.As(err, &typ):
+		return Located{Path: joinPath(path, typ.Field), Msg: "expected " + jsonKind(typ.Type) + ", got " + typ.Value}
+	default:
+		// DisallowUnknownFields reports `json: unknown field "x"` as a
+		// plain error; its text is the most precise message there is.
+		return Located{Path: path, Msg: err.Error()}
+	}
+}
+
+// joinPath appends a dotted encoding/json field path ("keys" or
+// "targets.weight") to prefix.
+func joinPath(prefix, field string) string {
+	switch {
+	case field == "":
+		return prefix
+	case prefix == "":
+		return field
+	default:
+		return prefix + "." + field
+	}
+}
+
+// jsonKind describes the JSON value that decodes into a Go type.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	default:
+		return t.Kind().String()
+	}
+}
+
+// Position converts a byte offset in data to a 1-based line and column.
+// It returns 0, 0 when data is nil (offsets are not document-relative).
+func Position(data []byte, off int) (line, col int) {
+	if data == nil {
+		return 0, 0
+	}
+	off = max(0, min(off, len(data)))
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	col = off - bytes.LastIndexByte(before, '\n') // LastIndexByte is -1 on line 1
+	return line, col
+}
+
+// ContentStart returns the index of the first non-whitespace byte in b, or
+// len(b). JSON whitespace is exactly space, tab, CR and LF (RFC 8259 §2).
+func ContentStart(b []byte) int {
+	return len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
+}
