@@ -120,7 +120,7 @@ func (d *DiskStore) read(kind string) (*diskHeader, []byte, error) {
 	var h diskHeader
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if !found || dec.Decode(&h) != nil || h.Format != diskFormat || h.Kind != kind {
+	if !found || dec.Decode(&h) != nil || h.Format != diskFormat || h.Kind != kind || !canonicalHeader(line, h) {
 		return nil, nil, fmt.Errorf("%w: %s: bad header", ErrCorrupt, p)
 	}
 	sum := sha256.Sum256(data)
@@ -128,6 +128,17 @@ func (d *DiskStore) read(kind string) (*diskHeader, []byte, error) {
 		return &h, nil, fmt.Errorf("%w: %s: size or checksum mismatch (torn or damaged file)", ErrCorrupt, p)
 	}
 	return &h, data, nil
+}
+
+// canonicalHeader reports whether line is exactly the header write makes
+// of h. encoding/json matches member names case-insensitively and keeps the
+// last of two duplicates, so without this a header such as
+// {"version":1,…,"VERSION":9} would be read as another version than a
+// reader that keeps the first one sees; write's own output is the only
+// spelling accepted.
+func canonicalHeader(line []byte, h diskHeader) bool {
+	want, err := json.Marshal(h)
+	return err == nil && bytes.Equal(line, want)
 }
 
 // Save persists data as the document of kind, with its version and the

@@ -134,6 +134,12 @@ func TestDiskStoreCorruption(t *testing.T) {
 		{"torn header", func(b []byte) []byte { return b[:20] }, 0},
 		{"empty file", func([]byte) []byte { return nil }, 0},
 		{"foreign file", func([]byte) []byte { return []byte(`{"schema":1}` + "\n{}") }, 0},
+		{"header member in another letter case", func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"version":9`, `"VERSION":9`, 1))
+		}, 0},
+		{"duplicate header member", func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"version":9`, `"version":9,"version":2`, 1))
+		}, 0},
 		{"another kind's file", func(b []byte) []byte {
 			return []byte(strings.Replace(string(b), `"kind":"routes"`, `"kind":"authz"`, 1))
 		}, 0},

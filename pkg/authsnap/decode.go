@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
@@ -29,6 +30,9 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// shape is the members a document may have, from the Go types.
+var shape = contract.ShapeOf(reflect.TypeFor[Snapshot]())
+
 // wireSnapshot and wireKey mirror the JSON document. Keys stay raw so that
 // each one is decoded on its own and errors can name its index; times stay
 // raw so that a bad timestamp can name its member (encoding/json reports
@@ -53,12 +57,27 @@ type wireKey struct {
 // JSON object with only known members and values of the right JSON types;
 // errors are [*DecodeError]. Decode does not check meaning: call
 // [Snapshot.Validate] on the result.
+//
+// Member names are matched exactly, as the JSON Schema
+// (proto/authsnap.schema.json) reads them: a member name that appears
+// twice in one object, at any depth, is an error, and so is one that
+// differs from a known member only in letter case ("MODELS"). The error
+// names the member's path. (encoding/json alone would read
+// {"models":["a"],"MODELS":null} as a key allowed every model.)
 func Decode(data []byte) (*Snapshot, error) {
+	l, exact, syntax := contract.Exact(data, shape)
+	if !exact && !syntax {
+		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
+	}
 	var w *wireSnapshot // a pointer, so that a top-level null stays visible
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
 		return nil, jsonError(data, "", err)
+	}
+	if syntax {
+		// Exact and encoding/json disagree on the grammar: refuse.
+		return nil, &DecodeError{Msg: "malformed JSON"}
 	}
 	if rest := dec.InputOffset(); hasContent(data[rest:]) {
 		line, col := contract.Position(data, int(rest)+contract.ContentStart(data[rest:]))

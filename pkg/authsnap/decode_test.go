@@ -3,8 +3,10 @@ package authsnap_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 const (
@@ -121,12 +124,12 @@ func TestDecode(t *testing.T) {
 		{
 			name:    "unknown top-level member",
 			doc:     `{"schema": 1, "kyes": []}`,
-			wantErr: &authsnap.DecodeError{Msg: `json: unknown field "kyes"`},
+			wantErr: &authsnap.DecodeError{Path: "kyes", Line: 1, Column: 15, Msg: "unknown member"},
 		},
 		{
 			name:    "unknown key member names the index",
 			doc:     `{"keys": [{}, {"key_id": "a", "colour": "blue"}]}`,
-			wantErr: &authsnap.DecodeError{Path: "keys[1]", Msg: `json: unknown field "colour"`},
+			wantErr: &authsnap.DecodeError{Path: "keys[1].colour", Line: 1, Column: 31, Msg: "unknown member"},
 		},
 		{
 			name:    "schema of the wrong type",
@@ -321,17 +324,24 @@ func TestInvalidFixtures(t *testing.T) {
 			"keys[0].digest: must be 64 lowercase hex characters (sha256), found uppercase",
 			"keys[1].digest: must be 64 lowercase hex characters (sha256)",
 		},
-		"duplicate-key-id.json": {"keys[1].key_id: duplicate of keys[0]"},
-		"duplicate-digest.json": {"keys[1].digest: duplicate of keys[0]"},
-		"unknown-field.json":    {`keys[1]: json: unknown field "colour"`},
-		"misspelled-keys.json":  {`unknown field "kyes"`},
-		"missing-keys.json":     {"keys: required"},
-		"version-zero.json":     {"version: must be at least 1"},
-		"version-string.json":   {"version: expected a non-negative integer, got string"},
-		"bad-expiry.json":       {"keys[0].expires_at: expected an RFC 3339 timestamp string"},
-		"empty-model.json":      {"keys[0].models[1]: must be non-empty"},
-		"truncated.json":        {"line 5, column 49: unexpected end of document"},
-		"trailing-garbage.json": {"line 2, column 1: unexpected data after the document"},
+		"duplicate-key-id.json":   {"keys[1].key_id: duplicate of keys[0]"},
+		"duplicate-digest.json":   {"keys[1].digest: duplicate of keys[0]"},
+		"unknown-field.json":      {"line 6, column 123: keys[1].colour: unknown member"},
+		"misspelled-keys.json":    {"line 4, column 3: kyes: unknown member"},
+		"case-models.json":        {`line 5, column 147: keys[0].MODELS: unknown member; did you mean "models"?`},
+		"case-disabled.json":      {`line 5, column 141: keys[0].Disabled: unknown member; did you mean "disabled"?`},
+		"case-expires-at.json":    {`line 5, column 161: keys[0].Expires_At: unknown member; did you mean "expires_at"?`},
+		"kelvin-key-id.json":      {`line 5, column 6: keys[0]["\u212aey_id"]: unknown member; did you mean "key_id"?`},
+		"duplicate-disabled.json": {"line 5, column 141: keys[0].disabled: duplicate member"},
+		"duplicate-version.json":  {"line 4, column 3: version: duplicate member"},
+		"escaped-duplicate.json":  {"line 5, column 137: keys[0].models: duplicate member"},
+		"missing-keys.json":       {"keys: required"},
+		"version-zero.json":       {"version: must be at least 1"},
+		"version-string.json":     {"version: expected a non-negative integer, got string"},
+		"bad-expiry.json":         {"keys[0].expires_at: expected an RFC 3339 timestamp string"},
+		"empty-model.json":        {"keys[0].models[1]: must be non-empty"},
+		"truncated.json":          {"line 5, column 49: unexpected end of document"},
+		"trailing-garbage.json":   {"line 2, column 1: unexpected data after the document"},
 	}
 	files, err := filepath.Glob(filepath.Join(fixtures, "invalid", "*.json"))
 	if err != nil {
@@ -379,4 +389,48 @@ func decodeAndValidate(data []byte) error {
 		return err
 	}
 	return s.Validate()
+}
+
+// BenchmarkDecode measures Decode on a 10,000-key snapshot against its
+// parts: the exact member-name pass alone, and encoding/json alone.
+func BenchmarkDecode(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"schema":1,"version":7,"generated_at":"2026-11-29T10:00:00Z","keys":[`)
+	for i := range 10000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"key_id":"k_%d","tenant_id":"t_%d","digest":"%064x","models":["demo-gpt","demo-claude"],"expires_at":"2030-01-01T00:00:00Z"}`, i, i%50, i)
+	}
+	sb.WriteString(`]}`)
+	data := []byte(sb.String())
+	b.Run("Decode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := authsnap.Decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("exact-pass", func(b *testing.B) {
+		shape := contract.ShapeOf(reflect.TypeFor[authsnap.Snapshot]())
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok, _ := contract.Exact(data, shape); !ok {
+				b.Fatal("not exact")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var s authsnap.Snapshot
+			if err := json.Unmarshal(data, &s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

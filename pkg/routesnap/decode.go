@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -30,6 +31,9 @@ func (e *DecodeError) Error() string {
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
+
+// shape is the members a document may have, from the Go types.
+var shape = contract.ShapeOf(reflect.TypeFor[Snapshot]())
 
 // The wire types mirror the JSON document. Elements of arrays are pointers
 // so that a null element is visible; generated_at stays raw so that a bad
@@ -69,12 +73,24 @@ type (
 // errors are [*DecodeError]. Decode does not check meaning: call
 // [Snapshot.Validate] on the result.
 //
-// Member names are matched as encoding/json matches them (an exact match
-// first, then case-insensitively); the JSON Schema is stricter, so a
-// control plane that validates against it never depends on this.
+// Member names are matched exactly, as the JSON Schema
+// (proto/routesnap.schema.json) reads them: a member name that appears
+// twice in one object, at any depth, is an error, and so is one that
+// differs from a known member only in letter case ("BASE_URL"). The error
+// names the member's path. (encoding/json alone would match "BASE_URL" to
+// base_url and let the last duplicate win, so a document reviewed with the
+// schema could route differently on the node.)
 func Decode(data []byte) (*Snapshot, error) {
+	l, exact, syntax := contract.Exact(data, shape)
+	if !exact && !syntax {
+		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
+	}
 	var w *wireSnapshot // a pointer, so that a top-level null stays visible
 	end, err := decodeStrict(data, &w)
+	if err == nil && syntax {
+		// Exact and encoding/json disagree on the grammar: refuse.
+		return nil, &DecodeError{Msg: "malformed JSON"}
+	}
 	if err != nil {
 		// One pass over the whole document is twice as fast as decoding
 		// element by element, so that is only done to find the path of

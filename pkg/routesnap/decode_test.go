@@ -91,17 +91,17 @@ func TestDecode(t *testing.T) {
 		{
 			name:    "unknown top-level member",
 			doc:     `{"schema": 1, "verison": 2}`,
-			wantErr: &routesnap.DecodeError{Msg: `json: unknown field "verison"`},
+			wantErr: &routesnap.DecodeError{Path: "verison", Line: 1, Column: 15, Msg: "unknown member"},
 		},
 		{
 			name:    "unknown backend member names its index",
 			doc:     `{"schema": 1, "backends": [` + backendB + `, {"id": "c", "weight": 1}]}`,
-			wantErr: &routesnap.DecodeError{Path: "backends[1]", Msg: `json: unknown field "weight"`},
+			wantErr: &routesnap.DecodeError{Path: "backends[1].weight", Line: 1, Column: 158, Msg: "unknown member"},
 		},
 		{
 			name:    "unknown target member names both indices",
 			doc:     `{"models": [{"name": "a", "targets": []}, {"name": "m", "targets": [{"backend": "b"}, {"backend": "b", "wieght": 1}]}]}`,
-			wantErr: &routesnap.DecodeError{Path: "models[1].targets[1]", Msg: `json: unknown field "wieght"`},
+			wantErr: &routesnap.DecodeError{Path: "models[1].targets[1].wieght", Line: 1, Column: 104, Msg: "unknown member"},
 		},
 		{
 			name:    "wrong type names the member with indices",

@@ -59,11 +59,17 @@ func TestInvalidFixtures(t *testing.T) {
 		decode   *decodeErr          // Decode fails like this, or
 		validate []routesnap.Problem // Validate reports exactly these
 	}{
-		"truncated.json":        {decode: &decodeErr{Line: 17, Column: 18, Msg: "unexpected end of document (truncated?)"}},
-		"trailing-garbage.json": {decode: &decodeErr{Line: 2, Column: 1, Msg: "unexpected data after the document"}},
-		"unknown-field.json":    {decode: &decodeErr{Path: "models[0].targets[0]", Msg: `json: unknown field "wieght"`}},
-		"version-string.json":   {decode: &decodeErr{Path: "version", Msg: "expected a non-negative integer, got string"}},
-		"null-target.json":      {decode: &decodeErr{Path: "models[0].targets[0]", Msg: "expected an object, got null"}},
+		"truncated.json":           {decode: &decodeErr{Line: 17, Column: 18, Msg: "unexpected end of document (truncated?)"}},
+		"trailing-garbage.json":    {decode: &decodeErr{Line: 2, Column: 1, Msg: "unexpected data after the document"}},
+		"unknown-field.json":       {decode: &decodeErr{Path: "models[0].targets[0].wieght", Line: 8, Column: 65, Msg: "unknown member"}},
+		"case-base-url.json":       {decode: &decodeErr{Path: "backends[0].BASE_URL", Line: 10, Column: 7, Msg: `unknown member; did you mean "base_url"?`}},
+		"case-models.json":         {decode: &decodeErr{Path: "MODELS", Line: 29, Column: 3, Msg: `unknown member; did you mean "models"?`}},
+		"case-target-backend.json": {decode: &decodeErr{Path: "models[2].targets[0].Backend", Line: 46, Column: 11, Msg: `unknown member; did you mean "backend"?`}},
+		"long-s-schema.json":       {decode: &decodeErr{Path: `["\u017fchema"]`, Line: 2, Column: 3, Msg: `unknown member; did you mean "schema"?`}},
+		"duplicate-version.json":   {decode: &decodeErr{Path: "version", Line: 4, Column: 3, Msg: "duplicate member (each name may appear once)"}},
+		"duplicate-weight.json":    {decode: &decodeErr{Path: "models[0].targets[1].weight", Line: 34, Column: 79, Msg: "duplicate member (each name may appear once)"}},
+		"version-string.json":      {decode: &decodeErr{Path: "version", Msg: "expected a non-negative integer, got string"}},
+		"null-target.json":         {decode: &decodeErr{Path: "models[0].targets[0]", Msg: "expected an object, got null"}},
 		"bad-schema.json": {validate: []routesnap.Problem{
 			{Path: "schema", Msg: "must be 1, got 2"},
 			{Path: "version", Msg: "must be at least 1"},

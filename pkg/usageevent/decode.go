@@ -4,7 +4,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
+
+// DecodeError reports a member name [Decode] refuses: one that appears
+// twice in one object, at any depth, or one that differs from a member of
+// [Event] only in letter case.
+type DecodeError struct {
+	// Path names the offending member, such as "usage.Input_Tokens".
+	Path string
+	// Line and Column (1-based, column in bytes) locate the member name.
+	Line, Column int
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *DecodeError) Error() string {
+	return contract.Located{Path: e.Path, Line: e.Line, Column: e.Column, Msg: e.Msg}.Text("usageevent: decode: ")
+}
+
+// shape is the members an event has; others are allowed (a later node may
+// add them), but not in another letter case.
+var shape = contract.ShapeOf(reflect.TypeFor[Event]()).Open()
 
 // ErrUnsupportedSchema means the document's schema member is not [Schema].
 // A consumer should set such an event aside rather than drop it: it comes
@@ -14,7 +37,14 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 // Decode reads one event as published by a node and validates it.
 //
 // Unknown members are ignored, so a consumer built with this package keeps
-// working when a later node adds members (proto/VERSIONING.md). A document
+// working when a later node adds members (proto/VERSIONING.md). Member
+// names are otherwise matched exactly, as the JSON Schema reads them: a
+// name that appears twice in one object, at any depth (provider_usage
+// included), or that differs from a member of [Event] only in letter case
+// ("Tenant_ID") returns a [*DecodeError] naming the member, before anything
+// else is checked. (encoding/json alone would read the last duplicate and
+// match names case-insensitively, so a consumer would count what a schema
+// validator of the same document does not.) Otherwise, a document
 // whose schema is not [Schema] returns an error wrapping
 // [ErrUnsupportedSchema] before anything else is checked. Malformed JSON and
 // members of the wrong JSON type return the encoding/json error, wrapped; an
@@ -23,6 +53,9 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 //
 // A provider_usage of null decodes to a nil ProviderUsage.
 func Decode(data []byte) (*Event, error) {
+	if l, ok, syntax := contract.Exact(data, shape); !ok && !syntax {
+		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
+	}
 	var head *struct { // a pointer, so that a top-level null stays visible
 		Schema *json.RawMessage `json:"schema"`
 	}

@@ -137,7 +137,11 @@ func TestDecode(t *testing.T) {
 		{name: "trailing data", data: append(bytes.Clone(valid), " {}"...), wantErr: func(err error) bool { return errors.As(err, &syntax) }},
 		{name: "not an object", data: []byte(`[1]`), wantErr: func(err error) bool { return errors.As(err, &typ) }},
 		{name: "null", data: []byte(`null`), wantErr: func(err error) bool { return err != nil && !errors.Is(err, usageevent.ErrUnsupportedSchema) }},
-		{name: "wrong type", data: withMember(`"attempt":"1"`), wantErr: func(err error) bool { return errors.As(err, &typ) }},
+		{name: "wrong type", data: bytes.Replace(valid, []byte(`"attempt":1`), []byte(`"attempt":"1"`), 1), wantErr: func(err error) bool { return errors.As(err, &typ) }},
+		{name: "duplicate member", data: withMember(`"tenant_id":"t_other"`), wantErr: isDecodeError("tenant_id", "duplicate member (each name may appear once)")},
+		{name: "member in another letter case", data: withMember(`"Tenant_ID":"t_other"`), wantErr: isDecodeError("Tenant_ID", `unknown member; did you mean "tenant_id"?`)},
+		{name: "duplicate inside provider_usage", data: bytes.Replace(valid, []byte(`"provider_usage":{`), []byte(`"provider_usage":{"x":1,"x":2,`), 1), wantErr: isDecodeError("provider_usage.x", "duplicate member (each name may appear once)")},
+		{name: "usage member in another letter case", data: bytes.Replace(valid, []byte(`"usage":{`), []byte(`"usage":{"INPUT_TOKENS":0,`), 1), wantErr: isDecodeError("usage.INPUT_TOKENS", `unknown member; did you mean "input_tokens"?`)},
 		{name: "invalid meaning", data: bytes.Replace(valid, []byte(`"authoritative":false`), []byte(`"authoritative":true`), 1), wantErr: func(err error) bool { return errors.As(err, &invalid) }},
 	}
 	for _, tc := range tests {
@@ -156,6 +160,13 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode = %v, %v; not the error expected", e, err)
 			}
 		})
+	}
+}
+
+func isDecodeError(path, msg string) func(error) bool {
+	return func(err error) bool {
+		var de *usageevent.DecodeError
+		return errors.As(err, &de) && de.Path == path && de.Msg == msg && de.Line == 1 && de.Column > 1
 	}
 }
 
