@@ -125,7 +125,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			signal.Stop(sigs)
 		}
 	}()
-	if err := app.Run(ctx, cfg, app.Options{Logger: log, BaseDir: filepath.Dir(path)}); err != nil {
+	if err := app.Run(ctx, cfg, app.Options{Logger: log, BaseDir: filepath.Dir(path), Version: version}); err != nil {
 		log.Error("node failed to start", "error", err)
 		return 1
 	}

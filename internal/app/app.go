@@ -56,6 +56,8 @@ type Options struct {
 	// Listening, if set, is called once both listeners are open, with their
 	// actual addresses (tests listen on port 0).
 	Listening func(api, health net.Addr)
+	// Version is the build version scootgate_build_info reports; "" = "dev".
+	Version string
 }
 
 // Run serves until ctx is cancelled, then drains and returns. It returns
@@ -102,7 +104,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{})}
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
 	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
 	var holder routes.Holder
 
@@ -162,7 +164,16 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		NodeID:          cfg.NodeID,
 		Observer:        n.metrics,
 	}
-	n.metrics.RegisterBackends(metrics.RegistryBackends(reg))
+	// The gauges follow the definition the table in use routes to, not
+	// every state the registry still holds for an id.
+	n.metrics.RegisterBackends(metrics.RegistryBackends(reg, func(id upstream.Identity) bool {
+		t := holder.Load()
+		return t != nil && t.Uses(id)
+	}))
+	n.metrics.RegisterHealth(func() bool { return n.health.Ready().Ready }, n.health.Draining)
+	for _, p := range cfg.Egress.Proxies {
+		n.metrics.InitEgress(p.Name)
+	}
 	if cfg.Usage.Enabled {
 		n.openOutbox()
 		if n.outbox != nil {
@@ -178,10 +189,12 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		}
 	}
 	handler := proxy.New(popts)
+	limited := limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
+	n.metrics.RegisterClient(limited.stats)
 	n.api = &http.Server{
 		// framing.go: close after chunked bodies (smuggling guard);
 		// limit.go: a fast 503 beyond limits.max_concurrent_requests.
-		Handler:           closeAfterChunked(limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)),
+		Handler:           closeAfterChunked(limited),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431

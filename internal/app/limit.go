@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/metrics"
 )
 
 // concurrencyLimit caps the requests in flight on the API listener,
@@ -25,6 +26,7 @@ type concurrencyLimit struct {
 	refusal *apierr.Error // the answer beyond the cap; Retry-After: 1
 
 	inflight atomic.Int64
+	refused  atomic.Uint64
 }
 
 func limitConcurrency(next http.Handler, max int, log *slog.Logger) *concurrencyLimit {
@@ -37,6 +39,7 @@ func limitConcurrency(next http.Handler, max int, log *slog.Logger) *concurrency
 func (l *concurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l.inflight.Add(1) > l.max {
 		l.inflight.Add(-1)
+		l.refused.Add(1)
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid) // SPEC §11 "Headers": always our own id
 		l.log.Debug("request refused: concurrent request limit", "request_id", rid, "limit", l.max)
@@ -45,6 +48,12 @@ func (l *concurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.inflight.Add(-1)
 	l.next.ServeHTTP(w, r)
+}
+
+// stats reports the limit for scootgate_client_*. In-flight counts the
+// requests being served; a refused one is never counted in it.
+func (l *concurrencyLimit) stats() metrics.ClientStats {
+	return metrics.ClientStats{InFlight: min(max(0, l.inflight.Load()), l.max), Limit: int(l.max), Refused: l.refused.Load()}
 }
 
 // shapeFor picks the error shape as the proxy does for requests it has not

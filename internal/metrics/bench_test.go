@@ -78,7 +78,7 @@ func BenchmarkScrape(b *testing.B) {
 	for i := range 100 {
 		reg.Get(identity("backend-"+strconv.Itoa(i), 8))
 	}
-	m.RegisterBackends(metrics.RegistryBackends(reg))
+	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
 	for _, k := range []string{metrics.SnapshotAuthz, metrics.SnapshotRoutes} {
 		m.RegisterSnapshot(k, func() snapshot.Status { return snapshot.Status{Version: 1} })
 	}

@@ -43,6 +43,8 @@
 //	stage       proxy_dial, proxy_auth, proxy_tls, target, provider_tls
 //	            (egress.Stage), unknown
 //	kind        authz, routes
+//	version, revision, goversion
+//	            1-128 of [A-Za-z0-9._+-]; "invalid" otherwise
 //	reason      full, queue, failing, closed
 //	result      recorded, dropped, oversize, invalid
 //
@@ -65,6 +67,20 @@
 //	    Dials that failed before any request byte (egress.NotSentError).
 //	    proxy_dial, proxy_auth and proxy_tls are egress faults; target and
 //	    provider_tls are the backend's (SPEC §11).
+//
+// # Node
+//
+//	scootgate_build_info{version,revision,goversion}    gauge    always 1; the running build (-X main.version,
+//	                                                             the VCS revision Go embedded, the Go version)
+//	scootgate_ready                                     gauge    1 when /readyz answers 200
+//	scootgate_draining                                  gauge    1 from the start of the drain to exit
+//	scootgate_client_inflight                           gauge    client requests in flight on the API listener
+//	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests, to compare with it
+//	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit
+//
+// scootgate_egress_errors_total exists at 0 for every stage of every
+// configured proxy from the start ([Metrics.InitEgress]), so an alert on
+// its rate sees 0 rather than no data.
 //
 // # Backends (read from upstream.Registry at scrape time)
 //
@@ -125,9 +141,11 @@
 // backend, until the app calls [Metrics.ForgetBackend]. The scrape-time
 // backend gauges follow the upstream registry, which prunes on its own.
 //
-// When a backend is redefined while requests on its old definition are in
-// flight, the registry briefly holds two states with one id; the gauges
-// merge them (see [Metrics.RegisterBackends]).
+// When a backend is redefined (a new base URL, credential or cap under
+// the same id), the registry holds the old state too while requests
+// pinned to the old table run, and until the next swap prunes it. The
+// gauges show the definition the current table uses; only in-flight adds
+// the old state's requests (see [Metrics.RegisterBackends]).
 //
 // Counters read from Stats functions restart at zero with the process,
 // like every Prometheus counter; rate() handles it.

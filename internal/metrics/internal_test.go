@@ -21,9 +21,12 @@ import (
 func TestStateCollectorPedantic(t *testing.T) {
 	c := newStateCollector(clock.NewFake(time.Time{}))
 	c.set(func(s *sources) {
-		s.backends = func(yield func(string, upstream.View) bool) {
-			_ = yield("a", upstream.View{Cap: 1, BreakerState: breaker.Open}) && yield("a", upstream.View{Cap: 2})
+		s.backends = func(yield func(Backend) bool) {
+			_ = yield(Backend{"a", upstream.View{Cap: 1, BreakerState: breaker.Open}, true}) &&
+				yield(Backend{"a", upstream.View{Cap: 2, InFlight: 1}, false})
 		}
+		s.health = &healthSource{func() bool { return true }, func() bool { return false }}
+		s.client = func() ClientStats { return ClientStats{InFlight: 1, Limit: 2} }
 		s.snapshots = []snapshotSource{{SnapshotAuthz, func() snapshot.Status { return snapshot.Status{Version: 1} }}}
 		s.outbox = func() outbox.Stats { return outbox.Stats{Depth: 1} }
 		s.mqtt = func() MQTTStats { return MQTTStats{Connected: true} }
@@ -35,9 +38,10 @@ func TestStateCollectorPedantic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 7 backend + 4 snapshot (no age: never reached) + 12 outbox + 7 MQTT + 4 usage
-	if n != 34 {
-		t.Errorf("series = %d, want 34", n)
+	// 7 backend + 4 snapshot (no age: never reached) + 12 outbox + 7 MQTT
+	// + 4 usage + 2 health + 3 client
+	if n != 39 {
+		t.Errorf("series = %d, want 39", n)
 	}
 }
 

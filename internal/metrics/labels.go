@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -140,6 +141,31 @@ func idLabel(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return labelInvalid
+		}
+	}
+	return s
+}
+
+// sortedValues returns the values of a closed set in order.
+func sortedValues(set map[string]string) []string {
+	out := make([]string, 0, len(set))
+	for _, v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// versionLabel returns s when it looks like a version, a VCS revision or
+// a Go version (1-128 of [A-Za-z0-9._+-]), else "invalid".
+func versionLabel(s string) string {
+	if s == "" || len(s) > 128 {
+		return labelInvalid
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '+') {
 			return labelInvalid
 		}
 	}

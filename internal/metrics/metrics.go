@@ -3,6 +3,8 @@ package metrics
 import (
 	"iter"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,9 @@ type Options struct {
 	// Clock reads "now" for ages computed at scrape time (snapshot age).
 	// Nil means clock.Real; give it the clock the snapshot pollers use.
 	Clock clock.Clock
+	// Version is the build version exported by scootgate_build_info
+	// (the binary's -X main.version); "" means "dev".
+	Version string
 	// NoRuntime leaves out the Go runtime and process collectors (go_*,
 	// process_*), for tests that compare whole expositions.
 	NoRuntime bool
@@ -98,7 +103,7 @@ func New(o Options) *Metrics {
 		}
 	}
 	m.state = newStateCollector(m.clock)
-	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.state)
+	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.state, buildInfo(o.Version))
 	if !o.NoRuntime {
 		m.reg.MustRegister(
 			collectors.NewGoCollector(),
@@ -174,6 +179,71 @@ func (m *Metrics) ObserveEgressError(proxy, stage string) {
 	m.egressErrors.WithLabelValues(idLabel(proxy), closedLabel(m.stages, stage)).Inc()
 }
 
+// InitEgress creates the scootgate_egress_errors_total series of every
+// stage of each named proxy at 0, so that an alert on their rate sees 0
+// from the start, not "no data" until the first failure. Call it once
+// with the configured proxy names.
+func (m *Metrics) InitEgress(proxies ...string) {
+	if m == nil {
+		return
+	}
+	for _, p := range proxies {
+		for _, st := range sortedValues(m.stages) {
+			m.egressErrors.WithLabelValues(idLabel(p), st)
+		}
+	}
+}
+
+// buildInfo is scootgate_build_info: always 1, the build in its labels.
+func buildInfo(version string) prometheus.Collector {
+	if version == "" {
+		version = "dev"
+	}
+	revision := labelUnknown
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "scootgate_build_info",
+		Help: "Always 1; the labels name the running build: version, VCS revision, Go version.",
+		ConstLabels: prometheus.Labels{
+			"version": versionLabel(version), "revision": versionLabel(revision), "goversion": versionLabel(runtime.Version()),
+		},
+	})
+	g.Set(1)
+	return g
+}
+
+// RegisterHealth sets the source of scootgate_ready and
+// scootgate_draining: ready reports what /readyz would answer, draining
+// whether the drain has begun.
+func (m *Metrics) RegisterHealth(ready, draining func() bool) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.health = &healthSource{ready, draining} })
+}
+
+// ClientStats is the API listener's concurrency limit as
+// scootgate_client_* exports it.
+type ClientStats struct {
+	InFlight int64  // client requests being served now
+	Limit    int    // limits.max_concurrent_requests
+	Refused  uint64 // requests answered 503 at once at the limit
+}
+
+// RegisterClient sets the source of the scootgate_client_* metrics.
+func (m *Metrics) RegisterClient(stats func() ClientStats) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.client = stats })
+}
+
 // ForgetBackend drops the request-path series of a backend id (attempts
 // and TTFB), so ids that a route snapshot removed do not stay exported
 // for the life of the process. Call it when no table routes to the id any
@@ -188,14 +258,33 @@ func (m *Metrics) ForgetBackend(id string) {
 	m.ttfb.DeleteLabelValues(b)
 }
 
+// Backend is one tracked backend state, as the scootgate_backend_*
+// gauges read it.
+type Backend struct {
+	ID   string // the backend id from config or the route snapshot
+	View upstream.View
+	// Current is true when the routing table in use routes to this state.
+	// A redefined backend (new base URL, credential or cap under the same
+	// id) gets a new state; the old one is kept, not current, while
+	// requests pinned to the previous table still hold slots in it.
+	Current bool
+}
+
 // RegisterBackends sets the source of the scootgate_backend_* gauges: at
-// each scrape, backends is ranged over and yields every tracked backend's
-// id and View. Use RegistryBackends for an *upstream.Registry. Several
-// entries with one id (a redefined backend whose old state still has
-// requests in flight) are merged: in-flight and capacity add up, the TTFB
-// estimate is the largest, the flags are set when any entry's is, and the
+// each scrape, backends is ranged over and yields every tracked backend
+// state. Use RegistryBackends for an *upstream.Registry.
+//
+// The gauges of an id describe its current state: capacity, TTFB
+// estimate, breaker, flags and slow start are that state's, and in-flight
+// adds the requests still running on retiring states of the id (they load
+// the provider too, so in-flight can exceed capacity for a while after a
+// redefinition). Idle states the table no longer uses are left out. An id
+// with no current state but requests in flight (a removed backend) stays
+// exported from its retiring states until they finish. Several states of
+// one kind with one id are merged: in-flight adds up, capacity and the
+// TTFB estimate are the largest, a flag is set when any state's is, the
 // breaker state is the worst (open, then half-open, then closed).
-func (m *Metrics) RegisterBackends(backends iter.Seq2[string, upstream.View]) {
+func (m *Metrics) RegisterBackends(backends iter.Seq[Backend]) {
 	if m == nil {
 		return
 	}
@@ -203,10 +292,13 @@ func (m *Metrics) RegisterBackends(backends iter.Seq2[string, upstream.View]) {
 }
 
 // RegistryBackends adapts an upstream.Registry for RegisterBackends.
-func RegistryBackends(r *upstream.Registry) iter.Seq2[string, upstream.View] {
-	return func(yield func(string, upstream.View) bool) {
+// current reports whether the routing table in use routes to an identity
+// (routes.Table.Uses of the table loaded at scrape time); nil counts every
+// state as current.
+func RegistryBackends(r *upstream.Registry, current func(upstream.Identity) bool) iter.Seq[Backend] {
+	return func(yield func(Backend) bool) {
 		for id, st := range r.All() {
-			if !yield(id.ID, st.View()) {
+			if !yield(Backend{ID: id.ID, View: st.View(), Current: current == nil || current(id)}) {
 				return
 			}
 		}

@@ -28,7 +28,7 @@ var canaries = []string{"sk-canary", "://", "secret-body"}
 func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Time{})
-	m := metrics.New(metrics.Options{Clock: clk})
+	m := metrics.New(metrics.Options{Clock: clk, Version: "1.2.3 sk-canary"})
 
 	for _, ep := range []string{metrics.EndpointChatCompletions, metrics.EndpointMessages, metrics.EndpointModels, "/v1/messages?key=sk-canary"} {
 		for _, st := range []string{"definitely_not_sent", "possibly_sent", "response_received", "", "Bearer sk-canary-key"} {
@@ -55,7 +55,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	st2 := reg.Get(identity("anthropic-b", 1))
 	mustAcquire(t, st2)
 	st2.Finish(upstream.Result{Outcome: upstream.TransportFailure})
-	m.RegisterBackends(metrics.RegistryBackends(reg))
+	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
 
 	m.RegisterSnapshot(metrics.SnapshotAuthz, func() snapshot.Status {
 		return snapshot.Status{
@@ -72,6 +72,9 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	})
 	m.RegisterMQTT(func() metrics.MQTTStats { return metrics.MQTTStats{Connected: true, Published: 1, Acked: 1} })
 	m.RegisterUsage(func() usage.RecorderStats { return usage.RecorderStats{Recorded: 1} })
+	m.RegisterHealth(func() bool { return true }, func() bool { return false })
+	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })
+	m.InitEgress("socks-2", "http://sk-canary@proxy")
 	return m, clk
 }
 
@@ -118,6 +121,8 @@ func TestLabelSetsClosed(t *testing.T) {
 		"le":         nil, // histogram buckets: numbers
 	}
 	ids := map[string]bool{"backend": true, "proxy": true, "kind": true}
+	versions := map[string]bool{"version": true, "revision": true, "goversion": true}
+	versionShape := regexp.MustCompile(`^[A-Za-z0-9._+-]{1,128}$`)
 	code := regexp.MustCompile(`^([1-5][0-9][0-9]|unknown)$`)
 
 	mfs, err := m.Gatherer().Gather()
@@ -141,6 +146,10 @@ func TestLabelSetsClosed(t *testing.T) {
 				case ids[name]:
 					if !idShape.MatchString(val) {
 						t.Errorf("%s: %s=%q is not id-shaped", mf.GetName(), name, val)
+					}
+				case versions[name]:
+					if !versionShape.MatchString(val) {
+						t.Errorf("%s: %s=%q is not version-shaped", mf.GetName(), name, val)
 					}
 				case closed:
 					if set != nil && !slices.Contains(set, val) {

@@ -23,12 +23,16 @@ const (
 
 // sources are the functions the state collector calls at scrape time.
 type sources struct {
-	backends  iter.Seq2[string, upstream.View]
+	backends  iter.Seq[Backend]
 	snapshots []snapshotSource
 	outbox    func() outbox.Stats
 	mqtt      func() MQTTStats
 	usage     func() usage.RecorderStats
+	health    *healthSource
+	client    func() ClientStats
 }
+
+type healthSource struct{ ready, draining func() bool }
 
 type snapshotSource struct {
 	kind   string
@@ -79,6 +83,10 @@ type stateDescs struct {
 	mqttConnectFailures, mqttOversize, mqttInFlight *prometheus.Desc
 
 	usageEvents *prometheus.Desc
+
+	ready, draining *prometheus.Desc
+
+	clientInFlight, clientLimit, clientRefused *prometheus.Desc
 }
 
 func newStateDescs() stateDescs {
@@ -116,6 +124,13 @@ func newStateDescs() stateDescs {
 		mqttInFlight:        newDesc("scootgate_mqtt_inflight", "Publishes awaiting their PUBACK."),
 
 		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid.", "result"),
+
+		ready:    newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
+		draining: newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
+
+		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
+		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once."),
+		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
 	}
 }
 
@@ -129,6 +144,8 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents,
+		d.ready, d.draining,
+		d.clientInFlight, d.clientLimit, d.clientRefused,
 	}
 }
 
@@ -168,15 +185,47 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(d, st.Oversize, "oversize")
 		e.counter(d, st.Invalid, "invalid")
 	}
+	if h := src.health; h != nil {
+		e.gauge(c.d.ready, boolValue(h.ready()))
+		e.gauge(c.d.draining, boolValue(h.draining()))
+	}
+	if src.client != nil {
+		st := src.client()
+		e.gauge(c.d.clientInFlight, float64(st.InFlight))
+		e.gauge(c.d.clientLimit, float64(st.Limit))
+		e.counter(c.d.clientRefused, st.Refused)
+	}
 }
 
-// backendState is one backend id's merged View.
+// backendState is one backend id's exported values, merged from one or
+// more tracked states.
 type backendState struct {
+	n                  int // states merged in
 	inflight, capacity int64
 	ttfb               float64
 	breaker            breaker.State
 	disabled, cooling  bool
 	slowStart          float64
+}
+
+// add merges v: in-flight adds up, capacity and the TTFB estimate are the
+// largest, a flag is set when any state's is, the breaker state is the
+// worst (open, then half-open, then closed) and the slow-start ratio the
+// lowest.
+func (b *backendState) add(v upstream.View) {
+	if b.n == 0 {
+		b.breaker, b.slowStart = v.BreakerState, v.SlowStart
+	}
+	b.n++
+	b.inflight += v.InFlight
+	b.capacity = max(b.capacity, v.Cap)
+	b.ttfb = max(b.ttfb, v.EWMA.Seconds())
+	if breakerRank(v.BreakerState) > breakerRank(b.breaker) {
+		b.breaker = v.BreakerState
+	}
+	b.disabled = b.disabled || v.Disabled
+	b.cooling = b.cooling || !v.CooldownUntil.IsZero()
+	b.slowStart = min(b.slowStart, v.SlowStart)
 }
 
 // breakerRank orders breaker states from best to worst for merging.
@@ -200,26 +249,45 @@ func breakerValue(s breaker.State) float64 {
 	return breakerClosed
 }
 
-func (c *stateCollector) collectBackends(e emitter, src sources) {
-	merged := map[string]*backendState{}
-	for id, v := range src.backends {
-		id = idLabel(id)
-		b, ok := merged[id]
-		if !ok {
-			b = &backendState{breaker: v.BreakerState, slowStart: v.SlowStart}
-			merged[id] = b
+// mergeBackends folds the tracked states into one set of values per id,
+// as RegisterBackends documents. Per id it keeps the current states and
+// the retiring ones (not current, requests still in flight) apart: the
+// values come from the current ones when there are any, and in-flight
+// adds the retiring ones' requests. An idle state that the table does not
+// use is left out; it only waits for the registry's next prune.
+func mergeBackends(backends iter.Seq[Backend]) map[string]*backendState {
+	type pair struct{ current, retiring backendState }
+	byID := map[string]*pair{}
+	for be := range backends {
+		if !be.Current && be.View.InFlight == 0 {
+			continue
 		}
-		b.inflight += v.InFlight
-		b.capacity += v.Cap
-		b.ttfb = max(b.ttfb, v.EWMA.Seconds())
-		if breakerRank(v.BreakerState) > breakerRank(b.breaker) {
-			b.breaker = v.BreakerState
+		id := idLabel(be.ID)
+		p := byID[id]
+		if p == nil {
+			p = &pair{}
+			byID[id] = p
 		}
-		b.disabled = b.disabled || v.Disabled
-		b.cooling = b.cooling || !v.CooldownUntil.IsZero()
-		b.slowStart = min(b.slowStart, v.SlowStart)
+		if be.Current {
+			p.current.add(be.View)
+		} else {
+			p.retiring.add(be.View)
+		}
 	}
-	for id, b := range merged {
+	out := make(map[string]*backendState, len(byID))
+	for id, p := range byID {
+		b := &p.retiring
+		if p.current.n > 0 {
+			b = &p.current
+			b.inflight += p.retiring.inflight
+		}
+		out[id] = b
+	}
+	return out
+}
+
+func (c *stateCollector) collectBackends(e emitter, src sources) {
+	for id, b := range mergeBackends(src.backends) {
 		e.gauge(c.d.backendInFlight, float64(b.inflight), id)
 		e.gauge(c.d.backendCapacity, float64(b.capacity), id)
 		e.gauge(c.d.backendTTFB, b.ttfb, id)

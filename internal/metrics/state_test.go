@@ -4,6 +4,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func TestBackendsFromRegistry(t *testing.T) {
 	cooling.Finish(upstream.Result{Outcome: upstream.RateLimited, RetryAfter: 10 * time.Second})
 
 	m := newMetrics(t)
-	m.RegisterBackends(metrics.RegistryBackends(reg))
+	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
 	compare(t, m, `
 # HELP scootgate_backend_breaker_state Circuit breaker state: 0 closed, 1 open, 2 half-open.
 # TYPE scootgate_backend_breaker_state gauge
@@ -142,7 +143,7 @@ func TestBackendSlowStart(t *testing.T) {
 	reg := newRegistry(clock.NewFake(time.Time{}), true)
 	reg.Get(identity("new", 1))
 	m := newMetrics(t)
-	m.RegisterBackends(metrics.RegistryBackends(reg))
+	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
 	compare(t, m, `
 # HELP scootgate_backend_slow_start_ratio Slow-start ramp applied to the backend's weight, 0.1 to 1.
 # TYPE scootgate_backend_slow_start_ratio gauge
@@ -151,79 +152,74 @@ scootgate_backend_slow_start_ratio{backend="new"} 0.1
 }
 
 // views is a backend source from a fixed list, possibly with repeated ids.
-type views []struct {
-	id string
-	v  upstream.View
-}
+type views []metrics.Backend
 
-func (vs views) seq() iter.Seq2[string, upstream.View] {
-	return func(yield func(string, upstream.View) bool) {
-		for _, e := range vs {
-			if !yield(e.id, e.v) {
-				return
-			}
-		}
-	}
-}
+func (vs views) seq() iter.Seq[metrics.Backend] { return slices.Values(vs) }
 
-// TestBackendsMerge: two states with one id (a redefined backend whose
-// old state still has requests in flight) become one series each,
-// merged as RegisterBackends documents; a gather with duplicates would
-// fail outright.
+// TestBackendsMerge: several states with one id become one series each,
+// as RegisterBackends documents; a gather with duplicates would fail
+// outright. A current state gives the values and retiring ones add their
+// in-flight requests; an id with no current state is merged from its busy
+// retiring states; idle retiring states are left out.
 func TestBackendsMerge(t *testing.T) {
 	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := newMetrics(t)
 	m.RegisterBackends(views{
-		{"dup", upstream.View{InFlight: 3, Cap: 4, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
-		{"dup", upstream.View{InFlight: 1, Cap: 8, EWMA: time.Second, SlowStart: 0.25, BreakerState: breaker.Closed, Disabled: true, CooldownUntil: until}},
-		{"half", upstream.View{Cap: 1, EWMA: time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
-		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.HalfOpen}},
-		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Open}},
-		{"worst", upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Closed}},
-		{"https://x.example/sk-canary", upstream.View{Cap: 1, SlowStart: 1}},
+		// redefined: the retiring state's 3 requests still count
+		{ID: "redef", View: upstream.View{InFlight: 3, Cap: 64, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.Open, Disabled: true}},
+		{ID: "redef", View: upstream.View{InFlight: 1, Cap: 32, EWMA: time.Second, SlowStart: 0.5, BreakerState: breaker.Closed}, Current: true},
+		{ID: "redef", View: upstream.View{Cap: 16, EWMA: 9 * time.Second, SlowStart: 1, BreakerState: breaker.Open}},
+		// removed from the table, two definitions still busy
+		{ID: "gone", View: upstream.View{InFlight: 3, Cap: 4, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
+		{ID: "gone", View: upstream.View{InFlight: 1, Cap: 8, EWMA: time.Second, SlowStart: 0.25, BreakerState: breaker.Closed, Disabled: true, CooldownUntil: until}},
+		// removed and idle: not exported
+		{ID: "idle", View: upstream.View{Cap: 4, SlowStart: 1}},
+		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.HalfOpen}, Current: true},
+		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Open}, Current: true},
+		{ID: "https://x.example/sk-canary", View: upstream.View{Cap: 1, SlowStart: 1}, Current: true},
 	}.seq())
 	compare(t, m, `
 # HELP scootgate_backend_breaker_state Circuit breaker state: 0 closed, 1 open, 2 half-open.
 # TYPE scootgate_backend_breaker_state gauge
-scootgate_backend_breaker_state{backend="dup"} 2
-scootgate_backend_breaker_state{backend="half"} 2
+scootgate_backend_breaker_state{backend="gone"} 2
 scootgate_backend_breaker_state{backend="invalid"} 0
+scootgate_backend_breaker_state{backend="redef"} 0
 scootgate_backend_breaker_state{backend="worst"} 1
 # HELP scootgate_backend_capacity The backend's max_inflight_per_node (hard cap).
 # TYPE scootgate_backend_capacity gauge
-scootgate_backend_capacity{backend="dup"} 12
-scootgate_backend_capacity{backend="half"} 1
+scootgate_backend_capacity{backend="gone"} 8
 scootgate_backend_capacity{backend="invalid"} 1
-scootgate_backend_capacity{backend="worst"} 3
+scootgate_backend_capacity{backend="redef"} 32
+scootgate_backend_capacity{backend="worst"} 1
 # HELP scootgate_backend_cooling 1 when the backend is in a 429 or quota cooldown.
 # TYPE scootgate_backend_cooling gauge
-scootgate_backend_cooling{backend="dup"} 1
-scootgate_backend_cooling{backend="half"} 0
+scootgate_backend_cooling{backend="gone"} 1
 scootgate_backend_cooling{backend="invalid"} 0
+scootgate_backend_cooling{backend="redef"} 0
 scootgate_backend_cooling{backend="worst"} 0
 # HELP scootgate_backend_disabled 1 when the backend is disabled after a provider 401/403.
 # TYPE scootgate_backend_disabled gauge
-scootgate_backend_disabled{backend="dup"} 1
-scootgate_backend_disabled{backend="half"} 0
+scootgate_backend_disabled{backend="gone"} 1
 scootgate_backend_disabled{backend="invalid"} 0
+scootgate_backend_disabled{backend="redef"} 0
 scootgate_backend_disabled{backend="worst"} 0
 # HELP scootgate_backend_inflight Requests in flight to the backend from this node.
 # TYPE scootgate_backend_inflight gauge
-scootgate_backend_inflight{backend="dup"} 4
-scootgate_backend_inflight{backend="half"} 0
+scootgate_backend_inflight{backend="gone"} 4
 scootgate_backend_inflight{backend="invalid"} 0
+scootgate_backend_inflight{backend="redef"} 4
 scootgate_backend_inflight{backend="worst"} 0
 # HELP scootgate_backend_slow_start_ratio Slow-start ramp applied to the backend's weight, 0.1 to 1.
 # TYPE scootgate_backend_slow_start_ratio gauge
-scootgate_backend_slow_start_ratio{backend="dup"} 0.25
-scootgate_backend_slow_start_ratio{backend="half"} 1
+scootgate_backend_slow_start_ratio{backend="gone"} 0.25
 scootgate_backend_slow_start_ratio{backend="invalid"} 1
+scootgate_backend_slow_start_ratio{backend="redef"} 0.5
 scootgate_backend_slow_start_ratio{backend="worst"} 1
 # HELP scootgate_backend_ttfb_estimate_seconds The balancer's peak-EWMA time-to-first-byte estimate for the backend.
 # TYPE scootgate_backend_ttfb_estimate_seconds gauge
-scootgate_backend_ttfb_estimate_seconds{backend="dup"} 2
-scootgate_backend_ttfb_estimate_seconds{backend="half"} 1
+scootgate_backend_ttfb_estimate_seconds{backend="gone"} 2
 scootgate_backend_ttfb_estimate_seconds{backend="invalid"} 0
+scootgate_backend_ttfb_estimate_seconds{backend="redef"} 1
 scootgate_backend_ttfb_estimate_seconds{backend="worst"} 0
 `, "scootgate_backend_breaker_state", "scootgate_backend_capacity", "scootgate_backend_cooling",
 		"scootgate_backend_disabled", "scootgate_backend_inflight", "scootgate_backend_slow_start_ratio",
@@ -389,7 +385,11 @@ func TestUnregisteredSourcesAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if len(mf.GetMetric()) > 0 && mf.GetName() != "scootgate_request_duration_seconds" {
+		switch mf.GetName() {
+		case "scootgate_request_duration_seconds", "scootgate_build_info":
+			continue // pre-resolved series; the build is always known
+		}
+		if len(mf.GetMetric()) > 0 {
 			t.Errorf("family %s exported with no source or observation", mf.GetName())
 		}
 	}

@@ -1,0 +1,103 @@
+package app
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/devstack/broker"
+)
+
+// requireTool returns the path of a Debian tool the test runs, skipping
+// loudly when it is absent, unless SCOOTGATE_REQUIRE_DAEMONS=1 (CI, where
+// .ci/run installs it), where absence fails.
+func requireTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := name + " is not installed (Debian package " + pkg + "; scripts/ci-tools.sh installs it)"
+	if os.Getenv("SCOOTGATE_REQUIRE_DAEMONS") == "1" {
+		t.Fatal("SCOOTGATE_REQUIRE_DAEMONS=1 but " + msg)
+	}
+	t.Skip("SKIPPING: " + msg)
+	return ""
+}
+
+// observedStack is a node with usage events on and delivered to an
+// embedded MQTT broker, after one successful request and one refused
+// one: every metric family the node has is in its exposition.
+func observedStack(t *testing.T) (*stack, string) {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	s := startStack(t, stackOptions{extraTOML: "[mqtt]\nbroker = \"tcp://" + b.Addr() + "\"\ntopic = \"test/usage\"\n"})
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer("sk-canary-unknown"), chat); r.status != 401 {
+		t.Fatalf("status %d", r.status)
+	}
+	return s, s.scrapeMetrics()
+}
+
+func (s *stack) scrapeMetrics() string {
+	s.t.Helper()
+	resp, err := http.Get(s.health + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		s.t.Fatalf("scrape: %d %v", resp.StatusCode, err)
+	}
+	return string(body)
+}
+
+// TestNodeMetrics: the node-level families are there from the start:
+// build, readiness, the client limit, and the egress error series of the
+// configured proxy at 0.
+func TestNodeMetrics(t *testing.T) {
+	_, text := observedStack(t)
+	for _, want := range []string{
+		`scootgate_build_info{goversion="go`,
+		"scootgate_ready 1\n",
+		"scootgate_draining 0\n",
+		"scootgate_client_inflight 0\n",
+		"scootgate_client_max_concurrent_requests ",
+		"scootgate_client_refused_total 0\n",
+		`scootgate_egress_errors_total{proxy="test-socks",stage="proxy_dial"} 0`,
+		`scootgate_egress_errors_total{proxy="test-socks",stage="provider_tls"} 0`,
+		"scootgate_mqtt_connected ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestPromtoolCheckMetrics runs Prometheus' own linter over a real
+// node's exposition.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool := requireTool(t, "promtool", "prometheus")
+	_, text := observedStack(t)
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
+	}
+	if s := strings.TrimSpace(out.String()); s != "" {
+		t.Errorf("promtool check metrics: %s", s)
+	}
+}

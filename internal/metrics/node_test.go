@@ -1,0 +1,94 @@
+package metrics_test
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/metrics"
+)
+
+// TestInitEgress: every stage of every configured proxy is exported at 0
+// before any failure, so an alert on rate(...) sees 0, not "no data"; a
+// later failure counts on the same series.
+func TestInitEgress(t *testing.T) {
+	m := newMetrics(t)
+	m.InitEgress("socks-1", "http-2")
+	m.ObserveEgressError("socks-1", "proxy_dial")
+	compare(t, m, `
+# HELP scootgate_egress_errors_total Egress dials that failed before any request byte, by proxy and stage.
+# TYPE scootgate_egress_errors_total counter
+scootgate_egress_errors_total{proxy="http-2",stage="provider_tls"} 0
+scootgate_egress_errors_total{proxy="http-2",stage="proxy_auth"} 0
+scootgate_egress_errors_total{proxy="http-2",stage="proxy_dial"} 0
+scootgate_egress_errors_total{proxy="http-2",stage="proxy_tls"} 0
+scootgate_egress_errors_total{proxy="http-2",stage="target"} 0
+scootgate_egress_errors_total{proxy="socks-1",stage="provider_tls"} 0
+scootgate_egress_errors_total{proxy="socks-1",stage="proxy_auth"} 0
+scootgate_egress_errors_total{proxy="socks-1",stage="proxy_dial"} 1
+scootgate_egress_errors_total{proxy="socks-1",stage="proxy_tls"} 0
+scootgate_egress_errors_total{proxy="socks-1",stage="target"} 0
+`, "scootgate_egress_errors_total")
+}
+
+func TestBuildInfo(t *testing.T) {
+	for _, tt := range []struct{ version, want string }{
+		{"1.4.0-rc.1+abc", "1.4.0-rc.1+abc"},
+		{"", "dev"},
+		{"v1 sk-canary", "invalid"},
+	} {
+		m := metrics.New(metrics.Options{NoRuntime: true, Version: tt.version})
+		mfs, err := m.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels := ""
+		for _, mf := range mfs {
+			if mf.GetName() == "scootgate_build_info" {
+				if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 1 {
+					t.Errorf("build_info = %v, want 1", v)
+				}
+				labels = labelKey(mf.GetMetric()[0])
+			}
+		}
+		if !strings.Contains(labels, "version="+tt.want) || !strings.Contains(labels, "goversion="+runtime.Version()) ||
+			!strings.Contains(labels, "revision=") {
+			t.Errorf("version %q: build_info labels %q, want version=%s and goversion, revision", tt.version, labels, tt.want)
+		}
+	}
+}
+
+// TestHealthAndClient: scootgate_ready/draining follow the registered
+// functions at each scrape; scootgate_client_* report the API limit.
+func TestHealthAndClient(t *testing.T) {
+	m := newMetrics(t)
+	ready, draining := true, false
+	m.RegisterHealth(func() bool { return ready }, func() bool { return draining })
+	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 7, Limit: 1000, Refused: 2} })
+	compare(t, m, `
+# HELP scootgate_client_inflight Client requests in flight on the API listener, streams included.
+# TYPE scootgate_client_inflight gauge
+scootgate_client_inflight 7
+# HELP scootgate_client_max_concurrent_requests limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once.
+# TYPE scootgate_client_max_concurrent_requests gauge
+scootgate_client_max_concurrent_requests 1000
+# HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight.
+# TYPE scootgate_client_refused_total counter
+scootgate_client_refused_total 2
+# HELP scootgate_draining 1 from the start of the drain (SIGTERM) to exit.
+# TYPE scootgate_draining gauge
+scootgate_draining 0
+# HELP scootgate_ready 1 when /readyz answers 200: snapshots loaded and fresh, not draining.
+# TYPE scootgate_ready gauge
+scootgate_ready 1
+`, "scootgate_ready", "scootgate_draining", "scootgate_client_inflight", "scootgate_client_max_concurrent_requests", "scootgate_client_refused_total")
+	ready, draining = false, true
+	compare(t, m, `
+# HELP scootgate_draining 1 from the start of the drain (SIGTERM) to exit.
+# TYPE scootgate_draining gauge
+scootgate_draining 1
+# HELP scootgate_ready 1 when /readyz answers 200: snapshots loaded and fresh, not draining.
+# TYPE scootgate_ready gauge
+scootgate_ready 0
+`, "scootgate_ready", "scootgate_draining")
+}
