@@ -14,7 +14,7 @@ import (
 // openOutbox opens a real bbolt outbox at path, closed at cleanup.
 func openOutbox(t testing.TB, path string, maxEvents int) *outbox.Store {
 	t.Helper()
-	s, err := outbox.Open(outbox.Options{Path: path, MaxEvents: maxEvents, MaxBytes: 1 << 30, QueueSize: 1 << 16})
+	s, err := outbox.Open(outbox.Options{Path: path, MaxEvents: maxEvents, MaxBytes: 1 << 30, MaxUnsynced: 1 << 16, MaxUnsyncedAge: time.Hour})
 	if err != nil {
 		t.Fatalf("outbox.Open: %v", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkAppend measures sustained throughput with group commit: parallel
 // appenders, 300-byte payloads, default options (100ms window, 1024 events per
-// batch). An appender whose event is dropped because the queue is full
+// batch). An appender whose event is dropped because the writer is behind
 // yields and tries again, so the rate measured is the writer's, to disk:
 // the timed region ends when Close has committed every event. Reported:
 // events/s, fsyncs/s (one per commit transaction), events per fsync.

@@ -127,7 +127,7 @@ func TestCrashChild(t *testing.T) {
 	run := os.Getenv("SCOOTGATE_OUTBOX_CRASH_RUN")
 	// A tiny window keeps the writer committing back to back, so the kill
 	// lands inside a write transaction or its fsync most of the time.
-	s, err := Open(Options{Path: path, MaxEvents: 1 << 20, MaxBytes: 1 << 30, QueueSize: 2048, MaxBatch: 256, CommitInterval: time.Microsecond})
+	s, err := Open(Options{Path: path, MaxEvents: 1 << 20, MaxBytes: 1 << 30, MaxUnsynced: 2048, MaxBatch: 256, CommitInterval: time.Microsecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(2)

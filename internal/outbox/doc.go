@@ -8,33 +8,49 @@
 // the [Store] and stopped by [Store.Close]. The request path calls
 // [Store.Append], which copies the payload into a bounded in-memory queue and
 // returns at once: it never waits for the disk, the writer or a lock held
-// across I/O. The writer takes events off the queue and commits them in
-// groups: after the first event it waits up to CommitInterval (or until
-// MaxBatch events) and writes the whole group in one bbolt transaction, which
-// is one fsync (~0.5 ms here, RESEARCH-reliability §0 finding 9). So fsyncs
-// stay near 1/CommitInterval per second however many events arrive.
+// across I/O. The writer commits the queue in groups, one bbolt transaction
+// (one fsync, ~0.5 ms on an idle disk) per group, so fsyncs stay near
+// 1/CommitInterval per second however many events arrive. A commit is due
+// when the oldest waiting event was appended CommitInterval ago (default
+// 100 ms), or as soon as MaxBatch (default 64) events wait; it takes
+// everything queued. The window counts from Append, not from when the
+// writer got to the event: events that waited through a slow commit are
+// committed the moment it ends.
 //
-// The default window is 100 ms. Each commit costs ~0.15–0.3 ms of CPU
-// (BenchmarkCommitSmall: two fdatasync and the page writes) whatever it
-// holds, so at moderate rates the window sets the cost per event. The load
-// harness (docs/performance.md) measured it: 5 ms cost ~200 µs of CPU per
-// request at 500 requests/s; 25 ms cost ~300 µs per stream at 100
-// streams/s (usage events on vs off); 100 ms brought that to ~100 µs. The
-// price is the crash window: events accepted in the last window before a
-// kill -9 or a power loss are lost (a graceful shutdown flushes them). A
-// crash already loses the events of every attempt still in flight (a
-// stream lasts seconds), so 100 ms adds little to what a crash costs;
-// delivery to MQTT is at most one window later. usage.commit_interval
-// (1 ms..1 s) trades the other way where that matters.
+// Each commit costs ~0.15–0.3 ms of CPU (BenchmarkCommitSmall: two
+// fdatasync and the page writes) whatever it holds, so at moderate rates
+// the window sets the cost per event. The load harness
+// (docs/performance.md) measured it: 5 ms cost ~200 µs of CPU per request
+// at 500 requests/s; 25 ms cost ~300 µs per stream at 100 streams/s (usage
+// events on vs off); 100 ms brought that to ~100 µs. Each commit is
+// followed by a burst of MQTT delivery work (a publish and a PUBACK per
+// event); on a node with one CPU 200 events per burst doubled the p99
+// latency the node adds, 64 kept it at 1.4× the baseline, hence MaxBatch.
+// usage.commit_interval (1 ms..1 s) trades the other way where that
+// matters.
 //
-// A commit also starts as soon as MaxBatch (default 64) events wait. Each
-// commit is followed by a burst of MQTT delivery work (a publish and a
-// PUBACK per event); on a node with one CPU that burst delays requests,
-// and 200 events per burst (100 ms at 2000 requests/s) doubled the p99
-// latency the node adds (harness, p99 node ÷ baseline 1.8–2.1× with 1024
-// per batch, 1.4× with 64). So at high rates commits come every 64 events,
-// at low rates every window. The writer still sustains ~50–70k events/s
-// to disk (BenchmarkAppend), over ten times what a node serves.
+// # The crash bound
+//
+// An accepted event is unsynced until its commit's fsync has returned; a
+// kill -9 or a power loss loses exactly the unsynced events (a graceful
+// shutdown flushes them). Two bounds keep that set small also when the
+// writer falls behind (a contended CPU, an fsync stuck behind other
+// writes on the disk):
+//
+//   - by count: at most MaxUnsynced events (default 4×MaxBatch = 256) are
+//     unsynced at any moment;
+//   - by age: once the oldest unsynced event was accepted MaxUnsyncedAge
+//     ago (default CommitInterval + 100 ms = 200 ms), new events are
+//     refused until its commit has ended.
+//
+// Past either bound Append drops the new event and counts it
+// (Dropped.Queue): when the disk cannot keep up, the node drops and counts
+// rather than let the backlog a crash would lose grow. So a crash loses at
+// most 256 events, all accepted within 200 ms of each other; at a
+// moderate rate, the events of the last window. [Stats].Unsynced is that
+// number now. A crash also loses the events of attempts still in flight
+// (they are recorded when the attempt ends), and of responses finished so
+// recently that their event had not reached Append yet.
 //
 // Rows are keyed by bucket.NextSequence as 8-byte big-endian integers, so
 // cursor order is append order; the value is the 8-byte unix-nano append
@@ -55,8 +71,8 @@
 // drop is counted in [Stats].Dropped by reason:
 //
 //   - Full: the outbox is at a bound (the broker has been away a while);
-//   - Queue: the queue to the writer is full (the disk is slower than the
-//     event rate);
+//   - Queue: the writer is behind, at MaxUnsynced or MaxUnsyncedAge (the
+//     disk is slower than the event rate; see the crash bound above);
 //   - Failing: a commit failed (disk full, file unwritable, bbolt panicked);
 //     the events of that commit are dropped, and for the next second Append
 //     drops new events too, then lets them through to try the disk again;
@@ -100,6 +116,7 @@
 // inside Open, its file handle cannot be closed; the file is renamed before a
 // fresh one is created, so the leaked lock does not block the new file.
 //
-// CommitInterval is measured on the real clock (it paces fsyncs, nothing
-// more); Options.Clock stamps append times and times the Failing backoff.
+// The writer's windows and the age bound are measured on the real clock
+// (tests inject a fake); Options.Clock stamps the append times stored in
+// rows and times the Failing backoff.
 package outbox

@@ -22,8 +22,13 @@ const (
 	DefaultMaxBytes       = 256 << 20
 	DefaultCommitInterval = 100 * time.Millisecond
 	DefaultMaxBatch       = 64
-	DefaultQueueSize      = 8192
+	DefaultMaxUnsynced    = 4 * DefaultMaxBatch
 	DefaultLockTimeout    = 5 * time.Second
+
+	// DefaultCommitAllowance is added to CommitInterval to give the
+	// default MaxUnsyncedAge: how long one commit may take before new
+	// events are refused.
+	DefaultCommitAllowance = 100 * time.Millisecond
 )
 
 // failingBackoff is how long Append refuses events after a failed commit
@@ -47,11 +52,21 @@ type Options struct {
 	MaxEvents      int           // bound by row count (default 100000)
 	MaxBytes       int64         // bound by payload bytes (default 256 MiB)
 	CommitInterval time.Duration // group-commit window (default 100ms): one fsync per batch, never per event
-	MaxBatch       int           // events per commit transaction (default 64): a commit starts at once when this many wait
-	QueueSize      int           // events between Append and the writer (default 8192); full → drop_newest
+	MaxBatch       int           // a commit starts at once when this many events wait (default 64)
 	LockTimeout    time.Duration // bounded wait for the file lock (default 5s)
-	Clock          clock.Clock   // append times and the failing backoff (default clock.Real)
-	Logger         *slog.Logger  // default: discard
+
+	// The crash bound. An accepted event is unsynced until its commit has
+	// been fsynced; a kill -9 or power loss loses the unsynced events.
+	// Append drops new events (Dropped.Queue) rather than let them exceed
+	// MaxUnsynced events (default 4×MaxBatch = 256), or join a backlog
+	// whose oldest event was accepted MaxUnsyncedAge ago (default
+	// CommitInterval + 100ms): so when the disk cannot keep up, the node
+	// drops and counts instead of growing what a crash would lose.
+	MaxUnsynced    int
+	MaxUnsyncedAge time.Duration
+
+	Clock  clock.Clock  // append times and the failing backoff (default clock.Real)
+	Logger *slog.Logger // default: discard
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -67,7 +82,8 @@ func (o Options) withDefaults() (Options, error) {
 		{"MaxBytes", o.MaxBytes < 0},
 		{"CommitInterval", o.CommitInterval < 0},
 		{"MaxBatch", o.MaxBatch < 0},
-		{"QueueSize", o.QueueSize < 0},
+		{"MaxUnsynced", o.MaxUnsynced < 0},
+		{"MaxUnsyncedAge", o.MaxUnsyncedAge < 0},
 		{"LockTimeout", o.LockTimeout < 0},
 	} {
 		if f.neg {
@@ -84,12 +100,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	def(&o.MaxEvents, DefaultMaxEvents)
 	def(&o.MaxBatch, DefaultMaxBatch)
-	def(&o.QueueSize, DefaultQueueSize)
+	def(&o.MaxUnsynced, 4*o.MaxBatch)
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.CommitInterval == 0 {
 		o.CommitInterval = DefaultCommitInterval
+	}
+	if o.MaxUnsyncedAge == 0 {
+		o.MaxUnsyncedAge = o.CommitInterval + DefaultCommitAllowance
 	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
@@ -113,7 +132,7 @@ type Record struct {
 // Dropped counts events refused, by reason. Each is a drop_newest (SPEC §8).
 type Dropped struct {
 	Full    uint64 // the outbox was at MaxEvents or MaxBytes
-	Queue   uint64 // the queue to the writer was full (the writer is behind)
+	Queue   uint64 // the writer is behind: MaxUnsynced or MaxUnsyncedAge reached
 	Failing uint64 // a commit failed (the event was in it), or Append came while failing
 	Closed  uint64 // Append after Close
 }
@@ -125,6 +144,7 @@ func (d Dropped) Total() uint64 { return d.Full + d.Queue + d.Failing + d.Closed
 // as metrics (scootgate_outbox_*).
 type Stats struct {
 	Depth     int           // rows on disk, including rows deleted but not yet committed
+	Unsynced  int           // events accepted but not yet on disk: what a crash now would lose
 	Bytes     int64         // payload bytes of those rows
 	OldestAge time.Duration // age of the oldest row; 0 when empty
 	Appended  uint64        // events Append accepted (returned true)
@@ -145,11 +165,15 @@ type hooks struct {
 	// afterCommit runs in the writer after each commit attempt (one that
 	// had rows to write or delete) with its result.
 	afterCommit func(error)
+	// wall replaces the writer's real clock.
+	wall wall
 }
 
-// item is one accepted event on its way to the writer: the encoded row value.
+// item is one accepted event on its way to the writer: the encoded row
+// value, and when Append accepted it on the writer's clock.
 type item struct {
 	val []byte
+	at  time.Time
 }
 
 // Store is the outbox. All methods are safe for concurrent use.
@@ -158,9 +182,9 @@ type Store struct {
 	o           Options
 	db          *bolt.DB
 	hooks       hooks
+	wall        wall
 	quarantined string
-	queue       chan item     // closed by Close (under mu) to stop the writer
-	wake        chan struct{} // cap 1: Delete has marked rows
+	kick        chan struct{} // cap 1: wakes the writer (see Store.sleep)
 	notify      chan struct{} // cap 1: a commit added rows
 	stopped     chan struct{} // closed when the writer has returned
 	closeDone   chan struct{} // closed when Close has finished
@@ -170,16 +194,24 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	flushErr error // the last commit failure after Close began
-	failing  bool
-	retryAt  time.Time           // Append refuses events until then while failing
-	resRows  int                 // rows on disk + events queued: bounded by MaxEvents
-	resBytes int64               // their payload bytes: bounded by MaxBytes
-	depth    int                 // rows on disk
-	bytes    int64               // their payload bytes
-	oldest   int64               // append time (unix nanos) of the first row on disk
-	pending  map[uint64]struct{} // deleted, waiting for the next commit
-	deleting map[uint64]struct{} // deleted, in the commit running now
-	stats    Stats               // counters only; the rest is filled in by Stats
+	// queue holds accepted events, FIFO, until the writer takes them all
+	// for a commit; committing counts the events of the commit running
+	// now, committingSince is when its oldest was accepted. Together they
+	// are the unsynced events, bounded by MaxUnsynced and MaxUnsyncedAge.
+	queue           []item
+	committing      int
+	committingSince time.Time
+	pendingSince    time.Time // when pending became non-empty (writer clock)
+	failing         bool
+	retryAt         time.Time           // Append refuses events until then while failing
+	resRows         int                 // rows on disk + events queued: bounded by MaxEvents
+	resBytes        int64               // their payload bytes: bounded by MaxBytes
+	depth           int                 // rows on disk
+	bytes           int64               // their payload bytes
+	oldest          int64               // append time (unix nanos) of the first row on disk
+	pending         map[uint64]struct{} // deleted, waiting for the next commit
+	deleting        map[uint64]struct{} // deleted, in the commit running now
+	stats           Stats               // counters only; the rest is filled in by Stats
 }
 
 // Open opens (or creates) the outbox file and starts its writer goroutine,
@@ -218,9 +250,10 @@ func open(o Options, h hooks) (*Store, error) {
 		o:           o,
 		db:          db,
 		hooks:       h,
+		wall:        h.wall,
 		quarantined: moved,
-		queue:       make(chan item, o.QueueSize),
-		wake:        make(chan struct{}, 1),
+		queue:       make([]item, 0, o.MaxBatch),
+		kick:        make(chan struct{}, 1),
 		notify:      make(chan struct{}, 1),
 		stopped:     make(chan struct{}),
 		closeDone:   make(chan struct{}),
@@ -231,6 +264,9 @@ func open(o Options, h hooks) (*Store, error) {
 		oldest:      st.oldest,
 		pending:     make(map[uint64]struct{}),
 	}
+	if s.wall == nil {
+		s.wall = realWall{}
+	}
 	s.stats.Quarantined = moved
 	go s.run()
 	return s, nil
@@ -238,9 +274,10 @@ func open(o Options, h hooks) (*Store, error) {
 
 // Append queues payload (copied) for the next group commit and returns at
 // once: it never waits for the disk or for the writer. It returns false when
-// the event is dropped (SPEC §8 drop_newest, counted in Stats.Dropped):
-// the outbox is at a bound, the queue is full, commits are failing, or the
-// Store is closed.
+// the event is dropped (drop_newest, counted in Stats.Dropped): the outbox
+// is at a bound, the writer is behind (MaxUnsynced events not yet on disk,
+// or the oldest of them accepted MaxUnsyncedAge ago), commits are failing,
+// or the Store is closed.
 //
 // Bounds count queued events too, so an accepted event always fits. It can
 // still be dropped later if its commit fails (Dropped.Failing); nothing
@@ -248,6 +285,7 @@ func open(o Options, h hooks) (*Store, error) {
 // event to disk.
 func (s *Store) Append(payload []byte) bool {
 	now := s.o.Clock.Now()
+	at := s.wall.Now()
 	val := make([]byte, timeLen+len(payload))
 	binary.BigEndian.PutUint64(val, uint64(now.UnixNano()))
 	copy(val[timeLen:], payload)
@@ -265,17 +303,37 @@ func (s *Store) Append(payload []byte) bool {
 	case s.resRows >= s.o.MaxEvents || s.resBytes+n > s.o.MaxBytes:
 		s.stats.Dropped.Full++
 		return false
-	}
-	select {
-	case s.queue <- item{val: val}:
-	default:
+	case s.behindLocked(at):
 		s.stats.Dropped.Queue++
 		return false
+	}
+	s.queue = append(s.queue, item{val: val, at: at})
+	if q := len(s.queue); q == 1 || q == s.o.MaxBatch {
+		s.poke() // a deadline to set, or a batch to commit now
 	}
 	s.resRows++
 	s.resBytes += n
 	s.stats.Appended++
 	return true
+}
+
+// behindLocked reports whether the unsynced backlog is at its bound: by
+// count, or because its oldest event was accepted MaxUnsyncedAge before at.
+// s.mu must be held.
+func (s *Store) behindLocked(at time.Time) bool {
+	if s.committing+len(s.queue) >= s.o.MaxUnsynced {
+		return true
+	}
+	var oldest time.Time
+	switch {
+	case s.committing > 0:
+		oldest = s.committingSince
+	case len(s.queue) > 0:
+		oldest = s.queue[0].at
+	default:
+		return false
+	}
+	return at.Sub(oldest) >= s.o.MaxUnsyncedAge
 }
 
 // Read returns up to limit committed rows with Seq > after, in Seq (FIFO)
@@ -347,13 +405,16 @@ func (s *Store) Delete(seqs ...uint64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	first := len(s.pending) == 0 && len(seqs) > 0
+	if first {
+		s.pendingSince = s.wall.Now()
+	}
 	for _, q := range seqs {
 		s.pending[q] = struct{}{}
 	}
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if first {
+		s.poke() // the writer sets a deadline for them
 	}
 	return nil
 }
@@ -374,6 +435,7 @@ func (s *Store) Stats() Stats {
 	st := s.stats
 	st.Depth = s.depth
 	st.Bytes = s.bytes
+	st.Unsynced = s.committing + len(s.queue)
 	if s.depth > 0 {
 		st.OldestAge = max(0, now.Sub(time.Unix(0, s.oldest)))
 	}
@@ -393,8 +455,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.queue) // safe: Append sends only under mu and after checking closed
 	s.mu.Unlock()
+	s.poke()
 
 	<-s.stopped
 	var err error

@@ -8,58 +8,107 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// wall is the writer's time source: it decides when a commit is due and how
+// old the unsynced backlog is. Production uses realWall; tests inject a
+// fake through hooks so that windows and stalls need no sleeps.
+type wall interface {
+	Now() time.Time
+	// Timer returns a channel that receives once the clock reaches at,
+	// and a stop function the caller must call. An absolute time, so a
+	// fake clock moved between Now and Timer cannot make it late.
+	Timer(at time.Time) (<-chan time.Time, func() bool)
+}
+
+type realWall struct{}
+
+func (realWall) Now() time.Time { return time.Now() }
+
+func (realWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(time.Until(at))
+	return t.C, t.Stop
+}
+
 // run is the writer goroutine, owned by the Store: it turns queued events
-// and pending deletes into group commits until Close closes the queue. The
-// queue is read until it is closed and empty, so everything accepted before
-// Close reaches a commit.
+// and pending deletes into group commits until Close. A commit is due when
+// MaxBatch events wait, or when the oldest waiting event (or pending
+// delete) has waited CommitInterval, counted from its Append, not from
+// when the writer got to it: after a slow commit, events that waited
+// through it are committed at once. A due commit takes everything queued.
+// After Close it commits what is left and returns.
 func (s *Store) run() {
 	defer close(s.stopped)
-	window := time.NewTimer(s.o.CommitInterval)
-	window.Stop()
-	batch := make([]item, 0, s.o.MaxBatch)
+	spare := make([]item, 0, s.o.MaxBatch)
 	for {
-		open := true
-		select {
-		case it, ok := <-s.queue:
-			if ok {
-				batch = append(batch, it)
-			}
-			open = ok
-		case <-s.wake:
+		s.mu.Lock()
+		deadline, due := s.dueLocked(s.wall.Now())
+		closed := s.closed
+		if !due && !closed {
+			s.mu.Unlock()
+			s.sleep(deadline)
+			continue
 		}
-		if open {
-			batch, open = s.gather(batch, window)
+		batch := s.queue
+		s.queue = spare[:0]
+		s.committing = len(batch)
+		if len(batch) > 0 {
+			s.committingSince = batch[0].at
 		}
+		s.mu.Unlock()
+
 		s.commit(batch) // failures are counted and logged by commit
-		batch = reset(batch)
-		if !open {
+		spare = reset(batch)
+		if closed {
+			// Append refuses events and Delete fails once closed is set,
+			// so this commit took everything.
 			return
 		}
 	}
 }
 
-// gather adds queued events to batch until it holds MaxBatch events or the
-// commit window has passed. It reports false once the queue is closed and
-// empty; after Close it no longer waits for the window.
-//
-// The window is measured on the real clock: it paces fsyncs (at most about
-// one per CommitInterval while events trickle in), it does not decide
-// anything a test would check.
-func (s *Store) gather(batch []item, window *time.Timer) ([]item, bool) {
-	window.Reset(s.o.CommitInterval)
-	defer window.Stop()
-	for len(batch) < s.o.MaxBatch {
-		select {
-		case it, ok := <-s.queue:
-			if !ok {
-				return batch, false
-			}
-			batch = append(batch, it)
-		case <-window.C:
-			return batch, true
+// dueLocked reports whether a commit is due at now, or else when one will
+// be (zero: nothing waits, sleep until kicked). s.mu must be held.
+func (s *Store) dueLocked(now time.Time) (time.Time, bool) {
+	n := len(s.queue)
+	if n >= s.o.MaxBatch {
+		return now, true
+	}
+	var deadline time.Time
+	if n > 0 {
+		deadline = s.queue[0].at.Add(s.o.CommitInterval)
+	}
+	if len(s.pending) > 0 {
+		if d := s.pendingSince.Add(s.o.CommitInterval); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
 		}
 	}
-	return batch, true
+	if deadline.IsZero() {
+		return deadline, false
+	}
+	return deadline, !now.Before(deadline)
+}
+
+// sleep waits for a kick (an Append that started a queue or filled a
+// batch, a first pending Delete, Close) or until deadline; a zero deadline
+// waits for a kick only.
+func (s *Store) sleep(deadline time.Time) {
+	if deadline.IsZero() {
+		<-s.kick
+		return
+	}
+	c, stop := s.wall.Timer(deadline)
+	defer stop()
+	select {
+	case <-s.kick:
+	case <-c:
+	}
+}
+
+// poke wakes the writer; kicks coalesce (capacity 1).
+func (s *Store) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // reset empties batch, dropping its references to payloads.
@@ -116,7 +165,11 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	now := s.o.Clock.Now()
 	s.mu.Lock()
 	s.deleting = nil
+	s.committing = 0
 	if err != nil {
+		if len(dels) > 0 && len(s.pending) == 0 {
+			s.pendingSince = s.wall.Now() // try them again one window later
+		}
 		for q := range dels {
 			s.pending[q] = struct{}{}
 		}

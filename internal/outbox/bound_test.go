@@ -1,0 +1,260 @@
+package outbox
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeWall is the writer's clock under test control: Timer registrations
+// are reported on set, and Advance fires the timers it passes.
+type fakeWall struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer       // guarded by mu
+	set    chan time.Duration // each Timer's distance from now when it was set
+}
+
+type fakeTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func newFakeWall() *fakeWall {
+	return &fakeWall{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), set: make(chan time.Duration, 64)}
+}
+
+func (f *fakeWall) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
+	f.mu.Lock()
+	t := &fakeTimer{at: at, c: make(chan time.Time, 1)}
+	d := at.Sub(f.now)
+	if d <= 0 {
+		t.c <- f.now
+	} else {
+		f.timers = append(f.timers, t)
+	}
+	f.mu.Unlock()
+	select {
+	case f.set <- d:
+	default: // a test that stopped looking
+	}
+	return t.c, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.timers {
+			if x == t {
+				f.timers = append(f.timers[:i], f.timers[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Advance moves the clock and fires every timer now due.
+func (f *fakeWall) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	kept := f.timers[:0]
+	for _, t := range f.timers {
+		if t.at.After(f.now) {
+			kept = append(kept, t)
+			continue
+		}
+		t.c <- f.now
+	}
+	f.timers = kept
+}
+
+// drain forgets the timers set so far.
+func (f *fakeWall) drain() {
+	for {
+		select {
+		case <-f.set:
+		default:
+			return
+		}
+	}
+}
+
+// noTimer fails if the writer set a timer since the last check or drain.
+func (f *fakeWall) noTimer(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case d := <-f.set:
+		t.Fatalf("%s: the writer set a %v timer; want none", when, d)
+	default:
+	}
+}
+
+// TestCommitWindowFromAppend: a commit is due CommitInterval after the
+// oldest waiting event was appended, by the injected clock.
+func TestCommitWindowFromAppend(t *testing.T) {
+	w := newFakeWall()
+	h, commits := commitLog()
+	h.wall = w
+	s := newStore(t, Options{}, h)
+	s.Append(payload(0))
+	if d := recv(t, w.set); d != DefaultCommitInterval {
+		t.Fatalf("writer timer %v, want the window %v", d, DefaultCommitInterval)
+	}
+	w.Advance(DefaultCommitInterval - time.Millisecond)
+	if got := s.Stats(); got.Committed != 0 || got.Unsynced != 1 {
+		t.Fatalf("before the window: Committed %d, Unsynced %d; want 0, 1", got.Committed, got.Unsynced)
+	}
+	w.Advance(time.Millisecond)
+	if err := recv(t, commits); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats(); got.Committed != 1 || got.Unsynced != 0 {
+		t.Fatalf("after the window: Committed %d, Unsynced %d; want 1, 0", got.Committed, got.Unsynced)
+	}
+}
+
+// TestCommitDueAfterSlowCommit: events that waited through a slow commit
+// are committed as soon as it ends, not one window after the writer got to
+// them (which let the unsynced backlog reach hundreds of milliseconds).
+func TestCommitDueAfterSlowCommit(t *testing.T) {
+	w := newFakeWall()
+	st := newStall()
+	h, commits := commitLog()
+	h.wall = w
+	h.beforeCommit = st.hook
+	s := newStore(t, Options{MaxUnsyncedAge: time.Hour}, h)
+	t.Cleanup(st.unblock)
+
+	s.Append(payload(0))
+	recv(t, w.set)
+	w.Advance(DefaultCommitInterval)
+	recv(t, st.entered) // commit 1 (event 0) is in its slow fsync
+	w.drain()
+	s.Append(payload(1))
+	w.Advance(150 * time.Millisecond) // event 1 is now past its window
+	w.noTimer(t, "during the slow commit")
+	st.unblock()
+	for range 2 {
+		if err := recv(t, commits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.noTimer(t, "with event 1 overdue")
+	if got := s.Stats(); got.Committed != 2 || got.Commits != 2 {
+		t.Fatalf("Committed %d in %d commits; want 2 in 2", got.Committed, got.Commits)
+	}
+}
+
+// TestUnsyncedBoundByCount: with the disk stuck in a commit, Append accepts
+// at most MaxUnsynced events that are not on disk; the rest are dropped and
+// counted, never queued behind the disk.
+func TestUnsyncedBoundByCount(t *testing.T) {
+	w := newFakeWall()
+	st := newStall()
+	h := hooks{wall: w, beforeCommit: st.hook}
+	s := newStore(t, Options{}, h)
+	t.Cleanup(st.unblock)
+
+	accepted := 0
+	for i := range 1000 {
+		if s.Append(payload(i)) {
+			accepted++
+		}
+		if i == DefaultMaxBatch-1 {
+			recv(t, st.entered) // the first 64 are in a commit that does not end
+		}
+		if u := s.Stats().Unsynced; u > DefaultMaxUnsynced {
+			t.Fatalf("after %d appends: %d unsynced events, bound %d", i+1, u, DefaultMaxUnsynced)
+		}
+	}
+	if accepted != DefaultMaxUnsynced {
+		t.Errorf("accepted %d while the disk was stuck, want %d", accepted, DefaultMaxUnsynced)
+	}
+	if got := s.Stats().Dropped; got != (Dropped{Queue: uint64(1000 - DefaultMaxUnsynced)}) {
+		t.Errorf("Dropped = %+v, want Queue %d", got, 1000-DefaultMaxUnsynced)
+	}
+	st.unblock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Committed; got != DefaultMaxUnsynced {
+		t.Errorf("Committed = %d, want every accepted event (%d)", got, DefaultMaxUnsynced)
+	}
+}
+
+// TestUnsyncedBoundByAge: a slow commit that holds events for
+// MaxUnsyncedAge makes Append drop new events, even far below the count
+// bound, until the commit has ended.
+func TestUnsyncedBoundByAge(t *testing.T) {
+	w := newFakeWall()
+	st := newStall()
+	h, commits := commitLog()
+	h.wall = w
+	h.beforeCommit = st.hook
+	s := newStore(t, Options{}, h)
+	t.Cleanup(st.unblock)
+	maxAge := DefaultCommitInterval + DefaultCommitAllowance
+
+	s.Append(payload(0)) // at 0
+	recv(t, w.set)
+	w.Advance(DefaultCommitInterval)
+	recv(t, st.entered) // event 0 is in a commit that does not end
+	steps := []struct {
+		at     time.Duration // since event 0
+		wantOK bool
+	}{
+		{DefaultCommitInterval, true},
+		{maxAge - time.Nanosecond, true},
+		{maxAge, false},
+		{time.Second, false},
+	}
+	now := DefaultCommitInterval
+	for i, step := range steps {
+		w.Advance(step.at - now)
+		now = step.at
+		if got := s.Append(payload(i + 1)); got != step.wantOK {
+			t.Errorf("Append %v after the oldest unsynced event = %v, want %v", step.at, got, step.wantOK)
+		}
+	}
+	if got := s.Stats(); got.Dropped != (Dropped{Queue: 2}) || got.Unsynced != 3 {
+		t.Errorf("Dropped %+v, Unsynced %d; want Queue 2, 3", got.Dropped, got.Unsynced)
+	}
+	st.unblock()
+	for s.Stats().Committed < 3 {
+		if err := recv(t, commits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.Append(payload(9)) {
+		t.Error("Append after the slow commit ended = false")
+	}
+}
+
+// TestDeleteCommittedWithinWindow: a delete alone reaches the disk one
+// window after it was made.
+func TestDeleteCommittedWithinWindow(t *testing.T) {
+	w := newFakeWall()
+	h, commits := commitLog()
+	h.wall = w
+	s := newStore(t, Options{MaxBatch: 1}, h)
+	s.Append(payload(0))
+	if err := recv(t, commits); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(1); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, w.set)
+	w.Advance(DefaultCommitInterval)
+	if err := recv(t, commits); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats(); got.Deleted != 1 || got.Depth != 0 {
+		t.Errorf("Deleted %d, Depth %d; want 1, 0", got.Deleted, got.Depth)
+	}
+}
