@@ -81,7 +81,10 @@
 // After a failed or lost connection Run waits with "full jitter": a draw
 // from [0, min(BackoffMax, BackoffMin·2^(n-1))) after n consecutive
 // failures, with the injected Rand, so that nodes that lost one broker
-// together do not return together. A connection that acknowledged at least
+// together do not return together. BackoffMax defaults to 2 s, so delivery
+// resumes within about 2 s of the broker being reachable again, however
+// long it was away (TestReconnectAfterBrokerRestart measures it against
+// a broker it stops and starts). A connection that acknowledged at least
 // one row, or lasted at least BackoffMax, resets n; one the broker drops at
 // once (another client with the same id, an overloaded broker) does not.
 //

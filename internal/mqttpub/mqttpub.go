@@ -44,7 +44,12 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultAckTimeout     = 30 * time.Second
 	DefaultBackoffMin     = 500 * time.Millisecond
-	DefaultBackoffMax     = 30 * time.Second
+	// DefaultBackoffMax caps the reconnect wait so that delivery resumes
+	// within about 2 s of a broker coming back, however long it was away
+	// (a 30 s cap once kept a node away 11 s after the broker returned).
+	// Full jitter spreads a fleet over those 2 s; a node retrying a dead
+	// broker every 0–2 s costs a refused TCP connection each time.
+	DefaultBackoffMax = 2 * time.Second
 )
 
 // Limits checked by New.
