@@ -72,7 +72,10 @@ func TestDevSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := routes.CompileSnapshot(rdoc, cfg.Credentials, upstream.NewRegistry(upstream.OptionsFromConfig(cfg)))
+	if err := rdoc.ValidateCredentials(func(name string) bool { _, ok := cfg.Credentials[name]; return ok }); err != nil {
+		t.Fatalf("dev routes are invalid: %v", err)
+	}
+	table, err := routes.Compile(rdoc.Backends, rdoc.Models, cfg.Credentials, upstream.NewRegistry(upstream.OptionsFromConfig(cfg)))
 	if err != nil {
 		t.Fatalf("dev routes do not compile: %v", err)
 	}

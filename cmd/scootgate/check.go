@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/scootgate/scootgate/internal/config"
-	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -269,7 +268,7 @@ func versionRule(prev, cur uint64, changed bool) string {
 }
 
 // decodeRoutes decodes and checks a routing snapshot as the node does
-// (routes.SnapshotDecoder): its own rules, and, when checkCreds is set, that
+// before it applies one: its own rules, and, when checkCreds is set, that
 // every credential it names is defined in creds.
 func decodeRoutes(data []byte, creds map[string]secret.Secret, checkCreds bool) (*routesnap.Snapshot, error) {
 	doc, err := routesnap.Decode(data)
@@ -277,7 +276,7 @@ func decodeRoutes(data []byte, creds map[string]secret.Secret, checkCreds bool) 
 		return nil, err
 	}
 	if checkCreds {
-		err = routes.CheckSnapshot(doc, creds)
+		err = doc.ValidateCredentials(func(name string) bool { _, ok := creds[name]; return ok })
 	} else {
 		err = doc.Validate()
 	}

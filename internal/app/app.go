@@ -138,12 +138,12 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return nil, err
 	}
 	if cfg.Routes.Source == config.RoutesStatic {
-		table, err := routes.Compile(cfg, reg)
+		table, err := staticRoutes(cfg, reg)
 		if err != nil {
 			return nil, err
 		}
 		holder.Store(table)
-	} else if _, err := newPoller("routes", cfg.Routes.Source, routes.SnapshotDecoder(&holder, cfg.Credentials, reg)); err != nil {
+	} else if _, err := newPoller("routes", cfg.Routes.Source, routesDecoder(&holder, cfg.Credentials, reg)); err != nil {
 		return nil, err
 	}
 

@@ -12,13 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/scootgate/scootgate/internal/secret"
-)
-
-// Backend protocols (SPEC §4). The two are separate pools: a request is only
-// ever sent to a backend of its endpoint's protocol (SPEC §1).
-const (
-	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
-	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // Balancing algorithms (SPEC §5).
@@ -47,11 +41,15 @@ type Config struct {
 	// (SPEC §7: snapshots reference these names; values never leave the node
 	// config).
 	Credentials map[string]secret.Secret
-	Backends    []Backend // sorted by ID; nil when Routes.Source is a snapshot
-	Models      []Model   // sorted by Name; nil when Routes.Source is a snapshot
-	Authz       Authz
-	MQTT        MQTT  // usage event delivery; see mqtt.go
-	Usage       Usage // usage events and their outbox; see usage.go
+	// Backends and Models are the static routes ([backends] and [models]),
+	// decoded into the routing snapshot's own types and checked by its own
+	// rules (routesnap.ValidateRoutes), so that both route sources compile
+	// the same way.
+	Backends []routesnap.Backend // sorted by ID; nil when Routes.Source is a snapshot
+	Models   []routesnap.Model   // sorted by Name; nil when Routes.Source is a snapshot
+	Authz    Authz
+	MQTT     MQTT  // usage event delivery; see mqtt.go
+	Usage    Usage // usage events and their outbox; see usage.go
 
 	ControlPlane ControlPlane // snapshot polling, staleness, state dir; see controlplane.go
 	Routes       Routes       // static or snapshot routes; see controlplane.go
@@ -128,37 +126,6 @@ type Proxy struct {
 	Username string
 	Password secret.Secret
 	CAFile   string // PEM roots for an https:// proxy; "" = system roots
-}
-
-// Backend is one provider endpoint (SPEC §4).
-type Backend struct {
-	ID          string
-	Protocol    string   // ProtocolOpenAI or ProtocolAnthropic
-	BaseURL     *url.URL // no trailing slash; the endpoint path is appended
-	Credential  string   // a key of Config.Credentials
-	MaxInflight int      // max_inflight_per_node: hard node-local cap (SPEC §6)
-	// IncludeUsage is include_usage, OpenAI backends only: whether the node
-	// may ask this backend for stream usage the client did not request
-	// (SPEC §8), when [Usage.OpenAIIncludeUsage] is on as well. nil (not
-	// set) means on; always nil on an Anthropic backend.
-	IncludeUsage *bool
-}
-
-// Model is a public model name and its targets (SPEC §4).
-type Model struct {
-	Name    string
-	Targets []Target // in file order
-}
-
-// Target binds a public model to a backend's real model.
-type Target struct {
-	Backend    string // a Backend.ID
-	Model      string // the provider's model name, written into the forwarded body
-	Weight     int    // relative weight, 1..1000000
-	Stream     bool   // capabilities (SPEC §1)
-	Tools      bool
-	JSONSchema bool
-	Tier       int // lower is preferred (SPEC §4); 0 by default
 }
 
 // Authz says where the authorization snapshot comes from (SPEC §2, §7).

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/scootgate/scootgate/pkg/routesnap"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -71,13 +73,13 @@ func TestParseExampleConfig(t *testing.T) {
 		"openai-main":    secret.New("openai-key"),
 		"anthropic-main": secret.New("anthropic-key"),
 	}
-	want.Backends = []Backend{
-		{ID: "anthropic-1", Protocol: ProtocolAnthropic, BaseURL: mustURL(t, "https://api.anthropic.com/v1"), Credential: "anthropic-main", MaxInflight: 128},
-		{ID: "openai-1", Protocol: ProtocolOpenAI, BaseURL: mustURL(t, "https://api.openai.com/v1"), Credential: "openai-main", MaxInflight: 256, IncludeUsage: new(true)},
+	want.Backends = []routesnap.Backend{
+		{ID: "anthropic-1", Protocol: routesnap.ProtocolAnthropic, BaseURL: "https://api.anthropic.com/v1", Credential: "anthropic-main", MaxInflightPerNode: 128},
+		{ID: "openai-1", Protocol: routesnap.ProtocolOpenAI, BaseURL: "https://api.openai.com/v1", Credential: "openai-main", MaxInflightPerNode: 256, IncludeUsage: new(true)},
 	}
-	want.Models = []Model{
-		{Name: "claude-sonnet", Targets: []Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
-		{Name: "gpt-4o", Targets: []Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
+	want.Models = []routesnap.Model{
+		{Name: "claude-sonnet", Targets: []routesnap.Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
+		{Name: "gpt-4o", Targets: []routesnap.Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
 	}
 	want.Authz = Authz{Source: "file:/etc/scootgate/authz.json"}
 	want.MQTT.Broker, want.MQTT.Username, want.MQTT.Password = "tcp://127.0.0.1:1883", "scootgate", secret.New("mqtt-pw")
@@ -222,10 +224,10 @@ source = "file:authz.json"
 			ProviderCAFile: filepath.Join(dir, "ca.pem"),
 		},
 		Credentials: map[string]secret.Secret{"c1": secret.New("file-key")},
-		BaseURL:     "https://api.example.com/v1",
+		BaseURL:     "https://api.example.com/v1/",
 		Authz:       Authz{Source: "file:" + filepath.Join(dir, "authz.json")},
 	}
-	gotView := view{got.Listen, got.Egress, got.Credentials, got.Backends[0].BaseURL.String(), got.Authz}
+	gotView := view{got.Listen, got.Egress, got.Credentials, got.Backends[0].BaseURL, got.Authz}
 	if diff := cmp.Diff(gotView, want, cmpOpts); diff != "" {
 		t.Errorf("Load (-got +want):\n%s", diff)
 	}
@@ -334,7 +336,7 @@ func TestInvalidFiles(t *testing.T) {
 				{"backends.ftp.base_url", "expected an https:// URL (http:// only for a loopback host)"},
 				{"backends.no-scheme.base_url", "expected an https:// URL (http:// only for a loopback host)"},
 				{"backends.query.base_url", "must not have a query or fragment"},
-				{"backends.userinfo.base_url", "must not contain credentials; the backend's credential goes in credential"},
+				{"backends.userinfo.base_url", "must not contain user info; the backend's credential is named by credential"},
 			},
 		},
 		{
@@ -348,17 +350,17 @@ func TestInvalidFiles(t *testing.T) {
 			file: "missing-credential.toml",
 			want: []Problem{
 				{"credentials.openai-main.env", `secret: environment variable "SCOOTGATE_TEST_SURELY_UNSET" is unset`},
-				{"backends.openai-1.credential", `unknown credential "openai-typo"; expected the name of a [credentials.<name>]`},
+				{"backends.openai-1.credential", `unknown credential "openai-typo"; this node's [credentials] does not define it`},
 			},
 		},
 		{
 			file: "bad-weight.toml",
 			want: []Problem{
-				{`models."gpt 4".targets[0].weight`, "0 is out of range; expected 1..1000000"},
 				{`models."gpt 4".targets[1].weight`, "expected an integer, got a float"},
-				{`models."gpt 4".targets[2].weight`, "-3 is out of range; expected 1..1000000"},
-				{`models."gpt 4".targets[3].backend`, `unknown backend "openai-9"; expected the id of a [backends.<id>]`},
-				{`models."gpt 4".targets[3].weight`, "1000001 is out of range; expected 1..1000000"},
+				{`models."gpt 4".targets[0].weight`, "must be 1..1000000, got 0"},
+				{`models."gpt 4".targets[2].weight`, "must be 1..1000000, got -3"},
+				{`models."gpt 4".targets[3].backend`, `unknown backend "openai-9"`},
+				{`models."gpt 4".targets[3].weight`, "must be 1..1000000, got 1000001"},
 			},
 		},
 	}

@@ -154,10 +154,17 @@
 //
 // # Rules beyond types and ranges
 //
+//   - [backends] and [models] decode into the routing snapshot's types
+//     (pkg/routesnap) and are checked by its rules, routesnap.ValidateRoutes,
+//     with the same messages, at TOML key paths: backends[i] is
+//     backends.<id> and models[i] is models.<name>. A problem at a key that
+//     is missing or of the wrong type is reported once, by type. So a route
+//     is valid here exactly when it is valid in a snapshot.
 //   - SPEC §3: a backend base_url is an absolute http(s) URL with a host, no
 //     user info, query or fragment; http:// only for a loopback host (an IP
-//     literal in 127.0.0.0/8 or ::1, or "localhost"; no name is resolved).
-//     A trailing "/" is dropped.
+//     literal in 127.0.0.0/8 or ::1, or "localhost"; no name is resolved);
+//     no link-local or cloud metadata address (routesnap.CheckBaseURL).
+//     A trailing "/" is dropped when the routes are compiled.
 //   - SPEC §3: at least one egress proxy; there is no direct connection. A
 //     proxy URL carries no user info (credentials go in username/password).
 //     A plaintext proxy (socks5:// or http://) is allowed, since the provider

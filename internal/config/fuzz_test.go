@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/scootgate/scootgate/pkg/routesnap"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -78,7 +80,7 @@ func FuzzParse(f *testing.F) {
 // checkInvariants asserts what every successfully parsed Config promises.
 func checkInvariants(t *testing.T, c *Config) {
 	t.Helper()
-	if !validID(c.NodeID) || len(c.Egress.Proxies) == 0 || len(c.Backends) == 0 || len(c.Models) == 0 || c.Authz.Source == "" {
+	if !routesnap.ValidID(c.NodeID) || len(c.Egress.Proxies) == 0 || len(c.Backends) == 0 || len(c.Models) == 0 || c.Authz.Source == "" {
 		t.Fatalf("incomplete config accepted: %+v", c)
 	}
 	for _, p := range c.Egress.Proxies {
@@ -94,11 +96,11 @@ func checkInvariants(t *testing.T, c *Config) {
 		if _, ok := c.Credentials[b.Credential]; !ok {
 			t.Fatalf("backend %q: unresolved credential", b.ID)
 		}
-		if b.BaseURL == nil || b.BaseURL.User != nil || (b.BaseURL.Scheme != "https" && !loopback(b.BaseURL.Hostname())) {
+		if routesnap.CheckBaseURL(b.BaseURL) != nil {
 			t.Fatalf("backend %q: bad base URL accepted", b.ID)
 		}
-		if b.MaxInflight < 1 {
-			t.Fatalf("backend %q: cap %d accepted", b.ID, b.MaxInflight)
+		if b.MaxInflightPerNode < 1 {
+			t.Fatalf("backend %q: cap %d accepted", b.ID, b.MaxInflightPerNode)
 		}
 		backends[b.ID] = true
 	}

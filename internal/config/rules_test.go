@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/scootgate/scootgate/pkg/routesnap"
+
 	"errors"
 	"strings"
 	"testing"
@@ -161,8 +163,8 @@ func TestRulesNodeAndRoot(t *testing.T) {
 			want: []Problem{
 				{"node_id", "invalid node id; expected 1-64 characters from [A-Za-z0-9._-]"},
 				{"limits.max_attempts", "9 is out of range; expected 1..5"},
-				{"backends.b1.max_inflight_per_node", "0 is out of range; expected 1..100000"},
-				{"models.m1.targets[0].weight", "0 is out of range; expected 1..1000000"},
+				{"backends.b1.max_inflight_per_node", "must be 1..100000, got 0"},
+				{"models.m1.targets[0].weight", "must be 1..1000000, got 0"},
 			},
 		},
 	})
@@ -531,8 +533,8 @@ func TestRulesCredentials(t *testing.T) {
 func TestRulesBackends(t *testing.T) {
 	backend := func(c *Config) any { return c.Backends }
 	const plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"
-	one := func(base string) []Backend {
-		return []Backend{{ID: "b1", Protocol: "openai", BaseURL: mustURL(t, base), Credential: "c1", MaxInflight: 8}}
+	one := func(base string) []routesnap.Backend {
+		return []routesnap.Backend{{ID: "b1", Protocol: "openai", BaseURL: base, Credential: "c1", MaxInflightPerNode: 8}}
 	}
 	runRules(t, []ruleCase{
 		{name: "valid", view: backend, wantView: one("https://api.example.com/v1")},
@@ -541,13 +543,13 @@ func TestRulesBackends(t *testing.T) {
 			add:      "[backends.a0]\nprotocol = \"anthropic\"\nbase_url = \"https://x.example\"\ncredential = \"c1\"\nmax_inflight_per_node = 1\n[backends.c9]\nprotocol = \"openai\"\nbase_url = \"https://x.example\"\ncredential = \"c1\"\nmax_inflight_per_node = 100000\n",
 			wantView: []string{"a0", "b1", "c9"},
 		},
-		{name: "trailing slashes dropped", edits: []string{backendBase, `base_url = "https://api.example.com/v1//"`}, view: backend, wantView: one("https://api.example.com/v1")},
+		{name: "trailing slashes kept as written (compiling drops them)", edits: []string{backendBase, `base_url = "https://api.example.com/v1//"`}, view: backend, wantView: one("https://api.example.com/v1//")},
 		{name: "explicit port", edits: []string{backendBase, `base_url = "https://api.example.com:8443/v1"`}, view: backend, wantView: one("https://api.example.com:8443/v1")},
 		{name: "http on 127.0.0.1", edits: []string{backendBase, `base_url = "http://127.0.0.1:18080/v1"`}, view: backend, wantView: one("http://127.0.0.1:18080/v1")},
 		{name: "http on 127.0.0.2", edits: []string{backendBase, `base_url = "http://127.0.0.2/v1"`}, view: backend, wantView: one("http://127.0.0.2/v1")},
 		{name: "http on ::1", edits: []string{backendBase, `base_url = "http://[::1]:18080/v1"`}, view: backend, wantView: one("http://[::1]:18080/v1")},
 		{name: "http on localhost", edits: []string{backendBase, `base_url = "http://LocalHost:18080/v1"`}, view: backend, wantView: one("http://LocalHost:18080/v1")},
-		{name: "upper-case scheme", edits: []string{backendBase, `base_url = "HTTPS://api.example.com/v1"`}, view: backend, wantView: one("https://api.example.com/v1")},
+		{name: "upper-case scheme", edits: []string{backendBase, `base_url = "HTTPS://api.example.com/v1"`}, view: backend, wantView: one("HTTPS://api.example.com/v1")},
 		{
 			name: "http on a public host", edits: []string{backendBase, `base_url = "http://api.example.com/v1"`},
 			want: []Problem{{"backends.b1.base_url", plaintext}},
@@ -590,15 +592,15 @@ func TestRulesBackends(t *testing.T) {
 		},
 		{
 			name: "unparsable", edits: []string{backendBase, `base_url = "https://api.example.com/%zz"`},
-			want: []Problem{{"backends.b1.base_url", `not a valid URL: invalid URL escape "%zz"`}},
+			want: []Problem{{"backends.b1.base_url", "not a valid URL"}},
 		},
 		{
 			name: "user info", edits: []string{backendBase, `base_url = "https://sk-inline@api.example.com/v1"`},
-			want: []Problem{{"backends.b1.base_url", "must not contain credentials; the backend's credential goes in credential"}},
+			want: []Problem{{"backends.b1.base_url", "must not contain user info; the backend's credential is named by credential"}},
 		},
 		{
 			name: "unknown protocol", edits: []string{backendProt, `protocol = "gemini"`},
-			want: []Problem{{"backends.b1.protocol", `unknown protocol "gemini"; expected "openai" or "anthropic"`}},
+			want: []Problem{{"backends.b1.protocol", `must be "openai" or "anthropic"`}},
 		},
 		{
 			name:  "everything missing",
@@ -612,7 +614,7 @@ func TestRulesBackends(t *testing.T) {
 		},
 		{
 			name: "cap too large", edits: []string{backendCap, "max_inflight_per_node = 100001"},
-			want: []Problem{{"backends.b1.max_inflight_per_node", "100001 is out of range; expected 1..100000"}},
+			want: []Problem{{"backends.b1.max_inflight_per_node", "must be 1..100000, got 100001"}},
 		},
 		{
 			name: "include_usage off", edits: []string{backendCap, backendCap + "\ninclude_usage = false"},
@@ -632,7 +634,10 @@ func TestRulesBackends(t *testing.T) {
 		},
 		{
 			name: "invalid id", edits: []string{"[backends.b1]", "[backends.\"b/1\"]", targetBack, `backend = "b/1"`},
-			want: []Problem{{`backends."b/1"`, "invalid backend id; expected 1-64 characters from [A-Za-z0-9._-]"}},
+			want: []Problem{
+				{`backends."b/1"`, "must be 1-64 characters from [A-Za-z0-9._-]"},
+				{"models.m1.targets[0].backend", "must be a backend id: 1-64 characters from [A-Za-z0-9._-]"},
+			},
 		},
 		{
 			name: "backend not a table", add: "[backends]\nb2 = \"https://x.example\"\n[[models.m2.targets]]\nbackend = \"b2\"\nmodel = \"r\"\nweight = 1\n",
@@ -642,8 +647,8 @@ func TestRulesBackends(t *testing.T) {
 			name:  "no backends",
 			edits: []string{"[backends.b1]\n" + backendProt + "\n" + backendBase + "\n" + backendCred + "\n" + backendCap, "[backends]"},
 			want: []Problem{
-				{"backends", "empty; expected at least one [backends.<id>]"},
-				{"models.m1.targets[0].backend", `unknown backend "b1"; expected the id of a [backends.<id>]`},
+				{"backends", "must list at least one backend"},
+				{"models.m1.targets[0].backend", `unknown backend "b1"`},
 			},
 		},
 	})
@@ -656,13 +661,13 @@ func TestRulesModels(t *testing.T) {
 		{
 			name: "valid, with every target field", view: models,
 			edits:    []string{targetWt, "weight = 1000000\nstream = true\ntools = true\njson_schema = true\ntier = 3"},
-			wantView: []Model{{Name: "m1", Targets: []Target{{Backend: "b1", Model: "real-1", Weight: 1000000, Stream: true, Tools: true, JSONSchema: true, Tier: 3}}}},
+			wantView: []routesnap.Model{{Name: "m1", Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1000000, Stream: true, Tools: true, JSONSchema: true, Tier: 3}}}},
 		},
 		{
 			name: "inline targets keep file order", view: models,
 			edits: []string{modelHeader + "\n" + targetBack + "\n" + targetModel + "\n" + targetWt,
 				"[models.m1]\ntargets = [{ backend = \"b1\", model = \"z\", weight = 2 }, { backend = \"b1\", model = \"a\", weight = 1, tier = 1 }]"},
-			wantView: []Model{{Name: "m1", Targets: []Target{{Backend: "b1", Model: "z", Weight: 2}, {Backend: "b1", Model: "a", Weight: 1, Tier: 1}}}},
+			wantView: []routesnap.Model{{Name: "m1", Targets: []routesnap.Target{{Backend: "b1", Model: "z", Weight: 2}, {Backend: "b1", Model: "a", Weight: 1, Tier: 1}}}},
 		},
 		{
 			name: "names are sorted and may hold any printable characters", view: func(c *Config) any { return []string{c.Models[0].Name, c.Models[1].Name} },
@@ -671,15 +676,15 @@ func TestRulesModels(t *testing.T) {
 		},
 		{
 			name: "name too long", add: "[[models.\"" + long + "x\".targets]]\nbackend = \"b1\"\nmodel = \"r\"\nweight = 1\n",
-			want: []Problem{{`models."` + long + `x"`, "invalid model name: longer than 256 characters"}},
+			want: []Problem{{`models."` + long + `x"`, "longer than 256 characters"}},
 		},
 		{
 			name: "name with a control character", add: "[[models.\"a\\u0007b\".targets]]\nbackend = \"b1\"\nmodel = \"r\"\nweight = 1\n",
-			want: []Problem{{`models."a\u0007b"`, "invalid model name: contains control characters"}},
+			want: []Problem{{`models."a\u0007b"`, "must not contain control characters"}},
 		},
 		{
 			name: "empty name", add: "[[models.\"\".targets]]\nbackend = \"b1\"\nmodel = \"r\"\nweight = 1\n",
-			want: []Problem{{`models.""`, "invalid model name: empty"}},
+			want: []Problem{{`models.""`, "must not be empty"}},
 		},
 		{
 			name: "no targets", add: "[models.m2]\n",
@@ -687,7 +692,7 @@ func TestRulesModels(t *testing.T) {
 		},
 		{
 			name: "empty targets", add: "[models.m2]\ntargets = []\n",
-			want: []Problem{{"models.m2.targets", "empty; expected at least one target"}},
+			want: []Problem{{"models.m2.targets", "must list at least one target (an empty pool can serve nothing)"}},
 		},
 		{
 			name: "targets not tables", add: "[models.m2]\ntargets = [\"b1\"]\n",
@@ -703,11 +708,11 @@ func TestRulesModels(t *testing.T) {
 		},
 		{
 			name: "unknown backend", edits: []string{targetBack, `backend = "b2"`},
-			want: []Problem{{"models.m1.targets[0].backend", `unknown backend "b2"; expected the id of a [backends.<id>]`}},
+			want: []Problem{{"models.m1.targets[0].backend", `unknown backend "b2"`}},
 		},
 		{
 			name: "empty provider model", edits: []string{targetModel, `model = ""`},
-			want: []Problem{{"models.m1.targets[0].model", "invalid model name: empty"}},
+			want: []Problem{{"models.m1.targets[0].model", "must not be empty"}},
 		},
 		{
 			name: "weights", edits: []string{targetWt, "weight = 0"},
@@ -715,30 +720,31 @@ func TestRulesModels(t *testing.T) {
 				"[[models.m1.targets]]\nbackend = \"b1\"\nmodel = \"r3\"\nweight = 0.5\n" +
 				"[[models.m1.targets]]\nbackend = \"b1\"\nmodel = \"r4\"\nweight = \"1\"\n",
 			want: []Problem{
-				{"models.m1.targets[0].weight", "0 is out of range; expected 1..1000000"},
-				{"models.m1.targets[1].weight", "1000001 is out of range; expected 1..1000000"},
+				// Types first (decoding), then meaning (the routing rules).
 				{"models.m1.targets[2].weight", "expected an integer, got a float"},
 				{"models.m1.targets[3].weight", "expected an integer, got a string"},
+				{"models.m1.targets[0].weight", "must be 1..1000000, got 0"},
+				{"models.m1.targets[1].weight", "must be 1..1000000, got 1000001"},
 			},
 		},
 		{
 			name: "negative tier and non-boolean capability", edits: []string{targetWt, "weight = 1\ntier = -1\nstream = \"yes\""},
 			want: []Problem{
 				{"models.m1.targets[0].stream", "expected a boolean, got a string"},
-				{"models.m1.targets[0].tier", "-1 is out of range; expected 0..2147483647"},
+				{"models.m1.targets[0].tier", "must be 0..2147483647, got -1"},
 			},
 		},
 		{
 			name: "duplicate target", add: "[[models.m1.targets]]\nbackend = \"b1\"\nmodel = \"real-1\"\nweight = 5\n",
-			want: []Problem{{"models.m1.targets[1]", "duplicate of models.m1.targets[0] (same backend and model); merge their weights"}},
+			want: []Problem{{"models.m1.targets[1]", "duplicate of targets[0] (same backend and model); merge their weights"}},
 		},
 		{
 			name: "quoted model path", add: "[[models.\"gpt 4\".targets]]\nbackend = \"b1\"\nmodel = \"r\"\nweight = 0\n",
-			want: []Problem{{`models."gpt 4".targets[0].weight`, "0 is out of range; expected 1..1000000"}},
+			want: []Problem{{`models."gpt 4".targets[0].weight`, "must be 1..1000000, got 0"}},
 		},
 		{
 			name: "no models", edits: []string{modelHeader + "\n" + targetBack + "\n" + targetModel + "\n" + targetWt, "[models]"},
-			want: []Problem{{"models", "empty; expected at least one [models.<name>]"}},
+			want: []Problem{{"models", "must list at least one model"}},
 		},
 	})
 }

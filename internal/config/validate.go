@@ -13,24 +13,19 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // Limits enforced at load time (documented in the package doc).
 const (
-	minBodyBytes    = 1 << 10
-	maxBodyBytes    = 1 << 30
-	maxAttempts     = 5
-	maxInflight     = 100000
-	maxWeight       = 1000000
-	maxTier         = math.MaxInt32
-	maxIDLen        = 64
-	maxModelNameLen = 256
-	minTimeout      = time.Millisecond
-	minKeepalive    = time.Second
-	maxSOCKSField   = 255 // RFC 1929: username and password are at most 255 bytes
+	minBodyBytes  = 1 << 10
+	maxBodyBytes  = 1 << 30
+	maxAttempts   = 5
+	minTimeout    = time.Millisecond
+	minKeepalive  = time.Second
+	maxSOCKSField = 255 // RFC 1929: username and password are at most 255 bytes
 
 	minServerTimeout      = 100 * time.Millisecond
 	maxServerTimeout      = time.Hour
@@ -39,14 +34,14 @@ const (
 	maxConcurrentRequests = 1000000
 )
 
-const idRule = "1-64 characters from [A-Za-z0-9._-]"
-
 // validator turns the decoded document into a Config, collecting problems.
 type validator struct {
 	ps       problems
 	getenv   func(string) (string, bool)
 	readFile func(string) ([]byte, error)
 	dir      string // base for relative paths; "" leaves them as written
+	// routePaths are the TOML paths of the decoded backends and models.
+	routePaths routePaths
 }
 
 // resolve makes a relative path relative to the config file's directory.
@@ -59,11 +54,11 @@ func (v *validator) resolve(p string) string {
 
 func (v *validator) config(root *table) *Config {
 	c := Defaults()
-	if id, ok := root.str("node_id", idRule); ok {
-		if validID(id) {
+	if id, ok := root.str("node_id", routesnap.IDRule); ok {
+		if routesnap.ValidID(id) {
 			c.NodeID = id
 		} else {
-			v.ps.add(root.at("node_id"), "invalid node id; expected %s", idRule)
+			v.ps.add(root.at("node_id"), "invalid node id; expected %s", routesnap.IDRule)
 		}
 	}
 	if t, ok := section(root, "listen"); ok {
@@ -84,8 +79,9 @@ func (v *validator) config(root *table) *Config {
 	}
 	c.Credentials = v.credentials(root)
 	if v.controlPlaneSections(root, &c) { // [control_plane], [routes]: controlplane.go; true = static routes
-		c.Backends = v.backends(root, c.Credentials)
-		c.Models = v.models(root, c.Backends)
+		c.Backends = v.backends(root)
+		c.Models = v.models(root)
+		v.checkRoutes(c.Backends, c.Models, c.Credentials)
 	}
 	if t, ok := root.sub("authz", `an [authz] table with source = "file:<path>"`); ok {
 		v.authz(t, &c.Authz)
@@ -255,11 +251,11 @@ func (v *validator) egress(t *table, e *Egress) {
 func (v *validator) proxy(t *table) Proxy {
 	defer t.done()
 	var p Proxy
-	if name, ok := t.str("name", idRule); ok {
-		if validID(name) {
+	if name, ok := t.str("name", routesnap.IDRule); ok {
+		if routesnap.ValidID(name) {
 			p.Name = name
 		} else {
-			v.ps.add(t.at("name"), "invalid proxy name; expected %s", idRule)
+			v.ps.add(t.at("name"), "invalid proxy name; expected %s", routesnap.IDRule)
 		}
 	}
 	if raw, ok := t.str("url", `a proxy URL like "socks5://127.0.0.1:1080"`); ok {
@@ -329,25 +325,6 @@ func (v *validator) proxyURL(path, raw string) *url.URL {
 	return nil
 }
 
-// baseURL checks a backend base URL (SPEC §3: plaintext only for loopback).
-func (v *validator) baseURL(path, raw string) *url.URL {
-	u, ok := v.absURL(path, raw, "an https:// URL (http:// only for a loopback host)", "http", "https")
-	if !ok {
-		return nil
-	}
-	switch {
-	case u.User != nil:
-		v.ps.add(path, "must not contain credentials; the backend's credential goes in credential")
-	case u.Scheme == "http" && !loopback(u.Hostname()):
-		v.ps.add(path, "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)")
-	default:
-		// The endpoint path is appended, so "…/v1/" and "…/v1" mean the same.
-		u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), strings.TrimRight(u.RawPath, "/")
-		return u
-	}
-	return nil
-}
-
 // absURL parses raw as an absolute URL with one of schemes, a host, a valid
 // port if any, and no query or fragment. Messages never quote raw: it may
 // hold credentials.
@@ -399,8 +376,8 @@ func (v *validator) credentials(root *table) map[string]secret.Secret {
 			creds[e.name] = secret.Secret{} // declared; its type is reported
 			continue
 		}
-		if !validID(e.name) {
-			v.ps.add(e.t.path, "invalid credential name; expected %s", idRule)
+		if !routesnap.ValidID(e.name) {
+			v.ps.add(e.t.path, "invalid credential name; expected %s", routesnap.IDRule)
 		}
 		// Declared names resolve even when their value fails to load, so a
 		// missing variable is reported once, at the credential.
@@ -466,48 +443,28 @@ func (v *validator) secretRefTable(t *table) secret.Secret {
 	return s
 }
 
-func (v *validator) backends(root *table, creds map[string]secret.Secret) []Backend {
-	entries, ok := root.entries("backends", "at least one [backends.<id>]")
-	if ok && len(entries) == 0 {
-		v.ps.add(root.at("backends"), "empty; expected at least one [backends.<id>]")
-	}
-	out := make([]Backend, 0, len(entries))
+// backends decodes the [backends.<id>] tables into the routing
+// document's types, sorted by id; [validator.routes] checks their meaning.
+// Only types and missing keys are reported here.
+func (v *validator) backends(root *table) []routesnap.Backend {
+	entries, _ := root.entries("backends", "at least one [backends.<id>]")
+	out := make([]routesnap.Backend, 0, len(entries))
 	for _, e := range entries {
 		t := e.t
-		b := Backend{ID: e.name}
+		b := routesnap.Backend{ID: e.name}
+		v.routePaths.backends = append(v.routePaths.backends, join(root.at("backends"), e.name))
 		if t == nil {
 			out = append(out, b) // declared; its type is reported
 			continue
 		}
-		if !validID(e.name) {
-			v.ps.add(t.path, "invalid backend id; expected %s", idRule)
-		}
-		if p, ok := t.str("protocol", `"openai" or "anthropic"`); ok {
-			if p == ProtocolOpenAI || p == ProtocolAnthropic {
-				b.Protocol = p
-			} else {
-				v.ps.add(t.at("protocol"), "unknown protocol %q; expected %q or %q", p, ProtocolOpenAI, ProtocolAnthropic)
-			}
-		}
-		if raw, ok := t.str("base_url", `an https:// URL like "https://api.openai.com/v1"`); ok {
-			b.BaseURL = v.baseURL(t.at("base_url"), raw)
-		}
-		if c, ok := t.str("credential", "the name of a [credentials.<name>]"); ok {
-			if _, found := creds[c]; found {
-				b.Credential = c
-			} else {
-				v.ps.add(t.at("credential"), "unknown credential %q; expected the name of a [credentials.<name>]", c)
-			}
-		}
-		if n, ok := t.integer("max_inflight_per_node", "an integer 1..100000", 1, maxInflight); ok {
-			b.MaxInflight = int(n)
+		b.Protocol, _ = t.str("protocol", `"openai" or "anthropic"`)
+		b.BaseURL, _ = t.str("base_url", `an https:// URL like "https://api.openai.com/v1"`)
+		b.Credential, _ = t.str("credential", "the name of a [credentials.<name>]")
+		if n, ok := t.integer("max_inflight_per_node", "an integer 1..100000", math.MinInt64, math.MaxInt64); ok {
+			b.MaxInflightPerNode = clampInt(n)
 		}
 		if on, ok := t.boolean("include_usage"); ok {
-			if b.Protocol == ProtocolAnthropic {
-				v.ps.add(t.at("include_usage"), "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
-			} else {
-				b.IncludeUsage = &on
-			}
+			b.IncludeUsage = &on
 		}
 		t.done()
 		out = append(out, b)
@@ -515,34 +472,23 @@ func (v *validator) backends(root *table, creds map[string]secret.Secret) []Back
 	return out // sorted by ID: entries are sorted by name
 }
 
-func (v *validator) models(root *table, backends []Backend) []Model {
-	entries, ok := root.entries("models", "at least one [models.<name>]")
-	if ok && len(entries) == 0 {
-		v.ps.add(root.at("models"), "empty; expected at least one [models.<name>]")
-	}
-	out := make([]Model, 0, len(entries))
+// models decodes the [models.<name>] tables into the routing document's
+// types, sorted by name, targets in file order.
+func (v *validator) models(root *table) []routesnap.Model {
+	entries, _ := root.entries("models", "at least one [models.<name>]")
+	out := make([]routesnap.Model, 0, len(entries))
 	for _, e := range entries {
 		if e.t == nil {
 			continue
 		}
-		if msg := checkModelName(e.name); msg != "" {
-			v.ps.add(e.t.path, "invalid model name: %s", msg)
-		}
-		m := Model{Name: e.name}
-		list, ok := e.t.list("targets", "at least one [[models.<name>.targets]]")
-		if ok && len(list) == 0 {
-			v.ps.add(e.t.at("targets"), "empty; expected at least one target")
-		}
-		first := map[[2]string]string{} // backend+model → path of its first target
+		v.routePaths.models = append(v.routePaths.models, e.t.path)
+		m := routesnap.Model{Name: e.name}
+		list, _ := e.t.list("targets", "at least one [[models.<name>.targets]]")
 		for _, t := range list {
-			tg := v.target(t, backends)
-			key := [2]string{tg.Backend, tg.Model}
-			if p, dup := first[key]; dup && tg.Backend != "" && tg.Model != "" {
-				v.ps.add(t.path, "duplicate of %s (same backend and model); merge their weights", p)
-			} else {
-				first[key] = t.path
-			}
-			m.Targets = append(m.Targets, tg)
+			m.Targets = append(m.Targets, v.target(t))
+		}
+		if m.Targets == nil && list != nil {
+			m.Targets = []routesnap.Target{}
 		}
 		e.t.done()
 		out = append(out, m)
@@ -550,33 +496,96 @@ func (v *validator) models(root *table, backends []Backend) []Model {
 	return out
 }
 
-func (v *validator) target(t *table, backends []Backend) Target {
+func (v *validator) target(t *table) routesnap.Target {
 	defer t.done()
-	var tg Target
-	if b, ok := t.str("backend", "the id of a [backends.<id>]"); ok {
-		if slices.ContainsFunc(backends, func(x Backend) bool { return x.ID == b }) {
-			tg.Backend = b
-		} else {
-			v.ps.add(t.at("backend"), "unknown backend %q; expected the id of a [backends.<id>]", b)
-		}
-	}
-	if m, ok := t.str("model", "the provider's model name"); ok {
-		if msg := checkModelName(m); msg != "" {
-			v.ps.add(t.at("model"), "invalid model name: %s", msg)
-		} else {
-			tg.Model = m
-		}
-	}
-	if n, ok := t.integer("weight", "an integer 1..1000000", 1, maxWeight); ok {
-		tg.Weight = int(n)
+	var tg routesnap.Target
+	tg.Backend, _ = t.str("backend", "the id of a [backends.<id>]")
+	tg.Model, _ = t.str("model", "the provider's model name")
+	if n, ok := t.integer("weight", "an integer 1..1000000", math.MinInt64, math.MaxInt64); ok {
+		tg.Weight = clampInt(n)
 	}
 	tg.Stream, _ = t.boolean("stream")
 	tg.Tools, _ = t.boolean("tools")
 	tg.JSONSchema, _ = t.boolean("json_schema")
-	if n, ok := t.integer("tier", "", 0, maxTier); ok {
-		tg.Tier = int(n)
+	if n, ok := t.integer("tier", "", math.MinInt64, math.MaxInt64); ok {
+		tg.Tier = clampInt(n)
 	}
 	return tg
+}
+
+// clampInt converts n to an int, saturating, so that an out-of-range
+// value stays out of range for validation on any platform.
+func clampInt(n int64) int {
+	return int(max(min(n, math.MaxInt), math.MinInt))
+}
+
+// routePaths maps the routing document's element indices back to TOML key
+// paths: backends[i] is backends.<id>, models[i] is models.<name>.
+type routePaths struct {
+	backends []string
+	models   []string
+}
+
+// checkRoutes checks the decoded routes with the routing snapshot's own rules
+// (routesnap.ValidateRoutes: the same rules, messages and limits as a
+// snapshot's) and reports each problem at its TOML key path. A problem at
+// or under a path that decoding already reported (a missing key, a wrong
+// type, an entry that is not a table) is dropped: one problem, not a
+// cascade.
+func (v *validator) checkRoutes(backends []routesnap.Backend, models []routesnap.Model, creds map[string]secret.Secret) {
+	defined := func(name string) bool { _, ok := creds[name]; return ok }
+	err := routesnap.ValidateRoutes(backends, models, defined)
+	var ve *routesnap.ValidationError
+	if !errors.As(err, &ve) {
+		return
+	}
+	reported := make([]string, len(v.ps.list))
+	for i, p := range v.ps.list {
+		reported[i] = p.Path
+	}
+	for _, p := range ve.Problems {
+		path := v.routePaths.toml(p.Path)
+		if slices.ContainsFunc(reported, func(r string) bool { return under(path, r) }) {
+			continue
+		}
+		v.ps.add(path, "%s", p.Msg)
+	}
+}
+
+// toml maps a routing document path ("backends[2].base_url",
+// "models[0].name", "models[0].targets[1].weight") to the TOML key path of
+// the same value ("backends.b2.base_url", "models.m0",
+// "models.m0.targets[1].weight"). Ids and names are TOML keys, so
+// "backends[i].id" and "models[i].name" are the key itself.
+func (rp routePaths) toml(path string) string {
+	for _, list := range []struct {
+		prefix, key string
+		paths       []string
+	}{{"backends[", ".id", rp.backends}, {"models[", ".name", rp.models}} {
+		rest, ok := strings.CutPrefix(path, list.prefix)
+		if !ok {
+			continue
+		}
+		num, rest, ok := strings.Cut(rest, "]")
+		i, err := strconv.Atoi(num)
+		if !ok || err != nil || i < 0 || i >= len(list.paths) {
+			return path
+		}
+		if rest == list.key {
+			rest = ""
+		}
+		return list.paths[i] + rest
+	}
+	return path
+}
+
+// under reports whether path is p or a value inside p.
+func under(path, p string) bool {
+	if p == "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(path, p)
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
 }
 
 func (v *validator) authz(t *table, a *Authz) {
@@ -586,33 +595,6 @@ func (v *validator) authz(t *table, a *Authz) {
 		return
 	}
 	a.Source, _ = v.snapshotSource(t.at("source"), src) // controlplane.go
-}
-
-// validID reports whether s is 1-64 characters from [A-Za-z0-9._-].
-func validID(s string) bool {
-	if s == "" || len(s) > maxIDLen {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// checkModelName returns what is wrong with a public or provider model name,
-// or "".
-func checkModelName(s string) string {
-	switch {
-	case s == "":
-		return "empty"
-	case utf8.RuneCountInString(s) > maxModelNameLen:
-		return "longer than 256 characters"
-	case strings.ContainsFunc(s, unicode.IsControl):
-		return "contains control characters"
-	}
-	return ""
 }
 
 // parsePort parses a decimal port 0..65535 written without leading zeros.

@@ -95,7 +95,7 @@ source = "file:/dev/null"
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tab, err := routes.Compile(cfg, upstream.NewRegistry(upstream.Options{}))
+	tab, err := routes.Compile(cfg.Backends, cfg.Models, cfg.Credentials, upstream.NewRegistry(upstream.Options{}))
 	if err != nil {
 		tb.Fatal(err)
 	}

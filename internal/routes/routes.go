@@ -22,13 +22,14 @@ package routes
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
 
-	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // Protocol is a wire protocol pool.
@@ -42,9 +43,9 @@ const (
 
 func (p Protocol) String() string {
 	if p == Anthropic {
-		return config.ProtocolAnthropic
+		return routesnap.ProtocolAnthropic
 	}
-	return config.ProtocolOpenAI
+	return routesnap.ProtocolOpenAI
 }
 
 // Caps is a set of capabilities (SPEC §1).
@@ -137,33 +138,50 @@ func (t *Table) Names(p Protocol) []string { return t.names[p] }
 // endpointPath is appended to a backend's base URL.
 var endpointPath = [numProtocols]string{OpenAI: "/chat/completions", Anthropic: "/messages"}
 
-// ParseProtocol maps a config protocol name.
+// ParseProtocol maps a protocol name ([routesnap.ProtocolOpenAI] or
+// [routesnap.ProtocolAnthropic]).
 func ParseProtocol(s string) (Protocol, error) {
 	switch s {
-	case config.ProtocolOpenAI:
+	case routesnap.ProtocolOpenAI:
 		return OpenAI, nil
-	case config.ProtocolAnthropic:
+	case routesnap.ProtocolAnthropic:
 		return Anthropic, nil
 	}
 	return 0, fmt.Errorf("unknown protocol %q", s)
 }
 
-// Compile builds a Table from a validated config. reg supplies the hot
-// state of each backend by identity.
-func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
-	backends := make(map[string]*Backend, len(cfg.Backends))
-	uses := make(map[upstream.Identity]struct{}, len(cfg.Backends))
-	for _, b := range cfg.Backends {
+// Compile builds a Table from routes that passed
+// [routesnap.ValidateRoutes] with creds as the defined credentials: a
+// routing snapshot's, or a node's static configuration, which decodes into
+// the same types. reg supplies the hot state of each backend by identity.
+// The few problems that would make the Table unusable are errors here too;
+// validation reports them all, with the paths of the document they came
+// from.
+//
+// A backend keeps its hot state (in-flight count, EWMA, breaker, disabled)
+// across tables as long as its identity is unchanged: id, protocol, base
+// URL (without trailing "/"), credential name and max_inflight_per_node
+// ([upstream.Identity]); include_usage is not part of it.
+func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secret.Secret, reg *upstream.Registry) (*Table, error) {
+	backends := make(map[string]*Backend, len(bs))
+	uses := make(map[upstream.Identity]struct{}, len(bs))
+	for i, b := range bs {
 		p, err := ParseProtocol(b.Protocol)
 		if err != nil {
 			return nil, fmt.Errorf("routes: backend %q: %w", b.ID, err)
 		}
-		cred, ok := cfg.Credentials[b.Credential]
+		cred, ok := creds[b.Credential]
 		if !ok {
 			return nil, fmt.Errorf("routes: backend %q: unknown credential %q", b.ID, b.Credential)
 		}
-		base := strings.TrimRight(b.BaseURL.String(), "/")
-		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflight}
+		u, err := url.Parse(b.BaseURL)
+		if err != nil {
+			// The URL is not quoted: it could carry credentials.
+			return nil, fmt.Errorf("routes: backends[%d].base_url: not a valid URL", i)
+		}
+		// The endpoint path is appended, so "…/v1/" and "…/v1" are one URL.
+		base := strings.TrimRight(u.String(), "/")
+		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflightPerNode}
 		uses[id] = struct{}{}
 		backends[b.ID] = &Backend{
 			ID:          b.ID,
@@ -174,8 +192,8 @@ func Compile(cfg *config.Config, reg *upstream.Registry) (*Table, error) {
 			InjectUsage: p == OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}
 	}
-	t := &Table{uses: uses, models: make(map[string]*Model, len(cfg.Models))}
-	for _, m := range cfg.Models {
+	t := &Table{uses: uses, models: make(map[string]*Model, len(ms))}
+	for _, m := range ms {
 		cm := &Model{Name: m.Name}
 		for i, tg := range m.Targets {
 			b, ok := backends[tg.Backend]

@@ -1,80 +1,36 @@
 package routes
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-const doc = `node_id = "n"
-[[egress.proxies]]
-name = "p"
-url = "socks5://127.0.0.1:1080"
-[credentials.c]
-env = "K"
-[backends.oa-b]
-protocol = "openai"
-base_url = "https://b.example/v1/"
-credential = "c"
-max_inflight_per_node = 3
-include_usage = false
-[backends.oa-a]
-protocol = "openai"
-base_url = "https://a.example/v1"
-credential = "c"
-max_inflight_per_node = 3
-[backends.an]
-protocol = "anthropic"
-base_url = "https://an.example/v1"
-credential = "c"
-max_inflight_per_node = 3
-[models.mixed]
-[[models.mixed.targets]]
-backend = "oa-b"
-model = "m-b"
-weight = 1
-tier = 1
-[[models.mixed.targets]]
-backend = "an"
-model = "claude \"x\""
-weight = 2
-stream = true
-[[models.mixed.targets]]
-backend = "oa-a"
-model = "m-a"
-weight = 3
-tools = true
-json_schema = true
-[models.only-oa]
-[[models.only-oa.targets]]
-backend = "oa-a"
-model = "x"
-weight = 1
-[authz]
-source = "file:/dev/null"
-`
-
-func compile(t *testing.T, reg *upstream.Registry) *Table {
+// compile validates doc as the node does before it compiles one, then
+// compiles it.
+func compile(t *testing.T, doc *routesnap.Snapshot, reg *upstream.Registry) *Table {
 	t.Helper()
-	cfg, err := config.Parse([]byte(doc), func(string) (string, bool) { return "secret", true }, os.ReadFile)
-	if err != nil {
+	if err := routesnap.ValidateRoutes(doc.Backends, doc.Models, hasCred(testCreds)); err != nil {
 		t.Fatal(err)
 	}
-	tab, err := Compile(cfg, reg)
+	tab, err := Compile(doc.Backends, doc.Models, testCreds, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tab
 }
 
+func hasCred(creds map[string]secret.Secret) func(string) bool {
+	return func(name string) bool { _, ok := creds[name]; return ok }
+}
+
 func TestCompile(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
-	tab := compile(t, reg)
+	tab := compile(t, staticDoc(), reg)
 	m, ok := tab.Model("mixed")
 	if !ok {
 		t.Fatal("model mixed missing")
@@ -109,15 +65,15 @@ func TestCompile(t *testing.T) {
 	if diff := cmp.Diff(tab.Names(Anthropic), []string{"mixed"}); diff != "" {
 		t.Errorf("anthropic names (-got +want):\n%s", diff)
 	}
-	if m.Pools[OpenAI][0].Backend.Credential.Reveal() != "secret" {
+	if m.Pools[OpenAI][0].Backend.Credential.Reveal() != "secret" || m.Pools[OpenAI][0].Backend.State.Cap() != 3 {
 		t.Error("credential not resolved")
 	}
 }
 
 func TestStateSurvivesRecompile(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
-	a := compile(t, reg)
-	b := compile(t, reg)
+	a := compile(t, staticDoc(), reg)
+	b := compile(t, staticDoc(), reg)
 	ma, _ := a.Model("only-oa")
 	mb, _ := b.Model("only-oa")
 	if ma.Pools[OpenAI][0].Backend.State != mb.Pools[OpenAI][0].Backend.State {
@@ -135,16 +91,10 @@ func TestStateSurvivesRecompile(t *testing.T) {
 
 func TestPruneAfterSwap(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
-	compile(t, reg) // three backends
-	cfg, err := config.Parse([]byte(strings.Replace(doc, `base_url = "https://b.example/v1/"`, `base_url = "https://b2.example/v1/"`, 1)),
-		func(string) (string, bool) { return "secret", true }, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := Compile(cfg, reg) // oa-b changed identity
-	if err != nil {
-		t.Fatal(err)
-	}
+	compile(t, staticDoc(), reg) // three backends
+	changed := staticDoc()
+	changed.Backends[0].BaseURL = "https://b2.example/v1/"
+	next := compile(t, changed, reg) // oa-b changed identity
 	if reg.Len() != 4 {
 		t.Fatalf("registry has %d states before prune, want 4", reg.Len())
 	}

@@ -98,7 +98,7 @@ func TestIndexWeightsTiers(t *testing.T) {
 		t.Error("targets of one tier do not share its index")
 	}
 
-	m, _ := compile(t, upstream.NewRegistry(upstream.Options{})).Model("mixed")
+	m, _ := compile(t, staticDoc(), upstream.NewRegistry(upstream.Options{})).Model("mixed")
 	for p, pool := range m.Pools {
 		for _, tg := range pool {
 			if x := tg.TierWeights; x == nil || x.Len() != 1 || x.Total() != tg.Weight {

@@ -1,7 +1,7 @@
 // Package snapshot keeps the documents a control plane publishes current on
 // a node: the authorization snapshot and the routing snapshot (SPEC §2, §7,
 // §11). It moves and guards bytes; what a document means is the business
-// of a [DecodeFunc] supplied by the consumer (routes.SnapshotDecoder, or an
+// of a [DecodeFunc] supplied by the consumer (the routes one in app, or an
 // authz one).
 //
 // # Basics
@@ -60,7 +60,7 @@
 //	src, err := snapshot.ParseSource(cfg.Routes.Source, baseDir, httpOpts)
 //	p := snapshot.NewPoller(snapshot.PollerOptions{
 //		Name: "routes", Source: src,
-//		Decode:     routes.SnapshotDecoder(&holder, cfg.Credentials, registry),
+//		Decode:     decodeRoutes, // decode, validate, and an apply func that compiles and swaps
 //		Interval:   cfg.ControlPlane.PollInterval,
 //		Jitter:     cfg.ControlPlane.PollInterval / 10,
 //		StaleAfter: cfg.ControlPlane.StaleAfter,

@@ -5,9 +5,10 @@ import "time"
 // Schema is the only schema number this package reads and writes.
 const Schema = 1
 
-// Limits enforced by [Snapshot.Validate]. They match the node's static
-// configuration (internal/config), so a route is valid in a snapshot
-// exactly when it would be valid in the node's TOML.
+// Limits enforced by [Snapshot.Validate] and [ValidateRoutes]. A node's
+// static configuration decodes its routes into these types and checks them
+// with ValidateRoutes, so a route is valid in a snapshot exactly when it
+// would be valid in the node's TOML.
 const (
 	// MaxIDLength is the longest backend id or credential name, in bytes
 	// (both use [A-Za-z0-9._-] only).

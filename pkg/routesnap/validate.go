@@ -29,50 +29,79 @@ func (e *ValidationError) Error() string {
 // listing every problem, or nil. It checks that:
 //
 //   - schema is [Schema] and version is at least 1;
-//   - there is at least one backend and at least one model (an empty
-//     document is far more likely a publisher bug than an intent to serve
-//     nothing, and it would turn every request into a 404);
-//   - backend ids and credential names are 1–[MaxIDLength] characters from
-//     [A-Za-z0-9._-]; backend ids are unique;
-//   - protocol is [ProtocolOpenAI] or [ProtocolAnthropic];
-//   - base_url is acceptable to [CheckBaseURL];
-//   - max_inflight_per_node is 1..[MaxInflight];
-//   - include_usage is absent on an [ProtocolAnthropic] backend;
-//   - model names (public and provider) are 1–[MaxModelNameLength]
-//     characters without control characters; public names are unique;
-//   - every model has at least one target, every target names a backend of
-//     this snapshot, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
-//     two targets of a model share backend and provider model.
+//   - the backends and models pass [ValidateRoutes].
 //
 // Whether a credential name is defined is up to the node that loads the
-// snapshot (its local configuration holds the values, SPEC §7).
-func (s *Snapshot) Validate() error {
+// snapshot (its local configuration holds the values, SPEC §7); see
+// [Snapshot.ValidateCredentials].
+func (s *Snapshot) Validate() error { return s.ValidateCredentials(nil) }
+
+// ValidateCredentials is [Snapshot.Validate] plus, when defined is not
+// nil, the check a node makes before it applies a snapshot: every
+// credential a backend names must be one that defined reports true for
+// (the node's own [credentials]). A credential problem is listed at its
+// backend, in document order, like every other.
+func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 	if s == nil {
 		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
 	}
-	v := validator{}
+	v := validator{defined: defined}
 	if s.Schema != Schema {
 		v.add("schema", "must be %d, got %d", Schema, s.Schema)
 	}
 	if s.Version < 1 {
 		v.add("version", "must be at least 1")
 	}
+	v.routes(s.Backends, s.Models)
+	return v.err()
+}
 
-	backends := v.backends(s.Backends)
-	v.models(s.Models, backends)
+// ValidateRoutes checks backends and models as [Snapshot.Validate] checks
+// them inside a snapshot, for routes that come without a document around
+// them (a node's static configuration decodes its routes into these
+// types). defined is as for [Snapshot.ValidateCredentials]; nil skips the
+// credential check. Paths are those of a snapshot ("backends[0].id",
+// "models[1].targets[0].weight"); a caller that read another format maps
+// them to its own. It checks that:
+//
+//   - there is at least one backend and at least one model (an empty
+//     document is far more likely a publisher bug than an intent to serve
+//     nothing, and it would turn every request into a 404);
+//   - backend ids and credential names pass [ValidID]; backend ids are
+//     unique;
+//   - protocol is [ProtocolOpenAI] or [ProtocolAnthropic];
+//   - base_url is acceptable to [CheckBaseURL];
+//   - max_inflight_per_node is 1..[MaxInflight];
+//   - include_usage is absent on an [ProtocolAnthropic] backend;
+//   - model names (public and provider) pass [CheckModelName]; public
+//     names are unique;
+//   - every model has at least one target, every target names a backend of
+//     the same list, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
+//     two targets of a model share backend and provider model.
+func ValidateRoutes(backends []Backend, models []Model, defined func(name string) bool) error {
+	v := validator{defined: defined}
+	v.routes(backends, models)
+	return v.err()
+}
 
+type validator struct {
+	ps      []Problem
+	defined func(string) bool // nil: credentials are not checked
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
 	if len(v.ps) > 0 {
 		return &ValidationError{Problems: v.ps}
 	}
 	return nil
 }
 
-type validator struct {
-	ps []Problem
-}
-
-func (v *validator) add(path, format string, args ...any) {
-	v.ps = append(v.ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+func (v *validator) routes(bs []Backend, ms []Model) {
+	v.models(ms, v.backends(bs))
 }
 
 // backends checks the backends and returns the index of each valid id.
@@ -86,8 +115,8 @@ func (v *validator) backends(bs []Backend) map[string]int {
 	ids := make(map[string]int, len(bs))
 	for i, b := range bs {
 		path := "backends[" + strconv.Itoa(i) + "]"
-		if !validID(b.ID) {
-			v.add(path+".id", "must be %s", idRule)
+		if !ValidID(b.ID) {
+			v.add(path+".id", "must be %s", IDRule)
 		} else if j, dup := ids[b.ID]; dup {
 			v.add(path+".id", "duplicate of backends[%d]", j)
 		} else {
@@ -99,8 +128,12 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		if err := CheckBaseURL(b.BaseURL); err != nil {
 			v.add(path+".base_url", "%s", err.Msg)
 		}
-		if !validID(b.Credential) {
-			v.add(path+".credential", "must be a credential name: %s", idRule)
+		switch {
+		case !ValidID(b.Credential):
+			v.add(path+".credential", "must be a credential name: %s", IDRule)
+		case v.defined != nil && !v.defined(b.Credential):
+			// A valid name is a short id, safe to quote.
+			v.add(path+".credential", "unknown credential %q; this node's [credentials] does not define it", b.Credential)
 		}
 		if b.MaxInflightPerNode < 1 || b.MaxInflightPerNode > MaxInflight {
 			v.add(path+".max_inflight_per_node", "must be 1..%d, got %d", MaxInflight, b.MaxInflightPerNode)
@@ -126,7 +159,7 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 	seen := map[targetKey]int{} // reused per model
 	for i, m := range ms {
 		path := "models[" + strconv.Itoa(i) + "]"
-		if msg := checkModelName(m.Name); msg != "" {
+		if msg := CheckModelName(m.Name); msg != "" {
 			v.add(path+".name", "%s", msg)
 		} else if j, dup := names[m.Name]; dup {
 			v.add(path+".name", "duplicate of models[%d]", j)
@@ -140,12 +173,12 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 		for j, t := range m.Targets {
 			tpath := path + ".targets[" + strconv.Itoa(j) + "]"
 			switch _, ok := backends[t.Backend]; {
-			case !validID(t.Backend):
-				v.add(tpath+".backend", "must be a backend id: %s", idRule)
+			case !ValidID(t.Backend):
+				v.add(tpath+".backend", "must be a backend id: %s", IDRule)
 			case !ok:
 				v.add(tpath+".backend", "unknown backend %q", t.Backend)
 			}
-			if msg := checkModelName(t.Model); msg != "" {
+			if msg := CheckModelName(t.Model); msg != "" {
 				v.add(tpath+".model", "%s", msg)
 			}
 			if t.Weight < 1 || t.Weight > MaxWeight {
@@ -164,11 +197,14 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 	}
 }
 
-const idRule = "1-64 characters from [A-Za-z0-9._-]"
+// IDRule says what [ValidID] accepts, for messages.
+const IDRule = "1-64 characters from [A-Za-z0-9._-]"
 
-// validID reports whether s is 1-64 characters from [A-Za-z0-9._-]. Ids
-// that pass can be quoted in messages and logs as they are.
-func validID(s string) bool {
+// ValidID reports whether s is 1-64 characters from [A-Za-z0-9._-]: the
+// rule for backend ids and credential names (and, on a node, for its own
+// node id and egress proxy names). Ids that pass can be quoted in messages
+// and logs as they are.
+func ValidID(s string) bool {
 	if s == "" || len(s) > MaxIDLength {
 		return false
 	}
@@ -182,12 +218,13 @@ func validID(s string) bool {
 	return true
 }
 
-// checkModelName returns what is wrong with a public or provider model
-// name, or "".
-func checkModelName(s string) string {
+// CheckModelName returns what is wrong with a public or provider model
+// name (1–[MaxModelNameLength] characters of valid UTF-8 without control
+// characters), or "".
+func CheckModelName(s string) string {
 	switch {
 	case s == "":
-		return "required"
+		return "must not be empty"
 	case !utf8.ValidString(s):
 		return "must be valid UTF-8"
 	case utf8.RuneCountInString(s) > MaxModelNameLength:

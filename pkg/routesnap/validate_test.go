@@ -2,6 +2,7 @@ package routesnap_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,7 +149,7 @@ func TestValidate(t *testing.T) {
 				{Path: "models[0].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},
 				{Path: "models[1].targets[0].backend", Msg: `unknown backend "gone"`},
 				{Path: "models[1].targets[1].backend", Msg: "must be a backend id: 1-64 characters from [A-Za-z0-9._-]"},
-				{Path: "models[1].targets[1].model", Msg: "required"},
+				{Path: "models[1].targets[1].model", Msg: "must not be empty"},
 				{Path: "models[1].targets[1].weight", Msg: "must be 1..1000000, got 0"},
 				{Path: "models[1].targets[2].backend", Msg: "must be a backend id: 1-64 characters from [A-Za-z0-9._-]"},
 			},
@@ -290,5 +291,70 @@ func TestCheckBaseURL(t *testing.T) {
 		if diff := cmp.Diff(got, tt.want); diff != "" {
 			t.Errorf("CheckBaseURL(%q) mismatch (-got +want):\n%s", tt.url, diff)
 		}
+	}
+}
+
+// TestValidateCredentials: with the node's credentials, every name they
+// do not define is listed at its backend, in document order, and a name
+// that is not a valid id is reported once.
+func TestValidateCredentials(t *testing.T) {
+	defined := func(names ...string) func(string) bool {
+		return func(n string) bool { return slices.Contains(names, n) }
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*routesnap.Snapshot)
+		defined func(string) bool
+		want    []routesnap.Problem
+	}{
+		{name: "valid", mutate: func(*routesnap.Snapshot) {}, defined: defined("c1", "c2")},
+		{name: "nil skips the check", mutate: func(*routesnap.Snapshot) {}},
+		{
+			name: "every unknown credential is listed", mutate: func(*routesnap.Snapshot) {}, defined: defined(),
+			want: []routesnap.Problem{
+				{Path: "backends[0].credential", Msg: `unknown credential "c1"; this node's [credentials] does not define it`},
+				{Path: "backends[1].credential", Msg: `unknown credential "c2"; this node's [credentials] does not define it`},
+			},
+		},
+		{
+			name: "in document order, no double report",
+			mutate: func(s *routesnap.Snapshot) {
+				s.Backends[0].Credential = "bad name"
+				s.Backends[1].Credential = "missing"
+				s.Models[0].Targets[0].Weight = 0
+			},
+			defined: defined("c1", "c2"),
+			want: []routesnap.Problem{
+				{Path: "backends[0].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
+				{Path: "backends[1].credential", Msg: `unknown credential "missing"; this node's [credentials] does not define it`},
+				{Path: "models[0].targets[0].weight", Msg: "must be 1..1000000, got 0"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := valid()
+			tt.mutate(s)
+			err := s.ValidateCredentials(tt.defined)
+			routesErr := routesnap.ValidateRoutes(s.Backends, s.Models, tt.defined)
+			if tt.want == nil {
+				if err != nil || routesErr != nil {
+					t.Fatalf("ValidateCredentials = %v, ValidateRoutes = %v; want nil", err, routesErr)
+				}
+				return
+			}
+			for _, err := range []error{err, routesErr} {
+				var ve *routesnap.ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatalf("got %v; want *ValidationError", err)
+				}
+				if diff := cmp.Diff(ve.Problems, tt.want); diff != "" {
+					t.Errorf("problems (-got +want):\n%s", diff)
+				}
+			}
+		})
+	}
+	if err := (*routesnap.Snapshot)(nil).ValidateCredentials(defined()); err == nil {
+		t.Error("ValidateCredentials on nil = nil")
 	}
 }

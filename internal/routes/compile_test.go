@@ -1,8 +1,6 @@
 package routes
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -49,7 +47,8 @@ func viewOf(tab *Table) tableView {
 
 var testCreds = map[string]secret.Secret{"c": secret.New("secret"), "c2": secret.New("other")}
 
-// staticDoc is the routing snapshot equivalent of routes_test.go's doc.
+// staticDoc is a small routing snapshot with both protocols, tiers,
+// capabilities and include_usage.
 func staticDoc() *routesnap.Snapshot {
 	return &routesnap.Snapshot{
 		Schema: 1, Version: 1,
@@ -69,20 +68,7 @@ func staticDoc() *routesnap.Snapshot {
 	}
 }
 
-// TestCompileSnapshotMatchesStatic: a snapshot compiles to exactly the
-// Table its static-config equivalent compiles to.
-func TestCompileSnapshotMatchesStatic(t *testing.T) {
-	fromSnapshot, err := CompileSnapshot(staticDoc(), testCreds, upstream.NewRegistry(upstream.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromStatic := compile(t, upstream.NewRegistry(upstream.Options{}))
-	if diff := cmp.Diff(viewOf(fromSnapshot), viewOf(fromStatic)); diff != "" {
-		t.Errorf("snapshot table differs from the static one (-snapshot +static):\n%s", diff)
-	}
-}
-
-func TestCompileSnapshotFixture(t *testing.T) {
+func TestCompileFixture(t *testing.T) {
 	data, err := os.ReadFile("../../testdata/routesnap/valid.json")
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +78,10 @@ func TestCompileSnapshotFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := map[string]secret.Secret{"openai-main": secret.New("a"), "anthropic-main": secret.New("b")}
-	tab, err := CompileSnapshot(doc, creds, upstream.NewRegistry(upstream.Options{}))
+	if err := doc.ValidateCredentials(hasCred(creds)); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Compile(doc.Backends, doc.Models, creds, upstream.NewRegistry(upstream.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,65 +101,6 @@ func TestCompileSnapshotFixture(t *testing.T) {
 	}
 	if diff := cmp.Diff(inject, map[string]bool{"openai-1": true, "openai-eu": false, "anthropic-1": false}); diff != "" {
 		t.Errorf("InjectUsage by backend (-got +want):\n%s", diff)
-	}
-}
-
-func TestCheckSnapshot(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*routesnap.Snapshot)
-		creds  map[string]secret.Secret
-		want   []routesnap.Problem
-	}{
-		{name: "valid", mutate: func(*routesnap.Snapshot) {}, creds: testCreds},
-		{
-			name:   "every unknown credential is listed",
-			mutate: func(s *routesnap.Snapshot) { s.Backends[1].Credential = "c2" },
-			creds:  map[string]secret.Secret{},
-			want: []routesnap.Problem{
-				{Path: "backends[0].credential", Msg: `unknown credential "c"; this node's [credentials] does not define it`},
-				{Path: "backends[1].credential", Msg: `unknown credential "c2"; this node's [credentials] does not define it`},
-				{Path: "backends[2].credential", Msg: `unknown credential "c"; this node's [credentials] does not define it`},
-			},
-		},
-		{
-			name: "document problems first, no double report",
-			mutate: func(s *routesnap.Snapshot) {
-				s.Backends[0].Credential = "bad name"
-				s.Backends[2].Credential = "missing"
-				s.Models[1].Targets[0].Weight = 0
-			},
-			creds: testCreds,
-			want: []routesnap.Problem{
-				{Path: "backends[0].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
-				{Path: "models[1].targets[0].weight", Msg: "must be 1..1000000, got 0"},
-				{Path: "backends[2].credential", Msg: `unknown credential "missing"; this node's [credentials] does not define it`},
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			doc := staticDoc()
-			tt.mutate(doc)
-			err := CheckSnapshot(doc, tt.creds)
-			_, cerr := CompileSnapshot(doc, tt.creds, upstream.NewRegistry(upstream.Options{}))
-			if tt.want == nil {
-				if err != nil || cerr != nil {
-					t.Fatalf("CheckSnapshot = %v, CompileSnapshot = %v; want nil", err, cerr)
-				}
-				return
-			}
-			var ve *routesnap.ValidationError
-			if !errors.As(err, &ve) || !errors.As(cerr, new(*routesnap.ValidationError)) {
-				t.Fatalf("CheckSnapshot = %v, CompileSnapshot = %v; want *ValidationError", err, cerr)
-			}
-			if diff := cmp.Diff(ve.Problems, tt.want); diff != "" {
-				t.Errorf("problems (-got +want):\n%s", diff)
-			}
-		})
-	}
-	if err := CheckSnapshot(nil, testCreds); err == nil {
-		t.Error("CheckSnapshot(nil) = nil")
 	}
 }
 
@@ -200,10 +130,7 @@ func TestSnapshotKeepsHotState(t *testing.T) {
 		v2.Models[1].Targets = append(v2.Models[1].Targets, routesnap.Target{Backend: id, Model: "x", Weight: 1})
 	}
 	states := func(doc *routesnap.Snapshot) map[string]*upstream.State {
-		tab, err := CompileSnapshot(doc, testCreds, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tab := compile(t, doc, reg)
 		out := map[string]*upstream.State{}
 		for _, m := range tab.models {
 			for _, pool := range m.Pools {
@@ -225,57 +152,18 @@ func TestSnapshotKeepsHotState(t *testing.T) {
 	}
 }
 
-func TestSnapshotDecoder(t *testing.T) {
-	var h Holder
-	decode := SnapshotDecoder(&h, testCreds, upstream.NewRegistry(upstream.Options{}))
-	good, err := json.Marshal(staticDoc())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := staticDoc()
-	bad.Backends[0].Credential = "nope"
-	badData, err := json.Marshal(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"truncated": good[:len(good)-1], "unknown credential": badData} {
-		if _, apply, err := decode(data); err == nil || apply != nil {
-			t.Errorf("%s: decode = %v, %v; want an error and no apply", name, apply != nil, err)
-		}
-	}
-	version, apply, err := decode(good)
-	if err != nil || version != 1 {
-		t.Fatalf("decode = %d, %v", version, err)
-	}
-	if h.Load() != nil {
-		t.Fatal("decode stored a table before apply")
-	}
-	if err := apply(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := h.Load().Model("mixed"); !ok {
-		t.Error("apply did not store the table")
-	}
-}
-
 // TestSwapPinsInFlight is catalogue B4 at the table level: 100 requests
 // that loaded the table before a swap keep using it (and the backend the
 // new table removes) while requests after the swap see the new table.
 // Run with -race.
 func TestSwapPinsInFlight(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
-	old, err := CompileSnapshot(staticDoc(), testCreds, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := compile(t, staticDoc(), reg)
 	next := staticDoc()
 	next.Version = 2
 	next.Backends = next.Backends[1:] // oa-b is removed
 	next.Models[0].Targets = next.Models[0].Targets[1:]
-	nextTab, err := CompileSnapshot(next, testCreds, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nextTab := compile(t, next, reg)
 	var h Holder
 	h.Store(old)
 

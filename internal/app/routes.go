@@ -1,0 +1,63 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+)
+
+// This file adapts the two route sources to the one compiler: the static
+// [backends] and [models] of the config file, which config.Parse already
+// decoded into routing snapshot types and checked with the snapshot's own
+// rules, and routing snapshots from the control plane. Both become a
+// routes.Table the same way.
+
+// staticRoutes compiles the config file's routes.
+func staticRoutes(cfg *config.Config, reg *upstream.Registry) (*routes.Table, error) {
+	t, err := routes.Compile(cfg.Backends, cfg.Models, cfg.Credentials, reg)
+	if err != nil {
+		return nil, fmt.Errorf("static routes: %w", err)
+	}
+	return t, nil
+}
+
+// definedIn returns whether a credential name is defined in creds (the
+// node's [credentials]; a routing snapshot names credentials, never
+// carries them).
+func definedIn(creds map[string]secret.Secret) func(string) bool {
+	return func(name string) bool {
+		_, ok := creds[name]
+		return ok
+	}
+}
+
+// routesDecoder returns the [snapshot.DecodeFunc] of the routes poller: it
+// decodes and checks a document (routesnap.Decode, then
+// ValidateCredentials with the node's credentials; no side effects), and
+// its apply func compiles the document against reg and stores the Table
+// in h. Requests that loaded the previous Table finish with it.
+func routesDecoder(h *routes.Holder, creds map[string]secret.Secret, reg *upstream.Registry) snapshot.DecodeFunc {
+	return func(data []byte) (uint64, func() error, error) {
+		doc, err := routesnap.Decode(data)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := doc.ValidateCredentials(definedIn(creds)); err != nil {
+			return 0, nil, err
+		}
+		return doc.Version, func() error {
+			t, err := routes.Compile(doc.Backends, doc.Models, creds, reg)
+			if err != nil {
+				return err
+			}
+			h.Store(t)
+			reg.Prune(t.Uses) // removed backends' state goes once idle
+			return nil
+		}, nil
+	}
+}
