@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -22,27 +21,20 @@ import (
 func TestBackendGaugesAfterSwap(t *testing.T) {
 	reg := newRegistry(clock.NewFake(time.Time{}), false)
 	var holder routes.Holder
-	decode := routes.SnapshotDecoder(&holder, map[string]secret.Secret{"cred": secret.New("sk-canary-cred")}, reg)
-	apply := func(version uint64, capacity int) {
+	creds := map[string]secret.Secret{"cred": secret.New("sk-canary-cred")}
+	// apply swaps in a table as the routes poller does: compile, store,
+	// then prune what the new table no longer uses.
+	apply := func(capacity int) {
 		t.Helper()
-		data, err := json.Marshal(routesnap.Snapshot{
-			Schema: routesnap.Schema, Version: version,
-			Backends: []routesnap.Backend{{
-				ID: "a", Protocol: routesnap.ProtocolOpenAI, BaseURL: "https://api.example.com/v1", Credential: "cred",
-				MaxInflightPerNode: capacity,
-			}},
-			Models: []routesnap.Model{{Name: "m", Targets: []routesnap.Target{{Backend: "a", Model: "p", Weight: 1}}}},
-		})
+		tab, err := routes.Compile([]routesnap.Backend{{
+			ID: "a", Protocol: routesnap.ProtocolOpenAI, BaseURL: "https://api.example.com/v1", Credential: "cred",
+			MaxInflightPerNode: capacity,
+		}}, []routesnap.Model{{Name: "m", Targets: []routesnap.Target{{Backend: "a", Model: "p", Weight: 1}}}}, creds, reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, commit, err := decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := commit(); err != nil {
-			t.Fatal(err)
-		}
+		holder.Store(tab)
+		reg.Prune(tab.Uses)
 	}
 	m := newMetrics(t)
 	m.RegisterBackends(metrics.RegistryBackends(reg, func(id upstream.Identity) bool {
@@ -50,11 +42,11 @@ func TestBackendGaugesAfterSwap(t *testing.T) {
 		return tb != nil && tb.Uses(id)
 	}))
 
-	apply(1, 64)
+	apply(64)
 	mdl, _ := holder.Load().Model("m")
 	pinned := mdl.Pools[routes.OpenAI][0].Backend.State
 	mustAcquire(t, pinned)
-	apply(2, 32)
+	apply(32)
 	if reg.Len() != 2 {
 		t.Fatalf("registry holds %d states, want the old (busy) and the new", reg.Len())
 	}
