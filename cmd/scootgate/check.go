@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // cmdCheck validates what a node would load, listing every problem:
@@ -22,6 +24,7 @@ import (
 //	check --offline --config FILE             the config only
 //	check --routes FILE [--previous OLD] [--config FILE]
 //	check --authz FILE [--previous OLD]       a snapshot file, for the control plane's CI
+//	      ... --verify-key PUBLIC                 and require a valid signature by that key
 //
 // A pre-start hook (systemd ExecStartPre) must use --offline: the node
 // starts on its last good snapshots when the control plane is down or
@@ -39,6 +42,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	authzPath := fs.String("authz", "", "an authorization snapshot file to validate")
 	prevPath := fs.String("previous", "", "the snapshot the file replaces: check the version rule and print the diff")
 	offline := fs.Bool("offline", false, "with --config alone: check the config only, fetch no snapshot (for pre-start hooks)")
+	var keyFiles []string
+	fs.Func("verify-key", "with --routes or --authz: a PEM public key file; the file must be signed by it (repeatable: any one of them)", func(s string) error {
+		keyFiles = append(keyFiles, s)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,6 +64,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		usageErr = "--offline applies to check --config alone"
 	case *cfgPath == "" && *routesPath == "" && *authzPath == "":
 		usageErr = "--config, --routes or --authz is required"
+	case len(keyFiles) > 0 && *routesPath == "" && *authzPath == "":
+		usageErr = "--verify-key needs --routes or --authz (with --config, the config's verify_keys apply)"
 	}
 	if usageErr != "" {
 		fmt.Fprintf(stderr, "scootgate check: %s\n", usageErr)
@@ -63,6 +73,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	c := &checker{stdout: stdout, stderr: stderr}
+	for _, f := range keyFiles {
+		keys, err := readPublicKeys(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "scootgate check: --verify-key %s: %v\n", f, err)
+			return 1
+		}
+		c.keys = append(c.keys, keys...)
+	}
 	switch {
 	case *routesPath != "":
 		c.routesFile(*routesPath, *prevPath, *cfgPath)
@@ -80,6 +98,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 // checker prints what it checks and remembers whether anything failed.
 type checker struct {
 	stdout, stderr io.Writer
+	keys           []ed25519.PublicKey // --verify-key
 	failed         bool
 }
 
@@ -129,6 +148,10 @@ func (c *checker) config(path string, fetch bool) {
 	}
 	base := filepath.Dir(path)
 	c.source("authz", cfg.Authz.Source, base, httpOpts, func(data []byte) (uint64, error) {
+		data, err := snapshot.Payload(data, snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys)
+		if err != nil {
+			return 0, err
+		}
 		doc, err := decodeAuthz(data)
 		if err != nil {
 			return 0, err
@@ -137,6 +160,10 @@ func (c *checker) config(path string, fetch bool) {
 	})
 	if cfg.Routes.Source != config.RoutesStatic {
 		c.source("routes", cfg.Routes.Source, base, httpOpts, func(data []byte) (uint64, error) {
+			data, err := snapshot.Payload(data, snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys)
+			if err != nil {
+				return 0, err
+			}
 			doc, err := decodeRoutes(data, cfg.Credentials, true)
 			if err != nil {
 				return 0, err
@@ -192,20 +219,21 @@ func (c *checker) routesFile(path, prevPath, cfgPath string) {
 		}
 		return fmt.Sprintf("routes version %d; credentials defined in %s", d.Version, cfgPath)
 	}
-	compare(c, path, prevPath, document[routesnap.Snapshot]{decode, decodePrev, describe,
+	compare(c, path, prevPath, document[routesnap.Snapshot]{snapsign.RoutesPayloadType, decode, decodePrev, describe,
 		func(d *routesnap.Snapshot) uint64 { return d.Version }, snapshot.DiffRoutes})
 }
 
 // authzFile checks an authorization snapshot file and compares it with
 // prevPath when given.
 func (c *checker) authzFile(path, prevPath string) {
-	compare(c, path, prevPath, document[authsnap.Snapshot]{decodeAuthz, decodeAuthz,
+	compare(c, path, prevPath, document[authsnap.Snapshot]{snapsign.AuthzPayloadType, decodeAuthz, decodeAuthz,
 		func(d *authsnap.Snapshot) string { return fmt.Sprintf("authz version %d", d.Version) },
 		func(d *authsnap.Snapshot) uint64 { return d.Version }, snapshot.DiffAuthz})
 }
 
 // document is what compare needs to know about one kind of snapshot.
 type document[T any] struct {
+	payloadType        string                   // of a signed file (pkg/snapsign)
 	decode, decodePrev func([]byte) (*T, error) // decode and check; the previous one may be checked less
 	describe           func(*T) string          // for the "ok" line
 	version            func(*T) uint64
@@ -215,11 +243,13 @@ type document[T any] struct {
 // compare checks the document at path and, given prevPath, the version
 // rule against the previous document, and prints their diff.
 func compare[T any](c *checker, path, prevPath string, k document[T]) {
-	doc, ps := readDoc(path, k.decode)
+	doc, signature, ps := readDoc(path, k.payloadType, c.keys, k.decode)
 	var prev *T
 	if prevPath != "" {
 		var prevPs []string
-		if prev, prevPs = readDoc(prevPath, k.decodePrev); len(prevPs) > 0 {
+		// The previous document was accepted already: its signature,
+		// if any, is not checked again.
+		if prev, _, prevPs = readDoc(prevPath, k.payloadType, nil, k.decodePrev); len(prevPs) > 0 {
 			c.problems(prevPath+" (previous)", prevPs...)
 			prev = nil
 		}
@@ -234,24 +264,46 @@ func compare[T any](c *checker, path, prevPath string, k document[T]) {
 	if len(ps) > 0 {
 		c.problems(path, ps...)
 	} else {
-		fmt.Fprintf(c.stdout, "%s: ok (%s)\n", path, k.describe(doc))
+		fmt.Fprintf(c.stdout, "%s: ok (%s%s)\n", path, k.describe(doc), signature)
 	}
 	if doc != nil && prev != nil {
 		fmt.Fprint(c.stdout, d.String())
 	}
 }
 
-// readDoc reads and checks one file. doc is nil unless it is valid.
-func readDoc[T any](path string, decode func([]byte) (*T, error)) (doc *T, problems []string) {
+// readDoc reads and checks one file, plain or a DSSE envelope of
+// payloadType; with keys, it must be an envelope signed by one of them.
+// doc is nil unless it is valid; signature describes the signature check
+// for the "ok" line.
+func readDoc[T any](path, payloadType string, keys []ed25519.PublicKey, decode func([]byte) (*T, error)) (doc *T, signature string, problems []string) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, []string{err.Error()}
+		return nil, "", []string{err.Error()}
 	}
-	doc, err = decode(data)
+	switch {
+	case len(keys) > 0:
+		signature = "; signature verified"
+	case snapsign.IsEnvelope(data):
+		signature = "; signed, signature not checked (no --verify-key)"
+	}
+	payload, err := snapshot.Payload(data, payloadType, keys)
 	if err != nil {
-		return nil, problemList(err)
+		return nil, "", []string{err.Error()}
 	}
-	return doc, nil
+	doc, err = decode(payload)
+	if err != nil {
+		return nil, "", problemList(err)
+	}
+	return doc, signature, nil
+}
+
+// readPublicKeys reads a PEM file of one or more ed25519 public keys.
+func readPublicKeys(path string) ([]ed25519.PublicKey, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return snapsign.ParsePublicKeys(text)
 }
 
 // versionRule applies SPEC §7 to a publish: a lower version is rejected

@@ -7,6 +7,11 @@
 //	scootgate check --routes FILE [--previous OLD] [--config FILE]
 //	scootgate check --authz FILE [--previous OLD]
 //	                                validate a snapshot file; with --previous, print the diff
+//	scootgate check --routes|--authz FILE --verify-key PUBLIC
+//	                                also require a valid signature by that key
+//	scootgate keygen [--out PREFIX] write a snapshot signing key pair
+//	scootgate sign --key PRIVATE FILE
+//	                                print FILE as a signed envelope
 //	scootgate digest                read a key on stdin, print its SHA-256 hex
 //	scootgate version               print the version
 package main
@@ -48,6 +53,12 @@ commands:
                         validate a snapshot file as the node would (with --config,
                         also the credential names a routing snapshot uses); with
                         --previous, check the version rule and print the diff
+  check --routes|--authz FILE --verify-key PUBLIC
+                        also require a valid signature by that key (repeatable)
+  keygen [--out PREFIX] write PREFIX.key and PREFIX.pub, an ed25519 key pair
+                        for signing snapshots (default scootgate-snapshot)
+  sign --key PRIVATE [--kind routes|authz] FILE
+                        check FILE, then print it as a signed DSSE envelope
   digest                read an API key on stdin; print its SHA-256 hex digest
   version               print the version
 `
@@ -68,6 +79,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "digest":
 		return cmdDigest(stdin, stdout, stderr)
+	case "keygen":
+		return cmdKeygen(args[1:], stdout, stderr)
+	case "sign":
+		return cmdSign(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "scootgate", version)
 		return 0

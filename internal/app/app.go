@@ -20,6 +20,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -46,6 +47,7 @@ import (
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // Options are process-level knobs that are not part of the node config.
@@ -121,6 +123,13 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s.source: %w", name, err)
 		}
+		if keys := verifyKeys(cfg, name); len(keys) > 0 {
+			ids := make([]string, len(keys))
+			for i, k := range keys {
+				ids[i] = snapsign.KeyID(k)
+			}
+			o.Logger.Info("snapshots must be signed", "snapshot", name, "keyids", ids)
+		}
 		p := snapshot.NewPoller(snapshot.PollerOptions{
 			Name: name, Source: src, Decode: decode,
 			Interval:   cfg.ControlPlane.PollInterval,
@@ -134,7 +143,10 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		n.metrics.RegisterSnapshot(name, p.Status)
 		return p, nil
 	}
-	if _, err := newPoller("authz", cfg.Authz.Source, authz.SnapshotDecoder(n.authz)); err != nil {
+	// Signed unwraps DSSE envelopes and, with verify_keys, requires them
+	// (docs/snapshots.md "Signed snapshots").
+	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authz.SnapshotDecoder(n.authz))
+	if _, err := newPoller("authz", cfg.Authz.Source, authzDecode); err != nil {
 		return nil, err
 	}
 	if cfg.Routes.Source == config.RoutesStatic {
@@ -143,7 +155,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			return nil, err
 		}
 		holder.Store(table)
-	} else if _, err := newPoller("routes", cfg.Routes.Source, routesDecoder(&holder, cfg.Credentials, reg)); err != nil {
+	} else if _, err := newPoller("routes", cfg.Routes.Source,
+		snapshot.Signed(snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys, routesDecoder(&holder, cfg.Credentials, reg))); err != nil {
 		return nil, err
 	}
 
@@ -207,6 +220,14 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return n, nil
+}
+
+// verifyKeys returns the trusted keys of the snapshot source name.
+func verifyKeys(cfg *config.Config, name string) []ed25519.PublicKey {
+	if name == "authz" {
+		return cfg.Authz.VerifyKeys
+	}
+	return cfg.Routes.VerifyKeys
 }
 
 // openOutbox opens the usage outbox. A failure does not stop the node

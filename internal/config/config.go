@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -133,6 +134,8 @@ type Authz struct {
 	// Source is "file:" followed by a path (resolved against the config
 	// file's directory by Load).
 	Source string
+	// VerifyKeys: as [Routes.VerifyKeys], for authorization snapshots.
+	VerifyKeys []ed25519.PublicKey
 }
 
 // Defaults returns the values used for every key the file leaves out:

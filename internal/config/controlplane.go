@@ -1,12 +1,14 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"crypto/tls"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // RoutesStatic is the routes.source value that takes backends and models
@@ -52,6 +54,12 @@ type Routes struct {
 	// routing snapshot (pkg/routesnap); then [backends] and [models] must
 	// be absent.
 	Source string
+	// VerifyKeys, when not empty, are the ed25519 public keys one of
+	// which must have signed every routing snapshot (a DSSE envelope,
+	// pkg/snapsign); several at once, for rotation. Empty: plain
+	// documents and unverified envelopes are both read. Only with a
+	// snapshot source.
+	VerifyKeys []ed25519.PublicKey
 }
 
 // Limits and defaults of [control_plane] (documented in the package doc).
@@ -182,6 +190,9 @@ func (v *validator) routes(t *table, r *Routes) bool {
 		return !t.has("source") // absent: the default; present: wrong type, reported
 	case src == RoutesStatic:
 		r.Source = src
+		if t.has("verify_keys") {
+			v.ps.add(t.at("verify_keys"), "only for a snapshot source; static routes come from this file, which is not signed")
+		}
 		return true
 	}
 	s, ok := v.snapshotSource(t.at("source"), src)
@@ -189,7 +200,56 @@ func (v *validator) routes(t *table, r *Routes) bool {
 		return false
 	}
 	r.Source = s
+	r.VerifyKeys = v.verifyKeys(t)
 	return true
+}
+
+// verifyKeys reads a source's verify_keys: a list whose entries are each
+// the path of a PEM file (relative to the config file's directory) or the
+// PEM text itself, as `openssl pkey -pubout` writes it. A file may hold
+// several keys. Public keys are not secret, but messages still quote no
+// key text.
+func (v *validator) verifyKeys(t *table) []ed25519.PublicKey {
+	raw, ok := t.get("verify_keys", "")
+	if !ok {
+		return nil
+	}
+	const want = `a list of PEM public key files or inline PEM texts ("-----BEGIN PUBLIC KEY-----...")`
+	list, ok := raw.([]any)
+	if !ok {
+		t.mismatch("verify_keys", want, raw)
+		return nil
+	}
+	if len(list) == 0 {
+		v.ps.add(t.at("verify_keys"), "empty; expected %s, or leave verify_keys out to accept unsigned snapshots", want)
+		return nil
+	}
+	var keys []ed25519.PublicKey
+	for i, e := range list {
+		at := index(t.at("verify_keys"), i)
+		s, ok := e.(string)
+		if !ok || strings.TrimSpace(s) == "" {
+			v.ps.add(at, "expected a PEM file path or inline PEM text, got %s", typeName(e))
+			continue
+		}
+		text, from := []byte(s), "inline PEM"
+		if !strings.Contains(s, "-----BEGIN") {
+			p := v.resolve(s)
+			b, err := v.readFile(p)
+			if err != nil {
+				v.ps.add(at, "cannot read: %v", err)
+				continue
+			}
+			text, from = b, p
+		}
+		ks, err := snapsign.ParsePublicKeys(text)
+		if err != nil {
+			v.ps.add(at, "%s: %v", from, err)
+			continue
+		}
+		keys = append(keys, ks...)
+	}
+	return keys
 }
 
 // snapshotSource checks a snapshot source: "file:<path>", file:///<path>

@@ -101,19 +101,19 @@ func TestRulesRoutesSource(t *testing.T) {
 	noStatic := []string{staticRoutes, ""}
 	const notAllowed = "not allowed when routes.source is a snapshot: backends and models come from the routing snapshot (which names credentials defined in [credentials])"
 	runRules(t, []ruleCase{
-		{name: "static by default", view: routes, wantView: view{Routes{"static"}, 1, 1}},
-		{name: "static spelled out", add: "[routes]\nsource = \"static\"\n", view: routes, wantView: view{Routes{"static"}, 1, 1}},
+		{name: "static by default", view: routes, wantView: view{Routes{Source: "static"}, 1, 1}},
+		{name: "static spelled out", add: "[routes]\nsource = \"static\"\n", view: routes, wantView: view{Routes{Source: "static"}, 1, 1}},
 		{
 			name: "https snapshot", edits: noStatic, add: "[routes]\nsource = \"https://cp.example.com/v1/routes\"\n",
-			view: routes, wantView: view{Routes{"https://cp.example.com/v1/routes"}, 0, 0},
+			view: routes, wantView: view{Routes{Source: "https://cp.example.com/v1/routes"}, 0, 0},
 		},
 		{
 			name: "file snapshot", edits: noStatic, add: "[routes]\nsource = \"file:///etc/sg/routes.json\"\n",
-			view: routes, wantView: view{Routes{"file:/etc/sg/routes.json"}, 0, 0},
+			view: routes, wantView: view{Routes{Source: "file:/etc/sg/routes.json"}, 0, 0},
 		},
 		{
 			name: "loopback http snapshot", edits: noStatic, add: "[routes]\nsource = \"http://[::1]:9000/routes\"\n",
-			view: routes, wantView: view{Routes{"http://[::1]:9000/routes"}, 0, 0},
+			view: routes, wantView: view{Routes{Source: "http://[::1]:9000/routes"}, 0, 0},
 		},
 		{
 			name: "snapshot plus static routes", add: "[routes]\nsource = \"file:routes.json\"\n",
@@ -122,7 +122,7 @@ func TestRulesRoutesSource(t *testing.T) {
 		{
 			name: "snapshot routes without any credentials", edits: append(noStatic, "[credentials.c1]\nenv = \"C1\"\n", ""),
 			add:  "[routes]\nsource = \"file:routes.json\"\n",
-			view: routes, wantView: view{Routes{"file:routes.json"}, 0, 0},
+			view: routes, wantView: view{Routes{Source: "file:routes.json"}, 0, 0},
 		},
 		{
 			name: "plaintext to a remote control plane", edits: noStatic, add: "[routes]\nsource = \"http://cp.example.com/routes\"\n",

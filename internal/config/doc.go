@@ -119,9 +119,14 @@
 //
 //	[authz]
 //	source = "file:/etc/scootgate/authz.json"  # file:<path>, file:///<path> or an https:// URL
+//	verify_keys = ["cp-2026.pub"]       # optional: snapshots must be signed by one of these keys
 //
 //	[routes]
 //	source = "static"                   # or a routing snapshot: file:<path> or an https:// URL
+//	verify_keys = ["cp-2026.pub", """
+//	-----BEGIN PUBLIC KEY-----
+//	MCowBQYDK2VwAyEA...
+//	-----END PUBLIC KEY-----"""]       # files or inline PEM; snapshot sources only
 //
 //	[control_plane]                     # SPEC §7, §11; applies to every snapshot source
 //	token = { env = "SG_CP_TOKEN" }     # optional: Authorization: Bearer <token> to http(s) sources
@@ -193,6 +198,13 @@
 //     localhost), or an absolute http(s) URL without user info, query or
 //     fragment (the token goes in control_plane.token); http:// only for a
 //     loopback host, like provider URLs (SPEC §3).
+//   - verify_keys (authz, and routes with a snapshot source) lists ed25519
+//     public keys, each a PEM file path (relative to the config file) or
+//     the PEM text inline, as `openssl pkey -pubout` writes them; a file
+//     may hold several. They are read and parsed at load time. When set,
+//     every document must be a DSSE envelope signed by one of them
+//     (docs/snapshots.md "Signed snapshots"); an empty list is an error
+//     (leave the key out instead).
 //   - control_plane.stale_after is at least 3 × poll_interval + long_poll,
 //     so that one or two slow polls do not make the node unready.
 //     long_poll is whole seconds. The client certificate and key are read

@@ -594,7 +594,10 @@ func (v *validator) authz(t *table, a *Authz) {
 	if !ok {
 		return
 	}
-	a.Source, _ = v.snapshotSource(t.at("source"), src) // controlplane.go
+	var valid bool
+	if a.Source, valid = v.snapshotSource(t.at("source"), src); valid { // controlplane.go
+		a.VerifyKeys = v.verifyKeys(t)
+	}
 }
 
 // parsePort parses a decimal port 0..65535 written without leading zeros.

@@ -101,6 +101,8 @@
 //	scootgate_snapshot_rejections_total{kind}           counter  documents fetched but not applied (decode,
 //	                                                             validation, compile, rollback); a bad document
 //	                                                             left published counts at every poll
+//	scootgate_snapshot_signature_rejections_total{kind} counter  of those, documents not signed by a trusted key
+//	                                                             (only with verify_keys; alert on any increase)
 //	scootgate_snapshot_fetch_errors_total{kind}         counter  polls that could not fetch
 //	scootgate_snapshot_stale{kind}                      gauge    1 when the source has been out of reach longer
 //	                                                             than the staleness limit (SPEC §9: not ready)

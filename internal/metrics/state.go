@@ -73,8 +73,8 @@ type stateDescs struct {
 	backendInFlight, backendCapacity, backendTTFB, backendBreaker,
 	backendDisabled, backendCooling, backendSlowStart *prometheus.Desc
 
-	snapshotVersion, snapshotAge, snapshotRejections, snapshotFetchErrors,
-	snapshotStale *prometheus.Desc
+	snapshotVersion, snapshotAge, snapshotRejections, snapshotSigRejections,
+	snapshotFetchErrors, snapshotStale *prometheus.Desc
 
 	outboxDepth, outboxBytes, outboxOldestAge, outboxAppended, outboxDropped,
 	outboxCommitted, outboxDeleted, outboxCommits, outboxQuarantined *prometheus.Desc
@@ -99,11 +99,12 @@ func newStateDescs() stateDescs {
 		backendCooling:   newDesc("scootgate_backend_cooling", "1 when the backend is in a 429 or quota cooldown.", "backend"),
 		backendSlowStart: newDesc("scootgate_backend_slow_start_ratio", "Slow-start ramp applied to the backend's weight, 0.1 to 1.", "backend"),
 
-		snapshotVersion:     newDesc("scootgate_snapshot_version", "Version of the applied snapshot; 0 when none is loaded.", "kind"),
-		snapshotAge:         newDesc("scootgate_snapshot_age_seconds", "Seconds since the last successful contact with the snapshot source; absent before the first.", "kind"),
-		snapshotRejections:  newDesc("scootgate_snapshot_rejections_total", "Snapshot documents fetched but not applied (decode, validation, compile, rollback).", "kind"),
-		snapshotFetchErrors: newDesc("scootgate_snapshot_fetch_errors_total", "Snapshot polls that could not fetch a document.", "kind"),
-		snapshotStale:       newDesc("scootgate_snapshot_stale", "1 when the snapshot source has not been reached for longer than the staleness limit.", "kind"),
+		snapshotVersion:       newDesc("scootgate_snapshot_version", "Version of the applied snapshot; 0 when none is loaded.", "kind"),
+		snapshotAge:           newDesc("scootgate_snapshot_age_seconds", "Seconds since the last successful contact with the snapshot source; absent before the first.", "kind"),
+		snapshotRejections:    newDesc("scootgate_snapshot_rejections_total", "Snapshot documents fetched but not applied (decode, validation, compile, rollback).", "kind"),
+		snapshotSigRejections: newDesc("scootgate_snapshot_signature_rejections_total", "Snapshot documents rejected because they were not signed by a trusted key (part of the rejections).", "kind"),
+		snapshotFetchErrors:   newDesc("scootgate_snapshot_fetch_errors_total", "Snapshot polls that could not fetch a document.", "kind"),
+		snapshotStale:         newDesc("scootgate_snapshot_stale", "1 when the snapshot source has not been reached for longer than the staleness limit.", "kind"),
 
 		outboxDepth:       newDesc("scootgate_outbox_depth", "Usage events in the outbox, not yet acknowledged by the broker."),
 		outboxBytes:       newDesc("scootgate_outbox_bytes", "Payload bytes of the events in the outbox."),
@@ -138,7 +139,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		d.backendInFlight, d.backendCapacity, d.backendTTFB, d.backendBreaker,
 		d.backendDisabled, d.backendCooling, d.backendSlowStart,
-		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotFetchErrors, d.snapshotStale,
+		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotSigRejections, d.snapshotFetchErrors, d.snapshotStale,
 		d.outboxDepth, d.outboxBytes, d.outboxOldestAge, d.outboxAppended, d.outboxDropped,
 		d.outboxCommitted, d.outboxDeleted, d.outboxCommits, d.outboxQuarantined,
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
@@ -305,6 +306,7 @@ func (c *stateCollector) collectSnapshot(e emitter, s snapshotSource) {
 		e.gauge(c.d.snapshotAge, max(0, c.clock.Now().Sub(st.LastSuccess).Seconds()), s.kind)
 	}
 	e.counter(c.d.snapshotRejections, st.Rejections, s.kind)
+	e.counter(c.d.snapshotSigRejections, st.SignatureRejections, s.kind)
 	e.counter(c.d.snapshotFetchErrors, st.FetchErrors, s.kind)
 	e.gauge(c.d.snapshotStale, boolValue(st.Stale), s.kind)
 }

@@ -237,8 +237,10 @@ func TestSnapshots(t *testing.T) {
 			LastError:   `fetch "https://cp.example/authz?token=sk-canary": 500`,
 			Rejections:  3,
 			FetchErrors: 7,
-			Stale:       true,
-			StaleReason: "no contact since ... sk-canary",
+
+			SignatureRejections: 2,
+			Stale:               true,
+			StaleReason:         "no contact since ... sk-canary",
 		}
 	})
 	// Never reached its source: no age sample.
@@ -255,6 +257,10 @@ scootgate_snapshot_fetch_errors_total{kind="routes"} 1
 # TYPE scootgate_snapshot_rejections_total counter
 scootgate_snapshot_rejections_total{kind="authz"} 3
 scootgate_snapshot_rejections_total{kind="routes"} 0
+# HELP scootgate_snapshot_signature_rejections_total Snapshot documents rejected because they were not signed by a trusted key (part of the rejections).
+# TYPE scootgate_snapshot_signature_rejections_total counter
+scootgate_snapshot_signature_rejections_total{kind="authz"} 2
+scootgate_snapshot_signature_rejections_total{kind="routes"} 0
 # HELP scootgate_snapshot_stale 1 when the snapshot source has not been reached for longer than the staleness limit.
 # TYPE scootgate_snapshot_stale gauge
 scootgate_snapshot_stale{kind="authz"} 1
@@ -266,7 +272,8 @@ scootgate_snapshot_version{kind="routes"} 0
 `
 	names := []string{
 		"scootgate_snapshot_age_seconds", "scootgate_snapshot_fetch_errors_total",
-		"scootgate_snapshot_rejections_total", "scootgate_snapshot_stale", "scootgate_snapshot_version",
+		"scootgate_snapshot_rejections_total", "scootgate_snapshot_signature_rejections_total",
+		"scootgate_snapshot_stale", "scootgate_snapshot_version",
 	}
 	compare(t, m, want, names...)
 

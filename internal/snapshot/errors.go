@@ -30,6 +30,12 @@ var (
 	// if the publisher really restarted its numbering, remove the node's
 	// state directory.
 	ErrRollback = errors.New("snapshot: version is lower than the highest applied")
+	// ErrSignature: the source requires signed documents (verify_keys)
+	// and this one is not a DSSE envelope of the right payload type with
+	// a valid signature by a trusted key ([Signed]). Counted apart in
+	// [Status].SignatureRejections: on a signed fleet it means a bad
+	// publish, a key rotation gone wrong, or tampering.
+	ErrSignature = errors.New("snapshot: signature check failed")
 )
 
 // Persistence errors, from DiskStore. The node keeps running on what it

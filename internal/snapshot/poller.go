@@ -68,6 +68,9 @@ type Status struct {
 	// compile, rollback). A bad document that stays published is counted
 	// at every poll.
 	Rejections uint64
+	// SignatureRejections counts the Rejections that failed the
+	// signature check ([ErrSignature]).
+	SignatureRejections uint64
 	// FetchErrors counts polls that could not fetch (network, status,
 	// size, read errors).
 	FetchErrors uint64
@@ -106,6 +109,7 @@ type Poller struct {
 	persistedAt  time.Time // fetch time of the persisted copy
 	lastErr      string
 	rejections   uint64
+	sigRejects   uint64
 	fetchErrors  uint64
 	persistErr   string
 	lastLoggedOK bool // the previous poll succeeded (log only transitions)
@@ -307,6 +311,9 @@ func (p *Poller) reject(err error, fetched bool) error {
 	}
 	p.mu.Lock()
 	p.rejections++
+	if errors.Is(err, ErrSignature) {
+		p.sigRejects++
+	}
 	version := p.version
 	p.mu.Unlock()
 	p.o.Logger.Error("snapshot rejected; the previous one keeps serving", "version", version, "error", rej)
@@ -388,6 +395,8 @@ func (p *Poller) Status() Status {
 		Rejections:   p.rejections,
 		FetchErrors:  p.fetchErrors,
 		PersistError: p.persistErr,
+
+		SignatureRejections: p.sigRejects,
 	}
 	if p.o.StaleAfter <= 0 {
 		return s

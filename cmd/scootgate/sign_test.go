@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scootgate/scootgate/pkg/snapsign"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/signed from the test-only key")
+
+const signedDir = "../../testdata/signed"
+
+// testKey is a test-only signing key: a fixed seed, so the examples of
+// testdata/signed are reproducible (ed25519 signatures are deterministic).
+// The private half is not committed; it is this seed.
+func testKey(seed byte) ed25519.PrivateKey {
+	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+}
+
+// signedExamples are the files of testdata/signed, built from the valid
+// examples of testdata/routesnap and testdata/authz.
+func signedExamples(t *testing.T) map[string][]byte {
+	t.Helper()
+	key, other := testKey(0x5c), testKey(0x0e)
+	routes := readFile(t, filepath.Join(routesDir, "valid.json"))
+	authz := readFile(t, filepath.Join(authzDir, "valid.json"))
+	tampered := snapsign.Sign(snapsign.RoutesPayloadType, routes, key)
+	tampered.Payload = base64.StdEncoding.EncodeToString(bytes.Replace(routes, []byte(`"version": 42`), []byte(`"version": 43`), 1))
+	return map[string][]byte{
+		"test-only.pub":           snapsign.MarshalPublicKey(key.Public().(ed25519.PublicKey)),
+		"other.pub":               snapsign.MarshalPublicKey(other.Public().(ed25519.PublicKey)),
+		"routes.signed.json":      snapsign.Sign(snapsign.RoutesPayloadType, routes, key).Marshal(),
+		"authz.signed.json":       snapsign.Sign(snapsign.AuthzPayloadType, authz, key).Marshal(),
+		"routes.tampered.json":    tampered.Marshal(),
+		"routes.wrong-key.json":   snapsign.Sign(snapsign.RoutesPayloadType, routes, other).Marshal(),
+		"authz.as-routes.json":    snapsign.Sign(snapsign.RoutesPayloadType, authz, key).Marshal(),
+		"routes.two-sigs.json":    snapsign.Sign(snapsign.RoutesPayloadType, routes, other, key).Marshal(),
+		"authz.no-signature.json": snapsign.Sign(snapsign.AuthzPayloadType, authz).Marshal(),
+	}
+}
+
+// TestSignedExamples keeps testdata/signed in step with the signer
+// (-update rewrites it) and checks each example as `scootgate check
+// --verify-key` does.
+func TestSignedExamples(t *testing.T) {
+	for name, want := range signedExamples(t) {
+		path := filepath.Join(signedDir, name)
+		if *update {
+			writeFile(t, path, want)
+			continue
+		}
+		if got := readFile(t, path); !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what the signer writes; run go test ./cmd/scootgate -run TestSignedExamples -update", path)
+		}
+	}
+	pub := filepath.Join(signedDir, "test-only.pub")
+	for _, tc := range []struct {
+		kind, file string
+		code       int
+		wantErr    string
+	}{
+		{"--routes", "routes.signed.json", 0, ""},
+		{"--authz", "authz.signed.json", 0, ""},
+		{"--routes", "routes.two-sigs.json", 0, ""},
+		{"--routes", "routes.tampered.json", 1, "no valid signature"},
+		{"--routes", "routes.wrong-key.json", 1, "no valid signature"},
+		{"--authz", "authz.as-routes.json", 1, "wrong payload type"},
+		{"--authz", "authz.no-signature.json", 1, "has no signatures"},
+		{"--authz", "../authz/valid.json", 1, "not a signed envelope"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, "", "check", tc.kind, filepath.Join(signedDir, tc.file), "--verify-key", pub)
+			if code != tc.code || !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("exit %d, want %d; stderr %q, want %q; stdout %q", code, tc.code, stderr, tc.wantErr, stdout)
+			}
+			if code == 0 && !strings.Contains(stdout, "signature verified") {
+				t.Errorf("stdout = %q", stdout)
+			}
+		})
+	}
+}
+
+// TestKeygenSignCheck is the control plane's CI flow: make a key pair,
+// sign a snapshot, verify it; a second key pair does not verify it.
+func TestKeygenSignCheck(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "cp")
+	code, stdout, stderr := runCmd(t, "", "keygen", "--out", prefix)
+	if code != 0 {
+		t.Fatalf("keygen: %d %s", code, stderr)
+	}
+	keyPEM := readFile(t, prefix+".key")
+	if fi, err := os.Stat(prefix + ".key"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	if strings.Contains(stdout+stderr, string(keyPEM[30:60])) {
+		t.Error("keygen printed the private key")
+	}
+	if code, _, stderr := runCmd(t, "", "keygen", "--out", prefix); code != 1 || !strings.Contains(stderr, "exists") {
+		t.Errorf("keygen over existing files: %d %q, want a refusal", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "", "keygen", "--out", filepath.Join(dir, "other")); code != 0 {
+		t.Fatal("second keygen failed")
+	}
+
+	code, envelope, stderr := runCmd(t, "", "sign", "--key", prefix+".key", filepath.Join(authzDir, "valid.json"))
+	if code != 0 {
+		t.Fatalf("sign: %d %s", code, stderr)
+	}
+	if !strings.Contains(envelope, snapsign.AuthzPayloadType) || strings.Contains(envelope, string(keyPEM[30:60])) {
+		t.Errorf("envelope = %s", envelope)
+	}
+	signed := writeFile(t, filepath.Join(dir, "authz.json"), []byte(envelope))
+	if code, _, stderr := runCmd(t, "", "check", "--authz", signed, "--verify-key", prefix+".pub"); code != 0 {
+		t.Errorf("check with the signing key: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "", "check", "--authz", signed, "--verify-key", filepath.Join(dir, "other.pub")); code != 1 {
+		t.Errorf("check with another key: %d %s, want 1", code, stderr)
+	}
+	// Several --verify-key: any one of them (rotation).
+	if code, _, stderr := runCmd(t, "", "check", "--authz", signed, "--verify-key", filepath.Join(dir, "other.pub"), "--verify-key", prefix+".pub"); code != 0 {
+		t.Errorf("check with two keys: %d %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "", "sign", "--key", prefix+".key", signed); code != 1 {
+		t.Error("signing an envelope again was not refused")
+	}
+	if code, _, stderr := runCmd(t, "", "sign", "--key", prefix+".pub", signed); code != 1 || !strings.Contains(stderr, "PRIVATE KEY") {
+		t.Errorf("sign with a public key: %d %q", code, stderr)
+	}
+}
+
+// TestSignRefusesInvalid: an invalid document is not signed.
+func TestSignRefusesInvalid(t *testing.T) {
+	key := writeFile(t, filepath.Join(t.TempDir(), "k"), snapsign.MarshalPrivateKey(testKey(1)))
+	code, stdout, stderr := runCmd(t, "", "sign", "--key", key, filepath.Join(authzDir, "invalid", "bad-digest.json"))
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "keys[0].digest") {
+		t.Errorf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	code, _, stderr = runCmd(t, "", "sign", "--key", key, "--kind", "routes", filepath.Join(authzDir, "valid.json"))
+	if code != 1 || !strings.Contains(stderr, "routes snapshot") {
+		t.Errorf("authz signed as routes: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "", "check", "--config", "x.toml", "--verify-key", key); code != 2 {
+		t.Errorf("--verify-key with --config: exit %d, want 2", code)
+	}
+}
