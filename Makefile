@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := check
 
-.PHONY: help run build test check fmt-check vet race bench fuzz tidy-check
+.PHONY: help run build test check fmt-check vet race bench fuzz tidy-check crash-loop
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,6 +20,10 @@ test: vet ## vet, then every test under the race detector (the CI command)
 	$(GO) test -race -count=1 $(PKGS)
 
 check: fmt-check test ## fmt-check + vet + race tests
+
+CRASHLOOP_ROUNDS ?= 12
+crash-loop: ## kill -9 the real node under load, 12 rounds, real Mosquitto (needs SCOOTGATE_MOSQUITTO_ADDR; ~1 min)
+	SCOOTGATE_CRASHLOOP=1 SCOOTGATE_CRASHLOOP_ROUNDS=$(CRASHLOOP_ROUNDS) $(GO) test -count=1 -timeout 10m -run '^TestCrashLoop$$' -v ./cmd/scootgate/
 
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
