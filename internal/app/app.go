@@ -206,8 +206,10 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	n.metrics.RegisterClient(limited.stats)
 	n.api = &http.Server{
 		// framing.go: close after chunked bodies (smuggling guard);
+		// body.go: the whole body within body_read_timeout, early answers
+		// at once and closed after a lingering read;
 		// limit.go: a fast 503 beyond limits.max_concurrent_requests.
-		Handler:           closeAfterChunked(limited),
+		Handler:           closeAfterChunked(guardBody(limited, cfg.Limits.BodyReadTimeout, cfg.Limits.LingerTimeout)),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431

@@ -85,6 +85,11 @@ type Limits struct {
 	// BodyReadTimeout bounds reading one request body; a body trickled
 	// slower gets 408 (catalogue F4). Cleared before the answer streams.
 	BodyReadTimeout time.Duration
+	// LingerTimeout bounds the lingering read after an early answer (a
+	// 401, 404, 413 or 503 sent before the body was read): the rest of the
+	// body is read and discarded for at most this long, so that a client
+	// still sending sees the answer instead of a reset. 0 = close at once.
+	LingerTimeout time.Duration
 }
 
 // Timeouts are the separately configurable timeouts of SPEC §11.
@@ -192,6 +197,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
 			BodyReadTimeout: 2 * time.Minute,
+			LingerTimeout:   5 * time.Second,
 		},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,

@@ -56,6 +56,10 @@
 //	read_header_timeout = "10s"         # 100ms..1h: slowloris guard; a connection whose headers are late is closed
 //	idle_timeout = "2m"                 # 100ms..1h: idle keep-alive connections are closed after this
 //	body_read_timeout = "2m"            # 100ms..1h: a request body not received within this gets 408
+//	                                    #   and the connection is closed, whatever the framing
+//	linger_timeout = "5s"               # 0..1m: after an answer sent before the body was read (401,
+//	                                    #   404, 413, 503), read and discard the rest this long, then
+//	                                    #   close; 0 = close at once
 //	max_header_bytes = 65536            # 4 KiB..1 MiB: request line + headers; larger gets 431
 //	max_concurrent_requests = 10000     # 1..1000000 requests in flight (streams too); beyond: fast 503,
 //	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:

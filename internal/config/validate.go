@@ -32,6 +32,7 @@ const (
 	minHeaderBytes        = 4 << 10
 	maxHeaderBytes        = 1 << 20 // net/http's default
 	maxConcurrentRequests = 1000000
+	maxLinger             = time.Minute // a lingering read is short by definition
 )
 
 // validator turns the decoded document into a Config, collecting problems.
@@ -183,6 +184,7 @@ func (v *validator) limits(t *table, l *Limits) {
 	if n, ok := t.integer("max_concurrent_requests", "", 1, maxConcurrentRequests); ok {
 		l.MaxConcurrentRequests = int(n)
 	}
+	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
 }
 
 func (v *validator) timeouts(t *table, to *Timeouts) {
