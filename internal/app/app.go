@@ -214,7 +214,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
 		// No WriteTimeout: it would cut long streams (SPEC §11 "Go traps").
-		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ErrorLog: newServerLog(o.Logger, time.Now), // handshake failures rate-limited
 	}
 	n.hsrv = &http.Server{
 		Handler:           n.health.Handler(n.metrics.Handler()),
@@ -468,9 +468,24 @@ func (n *node) listenAPI() (net.Listener, error) {
 	// ServeTLS wraps the listener and enables HTTP/2 (h2 via ALPN).
 	n.api.TLSConfig = &tls.Config{
 		MinVersion:     tls.VersionTLS12, // SPEC §9: TLS 1.2+
+		CipherSuites:   tls12Suites,
 		GetCertificate: reloader.GetCertificate,
 	}
 	return ln, nil
+}
+
+// tls12Suites are the TLS 1.2 cipher suites the API listener accepts:
+// Mozilla's "intermediate" profile as Go implements it, ECDHE with an AEAD
+// only (no CBC, no RSA key exchange; Go has no DHE). TLS 1.3 suites are
+// not configurable and are all AEAD. HTTP/2 requires the first two
+// (RFC 9113 §9.2.2).
+var tls12Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // drain implements the shutdown order in the package doc.

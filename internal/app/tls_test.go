@@ -58,8 +58,9 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	return certFile, keyFile, pool
 }
 
-// TestTLSListener: TLS 1.0/1.1 refused, 1.2/1.3 accepted, HTTP/2 offered,
-// and a request works end to end over TLS (SPEC §9).
+// TestTLSListener: TLS 1.0/1.1 refused, 1.2/1.3 accepted, 1.2 with AEAD
+// suites only, HTTP/2 offered, and a request works end to end over TLS
+// (docs/operations.md "TLS").
 func TestTLSListener(t *testing.T) {
 	cf, kf, pool := selfSigned(t)
 	s := startStack(t, stackOptions{tlsCert: cf, tlsKey: kf})
@@ -83,6 +84,29 @@ func TestTLSListener(t *testing.T) {
 				if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
 					t.Errorf("ALPN = %q, want h2", p)
 				}
+				c.Close()
+			}
+		})
+	}
+	// TLS 1.2 offers only ECDHE with an AEAD (Mozilla "intermediate"): a
+	// client offering nothing else gets no session.
+	for _, tt := range []struct {
+		suite uint16
+		ok    bool
+	}{
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, false},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, false},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, false},
+	} {
+		t.Run("TLS 1.2 "+tls.CipherSuiteName(tt.suite), func(t *testing.T) {
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tt.suite}})
+			if tt.ok != (err == nil) {
+				t.Fatalf("handshake err = %v, want ok=%v", err, tt.ok)
+			}
+			if err == nil {
 				c.Close()
 			}
 		})
