@@ -6,22 +6,18 @@
 //
 // The HTTP status is the contract; the type strings follow each provider's
 // published conventions so that the official SDKs raise the right exception.
+// The documents themselves are rendered by the provider API's package
+// (internal/protocol/openai, internal/protocol/anthropic).
 // Messages never carry a client key, a provider key or a request body.
 package apierr
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
-)
 
-// Protocol selects the error shape.
-type Protocol uint8
-
-const (
-	OpenAI Protocol = iota
-	Anthropic
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/catalog"
 )
 
 // Error is a gateway-originated failure. Build it with the constructors
@@ -93,97 +89,28 @@ func MethodNotAllowed(msg string) *Error {
 	return &Error{Status: 405, Code: "method_not_allowed", Msg: msg}
 }
 
-// OpenAIType returns the OpenAI error "type" for a status.
-func OpenAIType(status int) string {
-	switch {
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	default:
-		return "invalid_request_error"
-	}
+// Body renders the JSON error document of protocol p.
+func (e *Error) Body(p protocol.Protocol, requestID string) []byte {
+	return catalog.ErrorBody(p, e.Status, e.Code, e.Msg, requestID)
 }
 
-// AnthropicType returns the Anthropic error "type" for a status
-// (docs.claude.com/en/api/errors).
-func AnthropicType(status int) string {
-	switch status {
-	case 400, 405:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	default:
-		if status >= 500 {
-			return "api_error"
-		}
-		return "invalid_request_error"
-	}
+// InBand renders e as the event that ends a stream of spec after the 200
+// was committed (n events already relayed): OpenAI chat `data: {"error":…}`,
+// Responses `event: error`, Anthropic `event: error`. It never imitates a
+// clean terminator. spec must stream.
+func (e *Error) InBand(spec *protocol.Spec, requestID string, n int) []byte {
+	return spec.Stream.InBandError(e.Status, e.Code, e.Msg, requestID, n)
 }
 
-type openAIBody struct {
-	Error openAIError `json:"error"`
-}
-
-type openAIError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-type anthropicBody struct {
-	Type      string         `json:"type"`
-	Error     anthropicError `json:"error"`
-	RequestID string         `json:"request_id,omitempty"`
-}
-
-type anthropicError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
-// Body renders the JSON error document for p.
-func (e *Error) Body(p Protocol, requestID string) []byte {
-	var (
-		b   []byte
-		err error
-	)
-	if p == Anthropic {
-		b, err = json.Marshal(anthropicBody{
-			Type:      "error",
-			Error:     anthropicError{Type: AnthropicType(e.Status), Message: e.Msg},
-			RequestID: requestID,
-		})
-	} else {
-		oe := openAIError{Message: e.Msg, Type: OpenAIType(e.Status)}
-		if e.Code != "" {
-			code := e.Code
-			oe.Code = &code
-		}
-		b, err = json.Marshal(openAIBody{Error: oe})
-	}
-	if err != nil { // unreachable: only strings are marshalled
-		return []byte(`{"error":{"message":"internal error","type":"server_error"}}`)
-	}
-	return b
-}
-
-// Write sends e as the complete response. The caller has set the request
-// id header already.
-func (e *Error) Write(w http.ResponseWriter, p Protocol, requestID string) {
+// Write sends e as the complete response in the error shape of p. The
+// caller has set the X-Request-Id header already; Anthropic-shape answers
+// carry the id in request-id as well, where the Anthropic SDKs read it.
+func (e *Error) Write(w http.ResponseWriter, p protocol.Protocol, requestID string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
+	if p == protocol.Anthropic && requestID != "" {
+		h.Set("Request-Id", requestID)
+	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
@@ -196,19 +123,4 @@ func (e *Error) Write(w http.ResponseWriter, p Protocol, requestID string) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
-}
-
-// InBand renders e as a stream event for a failure after the 200 was
-// committed (SPEC §11 "Streams"): OpenAI `data: {"error":…}`, Anthropic
-// `event: error`. It never imitates a clean terminator.
-func (e *Error) InBand(p Protocol, requestID string) []byte {
-	body := e.Body(p, requestID)
-	out := make([]byte, 0, len(body)+32)
-	if p == Anthropic {
-		out = append(out, "event: error\ndata: "...)
-	} else {
-		out = append(out, "data: "...)
-	}
-	out = append(out, body...)
-	return append(out, "\n\n"...)
 }

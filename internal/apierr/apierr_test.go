@@ -7,13 +7,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/anthropic"
+	"github.com/scootgate/scootgate/internal/protocol/openai"
 )
 
 func TestShapes(t *testing.T) {
 	tests := []struct {
 		name        string
 		err         *Error
-		proto       Protocol
+		proto       protocol.Protocol
 		wantBody    string
 		wantHeaders map[string]string
 	}{
@@ -25,7 +29,7 @@ func TestShapes(t *testing.T) {
 		{
 			name:     "anthropic 401",
 			err:      Unauthorized("invalid API key"),
-			proto:    Anthropic,
+			proto:    protocol.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"authentication_error","message":"invalid API key"},"request_id":"sg-1"}`,
 		},
 		{
@@ -37,14 +41,14 @@ func TestShapes(t *testing.T) {
 		{
 			name:        "anthropic 503 is overloaded",
 			err:         Unavailable("busy", time.Second),
-			proto:       Anthropic,
+			proto:       protocol.Anthropic,
 			wantBody:    `{"type":"error","error":{"type":"overloaded_error","message":"busy"},"request_id":"sg-1"}`,
 			wantHeaders: map[string]string{"Retry-After": "1", "X-Should-Retry": "true"},
 		},
 		{
 			name:        "possibly sent 502 is not retryable",
 			err:         BadGateway("upstream_failed", "failed", true),
-			proto:       Anthropic,
+			proto:       protocol.Anthropic,
 			wantBody:    `{"type":"error","error":{"type":"api_error","message":"failed"},"request_id":"sg-1"}`,
 			wantHeaders: map[string]string{"X-Should-Retry": "false"},
 		},
@@ -57,19 +61,19 @@ func TestShapes(t *testing.T) {
 		{
 			name:     "anthropic 413",
 			err:      TooLarge("big"),
-			proto:    Anthropic,
+			proto:    protocol.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"request_too_large","message":"big"},"request_id":"sg-1"}`,
 		},
 		{
 			name:     "anthropic 403",
 			err:      Forbidden("no"),
-			proto:    Anthropic,
+			proto:    protocol.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"permission_error","message":"no"},"request_id":"sg-1"}`,
 		},
 		{
 			name:     "anthropic 404",
 			err:      NotFound("model_not_found", "no"),
-			proto:    Anthropic,
+			proto:    protocol.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"not_found_error","message":"no"},"request_id":"sg-1"}`,
 		},
 	}
@@ -100,17 +104,36 @@ func TestShapes(t *testing.T) {
 
 func TestInBand(t *testing.T) {
 	e := &Error{Status: 502, Msg: "cut"}
-	got := string(e.InBand(OpenAI, "sg-1"))
-	if got != "data: {\"error\":{\"message\":\"cut\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n" {
-		t.Errorf("openai in-band = %q", got)
-	}
-	got = string(e.InBand(Anthropic, "sg-1"))
-	want := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"},\"request_id\":\"sg-1\"}\n\n"
-	if got != want {
-		t.Errorf("anthropic in-band = %q, want %q", got, want)
+	for _, tc := range []struct {
+		spec *protocol.Spec
+		want string
+	}{
+		{openai.Chat, "data: {\"error\":{\"message\":\"cut\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n"},
+		{openai.Responses, "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"cut\",\"param\":null,\"sequence_number\":7}\n\n"},
+		{anthropic.Messages, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"},\"request_id\":\"sg-1\"}\n\n"},
+	} {
+		if got := string(e.InBand(tc.spec, "sg-1", 7)); got != tc.want {
+			t.Errorf("%s in-band = %q, want %q", tc.spec.Path, got, tc.want)
+		}
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(e.Body(OpenAI, ""), &doc); err != nil {
+	if err := json.Unmarshal(e.Body(protocol.OpenAI, ""), &doc); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Anthropic-shape answers carry the node's request id in request-id, which
+// the Anthropic SDKs read into an error's RequestID; OpenAI ones do not.
+func TestRequestIDHeader(t *testing.T) {
+	for _, p := range []protocol.Protocol{protocol.OpenAI, protocol.Anthropic} {
+		rec := httptest.NewRecorder()
+		NotFound("x", "y").Write(rec, p, "sg-9")
+		want := ""
+		if p == protocol.Anthropic {
+			want = "sg-9"
+		}
+		if got := rec.Header().Get("Request-Id"); got != want {
+			t.Errorf("%v: request-id = %q, want %q", p, got, want)
+		}
 	}
 }

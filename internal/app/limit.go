@@ -10,6 +10,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/protocol"
 )
 
 // concurrencyLimit caps the requests in flight on the API listener,
@@ -58,11 +59,11 @@ func (l *concurrencyLimit) stats() metrics.ClientStats {
 
 // shapeFor picks the error shape as the proxy does for requests it has not
 // routed yet: Anthropic clients always send anthropic-version.
-func shapeFor(r *http.Request) apierr.Protocol {
+func shapeFor(r *http.Request) protocol.Protocol {
 	if r.Header.Get("Anthropic-Version") != "" {
-		return apierr.Anthropic
+		return protocol.Anthropic
 	}
-	return apierr.OpenAI
+	return protocol.OpenAI
 }
 
 // newRequestID has the proxy's format (sg- + 24 hex digits).

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -81,19 +82,24 @@ const snapshotJSON = `{"schema": 1, "version": 1,
   {"name": "only-oa", "targets": [{"backend": "oa-a", "model": "x", "weight": 1}]}]}`
 
 // tableView is what a routes.Table serves, in comparable form.
-type tableView map[string][2][]string
+type tableView map[string][protocol.NumEndpoints][]string
 
 func viewTable(t *testing.T, tab *routes.Table) tableView {
 	t.Helper()
 	v := tableView{}
-	for _, p := range []routes.Protocol{routes.OpenAI, routes.Anthropic} {
+	for _, p := range []protocol.Protocol{protocol.OpenAI, protocol.Anthropic} {
 		for _, name := range tab.Names(p) {
 			m, _ := tab.Model(name)
 			pools := v[name]
-			for _, tg := range m.Pools[p] {
-				b := tg.Backend
-				pools[p] = append(pools[p], fmt.Sprintf("%s %s %s %s w=%d tier=%d caps=%s cap=%d inject=%v",
-					b.ID, b.Endpoint, b.Credential.Reveal(), tg.ProviderModelJSON, tg.Weight, tg.Tier, tg.Caps, b.State.Cap(), b.InjectUsage))
+			for e := range protocol.NumEndpoints {
+				if e.Protocol() != p {
+					continue
+				}
+				for _, tg := range m.Pools[e] {
+					b := tg.Backend
+					pools[e] = append(pools[e], fmt.Sprintf("%s %s %s %s w=%d tier=%d caps=%s cap=%d inject=%v",
+						b.ID, b.URL[e], b.Credential.Reveal(), tg.ProviderModelJSON, tg.Weight, tg.Tier, tg.Caps, b.State.Cap(), b.InjectUsage))
+				}
 			}
 			v[name] = pools
 		}
@@ -124,7 +130,7 @@ func TestStaticRoutesMatchSnapshot(t *testing.T) {
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("static table differs from the snapshot one (-static +snapshot):\n%s", diff)
 	}
-	if len(got) != 2 || len(got["mixed"][routes.OpenAI]) != 2 {
+	if len(got) != 2 || len(got["mixed"][protocol.Chat]) != 2 {
 		t.Errorf("unexpected table: %v", got)
 	}
 }

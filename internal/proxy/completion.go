@@ -22,6 +22,7 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -73,25 +74,26 @@ type attempt struct {
 	hasUsage  bool
 }
 
-// call is one client request on its way through the attempt loop.
+// call is one client request on its way through the attempt loop. Every
+// endpoint runs the same loop; spec says what differs.
 type call struct {
 	h         *Handler
 	w         http.ResponseWriter
 	r         *http.Request
-	proto     routes.Protocol
-	shape     apierr.Protocol
+	spec      *protocol.Spec
+	shape     protocol.Protocol // the endpoint's protocol: its error shape
 	rid       string
 	principal *authz.Principal
 	body      []byte
-	req       request
+	req       protocol.Request
 	start     time.Time
 	sendState string // the last attempt's, for the request metric; "" = none
 }
 
-func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, p routes.Protocol, rid string) *call {
-	c := &call{h: h, w: w, r: r, proto: p, shape: shapeOf(p), rid: rid, start: h.o.Now()}
-	if r.Method != http.MethodPost {
-		apierr.MethodNotAllowed("use POST").Write(w, c.shape, rid)
+func (h *Handler) serveEndpoint(w http.ResponseWriter, r *http.Request, spec *protocol.Spec, rid string) *call {
+	c := &call{h: h, w: w, r: r, spec: spec, shape: spec.Endpoint.Protocol(), rid: rid, start: h.o.Now()}
+	if r.Method != spec.Method {
+		apierr.MethodNotAllowed("use "+spec.Method).Write(w, c.shape, rid)
 		return c
 	}
 	var ok bool
@@ -100,10 +102,12 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, p rout
 	}
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
-		if c.req, aerr = inspect(p, c.body); aerr == nil {
+		var berr *protocol.BodyError
+		if c.req, berr = spec.Inspect(c.body); berr == nil {
 			c.route()
 			return c
 		}
+		aerr = apierr.BadRequest(berr.Code, berr.Msg)
 	}
 	aerr.Write(w, c.shape, rid)
 	return c
@@ -114,8 +118,8 @@ func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
 // route resolves the model to a pool and runs the attempt loop.
 func (c *call) route() {
 	req := c.req
-	if !c.principal.Allows(req.model) {
-		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.model)))
+	if !c.principal.Allows(req.Model) {
+		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.Model)))
 		return
 	}
 	table := c.h.o.Routes.Load() // pinned for the whole request (SPEC §7)
@@ -123,24 +127,31 @@ func (c *call) route() {
 		c.fail(apierr.Unavailable("routes are not loaded yet", time.Second))
 		return
 	}
-	m, ok := table.Model(req.model)
+	m, ok := table.Model(req.Model)
 	if !ok {
-		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.model)))
+		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.Model)))
 		return
 	}
-	pool := m.Pools[c.proto]
-	if len(pool) == 0 {
-		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.model, c.r.URL.Path)))
+	pool := m.Pools[c.spec.Endpoint]
+	switch {
+	case len(pool) > 0:
+	case !m.Serves(c.shape):
+		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.Model, c.spec.Path)))
+		return
+	default:
+		// Not every provider of a protocol serves every endpoint: backends
+		// declare theirs, and nothing is sent to one that does not.
+		c.fail(apierr.BadRequest("endpoint_not_served", fmt.Sprintf("model %q has no backend that serves %s", req.Model, c.spec.Path)))
 		return
 	}
-	if !offers(pool, req.need) {
-		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", req.model, req.need)))
+	if !offers(pool, req.Need) {
+		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", req.Model, req.Need)))
 		return
 	}
 
 	var tried []*routes.Target
 	for n := 1; n <= c.h.o.MaxAttempts; n++ {
-		t, ok := c.h.o.Picker.Pick(pool, req.need, tried)
+		t, ok := c.h.o.Picker.Pick(pool, req.Need, tried)
 		if !ok {
 			break
 		}
@@ -154,13 +165,13 @@ func (c *call) route() {
 	if len(tried) == 0 {
 		// SPEC §11: 503 with Retry-After = the earliest moment a target can
 		// take traffic again, and x-should-retry: true.
-		wait := balance.RetryAfter(pool, req.need, c.h.o.Now())
-		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.model), wait))
+		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
+		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
 		c.log(&attempt{state: NotSent, status: 503, stage: "select"})
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
-	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.model), false))
+	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.Model), false))
 }
 
 func offers(pool []*routes.Target, need routes.Caps) bool {
@@ -180,10 +191,10 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 
 	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
 	injected := false
-	if err == nil && c.req.stream && h.o.InjectStreamUsage && t.Backend.InjectUsage {
+	if err == nil && c.req.Stream && c.spec.InjectUsage != nil && h.o.InjectStreamUsage && t.Backend.InjectUsage {
 		// SPEC §8: ask for stream usage the client did not ask for, and
 		// hide the usage-only chunk it then did not expect.
-		out, injected, err = usage.InjectIncludeUsage(out)
+		out, injected, err = c.spec.InjectUsage(out)
 	}
 	if err != nil { // inspect accepted the body, so this is a bug
 		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 500
@@ -198,18 +209,18 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Backend.Endpoint, bytes.NewReader(out))
+	up, err := http.NewRequestWithContext(ctx, c.spec.Method, t.Backend.URL[c.spec.Endpoint], bytes.NewReader(out))
 	if err != nil {
 		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 502
 		c.fail(apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
 	up.GetBody = nil // the transport must never replay a POST (SPEC §11)
-	up.Header = upstreamHeader(c.r.Header, t.Backend)
+	up.Header = c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
 
 	firstByte := time.AfterFunc(h.o.FirstByte, func() { cancel(errFirstByteTimeout) })
 	defer firstByte.Stop()
-	if !c.req.stream {
+	if !c.req.Stream {
 		total := time.AfterFunc(h.o.NonStreamTotal, func() { cancel(errTotalTimeout) })
 		defer total.Stop()
 	}
@@ -246,7 +257,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
 	}
-	if resp.StatusCode == http.StatusOK && isEventStream(resp.Header.Get("Content-Type")) {
+	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {
 		c.relayStream(&a, resp, body, firstByte, cancel, ctx, injected)
 		return a
 	}
@@ -344,11 +355,7 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 		a.quota = isQuotaExhausted(data)
 	}
 	if resp.StatusCode/100 == 2 {
-		if c.proto == routes.Anthropic {
-			a.usage, a.rawUsage, a.hasUsage = usage.FromAnthropicBody(data)
-		} else {
-			a.usage, a.rawUsage, a.hasUsage = usage.FromOpenAIBody(data)
-		}
+		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
 	} else {
 		a.stage = usageevent.StageProviderStatus
 	}
@@ -362,22 +369,11 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 	}
 }
 
-// streamTracker reads usage from a stream as it passes (internal/usage).
-type streamTracker interface {
-	Observe(ev *sse.Event) (hide bool)
-	Usage() (usageevent.Usage, json.RawMessage, bool)
-}
-
 // relayStream holds the status until the first event is in, then passes
 // every event through with its exact bytes and a flush.
 func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, cancel context.CancelCauseFunc, ctx context.Context, injected bool) {
-	h, shape := c.h, c.shape
-	var tracker streamTracker
-	if c.proto == routes.Anthropic {
-		tracker = usage.NewAnthropicStream()
-	} else {
-		tracker = usage.NewOpenAIStream(injected)
-	}
+	h, ss := c.h, c.spec.Stream
+	tracker := ss.NewTracker(injected)
 	defer func() { a.usage, a.rawUsage, a.hasUsage = tracker.Usage() }()
 
 	rd := sse.NewReader(body, maxEventBytes)
@@ -400,16 +396,18 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 	out := &streamWriter{w: w, rc: http.NewResponseController(w)}
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
-		out.startKeepalive(h.o.StreamKeepalive, keepaliveEvent[shape])
+		out.startKeepalive(h.o.StreamKeepalive, ss.Keepalive)
 	}
 
+	relayed := 0
 	for {
-		done, failed := terminal(shape, &ev)
+		done, failed := ss.Terminal(&ev)
 		if !tracker.Observe(&ev) {
 			if werr := out.event(ev.Raw); werr != nil {
 				a.stage, a.err = usageevent.StageClientCancelled, werr
 				return
 			}
+			relayed++
 		}
 		if failed {
 			a.stage = usageevent.StageProviderStreamError // the provider's own in-band error, passed through
@@ -429,7 +427,7 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 		return
 	}
 	// SPEC §11: a stream without its terminator is a failure; say so in
-	// band and never fake [DONE] / message_stop.
+	// band and never fake [DONE] / message_stop / response.completed.
 	a.stage = usageevent.StageStream
 	msg := "the provider stream ended without its terminator"
 	switch cause := context.Cause(ctx); {
@@ -441,15 +439,7 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 	default:
 		a.err = err
 	}
-	_ = out.event((&apierr.Error{Status: 502, Msg: msg}).InBand(shape, c.rid))
-}
-
-// keepaliveEvent is written after StreamKeepalive of provider silence so
-// that load balancers with idle limits keep long reasoning streams open
-// (SPEC §11 "Timeouts"). Both are ignored by the official SDKs.
-var keepaliveEvent = [2][]byte{
-	apierr.OpenAI:    []byte(": keepalive\n\n"),
-	apierr.Anthropic: []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+	_ = out.event((&apierr.Error{Status: 502, Msg: msg}).InBand(c.spec, c.rid, relayed))
 }
 
 // streamWriter serialises the relay loop's events and the keepalive
@@ -500,26 +490,6 @@ func (s *streamWriter) close() {
 	if s.ka != nil {
 		s.ka.Stop()
 	}
-}
-
-var doneData = []byte("[DONE]")
-
-// terminal reports whether ev ends the stream cleanly, and whether it is
-// the provider's own in-band error.
-func terminal(shape apierr.Protocol, ev *sse.Event) (done, failed bool) {
-	if shape == apierr.Anthropic {
-		switch ev.Type {
-		case "message_stop":
-			return true, false
-		case "error":
-			return false, true
-		}
-		return false, false
-	}
-	if bytes.Equal(ev.Data, doneData) {
-		return true, false
-	}
-	return false, bytes.HasPrefix(ev.Data, []byte(`{"error"`))
 }
 
 // finish accounts for one attempt: one log line and one usage event
@@ -578,11 +548,12 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		RequestID:     c.rid,
 		TenantID:      c.principal.TenantID,
 		KeyID:         c.principal.KeyID,
-		PublicModel:   c.req.model,
+		PublicModel:   c.req.Model,
 		ProviderModel: a.target.ProviderModel,
 		Backend:       a.target.Backend.ID,
-		Protocol:      c.proto.String(),
-		Stream:        c.req.stream,
+		Protocol:      c.shape.String(),
+		Endpoint:      c.spec.Endpoint.String(),
+		Stream:        c.req.Stream,
 		Attempt:       a.n,
 		SendState:     string(a.state),
 		FailureStage:  a.stage,
@@ -611,8 +582,8 @@ func (c *call) log(a *attempt) {
 	attrs := []slog.Attr{
 		slog.String("request_id", c.rid),
 		slog.String("path", c.r.URL.Path),
-		slog.String("model", c.req.model),
-		slog.Bool("stream", c.req.stream),
+		slog.String("model", c.req.Model),
+		slog.Bool("stream", c.req.Stream),
 		slog.String("backend", backend),
 		slog.Int("attempt", a.n),
 		slog.String("send_state", string(a.state)),

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/jsonedit"
-	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/protocol"
 )
 
 // FuzzInspect: any body either yields a clear 400 or a request whose model
@@ -20,9 +20,9 @@ func FuzzInspect(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, anthropic bool) {
-		p := routes.OpenAI
+		p := protocol.OpenAI
 		if anthropic {
-			p = routes.Anthropic
+			p = protocol.Anthropic
 		}
 		req, aerr := inspect(p, body)
 		if aerr != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/apierr"
-	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/protocol"
 )
 
 // smallChatBody is a typical ~300 byte chat completion request.
@@ -54,7 +54,7 @@ var inspectSink request
 func BenchmarkInspect(b *testing.B) {
 	impls := []struct {
 		name string
-		fn   func(routes.Protocol, []byte) (request, *apierr.Error)
+		fn   func(protocol.Protocol, []byte) (request, *apierr.Error)
 	}{
 		{"old", refInspect},
 		{"new", inspect},
@@ -65,7 +65,7 @@ func BenchmarkInspect(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(bb.body)))
 				for b.Loop() {
-					r, err := impl.fn(routes.OpenAI, bb.body)
+					r, err := impl.fn(protocol.OpenAI, bb.body)
 					if (err != nil) != bb.invalid || (!bb.invalid && r.model != "gpt-4o") {
 						b.Fatalf("inspect = %+v, %v", r, err)
 					}
@@ -80,12 +80,12 @@ func BenchmarkInspect(b *testing.B) {
 // string, whatever capabilities the body asks for.
 func TestInspectAllocs(t *testing.T) {
 	for _, tc := range []struct {
-		proto routes.Protocol
+		proto protocol.Protocol
 		body  string
 	}{
-		{routes.OpenAI, smallChatBody},
-		{routes.OpenAI, `{"model":"gpt-4o","tools":[{"type":"function"}],"response_format":{"type":"json_schema","json_schema":{}}}`},
-		{routes.Anthropic, `{"model":"claude","STREAM":true,"output_config":{"format":{"type":"json_schema"}},"output_format":{"type":"text"}}`},
+		{protocol.OpenAI, smallChatBody},
+		{protocol.OpenAI, `{"model":"gpt-4o","tools":[{"type":"function"}],"response_format":{"type":"json_schema","json_schema":{}}}`},
+		{protocol.Anthropic, `{"model":"claude","stream":true,"output_config":{"format":{"type":"json_schema"}},"output_format":{"type":"text"}}`},
 	} {
 		body := []byte(tc.body)
 		if got := testing.AllocsPerRun(100, func() {

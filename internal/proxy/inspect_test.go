@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,13 +16,14 @@ import (
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 )
 
 func TestInspect(t *testing.T) {
 	tests := []struct {
 		name     string
-		proto    routes.Protocol
+		proto    protocol.Protocol
 		body     string
 		want     request
 		wantCode string // apierr code; "" = success
@@ -36,11 +38,11 @@ func TestInspect(t *testing.T) {
 		{name: "legacy functions", body: `{"model":"m","functions":[{"name":"f"}]}`, want: request{model: "m", need: routes.CapTools}},
 		{name: "openai json_schema", body: `{"model":"m","response_format":{"type":"json_schema","json_schema":{}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
 		{name: "openai json_object is not json_schema", body: `{"model":"m","response_format":{"type":"json_object"}}`, want: request{model: "m"}},
-		{name: "anthropic output_config", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema","schema":{}}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "anthropic beta output_format", proto: routes.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema","schema":{}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "anthropic ignores response_format", proto: routes.Anthropic, body: `{"model":"m","response_format":{"type":"json_schema"}}`, want: request{model: "m"}},
+		{name: "anthropic output_config", proto: protocol.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema","schema":{}}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "anthropic beta output_format", proto: protocol.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema","schema":{}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "anthropic ignores response_format", proto: protocol.Anthropic, body: `{"model":"m","response_format":{"type":"json_schema"}}`, want: request{model: "m"}},
 		{name: "all caps", body: `{"model":"m","stream":true,"tools":[1],"response_format":{"type":"json_schema"}}`, want: request{model: "m", stream: true, need: routes.CapStream | routes.CapTools | routes.CapJSONSchema}},
-		{name: "duplicate model: last wins", body: `{"model":"a","model":"b"}`, want: request{model: "b"}},
+		{name: "duplicate model", body: `{"model":"a","model":"b"}`, wantCode: "invalid_model", wantMsg: "only once"},
 		{name: "escaped key", body: `{"mod\u0065l":"m"}`, want: request{model: "m"}},
 		{name: "nested model ignored", body: `{"metadata":{"model":"x"}}`, wantCode: "missing_model"},
 		{name: "missing model", body: `{"messages":[]}`, wantCode: "missing_model", wantMsg: `"model"`},
@@ -75,55 +77,56 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// TestInspectDuplicates pins which duplicate wins for every member inspect
-// reads: the last one, as encoding/json's struct decode and jsonedit.Lookup
-// both keep. Members other than "model" also match case-insensitively (the
-// struct decode's rule), so a differently cased duplicate counts too.
-func TestInspectDuplicates(t *testing.T) {
+// TestInspectAmbiguous: every member the node reads to decide that
+// appears twice, or in another letter case, is a 400. encoding/json (and
+// other parsers) would let the last duplicate win or match the other
+// spelling, so the node and the provider could read different values:
+// {"stream":true,"Stream":false} was a non-stream request to the node and
+// a stream to the provider. Each case here was accepted before.
+func TestInspectAmbiguous(t *testing.T) {
 	tests := []struct {
 		name  string
-		proto routes.Protocol
+		proto protocol.Protocol
 		body  string
-		want  request
+		path  string // the member the message names
 	}{
-		{name: "model", body: `{"model":"a","model":"b"}`, want: request{model: "b"}},
-		// {"model":"a","Model":"b"} is refused now: TestInspectModelCase.
-		{name: "stream true then false", body: `{"model":"m","stream":true,"stream":false}`, want: request{model: "m"}},
-		{name: "stream false then true", body: `{"model":"m","stream":false,"stream":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
-		{name: "stream true then null", body: `{"model":"m","stream":true,"stream":null}`, want: request{model: "m"}},
-		{name: "stream folded", body: `{"model":"m","stream":false,"STREAM":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
-		{name: "stream long s", body: `{"model":"m","\u017ftream":true}`, want: request{model: "m", stream: true, need: routes.CapStream}},
-		{name: "tools full then empty", body: `{"model":"m","tools":[1],"tools":[]}`, want: request{model: "m"}},
-		{name: "tools empty then full", body: `{"model":"m","tools":[],"Tools":[1]}`, want: request{model: "m", need: routes.CapTools}},
-		{name: "functions full then null", body: `{"model":"m","functions":[1],"functions":null}`, want: request{model: "m"}},
-		{name: "functions empty then full", body: `{"model":"m","functions":[ ],"functions":[{}]}`, want: request{model: "m", need: routes.CapTools}},
-		{name: "response_format schema then text", body: `{"model":"m","response_format":{"type":"json_schema"},"response_format":{"type":"text"}}`, want: request{model: "m"}},
-		{name: "response_format text then schema", body: `{"model":"m","response_format":{"type":"text"},"Response_Format":{"type":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "type duplicates", body: `{"model":"m","response_format":{"type":"text","TYPE":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "type null keeps earlier", body: `{"model":"m","response_format":{"type":"json_schema","type":null}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "type wrong type fails", body: `{"model":"m","response_format":{"type":1,"type":"json_schema"}}`, want: request{model: "m"}},
-		{name: "output_config schema then text", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"}},"output_config":{"format":{"type":"text"}}}`, want: request{model: "m"}},
-		{name: "output_config text then schema", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"text"}},"output_config":{"format":{"type":"json_schema"}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "format duplicates merge", proto: routes.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"},"Format":{"schema":{}}}}`, want: request{model: "m", need: routes.CapJSONSchema}},
-		{name: "output_format schema then text", proto: routes.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema"},"output_format":{"type":"text"}}`, want: request{model: "m"}},
-		{name: "output_format text then schema", proto: routes.Anthropic, body: `{"model":"m","output_format":{"type":"text"},"OUTPUT_FORMAT":{"type":"json_schema"}}`, want: request{model: "m", need: routes.CapJSONSchema}},
+		{name: "model twice", body: `{"model":"a","model":"b"}`, path: "model"},
+		{name: "model twice, one escaped", body: `{"model":"a","mod\u0065l":"b"}`, path: "model"},
+		{name: "stream true then false", body: `{"model":"m","stream":true,"stream":false}`, path: "stream"},
+		{name: "stream false then true", body: `{"model":"m","stream":false,"stream":true}`, path: "stream"},
+		{name: "stream true then null", body: `{"model":"m","stream":true,"stream":null}`, path: "stream"},
+		{name: "stream cased", body: `{"model":"m","stream":true,"Stream":false}`, path: "stream"},
+		{name: "stream folded", body: `{"model":"m","stream":false,"STREAM":true}`, path: "stream"},
+		{name: "stream long s", body: `{"model":"m","\u017ftream":true}`, path: "stream"},
+		{name: "tools full then empty", body: `{"model":"m","tools":[1],"tools":[]}`, path: "tools"},
+		{name: "tools cased", body: `{"model":"m","tools":[1],"Tools":[]}`, path: "tools"},
+		{name: "functions twice", body: `{"model":"m","functions":[1],"functions":null}`, path: "functions"},
+		{name: "functions cased", body: `{"model":"m","Functions":[{}]}`, path: "functions"},
+		{name: "response_format twice", body: `{"model":"m","response_format":{"type":"json_schema"},"response_format":{"type":"text"}}`, path: "response_format"},
+		{name: "response_format upper", body: `{"model":"m","RESPONSE_FORMAT":{"type":"json_schema"}}`, path: "response_format"},
+		{name: "response_format.type cased", body: `{"model":"m","response_format":{"type":"json_schema","Type":"text"}}`, path: "response_format.type"},
+		{name: "response_format.type twice", body: `{"model":"m","response_format":{"type":"json_schema","type":null}}`, path: "response_format.type"},
+		{name: "prompt_cache_key twice", body: `{"model":"m","prompt_cache_key":"a","prompt_cache_key":"b"}`, path: "prompt_cache_key"},
+		{name: "prompt_cache_key cased", body: `{"model":"m","Prompt_Cache_Key":"a"}`, path: "prompt_cache_key"},
+		{name: "anthropic stream", proto: protocol.Anthropic, body: `{"model":"m","stream":true,"Stream":false}`, path: "stream"},
+		{name: "anthropic tools", proto: protocol.Anthropic, body: `{"model":"m","Tools":[]}`, path: "tools"},
+		{name: "output_config twice", proto: protocol.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"}},"output_config":{"format":{"type":"text"}}}`, path: "output_config"},
+		{name: "output_config.format cased", proto: protocol.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema"},"Format":{"schema":{}}}}`, path: "output_config.format"},
+		{name: "output_config.format.type cased", proto: protocol.Anthropic, body: `{"model":"m","output_config":{"format":{"type":"json_schema","TYPE":"text"}}}`, path: "output_config.format.type"},
+		{name: "output_format twice", proto: protocol.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema"},"output_format":{"type":"text"}}`, path: "output_format"},
+		{name: "output_format cased", proto: protocol.Anthropic, body: `{"model":"m","output_format":{"type":"text"},"OUTPUT_FORMAT":{"type":"json_schema"}}`, path: "output_format"},
+		{name: "output_format.type twice", proto: protocol.Anthropic, body: `{"model":"m","output_format":{"type":"json_schema","type":"text"}}`, path: "output_format.type"},
+		{name: "metadata twice", proto: protocol.Anthropic, body: `{"model":"m","metadata":{"user_id":"a"},"metadata":{}}`, path: "metadata"},
+		{name: "metadata.user_id cased", proto: protocol.Anthropic, body: `{"model":"m","metadata":{"user_id":"a","User_Id":"b"}}`, path: "metadata.user_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := []byte(tt.body)
-			ref, rerr := refInspect(tt.proto, body)
-			if rerr != nil {
-				t.Fatalf("reference rejected the body: %s", rerr.Msg)
-			}
-			if diff := cmp.Diff(ref, tt.want, cmp.AllowUnexported(request{})); diff != "" {
-				t.Fatalf("reference inspect (-got +want):\n%s", diff)
-			}
-			got, err := inspect(tt.proto, body)
-			if err != nil {
-				t.Fatalf("inspect error: %v", err.Msg)
-			}
-			if diff := cmp.Diff(got, tt.want, cmp.AllowUnexported(request{})); diff != "" {
-				t.Fatalf("inspect (-got +want):\n%s", diff)
+			for name, fn := range map[string]func(protocol.Protocol, []byte) (request, *apierr.Error){"inspect": inspect, "reference": refInspect} {
+				_, err := fn(tt.proto, body)
+				if err == nil || err.Status != 400 || !strings.Contains(err.Msg, `"`+tt.path+`"`) {
+					t.Errorf("%s(%s) = %v; want a 400 naming %q", name, tt.body, err, tt.path)
+				}
 			}
 		})
 	}
@@ -141,10 +144,10 @@ func TestInspectModelCase(t *testing.T) {
 		{`{"Model":"b","model":"a"}`, true},
 		{`{"MODEL":"b"}`, true}, // refused as ambiguous, not reported missing
 		{`{"model":"a","mod\u0045l":"b"}`, true},
-		{`{"model":"a","mod\u0065l":"b"}`, false}, // the same key: both are rewritten
+		{`{"model":"a","mod\u0065l":"b"}`, false}, // the same key twice: TestInspectAmbiguous
 		{`{"model":"a","models":"b","x":{"Model":"b"}}`, false},
 	} {
-		_, err := inspect(routes.OpenAI, []byte(tt.body))
+		_, err := inspect(protocol.OpenAI, []byte(tt.body))
 		refused := err != nil && err.Code == "invalid_model" && strings.Contains(err.Msg, "lower case")
 		if refused != tt.refuse {
 			t.Errorf("inspect(%s) = %v; want refused %t", tt.body, err, tt.refuse)
@@ -171,7 +174,7 @@ func TestInspectEquivalence(t *testing.T) {
 	bodies = append(bodies, corpusBodies(t)...)
 	accepted := 0
 	for _, body := range bodies {
-		for _, p := range []routes.Protocol{routes.OpenAI, routes.Anthropic} {
+		for _, p := range []protocol.Protocol{protocol.OpenAI, protocol.Anthropic} {
 			if checkInspectEquivalent(t, p, body) {
 				accepted++
 			}
@@ -194,9 +197,9 @@ func FuzzInspectEquivalence(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, anthropic bool) {
-		p := routes.OpenAI
+		p := protocol.OpenAI
 		if anthropic {
-			p = routes.Anthropic
+			p = protocol.Anthropic
 		}
 		checkInspectEquivalent(t, p, body)
 	})
@@ -230,7 +233,7 @@ var equivalenceSeeds = []string{
 
 // checkInspectEquivalent fails t unless inspect and refInspect agree on
 // body. It reports whether the body was accepted.
-func checkInspectEquivalent(t *testing.T, p routes.Protocol, body []byte) bool {
+func checkInspectEquivalent(t *testing.T, p protocol.Protocol, body []byte) bool {
 	t.Helper()
 	orig := bytes.Clone(body)
 	want, wantErr := refInspect(p, body)
@@ -252,6 +255,15 @@ func checkInspectEquivalent(t *testing.T, p routes.Protocol, body []byte) bool {
 // look-alikes, odd whitespace and values of every type.
 func genBody(rng *rand.Rand) []byte {
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	// key is mostly the exact spelling: a variant or a repeat makes the
+	// body ambiguous, which is refused, and the generator must still
+	// produce bodies that are accepted.
+	key := func(canon string, variants ...string) string {
+		if rng.IntN(6) != 0 {
+			return canon
+		}
+		return pick(variants...)
+	}
 	typeVal := func() string {
 		return pick(`"json_schema"`, `"json\u005fschema"`, `"json_object"`, `"text"`, `"JSON_SCHEMA"`, `null`, `1`, `true`, `[]`, `{}`, `"json_schema "`)
 	}
@@ -262,7 +274,7 @@ func genBody(rng *rand.Rand) []byte {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			b.WriteString(pick(`"type"`, `"Type"`, `"TYPE"`, `"typ\u0065"`, `"schema"`, `"typee"`, `"json_schema"`) + ":")
+			b.WriteString(pick(key(`"type"`, `"Type"`, `"TYPE"`, `"typ\u0065"`), `"schema"`, `"typee"`, `"json_schema"`) + ":")
 			if rng.IntN(4) == 0 {
 				b.WriteString(pick(`{"type":"json_schema"}`, `{"schema":{}}`, `[1]`))
 			} else {
@@ -279,7 +291,7 @@ func genBody(rng *rand.Rand) []byte {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			b.WriteString(pick(`"format"`, `"Format"`, `"FORMAT"`, `"effort"`) + ":")
+			b.WriteString(pick(key(`"format"`, `"Format"`, `"FORMAT"`), `"effort"`) + ":")
 			if rng.IntN(5) == 0 {
 				b.WriteString(pick(`null`, `"json_schema"`, `[]`, `1`))
 			} else {
@@ -297,19 +309,19 @@ func genBody(rng *rand.Rand) []byte {
 	}
 	members := []func() string{
 		func() string {
-			return pick(`"model"`, `"model"`, `"model"`, `"model"`, `"model"`, `"mod\u0065l"`, `"Model"`, `"mod\u0045l"`) + ":" + pick(`"gpt-4o"`, `"m"`, `""`, `1`, `null`, `"g\u00e9"`, "\"\xffx\"", `"\ud800"`, `["m"]`)
+			return key(`"model"`, `"mod\u0065l"`, `"Model"`, `"mod\u0045l"`) + ":" + pick(`"gpt-4o"`, `"m"`, `""`, `1`, `null`, `"g\u00e9"`, "\"\xffx\"", `"\ud800"`, `["m"]`)
 		},
 		func() string {
-			return pick(`"stream"`, `"Stream"`, `"STREAM"`, `"\u017ftream"`, `"str\u0065am"`, `"stream_options"`) + ":" + pick(`true`, `false`, `null`, `"true"`, `1`, `[]`, `{}`)
+			return pick(key(`"stream"`, `"Stream"`, `"STREAM"`, `"\u017ftream"`, `"str\u0065am"`), `"stream_options"`) + ":" + pick(`true`, `false`, `null`, `"true"`, `1`, `[]`, `{}`)
 		},
 		func() string {
-			return pick(`"tools"`, `"Tools"`, `"tool\u017f"`, `"functions"`, `"Functions"`) + ":" + pick(array(), anyVal())
+			return pick(key(`"tools"`, `"Tools"`, `"tool\u017f"`), key(`"functions"`, `"Functions"`)) + ":" + pick(array(), anyVal())
 		},
 		func() string {
-			return pick(`"response_format"`, `"Response_Format"`, `"output_format"`, `"Output_Format"`) + ":" + pick(typeObj(), typeObj(), anyVal())
+			return pick(key(`"response_format"`, `"Response_Format"`), key(`"output_format"`, `"Output_Format"`)) + ":" + pick(typeObj(), typeObj(), anyVal())
 		},
 		func() string {
-			return pick(`"output_config"`, `"OUTPUT_CONFIG"`) + ":" + pick(formatObj(), formatObj(), anyVal())
+			return key(`"output_config"`, `"OUTPUT_CONFIG"`) + ":" + pick(formatObj(), formatObj(), anyVal())
 		},
 		func() string {
 			return pick(`"messages"`, `"x"`, `""`, `"\ud83d\ude00"`, `"max_tokens"`) + ":" + pick(anyVal(), `[{"role":"user","content":"hi"}]`)
@@ -320,7 +332,7 @@ func genBody(rng *rand.Rand) []byte {
 	if rng.IntN(8) != 0 {
 		parts = append(parts, members[0]())
 	}
-	for range rng.IntN(7) {
+	for range rng.IntN(4) {
 		parts = append(parts, members[rng.IntN(len(members))]())
 	}
 	rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
@@ -413,19 +425,24 @@ type refBodyFields struct {
 	OutputFormat   json.RawMessage `json:"output_format"`
 }
 
-func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
+func refInspect(p protocol.Protocol, body []byte) (request, *apierr.Error) {
 	var f refBodyFields
 	if err := json.Unmarshal(body, &f); err != nil {
-		return request{}, apierr.BadRequest("invalid_json", jsonProblem(body, err))
+		return request{}, apierr.BadRequest("invalid_json", protocol.JSONProblem(body, err))
 	}
-	// The one intended change since this implementation: a differently
-	// cased "model" key is refused (see inspect).
-	var byKey map[string]json.RawMessage
-	_ = json.Unmarshal(body, &byKey) // nil for a top-level null
-	for k := range byKey {
-		if k != "model" && strings.EqualFold(k, "model") {
-			return request{}, apierr.BadRequest("invalid_model", `field "model" must appear only in lower case; the body also has a differently cased "model" member`)
-		}
+	if string(bytes.TrimSpace(body)) == "null" {
+		return request{}, apierr.BadRequest("invalid_json", "request body must be a JSON object")
+	}
+	// The intended changes since this implementation: a member the node
+	// decides on that appears twice or in another letter case is refused
+	// (first at the top level, in document order), then, after the
+	// model and stream checks, the same in the nested members it reads.
+	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key"}
+	if p == protocol.Anthropic {
+		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata"}
+	}
+	if err := refAmbiguous(body, "", top); err != nil {
+		return request{}, err
 	}
 	raw, ok, err := jsonedit.Lookup(body, "model")
 	if err != nil {
@@ -446,8 +463,35 @@ func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
 	if r.stream {
 		r.need |= routes.CapStream
 	}
-	if refNonEmptyArray(f.Tools) || refNonEmptyArray(f.Functions) {
+	// Anthropic has no legacy "functions": only OpenAI reads it.
+	if refNonEmptyArray(f.Tools) || p == protocol.OpenAI && refNonEmptyArray(f.Functions) {
 		r.need |= routes.CapTools
+	}
+	if p == protocol.OpenAI {
+		if err := refAmbiguous(f.ResponseFormat, "response_format", []string{"type"}); err != nil {
+			return request{}, err
+		}
+	} else {
+		if err := refAmbiguous(f.OutputConfig, "output_config", []string{"format"}); err != nil {
+			return request{}, err
+		}
+		var oc struct {
+			Format json.RawMessage `json:"format"`
+		}
+		_ = json.Unmarshal(f.OutputConfig, &oc)
+		if err := refAmbiguous(oc.Format, "output_config.format", []string{"type"}); err != nil {
+			return request{}, err
+		}
+		if err := refAmbiguous(f.OutputFormat, "output_format", []string{"type"}); err != nil {
+			return request{}, err
+		}
+		var md struct {
+			Metadata json.RawMessage `json:"metadata"`
+		}
+		_ = json.Unmarshal(body, &md)
+		if err := refAmbiguous(md.Metadata, "metadata", []string{"user_id"}); err != nil {
+			return request{}, err
+		}
 	}
 	if refWantsJSONSchema(p, &f) {
 		r.need |= routes.CapJSONSchema
@@ -455,11 +499,64 @@ func refInspect(p routes.Protocol, body []byte) (request, *apierr.Error) {
 	return r, nil
 }
 
-func refWantsJSONSchema(p routes.Protocol, f *refBodyFields) bool {
+// refAmbiguous walks the members of the object raw (anything else passes)
+// with encoding/json's tokenizer and reports the first one that repeats a
+// name or spells it in another case (strings.EqualFold), with the message
+// protocol.Scan gives.
+func refAmbiguous(raw json.RawMessage, parent string, names []string) *apierr.Error {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key := tok.(string)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+		for _, name := range names {
+			what := ""
+			switch {
+			case key == name && seen[name]:
+				what = "appears more than once"
+			case key == name:
+				seen[name] = true
+			case strings.EqualFold(key, name):
+				what = "has a differently cased twin"
+			}
+			if what == "" {
+				continue
+			}
+			path := name
+			if parent != "" {
+				path = parent + "." + name
+			}
+			if path == "model" && what == "appears more than once" {
+				return apierr.BadRequest("invalid_model", `field "model" must appear only once`)
+			}
+			if path == "model" {
+				return apierr.BadRequest("invalid_model", `field "model" must appear only in lower case; the body also has a differently cased "model" member`)
+			}
+			return apierr.BadRequest("ambiguous_member", fmt.Sprintf("field %q %s in the body (a member spelled the same in another letter case counts); it must appear exactly once, spelled exactly so, because the provider might read the other one", path, what))
+		}
+	}
+	return nil
+}
+
+func refWantsJSONSchema(p protocol.Protocol, f *refBodyFields) bool {
 	var typed struct {
 		Type string `json:"type"`
 	}
-	if p == routes.OpenAI {
+	if p == protocol.OpenAI {
 		return !refIsNull(f.ResponseFormat) && json.Unmarshal(f.ResponseFormat, &typed) == nil && typed.Type == "json_schema"
 	}
 	var oc struct {

@@ -2,63 +2,54 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/anthropic"
+	"github.com/scootgate/scootgate/internal/protocol/openai"
 	"github.com/scootgate/scootgate/internal/routes"
 )
 
-type openAIModel struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
+// modelPrefix starts GET /v1/models/{id}.
+const modelPrefix = "/v1/models/"
 
-type openAIModelList struct {
-	Object string        `json:"object"`
-	Data   []openAIModel `json:"data"`
-}
-
-type anthropicModel struct {
-	Type        string `json:"type"`
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
-	CreatedAt   string `json:"created_at"`
-}
-
-type anthropicModelList struct {
-	Data    []anthropicModel `json:"data"`
-	HasMore bool             `json:"has_more"`
-	FirstID *string          `json:"first_id"`
-	LastID  *string          `json:"last_id"`
-}
-
-// serveModels lists the public models the key may use: the Anthropic pool
-// in the Anthropic shape when the request carries anthropic-version, the
-// OpenAI pool in the OpenAI shape otherwise (SPEC §1, §11).
-func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, rid string) {
-	shape := shapeFor(r)
+// modelsRequest authenticates a GET on the model list or one model and
+// loads the table; it answers the failure itself.
+func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, shape protocol.Protocol, rid string) (func(string) bool, *routes.Table, bool) {
 	if r.Method != http.MethodGet {
 		apierr.MethodNotAllowed("use GET").Write(w, shape, rid)
-		return
+		return nil, nil, false
 	}
 	principal, ok := h.authenticate(w, r, shape, rid)
 	if !ok {
-		return
+		return nil, nil, false
 	}
 	table := h.o.Routes.Load()
 	if table == nil {
 		apierr.Unavailable("routes are not loaded yet", time.Second).Write(w, shape, rid)
+		return nil, nil, false
+	}
+	return principal.Allows, table, true
+}
+
+// serveModels lists the public models the key may use: the models with an
+// Anthropic target in the Anthropic shape when the request carries
+// anthropic-version, those with an OpenAI target in the OpenAI shape
+// otherwise (SPEC §1, §11).
+func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, shape protocol.Protocol, rid string) {
+	allows, table, ok := h.modelsRequest(w, r, shape, rid)
+	if !ok {
 		return
 	}
 	var body any
-	if shape == apierr.Anthropic {
+	if shape == protocol.Anthropic {
 		var names []string
-		for _, n := range table.Names(routes.Anthropic) {
-			if principal.Allows(n) {
+		for _, n := range table.Names(protocol.Anthropic) {
+			if allows(n) {
 				names = append(names, n)
 			}
 		}
@@ -67,27 +58,55 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, rid string
 			aerr.Write(w, shape, rid)
 			return
 		}
-		list := anthropicModelList{Data: make([]anthropicModel, 0, len(page)), HasMore: more}
+		list := anthropic.ModelList{Data: make([]anthropic.Model, 0, len(page)), HasMore: more}
 		created := h.started.UTC().Format(time.RFC3339)
 		for _, n := range page {
-			list.Data = append(list.Data, anthropicModel{Type: "model", ID: n, DisplayName: n, CreatedAt: created})
+			list.Data = append(list.Data, anthropic.NewModel(n, created))
 		}
 		if len(page) > 0 {
 			list.FirstID, list.LastID = &page[0], &page[len(page)-1]
 		}
 		body = list
 	} else {
-		list := openAIModelList{Object: "list", Data: []openAIModel{}}
-		for _, n := range table.Names(routes.OpenAI) {
-			if principal.Allows(n) {
-				list.Data = append(list.Data, openAIModel{ID: n, Object: "model", Created: h.started.Unix(), OwnedBy: "scootgate"})
+		list := openai.ModelList{Object: "list", Data: []openai.Model{}}
+		for _, n := range table.Names(protocol.OpenAI) {
+			if allows(n) {
+				list.Data = append(list.Data, openai.NewModel(n, h.started.Unix()))
 			}
 		}
 		body = list
 	}
+	h.writeJSON(w, shape, rid, body)
+}
+
+// serveModel answers GET /v1/models/{id} in the shape serveModels would
+// list it, or 404 in that shape when the list would not hold it: an
+// unknown model, one without a target of the shape's protocol, or one the
+// key may not use (the answer does not tell the last apart).
+//
+// name comes from the request's decoded path, so a model name with "/"
+// (which the SDKs escape as %2F) is found.
+func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, shape protocol.Protocol, rid, name string) {
+	allows, table, ok := h.modelsRequest(w, r, shape, rid)
+	if !ok {
+		return
+	}
+	m, found := table.Model(name)
+	if !found || !allows(name) || !m.Serves(shape) {
+		apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", name)).Write(w, shape, rid)
+		return
+	}
+	if shape == protocol.Anthropic {
+		h.writeJSON(w, shape, rid, anthropic.NewModel(name, h.started.UTC().Format(time.RFC3339)))
+		return
+	}
+	h.writeJSON(w, shape, rid, openai.NewModel(name, h.started.Unix()))
+}
+
+func (h *Handler) writeJSON(w http.ResponseWriter, shape protocol.Protocol, rid string, body any) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		(&apierr.Error{Status: 500, Msg: "could not encode the model list"}).Write(w, shape, rid)
+		(&apierr.Error{Status: 500, Msg: "could not encode the answer"}).Write(w, shape, rid)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -8,10 +8,14 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/catalog"
+	"github.com/scootgate/scootgate/internal/protocol/openai"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -103,12 +107,8 @@ func New(o Options) *Handler {
 // maxProviderBody bounds a non-stream provider answer held in memory.
 const maxProviderBody = 64 << 20
 
-// Endpoint names for metrics.
-const (
-	endpointChat     = "chat_completions"
-	endpointMessages = "messages"
-	endpointModels   = "models"
-)
+// endpointModels is the metrics name of GET /v1/models and /v1/models/{id}.
+const endpointModels = "models"
 
 // statusWriter remembers the status sent, for the request metric.
 // Unwrap keeps http.ResponseController (flush) working through it.
@@ -147,45 +147,53 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if h.o.Draining() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // SPEC §11 "Drain"
 	}
-	switch r.URL.Path {
-	case "/v1/chat/completions":
-		c := h.serveCompletion(w, r, routes.OpenAI, rid)
-		h.o.Observer.ObserveRequest(endpointChat, w.status, c.sendState, h.o.Now().Sub(start), c.req.stream)
-	case "/v1/messages":
-		c := h.serveCompletion(w, r, routes.Anthropic, rid)
-		h.o.Observer.ObserveRequest(endpointMessages, w.status, c.sendState, h.o.Now().Sub(start), c.req.stream)
-	case "/v1/models":
-		h.serveModels(w, r, rid)
+	if spec := catalog.ByPath(r.URL.Path); spec != nil {
+		if spec.Endpoint.Protocol() == protocol.Anthropic {
+			// The Anthropic SDKs read an error's RequestID from here.
+			w.Header().Set("Request-Id", rid)
+		}
+		c := h.serveEndpoint(w, r, spec, rid)
+		h.o.Observer.ObserveRequest(spec.Endpoint.String(), w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
+		return
+	}
+	shape := shapeFor(r)
+	if shape == protocol.Anthropic {
+		w.Header().Set("Request-Id", rid)
+	}
+	switch path := r.URL.Path; {
+	case path == "/v1/models":
+		h.serveModels(w, r, shape, rid)
 		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
-	case "/":
+	case strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix):
+		h.serveModel(w, r, shape, rid, path[len(modelPrefix):])
+		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
+	case openai.StatefulPath(path):
+		apierr.NotFound("stateful_endpoint_not_supported", "ScootGate does not serve "+path+
+			": stored responses and conversations belong to the provider account that stored them, "+
+			"and this gateway routes each request on its own to any backend of a pool, so it cannot find them again. "+
+			"Send the whole conversation with each POST /v1/responses (store: false), or see the gateway's docs/api.md").Write(w, shape, rid)
+	case path == "/":
 		if r.Method == http.MethodHead {
 			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code
 			return
 		}
-		apierr.NotFound("not_found", "no such endpoint").Write(w, shapeFor(r), rid)
+		apierr.NotFound("not_found", "no such endpoint").Write(w, shape, rid)
 	default:
-		apierr.NotFound("not_found", "no such endpoint: "+r.URL.Path).Write(w, shapeFor(r), rid)
+		apierr.NotFound("not_found", "no such endpoint: "+path).Write(w, shape, rid)
 	}
 }
 
 // shapeFor picks the error shape for endpoints that are not
 // protocol-specific: Anthropic clients always send anthropic-version.
-func shapeFor(r *http.Request) apierr.Protocol {
+func shapeFor(r *http.Request) protocol.Protocol {
 	if r.Header.Get("Anthropic-Version") != "" {
-		return apierr.Anthropic
+		return protocol.Anthropic
 	}
-	return apierr.OpenAI
-}
-
-func shapeOf(p routes.Protocol) apierr.Protocol {
-	if p == routes.Anthropic {
-		return apierr.Anthropic
-	}
-	return apierr.OpenAI
+	return protocol.OpenAI
 }
 
 // authenticate answers 401 itself when the key is missing or not valid.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, shape apierr.Protocol, rid string) (*authz.Principal, bool) {
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, shape protocol.Protocol, rid string) (*authz.Principal, bool) {
 	p, err := h.o.Auth.Authenticate(r.Header, h.o.Now())
 	if err == nil {
 		return p, true

@@ -18,6 +18,7 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
@@ -204,7 +205,7 @@ func BenchmarkNonStream(b *testing.B) {
 func provURL(tb testing.TB, h *Handler) string {
 	tb.Helper()
 	m, _ := h.o.Routes.Load().Model("gpt")
-	return m.Pools[routes.OpenAI][0].Backend.Endpoint
+	return m.Pools[protocol.Chat][0].Backend.URL[protocol.Chat]
 }
 
 // TestSlowBodyTimesOut: a body trickled slower than the read timeout

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -15,8 +16,8 @@ import (
 
 // tableView is everything a Table exposes, in comparable form.
 type tableView struct {
-	Names  [numProtocols][]string
-	Models map[string][numProtocols][]targetView
+	Names  [protocol.NumProtocols][]string
+	Models map[string][protocol.NumEndpoints][]targetView
 }
 
 type targetView struct {
@@ -28,14 +29,14 @@ type targetView struct {
 }
 
 func viewOf(tab *Table) tableView {
-	v := tableView{Names: tab.names, Models: map[string][numProtocols][]targetView{}}
+	v := tableView{Names: tab.names, Models: map[string][protocol.NumEndpoints][]targetView{}}
 	for name, m := range tab.models {
-		var pools [numProtocols][]targetView
+		var pools [protocol.NumEndpoints][]targetView
 		for p, pool := range m.Pools {
 			for _, tg := range pool {
 				b := tg.Backend
 				pools[p] = append(pools[p], targetView{
-					b.ID, b.Endpoint, b.Credential.Reveal(), tg.ProviderModel, string(tg.ProviderModelJSON),
+					b.ID, b.URL[p], b.Credential.Reveal(), tg.ProviderModel, string(tg.ProviderModelJSON),
 					tg.Weight, tg.Tier, tg.Caps.String(), b.State.Cap(), b.InjectUsage,
 				})
 			}
@@ -85,10 +86,10 @@ func TestCompileFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(tab.Names(OpenAI), []string{"gpt-4o", "mixed"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(protocol.OpenAI), []string{"gpt-4o", "mixed"}); diff != "" {
 		t.Errorf("openai names (-got +want):\n%s", diff)
 	}
-	if diff := cmp.Diff(tab.Names(Anthropic), []string{"claude-sonnet", "mixed"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(protocol.Anthropic), []string{"claude-sonnet", "mixed"}); diff != "" {
 		t.Errorf("anthropic names (-got +want):\n%s", diff)
 	}
 	inject := map[string]bool{}
@@ -178,7 +179,7 @@ func TestSwapPinsInFlight(t *testing.T) {
 			started.Done()
 			<-swapped // the stream is still running when the table changes
 			m, _ := tab.Model("mixed")
-			pool := m.Pools[OpenAI]
+			pool := m.Pools[protocol.Chat]
 			if len(pool) != 2 || pool[1].Backend.ID != "oa-b" {
 				errs <- fmt.Errorf("pinned table lost oa-b: %d targets", len(pool))
 				return
@@ -192,7 +193,7 @@ func TestSwapPinsInFlight(t *testing.T) {
 	h.Store(nextTab)
 	close(swapped)
 	m, _ := h.Load().Model("mixed")
-	if got := len(m.Pools[OpenAI]); got != 1 {
+	if got := len(m.Pools[protocol.Chat]); got != 1 {
 		t.Errorf("new requests see %d openai targets, want 1", got)
 	}
 	wg.Wait()

@@ -8,7 +8,9 @@
 // that Table for its whole life, so a later swap never changes an
 // in-flight request (SPEC §7, STYLE habit 1).
 //
-// Each public model keeps one candidate pool per protocol: the
+// Each public model keeps one candidate pool per endpoint (chat
+// completions, messages, responses, …): a backend is in the pools of the
+// endpoints it serves, and since every endpoint belongs to one protocol the
 // OpenAI-compatible and Anthropic pools are never mixed (SPEC §1). Each
 // tier of a pool carries a WeightIndex, so that pickers draw a target by
 // weight without scanning the tier.
@@ -27,58 +29,32 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// Protocol is a wire protocol pool.
-type Protocol uint8
+// Caps is a set of capabilities (SPEC §1); see [protocol.Caps].
+type Caps = protocol.Caps
 
+// The capabilities, as named in the protocol package.
 const (
-	OpenAI Protocol = iota
-	Anthropic
-	numProtocols
+	CapStream     = protocol.CapStream
+	CapTools      = protocol.CapTools
+	CapJSONSchema = protocol.CapJSONSchema
 )
-
-func (p Protocol) String() string {
-	if p == Anthropic {
-		return routesnap.ProtocolAnthropic
-	}
-	return routesnap.ProtocolOpenAI
-}
-
-// Caps is a set of capabilities (SPEC §1).
-type Caps uint8
-
-const (
-	CapStream Caps = 1 << iota
-	CapTools
-	CapJSONSchema
-)
-
-// Has reports whether c offers every capability in need.
-func (c Caps) Has(need Caps) bool { return c&need == need }
-
-func (c Caps) String() string {
-	var parts []string
-	if c&CapStream != 0 {
-		parts = append(parts, "stream")
-	}
-	if c&CapTools != 0 {
-		parts = append(parts, "tools")
-	}
-	if c&CapJSONSchema != 0 {
-		parts = append(parts, "json_schema")
-	}
-	return strings.Join(parts, ",")
-}
 
 // Backend is one provider endpoint. Immutable.
 type Backend struct {
-	ID         string
-	Protocol   Protocol
-	Endpoint   string // base URL + protocol path (/chat/completions or /messages)
+	ID       string
+	Protocol protocol.Protocol
+	// Endpoints is the set of endpoints the backend serves.
+	Endpoints protocol.EndpointSet
+	// URL is, for each endpoint in Endpoints, the base URL with the
+	// endpoint's upstream path appended ("" for the others).
+	URL        [protocol.NumEndpoints]string
 	Credential secret.Secret
 	State      *upstream.State
 	// InjectUsage is true for an OpenAI backend whose include_usage is on
@@ -104,17 +80,31 @@ type Target struct {
 	TierWeights *WeightIndex
 }
 
-// Model is a public model with one candidate pool per protocol.
+// Model is a public model with one candidate pool per endpoint: the
+// targets whose backend serves that endpoint. A target of a backend that
+// serves several endpoints is in each of their pools (one Target value per
+// pool, sharing the Backend and so its hot state).
 type Model struct {
 	Name  string
-	Pools [numProtocols][]*Target // sorted by tier, then backend id
+	Pools [protocol.NumEndpoints][]*Target // sorted by tier, then backend id
+}
+
+// Serves reports whether the model has a target of protocol p, for any
+// endpoint.
+func (m *Model) Serves(p protocol.Protocol) bool {
+	for e := range protocol.NumEndpoints {
+		if e.Protocol() == p && len(m.Pools[e]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Table is a compiled, immutable routing table.
 type Table struct {
 	uses   map[upstream.Identity]struct{} // backend identities this table routes to
 	models map[string]*Model
-	names  [numProtocols][]string // sorted names of models with a target of that protocol
+	names  [protocol.NumProtocols][]string // sorted names of models with a target of that protocol
 }
 
 // Model returns the public model named name.
@@ -132,23 +122,9 @@ func (t *Table) Uses(id upstream.Identity) bool {
 }
 
 // Names returns the sorted public model names that have at least one
-// target speaking p. The slice must not be modified.
-func (t *Table) Names(p Protocol) []string { return t.names[p] }
-
-// endpointPath is appended to a backend's base URL.
-var endpointPath = [numProtocols]string{OpenAI: "/chat/completions", Anthropic: "/messages"}
-
-// ParseProtocol maps a protocol name ([routesnap.ProtocolOpenAI] or
-// [routesnap.ProtocolAnthropic]).
-func ParseProtocol(s string) (Protocol, error) {
-	switch s {
-	case routesnap.ProtocolOpenAI:
-		return OpenAI, nil
-	case routesnap.ProtocolAnthropic:
-		return Anthropic, nil
-	}
-	return 0, fmt.Errorf("unknown protocol %q", s)
-}
+// target speaking p, for any of its endpoints. The slice must not be
+// modified.
+func (t *Table) Names(p protocol.Protocol) []string { return t.names[p] }
 
 // Compile builds a Table from routes that passed
 // [routesnap.ValidateRoutes] with creds as the defined credentials: a
@@ -166,9 +142,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 	backends := make(map[string]*Backend, len(bs))
 	uses := make(map[upstream.Identity]struct{}, len(bs))
 	for i, b := range bs {
-		p, err := ParseProtocol(b.Protocol)
-		if err != nil {
-			return nil, fmt.Errorf("routes: backend %q: %w", b.ID, err)
+		p, ok := protocol.ParseProtocol(b.Protocol)
+		if !ok {
+			return nil, fmt.Errorf("routes: backend %q: unknown protocol %q", b.ID, b.Protocol)
 		}
 		cred, ok := creds[b.Credential]
 		if !ok {
@@ -183,14 +159,20 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 		base := strings.TrimRight(u.String(), "/")
 		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflightPerNode}
 		uses[id] = struct{}{}
-		backends[b.ID] = &Backend{
+		cb := &Backend{
 			ID:          b.ID,
 			Protocol:    p,
-			Endpoint:    base + endpointPath[p],
+			Endpoints:   protocol.DefaultEndpoints(p),
 			Credential:  cred,
 			State:       reg.Get(id),
-			InjectUsage: p == OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
+			InjectUsage: p == protocol.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}
+		for e := range protocol.NumEndpoints {
+			if cb.Endpoints.Has(e) {
+				cb.URL[e] = base + catalog.Spec(e).UpstreamPath
+			}
+		}
+		backends[b.ID] = cb
 	}
 	t := &Table{uses: uses, models: make(map[string]*Model, len(ms))}
 	for _, m := range ms {
@@ -217,13 +199,17 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			if tg.JSONSchema {
 				caps |= CapJSONSchema
 			}
-			cm.Pools[b.Protocol] = append(cm.Pools[b.Protocol], &Target{
-				Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
-				Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
-			})
+			for e := range protocol.NumEndpoints {
+				if b.Endpoints.Has(e) {
+					cm.Pools[e] = append(cm.Pools[e], &Target{
+						Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
+						Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
+					})
+				}
+			}
 		}
-		for p := range cm.Pools {
-			pool := cm.Pools[p]
+		for e := range cm.Pools {
+			pool := cm.Pools[e]
 			sort.SliceStable(pool, func(i, j int) bool {
 				if pool[i].Tier != pool[j].Tier {
 					return pool[i].Tier < pool[j].Tier
@@ -231,7 +217,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 				return pool[i].Backend.ID < pool[j].Backend.ID
 			})
 			IndexWeights(pool)
-			if len(pool) > 0 {
+		}
+		for p := range protocol.NumProtocols {
+			if cm.Serves(p) {
 				t.names[p] = append(t.names[p], m.Name)
 			}
 		}

@@ -55,6 +55,10 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 	b = appendString(b, e.Backend)
 	b = append(b, `,"protocol":`...)
 	b = appendString(b, e.Protocol)
+	if e.Endpoint != "" {
+		b = append(b, `,"endpoint":`...)
+		b = appendString(b, e.Endpoint)
+	}
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, e.Stream)
 	b = append(b, `,"attempt":`...)

@@ -30,6 +30,19 @@ const (
 	ProtocolAnthropic = "anthropic" // Anthropic Messages
 )
 
+// Endpoints: the client endpoint of the attempt. Unlike protocols the set
+// is open: a later node may serve an endpoint not listed here, and
+// consumers must accept any value (proto/VERSIONING.md). Events written
+// before nodes recorded the endpoint have no endpoint member: those are
+// chat_completions (protocol openai) or messages (protocol anthropic).
+const (
+	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
+	EndpointResponses       = "responses"        // POST /v1/responses
+	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
+	EndpointMessages        = "messages"         // POST /v1/messages
+	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
+)
+
 // Failure stages ScootGate reports today. Unlike send states the set is
 // open: a later node may report a stage not listed here, and consumers must
 // accept any value (proto/VERSIONING.md). "" means the attempt succeeded.
@@ -49,7 +62,7 @@ const (
 )
 
 // Event is one usage event: the record of one provider route attempt
-// (SPEC §8). Every member is always present in JSON; Usage and
+// (SPEC §8). Every member but Endpoint is always present in JSON; Usage and
 // ProviderUsage are null when the provider reported no usage.
 type Event struct {
 	// EventID is a UUID in canonical lowercase form (version 7 when
@@ -70,7 +83,11 @@ type Event struct {
 	ProviderModel string `json:"provider_model"` // the model name sent to the provider
 	Backend       string `json:"backend"`        // backend id from the node's route configuration
 	Protocol      string `json:"protocol"`       // ProtocolOpenAI or ProtocolAnthropic
-	Stream        bool   `json:"stream"`         // the client asked for a stream
+	// Endpoint is the client endpoint (one of the Endpoint* constants or a
+	// newer one). Nodes always set it; it is absent only from events
+	// written before it existed (see the Endpoint* constants).
+	Endpoint string `json:"endpoint,omitempty"`
+	Stream   bool   `json:"stream"` // the client asked for a stream
 
 	// Attempt numbers the provider attempts of one request from 1. Only an
 	// attempt that was definitely not sent is followed by another.

@@ -84,6 +84,9 @@ func (e *Event) Validate() error {
 	default:
 		add("protocol", "must be %q or %q", ProtocolOpenAI, ProtocolAnthropic)
 	}
+	if e.Endpoint != "" && !isStage(e.Endpoint) {
+		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
+	}
 	if e.Attempt < 1 {
 		add("attempt", "must be at least 1")
 	}
