@@ -132,15 +132,18 @@ func decodeKey(path string, raw json.RawMessage) (Key, error) {
 	}, nil
 }
 
+// timeMsg is the error for a timestamp contract.ParseTime refuses.
+const timeMsg = "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"
+
 // decodeTime parses an optional RFC 3339 timestamp member; absent and null
 // both give nil.
 func decodeTime(path string, raw json.RawMessage) (*time.Time, error) {
 	if raw == nil || string(raw) == "null" {
 		return nil, nil
 	}
-	var t time.Time
-	if err := t.UnmarshalJSON(raw); err != nil {
-		return nil, &DecodeError{Path: path, Msg: "expected an RFC 3339 timestamp string", Err: err}
+	t, ok := contract.ParseTime(raw)
+	if !ok {
+		return nil, &DecodeError{Path: path, Msg: timeMsg}
 	}
 	return &t, nil
 }

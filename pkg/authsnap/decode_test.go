@@ -174,17 +174,17 @@ func TestDecode(t *testing.T) {
 		{
 			name:    "bad expiry",
 			doc:     `{"keys": [{"expires_at": "2027-01-01"}]}`,
-			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string"},
+			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"},
 		},
 		{
 			name:    "expiry of the wrong type",
 			doc:     `{"keys": [{"expires_at": 1700000000}]}`,
-			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string"},
+			wantErr: &authsnap.DecodeError{Path: "keys[0].expires_at", Msg: "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"},
 		},
 		{
 			name:    "bad generated_at",
 			doc:     `{"generated_at": "yesterday"}`,
-			wantErr: &authsnap.DecodeError{Path: "generated_at", Msg: "expected an RFC 3339 timestamp string"},
+			wantErr: &authsnap.DecodeError{Path: "generated_at", Msg: "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"},
 		},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 // jsonSchema is the subset of JSON Schema that proto/authsnap.schema.json
@@ -91,12 +92,17 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	if id.MinLength == nil || *id.MinLength != 1 || id.MaxLength == nil || *id.MaxLength != authsnap.MaxIDLength {
 		t.Errorf("id length bounds do not match MaxIDLength %d", authsnap.MaxIDLength)
 	}
-	if !strings.Contains(id.Pattern, `\u0000-\u001f\u007f`) {
+	if !strings.Contains(id.Pattern, `\x00-\x1f\x7f`) {
 		t.Errorf("id pattern %q does not exclude the control characters Validate rejects", id.Pattern)
 	}
 	for _, p := range []string{"key_id", "tenant_id"} {
 		if key.Properties[p].Ref != "#/$defs/id" {
 			t.Errorf("%s does not use #/$defs/id", p)
+		}
+	}
+	for what, ts := range map[string]*jsonSchema{"generated_at": root.Properties["generated_at"], "expires_at": key.Properties["expires_at"]} {
+		if ts.Pattern != contract.TimePattern {
+			t.Errorf("%s pattern = %q, want the one Decode enforces, %q", what, ts.Pattern, contract.TimePattern)
 		}
 	}
 	if want := "^[0-9a-f]{" + strconv.Itoa(authsnap.DigestLength) + "}$"; key.Properties["digest"].Pattern != want {

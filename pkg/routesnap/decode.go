@@ -190,15 +190,18 @@ func nullElement(path string) error {
 	return &DecodeError{Path: path, Msg: "expected an object, got null"}
 }
 
+// timeMsg is the error for a timestamp contract.ParseTime refuses.
+const timeMsg = "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"
+
 // decodeTime parses an optional RFC 3339 timestamp member; absent and null
 // both give the zero time.
 func decodeTime(path string, raw json.RawMessage) (time.Time, error) {
-	var t time.Time
 	if raw == nil || string(raw) == "null" {
-		return t, nil
+		return time.Time{}, nil
 	}
-	if err := t.UnmarshalJSON(raw); err != nil {
-		return time.Time{}, &DecodeError{Path: path, Msg: "expected an RFC 3339 timestamp string", Err: err}
+	t, ok := contract.ParseTime(raw)
+	if !ok {
+		return time.Time{}, &DecodeError{Path: path, Msg: timeMsg}
 	}
 	return t, nil
 }

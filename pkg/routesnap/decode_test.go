@@ -156,7 +156,7 @@ func TestDecode(t *testing.T) {
 		{
 			name:    "bad timestamp",
 			doc:     `{"generated_at": "yesterday"}`,
-			wantErr: &routesnap.DecodeError{Path: "generated_at", Msg: "expected an RFC 3339 timestamp string"},
+			wantErr: &routesnap.DecodeError{Path: "generated_at", Msg: "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"},
 		},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
@@ -104,13 +105,16 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	if diff := cmp.Diff(backend.Properties["protocol"].Enum, []string{routesnap.ProtocolOpenAI, routesnap.ProtocolAnthropic}); diff != "" {
 		t.Errorf("protocol enum mismatch (-schema +Go):\n%s", diff)
 	}
+	if ts := root.Properties["generated_at"]; ts.Pattern != contract.TimePattern {
+		t.Errorf("generated_at pattern = %q, want the one Decode enforces, %q", ts.Pattern, contract.TimePattern)
+	}
 	id := root.Defs["id"]
 	if id.MinLength == nil || *id.MinLength != 1 || id.MaxLength == nil || *id.MaxLength != routesnap.MaxIDLength || id.Pattern != "^[A-Za-z0-9._-]+$" {
 		t.Errorf("id does not match Validate's rule (1-%d of [A-Za-z0-9._-])", routesnap.MaxIDLength)
 	}
 	name := root.Defs["modelName"]
 	if name.MinLength == nil || *name.MinLength != 1 || name.MaxLength == nil || *name.MaxLength != routesnap.MaxModelNameLength ||
-		!strings.Contains(name.Pattern, `\u0000-\u001f\u007f-\u009f`) {
+		!strings.Contains(name.Pattern, `\x00-\x1f\x7f-\x9f`) {
 		t.Errorf("modelName does not match Validate's rule")
 	}
 	for what, ref := range map[string]string{

@@ -105,7 +105,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	if name == nil || name.MinLength == nil || *name.MinLength != 1 || name.MaxLength == nil || *name.MaxLength != usageevent.MaxStringLength {
 		t.Errorf("$defs/name length bounds do not match MaxStringLength %d", usageevent.MaxStringLength)
 	}
-	if name != nil && !strings.Contains(name.Pattern, `\u0000-\u001f\u007f`) {
+	if name != nil && !strings.Contains(name.Pattern, `\x00-\x1f\x7f`) {
 		t.Errorf("$defs/name pattern %q does not exclude the control characters Validate rejects", name.Pattern)
 	}
 	for _, m := range []string{"node_id", "request_id", "tenant_id", "key_id", "public_model", "provider_model", "backend"} {

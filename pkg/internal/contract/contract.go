@@ -14,6 +14,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Problem is one reason a document is invalid.
@@ -152,3 +153,61 @@ func Position(data []byte, off int) (line, col int) {
 func ContentStart(b []byte) int {
 	return len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
 }
+
+// ParseTime parses a JSON string holding an RFC 3339 timestamp in the one
+// spelling the JSON Schemas in proto/ allow (their "pattern" for
+// timestamps, beside "format": "date-time"): upper-case T and Z, two-digit
+// fields, a '.' before any fraction, no leap second (Go's time cannot hold
+// one), an offset of at most 23:59. The string's escapes are decoded
+// first, as a schema validator decodes them. time.Time's own UnmarshalJSON
+// does not decode escapes and falls back to a lenient parse (one-digit
+// hours, ',' before the fraction, offsets of 24 hours and more) that the
+// schemas reject.
+func ParseTime(raw json.RawMessage) (time.Time, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil || !rfc3339(s) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t, err == nil
+}
+
+// rfc3339 reports whether s matches
+// ^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$
+// (whether the day exists in its month is left to time.Parse).
+func rfc3339(s string) bool {
+	digits := func(s string, lo, hi int) bool {
+		n := 0
+		for i := range len(s) {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+			n = n*10 + int(s[i]-'0')
+		}
+		return n >= lo && n <= hi
+	}
+	if len(s) < len("2006-01-02T15:04:05Z") ||
+		!digits(s[0:4], 0, 9999) || s[4] != '-' || !digits(s[5:7], 1, 12) || s[7] != '-' || !digits(s[8:10], 1, 31) ||
+		s[10] != 'T' || !digits(s[11:13], 0, 23) || s[13] != ':' || !digits(s[14:16], 0, 59) || s[16] != ':' || !digits(s[17:19], 0, 59) {
+		return false
+	}
+	s = s[19:]
+	if s[0] == '.' {
+		n := 1
+		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		s = s[n:]
+	}
+	if s == "Z" {
+		return true
+	}
+	return len(s) == len("+07:00") && (s[0] == '+' || s[0] == '-') && digits(s[1:3], 0, 23) && s[3] == ':' && digits(s[4:6], 0, 59)
+}
+
+// TimePattern is rfc3339's grammar as a JSON Schema "pattern" (ECMA-262
+// and RE2 read it alike); the schemas' timestamp members carry it.
+const TimePattern = `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`

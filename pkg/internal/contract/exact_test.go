@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -273,6 +274,30 @@ func FuzzExact(f *testing.F) {
 		}
 		if !ok && (l.Msg == "" || l.Line < 1) {
 			t.Fatalf("Exact(%q): an error without a message or position: %+v", doc, l)
+		}
+	})
+}
+
+// FuzzParseTime: ParseTime accepts exactly the strings TimePattern matches
+// that name a real instant, and reads them as time.Parse does.
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"2026-11-29T10:00:00Z", "2026-11-29T10:00:00.123456789+05:30", "2026-11-29t10:00:00z",
+		"2026-11-29T1:00:00Z", "2026-12-31T23:59:60Z", "2026-02-30T00:00:00Z", "2026-11-29T10:00:00,5Z", "2026-11-29T10:00:00+24:00", "0000-01-01T00:00:00-23:59"} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(contract.TimePattern)
+	f.Fuzz(func(t *testing.T, s string) {
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return
+		}
+		got, ok := contract.ParseTime(raw)
+		want, err := time.Parse(time.RFC3339, s)
+		if ok != (pattern.MatchString(s) && err == nil) {
+			t.Fatalf("ParseTime(%q) = %v; pattern %v, time.Parse %v", s, ok, pattern.MatchString(s), err)
+		}
+		if ok && !got.Equal(want) {
+			t.Fatalf("ParseTime(%q) = %v, time.Parse = %v", s, got, want)
 		}
 	})
 }
