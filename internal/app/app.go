@@ -48,6 +48,7 @@ import (
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/snapsign"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Options are process-level knobs that are not part of the node config.
@@ -156,7 +157,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		}
 		holder.Store(table)
 	} else if _, err := newPoller("routes", cfg.Routes.Source,
-		snapshot.Signed(snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys, routesDecoder(&holder, cfg.Credentials, reg))); err != nil {
+		snapshot.Signed(snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys,
+			n.pruneModelsAfter(routesDecoder(&holder, cfg.Credentials, reg), &holder))); err != nil {
 		return nil, err
 	}
 
@@ -177,6 +179,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		NodeID:          cfg.NodeID,
 		Observer:        n.metrics,
 	}
+	// Per-model metrics read the usage event of every attempt, with or
+	// without usage delivery.
+	popts.Recorder = n.metrics
 	// The gauges follow the definition the table in use routes to, not
 	// every state the registry still holds for an id.
 	n.metrics.RegisterBackends(metrics.RegistryBackends(reg, func(id upstream.Identity) bool {
@@ -191,7 +196,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		n.openOutbox()
 		if n.outbox != nil {
 			rec := usage.NewRecorder(n.outbox, cfg.MQTT.MaxPayload)
-			popts.Recorder = rec
+			popts.Recorder = tee{n.metrics, rec}
 			popts.InjectStreamUsage = cfg.Usage.OpenAIIncludeUsage
 			n.metrics.RegisterOutbox(n.outbox.Stats)
 			n.metrics.RegisterUsage(rec.Stats)
@@ -230,6 +235,53 @@ func verifyKeys(cfg *config.Config, name string) []ed25519.PublicKey {
 		return cfg.Authz.VerifyKeys
 	}
 	return cfg.Routes.VerifyKeys
+}
+
+// tee hands each attempt's usage event to the metrics, then to the usage
+// recorder. Neither blocks nor keeps the event.
+type tee struct{ a, b proxy.Recorder }
+
+func (t tee) Record(ev *usageevent.Event) {
+	t.a.Record(ev)
+	t.b.Record(ev)
+}
+
+var _ proxy.Recorder = (*metrics.Metrics)(nil)
+
+// pruneModelsAfter wraps the routes poller's decoder: after a table is
+// swapped in, the per-model series of (model, backend) pairs it no longer
+// routes are deleted, so that their places under the series bound free.
+func (n *node) pruneModelsAfter(decode snapshot.DecodeFunc, h *routes.Holder) snapshot.DecodeFunc {
+	return func(data []byte) (uint64, func() error, error) {
+		v, apply, err := decode(data)
+		if err != nil {
+			return v, apply, err
+		}
+		return v, func() error {
+			if err := apply(); err != nil {
+				return err
+			}
+			t := h.Load()
+			n.metrics.PruneModels(func(model, backend string) bool { return routesTo(t, model, backend) })
+			return nil
+		}, nil
+	}
+}
+
+// routesTo reports whether t has a target of model on backend.
+func routesTo(t *routes.Table, model, backend string) bool {
+	m, ok := t.Model(model)
+	if !ok {
+		return false
+	}
+	for _, pool := range m.Pools {
+		for _, tg := range pool {
+			if tg.Backend.ID == backend {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // openOutbox opens the usage outbox. A failure does not stop the node

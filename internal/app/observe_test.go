@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,12 @@ import (
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/devstack/broker"
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // requireTool returns the path of a Debian tool the test runs, skipping
@@ -99,5 +106,78 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	if s := strings.TrimSpace(out.String()); s != "" {
 		t.Errorf("promtool check metrics: %s", s)
+	}
+}
+
+// TestPerModelMetrics: a request counts under its public model and the
+// backend that answered, with the tokens the provider reported.
+func TestPerModelMetrics(t *testing.T) {
+	_, text := observedStack(t)
+	for _, want := range []string{
+		`scootgate_model_requests_total{backend="oa",class="2xx",model="` + openAIModel + `"} 1`,
+		`scootgate_model_tokens_total{backend="oa",model="` + openAIModel + `",type="input"} `,
+		`scootgate_model_ttfb_seconds_count{backend="oa",model="` + openAIModel + `"} 1`,
+		`scootgate_model_request_bytes_total{backend="oa",model="` + openAIModel + `"} `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(text, `scootgate_model_tokens_total{backend="oa",model="`+openAIModel+`",type="input"} 0`) {
+		t.Error("no input tokens counted")
+	}
+}
+
+// TestPruneModelsAfterSwap: after a route swap, the per-model series of
+// a (model, backend) pair the new table does not route are gone; the
+// others stay.
+func TestPruneModelsAfterSwap(t *testing.T) {
+	n := &node{metrics: metrics.New(metrics.Options{NoRuntime: true})}
+	var holder routes.Holder
+	reg := upstream.NewRegistry(upstream.Options{})
+	decode := n.pruneModelsAfter(routesDecoder(&holder, map[string]secret.Secret{"c": secret.New("k")}, reg), &holder)
+	apply := func(version uint64, models ...string) {
+		t.Helper()
+		doc := routesnap.Snapshot{Schema: routesnap.Schema, Version: version, Backends: []routesnap.Backend{{
+			ID: "a", Protocol: routesnap.ProtocolOpenAI, BaseURL: "https://api.example.com/v1", Credential: "c", MaxInflightPerNode: 8,
+		}}}
+		for _, m := range models {
+			doc.Models = append(doc.Models, routesnap.Model{Name: m, Targets: []routesnap.Target{{Backend: "a", Model: "p", Weight: 1}}})
+		}
+		data, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, commit, err := decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, "m1", "m2")
+	for _, m := range []string{"m1", "m2"} {
+		n.metrics.Record(&usageevent.Event{PublicModel: m, Backend: "a", HTTPStatus: 200, RequestBytes: 1})
+	}
+	apply(2, "m1")
+	var out strings.Builder
+	mfs, err := n.metrics.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "scootgate_model_request_bytes_total" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "model" {
+						out.WriteString(l.GetValue() + " ")
+					}
+				}
+			}
+		}
+	}
+	if got := out.String(); got != "m1 " {
+		t.Errorf("models with series after the swap: %q, want m1 only", got)
 	}
 }

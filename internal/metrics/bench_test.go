@@ -8,6 +8,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // TestHotPathAllocs: the request-path methods do not allocate once a
@@ -26,6 +27,7 @@ func TestHotPathAllocs(t *testing.T) {
 		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", "success", 300*time.Millisecond) }},
 		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", "nope", time.Second) }},
 		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", "proxy_dial") }},
+		{"Record", func() { m.Record(benchEvent) }},
 	}
 	for _, tt := range tests {
 		tt.f() // create the series
@@ -41,6 +43,35 @@ func BenchmarkObserveRequest(b *testing.B) {
 	for b.Loop() {
 		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", 1500*time.Millisecond, true)
 	}
+}
+
+// benchEvent is a finished stream attempt with usage, as the proxy
+// records it.
+var benchEvent = &usageevent.Event{
+	PublicModel: "gpt-4o-mini", Backend: "openai-primary", HTTPStatus: 200, Stream: true,
+	SendState: usageevent.SendResponseReceived, RequestBytes: 900, ResponseBytes: 4200,
+	TTFBMs: 420, DurationMs: 9000,
+	Usage: &usageevent.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 1024, ReasoningTokens: 64},
+}
+
+// BenchmarkRecord is the per-attempt cost of the scootgate_model_*
+// families (one lookup, up to ten series updates).
+func BenchmarkRecord(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Record(benchEvent)
+	}
+}
+
+func BenchmarkRecordParallel(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Record(benchEvent)
+		}
+	})
 }
 
 func BenchmarkObserveAttempt(b *testing.B) {

@@ -42,6 +42,10 @@
 //	proxy       egress proxy name from config
 //	stage       proxy_dial, proxy_auth, proxy_tls, target, provider_tls
 //	            (egress.Stage), unknown
+//	model       public model name (valid UTF-8, 1-256 runes, no control
+//	            characters), _other beyond the bound; invalid otherwise
+//	class       2xx, 3xx, 4xx, 5xx, none
+//	type        input, output, cache_read, cache_write, reasoning
 //	kind        authz, routes
 //	version, revision, goversion
 //	            1-128 of [A-Za-z0-9._+-]; "invalid" otherwise
@@ -81,6 +85,35 @@
 // scootgate_egress_errors_total exists at 0 for every stage of every
 // configured proxy from the start ([Metrics.InitEgress]), so an alert on
 // its rate sees 0 rather than no data.
+//
+// # Models (from each attempt's usage event, [Metrics.Record])
+//
+//	scootgate_model_requests_total{model,backend,class}     counter
+//	    Provider attempts by the class of the status sent to the client:
+//	    2xx, 3xx, 4xx, 5xx, or none (the attempt sent the client nothing: a
+//	    re-pick after definitely_not_sent, or the client left first). The
+//	    sum without class="none" is requests by the backend that answered.
+//	scootgate_model_tokens_total{model,backend,type}        counter
+//	    Tokens the provider reported, as the usage event carries them:
+//	    input (all, cached included), output (reasoning included),
+//	    cache_read, cache_write, reasoning.
+//	scootgate_model_ttfb_seconds{model,backend}             histogram
+//	    Request sent to the provider's response headers, 2xx answers only.
+//	    Buckets 100 ms to 60 s.
+//	scootgate_model_stream_duration_seconds{model,backend}  histogram
+//	    Streams relayed to the client (status 200): attempt start to end.
+//	    Buckets 1 s to 20 min.
+//	scootgate_model_request_bytes_total{model,backend}      counter  body bytes sent to the provider
+//	scootgate_model_response_bytes_total{model,backend}     counter  body bytes read from the provider
+//
+// model is the public model name the routing table matched (a client's
+// unknown model never reaches a label); backend the backend id. Each
+// (model, backend) pair has 42 series. [Options.MaxModelSeries] (default
+// [DefaultMaxModelSeries], 500 pairs, about 21,000 series) bounds the
+// pairs with series of their own; the measurements of later pairs add up
+// per backend under model="_other", so memory and scrape size stay
+// bounded whatever the number of models. [Metrics.PruneModels] after a
+// route swap frees the places of pairs the table no longer routes.
 //
 // # Backends (read from upstream.Registry at scrape time)
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Options configures New. The zero value is the production setting.
@@ -26,6 +27,10 @@ type Options struct {
 	// Version is the build version exported by scootgate_build_info
 	// (the binary's -X main.version); "" means "dev".
 	Version string
+	// MaxModelSeries bounds the (public model, backend) pairs that get
+	// scootgate_model_* series of their own; later pairs are counted under
+	// model="_other" per backend. 0 means DefaultMaxModelSeries.
+	MaxModelSeries int
 	// NoRuntime leaves out the Go runtime and process collectors (go_*,
 	// process_*), for tests that compare whole expositions.
 	NoRuntime bool
@@ -55,6 +60,7 @@ type Metrics struct {
 	attempts     *prometheus.CounterVec   // backend, outcome
 	ttfb         *prometheus.HistogramVec // backend
 	egressErrors *prometheus.CounterVec   // proxy, stage
+	models       *modelFamilies
 
 	state *stateCollector
 }
@@ -102,8 +108,13 @@ func New(o Options) *Metrics {
 			m.duration[e][s] = duration.WithLabelValues(endpointNames[e], boolLabel(s == 1))
 		}
 	}
+	if o.MaxModelSeries <= 0 {
+		o.MaxModelSeries = DefaultMaxModelSeries
+	}
+	m.models = newModelFamilies(o.MaxModelSeries)
 	m.state = newStateCollector(m.clock)
 	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.state, buildInfo(o.Version))
+	m.reg.MustRegister(m.models.collectors()...)
 	if !o.NoRuntime {
 		m.reg.MustRegister(
 			collectors.NewGoCollector(),
@@ -177,6 +188,32 @@ func (m *Metrics) ObserveEgressError(proxy, stage string) {
 		return
 	}
 	m.egressErrors.WithLabelValues(idLabel(proxy), closedLabel(m.stages, stage)).Inc()
+}
+
+// Record takes a finished attempt's usage event (the proxy's Recorder;
+// the app hands each event to this and to the usage recorder) and counts
+// it in the scootgate_model_* families under its public model and
+// backend: the attempt by the class of the status sent to the client,
+// its bytes, the provider's reported tokens, the TTFB of a 2xx answer and
+// the duration of a relayed stream. It reads ev and keeps nothing of it.
+// Once a pair's series exist it does not allocate.
+func (m *Metrics) Record(ev *usageevent.Event) {
+	if m == nil || ev == nil {
+		return
+	}
+	m.models.observe(ev)
+}
+
+// PruneModels deletes the scootgate_model_* series of every (public
+// model, backend) pair that keep rejects, freeing their places under
+// Options.MaxModelSeries. Call it after a route swap with keep reporting
+// whether the new table still routes the model to the backend; a pair
+// that comes back starts afresh (a counter reset, which rate() handles).
+func (m *Metrics) PruneModels(keep func(model, backend string) bool) {
+	if m == nil {
+		return
+	}
+	m.models.prune(keep)
 }
 
 // InitEgress creates the scootgate_egress_errors_total series of every

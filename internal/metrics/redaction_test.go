@@ -15,6 +15,7 @@ import (
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // canaries are strings that must never appear in the exposition: a raw
@@ -75,6 +76,10 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterHealth(func() bool { return true }, func() bool { return false })
 	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })
 	m.InitEgress("socks-2", "http://sk-canary@proxy")
+	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Stream: true,
+		SendState: usageevent.SendResponseReceived, RequestBytes: 1, ResponseBytes: 1, TTFBMs: 1, DurationMs: 1,
+		Usage: &usageevent.Usage{InputTokens: 1}})
+	m.Record(&usageevent.Event{PublicModel: "x\nsk-canary", Backend: "https://sk-canary", HTTPStatus: 1000})
 	return m, clk
 }
 
@@ -118,6 +123,8 @@ func TestLabelSetsClosed(t *testing.T) {
 		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "target", "provider_tls", "unknown"},
 		"reason":     {"full", "queue", "failing", "closed"},
 		"result":     {"recorded", "dropped", "oversize", "invalid"},
+		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
+		"type":       {"input", "output", "cache_read", "cache_write", "reasoning"},
 		"le":         nil, // histogram buckets: numbers
 	}
 	ids := map[string]bool{"backend": true, "proxy": true, "kind": true}
@@ -147,6 +154,12 @@ func TestLabelSetsClosed(t *testing.T) {
 					if !idShape.MatchString(val) {
 						t.Errorf("%s: %s=%q is not id-shaped", mf.GetName(), name, val)
 					}
+				case name == "model":
+					// Public model names (operator config, matched by the
+					// routing table), or invalid / _other.
+					if val != "gpt-4o" && val != "invalid" && val != "_other" {
+						t.Errorf("%s: model=%q", mf.GetName(), val)
+					}
 				case versions[name]:
 					if !versionShape.MatchString(val) {
 						t.Errorf("%s: %s=%q is not version-shaped", mf.GetName(), name, val)
@@ -162,7 +175,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		}
 	}
 	// The hostile inputs above must have been mapped, not dropped.
-	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result"} {
+	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result", "model", "class", "type"} {
 		if !seen[name] {
 			t.Errorf("no series with label %q; fullMetrics does not cover it", name)
 		}
