@@ -10,7 +10,7 @@ import (
 )
 
 // TestPackageDocs fails when a package of this module has no package doc
-// comment (STYLE habit 9; tailscale pkgdoc_test.go).
+// comment (docs/architecture.md; tailscale pkgdoc_test.go).
 func TestPackageDocs(t *testing.T) {
 	dirs := map[string]bool{}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

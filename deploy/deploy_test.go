@@ -2,7 +2,7 @@
 // against the node's own config loader: the Kubernetes manifests parse,
 // probe the health listener the config really opens, outlast the drain the
 // config really asks for, run non-root on a read-only root filesystem, and
-// provide every secret the config references from a Secret (issue 6).
+// provide every secret the config references from a Secret, never from the ConfigMap.
 package deploy_test
 
 import (

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # ci-daemons.sh starts the real Debian egress proxies that the egress
 # integration tests (internal/egress/daemons_test.go) run against, on
-# 127.0.0.1 only (SPEC §3, §11 "Egress failures are not provider failures";
-# configs from RESEARCH-reliability §3.3 and §3.5):
+# 127.0.0.1 only (docs/egress.md "Failures"):
 #
 #   danted    (dante-server 1.4, SOCKS5, no auth)     127.0.0.1:11080
 #   tinyproxy (1.11, HTTP CONNECT, BasicAuth)         127.0.0.1:18888

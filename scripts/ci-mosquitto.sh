@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci-mosquitto.sh starts the real Debian MQTT broker that the delivery tests
-# (internal/mqttpub) also run against, on 127.0.0.1 only (SPEC §8, §11 "MQTT
-# acknowledgement, exactly"; config from RESEARCH-reliability §3.1):
+# (internal/mqttpub) also run against, on 127.0.0.1 only (docs/usage-events.md
+# "MQTT acknowledgement"):
 #
 #   mosquitto (2.0, MQTT 3.1.1/5, anonymous, no persistence)   127.0.0.1:18830
 #
@@ -20,7 +20,7 @@
 #
 # Persistence is off: the tests check what the broker acknowledges, not
 # what it keeps across its own restart (mosquitto saves only periodically
-# anyway, RESEARCH-reliability §0 finding 3). The listener binds 127.0.0.1
+# anyway). The listener binds 127.0.0.1
 # only, so nothing outside the machine can reach it.
 set -euo pipefail
 

@@ -191,7 +191,7 @@ func writeSnapshots(dir string, now time.Time) error {
 // devRoutes: demo-gpt on the fake provider's OpenAI side, demo-claude on
 // its Anthropic side, with the credentials dev.toml defines.
 func devRoutes(now time.Time) routesnap.Snapshot {
-	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (SPEC §3)
+	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (docs/egress.md)
 	return routesnap.Snapshot{
 		Schema:      routesnap.Schema,
 		Version:     1,

@@ -1,4 +1,4 @@
-// Command scootgate-load is the load harness of issue 7 (`make
+// Command scootgate-load is the node's load harness (`make
 // bench-load`; method and latest numbers in docs/performance.md). It
 // measures the node against the thinnest possible Go proxy hop, a bare
 // httputil.ReverseProxy, both reaching the same fake provider through the

@@ -149,7 +149,7 @@ type mqttFinding struct {
 	ClientsAtEnd int64 `json:"clients_connected_at_end"`
 }
 
-// check is one of issue 7's targets: node ÷ baseline (or an absolute bound).
+// check is one of the harness's targets: node ÷ baseline (or an absolute bound).
 type check struct {
 	Name     string   `json:"name"`
 	Node     string   `json:"node"`
@@ -304,7 +304,7 @@ func (r *report) finish() {
 
 func (r *report) cell(scenario, target string) *cell { return r.byKey[scenario+"\x00"+target] }
 
-// checks turns the measurements into issue 7's targets.
+// checks turns the measurements into the harness's targets (docs/performance.md).
 func (r *report) checks() []check {
 	var out []check
 	ratio := func(name string, node, base float64, show func(float64) string, limit float64, atMost bool) {

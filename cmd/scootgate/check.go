@@ -28,9 +28,9 @@ import (
 //
 // A pre-start hook (systemd ExecStartPre) must use --offline: the node
 // starts on its last good snapshots when the control plane is down or
-// publishes a bad document (SPEC §11), and the hook must not stop it.
+// publishes a bad document (the node keeps its last good one, docs/snapshots.md "Last good copy"), and the hook must not stop it.
 //
-// With --previous it also checks the version rule (SPEC §7: a version not
+// With --previous it also checks the version rule (docs/snapshots.md: a version not
 // above the previous one is never applied) and prints the diff. Problems go
 // to stderr, results and diffs to stdout; the exit code is 1 on any
 // problem, 2 on a usage error.
@@ -306,7 +306,7 @@ func readPublicKeys(path string) ([]ed25519.PublicKey, error) {
 	return snapsign.ParsePublicKeys(text)
 }
 
-// versionRule applies SPEC §7 to a publish: a lower version is rejected
+// versionRule applies docs/snapshots.md "Versions" to a publish: a lower version is rejected
 // as a rollback; an equal one is "no change", so different contents under
 // the old version would never reach a node that has it.
 func versionRule(prev, cur uint64, changed bool) string {

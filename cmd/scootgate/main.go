@@ -124,7 +124,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 1
 	}
 	// The first signal starts the drain; a second kills the process at once
-	// (SPEC §9). The handler is removed before the drain starts: with
+	// (docs/operations.md). The handler is removed before the drain starts: with
 	// signal.NotifyContext a second signal that came before its stop() ran
 	// was swallowed, and the node drained for the full grace.
 	ctx, cancel := context.WithCancel(context.Background())

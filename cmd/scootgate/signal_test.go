@@ -20,7 +20,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
-// Signals end to end (SPEC §9; RESEARCH-reliability H1, H2): the real
+// Signals end to end (docs/operations.md "Drain"): the real
 // binary, started as a child process, drains on the first SIGTERM and exits
 // at once on a second signal.
 

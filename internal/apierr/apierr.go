@@ -1,5 +1,5 @@
 // Package apierr renders gateway-originated errors in the client's protocol
-// shape (SPEC §1 "Error mapping", §11 "Errors").
+// shape (docs/api.md "Status codes").
 //
 // OpenAI shape:    {"error":{"message":…,"type":…,"param":null,"code":…}}
 // Anthropic shape: {"type":"error","error":{"type":…,"message":…},"request_id":…}
@@ -31,7 +31,8 @@ type Error struct {
 	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
 	// rounded up) and retry-after-ms.
 	RetryAfter time.Duration
-	// ShouldRetry, when set, is sent as x-should-retry (SPEC §11: false on
+	// ShouldRetry, when set, is sent as x-should-retry (docs/api.md "Tell the client whether a retry is
+	// safe": false on
 	// every possibly_sent failure, true on local 503s).
 	ShouldRetry *bool
 }
@@ -67,7 +68,7 @@ func Unavailable(msg string, retryAfter time.Duration) *Error {
 }
 
 // BadGateway is a 502. sent reports whether the request may have reached
-// the provider; if so the client is told not to retry (SPEC §6).
+// the provider; if so the client is told not to retry (docs/failures.md).
 func BadGateway(code, msg string, possiblySent bool) *Error {
 	e := &Error{Status: 502, Code: code, Msg: msg}
 	if possiblySent {

@@ -4,7 +4,7 @@
 //
 // Run builds every component from a validated config, opens the API and
 // health listeners, and serves until its context is cancelled. Then it
-// drains in the order SPEC §9/§11 prescribe:
+// drains in the order docs/operations.md "Drain" describes:
 //
 //  1. fail /readyz (the load balancer stops sending new requests);
 //  2. keep accepting for Drain.Delay (LB propagation), with
@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 }
 
 // closeOutbox runs after the API has drained: every accepted usage event
-// reaches the disk before exit (SPEC §9).
+// reaches the disk before exit (docs/operations.md).
 func (n *node) closeOutbox() {
 	if n.outbox == nil {
 		return
@@ -140,7 +140,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			Logger:     o.Logger,
 		})
 		n.pollers = append(n.pollers, p)
-		n.health.Add(name, p.Ready) // SPEC §9: loaded and not stale
+		n.health.Add(name, p.Ready) // docs/operations.md: loaded and not stale
 		n.metrics.RegisterSnapshot(name, p.Status)
 		return p, nil
 	}
@@ -218,7 +218,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
-		// No WriteTimeout: it would cut long streams (SPEC §11 "Go traps").
+		// No WriteTimeout: it would cut long streams (docs/architecture.md "Go traps").
 		ErrorLog: newServerLog(o.Logger, time.Now), // handshake failures rate-limited
 	}
 	n.hsrv = &http.Server{
@@ -285,7 +285,7 @@ func routesTo(t *routes.Table, model, backend string) bool {
 }
 
 // openOutbox opens the usage outbox. A failure does not stop the node
-// (SPEC §8: the API keeps serving); it runs without usage events and says
+// (docs/usage-events.md: the API keeps serving); it runs without usage events and says
 // why.
 func (n *node) openOutbox() {
 	u := n.cfg.Usage
@@ -306,7 +306,7 @@ func (n *node) openOutbox() {
 	n.outbox = st
 }
 
-// newPublisher builds the MQTT publisher that drains the outbox (SPEC §8).
+// newPublisher builds the MQTT publisher that drains the outbox (docs/usage-events.md).
 // With no broker configured, events stay in the outbox (bounded) and the
 // node says so.
 func (n *node) newPublisher() error {
@@ -353,7 +353,7 @@ func (n *node) newPublisher() error {
 	return nil
 }
 
-// newPicker returns the configured selection algorithm (SPEC §5).
+// newPicker returns the configured selection algorithm (docs/routing.md "Balancing").
 func newPicker(algorithm string) proxy.Picker {
 	if algorithm == config.AlgorithmWeightedRandom {
 		return &balance.WeightedRandom{}
@@ -417,7 +417,7 @@ func (n *node) run(ctx context.Context) error {
 	// Last good documents from disk first (a restart during a control-plane
 	// outage keeps serving), then the current ones. Failures are logged,
 	// shown on /readyz, and retried by Run; until an authorization
-	// snapshot loads, every key gets 401 (SPEC §2).
+	// snapshot loads, every key gets 401 (docs/authorization.md).
 	for _, p := range n.pollers {
 		if err := p.Restore(); err != nil {
 			n.log.Warn("no usable last good snapshot on disk", "error", err)
@@ -487,7 +487,7 @@ func (n *node) run(ctx context.Context) error {
 }
 
 // listenAPI opens the public listener, with TLS 1.2+ when a certificate is
-// configured (SPEC §9). Config validation already refused plaintext on a
+// configured (docs/operations.md). Config validation already refused plaintext on a
 // non-loopback address without the explicit opt-in; the opt-in is logged.
 func (n *node) listenAPI() (net.Listener, error) {
 	l := n.cfg.Listen
@@ -519,7 +519,7 @@ func (n *node) listenAPI() (net.Listener, error) {
 	}
 	// ServeTLS wraps the listener and enables HTTP/2 (h2 via ALPN).
 	n.api.TLSConfig = &tls.Config{
-		MinVersion:     tls.VersionTLS12, // SPEC §9: TLS 1.2+
+		MinVersion:     tls.VersionTLS12, // docs/operations.md: TLS 1.2+
 		CipherSuites:   tls12Suites,
 		GetCertificate: reloader.GetCertificate,
 	}

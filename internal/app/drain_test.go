@@ -10,7 +10,7 @@ import (
 
 // TestDrainLetsStreamsFinish: on shutdown /readyz fails at once, new
 // connections are refused, and an in-flight stream runs to its terminator
-// within the grace (SPEC §9, §11 "Drain").
+// within the grace (docs/operations.md "Drain").
 func TestDrainLetsStreamsFinish(t *testing.T) {
 	s := startStack(t, stackOptions{grace: "20s"})
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.api+"/v1/chat/completions",

@@ -207,7 +207,7 @@ func anthropicHeaders(key string) map[string]string {
 	return map[string]string{"X-Api-Key": key, "Anthropic-Version": "2023-06-01", "Content-Type": "application/json"}
 }
 
-// TestStatusContract checks SPEC §1's status codes in both error shapes,
+// TestStatusContract checks docs/api.md "Status codes" in both error shapes,
 // and that nothing reaches the provider for the locally rejected ones.
 func TestStatusContract(t *testing.T) {
 	// A fresh node per case: a provider 429 or 401 rightly changes the
@@ -313,7 +313,7 @@ func TestStatusContract(t *testing.T) {
 	})
 }
 
-// TestHeaderAllowlists checks SPEC §11 "Headers" both ways and the
+// TestHeaderAllowlists checks docs/api.md "Headers" both ways and the
 // byte-faithful body.
 func TestHeaderAllowlists(t *testing.T) {
 	s := startStack(t, stackOptions{})
@@ -360,7 +360,7 @@ func TestHeaderAllowlists(t *testing.T) {
 }
 
 // TestStreamFailures: after the 200 is committed a failure ends the stream
-// with an in-band error and never a fake terminator (SPEC §11 "Streams").
+// with an in-band error and never a fake terminator (docs/api.md "Streams").
 func TestStreamFailures(t *testing.T) {
 	s := startStack(t, stackOptions{idle: "300ms"})
 	tests := []struct {
@@ -443,7 +443,7 @@ func (s *stack) waitForProviderRequests(t *testing.T, n int64) {
 
 // TestEgressFailClosed: with the proxy down nothing reaches the provider and
 // the client gets a clean 502 that is safe to retry; proxy environment
-// variables change nothing (SPEC §3, §11 "Go traps").
+// variables change nothing (docs/egress.md, docs/architecture.md "Go traps").
 // deadAddr returns a loopback address nothing listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()
@@ -526,7 +526,7 @@ func TestSurface(t *testing.T) {
 }
 
 // TestClientDisconnectCancelsUpstream: the upstream request ends as soon as
-// the client goes away (SPEC §11).
+// the client goes away (docs/api.md "Streams").
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	ctx, cancel := context.WithCancel(t.Context())

@@ -26,7 +26,7 @@ const chat = `{"model":"demo-gpt","messages":[{"role":"user","content":"hi"}]}`
 // TestRepickWhenProxyRefuses: the egress proxy refuses the CONNECT to the
 // preferred backend; nothing was sent, so the node re-picks the other
 // backend within the attempt limit and the refused provider sees nothing
-// (SPEC §6 definitely_not_sent; catalogue A1/A2).
+// (definitely_not_sent, docs/failures.md "Send state").
 func TestRepickWhenProxyRefuses(t *testing.T) {
 	var blocked int
 	s := startStack(t, stackOptions{
@@ -50,7 +50,7 @@ func TestRepickWhenProxyRefuses(t *testing.T) {
 // TestNoRetryAfterPossiblySent: the provider resets after reading the body.
 // Exactly one attempt reaches it — also when the client sent an
 // Idempotency-Key on a reused connection — and the client is told not to
-// retry (SPEC §6, §11; catalogue A7).
+// retry (docs/failures.md "Send state", docs/api.md "Tell the client whether a retry is safe").
 func TestNoRetryAfterPossiblySent(t *testing.T) {
 	s := startStack(t, stackOptions{second: true, weight: 1000, attempts: 3})
 	// Warm the node's pooled connection to the first provider.
@@ -73,8 +73,8 @@ func TestNoRetryAfterPossiblySent(t *testing.T) {
 }
 
 // TestProviderAuthDisablesBackend: a provider 401 reaches the client as
-// 502 and takes the backend out until its definition changes (SPEC §6;
-// catalogue A13).
+// 502 and takes the backend out until its definition changes
+// (docs/failures.md "Disabled backends").
 func TestProviderAuthDisablesBackend(t *testing.T) {
 	s := startStack(t, stackOptions{second: true, weight: 1000,
 		script: func(fakeprovider.Request) *fakeprovider.Behaviour { return &fakeprovider.Behaviour{Status: 401} },
@@ -94,8 +94,8 @@ func TestProviderAuthDisablesBackend(t *testing.T) {
 }
 
 // TestRateLimitCoolsTarget: a provider 429 is passed through as received,
-// and the target cools down, so the next requests go elsewhere (SPEC §6;
-// catalogue A14).
+// and the target cools down, so the next requests go elsewhere
+// (docs/failures.md "Cooldowns").
 func TestRateLimitCoolsTarget(t *testing.T) {
 	s := startStack(t, stackOptions{second: true, weight: 1000,
 		script: func(fakeprovider.Request) *fakeprovider.Behaviour {
@@ -118,7 +118,7 @@ func TestRateLimitCoolsTarget(t *testing.T) {
 
 // TestNothingEligible503: with the only target cooling down, the node
 // answers 503 with Retry-After = when it can take traffic again, and
-// x-should-retry: true, without contacting the provider (SPEC §11).
+// x-should-retry: true, without contacting the provider (docs/api.md "Tell the client whether a retry is safe").
 func TestNothingEligible503(t *testing.T) {
 	s := startStack(t, stackOptions{
 		script: func(fakeprovider.Request) *fakeprovider.Behaviour {

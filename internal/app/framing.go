@@ -7,7 +7,7 @@ import (
 
 // closeAfterChunked closes the connection after every HTTP/1.x request with
 // a chunked body. It is the request-smuggling guard that net/http lacks
-// (issue 6; RESEARCH-reliability F5).
+// (docs/api.md "Request framing").
 //
 // net/http rejects two differing Content-Length headers (400) and any
 // Transfer-Encoding other than a single "chunked" (501), but it accepts

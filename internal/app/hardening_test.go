@@ -16,7 +16,8 @@ import (
 	"time"
 )
 
-// Server hardening (issue 6; RESEARCH-reliability catalogue E, F, H). Every
+// Server hardening: slow clients, oversized and ambiguous requests, signals
+// (docs/api.md "Request framing", "Body limit"). Every
 // test talks to the node over real loopback sockets; the raw-TCP ones write
 // bytes that net/http's client would refuse to send.
 

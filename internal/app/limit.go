@@ -14,10 +14,10 @@ import (
 )
 
 // concurrencyLimit caps the requests in flight on the API listener,
-// streams included (issue 6 "server limits"; OWASP API4). Beyond the cap
+// streams included (docs/api.md "Connection limit"; OWASP API4). Beyond the cap
 // it answers at once, before reading the body or touching a backend, with
-// a 503 that tells the client a retry is safe (SPEC §11: x-should-retry:
-// true on local 503s). A counter and no queue: under overload a fast
+// a 503 that tells the client a retry is safe (docs/api.md "Tell the client
+// whether a retry is safe": x-should-retry: true on local 503s). A counter and no queue: under overload a fast
 // answer that a load balancer or SDK can retry elsewhere beats a wait.
 type concurrencyLimit struct {
 	// immutable
@@ -42,7 +42,7 @@ func (l *concurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.inflight.Add(-1)
 		l.refused.Add(1)
 		rid := newRequestID()
-		w.Header().Set("X-Request-Id", rid) // SPEC §11 "Headers": always our own id
+		w.Header().Set("X-Request-Id", rid) // docs/api.md "Headers": always our own id
 		l.log.Debug("request refused: concurrent request limit", "request_id", rid, "limit", l.max)
 		l.refusal.Write(w, shapeFor(r), rid)
 		return

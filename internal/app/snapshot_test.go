@@ -22,7 +22,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// Control-plane tests (catalogue B4-B6): a node whose routes and keys come
+// Control-plane tests: a node whose routes and keys come
 // from snapshots served over HTTP by cpserver, the dev control plane.
 
 // The fastest schedule the config allows: polls every second, stale after
@@ -193,9 +193,9 @@ func (g *gatedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
-// TestRoutesSwapUnderInFlightStreams is catalogue B4: a routing snapshot
+// TestRoutesSwapUnderInFlightStreams: a routing snapshot
 // that removes the backend 100 live streams are using is swapped in. The
-// streams finish on the table they started with (SPEC §7: a request pins
+// streams finish on the table they started with (docs/snapshots.md: a request pins
 // its table), and every new request goes to the new backend.
 func TestRoutesSwapUnderInFlightStreams(t *testing.T) {
 	const streams = 100
@@ -298,8 +298,8 @@ func streamAcrossSwap(s *stack, client *http.Client) (string, error) {
 	return b.String(), err
 }
 
-// TestRestartDuringControlPlaneOutage is catalogue B5 across a restart
-// (SPEC §11 "Last good snapshot on disk"): a node that loaded its
+// TestRestartDuringControlPlaneOutage checks staleness across a restart
+// (docs/snapshots.md "Last good copy"): a node that loaded its
 // documents stops; the control plane goes down; a new node on the same
 // state directory serves from the persisted copies and is ready until
 // stale_after, then unready while still serving, then ready again once
@@ -349,7 +349,7 @@ func TestRestartDuringControlPlaneOutage(t *testing.T) {
 	second.waitReadyz("200", 5*time.Second, func(code int, _ health.Report) bool { return code == 200 })
 }
 
-// TestAuthzKeyRemoved is catalogue B6: a key removed in a new
+// TestAuthzKeyRemoved: a key removed in a new
 // authorization snapshot is rejected after the swap, the others keep
 // working; a later snapshot with a malformed digest is rejected whole.
 func TestAuthzKeyRemoved(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 )
 
 // Canary secrets: none of them may ever appear in a log line or a body the
-// client receives (SPEC §2; checked in every stack's cleanup).
+// client receives (docs/authorization.md; checked in every stack's cleanup).
 const (
 	clientKey       = "sk-canary-client-7f3a9c1d"
 	limitedKey      = "sk-canary-limited-0b8e2f44"

@@ -126,7 +126,7 @@ func TestTLSListener(t *testing.T) {
 }
 
 // TestInsecurePlaintextOptInIsVisible: the explicit plaintext opt-in is
-// logged at start and shown on /readyz (issue 6).
+// logged at start and shown on /readyz (docs/operations.md "TLS").
 func TestInsecurePlaintextOptInIsVisible(t *testing.T) {
 	s := startStack(t, stackOptions{insecurePlaintext: true})
 	s.logs.waitFor(t, "insecure_plaintext", time.Second)

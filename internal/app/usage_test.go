@@ -13,7 +13,7 @@ import (
 )
 
 // TestUsageEventsReachTheOutbox: every attempt's event is on disk after a
-// graceful shutdown, with identities but never a secret (SPEC §8, §9).
+// graceful shutdown, with identities but never a secret (docs/usage-events.md, docs/operations.md "Drain").
 func TestUsageEventsReachTheOutbox(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	for _, tc := range []struct{ path, body string }{
@@ -67,7 +67,7 @@ func TestUsageEventsReachTheOutbox(t *testing.T) {
 
 // TestUsageEventsReachTheBroker: events go from the request path through
 // the outbox to a real (embedded) MQTT broker with QoS 1; the outbox is
-// empty once every PUBACK came back (SPEC §8).
+// empty once every PUBACK came back (docs/usage-events.md).
 func TestUsageEventsReachTheBroker(t *testing.T) {
 	got := make(chan []byte, 16)
 	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", OnMessage: func(_ string, p []byte) { got <- append([]byte(nil), p...) }})
@@ -99,7 +99,7 @@ func TestUsageEventsReachTheBroker(t *testing.T) {
 
 // TestSIGTERMUnderLoadLosesNoEvent: shutdown while 20 streams are in
 // flight; each stream finishes within the grace, and every attempt's event
-// is in the outbox after exit (SPEC §9: nothing accepted is lost).
+// is in the outbox after exit (docs/operations.md: nothing accepted is lost).
 func TestSIGTERMUnderLoadLosesNoEvent(t *testing.T) {
 	const n = 20
 	s := startStack(t, stackOptions{grace: "20s", cap: 64})

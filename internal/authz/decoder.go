@@ -7,7 +7,7 @@ import (
 
 // SnapshotDecoder adapts the authorization snapshot to a snapshot.Poller:
 // decode and validate the whole document, then (when the poller's version
-// rules accept it) compile and swap it into st in one step (SPEC §2, §7).
+// rules accept it) compile and swap it into st in one step (docs/authorization.md, docs/snapshots.md).
 func SnapshotDecoder(st *Store) snapshot.DecodeFunc {
 	return func(data []byte) (uint64, func() error, error) {
 		doc, err := authsnap.Decode(data)

@@ -113,7 +113,7 @@ func TestLoadFixtures(t *testing.T) {
 	}
 }
 
-// TestSecretsNeverInErrors is the §2 canary: whatever goes wrong, no error
+// TestSecretsNeverInErrors is the raw-key canary (docs/authorization.md): whatever goes wrong, no error
 // text contains the raw key, its digest, or a prefix of either.
 func TestSecretsNeverInErrors(t *testing.T) {
 	const canary = "sk-canary-7f3a9c1e5b2d4860aa"

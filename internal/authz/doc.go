@@ -1,5 +1,5 @@
 // Package authz authenticates client API keys against the authorization
-// snapshot (SPEC §2).
+// snapshot (docs/authorization.md).
 //
 // # Basics
 //
@@ -11,8 +11,8 @@
 // presented key and looks the digest up; [SnapshotDecoder] plugs the
 // document into a snapshot.Poller, which fetches it, applies the version
 // rules (strictly newer only) and then compiles and swaps it in.
-// The zero Store holds no snapshot and rejects every key (§2: "while no
-// valid authorization snapshot is loaded, every client key is rejected").
+// The zero Store holds no snapshot and rejects every key (docs/authorization.md:
+// while no valid authorization snapshot is loaded, every key is rejected).
 //
 // A revoked key stops working with the first snapshot that omits it (or
 // marks it disabled). A request that already authenticated keeps its
@@ -22,7 +22,7 @@
 //
 // The raw key exists only in the request header and, for the duration of
 // Authenticate, as the input to SHA-256. It is never stored, logged,
-// formatted into an error, or compared directly: §2 forbids even a prefix.
+// formatted into an error, or compared directly: docs/authorization.md forbids even a prefix.
 // Digests are not printed either; errors name keys by key_id at most.
 //
 // # Timing

@@ -3,13 +3,13 @@ package authz
 import "errors"
 
 // Errors from Store.Authenticate. The caller answers every one of them with
-// 401 in the endpoint's error shape (SPEC §1 error mapping) and must not add
+// 401 in the endpoint's error shape (docs/api.md "Status codes") and must not add
 // the key or its digest to the response or the log; it may tell a client
 // that its key is missing, malformed or expired. ErrNoSnapshot is also a
 // readiness problem: the node should not report ready without a snapshot.
 var (
 	// ErrNoSnapshot: no valid authorization snapshot has been loaded yet,
-	// so every key is rejected (SPEC §2).
+	// so every key is rejected (docs/authorization.md).
 	ErrNoSnapshot = errors.New("authz: no authorization snapshot loaded")
 
 	// ErrMissingKey: the request carries no usable key. This includes a

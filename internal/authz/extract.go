@@ -9,7 +9,7 @@ import (
 // are well under 200 bytes; the bound keeps hashing cheap and garbage out.
 const MaxKeyLength = 512
 
-// ExtractKey returns the client key a request presents (SPEC §2, §11):
+// ExtractKey returns the client key a request presents (docs/authorization.md "Presenting a key"):
 //
 //   - Authorization: Bearer <key>. The scheme is case-insensitive; spaces
 //     and tabs around the header value and between scheme and key are

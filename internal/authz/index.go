@@ -24,7 +24,7 @@ type Principal struct {
 }
 
 // Allows reports whether the key may use the public model name (exact,
-// case-sensitive match). A caller answers false with 403 (SPEC §1).
+// case-sensitive match). A caller answers false with 403 (docs/api.md).
 func (p *Principal) Allows(model string) bool {
 	return p.Models == nil || slices.Contains(p.Models, model)
 }
@@ -44,7 +44,7 @@ type Index struct {
 }
 
 // Compile validates doc and builds an Index from it. The whole snapshot is
-// rejected on any problem (SPEC §7). The Index does not share memory with
+// rejected on any problem (docs/snapshots.md). The Index does not share memory with
 // doc. Disabled keys are left out, so that they are rejected exactly like
 // unknown ones.
 func Compile(doc *authsnap.Snapshot) (*Index, error) {

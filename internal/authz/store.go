@@ -28,7 +28,7 @@ func (s *Store) Version() uint64 {
 	return 0
 }
 
-// Loaded reports whether an index is loaded (readiness, SPEC §2).
+// Loaded reports whether an index is loaded (readiness, docs/authorization.md).
 func (s *Store) Loaded() bool { return s.ix.Load() != nil }
 
 // Authenticate returns the principal for the key in h, checked against the

@@ -285,7 +285,7 @@ func testWeightedRandomFollowsWeights(t *testing.T, index bool) {
 
 // TestCapUnderContention: 200 goroutines picking from a pool whose
 // backends have caps 5, 3 and 2 never see more in flight than the cap, and
-// every successful pick holds a slot (SPEC §6).
+// every successful pick holds a slot (docs/failures.md).
 func TestCapUnderContention(t *testing.T) {
 	for alg := range pickers() {
 		for _, index := range []bool{false, true} {

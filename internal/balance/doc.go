@@ -1,4 +1,4 @@
-// Package balance picks a provider target for one attempt (SPEC §5, §6).
+// Package balance picks a provider target for one attempt (docs/routing.md "Balancing", docs/failures.md).
 //
 // # Basics
 //
@@ -9,11 +9,11 @@
 // held back by its breaker, below its hard in-flight cap; see package
 // upstream). Only the lowest tier with an eligible target is considered: a
 // higher tier is used only when no lower-tier target can take the request
-// before sending (SPEC §4 tiers are failover by selection, not a retry).
+// before sending (tiers are failover by selection, not a retry: docs/routing.md "Tiers").
 // A pick returns with the target's slot already taken (upstream
 // State.Acquire); the caller gives it back with Finish or Release.
 //
-// [P2C] is SPEC §5's weighted_p2c, after tower's balance/p2c and grpc-go's
+// [P2C] is weighted_p2c (docs/routing.md "Balancing"), after tower's balance/p2c and grpc-go's
 // leastrequest. It draws two distinct eligible targets, the first with
 // probability proportional to effective weight and the second from the
 // weight that remains, and keeps the one with the lower cost:
@@ -44,12 +44,12 @@
 // proportional to weight alone, with the same eligibility rules.
 //
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
-// eligible (SPEC §11): the earliest moment any capability-matching target
+// eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target
 // can take traffic again.
 //
 // # What the weights mean under P2C
 //
-// Weights express intent, not exact small-sample percentages (SPEC §5).
+// Weights express intent, not exact small-sample percentages (docs/routing.md "Balancing").
 // Dividing the cost by the weight is what makes weights count even when a
 // pool has two targets (every draw is then the same pair). The result
 // depends on load:

@@ -16,7 +16,7 @@ const (
 )
 
 // P2C is weighted power-of-two-choices over peak-EWMA cost (weighted_p2c,
-// SPEC §5; see the package doc).
+// docs/routing.md "Balancing"; see the package doc).
 type P2C struct {
 	// Float64 returns a uniform float64 in [0, 1). Nil means
 	// math/rand/v2.Float64.

@@ -133,7 +133,7 @@ func testP2CLoadedShares(t *testing.T, index bool) {
 	}
 }
 
-// TestP2CSlowBackend is catalogue case A9 in simulation: two equal targets
+// TestP2CSlowBackend simulates a backend that turns slow: two equal targets
 // at 100ms, then b at 1s (10×) for 30s, then 100ms again, at 100, 20 and 5
 // requests per second. While slow, b keeps less than 5% of the traffic;
 // once fast again its estimate decays from the last 1s sample to 100ms in
@@ -169,7 +169,7 @@ func TestP2CSlowBackend(t *testing.T) {
 	}
 }
 
-// TestP2CFast429s is catalogue case A14 in simulation: b answers 429 in
+// TestP2CFast429s simulates a backend that refuses fast: b answers 429 in
 // 1ms for 30s. A 429 is not a latency sample and holds b's estimate
 // (package upstream), and it cools b down (kept short here, 100ms, so the
 // cooldown does not hide everything else): b's share must not rise above

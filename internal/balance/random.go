@@ -7,7 +7,7 @@ import (
 )
 
 // WeightedRandom picks with probability proportional to Target.Weight
-// (weighted_random, SPEC §5's degraded mode). It ignores latency, in-flight
+// (weighted_random, the degraded mode in docs/routing.md "Balancing"). It ignores latency, in-flight
 // and slow start, but not eligibility.
 type WeightedRandom struct {
 	// IntN returns a uniform int in [0, n). Nil means math/rand/v2.IntN.

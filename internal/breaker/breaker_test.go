@@ -143,7 +143,7 @@ func open(b *Breaker) {
 	}
 }
 
-// TestZeroAdmittedWhileOpenThenExactlyOneProbe is catalogue case A11:
+// TestZeroAdmittedWhileOpenThenExactlyOneProbe checks the half-open rule:
 // nothing gets through while open, and exactly one of 50 concurrent callers
 // wins the probe at cooldown expiry.
 func TestZeroAdmittedWhileOpenThenExactlyOneProbe(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package breaker is a consecutive-failure circuit breaker with exactly one
-// half-open probe and a growing, jittered, capped cooldown (SPEC §6, and
-// §11 "Breaker cooldown grows").
+// half-open probe and a growing, jittered, capped cooldown (docs/failures.md
+// "Breaker").
 //
 // # Basics
 //

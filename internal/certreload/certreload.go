@@ -1,8 +1,8 @@
 // Package certreload serves a TLS certificate that follows its files:
 // when the certificate or key file changes on disk (a renewal), new
 // handshakes get the new pair without a restart and without dropping
-// established connections (issue 6: "certificate and key reloaded when
-// their files change").
+// established connections (docs/operations.md "TLS": the certificate and key
+// are reloaded when their files change).
 //
 // # Basics
 //

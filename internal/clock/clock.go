@@ -1,6 +1,6 @@
 // Package clock lets time-dependent code take its clock as a value, so
 // tests drive breakers, EWMA decay, cooldowns and staleness with a Fake
-// instead of sleeping (STYLE habit 10; tailscale tstime/tstest shape).
+// instead of sleeping (so tests are deterministic; tailscale tstime/tstest shape).
 package clock
 
 import (

@@ -2,14 +2,14 @@ package config
 
 import "time"
 
-// Breaker tunes the per-backend circuit breaker (SPEC §6, §11).
+// Breaker tunes the per-backend circuit breaker (docs/failures.md "Breaker").
 type Breaker struct {
 	Failures    int           // consecutive transport failures that open it
 	Cooldown    time.Duration // first open period; a successful probe resets to it
 	MaxCooldown time.Duration // cap on the doubling after failed probes
 }
 
-// Cooldown sets how long a target rests after a provider 429 (SPEC §6, §11).
+// Cooldown sets how long a target rests after a provider 429 (docs/failures.md "Cooldowns").
 type Cooldown struct {
 	RateLimitDefault time.Duration // 429 without Retry-After
 	RateLimitMax     time.Duration // cap on a 429's Retry-After

@@ -16,7 +16,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// Balancing algorithms (SPEC §5).
+// Balancing algorithms (docs/routing.md "Balancing").
 const (
 	AlgorithmWeightedRandom = "weighted_random"
 	AlgorithmWeightedP2C    = "weighted_p2c"
@@ -39,7 +39,7 @@ type Config struct {
 	Cooldown Cooldown // see balance.go
 	Egress   Egress
 	// Credentials maps a credential name to its value, loaded at parse time
-	// (SPEC §7: snapshots reference these names; values never leave the node
+	// (docs/snapshots.md: snapshots reference these names; values never leave the node
 	// config).
 	Credentials map[string]secret.Secret
 	// Backends and Models are the static routes ([backends] and [models]),
@@ -56,7 +56,7 @@ type Config struct {
 	Routes       Routes       // static or snapshot routes; see controlplane.go
 }
 
-// Listen holds the two listener addresses (SPEC §9).
+// Listen holds the two listener addresses (docs/operations.md).
 type Listen struct {
 	API    string // host:port of the client API
 	Health string // host:port of /healthz, /readyz and metrics; differs from API
@@ -71,11 +71,11 @@ type Listen struct {
 
 // Limits are per-request limits and the API server's connection limits.
 type Limits struct {
-	BodyBytes   int64 // request body limit; larger bodies get 413 (SPEC §11)
-	MaxAttempts int   // total attempts per request, counting re-picks after definitely_not_sent (SPEC §6)
+	BodyBytes   int64 // request body limit; larger bodies get 413 (docs/api.md "Body limit")
+	MaxAttempts int   // total attempts per request, counting re-picks after definitely_not_sent (docs/failures.md)
 
 	// The API listener's http.Server limits. There is deliberately no write
-	// timeout: it would cut long streams (SPEC §11 "Go traps").
+	// timeout: it would cut long streams (docs/architecture.md "Go traps").
 	ReadHeaderTimeout time.Duration // the slowloris guard: time to read a request's headers
 	IdleTimeout       time.Duration // a keep-alive connection with no request is closed after this
 	MaxHeaderBytes    int           // request line + headers; larger gets 431
@@ -83,7 +83,7 @@ type Limits struct {
 	// streams included; beyond it the node answers a fast 503.
 	MaxConcurrentRequests int
 	// BodyReadTimeout bounds reading one request body; a body trickled
-	// slower gets 408 (catalogue F4). Cleared before the answer streams.
+	// slower gets 408 (docs/api.md "Body limit"). Cleared before the answer streams.
 	BodyReadTimeout time.Duration
 	// LingerTimeout bounds the lingering read after an early answer (a
 	// 401, 404, 413 or 503 sent before the body was read): the rest of the
@@ -92,7 +92,7 @@ type Limits struct {
 	LingerTimeout time.Duration
 }
 
-// Timeouts are the separately configurable timeouts of SPEC §11.
+// Timeouts are the separately configurable timeouts of docs/api.md "Timeouts".
 type Timeouts struct {
 	Connect         time.Duration // proxy dial + CONNECT/SOCKS + provider TLS
 	FirstByte       time.Duration // response headers and first body byte
@@ -101,14 +101,14 @@ type Timeouts struct {
 	StreamKeepalive time.Duration // 0 = off; else a keepalive after this much silence
 }
 
-// Drain controls shutdown (SPEC §9, §11).
+// Drain controls shutdown (docs/operations.md "Drain").
 type Drain struct {
 	Delay time.Duration // keep accepting after /readyz fails (load balancer propagation)
 	Grace time.Duration // time in-flight requests get before they are cancelled
 }
 
 // Balance selects the target selection algorithm and tunes weighted_p2c
-// (SPEC §5).
+// (docs/routing.md "Balancing").
 type Balance struct {
 	Algorithm   string        // AlgorithmWeightedRandom or AlgorithmWeightedP2C
 	SlowStart   time.Duration // a backend new to the node ramps its weight over this; 0 = off
@@ -117,7 +117,7 @@ type Balance struct {
 }
 
 // Egress is how the node reaches providers: only through these proxies
-// (SPEC §3).
+// (docs/egress.md).
 type Egress struct {
 	Proxies []Proxy // tried in order after a dial failure; at least one
 	// ProviderCAFile, when set, is a PEM bundle trusted for provider
@@ -134,7 +134,7 @@ type Proxy struct {
 	CAFile   string // PEM roots for an https:// proxy; "" = system roots
 }
 
-// Authz says where the authorization snapshot comes from (SPEC §2, §7).
+// Authz says where the authorization snapshot comes from (docs/authorization.md, docs/snapshots.md).
 type Authz struct {
 	// Source is "file:" followed by a path (resolved against the config
 	// file's directory by Load).
@@ -147,7 +147,7 @@ type Authz struct {
 //
 //	listen.api                 "127.0.0.1:8080"
 //	listen.health              "127.0.0.1:8081"
-//	limits.body_bytes          33554432 (32 MiB, SPEC §11)
+//	limits.body_bytes          33554432 (32 MiB, docs/api.md "Body limit")
 //	limits.max_attempts        2
 //	limits.read_header_timeout 10s
 //	limits.idle_timeout        2m

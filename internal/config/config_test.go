@@ -343,7 +343,7 @@ func TestInvalidFiles(t *testing.T) {
 			file: "plaintext-non-loopback.toml",
 			want: []Problem{
 				{"egress.proxies[0].password", "would cross the network in cleartext to a non-loopback proxy; use an https:// proxy URL (TLS to the proxy) or a proxy on a loopback address"},
-				{"backends.openai-1.base_url", "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"},
+				{"backends.openai-1.base_url", "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
 			},
 		},
 		{

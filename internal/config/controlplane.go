@@ -12,10 +12,10 @@ import (
 )
 
 // RoutesStatic is the routes.source value that takes backends and models
-// from this file (SPEC §7 "Static").
+// from this file (docs/snapshots.md "Static routes").
 const RoutesStatic = "static"
 
-// ControlPlane is how the node pulls snapshots (SPEC §7, §11): the
+// ControlPlane is how the node pulls snapshots (docs/snapshots.md): the
 // credentials and TLS settings of http(s) sources, the polling schedule,
 // the staleness deadline and where the last good documents are kept. It
 // applies to every snapshot source, file: ones included (they are polled
@@ -39,10 +39,10 @@ type ControlPlane struct {
 	LongPoll time.Duration
 	// StaleAfter is how long a source may go without a successful contact
 	// (200 or 304, or a successful file read) before /readyz fails.
-	// Traffic keeps flowing on the last valid documents (SPEC §7).
+	// Traffic keeps flowing on the last valid documents (docs/snapshots.md).
 	StaleAfter time.Duration
 	// StateDir is where the last valid document of each kind, its fetch
-	// time and the version floor are kept (SPEC §11). Load resolves it
+	// time and the version floor are kept (docs/snapshots.md "Last good copy"). Load resolves it
 	// against the config file's directory.
 	StateDir string
 }
@@ -154,7 +154,7 @@ func (v *validator) controlPlane(t *table, cp *ControlPlane) {
 
 	if s, ok := t.str("state_dir", ""); ok {
 		if s == "" || strings.ContainsRune(s, 0) {
-			v.ps.add(t.at("state_dir"), "expected a directory path (the last good snapshots are kept there, SPEC §11)")
+			v.ps.add(t.at("state_dir"), "expected a directory path (the last good snapshots are kept there, docs/snapshots.md)")
 		} else {
 			cp.StateDir = s
 		}
@@ -283,7 +283,7 @@ func (v *validator) snapshotSource(path, src string) (string, bool) {
 
 // httpSource checks an http(s) snapshot source: absolute, with a host, no
 // user info, query or fragment (the token goes in control_plane.token),
-// plaintext only to a loopback host (the same rule as SPEC §3 for
+// plaintext only to a loopback host (the same rule as docs/egress.md for
 // providers: the token and the snapshots would cross the network in
 // cleartext).
 func (v *validator) httpSource(path, raw string) (string, bool) {

@@ -75,7 +75,7 @@ func TestRulesControlPlane(t *testing.T) {
 				{"control_plane.token", `expected a secret reference { env = "NAME" } or { file = "PATH" }, got a string`},
 				{"control_plane.ca_file", "cannot read: open /missing.pem: file does not exist"},
 				{"control_plane.client_key_file", "missing; set together with control_plane.client_cert_file"},
-				{"control_plane.state_dir", "expected a directory path (the last good snapshots are kept there, SPEC §11)"},
+				{"control_plane.state_dir", "expected a directory path (the last good snapshots are kept there, docs/snapshots.md)"},
 				{"control_plane.wait", "unknown key; expected one of: ca_file, client_cert_file, client_key_file, long_poll, poll_interval, stale_after, state_dir, token"},
 			},
 		},

@@ -43,7 +43,7 @@
 //
 //	node_id = "node-a"                  # required; 1-64 of [A-Za-z0-9._-]
 //
-//	[listen]                            # SPEC §9
+//	[listen]                            # docs/operations.md
 //	api = "127.0.0.1:8080"              # host:port
 //	health = "127.0.0.1:8081"           # must differ from api
 //	tls_cert_file = ""                  # PEM chain + key, both or neither:
@@ -51,8 +51,8 @@
 //	insecure_plaintext = false          # required for plaintext on a non-loopback api address
 //
 //	[limits]
-//	body_bytes = 33554432               # 1 KiB .. 1 GiB (SPEC §11: default 32 MiB)
-//	max_attempts = 2                    # 1..5, total attempts incl. re-picks after definitely_not_sent (SPEC §6)
+//	body_bytes = 33554432               # 1 KiB .. 1 GiB (default 32 MiB, docs/api.md "Body limit")
+//	max_attempts = 2                    # 1..5, total attempts incl. re-picks after definitely_not_sent (docs/failures.md)
 //	read_header_timeout = "10s"         # 100ms..1h: slowloris guard; a connection whose headers are late is closed
 //	idle_timeout = "2m"                 # 100ms..1h: idle keep-alive connections are closed after this
 //	body_read_timeout = "2m"            # 100ms..1h: a request body not received within this gets 408
@@ -63,36 +63,36 @@
 //	max_header_bytes = 65536            # 4 KiB..1 MiB: request line + headers; larger gets 431
 //	max_concurrent_requests = 10000     # 1..1000000 requests in flight (streams too); beyond: fast 503,
 //	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:
-//	                                    #   it would cut long streams (SPEC §11 "Go traps")
+//	                                    #   it would cut long streams (docs/architecture.md "Go traps")
 //
-//	[timeouts]                          # Go durations (SPEC §11); all but stream_keepalive >= 1ms
+//	[timeouts]                          # Go durations (docs/api.md "Timeouts"); all but stream_keepalive >= 1ms
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS
 //	first_byte = "60s"                  # response headers and first body byte
 //	stream_idle = "120s"                # longest gap between stream events
 //	non_stream_total = "10m"            # whole non-stream exchange
 //	stream_keepalive = "0s"             # 0 = off; else >= 1s and < stream_idle
 //
-//	[drain]                             # SPEC §9, §11
+//	[drain]                             # docs/operations.md "Drain"
 //	delay = "0s"                        # keep accepting after /readyz fails
 //	grace = "15m"                       # time in-flight requests get to finish
 //
-//	[balance]                           # SPEC §5
+//	[balance]                           # docs/routing.md "Balancing"
 //	algorithm = "weighted_p2c"          # or "weighted_random" (weight only, the degraded mode)
 //	slow_start = "30s"                  # 0..1h, 0 = off: a new backend's weight ramps 10% → 100%
 //	default_ttfb = "1s"                 # 1ms..10m: latency estimate of a backend new to the node
 //	decay_window = "10s"                # 100ms..1h: time constant of the TTFB peak-EWMA
 //
-//	[breaker]                           # SPEC §6, §11: per backend, node-local
+//	[breaker]                           # docs/failures.md "Breaker": per backend, node-local
 //	failures = 5                        # 1..1000 consecutive transport failures open it
 //	cooldown = "5s"                     # 100ms..1h: first open period, then exactly one probe
 //	max_cooldown = "5m"                 # cooldown..24h: cap on the doubling after failed probes
 //
-//	[cooldown]                          # SPEC §6, §11: provider 429s
+//	[cooldown]                          # docs/failures.md "Cooldowns": provider 429s
 //	rate_limit_default = "5s"           # 100ms..1h: rest after a 429 without Retry-After
 //	rate_limit_max = "60s"              # rate_limit_default..1h: cap on a 429's Retry-After
 //	quota = "30m"                       # 1s..168h: rest after a quota/billing 429 (longer if the provider names a later reset)
 //
-//	[[egress.proxies]]                  # at least one, tried in order (SPEC §3)
+//	[[egress.proxies]]                  # at least one, tried in order (docs/egress.md)
 //	name = "local-socks"                # 1-64 of [A-Za-z0-9._-], unique
 //	url = "socks5://127.0.0.1:11080"    # socks5:// | http:// | https:// (TLS to the proxy); host:port only
 //	username = ""
@@ -105,21 +105,21 @@
 //	[credentials.openai-main]           # exactly one of env / file
 //	env = "OPENAI_API_KEY"
 //
-//	[backends.openai-1]                 # SPEC §4; id: 1-64 of [A-Za-z0-9._-]
+//	[backends.openai-1]                 # docs/routing.md "Models and targets"; id: 1-64 of [A-Za-z0-9._-]
 //	protocol = "openai"                 # "openai" | "anthropic"
 //	base_url = "https://api.openai.com/v1"   # + /chat/completions or /messages
 //	credential = "openai-main"
-//	max_inflight_per_node = 256         # 1..100000 (SPEC §6)
-//	include_usage = true                # openai only; default true; see the rules below (SPEC §8)
+//	max_inflight_per_node = 256         # 1..100000 (docs/failures.md)
+//	include_usage = true                # openai only; default true; see the rules below (docs/usage-events.md)
 //
 //	[[models."gpt-4o".targets]]         # public model name: 1-256 characters, no control characters
 //	backend = "openai-1"
 //	model = "gpt-4o-2024-08-06"         # the provider's model name, same rules
 //	weight = 100                        # 1..1000000
-//	stream = true                       # capabilities (SPEC §1), default false
+//	stream = true                       # capabilities (docs/routing.md "Capabilities"), default false
 //	tools = true
 //	json_schema = false
-//	tier = 0                            # >= 0, lower preferred (SPEC §4)
+//	tier = 0                            # >= 0, lower preferred (docs/routing.md "Models and targets")
 //
 //	[authz]
 //	source = "file:/etc/scootgate/authz.json"  # file:<path>, file:///<path> or an https:// URL
@@ -132,7 +132,7 @@
 //	MCowBQYDK2VwAyEA...
 //	-----END PUBLIC KEY-----"""]       # files or inline PEM; snapshot sources only
 //
-//	[control_plane]                     # SPEC §7, §11; applies to every snapshot source
+//	[control_plane]                     # docs/snapshots.md; applies to every snapshot source
 //	token = { env = "SG_CP_TOKEN" }     # optional: Authorization: Bearer <token> to http(s) sources
 //	ca_file = ""                        # PEM roots for https:// sources; "" = system roots
 //	client_cert_file = ""               # mutual TLS: PEM chain and key, both or neither
@@ -142,7 +142,7 @@
 //	stale_after = "5m"                  # >= 3 × poll_interval + long_poll; then /readyz fails
 //	state_dir = "scootgate-state"       # last good snapshots and version floors
 //
-//	[mqtt]                              # usage event delivery (SPEC §8, §11); client id "scootgate-" + node_id
+//	[mqtt]                              # usage event delivery (docs/usage-events.md "Delivery"); client id "scootgate-" + node_id
 //	broker = "tcp://127.0.0.1:1883"     # tcp://host:port | ssl://host:port; "" (default) = delivery off
 //	topic = "scootgate/usage"           # no wildcards
 //	username = "scootgate"
@@ -153,7 +153,7 @@
 //	keepalive = "30s"                   # whole seconds, 1s..65535s
 //	connect_timeout = "10s"             # 1ms..10m
 //
-//	[usage]                             # usage events and their outbox (SPEC §8, §11)
+//	[usage]                             # usage events and their outbox (docs/usage-events.md)
 //	enabled = true
 //	outbox_path = "scootgate-outbox.db" # bbolt file, relative to the config file; its directory must exist
 //	max_events = 100000                 # 1..10000000 rows
@@ -169,19 +169,19 @@
 //     backends.<id> and models[i] is models.<name>. A problem at a key that
 //     is missing or of the wrong type is reported once, by type. So a route
 //     is valid here exactly when it is valid in a snapshot.
-//   - SPEC §3: a backend base_url is an absolute http(s) URL with a host, no
+//   - docs/egress.md: a backend base_url is an absolute http(s) URL with a host, no
 //     user info, query or fragment; http:// only for a loopback host (an IP
 //     literal in 127.0.0.0/8 or ::1, or "localhost"; no name is resolved);
 //     no link-local or cloud metadata address (routesnap.CheckBaseURL).
 //     A trailing "/" is dropped when the routes are compiled.
-//   - SPEC §3: at least one egress proxy; there is no direct connection. A
+//   - docs/egress.md: at least one egress proxy; there is no direct connection. A
 //     proxy URL carries no user info (credentials go in username/password).
 //     A plaintext proxy (socks5:// or http://) is allowed, since the provider
 //     connection inside the tunnel is TLS, but not with a password unless the
 //     proxy is on a loopback address: HTTP CONNECT Basic and SOCKS5
 //     username/password authentication both send it in cleartext. Use an
 //     https:// proxy for that.
-//   - SPEC §9: a plaintext API listener on a non-loopback address needs
+//   - docs/operations.md: a plaintext API listener on a non-loopback address needs
 //     listen.insecure_plaintext = true (TLS terminated in front of the node).
 //   - CA bundles and the TLS key pair are read and parsed at load time, so
 //     `scootgate check` catches a bad path; the listener and egress read them
@@ -189,7 +189,7 @@
 //   - Every backend credential names a [credentials.*]; every target backend
 //     names a [backends.*]; a model has at least one target, and no two of
 //     its targets share backend and model. Credentials nothing references
-//     are allowed (route snapshots may use them, SPEC §7).
+//     are allowed (route snapshots may use them, docs/snapshots.md).
 //   - include_usage is rejected on an anthropic backend: it only applies to
 //     OpenAI streams. The node injects stream_options.include_usage only
 //     when both it (default true) and usage.openai_include_usage are true.
@@ -201,7 +201,7 @@
 //     routes.source) are file:<path>, file:///<path> (host empty or
 //     localhost), or an absolute http(s) URL without user info, query or
 //     fragment (the token goes in control_plane.token); http:// only for a
-//     loopback host, like provider URLs (SPEC §3).
+//     loopback host, like provider URLs (docs/egress.md).
 //   - verify_keys (authz, and routes with a snapshot source) lists ed25519
 //     public keys, each a PEM file path (relative to the config file) or
 //     the PEM text inline, as `openssl pkey -pubout` writes them; a file
@@ -225,7 +225,7 @@
 //   - usage.outbox_path is resolved like the other paths, the default too,
 //     but not opened at load time: an outbox that cannot be opened at start
 //     (unwritable directory, file locked by another node) leaves the node
-//     serving with usage events disabled, and it says why (SPEC §8: the API
+//     serving with usage events disabled, and it says why (docs/usage-events.md: the API
 //     keeps serving). A full or failing outbox drops the newest event,
 //     counted.
 package config

@@ -9,7 +9,7 @@ import (
 	"github.com/scootgate/scootgate/internal/secret"
 )
 
-// MQTT is where usage events are delivered (SPEC §8, §11). Broker "" turns
+// MQTT is where usage events are delivered (docs/usage-events.md "Delivery"). Broker "" turns
 // delivery off: events still go to the outbox, which fills to its bound and
 // then drops the newest (counted); the node logs this at start.
 type MQTT struct {

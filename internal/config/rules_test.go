@@ -191,11 +191,11 @@ func TestRulesListen(t *testing.T) {
 		},
 		{
 			name: "health equals api", add: "[listen]\napi = \"127.0.0.1:9000\"\nhealth = \"127.0.0.1:9000\"\n",
-			want: []Problem{{"listen.health", "must differ from listen.api (the health listener is separate, SPEC §9)"}},
+			want: []Problem{{"listen.health", "must differ from listen.api (the health listener is separate, docs/operations.md)"}},
 		},
 		{
 			name: "health on all interfaces collides with api port", add: "[listen]\napi = \"127.0.0.1:9000\"\nhealth = \":9000\"\n",
-			want: []Problem{{"listen.health", "must differ from listen.api (the health listener is separate, SPEC §9)"}},
+			want: []Problem{{"listen.health", "must differ from listen.api (the health listener is separate, docs/operations.md)"}},
 		},
 		{
 			name: "same port, different hosts", add: "[listen]\napi = \"127.0.0.1:9000\"\nhealth = \"127.0.0.2:9000\"\n", view: listen,
@@ -204,12 +204,12 @@ func TestRulesListen(t *testing.T) {
 		{
 			name: "plaintext on all interfaces", add: "[listen]\napi = \":8080\"\n",
 			want: []Problem{{"listen.api", "plaintext API listener on a non-loopback address; set listen.tls_cert_file and listen.tls_key_file, " +
-				"or listen.insecure_plaintext = true when TLS is terminated in front of the node (SPEC §9)"}},
+				"or listen.insecure_plaintext = true when TLS is terminated in front of the node (docs/operations.md)"}},
 		},
 		{
 			name: "plaintext on a public address", add: "[listen]\napi = \"192.0.2.1:8080\"\n",
 			want: []Problem{{"listen.api", "plaintext API listener on a non-loopback address; set listen.tls_cert_file and listen.tls_key_file, " +
-				"or listen.insecure_plaintext = true when TLS is terminated in front of the node (SPEC §9)"}},
+				"or listen.insecure_plaintext = true when TLS is terminated in front of the node (docs/operations.md)"}},
 		},
 		{
 			name: "plaintext with explicit opt-in", add: "[listen]\napi = \"0.0.0.0:8080\"\ninsecure_plaintext = true\n", view: listen,
@@ -360,11 +360,11 @@ func TestRulesEgress(t *testing.T) {
 		},
 		{
 			name: "no proxies", edits: []string{"[[egress.proxies]]\n" + proxyName + "\n" + proxyURL, ""},
-			want: []Problem{{"egress.proxies", "missing; expected at least one [[egress.proxies]] (SPEC §3: there is no direct connection)"}},
+			want: []Problem{{"egress.proxies", "missing; expected at least one [[egress.proxies]] (docs/egress.md: there is no direct connection)"}},
 		},
 		{
 			name: "empty proxy list", edits: []string{"[[egress.proxies]]\n" + proxyName + "\n" + proxyURL, "egress.proxies = []"},
-			want: []Problem{{"egress.proxies", "empty; expected at least one proxy (SPEC §3: there is no direct connection)"}},
+			want: []Problem{{"egress.proxies", "empty; expected at least one proxy (docs/egress.md: there is no direct connection)"}},
 		},
 		{
 			name: "proxies as a table", edits: []string{"[[egress.proxies]]", "[egress.proxies]"},
@@ -532,7 +532,7 @@ func TestRulesCredentials(t *testing.T) {
 
 func TestRulesBackends(t *testing.T) {
 	backend := func(c *Config) any { return c.Backends }
-	const plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"
+	const plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"
 	one := func(base string) []routesnap.Backend {
 		return []routesnap.Backend{{ID: "b1", Protocol: "openai", BaseURL: base, Credential: "c1", MaxInflightPerNode: 8}}
 	}

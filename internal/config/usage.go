@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Usage configures usage events and their disk outbox (SPEC §8, §11). The
+// Usage configures usage events and their disk outbox (docs/usage-events.md). The
 // outbox keys map onto internal/outbox.Options; delivery is [mqtt].
 type Usage struct {
 	// Enabled turns usage events on. When the outbox cannot be opened at
@@ -20,11 +20,11 @@ type Usage struct {
 	MaxEvents int
 	MaxBytes  int64
 	// CommitInterval is the group-commit window: at most about one fsync
-	// per interval, never one per event (SPEC §11).
+	// per interval, never one per event (docs/usage-events.md "Outbox bounds").
 	CommitInterval time.Duration
 	// OpenAIIncludeUsage injects stream_options.include_usage into OpenAI
 	// streaming requests whose client did not ask for it, and hides the
-	// extra usage-only chunk from that client (SPEC §8).
+	// extra usage-only chunk from that client (docs/usage-events.md).
 	OpenAIIncludeUsage bool
 }
 

@@ -109,7 +109,7 @@ func (v *validator) listen(t *table, l *Listen) {
 	healthHost, healthPort, healthOK := listenAddr(t, "health", &l.Health)
 	if apiOK && healthOK && apiPort == healthPort && apiPort != "0" &&
 		(apiHost == healthHost || unspecified(apiHost) || unspecified(healthHost)) {
-		v.ps.add(t.at("health"), "must differ from listen.api (the health listener is separate, SPEC §9)")
+		v.ps.add(t.at("health"), "must differ from listen.api (the health listener is separate, docs/operations.md)")
 	}
 
 	cert, _ := t.str("tls_cert_file", "")
@@ -127,9 +127,9 @@ func (v *validator) listen(t *table, l *Listen) {
 			v.ps.add(t.at("insecure_plaintext"), "conflicts with listen.tls_cert_file; remove one")
 		}
 	case apiOK && !insecure && !loopback(apiHost):
-		// SPEC §9: plaintext only on loopback, or with an explicit opt-in.
+		// docs/operations.md: plaintext only on loopback, or with an explicit opt-in.
 		v.ps.add(t.at("api"), "plaintext API listener on a non-loopback address; set listen.tls_cert_file and listen.tls_key_file, "+
-			"or listen.insecure_plaintext = true when TLS is terminated in front of the node (SPEC §9)")
+			"or listen.insecure_plaintext = true when TLS is terminated in front of the node (docs/operations.md)")
 	}
 	l.InsecurePlaintext = insecure
 }
@@ -227,9 +227,9 @@ func (v *validator) drain(t *table, d *Drain) {
 
 func (v *validator) egress(t *table, e *Egress) {
 	defer t.done()
-	list, ok := t.list("proxies", "at least one [[egress.proxies]] (SPEC §3: there is no direct connection)")
+	list, ok := t.list("proxies", "at least one [[egress.proxies]] (docs/egress.md: there is no direct connection)")
 	if ok && len(list) == 0 {
-		v.ps.add(t.at("proxies"), "empty; expected at least one proxy (SPEC §3: there is no direct connection)")
+		v.ps.add(t.at("proxies"), "empty; expected at least one proxy (docs/egress.md: there is no direct connection)")
 	}
 	names := map[string]string{} // name → path of its first use
 	for _, pt := range list {
@@ -307,7 +307,7 @@ func (v *validator) proxy(t *table) Proxy {
 
 // proxyURL checks an egress proxy URL: socks5, http or https, host and port,
 // nothing else. A plaintext proxy is fine without a password: the provider
-// connection inside the tunnel is still TLS (SPEC §3).
+// connection inside the tunnel is still TLS (docs/egress.md).
 func (v *validator) proxyURL(path, raw string) *url.URL {
 	u, ok := v.absURL(path, raw, "a socks5://, http:// or https:// URL", "socks5", "http", "https")
 	if !ok {
@@ -615,7 +615,7 @@ func validPort(p string) bool {
 }
 
 // loopback reports whether host is "localhost" or a loopback IP literal. No
-// name is resolved: only what the file says counts (SPEC §3).
+// name is resolved: only what the file says counts (docs/egress.md).
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true

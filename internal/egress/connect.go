@@ -100,8 +100,8 @@ func exchangeConnect(ctx context.Context, raw net.Conn, p *egressProxy, target s
 	return conn, 0, nil
 }
 
-// connectStatusStage classifies a proxy's answer to CONNECT (SPEC §11
-// "Egress failures are not provider failures"). ok is true for 2xx.
+// connectStatusStage classifies a proxy's answer to CONNECT (docs/egress.md
+// "Failures"). ok is true for 2xx.
 //
 //	2xx                tunnel open
 //	401, 407           StageProxyAuth: our proxy credentials (tinyproxy 1.11 sends 401)

@@ -42,7 +42,7 @@ type Proxy struct {
 type Options struct {
 	// Proxies are tried in order, starting with the one that last worked,
 	// moving on only after an egress fault (nothing was sent). At least one
-	// is required: there is no direct connection (SPEC §3).
+	// is required: there is no direct connection (docs/egress.md).
 	Proxies []Proxy
 	// ConnectTimeout bounds one proxy attempt: proxy dial, proxy TLS,
 	// CONNECT or SOCKS5 handshake and provider TLS. Zero means
@@ -177,7 +177,7 @@ func compileProxy(p Proxy) (egressProxy, error) {
 }
 
 // DialContext opens a tunnel to addr (host:port) through a proxy and returns
-// it without TLS: for plaintext loopback providers (SPEC §3) and for
+// it without TLS: for plaintext loopback providers (docs/egress.md) and for
 // callers that run their own TLS. The host is passed to the proxy as
 // written, so names are resolved by the proxy. network must be tcp, tcp4 or
 // tcp6 (the proxy chooses the address family). Any failure before the tunnel
@@ -189,7 +189,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 // DialTLSContext opens a tunnel like DialContext, then a TLS session with the
 // provider: ServerName = the target host, roots = Options.ProviderCAs, TLS
 // 1.2 or later, ALPN http/1.1 only. The certificate is always verified
-// (SPEC §3). It returns the *tls.Conn, so http.Transport fills
+// (docs/egress.md). It returns the *tls.Conn, so http.Transport fills
 // Response.TLS. A failed provider handshake is a *NotSentError with
 // StageProviderTLS.
 func (d *Dialer) DialTLSContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -304,20 +304,20 @@ func checkTarget(addr string) (string, error) {
 //
 //   - Proxy is nil and both dial functions are d's, so HTTP_PROXY,
 //     HTTPS_PROXY and NO_PROXY have no effect and there is no path that
-//     dials a provider directly (SPEC §11 "Go traps"). Plain http://
+//     dials a provider directly (docs/architecture.md "Go traps"). Plain http://
 //     (loopback) providers are tunnelled with CONNECT/SOCKS5 too, never
 //     sent as absolute-URI requests to a forward proxy.
 //   - HTTP/1.1 only (empty TLSNextProto, Protocols = HTTP1): one request per
 //     connection at a time, so "a request byte was written" is a property
-//     of one connection and httptrace reports it exactly (SPEC §11 "Send
-//     state, exactly"); an HTTP/2 stream failure can also take down other
+//     of one connection and httptrace reports it exactly (docs/failures.md
+//     "Send state"); an HTTP/2 stream failure can also take down other
 //     streams multiplexed on the same connection.
 //   - DisableCompression: the transport never adds Accept-Encoding: gzip on
 //     the client's behalf, so bytes (SSE above all) reach the client
 //     exactly as the provider sent them, and are never transparently
 //     decompressed and buffered.
 //   - ResponseHeaderTimeout and ExpectContinueTimeout are 0: the caller
-//     owns first-byte timing (SPEC §11 "Timeouts") and never sends
+//     owns first-byte timing (docs/api.md "Timeouts") and never sends
 //     Expect: 100-continue.
 func (d *Dialer) Transport() *http.Transport {
 	var protocols http.Protocols

@@ -1,7 +1,7 @@
 // Package egress is the node's only way to reach providers: every provider
 // connection is a tunnel through a configured SOCKS5 or HTTP CONNECT proxy,
 // and every failure before the tunnel and the provider's TLS session exist
-// is a typed *NotSentError (SPEC §3, §6, §11).
+// is a typed *NotSentError (docs/egress.md, docs/failures.md "Send state").
 //
 // # Basics
 //
@@ -9,16 +9,16 @@
 // host:port; Dialer.DialTLSContext adds a verified TLS session with the
 // provider. Dialer.Transport wires both into an HTTP/1.1 *http.Transport
 // whose Proxy is nil, so proxy environment variables have no effect and no
-// code path dials a provider directly (SPEC §11 "Go traps": a nil proxy
+// code path dials a provider directly (docs/architecture.md "Go traps": a nil proxy
 // would mean direct). There is no direct fallback and no way to skip
-// certificate verification (SPEC §3).
+// certificate verification (docs/egress.md).
 //
 // Targets are passed to the proxy as host:port, names unresolved, so DNS
 // happens at the proxy. Plain http:// providers (loopback only, enforced by
 // config at load time) are tunnelled like the rest, never sent as
 // absolute-URI requests to a forward proxy.
 //
-// SOCKS5 uses golang.org/x/net/proxy (SPEC §3) with RFC 1929
+// SOCKS5 uses golang.org/x/net/proxy (docs/egress.md) with RFC 1929
 // username/password. HTTP CONNECT is written by hand (Basic
 // Proxy-Authorization, TLS to https:// proxies verified against
 // Proxy.RootCAs with ServerName = the proxy host).
@@ -27,7 +27,7 @@
 //
 // A NotSentError's Stage says how far the dial got; none of them sent a
 // request byte, so all are definitely_not_sent. EgressFault splits them
-// (SPEC §11 "Egress failures are not provider failures"):
+// (docs/egress.md "Failures"):
 //
 //   - egress faults (StageProxyDial, StageProxyAuth, StageProxyTLS): the
 //     proxy is down, refuses our credentials or policy, or fails its own

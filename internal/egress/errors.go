@@ -8,13 +8,13 @@ import (
 
 // Stage says how far a dial got before it failed. Every stage is before the
 // first request byte, so every failure carrying one is definitely_not_sent
-// (SPEC §6, §11 "Send state, exactly"). EgressFault tells the two families
+// (docs/failures.md "Send state"). EgressFault tells the two families
 // apart.
 type Stage int
 
 // Egress faults: the proxy path is broken; no backend is to blame. The
 // caller counts these on the egress metric and must not feed them to any
-// backend's breaker (SPEC §11 "Egress failures are not provider failures").
+// backend's breaker (docs/egress.md "Failures").
 // The next configured proxy is tried automatically.
 const (
 	// StageProxyDial: no working session with the proxy. The TCP connect
@@ -69,7 +69,7 @@ func (s Stage) String() string {
 
 // NotSentError is returned for every failure before the tunnel (and, for
 // DialTLSContext, the provider's TLS session) was established: provably no
-// request byte reached the provider, so the caller may re-pick (SPEC §6).
+// request byte reached the provider, so the caller may re-pick (docs/failures.md).
 // Its text names the proxy by Name, never by a URL with credentials, and
 // never contains a password.
 //
@@ -91,7 +91,7 @@ func (e *NotSentError) Unwrap() error { return e.Err }
 
 // EgressFault reports whether the proxy path failed (StageProxyDial,
 // StageProxyAuth, StageProxyTLS) rather than the backend. An egress fault
-// must not open the backend's breaker (SPEC §11).
+// must not open the backend's breaker (docs/egress.md "Failures").
 func (e *NotSentError) EgressFault() bool {
 	switch e.Stage {
 	case StageProxyDial, StageProxyAuth, StageProxyTLS:

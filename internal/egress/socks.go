@@ -10,7 +10,7 @@ import (
 )
 
 // socks5 opens a SOCKS5 tunnel to target through p with golang.org/x/net/proxy
-// (SPEC §3). x/net reports every handshake failure as untyped text, so the
+// (docs/egress.md). x/net reports every handshake failure as untyped text, so the
 // stage is taken from the protocol instead: the forward dialer records
 // whether the TCP connection to the proxy opened, and a tap on that
 // connection records the proxy's first reply bytes, which classifySOCKS
@@ -100,8 +100,8 @@ const (
 )
 
 // classifySOCKS maps the bytes a SOCKS5 proxy sent before a failed
-// handshake to a Stage and a reason (SPEC §11 "Egress failures are not
-// provider failures"). rec holds the proxy's first bytes: method selection,
+// handshake to a Stage and a reason (docs/egress.md
+// "Failures"). rec holds the proxy's first bytes: method selection,
 // then the RFC 1929 status if user/pass was selected, then the CONNECT
 // reply. timedOut says the reads ended at the deadline.
 //

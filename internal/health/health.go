@@ -1,5 +1,5 @@
 // Package health serves the node's health listener: /healthz (the process
-// is alive), /metrics (Prometheus), and /readyz (SPEC §9: authorization snapshot loaded, routes
+// is alive), /metrics (Prometheus), and /readyz (docs/operations.md: authorization snapshot loaded, routes
 // ready, not draining; each failing check says why). It never shares a
 // listener with the public API, and needs no API key.
 package health
@@ -31,7 +31,7 @@ type Health struct {
 }
 
 // SetDetail records a fact shown on /readyz whether or not the node is
-// ready, such as an explicit insecure opt-in (issue 6).
+// ready, such as an explicit insecure opt-in (docs/operations.md "TLS").
 func (h *Health) SetDetail(name, text string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -51,7 +51,7 @@ func (h *Health) Add(name string, fn Check) {
 	h.checks = append(h.checks, namedCheck{name, fn})
 }
 
-// StartDraining makes /readyz fail from now on (SPEC §11 "Drain": fail
+// StartDraining makes /readyz fail from now on (docs/operations.md "Drain": fail
 // readiness first).
 func (h *Health) StartDraining() { h.draining.Store(true) }
 
@@ -96,7 +96,7 @@ func (h *Health) Ready() Report {
 }
 
 // Handler serves /healthz, /readyz and, when metrics is not nil,
-// /metrics: metrics belong on this listener, never the public one (SPEC §9).
+// /metrics: metrics belong on this listener, never the public one (docs/operations.md).
 func (h *Health) Handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	if metrics != nil {

@@ -1,7 +1,7 @@
 // Package jsonedit reads and edits the top-level members of a JSON object
 // without re-marshalling it.
 //
-// SPEC §1: before forwarding, the gateway rewrites the top-level "model"
+// docs/api.md: before forwarding, the gateway rewrites the top-level "model"
 // member to the target's provider model, and "the rest of the body must reach
 // the provider byte-for-byte (no re-marshalling of the whole document;
 // unknown fields survive)". Decoding into a map and encoding again would

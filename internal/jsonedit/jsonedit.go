@@ -12,7 +12,7 @@ var (
 	// ErrNotObject means the document's top-level value is not an object:
 	// it starts with an array, string, number or literal (the rest is not
 	// read). Like a *SyntaxError, it makes the request body unusable
-	// (SPEC §1: 400 malformed JSON).
+	// (docs/api.md: 400 malformed JSON).
 	ErrNotObject = errors.New("jsonedit: top-level value is not an object")
 
 	// ErrKeyExists is returned by Insert when the object already has a

@@ -1,5 +1,5 @@
 // Package loadgen is the measuring half of the load harness
-// (cmd/scootgate-load, `make bench-load`; issue 7, docs/performance.md): an
+// (cmd/scootgate-load, `make bench-load`; docs/performance.md): an
 // open-loop request generator, the HTTP shots it fires, latency summaries,
 // and per-process CPU and memory read from /proc. It is a benchmark tool:
 // the node never imports it.

@@ -1,6 +1,6 @@
 // Package logbuf batches log output into fewer write system calls.
 //
-// The node writes one JSON line per request (SPEC §10). Written straight to
+// The node writes one JSON line per request (docs/operations.md "Logs"). Written straight to
 // stderr that is one write(2) per request, which the load harness measured
 // at ~1.6 % of the node's CPU under load (docs/performance.md). A Writer
 // keeps lines in memory and writes them together: when FlushInterval has

@@ -1,6 +1,6 @@
 // Package metrics exports the node's Prometheus metrics with
-// github.com/prometheus/client_golang, on the health listener only (SPEC
-// §9: "Metrics belong on this listener, not the public one").
+// github.com/prometheus/client_golang, on the health listener only (docs/operations.md
+// "Metrics").
 //
 // # Basics
 //
@@ -11,7 +11,7 @@
 //
 // The request path calls [Metrics.ObserveRequest], [Metrics.ObserveAttempt]
 // and [Metrics.ObserveEgressError] through a small interface of its own
-// (STYLE habit 3). They do not allocate, and on a nil *Metrics they do
+// (typed values, so no caller builds a label string). They do not allocate, and on a nil *Metrics they do
 // nothing, so tests need no registry.
 //
 // Everything else is state that other components already keep: it is read
@@ -24,7 +24,7 @@
 // # Labels
 //
 // No label ever carries an API key, a key digest, a provider credential, a
-// URL, a request or response body, or an error text (issue 6). Each label
+// URL, a request or response body, or an error text. Each label
 // value is a word from a closed set, or a config id checked for the id
 // shape (1-64 of [A-Za-z0-9._-], which no URL, header or body has). A value
 // outside its set is exported as "unknown" (closed sets) or "invalid"
@@ -32,7 +32,7 @@
 //
 //	endpoint    chat_completions, messages, models, unknown
 //	code        the HTTP status sent to the client, 100-599; unknown otherwise
-//	send_state  definitely_not_sent, possibly_sent, response_received (SPEC §11),
+//	send_state  definitely_not_sent, possibly_sent, response_received (docs/failures.md),
 //	            none (no attempt: the node answered by itself), unknown
 //	stream      true, false
 //	backend     backend id from config or the route snapshot
@@ -65,12 +65,12 @@
 //	    count again), by how the attempt ended for the backend.
 //	scootgate_upstream_ttfb_seconds{backend}                  histogram
 //	    Request sent to first response byte, successful attempts only: an
-//	    error reply is not a latency sample (SPEC §11 "Fast 429s are not
-//	    fast answers"). Buckets 50 ms to 60 s.
+//	    error reply is not a latency sample (docs/failures.md "Fast
+//	    errors"). Buckets 50 ms to 60 s.
 //	scootgate_egress_errors_total{proxy,stage}                counter
 //	    Dials that failed before any request byte (egress.NotSentError).
 //	    proxy_dial, proxy_auth and proxy_tls are egress faults; target and
-//	    provider_tls are the backend's (SPEC §11).
+//	    provider_tls are the backend's (docs/egress.md "Failures").
 //
 // # Node
 //
@@ -118,11 +118,11 @@
 // # Backends (read from upstream.Registry at scrape time)
 //
 //	scootgate_backend_inflight{backend}                 gauge   requests in flight from this node
-//	scootgate_backend_capacity{backend}                 gauge   max_inflight_per_node, the hard cap (SPEC §6)
+//	scootgate_backend_capacity{backend}                 gauge   max_inflight_per_node, the hard cap (docs/failures.md)
 //	scootgate_backend_ttfb_estimate_seconds{backend}    gauge   the balancer's peak-EWMA TTFB estimate
 //	scootgate_backend_breaker_state{backend}            gauge   0 closed, 1 open, 2 half-open
-//	scootgate_backend_disabled{backend}                 gauge   1 after a provider 401/403 (SPEC §6)
-//	scootgate_backend_cooling{backend}                  gauge   1 during a 429 or quota cooldown (SPEC §11)
+//	scootgate_backend_disabled{backend}                 gauge   1 after a provider 401/403 (docs/failures.md)
+//	scootgate_backend_cooling{backend}                  gauge   1 during a 429 or quota cooldown (docs/failures.md)
 //	scootgate_backend_slow_start_ratio{backend}         gauge   weight ramp, 0.1 to 1 (1 = fully ramped)
 //
 // # Snapshots (read from snapshot.Poller.Status at scrape time)
@@ -138,7 +138,7 @@
 //	                                                             (only with verify_keys; alert on any increase)
 //	scootgate_snapshot_fetch_errors_total{kind}         counter  polls that could not fetch
 //	scootgate_snapshot_stale{kind}                      gauge    1 when the source has been out of reach longer
-//	                                                             than the staleness limit (SPEC §9: not ready)
+//	                                                             than the staleness limit (docs/operations.md: not ready)
 //
 // # Outbox (read from outbox.Store.Stats at scrape time)
 //
@@ -146,7 +146,7 @@
 //	scootgate_outbox_bytes                              gauge    their payload bytes
 //	scootgate_outbox_oldest_age_seconds                 gauge    age of the oldest; 0 when empty
 //	scootgate_outbox_appended_total                     counter  events accepted
-//	scootgate_outbox_dropped_total{reason}              counter  events refused, drop_newest (SPEC §8): full (at
+//	scootgate_outbox_dropped_total{reason}              counter  events refused, drop_newest (docs/usage-events.md): full (at
 //	                                                             max events or bytes), queue (writer behind),
 //	                                                             failing (disk errors), closed (after shutdown)
 //	scootgate_outbox_committed_total                    counter  events written to disk

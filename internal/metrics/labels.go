@@ -14,13 +14,13 @@ import (
 // (backend id, proxy name) checked against the id shape the config and the
 // route snapshot enforce. A value outside its set is exported as one of
 // these words, never as the caller's string, so no key, digest, URL, body
-// or error text can reach a label (issue 6).
+// or error text can reach a label.
 const (
 	labelUnknown = "unknown" // a closed-set value the node does not know
 	labelInvalid = "invalid" // a config id that does not have the id shape
 )
 
-// Endpoints: the client API endpoints (SPEC §1), as the proxy names them
+// Endpoints: the client API endpoints (docs/api.md), as the proxy names them
 // in ObserveRequest.
 const (
 	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
@@ -31,7 +31,7 @@ const (
 // SendStateNone is the send_state of a request that never reached an
 // attempt: rejected by the node itself (401, 403, 404, 413, 400, no
 // capacity before any pick) or a /v1/models listing. The other send
-// states are the usage event's (usageevent.Send*, SPEC §11).
+// states are the usage event's (usageevent.Send*, docs/failures.md "Send state").
 const SendStateNone = "none"
 
 // endpoint indexes the pre-resolved request-duration histograms.

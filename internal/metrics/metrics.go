@@ -125,7 +125,7 @@ func New(o Options) *Metrics {
 }
 
 // Handler serves the exposition of every registered metric. Mount it on
-// the health listener only (SPEC §9), never on the API listener. At most
+// the health listener only (docs/operations.md), never on the API listener. At most
 // a few scrapes run at once; more are answered 503.
 func (m *Metrics) Handler() http.Handler {
 	if m == nil {
@@ -167,7 +167,7 @@ func (m *Metrics) ObserveRequest(endpoint string, status int, sendState string, 
 // ObserveAttempt records one provider attempt: backend is the backend id,
 // outcome an upstream.Outcome's String(). ttfb is sampled only for a
 // success and only when positive: an error reply is not a latency sample
-// (SPEC §11 "Fast 429s are not fast answers"). It does not allocate.
+// (docs/failures.md "Fast errors"). It does not allocate.
 func (m *Metrics) ObserveAttempt(backend, outcome string, ttfb time.Duration) {
 	if m == nil {
 		return

@@ -84,7 +84,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 }
 
 // TestNoSecretsInExposition scrapes every family over a real socket and
-// greps the whole text for the canaries (issue 6: no label ever carries a
+// greps the whole text for the canaries (no label ever carries a
 // key, a digest preimage, a URL or a body).
 func TestNoSecretsInExposition(t *testing.T) {
 	m, _ := fullMetrics(t)

@@ -1,7 +1,7 @@
 // Package mqttpub delivers usage events from the outbox to an MQTT broker
 // with QoS 1, and deletes an outbox row only after a PUBACK for it was
-// observed on the connection that carried the publish (SPEC §8; §11 "MQTT
-// acknowledgement, exactly").
+// observed on the connection that carried the publish (docs/usage-events.md
+// "MQTT acknowledgement").
 //
 // # Basics
 //
@@ -29,7 +29,7 @@
 //     and connects again, and step 1 replays the rows.
 //
 // Rows larger than Options.MaxPayload are deleted before they are ever
-// published and counted in Stats.Oversize (SPEC §11): a broker may
+// published and counted in Stats.Oversize (docs/usage-events.md "MQTT acknowledgement"): a broker may
 // acknowledge and then drop a message over its limit (mosquitto's
 // message_size_limit does this for MQTT 3.1.1 clients), so such a PUBACK
 // would prove nothing, and the row could never be delivered.
@@ -38,8 +38,8 @@
 //
 // paho.mqtt.golang can complete a publish token with a nil error although
 // no PUBACK came: with AutoReconnect, on reconnect it replaces the stored
-// publish's token and completes the old one (issue 563, open;
-// RESEARCH-reliability §0 finding 1). So a successful token alone is not an
+// publish's token and completes the old one (paho.mqtt.golang#563, still
+// open, and reproduced by TestPahoIssue563). So a successful token alone is not an
 // acknowledgement. The Publisher therefore:
 //
 //   - never lets paho reconnect: AutoReconnect and ConnectRetry are off,
@@ -99,11 +99,11 @@
 // reconnect and restart until its PUBACK is observed, including when the
 // broker did receive it and only the PUBACK was lost, and when a PUBACK
 // arrived but the connection ended before it was judged. Consumers
-// de-duplicate on event_id (SPEC §8). Order is outbox order within one
+// de-duplicate on event_id (docs/usage-events.md). Order is outbox order within one
 // connection; a replay sends earlier rows again.
 //
 // A PUBACK means the broker accepted the message, not that a consumer got
-// it (RESEARCH-reliability §0 findings 2 and 3): a broker restart without
+// it: a broker restart without
 // persistence, a subscriber without a persistent session, or mosquitto's
 // max_queued_messages limit can still lose it downstream.
 //

@@ -16,9 +16,9 @@ var (
 	ErrAckTimeout = errors.New("mqttpub: no PUBACK within the ack timeout")
 	// ErrStaleAck: a publish token completed without error, but the
 	// connection that carried the publish is no longer the current one.
-	// That is paho's issue 563 shape (a token completed across a reconnect
-	// without its PUBACK); it is never taken as an acknowledgement (SPEC §11
-	// "MQTT acknowledgement, exactly").
+	// That is the shape of paho.mqtt.golang#563 (a token completed across a reconnect
+	// without its PUBACK); it is never taken as an acknowledgement (docs/usage-events.md
+	// "MQTT acknowledgement").
 	ErrStaleAck = errors.New("mqttpub: publish completed on a connection that is gone (not an acknowledgement)")
 )
 

@@ -71,7 +71,7 @@ type linkConfig struct {
 	keepAlive      time.Duration
 	connectTimeout time.Duration
 	// autoReconnect is false in production. Only the test that reproduces
-	// paho issue 563 turns it on, to prove the generation check catches
+	// paho.mqtt.golang#563 turns it on, to prove the generation check catches
 	// a token completed across paho's own reconnect.
 	autoReconnect bool
 	// wrap replaces newGenConn around each dialled connection; nil in

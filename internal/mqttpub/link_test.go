@@ -60,7 +60,7 @@ func TestPahoFailsPendingTokensOnLoss(t *testing.T) {
 	}
 }
 
-// TestPahoIssue563 reproduces paho issue 563 with AutoReconnect on (which
+// TestPahoIssue563 reproduces paho.mqtt.golang#563 with AutoReconnect on (which
 // the Publisher never uses): the broker withholds the PUBACK, the link is
 // cut, paho reconnects by itself and completes the old token with a nil
 // error although no PUBACK was ever sent. The generation check rejects it.
@@ -81,7 +81,7 @@ func TestPahoIssue563(t *testing.T) {
 	defer l.close()
 
 	h.withhold.Store(true)
-	payload := []byte("issue 563")
+	payload := []byte("paho-563")
 	seq := src.add(payload)[0]
 	inflight := []pending{{seq: seq, gen: p.gen.Load(), tok: l.publish(payload)}}
 	eventually(t, "the publish at the broker", func() bool {
@@ -96,12 +96,12 @@ func TestPahoIssue563(t *testing.T) {
 		t.Fatal("token still pending; paho did not reconnect")
 	}
 	if err := inflight[0].tok.Error(); err != nil {
-		t.Fatalf("token error %v: paho v1.5.1 no longer shows issue 563; revisit doc.go", err)
+		t.Fatalf("token error %v: paho v1.5.1 no longer shows paho.mqtt.golang#563; revisit doc.go", err)
 	}
 	if on := h.ackedOn(payload); len(on) != 0 {
 		t.Fatalf("broker acknowledged the publish on connections %v; the test meant to withhold it", on)
 	}
-	t.Log("observed: token completed with nil error across paho's own reconnect, no PUBACK sent (issue 563)")
+	t.Log("observed: token completed with nil error across paho's own reconnect, no PUBACK sent (paho.mqtt.golang#563)")
 
 	n, err := p.settle(&inflight)
 	if n != 0 || !errors.Is(err, ErrStaleAck) {
@@ -142,7 +142,7 @@ func (l *fakeLink) publish(payload []byte) token {
 func (l *fakeLink) lost() <-chan struct{} { return l.dead }
 func (l *fakeLink) close()                { l.closed.Store(true); l.once.Do(func() { close(l.dead) }) }
 
-// TestStaleAckIsNotAnAck drives the paho issue 563 shape deterministically:
+// TestStaleAckIsNotAnAck drives the paho.mqtt.golang#563 shape deterministically:
 // the token completes with a nil error after the connection changed
 // underneath (generation moved twice: loss, paho's own reconnect) and
 // before any loss signal. The row must stay, and be deleted only after the

@@ -71,7 +71,7 @@ type Options struct {
 	// Broker is tcp://host:port or ssl://host:port, without user info.
 	Broker string
 	// ClientID is the MQTT client id; derive it with ClientID(node id):
-	// two nodes sharing one id kick each other off the broker (SPEC §11).
+	// two nodes sharing one id kick each other off the broker.
 	ClientID string
 	// Topic is the topic events are published to (no wildcards).
 	Topic string
@@ -112,7 +112,7 @@ type Options struct {
 // ClientID derives the MQTT client id from a node id.
 func ClientID(nodeID string) string { return "scootgate-" + nodeID }
 
-// Stats is a snapshot of the Publisher's counters (SPEC §8 delivery
+// Stats is a snapshot of the Publisher's counters (docs/usage-events.md delivery
 // metrics). Counters only grow; they are per Publisher, not per process.
 type Stats struct {
 	Connected       bool   // a connection is up now
@@ -435,7 +435,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				}
 				cursor = r.Seq
 				if len(r.Payload) > p.o.MaxPayload {
-					// SPEC §11: refuse before publishing; the broker could
+					// Refuse before publishing: the broker could
 					// ack and drop it, and it could never be delivered.
 					drop = append(drop, r.Seq)
 					p.log.Warn("usage event larger than mqtt max_payload; dropped unpublished", "seq", r.Seq, "bytes", len(r.Payload), "max_payload", p.o.MaxPayload)
@@ -515,7 +515,7 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 			bad = fmt.Errorf("%w: publish of seq %d: %w", ErrConnectionLost, e.seq, err)
 			break
 		}
-		// SPEC §11 "MQTT acknowledgement, exactly": the connection that
+		// docs/usage-events.md "MQTT acknowledgement": the connection that
 		// carried the publish must still be the current one. The link bumps
 		// gen before paho completes any token because of a loss or a
 		// reconnect, so an unchanged gen means this PUBACK was read on

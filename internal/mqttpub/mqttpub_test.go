@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestBrokerDownAtStart (RESEARCH-reliability D1): the broker is
+// TestBrokerDownAtStart: the broker is
 // unreachable when the publisher starts; rows accumulate, and once it is
 // reachable every row is delivered and deleted.
 func TestBrokerDownAtStart(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // test does nothing without it.
 const crashChildEnv = "SCOOTGATE_OUTBOX_CRASH_CHILD"
 
-// TestCrashDurability is RESEARCH-reliability §2.C1 without the broker: a
+// TestCrashDurability kills a writer mid-run, without the broker: a
 // child process appends as fast as it can and prints "committed <seq>" after
 // each commit it observed; the parent SIGKILLs it mid-run, ten times. After
 // each kill the file must open clean (no quarantine), every row the child

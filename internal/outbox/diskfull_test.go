@@ -13,7 +13,7 @@ import (
 // child writes to; the child test does nothing without it.
 const diskFullEnv = "SCOOTGATE_OUTBOX_DISKFULL_DIR"
 
-// TestDiskFull is RESEARCH-reliability §2.C4 for real: the outbox lives on a
+// TestDiskFull fills a real disk: the outbox lives on a
 // 512 KiB tmpfs (mounted in a private mount namespace with unshare, so it
 // needs root and vanishes with the child) and runs out of space. Commits
 // fail with ENOSPC: drops are counted, nothing panics, Append keeps

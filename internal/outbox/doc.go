@@ -1,6 +1,6 @@
 // Package outbox is the node's bounded, durable FIFO of usage events: the
 // bbolt file that events are committed to before they are published to MQTT,
-// and deleted from after their PUBACK (SPEC §8, §11 "Outbox bounds").
+// and deleted from after their PUBACK (docs/usage-events.md "Outbox").
 //
 // # Basics
 //
@@ -60,14 +60,14 @@
 // deleted rows vanish from Read at once and from disk with the next group
 // commit. A delete lost in a crash only means that row is delivered again
 // with its same event_id: delivery is at least once (microservices.io
-// transactional outbox; consumers de-duplicate, SPEC §8).
+// transactional outbox; consumers de-duplicate, docs/usage-events.md).
 //
 // # Bounds and drops
 //
 // The outbox holds at most MaxEvents rows and MaxBytes payload bytes. The
 // bounds count rows on disk plus events still queued, so Append decides at
 // once and an accepted event always fits. An event that does not fit is
-// dropped (drop_newest, SPEC §8): rows already stored are never evicted. Every
+// dropped (drop_newest, docs/usage-events.md): rows already stored are never evicted. Every
 // drop is counted in [Stats].Dropped by reason:
 //
 //   - Full: the outbox is at a bound (the broker has been away a while);
@@ -80,7 +80,7 @@
 //
 // Append returning true means "committed soon, or counted as Failing";
 // nothing accepted is lost without a count. [Store.Close] writes everything
-// still queued, and pending deletes, before it closes the file (SPEC §9).
+// still queued, and pending deletes, before it closes the file (docs/operations.md).
 //
 // The bounds' current values are kept in memory and rebuilt by a scan of the
 // rows at every Open (milliseconds for 100k rows), rather than kept in a
@@ -93,14 +93,14 @@
 // configuration error). A path that cannot be opened (missing or read-only
 // directory, permission denied, read-only file system) fails with the
 // *fs.PathError. In both cases the app runs on with usage events disabled
-// and reports why: the API keeps serving (SPEC §8).
+// and reports why: the API keeps serving (docs/usage-events.md).
 //
 // A file that opens but is not a consistent outbox (bad meta pages, bbolt's
 // tx.Check finds problems, a malformed row, a row beyond the bucket sequence,
 // or bbolt panics while reading it) is moved aside to
 // <path>.corrupt-<UTC time, 20060102T150405Z>, a fresh file is created, and
 // [Store.Quarantined] (and Stats) names the moved file so the app can alert
-// on it. The node never crash-loops on a bad file (SPEC §11).
+// on it. The node never crash-loops on a bad file (docs/usage-events.md "Outbox bounds").
 //
 // # Caveats
 //
@@ -111,8 +111,8 @@
 //
 // Durability is bbolt's: a commit that returned was fsynced. Reports exist of
 // bbolt files corrupted by power loss even with fsync, and of ext4
-// fast_commit bugs on some Linux 5.10/5.15 kernels (RESEARCH-reliability
-// §1.3 [B2]); the quarantine above is the answer to those. If bbolt panics
+// fast_commit bugs on some Linux 5.10/5.15 kernels (bbolt and ext4 bug
+// reports); the quarantine above is the answer to those. If bbolt panics
 // inside Open, its file handle cannot be closed; the file is renamed before a
 // fresh one is created, so the leaked lock does not block the new file.
 //

@@ -3,7 +3,7 @@ package outbox
 import "errors"
 
 // Errors from Open. The app logs them and runs with usage events disabled
-// (SPEC §8: the API keeps serving); it reports the reason on /readyz or in
+// (docs/usage-events.md: the API keeps serving); it reports the reason on /readyz or in
 // its metrics. Errors about the file itself (missing directory, permission
 // denied, read-only file system) wrap the *fs.PathError, which names the
 // path, so errors.Is(err, fs.ErrPermission) works.

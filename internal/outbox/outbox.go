@@ -129,7 +129,7 @@ type Record struct {
 	Payload  []byte    // a copy; the caller may keep it
 }
 
-// Dropped counts events refused, by reason. Each is a drop_newest (SPEC §8).
+// Dropped counts events refused, by reason. Each is a drop_newest (docs/usage-events.md).
 type Dropped struct {
 	Full    uint64 // the outbox was at MaxEvents or MaxBytes
 	Queue   uint64 // the writer is behind: MaxUnsynced or MaxUnsyncedAge reached
@@ -221,7 +221,7 @@ type Store struct {
 // file system) is an error naming the path; so is a lock still held after
 // LockTimeout (ErrLocked). A file that opens but is not a consistent outbox
 // is moved aside to <path>.corrupt-<UTC time>, a fresh one is created, and
-// Quarantined names the moved file (SPEC §11: the node does not crash-loop).
+// Quarantined names the moved file (the node does not crash-loop, docs/usage-events.md "Outbox bounds").
 func Open(o Options) (*Store, error) {
 	return open(o, hooks{})
 }
@@ -394,7 +394,7 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 	return out, nil
 }
 
-// Delete removes delivered rows (after their PUBACK, SPEC §8). It returns at
+// Delete removes delivered rows (after their PUBACK, docs/usage-events.md). It returns at
 // once: the rows vanish from Read immediately and from disk with the next
 // group commit, without an fsync of its own. A delete lost in a crash only
 // means the row is delivered again, which consumers absorb by event_id.
@@ -443,7 +443,7 @@ func (s *Store) Stats() Stats {
 }
 
 // Close stops accepting events, writes every queued event and pending delete
-// to disk, and closes the file (SPEC §9: the outbox is flushed before exit).
+// to disk, and closes the file (docs/operations.md: the outbox is flushed before exit).
 // The error reports a final commit that failed (its events are counted as
 // dropped) or a failure to close the file. Calling Close again waits for the
 // first call and returns nil.
@@ -481,7 +481,7 @@ func seqKey(seq uint64) []byte {
 
 // guard runs fn, turning a panic into an ErrCorrupt error and logging its
 // stack. bbolt panics rather than erring on some bad pages
-// (RESEARCH-reliability §0 finding 9); with SetPanicOnFault a fault on the
+// of a damaged file; with SetPanicOnFault a fault on the
 // memory-mapped file panics too instead of killing the process.
 func guard(log *slog.Logger, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))

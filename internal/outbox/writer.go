@@ -125,7 +125,7 @@ type result struct {
 }
 
 // commit writes batch and the pending deletes in one bbolt transaction: one
-// fsync. On failure the batch's events are dropped and counted (SPEC §8:
+// fsync. On failure the batch's events are dropped and counted (docs/usage-events.md:
 // drop_newest when not writable), the deletes are kept for the next commit,
 // and Append refuses events for failingBackoff.
 func (s *Store) commit(batch []item) {

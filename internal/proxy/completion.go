@@ -30,7 +30,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// SendState is how far an attempt got (SPEC §6).
+// SendState is how far an attempt got (docs/failures.md).
 type SendState string
 
 const (
@@ -50,7 +50,7 @@ var (
 const maxEventBytes = 16 << 20
 
 // attempt is the record of one provider attempt: logged, turned into a
-// usage event (SPEC §8), and fed back into the backend's hot state.
+// usage event (docs/usage-events.md), and fed back into the backend's hot state.
 type attempt struct {
 	n         int
 	target    *routes.Target
@@ -62,7 +62,7 @@ type attempt struct {
 	ttfb      time.Duration
 	committed bool
 
-	egressFault    bool          // the proxy itself failed (SPEC §11: not the backend's fault)
+	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
 	providerStatus int           // the provider's HTTP status, 0 if none
 	retryAfter     time.Duration // the provider's retry advice on a 429
 	quota          bool          // a 429 that says the quota or balance is gone
@@ -122,7 +122,7 @@ func (c *call) route() {
 		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.Model)))
 		return
 	}
-	table := c.h.o.Routes.Load() // pinned for the whole request (SPEC §7)
+	table := c.h.o.Routes.Load() // pinned for the whole request (docs/snapshots.md)
 	if table == nil {
 		c.fail(apierr.Unavailable("routes are not loaded yet", time.Second))
 		return
@@ -163,7 +163,7 @@ func (c *call) route() {
 		}
 	}
 	if len(tried) == 0 {
-		// SPEC §11: 503 with Retry-After = the earliest moment a target can
+		// docs/api.md "Status codes": 503 with Retry-After = the earliest moment a target can
 		// take traffic again, and x-should-retry: true.
 		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
 		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
@@ -192,7 +192,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
 	injected := false
 	if err == nil && c.req.Stream && c.spec.InjectUsage != nil && h.o.InjectStreamUsage && t.Backend.InjectUsage {
-		// SPEC §8: ask for stream usage the client did not ask for, and
+		// docs/usage-events.md: ask for stream usage the client did not ask for, and
 		// hide the usage-only chunk it then did not expect.
 		out, injected, err = c.spec.InjectUsage(out)
 	}
@@ -215,7 +215,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		c.fail(apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
-	up.GetBody = nil // the transport must never replay a POST (SPEC §11)
+	up.GetBody = nil // the transport must never replay a POST (docs/architecture.md "Go traps")
 	up.Header = c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
 
 	firstByte := time.AfterFunc(h.o.FirstByte, func() { cancel(errFirstByteTimeout) })
@@ -230,7 +230,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		a.err = err
 		var ns *egress.NotSentError
 		if errors.As(err, &ns) || !gotConn.Load() {
-			// Nothing left the node: the caller may re-pick (SPEC §6).
+			// Nothing left the node: the caller may re-pick (docs/failures.md).
 			a.state, a.stage = NotSent, usageevent.StageConnect
 			if ns != nil {
 				a.egressFault = ns.EgressFault()
@@ -252,7 +252,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
-		// (SPEC §11 "Errors"): never show the client a 401/403 for this.
+		// (docs/api.md "Status codes"): never show the client a 401/403 for this.
 		a.stage, a.status = usageevent.StageProviderAuth, 502
 		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
@@ -426,7 +426,7 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 		a.stage, a.err = usageevent.StageClientCancelled, c.r.Context().Err()
 		return
 	}
-	// SPEC §11: a stream without its terminator is a failure; say so in
+	// docs/api.md "Streams": a stream without its terminator is a failure; say so in
 	// band and never fake [DONE] / message_stop / response.completed.
 	a.stage = usageevent.StageStream
 	msg := "the provider stream ended without its terminator"
@@ -493,7 +493,7 @@ func (s *streamWriter) close() {
 }
 
 // finish accounts for one attempt: one log line and one usage event
-// (SPEC §8: one event per provider route attempt), then releases the
+// (docs/usage-events.md: one event per provider route attempt), then releases the
 // backend's in-flight slot.
 func (c *call) finish(a *attempt) {
 	res := a.result()
@@ -506,7 +506,7 @@ func (c *call) finish(a *attempt) {
 	}
 }
 
-// result tells the backend's hot state how the attempt went (SPEC §6, §11),
+// result tells the backend's hot state how the attempt went (docs/failures.md),
 // from send state and provider status only.
 func (a *attempt) result() upstream.Result {
 	r := upstream.Result{Outcome: upstream.TransportFailure}
@@ -603,7 +603,7 @@ func (c *call) log(a *attempt) {
 }
 
 // errorText is an error for the log without the request URL that Go's
-// *url.Error embeds (issue 6: never a URL query in logs; the backend id is
+// *url.Error embeds (never a URL query in logs, docs/operations.md "Logs"; the backend id is
 // logged beside it). Client bodies and keys never reach an error.
 func errorText(err error) string {
 	var ue *url.Error

@@ -7,7 +7,7 @@
 // ServeHTTP serves POST /v1/chat/completions (OpenAI pool), POST
 // /v1/messages (Anthropic pool, query ignored so ?beta=true works), GET
 // /v1/models and HEAD /. Every response carries our own X-Request-Id.
-// A request loads the routing table once and uses only that table (SPEC §7).
+// A request loads the routing table once and uses only that table (docs/snapshots.md).
 //
 // Everything that can be rejected is rejected before a byte leaves the
 // node: key (401), body size (413), JSON shape and model (400), allowlist
@@ -15,7 +15,7 @@
 //
 // # Send state
 //
-// Each attempt is classified by send state (SPEC §6, §11), never by error
+// Each attempt is classified by send state (docs/failures.md "Send state"), never by error
 // text: a failure that is an *egress.NotSentError, or that happened before
 // the transport obtained a connection (httptrace GotConn), is
 // definitely_not_sent and may be re-picked on another target within the

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// copyResponseHeaders copies the provider headers a client may see (SPEC
-// §11): content type, retry advice, rate-limit state, and the provider's
+// copyResponseHeaders copies the provider headers a client may see
+// (docs/api.md "Headers"): content type, retry advice, rate-limit state, and the provider's
 // request id renamed so that X-Request-Id stays ours. Never Set-Cookie.
 func copyResponseHeaders(dst, src http.Header) {
 	for k, v := range src {

@@ -39,7 +39,7 @@ func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, shape pr
 // serveModels lists the public models the key may use: the models with an
 // Anthropic target in the Anthropic shape when the request carries
 // anthropic-version, those with an OpenAI target in the OpenAI shape
-// otherwise (SPEC §1, §11).
+// otherwise (docs/api.md "Client surface details").
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, shape protocol.Protocol, rid string) {
 	allows, table, ok := h.modelsRequest(w, r, shape, rid)
 	if !ok {

@@ -65,7 +65,7 @@ type Options struct {
 
 	// InjectStreamUsage asks OpenAI providers for stream usage the client
 	// did not request (stream_options.include_usage) and hides the extra
-	// usage-only chunk from the client (SPEC §8). It is the node-wide
+	// usage-only chunk from the client (docs/usage-events.md). It is the node-wide
 	// switch: a request is only rewritten when its backend's
 	// routes.Backend.InjectUsage (include_usage, OpenAI only) is on too.
 	InjectStreamUsage bool
@@ -145,7 +145,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rid := newRequestID()
 	w.Header().Set("X-Request-Id", rid)
 	if h.o.Draining() && r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close") // SPEC §11 "Drain"
+		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
 	if spec := catalog.ByPath(r.URL.Path); spec != nil {
 		if spec.Endpoint.Protocol() == protocol.Anthropic {
@@ -209,7 +209,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, shape pro
 	return nil, false
 }
 
-// readBody enforces the body limit before anything leaves the node (SPEC §11).
+// readBody enforces the body limit before anything leaves the node (docs/api.md "Body limit").
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apierr.Error) {
 	tooLarge := apierr.TooLarge("request body exceeds the limit of " + strconv.FormatInt(h.o.BodyLimit, 10) + " bytes")
 	if r.ContentLength > h.o.BodyLimit {
@@ -221,7 +221,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	}
 	if h.o.BodyReadTimeout > 0 {
 		// A body trickled at 1 byte/s must not hold a request slot forever
-		// (catalogue F4). The deadline is cleared once the body is in, so a
+		// (docs/api.md "Body limit"). The deadline is cleared once the body is in, so a
 		// long stream answer is not cut by it.
 		rc := http.NewResponseController(w)
 		if rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout)) == nil {

@@ -209,7 +209,7 @@ func provURL(tb testing.TB, h *Handler) string {
 }
 
 // TestSlowBodyTimesOut: a body trickled slower than the read timeout
-// allows gets 408 and nothing reaches the provider (catalogue F4).
+// allows gets 408 and nothing reaches the provider (docs/api.md "Body limit").
 func TestSlowBodyTimesOut(t *testing.T) {
 	h, prov := newHandler(t, Options{BodyReadTimeout: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)

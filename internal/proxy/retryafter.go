@@ -33,8 +33,8 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 }
 
 // quotaMarkers are provider words for "the account is out of money or
-// quota", as opposed to a rate limit (SPEC §11 "Fast 429s are not fast
-// answers"; seed 000's table).
+// quota", as opposed to a rate limit (docs/failures.md
+// "Cooldowns").
 var quotaMarkers = [][]byte{
 	[]byte("insufficient_quota"),
 	[]byte("billing_"),

@@ -36,7 +36,7 @@ func (e *events) all() []*usageevent.Event {
 }
 
 // TestUsageEvents: one schema-2 event per attempt, with the usage the
-// provider reported, the send state and the failure stage (SPEC §8, §11).
+// provider reported, the send state and the failure stage (docs/usage-events.md).
 func TestUsageEvents(t *testing.T) {
 	type want struct {
 		Status        int
@@ -162,7 +162,7 @@ func TestUsageEvents(t *testing.T) {
 // usage only when both the node-wide switch (Options.InjectStreamUsage)
 // and the backend's include_usage are on. Otherwise the provider gets the
 // client's body with only the model rewritten, and the client gets the
-// provider's stream byte for byte (SPEC §8).
+// provider's stream byte for byte (docs/usage-events.md).
 func TestIncludeUsageSwitches(t *testing.T) {
 	const body = `{"model":%q,"stream":true,"messages":[{"role":"user","content":"one two three [[chunks=3]]"}]}`
 	tests := []struct {

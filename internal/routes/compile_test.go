@@ -107,7 +107,7 @@ func TestCompileFixture(t *testing.T) {
 
 // TestSnapshotKeepsHotState: across snapshots, a backend keeps its state
 // exactly when its identity (id, protocol, base URL, credential name,
-// cap) is unchanged (SPEC §7).
+// cap) is unchanged (docs/snapshots.md).
 func TestSnapshotKeepsHotState(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
 	v1 := staticDoc()
@@ -153,7 +153,7 @@ func TestSnapshotKeepsHotState(t *testing.T) {
 	}
 }
 
-// TestSwapPinsInFlight is catalogue B4 at the table level: 100 requests
+// TestSwapPinsInFlight checks pinning at the table level: 100 requests
 // that loaded the table before a swap keep using it (and the backend the
 // new table removes) while requests after the swap see the new table.
 // Run with -race.

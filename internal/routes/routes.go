@@ -6,12 +6,12 @@
 // A Table is built once, validated whole, then stored with one atomic
 // pointer write. A request calls Holder.Load once at entry and uses only
 // that Table for its whole life, so a later swap never changes an
-// in-flight request (SPEC §7, STYLE habit 1).
+// in-flight request (docs/snapshots.md).
 //
 // Each public model keeps one candidate pool per endpoint (chat
 // completions, messages, responses, …): a backend is in the pools of the
 // endpoints it serves, and since every endpoint belongs to one protocol the
-// OpenAI-compatible and Anthropic pools are never mixed (SPEC §1). Each
+// OpenAI-compatible and Anthropic pools are never mixed (docs/api.md). Each
 // tier of a pool carries a WeightIndex, so that pickers draw a target by
 // weight without scanning the tier.
 //
@@ -36,7 +36,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// Caps is a set of capabilities (SPEC §1); see [protocol.Caps].
+// Caps is a set of capabilities (docs/routing.md "Capabilities"); see [protocol.Caps].
 type Caps = protocol.Caps
 
 // The capabilities, as named in the protocol package.
@@ -59,7 +59,7 @@ type Backend struct {
 	State      *upstream.State
 	// InjectUsage is true for an OpenAI backend whose include_usage is on
 	// (the default): the node may ask it for stream usage the client did
-	// not request (SPEC §8). Always false for Anthropic. It is not part of
+	// not request (docs/usage-events.md). Always false for Anthropic. It is not part of
 	// the backend's identity: changing it keeps the hot state.
 	InjectUsage bool
 }
@@ -115,7 +115,7 @@ func (t *Table) Model(name string) (*Model, bool) {
 
 // Uses reports whether the table routes to the backend with identity id;
 // after a swap, Registry.Prune(newTable.Uses) releases removed backends'
-// state once their last request ends (SPEC §7).
+// state once their last request ends (docs/snapshots.md).
 func (t *Table) Uses(id upstream.Identity) bool {
 	_, ok := t.uses[id]
 	return ok

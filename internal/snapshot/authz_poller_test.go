@@ -34,7 +34,7 @@ func authzDecoder(st *authz.Store) snapshot.DecodeFunc {
 	}
 }
 
-// TestAuthzPoller is catalogue B1 and B6 through the poller: no snapshot
+// TestAuthzPoller drives authorization snapshots through the poller: no snapshot
 // means every key is rejected and the poller is not ready; a key removed
 // by a newer snapshot stops working; a snapshot with a malformed digest is
 // rejected whole and the previous keys keep working.

@@ -25,9 +25,9 @@ const maxDiskBytes = 1 << 30
 
 // DiskStore keeps the last valid document of each kind on local disk, with
 // the time it was last confirmed current and its version, which is also
-// the highest version ever applied (the rollback floor). SPEC §11: "a
-// restart while the control plane is down must not turn the node into a
-// wall of 401s".
+// the highest version ever applied (the rollback floor). A restart while
+// the control plane is down must not turn the node into a wall of 401s
+// (docs/snapshots.md "Last good copy").
 //
 // Each kind is one file, <dir>/<kind>.snapshot: a one-line JSON header
 // (format, kind, version, fetched_at, size, sha256) followed by the

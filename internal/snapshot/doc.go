@@ -1,6 +1,5 @@
 // Package snapshot keeps the documents a control plane publishes current on
-// a node: the authorization snapshot and the routing snapshot (SPEC §2, §7,
-// §11). It moves and guards bytes; what a document means is the business
+// a node: the authorization snapshot and the routing snapshot (docs/snapshots.md). It moves and guards bytes; what a document means is the business
 // of a [DecodeFunc] supplied by the consumer (the routes one in app, or an
 // authz one).
 //
@@ -20,9 +19,9 @@
 // it knows the consumer's version ([Versioner]); 304 means unchanged. It
 // reads a 200 body completely, within a deadline and a size limit, before
 // returning any of it, so a truncated or slow response is an error, never
-// half a document (catalogue A16). It connects directly, not through the
+// half a document. It connects directly, not through the
 // egress proxy: the control plane is an internal service, the egress proxy
-// is the only way to providers (SPEC §3), and a second, implicit path
+// is the only way to providers (docs/egress.md), and a second, implicit path
 // (HTTP_PROXY) would be unconfigured. Redirects are not followed.
 //
 // A [Poller] owns one kind of document. Restore applies the copy a
@@ -33,7 +32,7 @@
 //
 //   - a version below the floor (the highest ever applied, persisted) is
 //     rejected with [ErrRollback];
-//   - the version already loaded is "no change" (SPEC §7);
+//   - the version already loaded is "no change" (docs/snapshots.md);
 //   - anything higher is applied, persisted with its fetch time, and the
 //     source is told the new version.
 //
@@ -45,8 +44,8 @@
 //
 // [Poller.Ready] fails with [ErrStale] when there was no successful
 // contact (a 200 or 304, or a successful file read) for longer than
-// StaleAfter, measured after a restart from the persisted fetch time (SPEC
-// §11), so /readyz tells the truth while traffic keeps flowing on the last
+// StaleAfter, measured after a restart from the persisted fetch time
+// (docs/snapshots.md "Staleness"), so /readyz tells the truth while traffic keeps flowing on the last
 // documents. A 304 refreshes the persisted fetch time, at most every
 // StaleAfter/4. A document that is fetched but rejected counts as contact:
 // the control plane is reachable, and a bad publish must not take a whole

@@ -13,7 +13,7 @@ var (
 
 // Fetch errors. The poller records them, keeps the document it has, and
 // tries again at the next interval; a long run of them makes the node
-// stale (SPEC §7).
+// stale (docs/snapshots.md).
 var (
 	// ErrTooLarge: the document is larger than the source's limit
 	// (HTTPOptions.MaxBytes). Nothing of it is used.
@@ -22,7 +22,7 @@ var (
 
 // Document errors. A [*RejectedError] wraps them (or a decoder's own
 // error); the poller counts the rejection and keeps serving the previous
-// document (SPEC §7).
+// document (docs/snapshots.md).
 var (
 	// ErrRollback: the document's version is lower than the highest
 	// version this node has applied, including in earlier runs (the
@@ -48,12 +48,12 @@ var (
 )
 
 // Readiness errors, from Poller.Ready. They are the reasons /readyz shows
-// (SPEC §9).
+// (docs/operations.md).
 var (
 	// ErrNotLoaded: no valid document of this kind is loaded.
 	ErrNotLoaded = errors.New("no valid snapshot loaded")
 	// ErrStale: no successful contact with the source for longer than
-	// stale_after. Traffic keeps flowing on the last document (SPEC §7).
+	// stale_after. Traffic keeps flowing on the last document (docs/snapshots.md).
 	ErrStale = errors.New("stale")
 )
 

@@ -57,7 +57,7 @@ func (e *HTTPStatusError) Error() string {
 	return fmt.Sprintf("snapshot: GET %s: unexpected status %d %s", e.Source, e.Code, http.StatusText(e.Code))
 }
 
-// HTTPSource pulls a document with HTTP GET (SPEC §7). It is safe for
+// HTTPSource pulls a document with HTTP GET (docs/snapshots.md). It is safe for
 // concurrent use; fetches are serialized.
 //
 // Each request carries the bearer token, and, once the consumer has set a
@@ -70,7 +70,7 @@ func (e *HTTPStatusError) Error() string {
 //
 // Requests go directly to the control plane, not through the egress proxy,
 // and ignore HTTP_PROXY and friends: the control plane is an internal
-// service, and the egress proxy is the path to providers (SPEC §3). Any
+// service, and the egress proxy is the path to providers (docs/egress.md). Any
 // proxy on the way would be a second, unconfigured path. Redirects are not
 // followed (the token would travel with them); a 3xx is an error.
 type HTTPSource struct {
@@ -96,7 +96,7 @@ var (
 // NewHTTPSource returns a source that pulls u. u must be an absolute
 // http:// or https:// URL with a host and no user info or fragment
 // (credentials belong in o.Token); http:// is accepted only for a loopback
-// host (SPEC §3 applies the same rule to providers). Errors wrap
+// host (docs/egress.md applies the same rule to providers). Errors wrap
 // [ErrUnsupportedSource] and do not repeat the URL.
 func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	scheme := strings.ToLower(u.Scheme)

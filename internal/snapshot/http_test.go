@@ -37,7 +37,7 @@ const token = "cp-token-hunter2"
 
 // controlPlane is a test control plane: it serves one document per
 // version with ETag "<version>" and answers If-None-Match with 304, like
-// a real one should (SPEC §7). Handler overrides the behaviour.
+// a real one should (docs/snapshots.md). Handler overrides the behaviour.
 type controlPlane struct {
 	t   *testing.T
 	srv *httptest.Server

@@ -15,7 +15,7 @@ import (
 // DecodeFunc turns a document into something the node can apply. It
 // decodes and validates data completely, without side effects, and
 // returns the document's version and a func that compiles it and swaps it
-// in, whole or nothing (SPEC §7). The poller calls apply only for a
+// in, whole or nothing (docs/snapshots.md). The poller calls apply only for a
 // version it accepts, so an unchanged or rolled-back document costs no
 // compile. An error from either rejects the document; nothing may have
 // changed when apply fails.
@@ -45,7 +45,7 @@ type PollerOptions struct {
 	StaleAfter time.Duration
 
 	// Store, when set, persists every applied document and restores it in
-	// Restore (SPEC §11 "Last good snapshot on disk").
+	// Restore (docs/snapshots.md "Last good copy").
 	Store *DiskStore
 
 	Clock  clock.Clock  // default clock.Real
@@ -84,7 +84,7 @@ type Status struct {
 }
 
 // Poller keeps one kind of document current: it fetches from a Source,
-// applies documents through a DecodeFunc with the version rules of SPEC §7,
+// applies documents through a DecodeFunc with the version rules of docs/snapshots.md,
 // persists them, and tracks staleness. It is the tailscale util/reload
 // shape, with the go-control-plane rule that a document is checked whole
 // before it is published.
@@ -147,7 +147,7 @@ func NewPoller(o PollerOptions) *Poller {
 
 // Restore applies the document persisted by an earlier run, with the same
 // checks as a fetched one, and takes over its floor and fetch time (so
-// staleness is measured from when it was last confirmed, SPEC §11). It
+// staleness is measured from when it was last confirmed, docs/snapshots.md "Last good copy"). It
 // returns nil when there is no Store or nothing was persisted. Call it
 // once, before the first Poll.
 func (p *Poller) Restore() error {
@@ -230,7 +230,7 @@ func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
 	case version < floor:
 		return p.reject(fmt.Errorf("%w: got version %d, highest applied %d", ErrRollback, version, floor), fetched)
 	case version == cur:
-		// SPEC §7: an equal version is simply "no change".
+		// docs/snapshots.md: an equal version is simply "no change".
 		p.succeed()
 		p.setSourceVersion(version)
 		p.touch(at)
@@ -421,7 +421,7 @@ func (p *Poller) Status() Status {
 
 // Ready reports whether this kind of document is ready: nil, or an error
 // wrapping [ErrNotLoaded] or [ErrStale] whose text is the reason for
-// /readyz (SPEC §9). It fits health.Check.
+// /readyz (docs/operations.md). It fits health.Check.
 func (p *Poller) Ready() error {
 	s := p.Status()
 	switch {

@@ -159,7 +159,7 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	return s.w.Write(b)
 }
 
-// TestPollerVersionRules is catalogue B2/B3: every rejected document
+// TestPollerVersionRules: every rejected document
 // leaves the applied one in place, is counted, and is visible.
 func TestPollerVersionRules(t *testing.T) {
 	e := newPollerEnv(t, nil, 0)
@@ -220,7 +220,7 @@ func TestPollerVersionRules(t *testing.T) {
 	}
 }
 
-// TestPollerStaleness is catalogue B5: no successful contact for longer
+// TestPollerStaleness: no successful contact for longer
 // than StaleAfter makes the poller stale (the node unready) while the last
 // document keeps serving; the next success clears it.
 func TestPollerStaleness(t *testing.T) {
@@ -301,7 +301,7 @@ func TestPollerStaleSinceStart(t *testing.T) {
 
 // TestPollerRestore: a restart during an outage serves the persisted
 // document, measures staleness from its fetch time, and keeps its version
-// as the rollback floor (SPEC §11).
+// as the rollback floor (docs/snapshots.md "Last good copy").
 func TestPollerRestore(t *testing.T) {
 	store, _ := openStore(t)
 	first := newPollerEnv(t, store, 5*time.Minute)
@@ -443,7 +443,7 @@ func TestPollerPersists(t *testing.T) {
 	}
 }
 
-// TestPollerTruncatedDocument is catalogue A16 end to end: a control plane
+// TestPollerTruncatedDocument, end to end: a control plane
 // that dies mid-body never gets half a document applied.
 func TestPollerTruncatedDocument(t *testing.T) {
 	cp := newControlPlane(t)

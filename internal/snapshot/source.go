@@ -28,7 +28,7 @@ type Forgetter interface {
 // Versioner is implemented by sources that can ask the publisher whether
 // the consumer's document is still current, so that an unchanged document
 // is not transferred again (HTTP: If-None-Match: "<version>", answered
-// with 304, SPEC §7). The consumer calls SetVersion with the version it
+// with 304, docs/snapshots.md). The consumer calls SetVersion with the version it
 // holds after loading a document, including one restored from disk.
 type Versioner interface {
 	SetVersion(version uint64)

@@ -5,7 +5,7 @@
 // # Basics
 //
 // Parsing follows the WHATWG HTML "event stream interpretation" rules, as
-// required by SPEC §11 "Streams":
+// required by docs/api.md "Streams":
 //
 //   - a line ends with CRLF, LF or CR; a CR and the LF after it are one line
 //     ending even when they arrive in different reads;
@@ -22,15 +22,15 @@
 // the block's exact bytes including the blank line that ends it, and the
 // concatenation of Raw over all events (plus the partial event returned with
 // ErrTruncated) is exactly the input: a proxy that writes each Raw and
-// flushes forwards the stream byte for byte (SPEC §11: "bytes reach the
-// client unchanged"). Unlike a browser, the reader returns every block,
+// flushes forwards the stream byte for byte (docs/api.md "Streams": bytes reach the
+// client unchanged). Unlike a browser, the reader returns every block,
 // including ones a browser would not dispatch: a block of only comments
 // (Comment is set, so keepalives can be forwarded), a block of only ignored
 // fields, and a lone blank line (an Event with only Raw set). Callers that
 // care only about content skip events without Type and Data.
 //
 // A stream that ends inside an event returns the partial bytes with
-// ErrTruncated; SPEC §11 counts such a stream as failed. Each event is bounded
+// ErrTruncated; docs/api.md "Streams" counts such a stream as failed. Each event is bounded
 // by maxEventBytes, so a provider cannot make the gateway buffer without limit
 // (ErrTooLarge).
 //
@@ -64,7 +64,7 @@ const DefaultMaxEventBytes = 1 << 20
 // read error.
 var (
 	// ErrTruncated means the stream ended inside an event (no blank line
-	// after its last bytes). Event.Raw holds the partial bytes; SPEC §11
+	// after its last bytes). Event.Raw holds the partial bytes; the proxy
 	// treats a stream that ends without its terminator as failed.
 	ErrTruncated = errors.New("sse: stream ended inside an event")
 

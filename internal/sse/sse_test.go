@@ -396,7 +396,7 @@ func (s *scriptReader) Read(p []byte) (int, error) {
 }
 
 // TestNextDoesNotWaitForMoreInput checks that a complete event is returned
-// as soon as its last byte arrives, which SPEC §11 needs to flush per event.
+// as soon as its last byte arrives, which the proxy needs to flush per event.
 func TestNextDoesNotWaitForMoreInput(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -1,14 +1,14 @@
 // Package upstream keeps the node-local hot state of each provider backend:
 // in-flight count against the hard cap, peak-EWMA of time to first byte,
 // slow-start ramp, circuit breaker, cooldown and the disabled flag
-// (SPEC §5, §6, §11).
+// (docs/routing.md "Balancing", docs/failures.md).
 //
 // # Basics
 //
 // State lives in a [Registry] keyed by backend [Identity], outside the
 // compiled routing table, so a table swap keeps the state of a backend
-// whose identity did not change and a changed backend starts fresh (SPEC §7,
-// STYLE habit 2, Caddy reverseproxy/hosts.go). The Registry is a value owned
+// whose identity did not change and a changed backend starts fresh (docs/snapshots.md,
+// like Caddy reverseproxy/hosts.go). The Registry is a value owned
 // by the app; there is no package-global state. Time and randomness come
 // from [Options], so tests drive everything with a fake clock.
 //
@@ -17,7 +17,7 @@
 // [State.Release] when nothing was learned about the backend. Acquire
 // refuses when the backend is disabled, cooling down, held back by its
 // breaker, or at its cap; the cap is a compare-and-swap, so in-flight never
-// exceeds it under any concurrency (SPEC §6: a hard cap). Neither call
+// exceeds it under any concurrency (docs/failures.md: a hard cap). Neither call
 // allocates, and on the common path neither takes a lock.
 //
 // # Outcomes
@@ -28,9 +28,9 @@
 //	ProviderError     estimate held; breaker success (the transport worked)
 //	RateLimited       estimate held; cooldown for RetryAfter, or RateLimitDefault, capped at RateLimitMax
 //	QuotaExhausted    estimate held; cooldown for the longer of QuotaCooldown and RetryAfter (the latter capped at 24h)
-//	AuthRejected      disabled for the life of this State (SPEC §6: 401/403 disables the backend)
+//	AuthRejected      disabled for the life of this State (docs/failures.md: 401/403 disables the backend)
 //	TransportFailure  estimate held; breaker failure
-//	EgressFault       neutral (SPEC §11: egress faults are not the backend's)
+//	EgressFault       neutral (egress faults are not the backend's, docs/egress.md)
 //	Cancelled         neutral
 //
 // Any provider answer counts as breaker success: the breaker is about
@@ -38,7 +38,7 @@
 // gives back a half-open probe (see package breaker). Only a success is a
 // latency sample; every other outcome that involved the backend holds the
 // estimate (below), so a backend that answers 429 or 5xx fast never looks
-// faster for it (SPEC §11 "Fast 429s are not fast answers"). A cooldown
+// faster for it (docs/failures.md "Fast errors"). A cooldown
 // only ever lengthens: a shorter one never ends a longer one early.
 //
 // # Latency estimate
@@ -66,7 +66,7 @@
 // value (the last sample that set it) as if that sample had just been
 // taken. Without this, a backend answering every request with a fast 5xx
 // would drift toward looking fast and P2C would send it everything, the
-// trap SPEC §11 and Linkerd describe.
+// trap docs/failures.md "Fast errors" and Linkerd describe.
 //
 // [State.Cost] is the P2C cost: estimate × (in-flight + 1) ÷ effective
 // weight, where the effective weight is the target's weight times the

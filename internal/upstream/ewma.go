@@ -106,7 +106,7 @@ func (e *peakEWMA) observe(sample float64, now int64, invTau float64) {
 // hold restarts the decay at now from the stored estimate, without
 // changing it: after an error reply the estimate reads as it did right
 // after its last sample, so a backend that fails fast never looks faster
-// for it (SPEC §11).
+// for it (docs/failures.md "Fast errors").
 func (e *peakEWMA) hold(now int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -16,21 +16,21 @@ const (
 	ProviderError
 	// RateLimited: provider 429 (rate limit). Cooldown for
 	// Result.RetryAfter (a default when 0, capped). No latency sample
-	// (SPEC §11: fast 429s are not fast answers).
+	// (docs/failures.md "Fast errors").
 	RateLimited
 	// QuotaExhausted: provider 429 saying the quota or balance is used up
-	// (OpenAI insufficient_quota, billing errors). Long cooldown (SPEC §11);
+	// (OpenAI insufficient_quota, billing errors). Long cooldown (docs/failures.md "Cooldowns");
 	// not a transport failure.
 	QuotaExhausted
 	// AuthRejected: provider 401/403. The backend is disabled until its
-	// definition changes or the node restarts (SPEC §6).
+	// definition changes or the node restarts (docs/failures.md).
 	AuthRejected
 	// TransportFailure: the backend could not be reached or failed
 	// mid-exchange (target unreachable through the proxy, provider TLS,
 	// reset, timeout). Counts toward the breaker.
 	TransportFailure
 	// EgressFault: the egress proxy itself failed (down, refused our
-	// credentials). Not the backend's fault (SPEC §11): neutral.
+	// credentials). Not the backend's fault (docs/egress.md "Failures"): neutral.
 	EgressFault
 	// Cancelled: the client went away. Neutral.
 	Cancelled

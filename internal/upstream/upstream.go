@@ -100,7 +100,7 @@ func (s *State) Ready(now Instant) bool {
 // Acquire takes one in-flight slot. It refuses when s is disabled, cooling
 // down, held back by its breaker (open, or half-open with the probe out),
 // or at its cap. The cap is a compare-and-swap, so InFlight never exceeds
-// Cap under any concurrency (SPEC §6). When the breaker's cooldown is over,
+// Cap under any concurrency (docs/failures.md). When the breaker's cooldown is over,
 // exactly one caller is admitted as its half-open probe.
 func (s *State) Acquire() bool {
 	if s.disabled.Load() || !s.br.Ready() {

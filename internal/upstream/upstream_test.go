@@ -201,7 +201,7 @@ func TestPeakEWMA(t *testing.T) {
 }
 
 // TestErrorRepliesHoldTheEstimate: only a success is a latency sample
-// (SPEC §11: fast 429s are not fast answers). Error replies and transport
+// (docs/failures.md "Fast errors"). Error replies and transport
 // failures keep the stored estimate and restart its decay, so they never
 // make the backend look faster; neutral outcomes touch nothing.
 func TestErrorRepliesHoldTheEstimate(t *testing.T) {
@@ -397,7 +397,7 @@ func TestCooldowns(t *testing.T) {
 	}
 }
 
-// TestAuthRejectedDisables is catalogue case A13: a provider 401/403
+// TestAuthRejectedDisables: a provider 401/403
 // disables the backend until its identity changes.
 func TestAuthRejectedDisables(t *testing.T) {
 	c := clock.NewFake(time.Time{})
@@ -425,8 +425,8 @@ func TestAuthRejectedDisables(t *testing.T) {
 	}
 }
 
-// TestBreakerThroughState: which outcomes count toward the breaker (SPEC
-// §11: egress faults do not; a provider answer breaks the streak), and
+// TestBreakerThroughState: which outcomes count toward the breaker
+// (egress faults do not; a provider answer breaks the streak), and
 // what an open breaker does to Acquire, Ready and EligibleAt.
 func TestBreakerThroughState(t *testing.T) {
 	tests := []struct {
@@ -493,7 +493,7 @@ func TestBreakerThroughState(t *testing.T) {
 	}
 }
 
-// TestExactlyOneProbe is catalogue case A11 at the State level: 50
+// TestExactlyOneProbe, at the State level: 50
 // concurrent Acquire calls at cooldown expiry admit exactly one probe, and
 // a released probe lets exactly one more through.
 func TestExactlyOneProbe(t *testing.T) {

@@ -24,7 +24,7 @@ func NewAnthropicStream() *AnthropicStream { return &AnthropicStream{} }
 //
 // The usage of message_start (message.usage: input and cache counts and a
 // first, small output count) is the base. The usage of each message_delta
-// is cumulative, not incremental (SPEC §11), so each of its members replaces
+// is cumulative, not incremental (docs/usage-events.md "Token usage"), so each of its members replaces
 // the member of the same name; a member the base lacks is added. A null in
 // a later usage does not erase a count already seen (later events may
 // leave a count out as null). Events are told apart by their "event:" type,

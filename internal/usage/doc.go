@@ -1,25 +1,25 @@
 // Package usage works out what a usage event says about token usage: it
 // asks OpenAI providers for stream usage, reads usage from every response
-// and stream as it passes, and normalizes it (SPEC §8, §11 "Usage").
+// and stream as it passes, and normalizes it (docs/usage-events.md "Token usage").
 //
 // # Basics
 //
 // The package does no I/O. The request path calls it at four points:
 //
 //   - Before an OpenAI streaming request is sent, [InjectIncludeUsage] sets
-//     stream_options.include_usage (SPEC §8: the node asks for usage when
-//     the client did not), editing only that member's bytes (SPEC §1).
+//     stream_options.include_usage (docs/usage-events.md: the node asks for usage when
+//     the client did not), editing only that member's bytes (docs/api.md).
 //   - For every event of a stream, in order, the relay calls Observe on an
 //     [OpenAIStream] or [AnthropicStream] and skips writing the event when
 //     Observe returns true. Only the OpenAI usage-only chunk that the node
-//     itself asked for is ever hidden (SPEC §11 "Streams").
+//     itself asked for is ever hidden (docs/api.md "Streams").
 //   - A non-stream answer goes through [FromOpenAIBody] or
 //     [FromAnthropicBody].
 //   - [NewEventID] names the attempt's event once; replays reuse it.
 //
 // Whatever ends the stream (its terminator, a cut, a provider error event,
 // a client disconnect), Usage returns what was seen until then, so cut and
-// cancelled streams still yield the usage they carried (SPEC §11).
+// cancelled streams still yield the usage they carried (docs/api.md "Streams").
 //
 // Every Usage result pairs the normalized counts with the provider's usage
 // object, byte for byte as received; for Anthropic streams, the

@@ -11,7 +11,7 @@ import (
 // milliseconds and whose other 74 variable bits come from crypto/rand.
 //
 // The id is made once per attempt and stored with the event, so a replay
-// carries the same id (SPEC §8). Random bits make ids unique across a fleet
+// carries the same id (docs/usage-events.md). Random bits make ids unique across a fleet
 // without coordination (two ids of one millisecond collide with probability
 // 2^-74); the time prefix keeps ids of nearby events close in a consumer's
 // index and tells roughly when an event was recorded. Ids made in the same

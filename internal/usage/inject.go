@@ -18,13 +18,13 @@ var (
 )
 
 // InjectIncludeUsage makes an OpenAI Chat Completions request that streams
-// ask the provider for usage (SPEC §8): it sets
+// ask the provider for usage (docs/usage-events.md): it sets
 // stream_options.include_usage to true and reports whether it had to.
 // injected is true exactly when the client did not ask for usage itself,
 // so the caller must then hide the usage-only chunk from the client
 // ([NewOpenAIStream] with hideUsageChunk).
 //
-// The edit is byte-faithful (SPEC §1): only the stream_options value
+// The edit is byte-faithful (docs/api.md): only the stream_options value
 // changes, or a stream_options member is added after the last member.
 //
 //   - no top-level "stream": true (exactly that member and value): body is

@@ -17,7 +17,7 @@ import (
 const MaxRawUsageBytes = 16 << 10
 
 // normalizeOpenAI derives the normalized counts from an OpenAI usage
-// object (RESEARCH §4.5): prompt_tokens already includes cached tokens,
+// object (docs/usage-events.md "Token usage"): prompt_tokens already includes cached tokens,
 // completion_tokens already includes reasoning tokens.
 func normalizeOpenAI(obj []byte) usageevent.Usage {
 	u := usageevent.Usage{
@@ -30,7 +30,7 @@ func normalizeOpenAI(obj []byte) usageevent.Usage {
 }
 
 // normalizeAnthropic derives the normalized counts from an Anthropic usage
-// object (RESEARCH §4.5): input_tokens excludes cache reads and writes, so
+// object (docs/usage-events.md "Token usage"): input_tokens excludes cache reads and writes, so
 // the three are added to give the total input.
 func normalizeAnthropic(obj []byte) usageevent.Usage {
 	in := member(obj, "input_tokens")

@@ -20,7 +20,7 @@ type OpenAIStream struct {
 
 // NewOpenAIStream returns a tracker for one stream. hideUsageChunk is the
 // injected result of [InjectIncludeUsage]: when true, the usage-only chunk
-// the client did not ask for is hidden from it (SPEC §8, §11 "Streams").
+// the client did not ask for is hidden from it (docs/usage-events.md, docs/api.md "Streams").
 func NewOpenAIStream(hideUsageChunk bool) *OpenAIStream {
 	return &OpenAIStream{hideUsageChunk: hideUsageChunk}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Appender is where encoded events go: the outbox (*outbox.Store). Append
-// must never block; false means the event was dropped (SPEC §8
+// must never block; false means the event was dropped (docs/usage-events.md
 // drop_newest).
 //
 // Append must copy payload if it keeps it (outbox.Store.Append does): the
@@ -41,7 +41,7 @@ type RecorderStats struct {
 }
 
 // NewRecorder returns a Recorder. maxPayload is the largest encoded event
-// the broker will take (SPEC §11: brokers may ack and drop larger ones, so
+// the broker will take (docs/usage-events.md "MQTT acknowledgement": brokers may ack and drop larger ones, so
 // such an event is refused here and counted).
 func NewRecorder(out Appender, maxPayload int) *Recorder {
 	return &Recorder{out: out, maxPayload: maxPayload}

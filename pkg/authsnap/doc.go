@@ -1,6 +1,6 @@
 // Package authsnap defines the authorization snapshot, schema 1: the
 // document a control plane publishes so that ScootGate nodes can
-// authenticate client API keys (SPEC §2).
+// authenticate client API keys (docs/authorization.md).
 //
 // # Basics
 //
@@ -21,9 +21,9 @@
 // rejected exactly like a key that is not listed.
 //
 // The snapshot is complete, not a delta: a key missing from the newest
-// snapshot is revoked (§2). Nodes apply a snapshot only if its version is
+// snapshot is revoked (docs/authorization.md). Nodes apply a snapshot only if its version is
 // strictly greater than the one they hold; an equal version means "no
-// change" (§7). The JSON Schema is proto/authsnap.schema.json.
+// change" (docs/snapshots.md). The JSON Schema is proto/authsnap.schema.json.
 //
 // # Decoding and validation
 //
@@ -32,7 +32,7 @@
 // the member (for example keys[2].digest) and, for syntax errors, the line
 // and column. [Snapshot.Validate] checks meaning and reports every problem at
 // once in a [*ValidationError]. A node rejects the whole document if either
-// fails, and keeps serving the previous snapshot (§7).
+// fails, and keeps serving the previous snapshot (docs/snapshots.md).
 //
 // Control-plane authors can build a [Snapshot], call Validate, and publish
 // the result of encoding/json.Marshal: it decodes back to the same value.

@@ -1,12 +1,12 @@
 // Package routesnap defines the routing snapshot, schema 1: the document a
 // control plane publishes so that ScootGate nodes know their provider
-// backends and public models (SPEC §4, §7).
+// backends and public models (docs/routing.md, docs/snapshots.md).
 //
 // # Basics
 //
 // A snapshot is complete, not a delta: it lists every backend and every
 // public model a node serves. Credentials are referenced by name only; the
-// values live in each node's local configuration (SPEC §7).
+// values live in each node's local configuration (docs/snapshots.md).
 //
 //	{ "schema": 1, "version": 42, "generated_at": "2026-11-29T10:00:00Z",
 //	  "backends": [ { "id": "openai-1", "protocol": "openai",
@@ -19,10 +19,10 @@
 //
 // Optional members may be left out: a target's capabilities and tier, and
 // a backend's include_usage (OpenAI backends only; absent means the node
-// may ask the backend for stream usage, §8).
+// may ask the backend for stream usage, docs/usage-events.md).
 //
 // A node applies a snapshot only if its version is strictly greater than
-// the one it holds; an equal version means "no change" (§7). The JSON
+// the one it holds; an equal version means "no change" (docs/snapshots.md). The JSON
 // Schema is proto/routesnap.schema.json; examples are in testdata/routesnap
 // at the repository root.
 //
@@ -37,7 +37,7 @@
 // and targets, unknown backend references, empty pools, weights, and base
 // URLs ([CheckBaseURL]: plaintext only for loopback, no link-local or cloud
 // metadata addresses). A node rejects the whole document if either fails,
-// and keeps serving the previous one (§7). The node additionally rejects a
+// and keeps serving the previous one (docs/snapshots.md). The node additionally rejects a
 // snapshot that names a credential its configuration does not define.
 //
 // Control-plane authors can build a [Snapshot], call Validate, and publish

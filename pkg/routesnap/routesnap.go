@@ -24,8 +24,8 @@ const (
 	MaxTier = 1<<31 - 1
 )
 
-// Backend protocols (SPEC §4). The two are separate pools: a request is
-// only ever sent to a backend of its endpoint's protocol (SPEC §1).
+// Backend protocols (docs/routing.md "Models and targets"). The two are separate pools: a request is
+// only ever sent to a backend of its endpoint's protocol (docs/api.md).
 const (
 	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
 	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
@@ -40,7 +40,7 @@ type Snapshot struct {
 	Models      []Model   `json:"models"`                // at least one
 }
 
-// Backend is one provider endpoint (SPEC §4).
+// Backend is one provider endpoint (docs/routing.md "Models and targets").
 type Backend struct {
 	ID       string `json:"id"`       // unique; 1–64 of [A-Za-z0-9._-]
 	Protocol string `json:"protocol"` // [ProtocolOpenAI] or [ProtocolAnthropic]
@@ -49,21 +49,21 @@ type Backend struct {
 	// appended to it.
 	BaseURL string `json:"base_url"`
 	// Credential names a credential defined in the node's local
-	// configuration. Snapshots never carry credential values (SPEC §7).
+	// configuration. Snapshots never carry credential values (docs/snapshots.md).
 	Credential string `json:"credential"`
 	// MaxInflightPerNode is the hard node-local cap on concurrent requests
-	// (SPEC §6), 1..[MaxInflight].
+	// (docs/failures.md), 1..[MaxInflight].
 	MaxInflightPerNode int `json:"max_inflight_per_node"`
 	// IncludeUsage, for a [ProtocolOpenAI] backend only, says whether the
 	// node may ask it for stream usage the client did not request
-	// (stream_options.include_usage, SPEC §8); the node's own usage
+	// (stream_options.include_usage, docs/usage-events.md); the node's own usage
 	// settings must allow it too. nil (absent) means true. Some
 	// OpenAI-compatible providers reject stream_options; set false for
 	// those.
 	IncludeUsage *bool `json:"include_usage,omitempty"`
 }
 
-// Model is a public model name and its pool of targets (SPEC §4).
+// Model is a public model name and its pool of targets (docs/routing.md "Models and targets").
 type Model struct {
 	Name    string   `json:"name"`    // what clients send; unique
 	Targets []Target `json:"targets"` // at least one
@@ -74,8 +74,8 @@ type Target struct {
 	Backend    string `json:"backend"`               // a Backend.ID of the same snapshot
 	Model      string `json:"model"`                 // the provider's model name, written into the forwarded body
 	Weight     int    `json:"weight"`                // relative weight, 1..[MaxWeight]
-	Stream     bool   `json:"stream,omitempty"`      // capabilities (SPEC §1); false when omitted
+	Stream     bool   `json:"stream,omitempty"`      // capabilities (docs/routing.md "Capabilities"); false when omitted
 	Tools      bool   `json:"tools,omitempty"`       //
 	JSONSchema bool   `json:"json_schema,omitempty"` //
-	Tier       int    `json:"tier,omitempty"`        // 0..[MaxTier]; lower is preferred (SPEC §4)
+	Tier       int    `json:"tier,omitempty"`        // 0..[MaxTier]; lower is preferred (docs/routing.md "Models and targets")
 }

@@ -108,7 +108,7 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[1].targets[0].weight", Msg: "must be 1..1000000, got 1000001"},
 		}},
 		"urls.json": {validate: []routesnap.Problem{
-			{Path: "backends[0].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"},
+			{Path: "backends[0].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
 			{Path: "backends[1].base_url", Msg: "link-local address; not allowed (cloud metadata services live there)"},
 			{Path: "backends[2].base_url", Msg: "cloud metadata service host; not allowed"},
 			{Path: "backends[3].base_url", Msg: "link-local address; not allowed (cloud metadata services live there)"},

@@ -32,7 +32,7 @@ func (e *ValidationError) Error() string {
 //   - the backends and models pass [ValidateRoutes].
 //
 // Whether a credential name is defined is up to the node that loads the
-// snapshot (its local configuration holds the values, SPEC §7); see
+// snapshot (its local configuration holds the values, docs/snapshots.md); see
 // [Snapshot.ValidateCredentials].
 func (s *Snapshot) Validate() error { return s.ValidateCredentials(nil) }
 
@@ -265,7 +265,7 @@ var metadataAddrs = map[netip.Addr]bool{
 
 // CheckBaseURL reports whether raw is an acceptable backend base URL, and
 // why not (a [*URLError]). The rules are the node's static-config rules
-// (SPEC §3) plus those that matter when a remote party writes the URL:
+// (docs/egress.md) plus those that matter when a remote party writes the URL:
 //
 //   - an absolute http:// or https:// URL with a host, a port in 1..65535
 //     if any, and no user info, query or fragment;
@@ -281,7 +281,7 @@ var metadataAddrs = map[netip.Addr]bool{
 //
 // The checks look at the URL only. A name that resolves to a forbidden
 // address is not caught here; the egress proxy resolves names and is
-// where destination policy belongs (SPEC §3).
+// where destination policy belongs (docs/egress.md).
 func CheckBaseURL(raw string) *URLError {
 	fail := func(msg string) *URLError { return &URLError{Msg: msg} }
 	const want = "expected an https:// URL (http:// only for a loopback host)"
@@ -332,7 +332,7 @@ func CheckBaseURL(raw string) *URLError {
 		loopback = name == "localhost"
 	}
 	if u.Scheme == "http" && !loopback {
-		return fail("plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)")
+		return fail("plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)")
 	}
 	return nil
 }

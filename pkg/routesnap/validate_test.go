@@ -95,7 +95,7 @@ func TestValidate(t *testing.T) {
 			want: []routesnap.Problem{
 				{Path: "backends[1].id", Msg: "must be 1-64 characters from [A-Za-z0-9._-]"},
 				{Path: "backends[1].protocol", Msg: `must be "openai" or "anthropic"`},
-				{Path: "backends[1].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"},
+				{Path: "backends[1].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
 				{Path: "backends[1].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
 				{Path: "backends[1].max_inflight_per_node", Msg: "must be 1..100000, got 0"},
 				{Path: "models[1].targets[1]", Msg: "duplicate of targets[0] (same backend and model); merge their weights"},
@@ -204,7 +204,7 @@ func TestValidationErrorString(t *testing.T) {
 
 func TestCheckBaseURL(t *testing.T) {
 	const (
-		plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (SPEC §3)"
+		plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"
 		linkLocal = "link-local address; not allowed (cloud metadata services live there)"
 		metaHost  = "cloud metadata service host; not allowed"
 		metaAddr  = "cloud metadata service address; not allowed"

@@ -1,5 +1,5 @@
 // Package usageevent defines the usage event, schema 2: the record a
-// ScootGate node publishes for every provider route attempt (SPEC §8), for
+// ScootGate node publishes for every provider route attempt (docs/usage-events.md), for
 // the authors of programs that consume them.
 //
 // # Basics
@@ -32,7 +32,7 @@
 // provider_usage is the provider's own usage object as received: the same
 // members and values (encoding/json may drop insignificant white space when
 // the node encodes the event). usage derives five normalized counts from it
-// (SPEC §11): input always includes cache reads and cache writes, for every
+// (docs/usage-events.md "Token usage"): input always includes cache reads and cache writes, for every
 // provider, and cache reads, cache writes and reasoning are parts of input
 // and output, never additions to them. docs/usage-consumers.md gives the
 // formulas per provider.

@@ -9,7 +9,7 @@ import (
 // Schema is the only schema number this package reads and writes.
 const Schema = 2
 
-// Send states (SPEC §11 "Send state, exactly"). The set is closed: a new
+// Send states (docs/failures.md "Send state"). The set is closed: a new
 // value would be a new schema number (proto/VERSIONING.md).
 const (
 	// SendDefinitelyNotSent: no request byte was handed to the provider's
@@ -24,7 +24,7 @@ const (
 	SendResponseReceived = "response_received"
 )
 
-// Protocols: the wire protocol of the attempt (SPEC §1). The set is closed.
+// Protocols: the wire protocol of the attempt (docs/api.md). The set is closed.
 const (
 	ProtocolOpenAI    = "openai"    // OpenAI Chat Completions
 	ProtocolAnthropic = "anthropic" // Anthropic Messages
@@ -62,7 +62,7 @@ const (
 )
 
 // Event is one usage event: the record of one provider route attempt
-// (SPEC §8). Every member but Endpoint is always present in JSON; Usage and
+// (docs/usage-events.md). Every member but Endpoint is always present in JSON; Usage and
 // ProviderUsage are null when the provider reported no usage.
 type Event struct {
 	// EventID is a UUID in canonical lowercase form (version 7 when
@@ -126,7 +126,7 @@ type Event struct {
 	ProviderUsage json.RawMessage `json:"provider_usage"`
 }
 
-// Usage is token usage normalized across providers (SPEC §11 "Usage").
+// Usage is token usage normalized across providers (docs/usage-events.md "Token usage").
 //
 // InputTokens is the total input, cache reads and cache writes included,
 // for every provider, so that events of different providers compare like

@@ -1,7 +1,7 @@
 // Package cpserver is a tiny development control plane for `make run` and
 // tests: it serves the routing and the authorization snapshot from files in
 // a local directory over HTTP on a loopback address, with the conditional
-// GET the node's puller uses (SPEC §7). It is a dev/test tool: cmd/scootgate
+// GET the node's puller uses (docs/snapshots.md). It is a dev/test tool: cmd/scootgate
 // and internal/app never import it.
 //
 // # Basics
@@ -25,7 +25,7 @@
 // The contents are served as they are: validating them is the node's job
 // (or `scootgate check --routes FILE`). A document edited without raising
 // its version is answered 304 to a node that holds that version, exactly as
-// a real control plane must (an equal version means "no change", SPEC §7),
+// a real control plane must (an equal version means "no change", docs/snapshots.md),
 // so the edit is not picked up.
 //
 // There is no authentication and no long poll (?wait= is ignored and

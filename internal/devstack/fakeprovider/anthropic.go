@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Anthropic Messages shapes (RESEARCH §4.2, §4.3, §4.5, §4.7).
+// Anthropic Messages shapes, as Anthropic's API reference documents them.
 
 type anthropicUsage struct {
 	InputTokens              int `json:"input_tokens"`
@@ -121,7 +121,7 @@ func anthropicErrorEvent(seq int64) event {
 	return event{name: "error", data: anthropicError(errorSpec{status: 529}, seq)}
 }
 
-// anthropicErrorType maps a status to Anthropic's error.type (RESEARCH §4.3).
+// anthropicErrorType maps a status to Anthropic's error.type (docs/api.md "Status codes").
 func anthropicErrorType(status int) string {
 	switch status {
 	case http.StatusBadRequest:

@@ -6,7 +6,7 @@
 // # Basics
 //
 // A [Provider] is an [http.Handler] that speaks the two wire formats the
-// gateway forwards (SPEC §1), faithfully enough that the official Go SDKs
+// gateway forwards (docs/api.md), faithfully enough that the official Go SDKs
 // (openai-go/v3, anthropic-sdk-go/v2) parse its answers:
 //
 //   - POST /v1/chat/completions: OpenAI Chat Completions, JSON or SSE
@@ -16,7 +16,7 @@
 //     content_block_start, ping, content_block_delta…, content_block_stop,
 //     message_delta with cumulative usage, message_stop).
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
-//     request carries anthropic-version (SPEC §11, "Client surface details").
+//     request carries anthropic-version (docs/api.md "Client surface details").
 //
 // The reply is "echo: " followed by the text of the last user message (the
 // directives below removed, runs of white space collapsed), split into pieces
@@ -38,7 +38,7 @@
 // Credentials: when [Options.OpenAIKey] is set, /v1/chat/completions needs
 // `Authorization: Bearer <key>`; when [Options.AnthropicKey] is set,
 // /v1/messages needs `x-api-key: <key>` or `Authorization: Bearer <key>` (the
-// current Anthropic SDK sends the latter, SPEC §11). A wrong key is a 401 in
+// current Anthropic SDK sends the latter, docs/api.md "Client surface details"). A wrong key is a 401 in
 // the protocol's error shape; /v1/messages without anthropic-version is a 400.
 //
 // # Scripting

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// OpenAI Chat Completions shapes (RESEARCH §4.1, §4.3, §4.5, §4.7).
+// OpenAI Chat Completions shapes, as OpenAI's API reference documents them.
 
 type openAIUsage struct {
 	PromptTokens        int `json:"prompt_tokens"`

@@ -20,14 +20,14 @@ import (
 // Protocol names the wire format of a request.
 type Protocol string
 
-// The two protocol pools (SPEC §1).
+// The two protocol pools (docs/api.md).
 const (
 	OpenAI    Protocol = "openai"
 	Anthropic Protocol = "anthropic"
 )
 
-// maxBody bounds how much of a request body the fake reads (SPEC §11's
-// default gateway limit, doubled so the gateway's own limit is what tests hit).
+// maxBody bounds how much of a request body the fake reads (the gateway's
+// default body limit, docs/api.md "Body limit", doubled so the gateway's own limit is what tests hit).
 const maxBody = 64 << 20
 
 // ErrStarted is returned by Start and StartTLS when the provider already
@@ -428,7 +428,7 @@ type errorSpec struct {
 	msg        string // "" = a default for the status
 }
 
-// writeError answers with an error in proto's shape (RESEARCH §4.3).
+// writeError answers with an error in proto's shape (docs/api.md "Status codes").
 func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, e errorSpec) {
 	p.setHeaders(w.Header(), proto, seq)
 	if e.retryAfter > 0 {
@@ -444,7 +444,7 @@ func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, 
 	writeBody(w, e.status, body, false)
 }
 
-// writeModels answers GET /v1/models in proto's list shape (RESEARCH §4.7).
+// writeModels answers GET /v1/models in proto's list shape (docs/api.md "Endpoints").
 func (p *Provider) writeModels(w http.ResponseWriter, proto Protocol, seq int64) {
 	p.setHeaders(w.Header(), proto, seq)
 	var body []byte
