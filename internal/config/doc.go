@@ -107,10 +107,14 @@
 //
 //	[backends.openai-1]                 # docs/routing.md "Models and targets"; id: 1-64 of [A-Za-z0-9._-]
 //	protocol = "openai"                 # "openai" | "anthropic"
-//	base_url = "https://api.openai.com/v1"   # + /chat/completions or /messages
+//	base_url = "https://api.openai.com/v1"   # + each endpoint's path (/chat/completions, /responses, …)
 //	credential = "openai-main"
 //	max_inflight_per_node = 256         # 1..100000 (docs/failures.md)
 //	include_usage = true                # openai only; default true; see the rules below (docs/usage-events.md)
+//	endpoints = ["chat_completions", "responses", "embeddings"]
+//	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic);
+//	                                    # anthropic: "messages", "count_tokens"; a model's requests to an
+//	                                    # endpoint go only to backends that list it (docs/api.md)
 //
 //	[[models."gpt-4o".targets]]         # public model name: 1-256 characters, no control characters
 //	backend = "openai-1"

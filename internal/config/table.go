@@ -90,6 +90,31 @@ func (t *table) str(key, need string) (string, bool) {
 	return s, ok
 }
 
+// strs returns the array of strings at key; ok is false when it is
+// missing or not such an array (the latter is reported, naming the
+// element).
+func (t *table) strs(key, need string) ([]string, bool) {
+	v, ok := t.get(key, "")
+	if !ok {
+		return nil, false
+	}
+	list, ok := v.([]any)
+	if !ok {
+		t.mismatch(key, need, v)
+		return nil, false
+	}
+	out := make([]string, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			t.ps.add(index(t.at(key), i), "expected a string, got %s", typeName(e))
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
+}
+
 // integer returns the integer at key, checked against [lo, hi].
 func (t *table) integer(key, need string, lo, hi int64) (int64, bool) {
 	v, ok := t.get(key, need)

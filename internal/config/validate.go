@@ -468,6 +468,9 @@ func (v *validator) backends(root *table) []routesnap.Backend {
 		if on, ok := t.boolean("include_usage"); ok {
 			b.IncludeUsage = &on
 		}
+		if list, ok := t.strs("endpoints", `a list of endpoint names like ["chat_completions", "responses"]`); ok {
+			b.Endpoints = list
+		}
 		t.done()
 		out = append(out, b)
 	}

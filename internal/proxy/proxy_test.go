@@ -33,8 +33,9 @@ func (allowAll) Authenticate(http.Header, time.Time) (*authz.Principal, error) {
 // newHandler builds a Handler in front of a fake provider, reached with a
 // plain transport: these tests are about the request path; egress has its
 // own tests and the app package tests the assembled node. Models: "gpt"
-// (OpenAI), "claude" (Anthropic), and "gpt-raw" on an OpenAI backend with
-// include_usage = false.
+// (OpenAI), "claude" (Anthropic), "gpt-raw" on an OpenAI backend with
+// include_usage = false, and "gpt-all" and "claude-all" on backends that
+// serve every endpoint of their protocol.
 func newHandler(tb testing.TB, o Options) (*Handler, *fakeprovider.Provider) {
 	tb.Helper()
 	return newHandlerWith(tb, o, fakeprovider.Options{})
@@ -71,6 +72,30 @@ base_url = "` + base + `"
 credential = "c"
 max_inflight_per_node = 1000
 include_usage = false
+[backends.oa-all]
+protocol = "openai"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 1000
+endpoints = ["chat_completions", "responses", "embeddings"]
+[backends.an-all]
+protocol = "anthropic"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 1000
+endpoints = ["messages", "count_tokens"]
+[models.gpt-all]
+[[models.gpt-all.targets]]
+backend = "oa-all"
+model = "provider-gpt"
+weight = 1
+stream = true
+[models.claude-all]
+[[models.claude-all.targets]]
+backend = "an-all"
+model = "provider-claude"
+weight = 1
+stream = true
 [models.gpt]
 [[models.gpt.targets]]
 backend = "oa"

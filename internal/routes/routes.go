@@ -167,6 +167,18 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			State:       reg.Get(id),
 			InjectUsage: p == protocol.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}
+		if b.Endpoints != nil {
+			// Validation checked the names against the protocol; the
+			// endpoints are not part of the identity, like include_usage.
+			cb.Endpoints = 0
+			for _, name := range b.Endpoints {
+				e, ok := protocol.ParseEndpoint(name)
+				if !ok || e.Protocol() != p {
+					return nil, fmt.Errorf("routes: backend %q: endpoint %q is not one of protocol %s", b.ID, name, p)
+				}
+				cb.Endpoints |= e.Set()
+			}
+		}
 		for e := range protocol.NumEndpoints {
 			if cb.Endpoints.Has(e) {
 				cb.URL[e] = base + catalog.Spec(e).UpstreamPath

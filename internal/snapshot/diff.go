@@ -90,8 +90,12 @@ func DiffRoutes(old, new *routesnap.Snapshot) Diff {
 		n, inNew := newB[id]
 		switch {
 		case !inOld:
-			d.add(Added, "backend", id, fmt.Sprintf("%s %s, credential %s, max_inflight_per_node %d",
-				n.Protocol, redactURL(n.BaseURL), n.Credential, n.MaxInflightPerNode))
+			summary := fmt.Sprintf("%s %s, credential %s, max_inflight_per_node %d",
+				n.Protocol, redactURL(n.BaseURL), n.Credential, n.MaxInflightPerNode)
+			if n.Endpoints != nil {
+				summary += ", endpoints " + endpointList(n)
+			}
+			d.add(Added, "backend", id, summary)
 		case !inNew:
 			d.add(Removed, "backend", id, "")
 		default:
@@ -100,6 +104,7 @@ func DiffRoutes(old, new *routesnap.Snapshot) Diff {
 			ch.str("base_url", redactURL(o.BaseURL), redactURL(n.BaseURL))
 			ch.str("credential", o.Credential, n.Credential)
 			ch.int("max_inflight_per_node", o.MaxInflightPerNode, n.MaxInflightPerNode)
+			ch.str("endpoints", endpointList(o), endpointList(n))
 			d.changed("backend", id, ch)
 		}
 	}
@@ -121,6 +126,16 @@ func DiffRoutes(old, new *routesnap.Snapshot) Diff {
 	}
 	d.Changes = append(d.Changes, targets...)
 	return d
+}
+
+// endpointList names the endpoints a backend serves, its protocol's
+// default when it lists none.
+func endpointList(b routesnap.Backend) string {
+	list := b.Endpoints
+	if list == nil {
+		list = routesnap.Endpoints(b.Protocol)[:1]
+	}
+	return strings.Join(list, ",")
 }
 
 func diffTargets(model string, old, new []routesnap.Target) []Change {

@@ -32,9 +32,10 @@ func TestDiffRoutes(t *testing.T) {
 	new := &routesnap.Snapshot{
 		Schema: 1, Version: 42,
 		Backends: []routesnap.Backend{
-			{ID: "oa-1", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c1", MaxInflightPerNode: 512},
+			{ID: "oa-1", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c1", MaxInflightPerNode: 512, Endpoints: []string{"chat_completions", "responses"}},
 			{ID: "oa-2", Protocol: "openai", BaseURL: "https://u:p@two.example/v1?k=v", Credential: "c3", MaxInflightPerNode: 64},
-			{ID: "same", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8},
+			{ID: "same", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8, Endpoints: []string{"messages"}},
+			{ID: "an-2", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8, Endpoints: []string{"messages", "count_tokens"}},
 		},
 		Models: []routesnap.Model{
 			{Name: "gpt", Targets: []routesnap.Target{
@@ -46,9 +47,10 @@ func TestDiffRoutes(t *testing.T) {
 		},
 	}
 	got := snapshot.DiffRoutes(old, new).String()
-	want := `routes: version 41 -> 42: 8 changes
+	want := `routes: version 41 -> 42: 9 changes
++ backend an-2 (anthropic https://s.example/v1, credential c2, max_inflight_per_node 8, endpoints messages,count_tokens)
 - backend gone
-~ backend oa-1: base_url https://a.example/v1 -> https://b.example/v1; max_inflight_per_node 256 -> 512
+~ backend oa-1: base_url https://a.example/v1 -> https://b.example/v1; max_inflight_per_node 256 -> 512; endpoints chat_completions -> chat_completions,responses
 + backend oa-2 (openai https://two.example/v1, credential c3, max_inflight_per_node 64)
 + model new-model (2 targets)
 - model retired (1 target)

@@ -61,6 +61,36 @@ type Backend struct {
 	// OpenAI-compatible providers reject stream_options; set false for
 	// those.
 	IncludeUsage *bool `json:"include_usage,omitempty"`
+	// Endpoints lists the client endpoints this backend serves; nil
+	// (absent) means the protocol's default, [EndpointChatCompletions] for
+	// openai and [EndpointMessages] for anthropic. Not every compatible
+	// provider serves every endpoint, so the others are opt-in: a request
+	// whose model has no backend serving its endpoint is refused before
+	// anything leaves the node. Present means at least one, no repeats,
+	// each an endpoint of the backend's protocol.
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+// Endpoint names (the node's client endpoints; also the usage events'
+// endpoint member). Each belongs to one protocol.
+const (
+	EndpointChatCompletions = "chat_completions" // openai: POST /v1/chat/completions → {base_url}/chat/completions
+	EndpointResponses       = "responses"        // openai: POST /v1/responses → {base_url}/responses
+	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
+	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
+	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
+)
+
+// Endpoints returns the endpoint names of a protocol, its default first;
+// nil for an unknown protocol.
+func Endpoints(protocol string) []string {
+	switch protocol {
+	case ProtocolOpenAI:
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings}
+	case ProtocolAnthropic:
+		return []string{EndpointMessages, EndpointCountTokens}
+	}
+	return nil
 }
 
 // Model is a public model name and its pool of targets (docs/routing.md "Models and targets").

@@ -87,6 +87,11 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[0].targets[1]", Msg: "duplicate of targets[0] (same backend and model); merge their weights"},
 			{Path: "models[1].name", Msg: "duplicate of models[0]"},
 		}},
+		"endpoints.json": {validate: []routesnap.Problem{
+			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings`},
+			{Path: "backends[0].endpoints[2]", Msg: "duplicate of backends[0].endpoints[0]"},
+			{Path: "backends[1].endpoints", Msg: "must list at least one endpoint, or be left out for the protocol's default"},
+		}},
 		"references.json": {validate: []routesnap.Problem{
 			{Path: "models[0].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},
 			{Path: "models[1].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},

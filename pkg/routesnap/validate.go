@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -73,6 +74,8 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //   - base_url is acceptable to [CheckBaseURL];
 //   - max_inflight_per_node is 1..[MaxInflight];
 //   - include_usage is absent on an [ProtocolAnthropic] backend;
+//   - endpoints, when present, lists at least one endpoint, each one of
+//     [Endpoints] of the backend's protocol, none twice;
 //   - model names (public and provider) pass [CheckModelName]; public
 //     names are unique;
 //   - every model has at least one target, every target names a backend of
@@ -141,8 +144,39 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		if b.IncludeUsage != nil && b.Protocol == ProtocolAnthropic {
 			v.add(path+".include_usage", "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
 		}
+		v.endpoints(path+".endpoints", b)
 	}
 	return ids
+}
+
+func (v *validator) endpoints(path string, b Backend) {
+	if b.Endpoints == nil {
+		return
+	}
+	if len(b.Endpoints) == 0 {
+		v.add(path, "must list at least one endpoint, or be left out for the protocol's default")
+		return
+	}
+	known := Endpoints(b.Protocol)
+	if known == nil {
+		return // the protocol is reported
+	}
+	for i, e := range b.Endpoints {
+		at := path + "[" + strconv.Itoa(i) + "]"
+		if !slices.Contains(known, e) {
+			v.add(at, "unknown endpoint %q for protocol %q; expected one of %s", clip(e), b.Protocol, strings.Join(known, ", "))
+		} else if j := slices.Index(b.Endpoints, e); j < i {
+			v.add(at, "duplicate of %s[%d]", path, j)
+		}
+	}
+}
+
+// clip shortens a value quoted in a message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // targetKey identifies a target within its model.

@@ -1,0 +1,35 @@
+package protocol_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/protocol/catalog"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+)
+
+// TestNamesMatchContracts keeps the endpoint and protocol names of the
+// node, of routing snapshots and of the catalog in step.
+func TestNamesMatchContracts(t *testing.T) {
+	for p := range protocol.NumProtocols {
+		if got, want := protocol.EndpointNames(p), routesnap.Endpoints(p.String()); !slices.Equal(got, want) {
+			t.Errorf("%v endpoints: node %v, routesnap %v", p, got, want)
+		}
+		if d := protocol.DefaultEndpoints(p).String(); d != routesnap.Endpoints(p.String())[0] {
+			t.Errorf("%v default endpoints %q, routesnap lists %q first", p, d, routesnap.Endpoints(p.String())[0])
+		}
+	}
+	for e := range protocol.NumEndpoints {
+		spec := catalog.Spec(e)
+		if spec == nil || spec.Endpoint != e {
+			t.Fatalf("catalog.Spec(%v) = %v", e, spec)
+		}
+		if catalog.ByPath(spec.Path) != spec {
+			t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
+		}
+		if got, ok := protocol.ParseEndpoint(e.String()); !ok || got != e {
+			t.Errorf("ParseEndpoint(%q) = %v, %v", e.String(), got, ok)
+		}
+	}
+}
