@@ -56,7 +56,8 @@ func routesDecoder(h *routes.Holder, creds map[string]secret.Secret, reg *upstre
 				return err
 			}
 			h.Store(t)
-			reg.Prune(t.Uses) // removed backends' state goes once idle
+			reg.Prune(t.Uses)  // removed backends' state goes once idle
+			reg.Enable(t.Uses) // a newer document that still lists a disabled backend re-enables it
 			return nil
 		}, nil
 	}

@@ -385,3 +385,47 @@ func TestAuthzKeyRemoved(t *testing.T) {
 		t.Fatalf("after a malformed snapshot: full key %d, limited key %d; want 401 200", a, b)
 	}
 }
+
+// TestNewerRoutesReenableDisabledBackend: a backend disabled by a provider
+// 401 comes back when a newer routing snapshot still lists it (the
+// operator fixed the credential behind the same name), and not before.
+// Before, only a changed definition or a restart brought it back, so one
+// tenant's request that provoked a 401 took the backend from every tenant.
+func TestNewerRoutesReenableDisabledBackend(t *testing.T) {
+	var refuse atomic.Bool
+	refuse.Store(true)
+	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, Script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+		if refuse.Load() {
+			return &fakeprovider.Behaviour{Status: http.StatusUnauthorized}
+		}
+		return nil
+	}})
+	provURL, err := prov.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prov.Close() })
+	cp := startControlPlane(t)
+	cp.publish("routes.json", gptRoutes(1, "oa", provURL))
+	s := startStack(t, stackOptions{routesSource: cp.srv.URL(cpserver.RoutesPath), controlPlane: fastPolls})
+
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != http.StatusBadGateway {
+		t.Fatalf("status %d on the provider's 401, want 502", r.status)
+	}
+	refuse.Store(false) // the credential is fixed; the node does not know yet
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat)
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("status %d while disabled, want 503", r.status)
+	}
+	if got, want := r.header.Get("Retry-After"), "600"; got != want {
+		t.Errorf("Retry-After %q while disabled, want %q: the probe is due after cooldown.disabled_probe (10m)", got, want)
+	}
+	cp.publish("routes.json", gptRoutes(2, "oa", provURL))
+	s.logs.waitFor(t, applied("routes", 2), 10*time.Second)
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != http.StatusOK {
+		t.Fatalf("status %d after a newer snapshot still listing the backend, want 200: %s", r.status, r.body)
+	}
+	if n := prov.RequestCount(); n != 2 {
+		t.Fatalf("provider saw %d requests, want the 401 and the one after the snapshot", n)
+	}
+}

@@ -8,10 +8,15 @@ import (
 	"github.com/scootgate/scootgate/internal/upstream"
 )
 
-// Bounds of RetryAfter.
+// Bounds of RetryAfter. The upper bound is the longest wait any cooldown
+// can cause (cooldown.quota and cooldown.disabled_probe go up to 168h), so
+// a Retry-After is never shorter than the cooldown behind it: a client told
+// 5 minutes about a 30-minute quota cooldown would come back six times for
+// nothing.
 const (
-	minRetryAfter = time.Second
-	maxRetryAfter = 5 * time.Minute
+	minRetryAfter      = time.Second
+	maxRetryAfter      = 7 * 24 * time.Hour
+	noTargetRetryAfter = 5 * time.Minute // no target has the capability at all
 )
 
 // eligible reports whether t may take this attempt at now, ignoring the
@@ -94,10 +99,11 @@ func weightIndex(tier []*routes.Target) *routes.WeightIndex {
 // target of pool could take a request needing need: the time until the
 // earliest capability-matching target becomes eligible (end of a cooldown
 // or of a breaker's open period; a target that is only at its cap counts
-// as eligible now), rounded up to whole seconds and bounded to [1s, 5m].
-// With no matching target it returns the upper bound.
+// as eligible now; a disabled one at its probe), rounded up to whole
+// seconds and at least 1s, however long the cooldown. With no matching
+// target it returns 5 minutes.
 func RetryAfter(pool []*routes.Target, need routes.Caps, now time.Time) time.Duration {
-	best := maxRetryAfter
+	best := time.Duration(-1)
 	for _, t := range pool {
 		if !t.Caps.Has(need) {
 			continue
@@ -106,7 +112,12 @@ func RetryAfter(pool []*routes.Target, need routes.Caps, now time.Time) time.Dur
 		if at := t.Backend.State.EligibleAt(); !at.IsZero() {
 			d = at.Sub(now)
 		}
-		best = min(best, d)
+		if best < 0 || d < best {
+			best = d
+		}
+	}
+	if best < 0 {
+		return noTargetRetryAfter
 	}
 	best = (best + time.Second - 1).Truncate(time.Second)
 	return min(max(best, minRetryAfter), maxRetryAfter)

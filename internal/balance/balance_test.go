@@ -405,19 +405,29 @@ func TestRetryAfter(t *testing.T) {
 				return []*routes.Target{a, b}
 			},
 			need: routes.CapTools,
-			want: 5 * time.Minute,
+			want: 30 * time.Minute, // the quota cooldown itself, never a cap below it
 		},
 		{
-			name: "disabled everywhere: the cap",
+			name: "disabled everywhere: its probe",
 			setup: func(reg *upstream.Registry) []*routes.Target {
 				a := target(reg, "a", 1, 0, 1, 0)
 				finish(a, upstream.AuthRejected)
 				return []*routes.Target{a}
 			},
-			want: 5 * time.Minute,
+			want: 10 * time.Minute, // upstream.DefaultAuthProbeAfter
 		},
 		{
-			name:  "no target at all: the cap",
+			name: "a quota reset the provider named, beyond the cooldown",
+			setup: func(reg *upstream.Registry) []*routes.Target {
+				a := target(reg, "a", 1, 0, 1, 0)
+				a.Backend.State.Acquire()
+				a.Backend.State.Finish(upstream.Result{Outcome: upstream.QuotaExhausted, RetryAfter: 6 * time.Hour})
+				return []*routes.Target{a}
+			},
+			want: 6 * time.Hour,
+		},
+		{
+			name:  "no target at all: five minutes",
 			setup: func(*upstream.Registry) []*routes.Target { return nil },
 			want:  5 * time.Minute,
 		},

@@ -13,12 +13,17 @@ type Breaker struct {
 type Cooldown struct {
 	RateLimitDefault time.Duration // 429 without Retry-After
 	RateLimitMax     time.Duration // cap on a 429's Retry-After
-	Quota            time.Duration // 429 insufficient_quota / billing; longer if the provider names a later reset
+	Quota            time.Duration // quota or balance exhausted (429, 400, 402); longer if the provider names a later reset
+	// DisabledProbe is how long a backend disabled by a provider 401/403
+	// waits before one request probes it again.
+	DisabledProbe time.Duration
 }
 
 // Ranges of the [balance], [breaker] and [cooldown] keys (documented in the
 // package doc).
 const (
+	minDisabledProbe = time.Second
+	maxDisabledProbe = 7 * 24 * time.Hour
 	maxSlowStart     = time.Hour
 	minDefaultTTFB   = time.Millisecond
 	maxDefaultTTFB   = 10 * time.Minute
@@ -81,6 +86,7 @@ func (v *validator) cooldown(t *table, c *Cooldown) {
 		v.ps.add(t.at("rate_limit_max"), "%s must be at least cooldown.rate_limit_default (%s)", c.RateLimitMax, c.RateLimitDefault)
 	}
 	durationIn(t, "quota", minQuotaCooldown, maxQuotaCooldown, &c.Quota)
+	durationIn(t, "disabled_probe", minDisabledProbe, maxDisabledProbe, &c.DisabledProbe)
 }
 
 // durationIn reads the optional duration at key into *dst when it lies in

@@ -17,12 +17,12 @@ func TestRulesBalanceBreakerCooldown(t *testing.T) {
 			name: "every key set",
 			add: "[balance]\nalgorithm = \"weighted_random\"\nslow_start = \"0s\"\ndefault_ttfb = \"250ms\"\ndecay_window = \"1m\"\n" +
 				"[breaker]\nfailures = 3\ncooldown = \"2s\"\nmax_cooldown = \"2s\"\n" +
-				"[cooldown]\nrate_limit_default = \"1s\"\nrate_limit_max = \"1s\"\nquota = \"2h\"\n",
+				"[cooldown]\nrate_limit_default = \"1s\"\nrate_limit_max = \"1s\"\nquota = \"2h\"\ndisabled_probe = \"1s\"\n",
 			view: view,
 			wantView: sections{
 				Balance:  Balance{Algorithm: AlgorithmWeightedRandom, SlowStart: 0, DefaultTTFB: 250 * time.Millisecond, DecayWindow: time.Minute},
 				Breaker:  Breaker{Failures: 3, Cooldown: 2 * time.Second, MaxCooldown: 2 * time.Second},
-				Cooldown: Cooldown{RateLimitDefault: time.Second, RateLimitMax: time.Second, Quota: 2 * time.Hour},
+				Cooldown: Cooldown{RateLimitDefault: time.Second, RateLimitMax: time.Second, Quota: 2 * time.Hour, DisabledProbe: time.Second},
 			},
 		},
 		{
@@ -31,14 +31,14 @@ func TestRulesBalanceBreakerCooldown(t *testing.T) {
 			wantView: sections{
 				Balance:  Balance{Algorithm: AlgorithmWeightedP2C, SlowStart: 30 * time.Second, DefaultTTFB: time.Second, DecayWindow: 10 * time.Second},
 				Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
-				Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute},
+				Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 			},
 		},
 		{
 			name: "out of range",
 			add: "[balance]\nslow_start = \"2h\"\ndefault_ttfb = \"0s\"\ndecay_window = \"10ms\"\n" +
 				"[breaker]\nfailures = 0\ncooldown = \"2h\"\nmax_cooldown = \"25h\"\n" +
-				"[cooldown]\nrate_limit_default = \"-1s\"\nrate_limit_max = \"90m\"\nquota = \"500ms\"\n",
+				"[cooldown]\nrate_limit_default = \"-1s\"\nrate_limit_max = \"90m\"\nquota = \"500ms\"\ndisabled_probe = \"169h\"\n",
 			want: []Problem{
 				{"balance.slow_start", "2h0m0s is too large; expected at most 1h0m0s"},
 				{"balance.default_ttfb", "0s is too small; expected at least 1ms"},
@@ -49,6 +49,7 @@ func TestRulesBalanceBreakerCooldown(t *testing.T) {
 				{"cooldown.rate_limit_default", "-1s is too small; expected at least 100ms"},
 				{"cooldown.rate_limit_max", "1h30m0s is too large; expected at most 1h0m0s"},
 				{"cooldown.quota", "500ms is too small; expected at least 1s"},
+				{"cooldown.disabled_probe", "169h0m0s is too large; expected at most 168h0m0s"},
 			},
 		},
 		{

@@ -213,7 +213,7 @@ func Defaults() Config {
 			DecayWindow: 10 * time.Second,
 		},
 		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
-		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: 60 * time.Second, Quota: 30 * time.Minute},
+		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: 60 * time.Second, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 		MQTT: MQTT{
 			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, MaxPayload: 256 << 10,
 			KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,

@@ -90,7 +90,10 @@
 //	[cooldown]                          # docs/failures.md "Cooldowns": provider 429s
 //	rate_limit_default = "5s"           # 100ms..1h: rest after a 429 without Retry-After
 //	rate_limit_max = "60s"              # rate_limit_default..1h: cap on a 429's Retry-After
-//	quota = "30m"                       # 1s..168h: rest after a quota/billing 429 (longer if the provider names a later reset)
+//	quota = "30m"                       # 1s..168h: rest after quota exhaustion (429 insufficient_quota, 400
+//	                                    #   "credit balance is too low", 402); longer if the provider names a later reset
+//	disabled_probe = "10m"              # 1s..168h: a backend disabled by a provider 401/403 gets one probe
+//	                                    #   request after this; any answer but 401/403 re-enables it
 //
 //	[[egress.proxies]]                  # at least one, tried in order (docs/egress.md)
 //	name = "local-socks"                # 1-64 of [A-Za-z0-9._-], unique

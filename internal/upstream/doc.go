@@ -28,7 +28,7 @@
 //	ProviderError     estimate held; breaker success (the transport worked)
 //	RateLimited       estimate held; cooldown for RetryAfter, or RateLimitDefault, capped at RateLimitMax
 //	QuotaExhausted    estimate held; cooldown for the longer of QuotaCooldown and RetryAfter (the latter capped at 24h)
-//	AuthRejected      disabled for the life of this State (docs/failures.md: 401/403 disables the backend)
+//	AuthRejected      disabled; one probe after AuthProbeAfter (below)
 //	TransportFailure  estimate held; breaker failure
 //	EgressFault       neutral (egress faults are not the backend's, docs/egress.md)
 //	Cancelled         neutral
@@ -77,12 +77,34 @@
 // on every pick, with one exponential (of the difference of the two
 // estimates' logarithms, stored beside them) instead of two.
 //
+// # Disabled backends
+//
+// A provider 401/403 disables the backend: it takes no traffic. It comes
+// back when
+//
+//   - a newer routing table still lists it ([Registry.Enable], called by
+//     the app after each swap; the credential behind the name may have
+//     been fixed), or its Identity changes (a new State), or the node
+//     restarts;
+//   - or its probe succeeds: once AuthProbeAfter (default 10 min) has
+//     passed since the 401/403, exactly one request is admitted, under any
+//     concurrency. Any provider answer but a 401/403 (a success, another
+//     error, a 429, quota) re-enables the backend, then applies as usual;
+//     a 401/403 disables it for another AuthProbeAfter; an attempt that
+//     learned nothing (transport failure, egress fault, client gone,
+//     Release) frees the probe for the next request.
+//
+// [State.EligibleAt] of a disabled backend is its probe time, so the 503
+// of a pool with nothing else says when to come back.
+//
 // # Caveats
 //
-// Disabled (provider 401/403) lasts until the backend's Identity changes
-// (a new definition in config or a snapshot gives a new State) or the node
-// restarts. Identity names the credential, not its value: a rotated key
-// under the same name needs a restart.
+// Identity names the credential, not its value: a key rotated under the
+// same name is picked up by the next probe or the next routing document.
+//
+// While the probe is out, the first outcome reported is taken as the
+// probe's; a request admitted before the disable and still running (a long
+// stream) can decide it, as with the breaker's probe.
 //
 // [Registry.Prune] forgets backends the current table no longer uses, once
 // they have nothing in flight; a backend still serving requests from an

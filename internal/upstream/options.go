@@ -29,7 +29,10 @@ type Options struct {
 
 	RateLimitDefault time.Duration // cooldown after a 429 without Retry-After; default 5s
 	RateLimitMax     time.Duration // cap on a 429's Retry-After; default 60s; raised to RateLimitDefault if smaller
-	QuotaCooldown    time.Duration // cooldown after a quota/billing 429; default 30m
+	QuotaCooldown    time.Duration // cooldown after quota exhaustion; default 30m
+	// AuthProbeAfter is how long a backend disabled by a provider 401/403
+	// waits before one request may probe it; default 10m.
+	AuthProbeAfter time.Duration
 }
 
 // Defaults for zero Options fields.
@@ -40,6 +43,7 @@ const (
 	DefaultRateLimitDefault = 5 * time.Second
 	DefaultRateLimitMax     = 60 * time.Second
 	DefaultQuotaCooldown    = 30 * time.Minute
+	DefaultAuthProbeAfter   = 10 * time.Minute
 )
 
 // WithDefaults returns o with every zero field set to its default (the
@@ -70,6 +74,9 @@ func (o Options) WithDefaults() Options {
 	def(&o.RateLimitDefault, DefaultRateLimitDefault)
 	def(&o.RateLimitMax, DefaultRateLimitMax)
 	def(&o.QuotaCooldown, DefaultQuotaCooldown)
+	if o.AuthProbeAfter <= 0 {
+		o.AuthProbeAfter = DefaultAuthProbeAfter // positive: State.probeAt 0 means enabled
+	}
 	if o.DefaultTTFB < 0 {
 		o.DefaultTTFB = DefaultTTFB
 	}
@@ -97,6 +104,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		RateLimitDefault: c.Cooldown.RateLimitDefault,
 		RateLimitMax:     c.Cooldown.RateLimitMax,
 		QuotaCooldown:    c.Cooldown.Quota,
+		AuthProbeAfter:   c.Cooldown.DisabledProbe,
 	}
 	if o.SlowStart == 0 {
 		o.SlowStart = -1

@@ -22,8 +22,9 @@ const (
 	// (OpenAI insufficient_quota, billing errors). Long cooldown (docs/failures.md "Cooldowns");
 	// not a transport failure.
 	QuotaExhausted
-	// AuthRejected: provider 401/403. The backend is disabled until its
-	// definition changes or the node restarts (docs/failures.md).
+	// AuthRejected: provider 401/403. The backend is disabled until a
+	// newer routing table still lists it or its probe gets another answer
+	// (see the package doc, Disabled backends).
 	AuthRejected
 	// TransportFailure: the backend could not be reached or failed
 	// mid-exchange (target unreachable through the proxy, provider TLS,

@@ -25,7 +25,6 @@ const (
 	minRamp            = 0.1            // slow start begins at 10% of the weight (Envoy's min_weight_percent default)
 	floorFraction      = 0.01           // reads of the estimate never go below 1% of DefaultTTFB
 	maxQuotaRetryAfter = 24 * time.Hour // a quota 429's Retry-After counts up to this
-	farFuture          = 100 * 365 * 24 * time.Hour
 )
 
 // Instant is a reading of a Registry's clock in the form the hot-path
@@ -68,7 +67,11 @@ type State struct {
 
 	// atomic
 	inflight atomic.Int64
-	disabled atomic.Bool
+	// probeAt is 0 while the backend is enabled. After a provider 401/403
+	// it is the Instant from which one probe may go out (the disable time
+	// plus Options.AuthProbeAfter; never 0, as the probe delay is positive).
+	probeAt  atomic.Int64
+	probing  atomic.Bool  // the one probe of a disabled backend is out
 	cooldown atomic.Int64 // Instant; no traffic while now < cooldown (0 = never set)
 	lat      peakEWMA
 }
@@ -90,11 +93,26 @@ func (s *State) coolingAt(now Instant) bool {
 	return c != 0 && int64(now) < c
 }
 
-// Ready reports whether s could take a request at now: not disabled, not
-// cooling down, its breaker closed or due for a probe, and below its cap.
-// It takes nothing; Acquire settles the races.
+// Ready reports whether s could take a request at now: not disabled (or
+// disabled with its probe due and not out), not cooling down, its breaker
+// closed or due for a probe, and below its cap. It takes nothing; Acquire
+// settles the races.
 func (s *State) Ready(now Instant) bool {
-	return !s.disabled.Load() && !s.coolingAt(now) && s.inflight.Load() < s.cap && s.br.Ready()
+	if p := s.probeAt.Load(); p != 0 && (int64(now) < p || s.probing.Load()) {
+		return false
+	}
+	return !s.coolingAt(now) && s.inflight.Load() < s.cap && s.br.Ready()
+}
+
+// Disabled reports whether a provider 401/403 has disabled s.
+func (s *State) Disabled() bool { return s.probeAt.Load() != 0 }
+
+// Enable ends a disable: a newer routing table that still lists the
+// backend says its definition is wanted, perhaps with a credential fixed
+// under the same name (docs/failures.md "Disabled backends").
+func (s *State) Enable() {
+	s.probeAt.Store(0)
+	s.probing.Store(false)
 }
 
 // Acquire takes one in-flight slot. It refuses when s is disabled, cooling
@@ -103,7 +121,26 @@ func (s *State) Ready(now Instant) bool {
 // Cap under any concurrency (docs/failures.md). When the breaker's cooldown is over,
 // exactly one caller is admitted as its half-open probe.
 func (s *State) Acquire() bool {
-	if s.disabled.Load() || !s.br.Ready() {
+	probe := false
+	if p := s.probeAt.Load(); p != 0 {
+		// Disabled: exactly one caller, once the probe delay is over, is
+		// admitted as the probe.
+		if int64(s.sh.now()) < p || !s.probing.CompareAndSwap(false, true) {
+			return false
+		}
+		probe = true
+	}
+	if !s.acquire() {
+		if probe {
+			s.probing.Store(false)
+		}
+		return false
+	}
+	return true
+}
+
+func (s *State) acquire() bool {
+	if !s.br.Ready() {
 		return false
 	}
 	if c := s.cooldown.Load(); c != 0 {
@@ -135,6 +172,9 @@ func (s *State) Acquire() bool {
 // a 429 and its cooldown.
 func (s *State) Finish(r Result) {
 	o := &s.sh.o
+	if s.probing.Load() {
+		s.finishProbe(r.Outcome)
+	}
 	switch r.Outcome {
 	case Success:
 		if r.TTFB > 0 {
@@ -155,7 +195,7 @@ func (s *State) Finish(r Result) {
 		s.coolFor(max(o.QuotaCooldown, min(r.RetryAfter, maxQuotaRetryAfter)))
 		s.br.Success()
 	case AuthRejected:
-		s.disabled.Store(true)
+		s.disable()
 		s.br.Success()
 	case TransportFailure:
 		s.lat.hold(int64(s.sh.now()))
@@ -170,8 +210,31 @@ func (s *State) Finish(r Result) {
 // made, or lost a race). A half-open probe slot is freed for the next
 // caller.
 func (s *State) Release() {
+	s.probing.Store(false)
 	s.br.Abandon()
 	s.inflight.Add(-1)
+}
+
+// disable starts (or, after a failed probe, restarts) the probe delay.
+func (s *State) disable() {
+	s.probeAt.Store(int64(s.sh.now()) + int64(s.sh.o.AuthProbeAfter))
+	s.probing.Store(false)
+}
+
+// finishProbe applies the outcome of a disabled backend's probe: the first
+// outcome reported while the probe is out (see Caveats in the package
+// doc). Any provider answer but a 401/403 proves the credential is
+// accepted again; an attempt that learned nothing frees the probe for the
+// next request.
+func (s *State) finishProbe(o Outcome) {
+	switch o {
+	case Success, ProviderError, RateLimited, QuotaExhausted:
+		s.Enable()
+	case AuthRejected:
+		// disable() in Finish restarts the delay.
+	default: // TransportFailure, EgressFault, Cancelled
+		s.probing.Store(false)
+	}
 }
 
 // coolFor starts or lengthens a cooldown of d from now; it never shortens
@@ -231,15 +294,22 @@ func (s *State) Cheaper(w int, o *State, ow int, now Instant) bool {
 // EligibleAt returns the zero time when s could take traffic now (ignoring
 // its cap), else the earliest time it could: the end of its cooldown or of
 // its breaker's open period (with a half-open probe out, now plus the
-// breaker's base cooldown, a guess). Far in the future when disabled.
+// breaker's base cooldown, a guess). When disabled, the time its probe is
+// due (with the probe out, the same guess).
 func (s *State) EligibleAt() time.Time {
 	now := s.sh.o.Clock.Now()
-	if s.disabled.Load() {
-		return now.Add(farFuture)
-	}
 	var at time.Time
+	if p := s.probeAt.Load(); p != 0 {
+		at = s.sh.time(Instant(p))
+		if s.probing.Load() {
+			at = now.Add(s.sh.o.Breaker.Cooldown)
+		}
+		if !at.After(now) {
+			at = time.Time{}
+		}
+	}
 	if c := s.cooldown.Load(); c != 0 {
-		if t := s.sh.time(Instant(c)); t.After(now) {
+		if t := s.sh.time(Instant(c)); t.After(now) && t.After(at) {
 			at = t
 		}
 	}
@@ -279,7 +349,7 @@ func (s *State) View() View {
 		SlowStart:           s.ramp(now),
 		BreakerState:        s.br.State(),
 		ConsecutiveFailures: s.br.ConsecutiveFailures(),
-		Disabled:            s.disabled.Load(),
+		Disabled:            s.Disabled(),
 	}
 	if s.coolingAt(now) {
 		v.CooldownUntil = s.sh.time(Instant(s.cooldown.Load()))
@@ -343,6 +413,20 @@ func (r *Registry) Prune(keep func(Identity) bool) {
 	for id, s := range r.states {
 		if !keep(id) && s.InFlight() == 0 {
 			delete(r.states, id)
+		}
+	}
+}
+
+// Enable re-enables every disabled backend whose identity keep reports.
+// Call it after a swap to a newer routing table with keep =
+// newTable.Uses: a document that still lists a backend after a provider
+// 401/403 disabled it is the operator's word that it is wanted (perhaps
+// with its credential fixed under the same name), and one tenant's request
+// must not keep a backend from every tenant until a restart.
+func (r *Registry) Enable(keep func(Identity) bool) {
+	for id, s := range r.All() {
+		if s.Disabled() && keep(id) {
+			s.Enable()
 		}
 	}
 }

@@ -397,24 +397,28 @@ func TestCooldowns(t *testing.T) {
 	}
 }
 
-// TestAuthRejectedDisables: a provider 401/403
-// disables the backend until its identity changes.
+// TestAuthRejectedDisables: a provider 401/403 takes the backend out until
+// its probe is due (Options.AuthProbeAfter), whatever else happens; the
+// same identity keeps the disable, a new one starts enabled.
 func TestAuthRejectedDisables(t *testing.T) {
 	c := clock.NewFake(time.Time{})
-	r := NewRegistry(testOptions(c))
+	o := testOptions(c)
+	o.AuthProbeAfter = 10 * time.Minute
+	r := NewRegistry(o)
 	id := Identity{ID: "b", Credential: "old", Cap: 10}
 	s := r.Get(id)
 	s.Acquire()
 	s.Finish(Result{Outcome: AuthRejected})
-	c.Advance(365 * 24 * time.Hour)
+	disabledAt := c.Now()
+	c.Advance(10*time.Minute - time.Nanosecond)
 	if s.Acquire() || s.Ready(s.Now()) {
-		t.Fatal("disabled backend admitted a request")
+		t.Fatal("disabled backend admitted a request before its probe was due")
 	}
-	if !s.View().Disabled {
+	if !s.View().Disabled || !s.Disabled() {
 		t.Fatal("View().Disabled = false")
 	}
-	if at := s.EligibleAt(); at.Sub(c.Now()) < 50*365*24*time.Hour {
-		t.Fatalf("EligibleAt = now + %v, want the far future", at.Sub(c.Now()))
+	if at, want := s.EligibleAt(), disabledAt.Add(10*time.Minute); !at.Equal(want) {
+		t.Fatalf("EligibleAt = %v, want the probe time %v", at, want)
 	}
 	if r.Get(id) != s {
 		t.Fatal("same identity must keep the disabled state")
@@ -422,6 +426,105 @@ func TestAuthRejectedDisables(t *testing.T) {
 	id.Credential = "new"
 	if fresh := r.Get(id); !fresh.Acquire() {
 		t.Fatal("a new identity must start enabled")
+	}
+}
+
+// TestDisabledBackendProbe: once the probe is due exactly one request is
+// admitted, under any concurrency; what its outcome does to the backend.
+func TestDisabledBackendProbe(t *testing.T) {
+	const after = 10 * time.Minute
+	tests := []struct {
+		name        string
+		end         func(s *State)
+		wantEnabled bool
+		wantProbeIn time.Duration // when still disabled: the next probe is due after this
+	}{
+		{"success re-enables", func(s *State) { s.Finish(Result{Outcome: Success, TTFB: time.Millisecond}) }, true, 0},
+		{"another provider error re-enables", func(s *State) { s.Finish(Result{Outcome: ProviderError}) }, true, 0},
+		{"a quota answer re-enables (then cools)", func(s *State) { s.Finish(Result{Outcome: QuotaExhausted}) }, true, 0},
+		{"401 again waits another delay", func(s *State) { s.Finish(Result{Outcome: AuthRejected}) }, false, after},
+		{"transport failure: the next request probes", func(s *State) { s.Finish(Result{Outcome: TransportFailure}) }, false, 0},
+		{"egress fault: the next request probes", func(s *State) { s.Finish(Result{Outcome: EgressFault}) }, false, 0},
+		{"released: the next request probes", func(s *State) { s.Release() }, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clock.NewFake(time.Time{})
+			o := testOptions(c)
+			o.AuthProbeAfter = after
+			s := newState(t, o, 100)
+			s.Acquire()
+			s.Finish(Result{Outcome: AuthRejected})
+			c.Advance(after)
+			if !s.Ready(s.Now()) {
+				t.Fatal("probe due but Ready = false")
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if s.Acquire() {
+						admitted.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != 1 {
+				t.Fatalf("%d requests admitted, want exactly one probe", n)
+			}
+			if s.Ready(s.Now()) || s.Acquire() {
+				t.Fatal("a second request admitted while the probe is out")
+			}
+			tt.end(s)
+			if tt.wantEnabled {
+				if s.Disabled() {
+					t.Fatal("still disabled after the probe")
+				}
+				if s.View().CooldownUntil.After(c.Now()) {
+					return // re-enabled, and cooling down as the answer asked
+				}
+				for i := range 5 {
+					if !s.Acquire() {
+						t.Fatalf("request %d refused after the backend came back", i)
+					}
+				}
+				return
+			}
+			if !s.Disabled() {
+				t.Fatal("enabled by an inconclusive or failed probe")
+			}
+			if tt.wantProbeIn > 0 {
+				c.Advance(tt.wantProbeIn - time.Nanosecond)
+				if s.Acquire() {
+					t.Fatal("probed again before the delay was over")
+				}
+				c.Advance(time.Nanosecond)
+			}
+			if !s.Acquire() {
+				t.Fatal("no next probe")
+			}
+			if s.Acquire() {
+				t.Fatal("two probes")
+			}
+		})
+	}
+}
+
+// TestEnable: a disabled backend comes back at once when a newer routing
+// table still lists it (the app calls Enable).
+func TestEnable(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	s := newState(t, testOptions(c), 10)
+	s.Acquire()
+	s.Finish(Result{Outcome: AuthRejected})
+	s.Enable()
+	if s.Disabled() || !s.Acquire() || !s.Acquire() {
+		t.Fatal("Enable did not re-enable the backend")
+	}
+	if !s.EligibleAt().IsZero() {
+		t.Fatalf("EligibleAt = %v, want now (zero)", s.EligibleAt())
 	}
 }
 
