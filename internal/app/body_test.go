@@ -85,7 +85,7 @@ func TestEarlyRejectAnswersAtOnce(t *testing.T) {
 	}{
 		{"no key", requestHead("/v1/chat/completions", "", 1000, false), http.StatusUnauthorized},
 		{"unknown key", requestHead("/v1/messages", "sk-not-a-key", 1000, false), http.StatusUnauthorized},
-		{"no such endpoint", requestHead("/v1/images/generations", clientKey, 1000, false), http.StatusNotFound},
+		{"no such endpoint", requestHead("/v1/no-such-endpoint", clientKey, 1000, false), http.StatusNotFound},
 		{"declared too large", requestHead("/v1/chat/completions", clientKey, 2<<20, false), http.StatusRequestEntityTooLarge},
 		{"no key, chunked", requestHead("/v1/chat/completions", "", 0, true), http.StatusUnauthorized},
 	}
