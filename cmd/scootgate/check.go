@@ -141,7 +141,7 @@ func (c *checker) config(path string, fetch bool) {
 	if !fetch {
 		return
 	}
-	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane)
+	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane, nil)
 	if err != nil {
 		c.problems(path, err.Error())
 		return

@@ -111,7 +111,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
 	var holder routes.Holder
 
-	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane)
+	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane, o.Logger)
 	if err != nil {
 		return nil, err
 	}

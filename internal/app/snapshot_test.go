@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/scootgate/scootgate/internal/health"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // Control-plane tests: a node whose routes and keys come
@@ -427,5 +429,60 @@ func TestNewerRoutesReenableDisabledBackend(t *testing.T) {
 	}
 	if n := prov.RequestCount(); n != 2 {
 		t.Fatalf("provider saw %d requests, want the 401 and the one after the snapshot", n)
+	}
+}
+
+// publishSigned replaces a document atomically with a DSSE envelope of
+// it, signed by key (none: an envelope without signatures).
+func (cp *controlPlaneServer) publishSigned(name, payloadType string, doc any, keys ...ed25519.PrivateKey) {
+	cp.t.Helper()
+	data, err := json.Marshal(doc)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.publish(name, json.RawMessage(snapsign.Sign(payloadType, data, keys...).Marshal()))
+}
+
+// TestSignedAuthz: a node with verify_keys serves a signed authorization
+// snapshot from the long-polling dev control plane, applies a signed
+// revocation, and refuses an unsigned or wrongly signed one (the previous
+// keeps serving, the rejection is counted).
+func TestSignedAuthz(t *testing.T) {
+	cpKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	stranger := ed25519.NewKeyFromSeed(append(make([]byte, ed25519.SeedSize-1), 1))
+	pubFile := filepath.Join(t.TempDir(), "cp.pub")
+	if err := os.WriteFile(pubFile, snapsign.MarshalPublicKey(cpKey.Public().(ed25519.PublicKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t)
+	cp.publishSigned("authz.json", snapsign.AuthzPayloadType, authzDoc(1, keyFull, keyLimited), cpKey)
+	s := startStack(t, stackOptions{
+		authzSource: cp.srv.URL(cpserver.AuthzPath), authzVerifyKey: pubFile,
+		controlPlane: "poll_interval = \"1s\"\nlong_poll = \"30s\"\nstale_after = \"1m\"",
+	})
+	status := func() int { return s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat).status }
+	if got := status(); got != 200 {
+		t.Fatalf("signed snapshot: status %d, want 200", got)
+	}
+
+	// Unsigned, and signed by a stranger: both would revoke k-full,
+	// neither applies.
+	cp.publish("authz.json", authzDoc(2, keyLimited))
+	s.logs.waitFor(t, "not a signed envelope", 5*time.Second)
+	cp.publishSigned("authz.json", snapsign.AuthzPayloadType, authzDoc(3, keyLimited), stranger)
+	s.logs.waitFor(t, "no valid signature by a trusted key", 5*time.Second)
+	if got := status(); got != 200 {
+		t.Fatalf("after unsigned publishes: status %d, want 200 (the signed version 1 keeps serving)", got)
+	}
+	if m := s.scrapeMetrics(); !strings.Contains(m, `scootgate_snapshot_signature_rejections_total{kind="authz"} `) ||
+		strings.Contains(m, `scootgate_snapshot_signature_rejections_total{kind="authz"} 0`) {
+		t.Error("signature rejections not counted in scootgate_snapshot_signature_rejections_total")
+	}
+
+	// The signed revocation applies.
+	cp.publishSigned("authz.json", snapsign.AuthzPayloadType, authzDoc(4, keyLimited), cpKey)
+	s.logs.waitFor(t, applied("authz", 4), 5*time.Second)
+	if got := status(); got != 401 {
+		t.Fatalf("after the signed revocation: status %d, want 401", got)
 	}
 }

@@ -116,8 +116,11 @@ type stackOptions struct {
 	// second or extraTOML routes). Its credentials are "oa" and "an".
 	routesSource string
 	authzSource  string // [authz] source instead of the stack's authz.json file
-	stateDir     string // control_plane.state_dir (default: in the stack's dir); share it to restart a node
-	controlPlane string // more [control_plane] keys, one per line
+	// authzVerifyKey, with authzSource, is a PEM public key file: [authz]
+	// verify_keys, so the authorization snapshot must be signed by it.
+	authzVerifyKey string
+	stateDir       string // control_plane.state_dir (default: in the stack's dir); share it to restart a node
+	controlPlane   string // more [control_plane] keys, one per line
 }
 
 type stack struct {
@@ -312,7 +315,11 @@ outbox_path = %q
 		toml = toml[:start] + fmt.Sprintf("[routes]\nsource = %q\n", o.routesSource) + toml[end:]
 	}
 	if o.authzSource != "" {
-		toml = strings.Replace(toml, fmt.Sprintf("source = \"file:%s\"", authzPath), fmt.Sprintf("source = %q", o.authzSource), 1)
+		src := fmt.Sprintf("source = %q", o.authzSource)
+		if o.authzVerifyKey != "" {
+			src += fmt.Sprintf("\nverify_keys = [%q]", o.authzVerifyKey)
+		}
+		toml = strings.Replace(toml, fmt.Sprintf("source = \"file:%s\"", authzPath), src, 1)
 	}
 	if o.stateDir != "" {
 		toml = strings.Replace(toml, fmt.Sprintf("state_dir = %q", filepath.Join(dir, "state")), fmt.Sprintf("state_dir = %q", o.stateDir), 1)

@@ -6,9 +6,10 @@
 //
 // # Basics
 //
-// GetCertificate is plugged into tls.Config. At most once per CheckEvery
-// it stats both files; when either one's size or modification time
-// changed it loads the pair again. A pair that fails to load (a renewal
+// GetCertificate is plugged into tls.Config (GetClientCertificate for a
+// client certificate). At most once per CheckEvery it stats both files;
+// when either one's size or modification time changed it loads the pair
+// again. A pair that fails to load (a renewal
 // caught half-written, a key that does not match) is reported through
 // OnError and the previous certificate keeps serving; the next check tries
 // again. There is no goroutine: the handshake path does the cheap stat.
@@ -93,6 +94,13 @@ func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 		r.reloadLocked()
 	}
 	return r.cert, nil
+}
+
+// GetClientCertificate implements tls.Config.GetClientCertificate, for a
+// client certificate that follows its files the same way (the node's
+// control-plane mTLS certificate).
+func (r *Reloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.GetCertificate(nil)
 }
 
 // reloadLocked loads the pair when its files changed. r.mu is held.

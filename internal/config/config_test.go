@@ -45,6 +45,7 @@ func TestParseDevConfig(t *testing.T) {
 	}
 	// Backends and models come from the dev control plane's routing snapshot.
 	want.ControlPlane.PollInterval = 2 * time.Second
+	want.ControlPlane.LongPoll = 30 * time.Second
 	want.Routes = Routes{Source: "http://127.0.0.1:18090/routes.json"}
 	want.Authz = Authz{Source: "http://127.0.0.1:18090/authz.json"}
 	want.MQTT.Broker = "tcp://127.0.0.1:11883"

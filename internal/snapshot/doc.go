@@ -26,7 +26,9 @@
 //
 // A [Poller] owns one kind of document. Restore applies the copy a
 // [DiskStore] kept from the last run; Poll fetches once; Run polls every
-// Interval ± Jitter until its context ends. Each new document goes through
+// Interval ± Jitter until its context ends, except that after a poll the
+// server held (a long poll, [LongPoller]) or that brought a new document it
+// polls again at once; errors and rejected documents always wait. Each new document goes through
 // the DecodeFunc (decode and validate, no side effects), then the version
 // rules, then its apply func (compile and swap, whole or nothing):
 //
@@ -54,7 +56,7 @@
 //
 // # Wiring
 //
-//	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane)
+//	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane, logger)
 //	store, err := snapshot.OpenDiskStore(cfg.ControlPlane.StateDir)
 //	src, err := snapshot.ParseSource(cfg.Routes.Source, baseDir, httpOpts)
 //	p := snapshot.NewPoller(snapshot.PollerOptions{
@@ -69,6 +71,11 @@
 //	_ = p.Poll(ctx)      // then the current one, if the control plane answers
 //	health.Add("routes", p.Ready)
 //	go p.Run(ctx)        // owned by the app; returns when ctx ends
+//
+// [Signed] wraps a DecodeFunc so that it sees the payload of a DSSE
+// envelope (pkg/snapsign), verified against trusted keys when there are
+// any; the fetched bytes, envelope included, are what is persisted, so a
+// restart verifies the last good copy again.
 //
 // [DiffRoutes] and [DiffAuthz] describe what changed between two documents
 // for `scootgate check` (digests are never printed).

@@ -38,9 +38,12 @@ type HTTPOptions struct {
 	Timeout time.Duration
 	// LongPoll, when positive, asks the server to hold the request until
 	// the document changes or this much time has passed, by appending
-	// wait=<whole seconds> to the query. Each request may then take
-	// LongPoll + Timeout. Servers that ignore the parameter answer at
-	// once, which is still correct.
+	// wait=<whole seconds> to the query (and sending "Prefer: wait=<same>",
+	// RFC 7240). Each request may then take LongPoll + Timeout. A server
+	// that holds requests says so with "Preference-Applied: wait=N" and
+	// is asked again at once ([LongPoller]); servers that ignore the
+	// parameter answer at once, which is still correct, and are polled at
+	// the normal interval.
 	LongPoll time.Duration
 	// MaxBytes bounds the document (after content decoding);
 	// DefaultHTTPMaxBytes when 0.
@@ -80,17 +83,20 @@ type HTTPSource struct {
 	token    secret.Secret
 	timeout  time.Duration // per request, including LongPoll
 	maxBytes int64
+	wait     string // "wait=N" for the Prefer header; "" without long poll
 	client   *http.Client
 
 	mu    sync.Mutex // serializes Fetch and guards the fields below
 	etag  string     // If-None-Match to send; "" = unconditional
 	known bool       // sum is the hash of the last document returned
 	sum   [sha256.Size]byte
+	held  bool // the server held the last request (Preference-Applied: wait)
 }
 
 var (
-	_ Forgetter = (*HTTPSource)(nil)
-	_ Versioner = (*HTTPSource)(nil)
+	_ Forgetter  = (*HTTPSource)(nil)
+	_ Versioner  = (*HTTPSource)(nil)
+	_ LongPoller = (*HTTPSource)(nil)
 )
 
 // NewHTTPSource returns a source that pulls u. u must be an absolute
@@ -120,8 +126,9 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	}
 	req := *u
 	req.Scheme = scheme
+	wait := ""
 	if o.LongPoll > 0 {
-		wait := "wait=" + strconv.FormatInt(int64(max(o.LongPoll/time.Second, 1)), 10)
+		wait = "wait=" + strconv.FormatInt(int64(max(o.LongPoll/time.Second, 1)), 10)
 		if req.RawQuery == "" {
 			req.RawQuery = wait
 		} else {
@@ -151,6 +158,7 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 		token:    o.Token,
 		timeout:  o.Timeout + max(o.LongPoll, 0),
 		maxBytes: o.MaxBytes,
+		wait:     wait,
 		client: &http.Client{
 			Transport: transport,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -166,6 +174,7 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	s.held = false
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
@@ -180,11 +189,15 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	if s.etag != "" {
 		req.Header.Set("If-None-Match", s.etag)
 	}
+	if s.wait != "" {
+		req.Header.Set("Prefer", s.wait)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, false, s.wrap(err)
 	}
 	defer resp.Body.Close()
+	held := s.wait != "" && waitApplied(resp.Header)
 
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -192,6 +205,7 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 		if s.etag == "" {
 			return nil, false, fmt.Errorf("snapshot: GET %s: 304 Not Modified to an unconditional request", s.name)
 		}
+		s.held = held
 		return nil, false, nil
 	default:
 		return nil, false, &HTTPStatusError{Source: s.name, Code: resp.StatusCode}
@@ -209,12 +223,35 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	if int64(len(data)) > s.maxBytes {
 		return nil, false, fmt.Errorf("%w: GET %s: over %d bytes", ErrTooLarge, s.name, s.maxBytes)
 	}
+	s.held = held
 	sum := sha256.Sum256(data)
 	if s.known && sum == s.sum {
 		return nil, false, nil
 	}
 	s.known, s.sum = true, sum
 	return data, true, nil
+}
+
+// Held implements [LongPoller]: the server held the last successful
+// Fetch (it answered with Preference-Applied: wait=N).
+func (s *HTTPSource) Held() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// waitApplied reports whether a response says the server applied the
+// wait preference (RFC 7240 Preference-Applied: wait=N).
+func waitApplied(h http.Header) bool {
+	for _, v := range h.Values("Preference-Applied") {
+		for p := range strings.SplitSeq(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(name), "wait") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SetVersion implements [Versioner]: later requests carry

@@ -187,6 +187,67 @@ func TestHTTPSourceLongPoll(t *testing.T) {
 	}
 }
 
+// TestHTTPSourceHeld: a long-poll request says "Prefer: wait=N", and
+// Held reports whether the server answered "Preference-Applied: wait=N"
+// (so the poller asks again at once) on a 200 or a 304; a server that
+// ignores the wait, or an error, is not "held".
+func TestHTTPSourceHeld(t *testing.T) {
+	cp := newControlPlane(t)
+	cp.publish(3, "doc-3")
+	var applied atomic.Value
+	applied.Store("")
+	cp.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		if v := applied.Load().(string); v != "" {
+			w.Header().Set("Preference-Applied", v)
+		}
+		if r.Header.Get("If-None-Match") == `"3"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		_, _ = io.WriteString(w, "doc-3")
+	})
+	src := cp.source(t, "/v1/routes", snapshot.HTTPOptions{LongPoll: 30 * time.Second})
+	for _, st := range []struct {
+		name, header string
+		version      uint64
+		want         bool
+	}{
+		{"200, held", "wait=30", 0, true},
+		{"304, held", "wait=30", 3, true},
+		{"304, among other preferences", "return=minimal, wait=12", 3, true},
+		{"304, not held (a static server)", "", 3, false},
+		{"other preference only", "return=minimal", 3, false},
+	} {
+		applied.Store(st.header)
+		if st.version == 0 {
+			src.Forget()
+		} else {
+			src.SetVersion(st.version)
+		}
+		fetch(t, src)
+		if got := src.Held(); got != st.want {
+			t.Errorf("%s: Held = %v, want %v", st.name, got, st.want)
+		}
+		if got := cp.lastRequest().Header.Get("Prefer"); got != "wait=30" {
+			t.Errorf("%s: Prefer = %q, want wait=30", st.name, got)
+		}
+	}
+	applied.Store("wait=30")
+	cp.setHandler(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Preference-Applied", "wait=30")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	})
+	if _, _, err := src.Fetch(t.Context()); err == nil || src.Held() {
+		t.Errorf("503: err %v, Held %v; want an error and not held", err, src.Held())
+	}
+	// Without LongPoll there is no Prefer header and nothing is held.
+	plain := cp.source(t, "/v1/routes", snapshot.HTTPOptions{})
+	_, _, _ = plain.Fetch(t.Context())
+	if cp.lastRequest().Header.Get("Prefer") != "" || plain.Held() {
+		t.Error("a source without long poll sent Prefer or reports Held")
+	}
+}
+
 // rawServer answers every connection with the bytes resp and then closes,
 // or holds it open until the test ends when hold is set. It is how a
 // control plane that dies mid-body looks from the node (A16).

@@ -4,8 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
+	"github.com/scootgate/scootgate/internal/certreload"
+	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/config"
 )
 
@@ -13,9 +17,18 @@ import (
 // [control_plane]: the bearer token, the CA bundle (which replaces the
 // system roots: a control plane on a private CA should not also be
 // reachable through any public one), the client certificate for mutual
-// TLS, and the long poll. Files are read now; a rotated client certificate
-// takes effect at the next start.
-func ConfigHTTPOptions(cp config.ControlPlane) (HTTPOptions, error) {
+// TLS, and the long poll. The CA bundle is read now. The client
+// certificate follows its files (internal/certreload): a renewed pair is
+// presented from the next connection on, and a pair that fails to load is
+// logged to log (nil: discarded) while the previous one stays in use.
+func ConfigHTTPOptions(cp config.ControlPlane, log *slog.Logger) (HTTPOptions, error) {
+	return configHTTPOptions(cp, log, clock.Real{})
+}
+
+func configHTTPOptions(cp config.ControlPlane, log *slog.Logger, clk clock.Clock) (HTTPOptions, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	o := HTTPOptions{Token: cp.Token, LongPoll: cp.LongPoll}
 	if cp.CAFile == "" && cp.ClientCertFile == "" {
 		return o, nil
@@ -33,11 +46,19 @@ func ConfigHTTPOptions(cp config.ControlPlane) (HTTPOptions, error) {
 		o.TLS.RootCAs = pool
 	}
 	if cp.ClientCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cp.ClientCertFile, cp.ClientKeyFile)
+		r, err := certreload.New(certreload.Options{
+			CertFile: cp.ClientCertFile, KeyFile: cp.ClientKeyFile, Clock: clk,
+			OnError: func(err error) {
+				log.Error("control-plane client certificate not reloaded; the previous one stays in use", "error", err)
+			},
+			OnReload: func(notAfter time.Time) {
+				log.Info("control-plane client certificate reloaded", "not_after", notAfter)
+			},
+		})
 		if err != nil {
 			return HTTPOptions{}, fmt.Errorf("snapshot: control_plane.client_cert_file: %w", err)
 		}
-		o.TLS.Certificates = []tls.Certificate{cert}
+		o.TLS.GetClientCertificate = r.GetClientCertificate
 	}
 	return o, nil
 }

@@ -113,6 +113,7 @@ type Poller struct {
 	fetchErrors  uint64
 	persistErr   string
 	lastLoggedOK bool // the previous poll succeeded (log only transitions)
+	again        bool // the next poll may start at once (see Run)
 }
 
 // NewPoller returns a poller; it does nothing until Restore, Poll or Run.
@@ -191,6 +192,7 @@ func (p *Poller) Poll(ctx context.Context) error {
 
 	data, changed, err := p.o.Source.Fetch(ctx)
 	now := p.o.Clock.Now()
+	p.setAgain(false)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // shutting down: not the source's fault
@@ -204,12 +206,39 @@ func (p *Poller) Poll(ctx context.Context) error {
 	p.mu.Lock()
 	p.lastContact = now
 	p.mu.Unlock()
+	held := false
+	if lp, ok := p.o.Source.(LongPoller); ok {
+		held = lp.Held()
+	}
 	if !changed {
 		p.succeed()
 		p.touch(now)
+		p.setAgain(held)
 		return nil
 	}
-	return p.apply(data, now, true)
+	err = p.apply(data, now, true)
+	// After a new document, ask again at once: a long-polling server
+	// holds the next request until the next change, a static one answers
+	// it unchanged. A rejected document waits the interval, so a bad
+	// publish is not fetched in a tight loop.
+	p.setAgain(err == nil)
+	return err
+}
+
+// setAgain records whether Run may poll again without a pause.
+func (p *Poller) setAgain(v bool) {
+	p.mu.Lock()
+	p.again = v
+	p.mu.Unlock()
+}
+
+// pollAgain reports whether the last poll says the next may start at
+// once: the server held it (long poll) or it brought a new document, and
+// it did not fail.
+func (p *Poller) pollAgain() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.again
 }
 
 // apply runs the version rules on data and applies it. fetched says
@@ -352,16 +381,20 @@ func (p *Poller) record(lastErr string, ok bool) {
 	p.lastErr, p.lastLoggedOK = lastErr, ok
 }
 
-// Run polls until ctx is done: it waits one jittered interval, polls,
-// and repeats. It does not poll at once: callers Restore and Poll
-// synchronously first, so that startup knows what it has. Results go to
-// Status and the log. Run returns when ctx is done; it must not be called
-// twice at the same time.
+// Run polls until ctx is done. Between polls it waits one jittered
+// interval, except after a poll that the server held (a long poll
+// answered 200 or 304, [LongPoller]) or that brought a new document: then
+// it polls again at once, so that a long-polling fleet sees each change as
+// soon as it is published. Errors and rejected documents always wait the
+// interval. Callers Restore and Poll synchronously first, so that startup
+// knows what it has; Run continues from that poll. Results go to Status
+// and the log. Run returns when ctx is done; it must not be called twice
+// at the same time.
 func (p *Poller) Run(ctx context.Context) {
 	if c, ok := p.o.Source.(interface{ CloseIdleConnections() }); ok {
 		defer c.CloseIdleConnections()
 	}
-	t := time.NewTimer(p.nextDelay())
+	t := time.NewTimer(p.delay())
 	defer t.Stop()
 	for {
 		select {
@@ -370,8 +403,17 @@ func (p *Poller) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		_ = p.Poll(ctx) // recorded in Status and logged
-		t.Reset(p.nextDelay())
+		t.Reset(p.delay())
 	}
+}
+
+// delay is the pause before the next poll: none after a held or fruitful
+// poll, else nextDelay.
+func (p *Poller) delay() time.Duration {
+	if p.pollAgain() {
+		return 0
+	}
+	return p.nextDelay()
 }
 
 // nextDelay draws the pause before the next poll from

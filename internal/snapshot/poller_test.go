@@ -29,7 +29,20 @@ type scriptedSource struct {
 	err      error
 	forgot   int
 	versions []uint64
+	held     bool          // what Held reports (a long-polling server)
 	fetches  chan struct{} // if set, signalled after every Fetch
+}
+
+func (s *scriptedSource) Held() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+func (s *scriptedSource) setHeld(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = v
 }
 
 func (s *scriptedSource) set(data string, changed bool, err error) {
@@ -514,6 +527,69 @@ func TestPollerRun(t *testing.T) {
 	<-done
 	if got := p.Status().Version; got != 1 {
 		t.Errorf("version after Run = %d, want 1", got)
+	}
+}
+
+// TestPollerAgain: the next poll starts at once after a poll the server
+// held or one that brought a new document, and waits the interval after
+// anything else, errors and rejected documents above all (a bad publish
+// must not be fetched in a tight loop).
+func TestPollerAgain(t *testing.T) {
+	e := newPollerEnv(t, nil, 0)
+	for _, st := range []struct {
+		name    string
+		data    string
+		changed bool
+		held    bool
+		err     error
+		want    bool
+	}{
+		{"new document", doc(1), true, false, nil, true},
+		{"unchanged, not held (static server)", "", false, false, nil, false},
+		{"unchanged, held (long poll timed out: 304)", "", false, true, nil, true},
+		{"new document after a hold (long poll: 200)", doc(2), true, true, nil, true},
+		{"rejected document, held", doc(1), true, true, nil, false},
+		{"invalid document", `{"version":3,"bad":true}`, true, false, nil, false},
+		{"fetch error", "", false, true, errors.New("connection refused"), false},
+		{"equal version, other bytes", `{"version":2,"tag":"x"}`, true, false, nil, true},
+	} {
+		e.src.set(st.data, st.changed, st.err)
+		e.src.setHeld(st.held)
+		_ = e.p.Poll(t.Context())
+		if got := snapshot.PollAgain(e.p); got != st.want {
+			t.Errorf("%s: poll again at once = %v, want %v", st.name, got, st.want)
+		}
+	}
+}
+
+// TestPollerRunLongPoll: with a server that holds every request, Run
+// polls again at once after each answer; the hour-long interval never
+// comes into play.
+func TestPollerRunLongPoll(t *testing.T) {
+	src := &scriptedSource{fetches: make(chan struct{}), held: true}
+	src.set(doc(1), true, nil)
+	tg := &target{}
+	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "routes", Source: src, Decode: tg.decode, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		<-src.fetches // the synchronous first poll
+		for range 3 {
+			<-src.fetches // ...and three more, without a pause
+			src.set("", false, nil)
+		}
+		cancel()
+	}()
+	if err := p.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	<-done
+	if got := p.Status().Version; got != 1 {
+		t.Errorf("version = %d, want 1", got)
 	}
 }
 

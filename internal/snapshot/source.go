@@ -34,6 +34,17 @@ type Versioner interface {
 	SetVersion(version uint64)
 }
 
+// LongPoller is implemented by sources that can ask the publisher to hold
+// a request until the document changes (HTTP: ?wait=N, proto/control-plane.md
+// "Long-poll"). Held reports whether the publisher held the last Fetch,
+// which it says by answering with "Preference-Applied: wait=N"; the
+// poller then fetches again at once instead of pausing, because the next
+// change will again be answered as soon as it happens. A static server
+// never says so, and is polled every interval.
+type LongPoller interface {
+	Held() bool
+}
+
 // ParseSource returns the Source that s names. Relative file paths are
 // resolved against baseDir (normally the config file's directory; "" means
 // the working directory); http:// and https:// sources use o. Errors wrap

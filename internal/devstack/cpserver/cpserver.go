@@ -10,12 +10,24 @@
 //	GET /authz.json    <dir>/authz.json
 //
 // Each request reads the file afresh, so publishing a new version is
-// writing the file. A document's ETag is its top-level "version" in quotes
-// ("7"); a request whose If-None-Match names it gets 304 Not Modified, which
-// is what a node holding version 7 sends. A document whose version cannot
-// be read (a typo, a half-saved file) is served without an ETag, so the
-// node fetches it, rejects it with its reasons in the log, and keeps
-// serving the previous one.
+// writing the file (best by writing a temporary file and renaming it over
+// the old one). A document's ETag is its "version" in quotes ("7"), read
+// from the payload when the file is a signed envelope (pkg/snapsign); a
+// request whose If-None-Match names it gets 304 Not Modified, which is
+// what a node holding version 7 sends. A document whose version cannot be
+// read (a typo, a half-saved file) is served without an ETag, so the node
+// fetches it, rejects it with its reasons in the log, and keeps serving
+// the previous one.
+//
+// # Long poll
+//
+// A GET with ?wait=N (whole seconds, capped at [MaxWait]) whose
+// If-None-Match names the current version is held: the handler watches
+// the file (every [CheckEvery]) and answers 200 with the new document as
+// soon as its version changes, or 304 after N seconds. Both answers of a
+// held request carry "Preference-Applied: wait=N", which tells the node
+// to ask again at once (proto/control-plane.md "Long-poll"). A request
+// that does not name the current version is answered at once.
 //
 // New(dir) is an [http.Handler]; Listen is the shortcut that serves it on a
 // loopback address in a goroutine the [Server] owns until Close.
@@ -28,12 +40,14 @@
 // a real control plane must (an equal version means "no change", docs/snapshots.md),
 // so the edit is not picked up.
 //
-// There is no authentication and no long poll (?wait= is ignored and
-// answered at once, which the node handles). Listen refuses addresses that
-// are not loopback.
+// There is no authentication. Listen refuses addresses that are not
+// loopback. Watching is a stat of the file per held request every
+// CheckEvery: plenty for a dev fleet, not how a production control plane
+// should notice a publish.
 package cpserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,12 +61,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // The paths served, and the file each one reads from the directory.
 const (
 	RoutesPath = "/routes.json"
 	AuthzPath  = "/authz.json"
+)
+
+// Long-poll limits.
+const (
+	// MaxWait caps ?wait=N: a longer wait is held this long.
+	MaxWait = 60 * time.Second
+	// CheckEvery is how often a held request looks at its file.
+	CheckEvery = 20 * time.Millisecond
 )
 
 // maxDocBytes bounds a served document: the node's own limit
@@ -65,7 +89,8 @@ var ErrNotLoopback = errors.New("cpserver: address is not loopback")
 
 // Handler serves the documents of one directory. Create it with New.
 type Handler struct {
-	dir string // immutable
+	dir    string // immutable
+	onHold func() // immutable; tests: called when a request starts to be held
 }
 
 // New returns a handler serving dir's routes.json and authz.json.
@@ -86,7 +111,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	data, err := readDoc(filepath.Join(h.dir, name))
+	path := filepath.Join(h.dir, name)
+	data, stamp, err := readDoc(path)
+	if wait := waitParam(r); wait > 0 && r.Method == http.MethodGet && err == nil {
+		if etag, ok := ETag(data); ok && matches(r.Header.Values("If-None-Match"), etag) {
+			if h.onHold != nil {
+				h.onHold()
+			}
+			data, err = hold(r.Context(), path, stamp, etag, data, wait)
+			if r.Context().Err() != nil {
+				return // the node went away, or the server is closing
+			}
+			w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		http.Error(w, name+" is not published", http.StatusNotFound)
@@ -108,26 +146,85 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(data) // a client that went away retries at its next poll
 }
 
-func readDoc(path string) ([]byte, error) {
+// waitParam returns the ?wait= of r, capped at MaxWait; 0 when absent or
+// not a positive whole number (answered at once, as a static server
+// would).
+func waitParam(r *http.Request) time.Duration {
+	n, err := strconv.ParseUint(r.URL.Query().Get("wait"), 10, 32)
+	if err != nil || n == 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, MaxWait)
+}
+
+// hold waits until the version of the file at path is no longer etag, or
+// wait has passed, or ctx ends, and returns the document to answer with:
+// the new one, or data unchanged (then If-None-Match still matches: 304).
+// A file that cannot be read any more ends the hold with the error.
+func hold(ctx context.Context, path string, stamp os.FileInfo, etag string, data []byte, wait time.Duration) ([]byte, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	tick := time.NewTicker(CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return data, nil
+		case <-tick.C:
+		}
+		fi, err := os.Stat(path)
+		if err == nil && os.SameFile(fi, stamp) && fi.Size() == stamp.Size() && fi.ModTime().Equal(stamp.ModTime()) {
+			continue // untouched
+		}
+		next, st, err := readDoc(path)
+		if err != nil {
+			return nil, err
+		}
+		if tag, ok := ETag(next); !ok || tag != etag {
+			return next, nil
+		}
+		stamp, data = st, next // rewritten with the same version: no change for the node
+	}
+}
+
+// readDoc reads a document and returns the file's state as it was read.
+func readDoc(path string) ([]byte, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxDocBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(data) > maxDocBytes {
-		return nil, fmt.Errorf("cpserver: %s is larger than %d bytes", path, maxDocBytes)
+		return nil, nil, fmt.Errorf("cpserver: %s is larger than %d bytes", path, maxDocBytes)
 	}
-	return data, nil
+	return data, fi, nil
 }
 
 // ETag returns the entity tag of a document: its top-level "version" as a
-// quoted decimal ("7"), the tag a node sends in If-None-Match. ok is false
-// when the document has no readable unsigned integer version.
+// quoted decimal ("7"), the tag a node sends in If-None-Match; for a
+// signed envelope (pkg/snapsign), the version of its payload, whose
+// signature is not checked here. ok is false when the document has no
+// readable unsigned integer version.
 func ETag(doc []byte) (etag string, ok bool) {
+	if snapsign.IsEnvelope(doc) {
+		e, err := snapsign.Decode(doc)
+		if err != nil {
+			return "", false
+		}
+		if doc, err = e.Unwrap(e.PayloadType); err != nil {
+			return "", false
+		}
+	}
 	var head struct {
 		Version json.RawMessage `json:"version"`
 	}

@@ -2,18 +2,24 @@ package cpserver_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 func write(t *testing.T, dir, name, content string) {
@@ -64,7 +70,10 @@ func TestServe(t *testing.T) {
 		{"prefix is not a match", "GET", "/routes.json", []string{`"70"`}, result{200, `"7"`, routes}},
 		{"head", "HEAD", "/routes.json", nil, result{200, `"7"`, ""}},
 		{"no readable version: no etag", "GET", "/authz.json", []string{`"7"`}, result{200, "", `{"schema":1,"version":"7","keys":[]}`}},
-		{"query ignored", "GET", "/routes.json?wait=30", []string{`"7"`}, result{304, `"7"`, ""}},
+		{"wait, older version: at once", "GET", "/routes.json?wait=30", []string{`"6"`}, result{200, `"7"`, routes}},
+		{"wait, no If-None-Match: at once", "GET", "/routes.json?wait=30", nil, result{200, `"7"`, routes}},
+		{"wait not a number: at once", "GET", "/routes.json?wait=soon", []string{`"7"`}, result{304, `"7"`, ""}},
+		{"wait=0: at once", "GET", "/routes.json?wait=0", []string{`"7"`}, result{304, `"7"`, ""}},
 		{"unknown path", "GET", "/other.json", nil, result{404, "", "404 page not found\n"}},
 		{"no traversal", "GET", "/../routes.json", nil, result{404, "", "404 page not found\n"}},
 		{"post", "POST", "/routes.json", nil, result{405, "", "method not allowed\n"}},
@@ -170,6 +179,166 @@ func TestNodeConditionalGet(t *testing.T) {
 	fetch(false, "")
 	write(t, dir, "routes.json", `{"version":2}`)
 	fetch(true, `{"version":2}`)
+}
+
+// publishFile replaces name in dir atomically, as a control plane should:
+// write a temporary file, then rename it over the old one.
+func publishFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	write(t, dir, "."+name+".tmp", content)
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type heldResult struct {
+	Status  int
+	Applied string // Preference-Applied
+	Body    string
+}
+
+// poll sends one long poll and returns its answer on a channel.
+func poll(t *testing.T, url, ifNoneMatch string) <-chan heldResult {
+	t.Helper()
+	out := make(chan heldResult, 1)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("If-None-Match", ifNoneMatch)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- heldResult{Body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		out <- heldResult{resp.StatusCode, resp.Header.Get("Preference-Applied"), string(body)}
+	}()
+	return out
+}
+
+// TestLongPoll: a request that names the current version with ?wait= is
+// held and answered 200 as soon as the file gets a new version (however
+// it is replaced), 304 when the wait ends, always with
+// Preference-Applied; a rewrite with the same version keeps it held.
+func TestLongPoll(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "routes.json", `{"version":7}`)
+	held := make(chan struct{}, 1)
+	srv := httptest.NewServer(cpserver.NewWithHoldHook(dir, func() { held <- struct{}{} }))
+	t.Cleanup(srv.Close)
+	url := srv.URL + cpserver.RoutesPath
+
+	// Published by atomic rename while a poll waits: answered at once
+	// (the wait is a minute; the test would time out otherwise).
+	answer := poll(t, url+"?wait=60", `"7"`)
+	<-held
+	publishFile(t, dir, "routes.json", `{"version":8}`)
+	if diff := cmp.Diff(<-answer, heldResult{200, "wait=60", `{"version":8}`}); diff != "" {
+		t.Errorf("publish by rename (-got +want):\n%s", diff)
+	}
+
+	// Written in place: the same.
+	answer = poll(t, url+"?wait=60", `"8"`)
+	<-held
+	write(t, dir, "routes.json", `{"version":9}`)
+	if diff := cmp.Diff(<-answer, heldResult{200, "wait=60", `{"version":9}`}); diff != "" {
+		t.Errorf("publish in place (-got +want):\n%s", diff)
+	}
+
+	// Rewritten with the same version: no change for the node, so the
+	// poll stays held until its wait ends and gets 304.
+	answer = poll(t, url+"?wait=1", `"9"`)
+	<-held
+	publishFile(t, dir, "routes.json", `{"version":9,"edited":true}`)
+	if diff := cmp.Diff(<-answer, heldResult{304, "wait=1", ""}); diff != "" {
+		t.Errorf("same version (-got +want):\n%s", diff)
+	}
+
+	// Removed while held: the hold ends with the error.
+	answer = poll(t, url+"?wait=60", `"9"`)
+	<-held
+	if err := os.Remove(filepath.Join(dir, "routes.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answer; got.Status != http.StatusNotFound {
+		t.Errorf("removed while held: %+v, want 404", got)
+	}
+}
+
+// TestLongPollEnvelope: a signed document's ETag is its payload's
+// version, so long polls and 304s work for signed snapshots too.
+func TestLongPollEnvelope(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	env := func(v string) string {
+		return string(snapsign.Sign(snapsign.RoutesPayloadType, []byte(`{"schema":1,"version":`+v+`}`), key).Marshal())
+	}
+	if etag, ok := cpserver.ETag([]byte(env("12"))); !ok || etag != `"12"` {
+		t.Fatalf("envelope ETag = %q, %v", etag, ok)
+	}
+	dir := t.TempDir()
+	write(t, dir, "routes.json", env("12"))
+	held := make(chan struct{}, 1)
+	srv := httptest.NewServer(cpserver.NewWithHoldHook(dir, func() { held <- struct{}{} }))
+	t.Cleanup(srv.Close)
+	answer := poll(t, srv.URL+cpserver.RoutesPath+"?wait=60", `"12"`)
+	<-held
+	publishFile(t, dir, "routes.json", env("13"))
+	if got := <-answer; got.Status != 200 || got.Body != env("13") {
+		t.Errorf("got %+v", got)
+	}
+}
+
+// TestNodeLongPoll drives the server with the node's own poller and a
+// long poll: each publish is applied without waiting for poll_interval
+// (an hour here), and every poll the server held says so.
+func TestNodeLongPoll(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "routes.json", `{"version":1}`)
+	held := make(chan struct{}, 1)
+	srv := httptest.NewServer(cpserver.NewWithHoldHook(dir, func() { held <- struct{}{} }))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL + cpserver.RoutesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := snapshot.NewHTTPSource(u, snapshot.HTTPOptions{LongPoll: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan uint64, 1)
+	p := snapshot.NewPoller(snapshot.PollerOptions{
+		Name: "routes", Source: src, Interval: time.Hour,
+		Decode: func(data []byte) (uint64, func() error, error) {
+			var d struct{ Version uint64 }
+			if err := json.Unmarshal(data, &d); err != nil {
+				return 0, nil, err
+			}
+			return d.Version, func() error { applied <- d.Version; return nil }, nil
+		},
+	})
+	if err := p.Poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	for v := 2; v <= 4; v++ {
+		<-held // the node's next poll waits for a change
+		publishFile(t, dir, "routes.json", fmt.Sprintf(`{"version":%d}`, v))
+		if got := <-applied; got != uint64(v) {
+			t.Fatalf("applied %d, want %d", got, v)
+		}
+	}
+	cancel()
+	<-done
 }
 
 func TestListenRefusesNonLoopback(t *testing.T) {
