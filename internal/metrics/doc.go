@@ -30,7 +30,8 @@
 // outside its set is exported as "unknown" (closed sets) or "invalid"
 // (ids), never as given.
 //
-//	endpoint    chat_completions, messages, models, unknown
+//	endpoint    chat_completions, messages, responses, embeddings,
+//	            count_tokens (protocol.Endpoint), models, unknown
 //	code        the HTTP status sent to the client, 100-599; unknown otherwise
 //	send_state  definitely_not_sent, possibly_sent, response_received (docs/failures.md),
 //	            none (no attempt: the node answered by itself), unknown

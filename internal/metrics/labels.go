@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -20,12 +21,12 @@ const (
 	labelInvalid = "invalid" // a config id that does not have the id shape
 )
 
-// Endpoints: the client API endpoints (docs/api.md), as the proxy names them
-// in ObserveRequest.
+// Endpoints: the client API endpoints (docs/api.md) as the proxy names
+// them in ObserveRequest: the names of protocol.Endpoint, and models.
 const (
 	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
 	EndpointMessages        = "messages"         // POST /v1/messages
-	EndpointModels          = "models"           // GET /v1/models
+	EndpointModels          = "models"           // GET /v1/models, /v1/models/{id}
 )
 
 // SendStateNone is the send_state of a request that never reached an
@@ -34,31 +35,29 @@ const (
 // states are the usage event's (usageevent.Send*, docs/failures.md "Send state").
 const SendStateNone = "none"
 
-// endpoint indexes the pre-resolved request-duration histograms.
+// endpoint indexes the pre-resolved request-duration histograms: the
+// protocol.Endpoint values, then models, then unknown.
 type endpoint uint8
 
 const (
-	epChatCompletions endpoint = iota
-	epMessages
-	epModels
-	epUnknown
-	numEndpoints
+	epModels     = endpoint(protocol.NumEndpoints)
+	epUnknown    = epModels + 1
+	numEndpoints = int(epUnknown) + 1
 )
 
-var endpointNames = [numEndpoints]string{
-	epChatCompletions: EndpointChatCompletions,
-	epMessages:        EndpointMessages,
-	epModels:          EndpointModels,
-	epUnknown:         labelUnknown,
-}
+var endpointNames = func() (names [numEndpoints]string) {
+	for e := range protocol.NumEndpoints {
+		names[e] = e.String()
+	}
+	names[epModels], names[epUnknown] = EndpointModels, labelUnknown
+	return names
+}()
 
 func parseEndpoint(s string) endpoint {
-	switch s {
-	case EndpointChatCompletions:
-		return epChatCompletions
-	case EndpointMessages:
-		return epMessages
-	case EndpointModels:
+	if e, ok := protocol.ParseEndpoint(s); ok {
+		return endpoint(e)
+	}
+	if s == EndpointModels {
 		return epModels
 	}
 	return epUnknown

@@ -168,8 +168,9 @@ func TestRequestDurationSeriesPreResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 8 { // 4 endpoints (unknown included) × stream true/false
-		t.Errorf("request duration series = %d, want 8", n)
+	// 5 protocol endpoints + models + unknown, × stream true/false
+	if n != 14 {
+		t.Errorf("request duration series = %d, want 14", n)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/protocol"
 )
 
 // TestInitEgress: every stage of every configured proxy is exported at 0
@@ -91,4 +93,23 @@ scootgate_draining 1
 # TYPE scootgate_ready gauge
 scootgate_ready 0
 `, "scootgate_ready", "scootgate_draining")
+}
+
+// TestEveryEndpointNamed: every client endpoint the proxy serves has its
+// own endpoint label; before, responses, embeddings and count_tokens
+// requests were all counted as "unknown".
+func TestEveryEndpointNamed(t *testing.T) {
+	m := newMetrics(t)
+	for e := range protocol.NumEndpoints {
+		m.ObserveRequest(e.String(), 200, "response_received", time.Second, false)
+	}
+	compare(t, m, `
+# HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
+# TYPE scootgate_requests_total counter
+scootgate_requests_total{code="200",endpoint="chat_completions",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="count_tokens",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="embeddings",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="messages",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="responses",send_state="response_received"} 1
+`, "scootgate_requests_total")
 }

@@ -116,7 +116,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		outcomes = append(outcomes, o.String())
 	}
 	sets := map[string][]string{
-		"endpoint":   {"chat_completions", "messages", "models", "unknown"},
+		"endpoint":   {"chat_completions", "messages", "responses", "embeddings", "count_tokens", "models", "unknown"},
 		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,
