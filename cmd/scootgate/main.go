@@ -117,7 +117,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// the last batch before the process exits.
 	logOut := logbuf.New(stderr, logbuf.Options{})
 	defer logOut.Close()
-	log := slog.New(slog.NewJSONHandler(logOut, nil))
+	log := slog.New(slog.NewJSONHandler(logOut, app.LogOptions()))
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "scootgate: %s\n", err)

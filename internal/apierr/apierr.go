@@ -103,10 +103,18 @@ func (e *Error) InBand(spec *protocol.Spec, requestID string, n int) []byte {
 	return spec.Stream.InBandError(e.Status, e.Code, e.Msg, requestID, n)
 }
 
+// Noter is implemented by a ResponseWriter that wants to know which
+// error is written through it (the proxy's refusal log reads the code):
+// Write calls NoteError before the header goes out.
+type Noter interface{ NoteError(e *Error) }
+
 // Write sends e as the complete response in the error shape of p. The
 // caller has set the X-Request-Id header already; Anthropic-shape answers
 // carry the id in request-id as well, where the Anthropic SDKs read it.
 func (e *Error) Write(w http.ResponseWriter, p protocol.Protocol, requestID string) {
+	if n, ok := w.(Noter); ok {
+		n.NoteError(e)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if p == protocol.Anthropic && requestID != "" {

@@ -101,7 +101,7 @@ type node struct {
 
 func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, LogOptions()))
 	}
 	dialer, err := newDialer(cfg)
 	if err != nil {
@@ -178,6 +178,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Draining:        n.health.Draining,
 		NodeID:          cfg.NodeID,
 		Observer:        n.metrics,
+		// One line per request refused before routing, rate-limited.
+		Refused: newRefusalLog(o.Logger, time.Now).Refused,
 	}
 	// Per-model metrics read the usage event of every attempt, with or
 	// without usage delivery.
@@ -544,6 +546,7 @@ var tls12Suites = []uint16{
 func (n *node) drain(cancelBase context.CancelFunc) {
 	d := n.cfg.Drain
 	n.health.StartDraining()
+	start := time.Now()
 	n.log.Info("draining", "delay", d.Delay, "grace", d.Grace)
 	if d.Delay > 0 {
 		t := time.NewTimer(d.Delay)
@@ -552,9 +555,11 @@ func (n *node) drain(cancelBase context.CancelFunc) {
 	graceCtx, cancel := context.WithTimeout(context.Background(), d.Grace)
 	defer cancel()
 	if err := n.api.Shutdown(graceCtx); err != nil {
-		n.log.Warn("grace period over; cancelling remaining requests", "error", err)
+		n.log.Warn("grace period over; cancelling remaining requests", "error", err, "after", time.Since(start).Round(time.Millisecond))
 		cancelBase()
 		_ = n.api.Close()
+	} else {
+		n.log.Info("drained: every request finished", "took", time.Since(start).Round(time.Millisecond))
 	}
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), time.Second)
 	defer cancelClose()

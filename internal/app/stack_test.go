@@ -337,7 +337,9 @@ outbox_path = %q
 	s.stop = cancel
 	s.done = make(chan error, 1)
 	ready := make(chan struct{})
-	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lo := LogOptions()
+	lo.Level = slog.LevelDebug
+	log := slog.New(slog.NewJSONHandler(s.logs, lo))
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
 			Logger: log,

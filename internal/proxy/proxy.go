@@ -75,6 +75,10 @@ type Options struct {
 	NodeID string
 	// Observer receives metrics; nil = off.
 	Observer Observer
+	// Refused, when set, is told of every request the node refused by
+	// itself with a 4xx before any provider attempt (the app logs them,
+	// rate-limited). It must not block.
+	Refused func(Refusal)
 
 	Logger   *slog.Logger
 	Draining func() bool      // optional; adds Connection: close while draining
@@ -115,6 +119,56 @@ const endpointModels = "models"
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	code   string // the code of the error the node wrote itself (apierr), if any
+}
+
+// NoteError implements apierr.Noter.
+func (s *statusWriter) NoteError(e *apierr.Error) {
+	if s.status == 0 {
+		s.code = e.Code
+	}
+}
+
+// Refusal is a request the node refused by itself with a 4xx before any
+// provider attempt (bad or missing key, model not allowed, unknown model
+// or endpoint, bad body, body too large), for the refusal log.
+type Refusal struct {
+	RequestID string
+	Path      string // the URL path, never the query; "[redacted]" if it holds the request's key
+	Model     string // the model the request asked for; "" when not read; "[redacted]" as Path
+	Status    int
+	Reason    string // the error code sent: invalid_api_key, model_not_found, not_found, …
+}
+
+// noteRefusal reports the request to Options.Refused when the node
+// answered it with its own 4xx error.
+func (h *Handler) noteRefusal(w *statusWriter, r *http.Request, rid, model string) {
+	if h.o.Refused == nil || w.code == "" || w.status < 400 || w.status > 499 {
+		return
+	}
+	h.o.Refused(Refusal{
+		RequestID: rid, Path: withoutKey(r.URL.Path, r.Header), Model: withoutKey(model, r.Header),
+		Status: w.status, Reason: w.code,
+	})
+}
+
+// withoutKey returns s, or "[redacted]" when s contains a credential the
+// request carries (a client that put its key in the path or the model).
+func withoutKey(s string, h http.Header) string {
+	for _, v := range h.Values("Authorization") {
+		if scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "bearer") {
+			v = strings.TrimSpace(tok)
+		}
+		if v != "" && strings.Contains(s, v) {
+			return "[redacted]"
+		}
+	}
+	for _, v := range h.Values("X-Api-Key") {
+		if v = strings.TrimSpace(v); v != "" && strings.Contains(s, v) {
+			return "[redacted]"
+		}
+	}
+	return s
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -154,18 +208,22 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		c := h.serveEndpoint(w, r, spec, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint.String(), w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
+		h.noteRefusal(w, r, rid, c.req.Model)
 		return
 	}
 	shape := shapeFor(r)
 	if shape == protocol.Anthropic {
 		w.Header().Set("Request-Id", rid)
 	}
+	model := ""
+	defer func() { h.noteRefusal(w, r, rid, model) }()
 	switch path := r.URL.Path; {
 	case path == "/v1/models":
 		h.serveModels(w, r, shape, rid)
 		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
 	case strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix):
-		h.serveModel(w, r, shape, rid, path[len(modelPrefix):])
+		model = path[len(modelPrefix):]
+		h.serveModel(w, r, shape, rid, model)
 		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
 	case openai.StatefulPath(path):
 		apierr.NotFound("stateful_endpoint_not_supported", "ScootGate does not serve "+path+
