@@ -432,3 +432,31 @@ func TestSyntaxError(t *testing.T) {
 		})
 	}
 }
+
+// TestCredentialControlCharacter: a credential value holding a control
+// character (a secret file with a second line, a variable with a newline)
+// is refused at load, at the credential's own key, without the value.
+func TestCredentialControlCharacter(t *testing.T) {
+	const value = "sk-canary-second-line"
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": value + "\n", "SG_PROXY_PASSWORD": "k", "SG_MQTT_PASSWORD": "k"})
+	files := fakeFS(map[string]string{"/run/secrets/anthropic": value + "\nleftover\n", "/run/secrets/egress-password": "k"})
+	_, err := Parse(readTestdata(t, "example.toml"), env, files)
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("Parse = %v, want a *config.Error", err)
+	}
+	want := map[string]string{
+		"credentials.openai-main.env":     `secret: environment variable "OPENAI_API_KEY" contains a control character (U+000A); a credential is one line of printable characters`,
+		"credentials.anthropic-main.file": `secret: file "/run/secrets/anthropic" contains a control character (U+000A) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)`,
+	}
+	got := map[string]string{}
+	for _, p := range cerr.Problems {
+		got[p.Path] = p.Msg
+		if strings.Contains(p.Msg, value) {
+			t.Errorf("problem %s quotes the credential value", p.Path)
+		}
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("problems (-got +want):\n%s", diff)
+	}
+}

@@ -51,7 +51,24 @@ var (
 	ErrEmpty = errors.New("empty")
 	// ErrTooLarge: the file is larger than MaxFileBytes.
 	ErrTooLarge = errors.New("too large")
+	// ErrControl: the value holds a control character (U+0000-U+001F or
+	// U+007F), such as the newline of a file's second line. No credential
+	// (an API key, a token, a password sent in a header or a proxy
+	// handshake) contains one; sent anyway, it fails every request, which
+	// would look like a provider or proxy failure.
+	ErrControl = errors.New("contains a control character")
 )
+
+// control returns the first control character in v and whether there is
+// one.
+func control(v string) (rune, bool) {
+	for _, c := range []byte(v) {
+		if c < 0x20 || c == 0x7f {
+			return rune(c), true
+		}
+	}
+	return 0, false
+}
 
 // Secret is a credential value that prints as "[redacted]". The zero value is
 // an empty secret.
@@ -110,7 +127,8 @@ var (
 )
 
 // FromEnv reads the secret from the environment variable name. An unset or
-// empty variable is an error that names the variable.
+// empty variable, or one holding a control character ([ErrControl]), is an
+// error that names the variable.
 func FromEnv(name string) (Secret, error) { return FromEnvFunc(name, os.LookupEnv) }
 
 // FromEnvFunc is FromEnv with the lookup injected (os.LookupEnv in FromEnv).
@@ -122,12 +140,16 @@ func FromEnvFunc(name string, lookup func(string) (string, bool)) (Secret, error
 	if v == "" {
 		return Secret{}, fmt.Errorf("secret: environment variable %q is %w", name, ErrEmpty)
 	}
+	if c, ok := control(v); ok {
+		return Secret{}, fmt.Errorf("secret: environment variable %q %w (%U); a credential is one line of printable characters", name, ErrControl, c)
+	}
 	return New(v), nil
 }
 
 // FromFile reads the secret from the file at path, trimming one trailing
-// "\n" or "\r\n". A missing, unreadable, empty or oversized file is an error
-// that names the path.
+// "\n" or "\r\n". A missing, unreadable, empty or oversized file, or one
+// whose value then holds a control character ([ErrControl]: a second line,
+// a lone "\r"), is an error that names the path.
 func FromFile(path string) (Secret, error) { return FromFileFunc(path, readFile) }
 
 // FromFileFunc is FromFile with the reader injected. The content is checked
@@ -154,6 +176,9 @@ func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error
 	}
 	if v == "" {
 		return Secret{}, fmt.Errorf("secret: file %q is %w", path, ErrEmpty)
+	}
+	if c, ok := control(v); ok {
+		return Secret{}, fmt.Errorf("secret: file %q %w (%U) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", path, ErrControl, c)
 	}
 	return New(v), nil
 }

@@ -152,7 +152,7 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 }
 
 func TestFromEnvFunc(t *testing.T) {
-	env := map[string]string{"SET": canary, "EMPTY": ""}
+	env := map[string]string{"SET": canary, "EMPTY": "", "NL": canary + "\n", "DEL": "a\x7fb"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	tests := []struct {
 		name    string
@@ -164,6 +164,8 @@ func TestFromEnvFunc(t *testing.T) {
 		{name: "set", varName: "SET", want: canary},
 		{name: "unset", varName: "NOPE", wantErr: ErrUnset, wantMsg: `secret: environment variable "NOPE" is unset`},
 		{name: "empty", varName: "EMPTY", wantErr: ErrEmpty, wantMsg: `secret: environment variable "EMPTY" is empty`},
+		{name: "newline", varName: "NL", wantErr: ErrControl, wantMsg: `secret: environment variable "NL" contains a control character (U+000A); a credential is one line of printable characters`},
+		{name: "DEL", varName: "DEL", wantErr: ErrControl, wantMsg: `secret: environment variable "DEL" contains a control character (U+007F); a credential is one line of printable characters`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,8 +215,22 @@ func TestFromFile(t *testing.T) {
 		{name: "plain", path: write("plain", canary), want: canary},
 		{name: "trailing LF", path: write("lf", canary+"\n"), want: canary},
 		{name: "trailing CRLF", path: write("crlf", canary+"\r\n"), want: canary},
-		{name: "only one LF trimmed", path: write("lflf", canary+"\n\n"), want: canary + "\n"},
-		{name: "lone CR kept", path: write("cr", canary+"\r"), want: canary + "\r"},
+		{
+			name: "only one LF trimmed", path: write("lflf", canary+"\n\n"), wantErr: ErrControl,
+			wantMsg: fmt.Sprintf("secret: file %q contains a control character (U+000A) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", filepath.Join(dir, "lflf")),
+		},
+		{
+			name: "second line", path: write("two", canary+"\nsecond\n"), wantErr: ErrControl,
+			wantMsg: fmt.Sprintf("secret: file %q contains a control character (U+000A) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", filepath.Join(dir, "two")),
+		},
+		{
+			name: "lone CR", path: write("cr", canary+"\r"), wantErr: ErrControl,
+			wantMsg: fmt.Sprintf("secret: file %q contains a control character (U+000D) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", filepath.Join(dir, "cr")),
+		},
+		{
+			name: "tab", path: write("tab", "a\tb"), wantErr: ErrControl,
+			wantMsg: fmt.Sprintf("secret: file %q contains a control character (U+0009) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", filepath.Join(dir, "tab")),
+		},
 		{name: "spaces kept", path: write("spaces", " "+canary+" \n"), want: " " + canary + " "},
 		{name: "empty", path: write("empty", ""), wantErr: ErrEmpty, wantMsg: fmt.Sprintf("secret: file %q is empty", filepath.Join(dir, "empty"))},
 		{name: "only newline", path: write("nl", "\n"), wantErr: ErrEmpty, wantMsg: fmt.Sprintf("secret: file %q is empty", filepath.Join(dir, "nl"))},
