@@ -31,6 +31,8 @@ var baseURLMessages = map[string]bool{
 	"numeric host that is not a valid IP address":                                                                        true,
 	"cloud metadata service host; not allowed":                                                                           true,
 	"plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)": true,
+	"IPv6 address embedding a link-local IPv4 address; not allowed (cloud metadata services live there)":                 true,
+	"IPv6 address embedding a cloud metadata service address; not allowed":                                               true,
 }
 
 // FuzzDecodeValidate: Decode never panics and returns exactly one of a

@@ -308,6 +308,9 @@ var metadataAddrs = map[netip.Addr]bool{
 //   - not a link-local address (169.254.0.0/16, fe80::/10, where cloud
 //     metadata services live, e.g. 169.254.169.254), not a known metadata
 //     service name or address (metadata.google.internal, fd00:ec2::254, …),
+//     in any IPv6 spelling that stands for one (IPv4-mapped, IPv4-
+//     compatible, NAT64, 6to4, Teredo: [64:ff9b::a9fe:a9fe] is
+//     169.254.169.254 behind a NAT64 gateway),
 //     not an unspecified or multicast address;
 //   - a host name is ASCII letters, digits, '-' and '_' in dot-separated
 //     labels of 1–63 characters, and does not end in a numeric label (such
@@ -352,6 +355,14 @@ func CheckBaseURL(raw string) *URLError {
 		case ip.IsUnspecified() || ip.IsMulticast():
 			return fail("not a unicast address")
 		}
+		for _, v4 := range embeddedIPv4(ip) {
+			switch {
+			case v4.IsLinkLocalUnicast():
+				return fail("IPv6 address embedding a link-local IPv4 address; not allowed (cloud metadata services live there)")
+			case metadataAddrs[v4]:
+				return fail("IPv6 address embedding a cloud metadata service address; not allowed")
+			}
+		}
 		loopback = ip.IsLoopback()
 	} else {
 		name := strings.TrimSuffix(strings.ToLower(host), ".")
@@ -367,6 +378,41 @@ func CheckBaseURL(raw string) *URLError {
 	}
 	if u.Scheme == "http" && !loopback {
 		return fail("plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)")
+	}
+	return nil
+}
+
+// embeddedIPv4 returns the IPv4 addresses an IPv6 address stands for under
+// the translation and tunnelling schemes a network path may apply: IPv4-
+// compatible ::a.b.c.d (deprecated, still routed by some stacks), NAT64
+// 64:ff9b::/96 (RFC 6052) and the local-use 64:ff9b:1::/48 (RFC 8215, the
+// address in its last 32 bits, the common /96 layout), 6to4 2002::/16
+// (RFC 3056, bits 16-47) and Teredo 2001::/32 (RFC 4380, the server in
+// bits 32-63 and the client, inverted, in the last 32 bits). So
+// [64:ff9b::a9fe:a9fe] or [2002:a9fe:a9fe::] is 169.254.169.254 for a
+// NAT64 gateway or a 6to4 relay. IPv4-mapped ::ffff:a.b.c.d is unmapped
+// before. It returns nil for any other address.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	last := netip.AddrFrom4([4]byte(b[12:16]))
+	switch {
+	case [12]byte(b[:12]) == [12]byte{}:
+		return []netip.Addr{last} // ::a.b.c.d
+	case [12]byte(b[:12]) == [12]byte{0, 0x64, 0xff, 0x9b}:
+		return []netip.Addr{last} // 64:ff9b::/96
+	case [6]byte(b[:6]) == [6]byte{0, 0x64, 0xff, 0x9b, 0, 1}:
+		return []netip.Addr{last} // 64:ff9b:1::/48
+	case b[0] == 0x20 && b[1] == 0x02:
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))} // 2002:V4::/48
+	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0:
+		client := [4]byte(b[12:16])
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[4:8])), netip.AddrFrom4(client)} // Teredo
 	}
 	return nil
 }

@@ -204,13 +204,15 @@ func TestValidationErrorString(t *testing.T) {
 
 func TestCheckBaseURL(t *testing.T) {
 	const (
-		plaintext = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"
-		linkLocal = "link-local address; not allowed (cloud metadata services live there)"
-		metaHost  = "cloud metadata service host; not allowed"
-		metaAddr  = "cloud metadata service address; not allowed"
-		want      = "expected an https:// URL (http:// only for a loopback host)"
-		badName   = "invalid host name; expected ASCII letters, digits, '-' and '_' in dot-separated labels (IDNs in punycode)"
-		numeric   = "numeric host that is not a valid IP address"
+		plaintext      = "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"
+		linkLocal      = "link-local address; not allowed (cloud metadata services live there)"
+		metaHost       = "cloud metadata service host; not allowed"
+		metaAddr       = "cloud metadata service address; not allowed"
+		want           = "expected an https:// URL (http:// only for a loopback host)"
+		badName        = "invalid host name; expected ASCII letters, digits, '-' and '_' in dot-separated labels (IDNs in punycode)"
+		numeric        = "numeric host that is not a valid IP address"
+		embedLinkLocal = "IPv6 address embedding a link-local IPv4 address; not allowed (cloud metadata services live there)"
+		embedMeta      = "IPv6 address embedding a cloud metadata service address; not allowed"
 	)
 	tests := []struct {
 		url  string
@@ -251,6 +253,20 @@ func TestCheckBaseURL(t *testing.T) {
 		{"https://169.254.169.254/latest/meta-data", linkLocal},
 		{"https://169.254.170.2/v2/credentials", linkLocal},
 		{"https://[::ffff:169.254.169.254]/", linkLocal},
+		{"https://[::ffff:a9fe:a9fe]/", linkLocal},
+		{"https://[::169.254.169.254]/", embedLinkLocal},
+		{"https://[::a9fe:a9fe]/", embedLinkLocal},
+		{"https://[64:ff9b::a9fe:a9fe]/", embedLinkLocal},
+		{"https://[64:ff9b::169.254.169.254]/", embedLinkLocal},
+		{"https://[64:ff9b:1::a9fe:a9fe]/", embedLinkLocal},
+		{"https://[2002:a9fe:a9fe::]/", embedLinkLocal},
+		{"https://[2002:a9fe:a9fe:1::1]/", embedLinkLocal},
+		{"https://[2001:0:a9fe:a9fe::1]/", embedLinkLocal},                  // Teredo server
+		{"https://[2001:0:4136:e378:8000:63bf:5601:5601]/", embedLinkLocal}, // Teredo client 169.254.169.254, inverted
+		{"https://[64:ff9b::6464:64c8]/", embedMeta},                        // 100.100.100.200
+		{"https://[2002:c000:00c0::]/", embedMeta},                          // 192.0.0.192
+		{"https://[64:ff9b::a01:203]/v1", ""},                               // 10.1.2.3 behind NAT64
+		{"https://[2002:0a01:0203::1]/v1", ""},                              // 10.1.2.3 over 6to4
 		{"https://[fe80::1]/", linkLocal},
 		{"https://[fe80::a9fe:a9fe%25eth0]/", linkLocal},
 		{"https://[ff02::1]/", linkLocal},
