@@ -12,6 +12,8 @@
 //	scootgate keygen [--out PREFIX] write a snapshot signing key pair
 //	scootgate sign --key PRIVATE FILE
 //	                                print FILE as a signed envelope
+//	scootgate reset-floor --kind routes|authz --config FILE|--state-dir DIR
+//	                                remove a persisted snapshot and its rollback floor
 //	scootgate digest                read a key on stdin, print its SHA-256 hex
 //	scootgate version               print the version
 package main
@@ -59,6 +61,11 @@ commands:
                         for signing snapshots (default scootgate-snapshot)
   sign --key PRIVATE [--kind routes|authz] FILE
                         check FILE, then print it as a signed DSSE envelope
+  reset-floor --kind routes|authz --config FILE|--state-dir DIR
+                        with the node stopped: remove the persisted snapshot of
+                        that kind and its rollback floor, so that the node
+                        applies the next version its source serves, whatever it
+                        is (docs/snapshots.md)
   digest                read an API key on stdin; print its SHA-256 hex digest
   version               print the version
 `
@@ -79,6 +86,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "digest":
 		return cmdDigest(stdin, stdout, stderr)
+	case "reset-floor":
+		return cmdResetFloor(args[1:], stdout, stderr)
 	case "keygen":
 		return cmdKeygen(args[1:], stdout, stderr)
 	case "sign":

@@ -181,6 +181,35 @@ func (d *DiskStore) Touch(kind string, version uint64, fetched time.Time) error 
 	return d.write(kind, data, version, fetched)
 }
 
+// ResetFloor removes the persisted document of kind and with it the
+// rollback floor, for an operator recovering a node whose floor was raised
+// beyond every document its publisher will serve (docs/snapshots.md). It
+// returns the floor and fetch time that were recorded (0 and zero when the
+// header was unreadable) and whether there was a file. The next document
+// of any version is applied. The node must not be running: a running
+// poller keeps its floor in memory and persists it again.
+func (d *DiskStore) ResetFloor(kind string) (floor uint64, fetched time.Time, found bool, err error) {
+	if err := checkKind(kind); err != nil {
+		return 0, time.Time{}, false, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, _, _ := d.read(kind)
+	if h != nil {
+		floor, fetched = h.Version, h.FetchedAt
+	}
+	switch err := os.Remove(d.path(kind)); {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, time.Time{}, false, nil
+	case err != nil:
+		return floor, fetched, true, fmt.Errorf("snapshot: reset %s: %w", kind, err)
+	}
+	if err := syncDir(d.dir); err != nil {
+		return floor, fetched, true, fmt.Errorf("snapshot: reset %s: fsync dir: %w", kind, err)
+	}
+	return floor, fetched, true, nil
+}
+
 // write replaces the file of kind atomically. d.mu is held.
 func (d *DiskStore) write(kind string, data []byte, version uint64, fetched time.Time) (err error) {
 	sum := sha256.Sum256(data)

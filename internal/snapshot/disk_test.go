@@ -232,3 +232,31 @@ func truncateFile(t *testing.T, path string, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestDiskStoreResetFloor: ResetFloor removes the document and its floor,
+// reports what they were, and a lower version can be saved afterwards.
+func TestDiskStoreResetFloor(t *testing.T) {
+	d, _ := openStore(t)
+	if _, _, found, err := d.ResetFloor("routes"); found || err != nil {
+		t.Fatalf("ResetFloor with nothing persisted = %v, %v", found, err)
+	}
+	if err := d.Save("routes", []byte("stuck"), 1<<63-1, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Save("routes", []byte("v7"), 7, t0); !errors.Is(err, snapshot.ErrRollback) {
+		t.Fatalf("Save below the floor = %v, want ErrRollback", err)
+	}
+	floor, fetched, found, err := d.ResetFloor("routes")
+	if err != nil || !found || floor != 1<<63-1 || !fetched.Equal(t0) {
+		t.Fatalf("ResetFloor = %d, %v, %v, %v", floor, fetched, found, err)
+	}
+	if got, _ := load(t, d, "routes"); got != (loaded{}) {
+		t.Errorf("after the reset: %+v, want nothing", got)
+	}
+	if err := d.Save("routes", []byte("v7"), 7, t0); err != nil {
+		t.Errorf("Save after the reset: %v", err)
+	}
+	if _, _, _, err := d.ResetFloor("../x"); err == nil {
+		t.Error("ResetFloor accepted a bad kind")
+	}
+}

@@ -33,7 +33,8 @@
 // rules, then its apply func (compile and swap, whole or nothing):
 //
 //   - a version below the floor (the highest ever applied, persisted) is
-//     rejected with [ErrRollback];
+//     rejected with [ErrRollback], and one more than [MaxVersionJump]
+//     above it with [ErrVersionJump];
 //   - the version already loaded is "no change" (docs/snapshots.md);
 //   - anything higher is applied, persisted with its fetch time, and the
 //     source is told the new version.

@@ -27,9 +27,18 @@ var (
 	// ErrRollback: the document's version is lower than the highest
 	// version this node has applied, including in earlier runs (the
 	// persisted floor). It looks like a rollback on the publisher's side;
-	// if the publisher really restarted its numbering, remove the node's
-	// state directory.
+	// if the publisher really restarted its numbering, stop the node and
+	// run `scootgate reset-floor` (docs/snapshots.md).
 	ErrRollback = errors.New("snapshot: version is lower than the highest applied")
+	// ErrVersionJump: the document's version is more than MaxVersionJump
+	// above the highest version this node has applied (or above 0 on a
+	// node that has applied none). Such a version is far more likely a
+	// publisher bug (math.MaxInt64 or a -1 cast to unsigned as "latest")
+	// than a real publish, and applying it would raise the persisted
+	// floor so far that every later document is a rollback: the node
+	// would never take an update again. See docs/snapshots.md for
+	// `scootgate reset-floor`.
+	ErrVersionJump = errors.New("snapshot: implausible version jump")
 	// ErrSignature: the source requires signed documents (verify_keys)
 	// and this one is not a DSSE envelope of the right payload type with
 	// a valid signature by a trusted key ([Signed]). Counted apart in

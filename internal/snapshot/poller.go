@@ -21,6 +21,14 @@ import (
 // changed when apply fails.
 type DecodeFunc func(data []byte) (version uint64, apply func() error, err error)
 
+// MaxVersionJump is the most a document's version may exceed the highest
+// version applied (0 before the first): 2^62. Every numbering a publisher
+// plausibly uses fits (a counter, or Unix seconds, milliseconds or
+// nanoseconds until 2116, even as the first document), while a single
+// publish of math.MaxInt64 (2^63-1) or math.MaxUint64 is refused with
+// [ErrVersionJump] instead of raising the persisted floor out of reach.
+const MaxVersionJump = 1 << 62
+
 // Defaults for PollerOptions.
 const DefaultInterval = 10 * time.Second
 
@@ -90,8 +98,9 @@ type Status struct {
 // before it is published.
 //
 // Version rules: a version below the floor (the highest ever applied,
-// persisted across restarts) is rejected with [ErrRollback]; the version
-// already loaded is "no change"; anything higher is applied. Until a
+// persisted across restarts) is rejected with [ErrRollback]; one more than
+// [MaxVersionJump] above it with [ErrVersionJump]; the version already
+// loaded is "no change"; anything higher is applied. Until a
 // document is loaded, a version equal to the floor is applied too (a
 // restart whose persisted copy no longer validates).
 type Poller struct {
@@ -258,6 +267,8 @@ func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
 		return p.reject(errors.New("snapshot: version must be at least 1, got 0"), fetched)
 	case version < floor:
 		return p.reject(fmt.Errorf("%w: got version %d, highest applied %d", ErrRollback, version, floor), fetched)
+	case version-floor > MaxVersionJump:
+		return p.reject(fmt.Errorf("%w: got version %d, more than 2^62 above the highest applied, %d; not applied, so that the floor cannot lock out every later document (docs/snapshots.md)", ErrVersionJump, version, floor), fetched)
 	case version == cur:
 		// docs/snapshots.md: an equal version is simply "no change".
 		p.succeed()

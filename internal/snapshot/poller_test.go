@@ -639,3 +639,39 @@ func TestNewPollerPanics(t *testing.T) {
 	}()
 	snapshot.NewPoller(snapshot.PollerOptions{Name: "routes"})
 }
+
+// TestPollerVersionJump: a version more than MaxVersionJump above the floor
+// (0 on a fresh node) is refused, so that one bad publish of MaxInt64 or
+// MaxUint64 cannot raise the persisted floor beyond every later document.
+func TestPollerVersionJump(t *testing.T) {
+	store, _ := openStore(t)
+	e := newPollerEnv(t, store, 0)
+	for _, v := range []uint64{1<<63 - 1, 1<<64 - 1, snapshot.MaxVersionJump + 1} {
+		e.src.set(doc(v), true, nil)
+		if err := e.p.Poll(t.Context()); !errors.Is(err, snapshot.ErrVersionJump) {
+			t.Errorf("first document, version %d: Poll = %v, want ErrVersionJump", v, err)
+		}
+	}
+	for _, v := range []uint64{5, 5 + snapshot.MaxVersionJump} {
+		e.src.set(doc(v), true, nil)
+		if err := e.p.Poll(t.Context()); err != nil {
+			t.Fatalf("version %d: Poll = %v", v, err)
+		}
+	}
+	const top = 5 + 2*snapshot.MaxVersionJump
+	e.src.set(doc(top), true, nil)
+	if err := e.p.Poll(t.Context()); err != nil {
+		t.Fatalf("version %d, MaxVersionJump above the floor: Poll = %v", uint64(top), err)
+	}
+	e.src.set(doc(1<<64-1), true, nil)
+	if err := e.p.Poll(t.Context()); !errors.Is(err, snapshot.ErrVersionJump) {
+		t.Errorf("version 2^64-1 from %d: Poll = %v, want ErrVersionJump", uint64(top), err)
+	}
+	if got := e.p.Status().Version; got != top {
+		t.Errorf("Version = %d, want %d", got, uint64(top))
+	}
+	_, _, floor, _, err := store.Load("routes")
+	if err != nil || floor != top {
+		t.Errorf("persisted floor = %d, %v", floor, err)
+	}
+}
