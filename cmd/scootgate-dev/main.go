@@ -188,8 +188,10 @@ func writeSnapshots(dir string, now time.Time) error {
 	return writeJSON(filepath.Join(dir, "authz.json"), devAuthz(now))
 }
 
-// devRoutes: demo-gpt on the fake provider's OpenAI side, demo-claude on
-// its Anthropic side, with the credentials dev.toml defines.
+// devRoutes: demo-gpt (chat completions and responses) and demo-embed
+// (embeddings) on the fake provider's OpenAI side, demo-claude (messages
+// and count_tokens) on its Anthropic side, with the credentials dev.toml
+// defines.
 func devRoutes(now time.Time) routesnap.Snapshot {
 	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (docs/egress.md)
 	return routesnap.Snapshot{
@@ -197,8 +199,12 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 		Version:     1,
 		GeneratedAt: now,
 		Backends: []routesnap.Backend{
-			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64},
-			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: 64},
+			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64,
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64,
+				Endpoints: []string{routesnap.EndpointEmbeddings}},
+			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: 64,
+				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 		},
 		Models: []routesnap.Model{
 			{Name: "demo-gpt", Targets: []routesnap.Target{
@@ -206,6 +212,9 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 			}},
 			{Name: "demo-claude", Targets: []routesnap.Target{
 				{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+			{Name: "demo-embed", Targets: []routesnap.Target{
+				{Backend: "fake-openai-embed", Model: "fake-embedding-1", Weight: 1},
 			}},
 		},
 	}
@@ -249,7 +258,8 @@ type banner struct {
 func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
-  node API      http://%[1]s   (models: demo-gpt = OpenAI, demo-claude = Anthropic)
+  node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
+                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens)
   health        http://%[2]s/readyz
   fake provider http://%[3]s   reached only through SOCKS5 %[4]s
   control plane %[7]s
@@ -266,6 +276,11 @@ Try:
   curl -sN http://%[1]s/v1/messages -H 'x-api-key: %[6]s' -H 'anthropic-version: 2023-06-01' \
     -H 'Content-Type: application/json' \
     -d '{"model":"demo-claude","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+
+  curl -sN http://%[1]s/v1/responses -H 'Authorization: Bearer %[6]s' \
+    -H 'Content-Type: application/json' -d '{"model":"demo-gpt","stream":true,"input":"hello"}'
+
+  More (embeddings, count_tokens, models, Codex CLI, Claude Code): README.md
 
 Publish a new snapshot: edit %[9]s/routes.json (or authz.json),
 raise its "version" and save. At its next poll (every %[10]s) the node logs

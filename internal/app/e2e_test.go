@@ -15,6 +15,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 func openAIClient(s *stack, key string) openai.Client {
@@ -165,6 +166,7 @@ func runSDKSuite(t *testing.T, s *stack) {
 			t.Errorf("anthropic models = %+v, want [%s]", ap.Data, anthropicModel)
 		}
 	})
+	runAgentEndpoints(t, s, oc, ac)
 	t.Run("sdk errors", func(t *testing.T) {
 		bad := openAIClient(s, "sk-wrong")
 		_, err := bad.Chat.Completions.New(ctx, openAIParams("x"))
@@ -179,6 +181,109 @@ func runSDKSuite(t *testing.T, s *stack) {
 		if !errors.As(err, &ae) || ae.StatusCode != 404 {
 			t.Errorf("anthropic unknown model: %v, want *anthropic.Error 404", err)
 		}
+		// The Anthropic SDK reads RequestID from request-id: the node's id.
+		if ae != nil && !strings.HasPrefix(ae.RequestID, "sg-") {
+			t.Errorf("anthropic error RequestID = %q, want the node's sg- id", ae.RequestID)
+		}
+	})
+}
+
+// runAgentEndpoints drives the endpoints agent clients use (Responses,
+// Embeddings, model retrieval, count_tokens) with the official SDKs.
+func runAgentEndpoints(t *testing.T, s *stack, oc openai.Client, ac anthropic.Client) {
+	ctx := t.Context()
+	respParams := func(prompt string) responses.ResponseNewParams {
+		return responses.ResponseNewParams{
+			Model: openAIModel,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)},
+		}
+	}
+	t.Run("openai responses", func(t *testing.T) {
+		res, err := oc.Responses.New(ctx, respParams("hello responses"))
+		if err != nil {
+			t.Fatalf("Responses.New: %v", err)
+		}
+		if got := res.OutputText(); got != "echo: hello responses" {
+			t.Errorf("output text = %q", got)
+		}
+		if res.Usage.InputTokens != 2 || res.Usage.OutputTokens == 0 {
+			t.Errorf("usage = %+v", res.Usage)
+		}
+		if last := lastRequest(t, s); last.Model != openAIProvModel || last.Path != "/v1/responses" {
+			t.Errorf("provider saw %s model %q", last.Path, last.Model)
+		}
+	})
+	t.Run("openai responses stream", func(t *testing.T) {
+		st := oc.Responses.NewStreaming(ctx, respParams("hello stream [[chunks=3]]"))
+		var text strings.Builder
+		var last responses.ResponseStreamEventUnion
+		for st.Next() {
+			ev := st.Current()
+			if ev.Type == "response.output_text.delta" {
+				text.WriteString(ev.Delta)
+			}
+			last = ev
+		}
+		if err := st.Err(); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if text.String() != "echo: hello stream" || last.Type != "response.completed" || last.Response.Usage.OutputTokens != 3 {
+			t.Errorf("text %q, last event %q, usage %+v", text.String(), last.Type, last.Response.Usage)
+		}
+	})
+	t.Run("openai responses stream cut", func(t *testing.T) {
+		st := oc.Responses.NewStreaming(ctx, respParams("cut [[cut=after_events:3]]"))
+		var types []string
+		for st.Next() {
+			types = append(types, st.Current().Type)
+		}
+		// The SDK parses the node's in-band error as the stream's error
+		// event; it never sees a response.completed.
+		if st.Err() != nil || len(types) != 4 || types[3] != "error" {
+			t.Errorf("events %v, err %v; want 3 events and the error event", types, st.Err())
+		}
+	})
+	t.Run("openai embeddings", func(t *testing.T) {
+		res, err := oc.Embeddings.New(ctx, openai.EmbeddingNewParams{
+			Model: openAIModel,
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"one two", "three"}},
+		})
+		if err != nil {
+			t.Fatalf("Embeddings.New: %v", err)
+		}
+		if len(res.Data) != 2 || len(res.Data[0].Embedding) == 0 || res.Usage.PromptTokens != 3 {
+			t.Errorf("embeddings = %d vectors, usage %+v", len(res.Data), res.Usage)
+		}
+	})
+	t.Run("models get", func(t *testing.T) {
+		m, err := oc.Models.Get(ctx, openAIModel)
+		if err != nil || m.ID != openAIModel {
+			t.Errorf("openai Models.Get = %+v, %v", m, err)
+		}
+		am, err := ac.Models.Get(ctx, anthropicModel, anthropic.ModelGetParams{})
+		if err != nil || am.ID != anthropicModel {
+			t.Errorf("anthropic Models.Get = %+v, %v", am, err)
+		}
+		_, err = oc.Models.Get(ctx, anthropicModel) // no OpenAI target
+		var oe *openai.Error
+		if !errors.As(err, &oe) || oe.StatusCode != 404 {
+			t.Errorf("openai Models.Get of an anthropic-only model: %v, want 404", err)
+		}
+	})
+	t.Run("anthropic count_tokens", func(t *testing.T) {
+		res, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+			Model:    anthropicModel,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("one two three"))},
+		})
+		if err != nil {
+			t.Fatalf("CountTokens: %v", err)
+		}
+		if res.InputTokens != 3 {
+			t.Errorf("input tokens = %d, want 3", res.InputTokens)
+		}
+		if last := lastRequest(t, s); last.Model != anthProvModel || last.Path != "/v1/messages/count_tokens" {
+			t.Errorf("provider saw %s model %q", last.Path, last.Model)
+		}
 	})
 }
 
@@ -189,10 +294,11 @@ func lastRequest(t *testing.T, s *stack) fakeRequest {
 		t.Fatal("the provider received no request")
 	}
 	r := reqs[len(reqs)-1]
-	return fakeRequest{Model: r.Model, Stream: r.Stream, Header: r.Header, Body: string(r.Body)}
+	return fakeRequest{Model: r.Model, Stream: r.Stream, Header: r.Header, Body: string(r.Body), Path: r.Path}
 }
 
 type fakeRequest struct {
+	Path   string
 	Model  string
 	Stream bool
 	Header http.Header

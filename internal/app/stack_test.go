@@ -268,11 +268,13 @@ protocol = "openai"
 base_url = %q
 credential = "oa"
 max_inflight_per_node = %d
+endpoints = ["chat_completions", "responses", "embeddings"]
 [backends.an]
 protocol = "anthropic"
 base_url = %q
 credential = "an"
 max_inflight_per_node = %d
+endpoints = ["messages", "count_tokens"]
 [models.%s]
 [[models.%s.targets]]
 backend = "oa"

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -103,6 +104,62 @@ func TestUsageEvents(t *testing.T) {
 			body: `{"model":"gpt","messages":[{"role":"user","content":"[[reset=after_body]]"}]}`,
 			want: want{Status: 502, SendState: "possibly_sent", Stage: "send"},
 		},
+		{
+			name: "responses non-stream: usage from the response object",
+			path: "/v1/responses",
+			body: `{"model":"gpt-all","input":"one two three [[cache_read=1]] [[reasoning=2]]"}`,
+			want: want{Status: 200, SendState: "response_received", Input: 6, Output: 3 + 2, HasUsage: true, ClientSees: `"output_text"`},
+		},
+		{
+			name: "responses stream: usage from response.completed, nothing injected",
+			path: "/v1/responses",
+			body: `{"model":"gpt-all","stream":true,"input":[{"role":"user","content":"one two [[chunks=2]]"}]}`,
+			want: want{Status: 200, SendState: "response_received", Input: 3, Output: 2, HasUsage: true,
+				ClientSees: "event: response.completed", ProviderLacks: "stream_options"},
+		},
+		{
+			name: "responses stream cut: in-band error event, stage stream, no usage",
+			path: "/v1/responses",
+			body: `{"model":"gpt-all","stream":true,"input":"one two [[cut=after_events:4]]"}`,
+			want: want{Status: 200, SendState: "response_received", Stage: "stream",
+				ClientSees: "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"the provider stream ended without its terminator\",\"param\":null,\"sequence_number\":4}", ClientLacks: "response.completed"},
+		},
+		{
+			name: "responses stream with the provider's error event",
+			path: "/v1/responses",
+			body: `{"model":"gpt-all","stream":true,"input":"one two [[error_event=after:2]]"}`,
+			want: want{Status: 200, SendState: "response_received", Stage: "stream", ClientSees: `"type":"error"`, ClientLacks: "response.completed"},
+		},
+		{
+			name: "responses reset after body is possibly sent",
+			path: "/v1/responses",
+			body: `{"model":"gpt-all","input":"[[reset=after_body]]"}`,
+			want: want{Status: 502, SendState: "possibly_sent", Stage: "send"},
+		},
+		{
+			name: "embeddings: usage.prompt_tokens",
+			path: "/v1/embeddings",
+			body: `{"model":"gpt-all","input":["one two","three"]}`,
+			want: want{Status: 200, SendState: "response_received", Input: 3, HasUsage: true, ClientSees: `"embedding"`},
+		},
+		{
+			name: "embeddings reset after body is possibly sent",
+			path: "/v1/embeddings",
+			body: `{"model":"gpt-all","input":"[[reset=after_body]]"}`,
+			want: want{Status: 502, SendState: "possibly_sent", Stage: "send"},
+		},
+		{
+			name: "count_tokens: a count, not usage",
+			path: "/v1/messages/count_tokens",
+			body: `{"model":"claude-all","messages":[{"role":"user","content":"one two three"}]}`,
+			want: want{Status: 200, SendState: "response_received", ClientSees: `{"input_tokens":3}`},
+		},
+		{
+			name: "count_tokens reset after body is possibly sent",
+			path: "/v1/messages/count_tokens",
+			body: `{"model":"claude-all","messages":[{"role":"user","content":"[[reset=after_body]]"}]}`,
+			want: want{Status: 502, SendState: "possibly_sent", Stage: "send"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +210,19 @@ func TestUsageEvents(t *testing.T) {
 			}
 			if ev.NodeID != "node-1" || ev.TenantID != "t" || ev.KeyID != "k" || ev.Authoritative || ev.Attempt != 1 || ev.RequestBytes == 0 {
 				t.Errorf("event identity fields wrong: %+v", ev)
+			}
+			// The endpoint is recorded; a possibly-sent failure is attempted
+			// once and the client told not to retry.
+			if want := catalog.ByPath(tt.path).Endpoint.String(); ev.Endpoint != want {
+				t.Errorf("event endpoint %q, want %q", ev.Endpoint, want)
+			}
+			if tt.want.SendState == "possibly_sent" {
+				if n := prov.RequestCount(); n != 1 {
+					t.Errorf("provider saw %d requests, want exactly 1", n)
+				}
+				if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+					t.Errorf("x-should-retry %q, want false", got)
+				}
 			}
 		})
 	}

@@ -15,6 +15,14 @@
 //   - POST /v1/messages: Anthropic Messages, JSON or SSE (message_start,
 //     content_block_start, ping, content_block_delta…, content_block_stop,
 //     message_delta with cumulative usage, message_stop).
+//   - POST /v1/responses: OpenAI Responses, JSON or SSE (named events
+//     response.created, response.in_progress, output_item.added,
+//     content_part.added, output_text.delta…, output_text.done,
+//     content_part.done, output_item.done, response.completed with usage; no
+//     [DONE]); its in-band error is the Responses `error` event.
+//   - POST /v1/embeddings: an embeddings list, one 8-dimension vector per
+//     input, usage.prompt_tokens = words.
+//   - POST /v1/messages/count_tokens: {"input_tokens": words}.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //
@@ -59,7 +67,10 @@
 //	[[cache_read=N]] [[cache_write=N]] [[reasoning=N]]  extra usage numbers
 //
 // An unknown or malformed directive is a 400, so a typo fails loudly. See
-// [Behaviour] for how the knobs combine.
+// [Behaviour] for how the knobs combine. Every endpoint obeys them (the
+// stream directives where the endpoint streams). The prompt of a Responses
+// or Embeddings request is its input string, or the text of its last user
+// input item.
 //
 // # Observability
 //

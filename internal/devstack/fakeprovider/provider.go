@@ -256,19 +256,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer p.inflight.Done()
 
-	var proto Protocol
-	method := http.MethodPost
-	switch r.URL.Path {
-	case "/v1/chat/completions":
-		proto = OpenAI
-	case "/v1/messages":
-		proto = Anthropic
-	case "/v1/models":
-		proto, method = OpenAI, http.MethodGet
-		if r.Header.Get("anthropic-version") != "" {
-			proto = Anthropic
-		}
-	}
+	proto, method, k := route(r)
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	in, parseErr := parseBody(body)
@@ -328,15 +316,16 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
-	p.answer(w, r, proto, b, reply{
+	p.answer(w, r, proto, k, b, reply{
 		seq:          seq,
 		model:        in.Model,
 		created:      p.o.Clock(),
 		pieces:       split("echo: "+echo, b.Chunks),
 		words:        in.words(),
 		b:            b,
-		stream:       in.Stream,
+		stream:       in.Stream && (k == kindChat || k == kindMessages || k == kindResponses),
 		includeUsage: in.StreamOptions.IncludeUsage,
+		inputs:       in.inputs(),
 	})
 }
 
@@ -374,12 +363,13 @@ type reply struct {
 	b            Behaviour
 	stream       bool
 	includeUsage bool
+	inputs       int // embeddings: the number of inputs
 }
 
 func (r reply) text() string { return strings.Join(r.pieces, "") }
 
 // answer applies b (in the order Behaviour documents) and writes the reply.
-func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol, b Behaviour, rp reply) {
+func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol, k kind, b Behaviour, rp reply) {
 	ctx := r.Context()
 	if !wait(ctx, b.Delay) {
 		return
@@ -402,9 +392,16 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	p.setHeaders(w.Header(), proto, rp.seq)
 	if !rp.stream {
 		var body []byte
-		if proto == OpenAI {
+		switch k {
+		case kindChat:
 			body = openAICompletion(rp)
-		} else {
+		case kindResponses:
+			body = responsesBody(rp)
+		case kindEmbeddings:
+			body = embeddingsBody(rp, rp.inputs)
+		case kindCountTokens:
+			body = countTokensBody(rp)
+		default:
 			body = anthropicMessage(rp)
 		}
 		writeBody(w, http.StatusOK, body, b.Cut)
@@ -412,9 +409,12 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 	var events []event
 	var errEvent event
-	if proto == OpenAI {
+	switch k {
+	case kindChat:
 		events, errEvent = openAIStream(rp), openAIErrorEvent()
-	} else {
+	case kindResponses:
+		events, errEvent = responsesStream(rp), responsesErrorEvent()
+	default:
 		events, errEvent = anthropicStream(rp), anthropicErrorEvent(rp.seq)
 	}
 	writeStream(ctx, w, b, events, errEvent)

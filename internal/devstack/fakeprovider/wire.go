@@ -13,8 +13,13 @@ type wireRequest struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	System   json.RawMessage `json:"system"`
-	Messages []struct {
+	System json.RawMessage `json:"system"`
+	// Input is the Responses input (a string or a list of items) or the
+	// Embeddings input (a string or a list of strings); Instructions is the
+	// Responses system prompt.
+	Input        json.RawMessage `json:"input"`
+	Instructions string          `json:"instructions"`
+	Messages     []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -30,28 +35,78 @@ func parseBody(body []byte) (wireRequest, error) {
 	return in, err
 }
 
-// prompt is the text of the last user message.
+// prompt is the text of the last user message (the last user input item,
+// or the input string, for Responses and Embeddings).
 func (in wireRequest) prompt() string {
 	for i := len(in.Messages) - 1; i >= 0; i-- {
 		if in.Messages[i].Role == "user" {
 			return contentText(in.Messages[i].Content)
 		}
 	}
+	items := in.inputItems()
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Role == "user" || items[i].Role == "" {
+			return contentText(items[i].Content)
+		}
+	}
+	var s string
+	if json.Unmarshal(in.Input, &s) == nil {
+		return s
+	}
 	return ""
+}
+
+type inputItem struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// inputItems reads a Responses input list; nil for a string or nothing.
+func (in wireRequest) inputItems() []inputItem {
+	var items []inputItem
+	if json.Unmarshal(in.Input, &items) != nil {
+		return nil
+	}
+	return items
+}
+
+// inputs is the number of Embeddings inputs: 1 for a string, the length
+// of a list.
+func (in wireRequest) inputs() int {
+	var list []json.RawMessage
+	if json.Unmarshal(in.Input, &list) == nil {
+		return len(list)
+	}
+	return 1
 }
 
 // words counts whitespace-separated words in every message and the system
 // prompt: the fake's input token count.
 func (in wireRequest) words() int {
-	n := len(strings.Fields(contentText(in.System)))
+	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions))
 	for _, m := range in.Messages {
 		n += len(strings.Fields(contentText(m.Content)))
+	}
+	if items := in.inputItems(); items != nil {
+		for _, it := range items {
+			n += len(strings.Fields(contentText(it.Content)))
+		}
+	} else {
+		var list []string
+		if json.Unmarshal(in.Input, &list) == nil {
+			for _, s := range list {
+				n += len(strings.Fields(s))
+			}
+		} else {
+			n += len(strings.Fields(contentText(in.Input)))
+		}
 	}
 	return n
 }
 
 // contentText reads content that is either a string or an array of blocks,
-// joining the text of the "text" blocks with a space. Anything else is "".
+// joining the text of the "text" blocks (Responses: "input_text",
+// "output_text") with a space. Anything else is "".
 func contentText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -66,7 +121,7 @@ func contentText(raw json.RawMessage) string {
 	}
 	var parts []string
 	for _, b := range blocks {
-		if b.Type == "text" {
+		if b.Type == "text" || b.Type == "input_text" || b.Type == "output_text" {
 			parts = append(parts, b.Text)
 		}
 	}
