@@ -104,7 +104,8 @@ func TestCrashLoop(t *testing.T) {
 	sub := subscribeEvents(t, broker, topic)
 	dir := t.TempDir()
 	api, health := freePort(t), freePort(t)
-	writeCrashConfig(t, dir, api, health, provURL, "socks5://"+socksAddr, "tcp://"+broker, topic)
+	writeCrashConfig(t, dir, crashConfig{api: api, health: health, provider: provURL, egress: "socks5://" + socksAddr,
+		broker: "tcp://" + broker, topic: topic, delay: "0s"})
 
 	gen := newGenerator("http://"+api, rate)
 	genCtx, stopGen := context.WithCancel(t.Context())
@@ -234,8 +235,16 @@ func TestCrashLoop(t *testing.T) {
 	}
 }
 
+// crashConfig is what writeCrashConfig varies.
+type crashConfig struct {
+	api, health      string // listen addresses
+	provider, egress string // the fake provider's base URL, the egress proxy URL
+	broker, topic    string // "" broker: no [mqtt], events stay in the outbox
+	delay            string // drain.delay
+}
+
 // writeCrashConfig writes the node config and authorization snapshot.
-func writeCrashConfig(t *testing.T, dir, api, health, provURL, egress, broker, topic string) {
+func writeCrashConfig(t *testing.T, dir string, c crashConfig) {
 	t.Helper()
 	doc := authsnap.Snapshot{Schema: authsnap.Schema, Version: 1, Keys: []authsnap.Key{
 		{KeyID: "k-crash", TenantID: "t-crash", Digest: authsnap.Digest(crashKey)},
@@ -247,11 +256,16 @@ func writeCrashConfig(t *testing.T, dir, api, health, provURL, egress, broker, t
 	if err := os.WriteFile(filepath.Join(dir, "authz.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	mqtt := ""
+	if c.broker != "" {
+		mqtt = fmt.Sprintf("[mqtt]\nbroker = %q\ntopic = %q\n", c.broker, c.topic)
+	}
 	cfg := fmt.Sprintf(`node_id = "crashloop"
 [listen]
 api = %q
 health = %q
 [drain]
+delay = %q
 grace = "5s"
 [[egress.proxies]]
 name = "socks"
@@ -275,10 +289,7 @@ source = "file:authz.json"
 state_dir = "state"
 [usage]
 outbox_path = "outbox.db"
-[mqtt]
-broker = %q
-topic = %q
-`, api, health, egress, provURL, crashModel, crashModel, broker, topic)
+%s`, c.api, c.health, c.delay, c.egress, c.provider, crashModel, crashModel, mqtt)
 	if err := os.WriteFile(filepath.Join(dir, "scootgate.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

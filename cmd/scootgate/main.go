@@ -30,7 +30,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
@@ -132,28 +134,73 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "scootgate: %s\n", err)
 		return 1
 	}
-	// The first signal starts the drain; a second kills the process at once
-	// (docs/operations.md). The handler is removed before the drain starts: with
-	// signal.NotifyContext a second signal that came before its stop() ran
-	// was swallowed, and the node drained for the full grace.
+	// The first signal starts the drain. A second cuts it short: the
+	// requests still running are cut, their usage events are written in
+	// one bounded commit, and the process dies by that signal within
+	// abortBound. A third kills at once (default action). The channel
+	// holds two signals, so one that arrives before the goroutine reads
+	// is not swallowed (docs/operations.md "Drain").
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() { // owned: ends at the first signal or when cmdRun returns
+	abort := make(chan struct{})
+	var second atomic.Value // os.Signal: the one that cut the drain
+	running := make(chan struct{})
+	defer close(running)
+	go func() { // owned: ends after the second signal or when cmdRun returns
+		defer signal.Stop(sigs) // default action again: the next signal kills
 		select {
 		case <-sigs:
-			signal.Stop(sigs) // default action again: the next signal kills
 			cancel()
-		case <-ctx.Done():
-			signal.Stop(sigs)
+		case <-running:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			second.Store(sig)
+			close(abort)
+			// Bounded whatever the flush does: exit anyway after abortBound.
+			time.AfterFunc(abortBound, func() { os.Exit(exitStatus(sig)) })
+		case <-running:
 		}
 	}()
-	if err := app.Run(ctx, cfg, app.Options{Logger: log, BaseDir: filepath.Dir(path), Version: version}); err != nil {
+	err = app.Run(ctx, cfg, app.Options{Logger: log, BaseDir: filepath.Dir(path), Version: version, Abort: abort})
+	if errors.Is(err, app.ErrAborted) {
+		sig, _ := second.Load().(os.Signal)
+		_ = logOut.Close() // the last lines before the process dies
+		dieBy(sig)
+		return exitStatus(sig)
+	}
+	if err != nil {
 		log.Error("node failed to start", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// abortBound is the most a second signal waits for the cut and the last
+// outbox commit before the process exits regardless.
+const abortBound = 5 * time.Second
+
+// dieBy ends the process by sig with its default action, as a second
+// signal always did, so supervisors see the same exit status.
+func dieBy(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	signal.Reset(s)
+	_ = syscall.Kill(os.Getpid(), s)
+	time.Sleep(time.Second) // the signal is delivered asynchronously
+}
+
+// exitStatus is the shell's status for death by sig (128 + number).
+func exitStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
 }
 
 // cmdDigest prints the digest the authorization snapshot stores for a key.

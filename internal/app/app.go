@@ -61,17 +61,46 @@ type Options struct {
 	Listening func(api, health net.Addr)
 	// Version is the build version scootgate_build_info reports; "" = "dev".
 	Version string
+	// Abort, when closed after ctx was cancelled (a second SIGTERM or
+	// SIGINT), ends the drain at once: what still runs is cut as at the
+	// end of the grace, the usage events of the cut attempts are written
+	// in one bounded commit, and Run returns ErrAborted. nil: never.
+	Abort <-chan struct{}
 }
 
+// ErrAborted is Run's error when Options.Abort ended the drain: the node
+// stopped cleanly but did not let its requests finish.
+var ErrAborted = errors.New("app: drain cut short by a second signal")
+
+// errShutdown is the cause the node cancels request contexts with when it
+// cuts what is still running (end of the grace, second signal), so that
+// those attempts are told apart from clients that went away.
+var errShutdown = proxy.ErrShutdown
+
+// Bounds of the cut at the end of a drain.
+const (
+	// cutWait is how long cut requests get to write their in-band error
+	// and record their usage events before their connections are closed.
+	cutWait = time.Second
+	// abortFlush bounds the outbox's last commit after a second signal.
+	abortFlush = 2 * time.Second
+)
+
 // Run serves until ctx is cancelled, then drains and returns. It returns
-// an error only when the node could not start.
+// an error when the node could not start, and ErrAborted when
+// Options.Abort cut the drain short.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	n, err := build(cfg, o)
 	if err != nil {
 		return err
 	}
-	defer n.closeOutbox()
-	return n.run(ctx)
+	aborted, err := n.run(ctx)
+	if aborted {
+		n.closeOutboxWithin(abortFlush)
+		return ErrAborted
+	}
+	n.closeOutbox()
+	return err
 }
 
 // closeOutbox runs after the API has drained: every accepted usage event
@@ -85,6 +114,27 @@ func (n *node) closeOutbox() {
 	}
 }
 
+// closeOutboxWithin is closeOutbox bounded by d: after a second signal the
+// process exits even if the disk does not answer. The queued events are
+// written by one commit (the outbox writer takes its whole queue).
+func (n *node) closeOutboxWithin(d time.Duration) {
+	if n.outbox == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { // owned: ends with Close; abandoned only when the process exits
+		defer close(done)
+		n.closeOutbox()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		n.log.Error("usage outbox flush did not finish in time; exiting without it", "limit", d)
+	}
+}
+
 type node struct {
 	cfg     *config.Config
 	o       Options
@@ -95,6 +145,7 @@ type node struct {
 	outbox  *outbox.Store      // nil when usage events are off or the outbox could not open
 	metrics *metrics.Metrics
 	pub     *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
+	limited *concurrencyLimit  // the API handler; counts requests in flight
 	api     *http.Server
 	hsrv    *http.Server
 }
@@ -211,6 +262,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	handler := proxy.New(popts)
 	limited := limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
 	n.metrics.RegisterClient(limited.stats)
+	n.limited = limited
 	n.api = &http.Server{
 		// framing.go: close after chunked bodies (smuggling guard);
 		// body.go: the whole body within body_read_timeout, early answers
@@ -406,15 +458,17 @@ func appendPEM(pool *x509.CertPool, path string) error {
 	return nil
 }
 
-func (n *node) run(ctx context.Context) error {
+// run serves until ctx ends and drains; aborted reports that Options.Abort
+// cut the drain short.
+func (n *node) run(ctx context.Context) (aborted bool, err error) {
 	apiLn, err := n.listenAPI()
 	if err != nil {
-		return err
+		return false, err
 	}
 	healthLn, err := net.Listen("tcp", n.cfg.Listen.Health)
 	if err != nil {
 		apiLn.Close()
-		return fmt.Errorf("listen.health: %w", err)
+		return false, fmt.Errorf("listen.health: %w", err)
 	}
 	// Last good documents from disk first (a restart during a control-plane
 	// outage keeps serving), then the current ones. Failures are logged,
@@ -429,10 +483,11 @@ func (n *node) run(ctx context.Context) error {
 		}
 	}
 
-	// Handlers' contexts derive from baseCtx; cancelling it at the end of
-	// the grace ends streams that Shutdown alone would leave running.
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
+	// Handlers' contexts derive from baseCtx; cancelling it (with cause
+	// errShutdown) at the end of the grace ends streams that Shutdown
+	// alone would leave running.
+	baseCtx, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelBase(errShutdown)
 	n.api.BaseContext = func(net.Listener) context.Context { return baseCtx }
 
 	var wg sync.WaitGroup
@@ -481,11 +536,11 @@ func (n *node) run(ctx context.Context) error {
 
 	<-ctx.Done()
 	stopPoll()
-	n.drain(cancelBase)
+	aborted = n.drain(cancelBase)
 	stopPub()
 	wg.Wait()
-	n.log.Info("node stopped")
-	return nil
+	n.log.Info("node stopped", "aborted", aborted)
+	return aborted, nil
 }
 
 // listenAPI opens the public listener, with TLS 1.2+ when a certificate is
@@ -543,21 +598,44 @@ var tls12Suites = []uint16{
 }
 
 // drain implements the shutdown order in the package doc.
-func (n *node) drain(cancelBase context.CancelFunc) {
+func (n *node) drain(cancelBase context.CancelCauseFunc) (aborted bool) {
 	d := n.cfg.Drain
 	n.health.StartDraining()
 	start := time.Now()
 	n.log.Info("draining", "delay", d.Delay, "grace", d.Grace)
+	abort := n.o.Abort // nil: never
 	if d.Delay > 0 {
 		t := time.NewTimer(d.Delay)
-		<-t.C
+		select {
+		case <-t.C:
+		case <-abort:
+			aborted = true
+		}
+		t.Stop()
 	}
-	graceCtx, cancel := context.WithTimeout(context.Background(), d.Grace)
-	defer cancel()
-	if err := n.api.Shutdown(graceCtx); err != nil {
-		n.log.Warn("grace period over; cancelling remaining requests", "error", err, "after", time.Since(start).Round(time.Millisecond))
-		cancelBase()
-		_ = n.api.Close()
+	err := context.Canceled
+	if !aborted {
+		graceCtx, cancel := context.WithTimeout(context.Background(), d.Grace)
+		stop := make(chan struct{})
+		go func() { // owned: ends when Shutdown has returned
+			select {
+			case <-abort:
+				cancel()
+			case <-stop:
+			}
+		}()
+		err = n.api.Shutdown(graceCtx)
+		close(stop)
+		cancel()
+		aborted = closed(abort)
+	}
+	if err != nil {
+		if aborted {
+			n.log.Warn("second signal: cutting the remaining requests now", "after", time.Since(start).Round(time.Millisecond))
+		} else {
+			n.log.Warn("grace period over; cancelling remaining requests", "error", err, "after", time.Since(start).Round(time.Millisecond))
+		}
+		n.cut(cancelBase)
 	} else {
 		n.log.Info("drained: every request finished", "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -565,4 +643,33 @@ func (n *node) drain(cancelBase context.CancelFunc) {
 	defer cancelClose()
 	_ = n.hsrv.Shutdown(closeCtx)
 	_ = n.hsrv.Close()
+	return aborted
+}
+
+// cut ends the requests still running: their contexts are cancelled with
+// errShutdown, so streams end with the in-band error and every attempt
+// records its usage event with failure stage shutdown. They get cutWait to
+// do that before their connections are closed.
+func (n *node) cut(cancelBase context.CancelCauseFunc) {
+	cancelBase(errShutdown)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(cutWait)
+	for n.limited.inflight.Load() > 0 && time.Now().Before(deadline) {
+		<-t.C
+	}
+	if left := n.limited.inflight.Load(); left > 0 {
+		n.log.Warn("requests still running after the cut; closing their connections", "requests", left)
+	}
+	_ = n.api.Close()
+}
+
+// closed reports whether ch is closed (a nil ch never is).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // TestDrainLetsStreamsFinish: on shutdown /readyz fails at once, new
@@ -112,4 +114,46 @@ func TestDrainDelayKeepsServingWithConnectionClose(t *testing.T) {
 		t.Fatalf("/readyz = %d during drain, want 503", hr.StatusCode)
 	}
 	<-stopped
+}
+
+// TestDrainGraceEndCutsStreamsInBand: streams still open when the grace
+// ends are cut by the node: each client gets the in-band error (never a
+// [DONE]), and each attempt's usage event says shutdown, not
+// client_cancelled. Before, they stopped after a normal chunk and were
+// recorded as cancelled by the client, if at all.
+func TestDrainGraceEndCutsStreamsInBand(t *testing.T) {
+	s := startStack(t, stackOptions{grace: "300ms", idle: "60s"})
+	const streams = 3
+	var bodies []*bufio.Reader
+	for range streams {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.api+"/v1/chat/completions",
+			strings.NewReader(`{"model":"demo-gpt","stream":true,"messages":[{"role":"user","content":"a b c [[chunks=4]] [[event_delay_ms=60000]]"}]}`))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		rd := bufio.NewReader(resp.Body)
+		if _, err := rd.ReadString('\n'); err != nil { // the stream is live
+			t.Fatal(err)
+		}
+		bodies = append(bodies, rd)
+	}
+	s.shutdown()
+	for i, rd := range bodies {
+		rest, _ := readAll(rd)
+		if !strings.Contains(rest, "node_shutting_down") || strings.Contains(rest, "[DONE]") {
+			t.Errorf("stream %d after the grace: %q; want the in-band error, no [DONE]", i, rest)
+		}
+	}
+	recs := s.outboxEvents(t)
+	if len(recs) != streams {
+		t.Fatalf("outbox holds %d events, want %d", len(recs), streams)
+	}
+	for _, ev := range recs {
+		if ev.FailureStage != usageevent.StageShutdown {
+			t.Errorf("event of a stream cut at the grace end: failure_stage %q, want %q", ev.FailureStage, usageevent.StageShutdown)
+		}
+	}
 }

@@ -131,3 +131,26 @@ func TestSIGTERMUnderLoadLosesNoEvent(t *testing.T) {
 		t.Fatalf("outbox holds %d events after shutdown under load, want %d", len(recs), n)
 	}
 }
+
+// outboxEvents opens the stopped node's outbox and decodes every event.
+func (s *stack) outboxEvents(t *testing.T) []*usageevent.Event {
+	t.Helper()
+	st, err := outbox.Open(outbox.Options{Path: filepath.Join(s.dir, "outbox.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Read(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*usageevent.Event
+	for _, rec := range recs {
+		ev, err := usageevent.Decode(rec.Payload)
+		if err != nil {
+			t.Fatalf("event %s: %v", rec.Payload, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}

@@ -237,7 +237,7 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 				h.o.Observer.ObserveEgressError(ns.Proxy, ns.Stage.String())
 			}
 			if c.r.Context().Err() != nil {
-				a.stage = usageevent.StageClientCancelled
+				a.stage = c.cancelledStage()
 			}
 			return a
 		}
@@ -323,6 +323,12 @@ func (cr *countingReader) Read(p []byte) (int, error) {
 // failBeforeCommit answers a possibly-sent failure before any byte went to
 // the client: 504 for timeouts, 502 otherwise, never retryable.
 func (c *call) failBeforeCommit(a *attempt, ctx context.Context) {
+	if c.cutByNode() {
+		// The connection stays open a moment after the cut: say why.
+		a.stage, a.status, a.err = usageevent.StageShutdown, 502, ErrShutdown
+		c.fail(apierr.BadGateway("node_shutting_down", "the node is shutting down; the request may have reached the provider", true))
+		return
+	}
 	if c.r.Context().Err() != nil {
 		a.stage, a.status = usageevent.StageClientCancelled, 499
 		return
@@ -335,6 +341,22 @@ func (c *call) failBeforeCommit(a *attempt, ctx context.Context) {
 		a.status = 502
 		c.fail(apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true))
 	}
+}
+
+// cutByNode reports whether the request's context was cancelled by the
+// node itself (ErrShutdown: end of the drain grace, second signal) rather
+// than by the client going away.
+func (c *call) cutByNode() bool {
+	return c.r.Context().Err() != nil && errors.Is(context.Cause(c.r.Context()), ErrShutdown)
+}
+
+// cancelledStage is the failure stage of an attempt ended by its request
+// context.
+func (c *call) cancelledStage() string {
+	if c.cutByNode() {
+		return usageevent.StageShutdown
+	}
+	return usageevent.StageClientCancelled
 }
 
 // relayWhole reads a non-stream answer completely, then sends it: the
@@ -421,6 +443,13 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 			break
 		}
 		idle.Reset(h.o.StreamIdle)
+	}
+	if c.cutByNode() {
+		// Cut at the end of the drain or by a second signal: the client is
+		// still there and must learn that the answer is incomplete.
+		a.stage, a.err = usageevent.StageShutdown, ErrShutdown
+		_ = out.event((&apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}).InBand(c.spec, c.rid, relayed))
+		return
 	}
 	if c.r.Context().Err() != nil {
 		a.stage, a.err = usageevent.StageClientCancelled, c.r.Context().Err()
@@ -511,7 +540,8 @@ func (c *call) finish(a *attempt) {
 func (a *attempt) result() upstream.Result {
 	r := upstream.Result{Outcome: upstream.TransportFailure}
 	switch {
-	case a.stage == usageevent.StageClientCancelled || a.stage == usageevent.StageClientWrite || a.stage == usageevent.StageInternal:
+	case a.stage == usageevent.StageClientCancelled || a.stage == usageevent.StageShutdown ||
+		a.stage == usageevent.StageClientWrite || a.stage == usageevent.StageInternal:
 		r.Outcome = upstream.Cancelled
 	case a.state == NotSent && a.egressFault:
 		r.Outcome = upstream.EgressFault

@@ -57,6 +57,7 @@ const (
 	StageStream              = "stream"                // a stream ended without its terminator (cut)
 	StageProviderStreamError = "provider_stream_error" // the provider sent an in-band error event
 	StageClientCancelled     = "client_cancelled"      // the client went away; usage is what was seen until then
+	StageShutdown            = "shutdown"              // the node cut the attempt at the end of its drain or on a second signal; usage is what was seen until then
 	StageClientWrite         = "client_write"          // writing the answer to the client failed
 	StageInternal            = "internal"              // a gateway bug stopped the attempt
 )
