@@ -49,6 +49,11 @@ tidy-check: ## fail if go.mod/go.sum are not tidy
 	$(GO) mod tidy -diff
 
 LOADFLAGS ?=
+FLEETFLAGS ?=
+.PHONY: bench-fleet
+bench-fleet: ## fleet convergence: 50 node processes, one long-poll control plane, publish → applied (docs/performance.md; FLEETFLAGS=-h)
+	$(GO) run ./cmd/scootgate-load converge $(FLEETFLAGS)
+
 .PHONY: bench-load
 bench-load: ## open-loop load harness, node vs a bare Go proxy hop (~5 min; docs/performance.md; LOADFLAGS=-h)
 	$(GO) run ./cmd/scootgate-load -out bench-results $(LOADFLAGS)

@@ -33,6 +33,10 @@
 // It prints a Markdown report and writes it with a JSON copy to
 // -out/load-<UTC time>.{md,json}. Every run, step and wait is bounded, and
 // -max-time bounds the whole.
+//
+// `scootgate-load converge` is the fleet convergence benchmark (`make
+// bench-fleet`, converge.go): -nodes node processes long-polling the dev
+// control plane, and the time from each publish to each node applying it.
 package main
 
 import (
@@ -57,6 +61,13 @@ func main() {
 			}
 			return
 		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "converge" {
+		if err := runConverge(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "scootgate-load converge:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := harness(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "scootgate-load:", err)
