@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
@@ -135,5 +136,54 @@ func TestNothingEligible503(t *testing.T) {
 	}
 	if n := s.prov.RequestCount(); n != 1 {
 		t.Fatalf("provider received %d requests, want 1", n)
+	}
+}
+
+// TestQuotaAnswersCoolTarget: quota exhaustion as providers send it with
+// other statuses (Anthropic's 400 "credit balance is too low", DeepSeek's
+// 402) is passed through and cools the backend for cooldown.quota without
+// counting a failure, so the next requests go elsewhere. A 400 that is not
+// about credit cools nothing. Before, only a 429 could mean quota, and the
+// exhausted backend kept taking (and failing) its share of requests.
+func TestQuotaAnswersCoolTarget(t *testing.T) {
+	tests := []struct {
+		name     string
+		b        fakeprovider.Behaviour
+		wantCool bool
+	}{
+		{"anthropic 400 credit balance", fakeprovider.Behaviour{Status: 400,
+			ErrorMessage: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, true},
+		{"deepseek 402", fakeprovider.Behaviour{Status: 402, ErrorMessage: "Insufficient Balance"}, true},
+		{"an ordinary 400", fakeprovider.Behaviour{Status: 400, ErrorMessage: "Invalid value for 'temperature'"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var first atomic.Bool
+			s := startStack(t, stackOptions{second: true, weight: 1000,
+				script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+					if first.CompareAndSwap(false, true) {
+						return &tt.b
+					}
+					return nil
+				},
+			})
+			if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != tt.b.Status {
+				t.Fatalf("status %d, want the provider's %d passed through", r.status, tt.b.Status)
+			}
+			for range 5 {
+				if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+					t.Fatalf("status %d after the answer, want 200", r.status)
+				}
+			}
+			// Weight 1000 against 1: without a cooldown the first backend
+			// takes the next requests too.
+			want := int64(6)
+			if tt.wantCool {
+				want = 1
+			}
+			if n := s.prov.RequestCount(); n != want {
+				t.Fatalf("first backend received %d requests, want %d", n, want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/devstack/broker"
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -153,4 +155,31 @@ func (s *stack) outboxEvents(t *testing.T) []*usageevent.Event {
 		out = append(out, ev)
 	}
 	return out
+}
+
+// TestGzipAnswerDecoded: a provider that gzips its answer although the
+// node sent no Accept-Encoding reaches the client as plain JSON, and its
+// usage is recorded. Before, the client got the compressed bytes labelled
+// application/json (no Content-Encoding) and the event had no usage.
+func TestGzipAnswerDecoded(t *testing.T) {
+	s := startStack(t, stackOptions{script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+		return &fakeprovider.Behaviour{Gzip: true}
+	}})
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), `{"model":"demo-gpt","messages":[{"role":"user","content":"one two"}]}`)
+	if r.status != 200 || r.header.Get("Content-Encoding") != "" {
+		t.Fatalf("status %d Content-Encoding %q, want 200 without an encoding", r.status, r.header.Get("Content-Encoding"))
+	}
+	var doc struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || len(doc.Choices) == 0 || doc.Choices[0].Message.Content != "echo: one two" {
+		t.Fatalf("body is not the provider's JSON answer (%v): %q", err, r.body)
+	}
+	s.shutdown()
+	evs := s.outboxEvents(t)
+	if len(evs) != 1 || evs[0].Usage == nil || evs[0].Usage.InputTokens == 0 {
+		t.Fatalf("want one event with usage, got %+v", evs)
+	}
 }

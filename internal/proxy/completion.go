@@ -65,7 +65,7 @@ type attempt struct {
 	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
 	providerStatus int           // the provider's HTTP status, 0 if none
 	retryAfter     time.Duration // the provider's retry advice on a 429
-	quota          bool          // a 429 that says the quota or balance is gone
+	quota          bool          // an answer (429, 402, 400) that says the quota or balance is gone
 
 	reqBytes  int64
 	respBytes int64
@@ -248,13 +248,20 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	defer resp.Body.Close()
 	a.state, a.providerStatus = ResponseReceived, resp.StatusCode
 	a.ttfb = h.o.Now().Sub(a.started)
-	body := &countingReader{r: resp.Body, n: &a.respBytes}
+	var body io.Reader = &countingReader{r: resp.Body, n: &a.respBytes}
 
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
 		// (docs/api.md "Status codes"): never show the client a 401/403 for this.
 		a.stage, a.status = usageevent.StageProviderAuth, 502
 		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
+		return a
+	}
+	if body, err = decodedBody(resp, body); err != nil {
+		// An encoding the node cannot read: relaying it would hand the
+		// client bytes labelled JSON that it cannot parse.
+		a.err, a.stage, a.status = err, usageevent.StageResponseBody, 502
+		c.fail(apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", false))
 		return a
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {
@@ -372,9 +379,11 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 		c.failBeforeCommit(a, ctx)
 		return
 	}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		a.retryAfter = retryAfter(resp.Header, c.h.o.Now())
-		a.quota = isQuotaExhausted(data)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusPaymentRequired || resp.StatusCode == http.StatusBadRequest {
+		a.quota = quotaExhausted(resp.StatusCode, data)
+		if a.quota || resp.StatusCode == http.StatusTooManyRequests {
+			a.retryAfter = retryAfter(resp.Header, c.h.o.Now())
+		}
 	}
 	if resp.StatusCode/100 == 2 {
 		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
@@ -549,7 +558,7 @@ func (a *attempt) result() upstream.Result {
 		// Unreachable through the proxy, provider TLS, reset, timeout.
 	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden:
 		r.Outcome = upstream.AuthRejected
-	case a.providerStatus == http.StatusTooManyRequests && a.quota:
+	case a.quota: // a 429, 402 or 400 that says so (quotaExhausted)
 		r.Outcome, r.RetryAfter = upstream.QuotaExhausted, a.retryAfter
 	case a.providerStatus == http.StatusTooManyRequests:
 		r.Outcome, r.RetryAfter = upstream.RateLimited, a.retryAfter

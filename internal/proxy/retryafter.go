@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,39 @@ var quotaMarkers = [][]byte{
 	[]byte("credit balance is too low"),
 	[]byte("余额不足"),
 }
+
+// quotaExhausted reports whether a provider answer says the account's quota
+// or balance is used up, whatever status carries it (docs/failures.md
+// "Quota exhaustion"):
+//
+//   - 429 whose error type or code is insufficient_quota, or whose message
+//     names a billing or balance problem (isQuotaExhausted);
+//   - 402 Payment Required, always (DeepSeek's "Insufficient Balance" /
+//     "余额不足"; no provider uses 402 for anything else);
+//   - 400 whose error message begins with Anthropic's "Your credit balance
+//     is too low". Only the beginning: a 400's message can quote the
+//     client's request, and a tenant must not be able to word a request so
+//     that its error takes the backend from every tenant for the quota
+//     cooldown.
+func quotaExhausted(status int, body []byte) bool {
+	switch status {
+	case http.StatusTooManyRequests:
+		return isQuotaExhausted(body)
+	case http.StatusPaymentRequired:
+		return true
+	case http.StatusBadRequest:
+		var doc struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		return json.Unmarshal(body, &doc) == nil && strings.HasPrefix(doc.Error.Message, creditTooLow)
+	}
+	return false
+}
+
+// creditTooLow begins Anthropic's 400 for an account without credit.
+const creditTooLow = "Your credit balance is too low"
 
 // isQuotaExhausted reports whether a 429 body says the quota or balance is
 // exhausted. It looks at the error's code and type first, then at known

@@ -36,6 +36,14 @@ type Behaviour struct {
 	// RetryAfter, when positive, adds a Retry-After header (whole seconds,
 	// rounded up) to error answers.
 	RetryAfter time.Duration
+	// ErrorMessage, with Status, replaces the error document's message (a
+	// provider's own wording, such as Anthropic's 400 "Your credit balance
+	// is too low").
+	ErrorMessage string
+	// Gzip sends a non-stream answer gzip-compressed with Content-Encoding:
+	// gzip although the request did not ask for it, as some providers and
+	// their CDNs do.
+	Gzip bool
 
 	// Chunks is the number of pieces the reply is split into (0 means
 	// DefaultChunks; fewer when the reply has fewer characters).

@@ -385,7 +385,7 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 		p.writeError(w, proto, rp.seq, errorSpec{status: http.StatusTooManyRequests, quota: true, retryAfter: b.RetryAfter})
 		return
 	case b.Status != 0:
-		p.writeError(w, proto, rp.seq, errorSpec{status: b.Status, retryAfter: b.RetryAfter})
+		p.writeError(w, proto, rp.seq, errorSpec{status: b.Status, retryAfter: b.RetryAfter, msg: b.ErrorMessage})
 		return
 	}
 
@@ -403,6 +403,10 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 			body = countTokensBody(rp)
 		default:
 			body = anthropicMessage(rp)
+		}
+		if b.Gzip {
+			body = gzipped(body)
+			w.Header().Set("Content-Encoding", "gzip")
 		}
 		writeBody(w, http.StatusOK, body, b.Cut)
 		return

@@ -1,6 +1,8 @@
 package fakeprovider
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -126,4 +128,13 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("fakeprovider: marshal %T: %v", v, err))
 	}
 	return b
+}
+
+// gzipped returns body gzip-compressed.
+func gzipped(body []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(body) // a bytes.Buffer does not fail
+	_ = zw.Close()
+	return buf.Bytes()
 }
