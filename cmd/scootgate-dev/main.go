@@ -88,8 +88,10 @@ func run() error {
 	// The embedded broker the node publishes usage events to, and a
 	// consumer that prints each event once (at-least-once delivery: it
 	// de-duplicates by event_id, as every consumer must).
+	// Only the usage topic (dev.toml keeps the default): the broker's own
+	// $SYS messages would otherwise print as undecodable every second.
 	consumer := newConsumer(os.Stdout)
-	mq, err := broker.Start(broker.Options{Addr: brokerAddr, OnMessage: consumer.handle})
+	mq, err := broker.Start(broker.Options{Addr: brokerAddr, OnMessage: consumer.handle, Filter: config.Defaults().MQTT.Topic})
 	if err != nil {
 		return fmt.Errorf("mqtt broker on %s: %w", brokerAddr, err)
 	}
