@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -179,5 +180,49 @@ func TestPruneModelsAfterSwap(t *testing.T) {
 	}
 	if got := out.String(); got != "m1 " {
 		t.Errorf("models with series after the swap: %q, want m1 only", got)
+	}
+}
+
+// TestDeployQueriesExist: every scootgate_* metric that the Grafana
+// dashboard and the alert rules in deploy/ query is in a real node's
+// exposition (a histogram's _bucket, _sum and _count by its family), so
+// a renamed or removed metric fails here, not on an operator's screen.
+func TestDeployQueriesExist(t *testing.T) {
+	_, text := observedStack(t)
+	families := map[string]string{} // name -> type
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			families[f[2]] = f[3]
+		}
+	}
+	exists := func(name string) bool {
+		if _, ok := families[name]; ok {
+			return true
+		}
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && families[base] == "histogram" {
+				return true
+			}
+		}
+		return false
+	}
+	name := regexp.MustCompile(`\bscootgate_[a-z0-9_]*[a-z0-9]`)
+	for _, file := range []string{"../../deploy/grafana/scootgate.json", "../../deploy/prometheus/alerts.yml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]bool{}
+		for _, n := range name.FindAllString(string(data), -1) {
+			found[n] = true
+		}
+		if len(found) < 5 {
+			t.Fatalf("%s: only %d metric names found; is the pattern broken?", file, len(found))
+		}
+		for n := range found {
+			if !exists(n) {
+				t.Errorf("%s queries %s, which the node does not expose", file, n)
+			}
+		}
 	}
 }
