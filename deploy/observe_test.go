@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -105,5 +107,91 @@ func TestDashboard(t *testing.T) {
 	}
 	if queries < 20 {
 		t.Errorf("only %d queries", queries)
+	}
+}
+
+// TestSystemdSecurity: systemd-analyze rates the unit's exposure 3.0 or
+// lower ("OK"), offline, on the file itself.
+func TestSystemdSecurity(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze", "systemd")
+	cmd := exec.Command(analyze, "security", "--offline=true", "--threshold=30", "scootgate.service")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	overall := ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "Overall exposure level") {
+			overall = line
+		}
+	}
+	if err != nil || overall == "" {
+		t.Fatalf("systemd-analyze security: %v (exposure above 3.0?)\n%s", err, out.String())
+	}
+	t.Log(strings.TrimSpace(overall))
+}
+
+// TestSysusers: the sysusers.d file creates the service user and group
+// the unit runs as (in a scratch root, not on this machine).
+func TestSysusers(t *testing.T) {
+	sysusers := requireTool(t, "systemd-sysusers", "systemd")
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := filepath.Abs("sysusers.d/scootgate.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(sysusers, "--root="+root, conf).CombinedOutput(); err != nil {
+		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := os.ReadFile(filepath.Join(root, "etc/group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit, err := os.ReadFile("scootgate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"User=scootgate", "Group=scootgate", "StateDirectory=scootgate"} {
+		if !strings.Contains(string(unit), "\n"+want+"\n") {
+			t.Errorf("scootgate.service lacks %s", want)
+		}
+	}
+	if !strings.HasPrefix(string(passwd), "scootgate:x:") || !strings.Contains(string(passwd), ":/var/lib/scootgate:/usr/sbin/nologin") {
+		t.Errorf("passwd: %q", passwd)
+	}
+	if !strings.HasPrefix(string(group), "scootgate:x:") {
+		t.Errorf("group: %q", group)
+	}
+}
+
+// TestDockerignore: the build context of the Containerfile keeps what
+// the Go build needs and leaves out the git history, built binaries and
+// local state.
+func TestDockerignore(t *testing.T) {
+	data, err := os.ReadFile("Containerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			rules[strings.TrimSuffix(line, "/")] = true
+		}
+	}
+	for _, out := range []string{".git", "bin", "*.db"} {
+		if !rules[out] {
+			t.Errorf("%s is not ignored", out)
+		}
+	}
+	for _, in := range []string{"go.mod", "go.sum", "cmd", "internal", "pkg"} {
+		if rules[in] || rules["!"+in] {
+			t.Errorf("%s is needed by the build but ignored", in)
+		}
 	}
 }

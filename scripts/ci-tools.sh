@@ -7,7 +7,10 @@
 #                                  rules` and `promtool test rules` over
 #                                  deploy/prometheus (deploy)
 #   haproxy                        the load-balancer example in front of two
-#                                  real nodes while one drains (deploy)
+#                                  real nodes while one drains (internal/app)
+#   systemd-analyze, systemd-sysusers (package systemd)
+#                                  `systemd-analyze security --offline` of the
+#                                  unit and its sysusers.d file (deploy)
 #
 # Usage, as root on Debian 12:   scripts/ci-tools.sh
 #
@@ -22,6 +25,7 @@ die() { log "$*"; exit 1; }
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
+command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || missing+=(systemd)
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
