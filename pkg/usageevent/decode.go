@@ -9,9 +9,10 @@ import (
 	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
-// DecodeError reports a member name [Decode] refuses: one that appears
+// DecodeError reports a member name [Decode] refuses (one that appears
 // twice in one object, at any depth, or one that differs from a member of
-// [Event] only in letter case.
+// [Event] only in letter case) or a started_at not spelled as the schema's
+// date-time pattern says.
 type DecodeError struct {
 	// Path names the offending member, such as "usage.Input_Tokens".
 	Path string
@@ -25,9 +26,13 @@ func (e *DecodeError) Error() string {
 	return contract.Located{Path: e.Path, Line: e.Line, Column: e.Column, Msg: e.Msg}.Text("usageevent: decode: ")
 }
 
-// shape is the members an event has; others are allowed (a later node may
-// add them), but not in another letter case.
-var shape = contract.ShapeOf(reflect.TypeFor[Event]()).Open()
+// eventFields is Event without its methods, for Decode.
+type eventFields Event
+
+// shape is the members an event has, all required but endpoint (the
+// schema's "required"); others are allowed (a later node may add them),
+// but not in another letter case.
+var shape = contract.ShapeOf(reflect.TypeFor[Event]()).Open().Required()
 
 // ErrUnsupportedSchema means the document's schema member is not [Schema].
 // A consumer should set such an event aside rather than drop it: it comes
@@ -41,8 +46,9 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 // names are otherwise matched exactly, as the JSON Schema reads them: a
 // name that appears twice in one object, at any depth (provider_usage
 // included), or that differs from a member of [Event] only in letter case
-// ("Tenant_ID") returns a [*DecodeError] naming the member, before anything
-// else is checked. (encoding/json alone would read the last duplicate and
+// ("Tenant_ID"), or a missing member (every member but endpoint is
+// required) returns a [*DecodeError] naming the member, once the schema
+// member has been checked. (encoding/json alone would read the last duplicate and
 // match names case-insensitively, so a consumer would count what a schema
 // validator of the same document does not.) Otherwise, a document
 // whose schema is not [Schema] returns an error wrapping
@@ -53,9 +59,6 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 //
 // A provider_usage of null decodes to a nil ProviderUsage.
 func Decode(data []byte) (*Event, error) {
-	if l, ok, syntax := contract.Exact(data, shape); !ok && !syntax {
-		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
-	}
 	var head *struct { // a pointer, so that a top-level null stays visible
 		Schema *json.RawMessage `json:"schema"`
 	}
@@ -74,9 +77,27 @@ func Decode(data []byte) (*Event, error) {
 		return nil, fmt.Errorf("%w: schema %.20s, this package reads %d", ErrUnsupportedSchema, got, Schema)
 	}
 
+	if l, ok, syntax := contract.Exact(data, shape); !ok && !syntax {
+		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
+	}
+
+	// started_at is read apart: time.Time's own parser skips string
+	// escapes and takes spellings the schema's date-time pattern refuses
+	// (one-digit hours, ',' before the fraction).
 	var e Event
-	if err := json.Unmarshal(data, &e); err != nil {
+	w := struct {
+		*eventFields
+		StartedAt json.RawMessage `json:"started_at"` // shadows Event's
+	}{eventFields: (*eventFields)(&e)}
+	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("usageevent: decode: %w", err)
+	}
+	if w.StartedAt != nil && string(w.StartedAt) != "null" {
+		t, ok := contract.ParseTime(w.StartedAt)
+		if !ok {
+			return nil, &DecodeError{Path: "started_at", Msg: "expected an RFC 3339 timestamp string such as \"2026-11-29T10:00:00Z\" (upper-case T and Z, two-digit fields, no leap second)"}
+		}
+		e.StartedAt = t
 	}
 	if !e.HasProviderUsage() {
 		e.ProviderUsage = nil

@@ -17,6 +17,8 @@ type Shape struct {
 	names  []string // object: the known member names, in field order
 	fields []*Shape // object: the shape of each member's value
 	open   bool     // object: members not in names are allowed
+	opt    []bool   // object: the member's Go field has omitempty or omitzero
+	req    bool     // object: members not in opt are required
 	elem   *Shape   // array: the shape of each element
 	object bool
 	array  bool
@@ -63,7 +65,7 @@ func shapeOf(t reflect.Type, seen map[reflect.Type]*Shape) *Shape {
 			if !f.IsExported() {
 				continue
 			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 			switch {
 			case name == "-":
 				continue
@@ -72,6 +74,7 @@ func shapeOf(t reflect.Type, seen map[reflect.Type]*Shape) *Shape {
 			}
 			s.names = append(s.names, name)
 			s.fields = append(s.fields, shapeOf(f.Type, seen))
+			s.opt = append(s.opt, strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,"))
 		}
 		return s
 	default:
@@ -93,10 +96,11 @@ func (s *Shape) index(name []byte) int {
 // does not list (a document that later versions may extend). A member that
 // differs from a listed one only in letter case is still refused.
 func (s *Shape) Open() *Shape {
-	return s.open1(map[*Shape]*Shape{})
+	return s.copyWith(map[*Shape]*Shape{}, func(c *Shape) { c.open = c.object })
 }
 
-func (s *Shape) open1(done map[*Shape]*Shape) *Shape {
+// copyWith returns a deep copy of s with set applied to every shape.
+func (s *Shape) copyWith(done map[*Shape]*Shape, set func(*Shape)) *Shape {
 	if s == nil {
 		return nil
 	}
@@ -105,13 +109,20 @@ func (s *Shape) open1(done map[*Shape]*Shape) *Shape {
 	}
 	c := *s
 	done[s] = &c
-	c.open = s.object
-	c.elem = s.elem.open1(done)
+	set(&c)
+	c.elem = s.elem.copyWith(done, set)
 	c.fields = make([]*Shape, len(s.fields))
 	for i, f := range s.fields {
-		c.fields[i] = f.open1(done)
+		c.fields[i] = f.copyWith(done, set)
 	}
 	return &c
+}
+
+// Required returns a copy of s in which every object requires each member
+// whose Go field has neither the omitempty nor the omitzero option (the
+// members a producer that encodes the Go type always writes).
+func (s *Shape) Required() *Shape {
+	return s.copyWith(map[*Shape]*Shape{}, func(c *Shape) { c.req = c.object })
 }
 
 // Exact checks the member names of data, a JSON document, against s. It
@@ -121,7 +132,9 @@ func (s *Shape) open1(done map[*Shape]*Shape) *Shape {
 //     (compared after unescaping, as encoding/json compares them);
 //   - in an object of s, a member that s does not list (unless s is
 //     [Shape.Open]), with a hint when it differs from a listed one only in
-//     letter case.
+//     letter case;
+//   - in an object of a [Shape.Required] shape, a required member that is
+//     missing.
 //
 // encoding/json matches member names to struct fields case-insensitively
 // and lets the last of two duplicates win; a document that passes Exact has
@@ -266,6 +279,7 @@ func (x *exact) str() (raw []byte, special, ok bool) {
 }
 
 func (x *exact) object(s *Shape, depth int) *exactError {
+	start := x.i
 	x.i++ // '{'
 	x.skipSpace()
 	var (
@@ -275,7 +289,7 @@ func (x *exact) object(s *Shape, depth int) *exactError {
 	if x.i < len(x.data) && x.data[x.i] == '}' {
 		x.i++
 		x.skipSpace()
-		return nil
+		return x.missing(s, start, seenKnown, seen)
 	}
 	for {
 		if x.i >= len(x.data) || x.data[x.i] != '"' {
@@ -355,11 +369,28 @@ func (x *exact) object(s *Shape, depth int) *exactError {
 		case '}':
 			x.i++
 			x.skipSpace()
-			return nil
+			return x.missing(s, start, seenKnown, seen)
 		default:
 			return errSyntax
 		}
 	}
+}
+
+// missing reports the first member a Required object at start lacks.
+func (x *exact) missing(s *Shape, start int, seenKnown uint64, seen map[string]struct{}) *exactError {
+	if s == nil || !s.req {
+		return nil
+	}
+	for k, n := range s.names {
+		if s.opt[k] || k < 64 && seenKnown&(1<<k) != 0 {
+			continue
+		}
+		if _, ok := seen[n]; ok && k >= 64 {
+			continue
+		}
+		return x.fail(start, "missing member "+strconv.Quote(n))
+	}
+	return nil
 }
 
 func (x *exact) array(s *Shape, depth int) *exactError {

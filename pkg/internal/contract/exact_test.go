@@ -301,3 +301,23 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
+
+func TestExactRequired(t *testing.T) {
+	s := contract.ShapeOf(reflect.TypeFor[doc]()).Required()
+	for _, tt := range []struct {
+		doc  string
+		want contract.Located
+	}{
+		{doc: `{"version":1,"items":[{"name":"a"}],"Plain":1}`},
+		{doc: `{"version":1,"items":null,"Plain":1}`},
+		{doc: `{"version":1,"items":[],"Plain":1,"raw":{}}`},
+		{doc: `{"items":[],"Plain":1}`, want: contract.Located{Line: 1, Column: 1, Msg: `missing member "version"`}},
+		{doc: `{"version":1,"items":[{"name":"a"},{"tags":[]}],"Plain":1}`, want: contract.Located{Path: "items[1]", Line: 1, Column: 36, Msg: `missing member "name"`}},
+		{doc: `{}`, want: contract.Located{Line: 1, Column: 1, Msg: `missing member "version"`}},
+	} {
+		got, ok, _ := contract.Exact([]byte(tt.doc), s)
+		if ok != (tt.want == contract.Located{}) || got != tt.want {
+			t.Errorf("Exact(%s) = %+v, %v; want %+v", tt.doc, got, ok, tt.want)
+		}
+	}
+}

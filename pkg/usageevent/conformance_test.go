@@ -1,0 +1,131 @@
+package usageevent_test
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/schematest"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// eventRules are the rules Decode (with Validate) enforces beyond
+// proto/usage-event.schema.json, matched against its error text: the two
+// token sums a schema cannot add up, and the integer spelling the JSON
+// data model cannot see (1.0 is the integer 1 to a schema validator).
+var eventRules = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"cache_read_tokens + cache_write_tokens <= input_tokens", regexp.MustCompile(`usage: cache_read_tokens \+ cache_write_tokens must not exceed input_tokens`)},
+	{"reasoning_tokens <= output_tokens", regexp.MustCompile(`usage\.reasoning_tokens: must not exceed output_tokens`)},
+	{"an integer member is written without a fraction or exponent", regexp.MustCompile(`^usageevent: decode: json: cannot unmarshal number [-+0-9.eE]+ into Go struct field [A-Za-z.]+ of type int(64)?$`)},
+}
+
+// explained reports which rule err is, or "".
+func explained(err error) string {
+	var ve *usageevent.ValidationError
+	if errors.As(err, &ve) {
+		name := ""
+		for _, p := range ve.Problems {
+			n := ""
+			for _, r := range eventRules {
+				if r.re.MatchString(p.String()) {
+					n = r.name
+				}
+			}
+			if n == "" {
+				return ""
+			}
+			name = n
+		}
+		return name
+	}
+	for _, r := range eventRules {
+		if r.re.MatchString(err.Error()) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+// eventDocs are the usage examples and hostile variants of one of them.
+func eventDocs(t *testing.T) map[string][]byte {
+	docs := examples(t)
+	base := docs["openai_nonstream_success.json"]
+	if base == nil {
+		t.Fatal("openai_nonstream_success.json is missing")
+	}
+	edit := func(old, new string) []byte {
+		t.Helper()
+		if !bytes.Contains(base, []byte(old)) {
+			t.Fatalf("example has no %q", old)
+		}
+		return bytes.Replace(base, []byte(old), []byte(new), 1)
+	}
+	for name, d := range map[string][]byte{
+		"(built) duplicate tenant_id":           edit(`"tenant_id":`, `"tenant_id": "t_other", "tenant_id":`),
+		"(built) Tenant_ID beside tenant_id":    edit(`"tenant_id":`, `"Tenant_ID": "t_other", "tenant_id":`),
+		"(built) \\u017fchema beside schema":    edit(`"schema":`, `"\u017fchema": 3, "schema":`),
+		"(built) INPUT_TOKENS in usage":         edit(`"input_tokens":`, `"INPUT_TOKENS": 0, "input_tokens":`),
+		"(built) duplicate in provider_usage":   edit(`"provider_usage": {`, `"provider_usage": {"x": 1, "x": 2,`),
+		"(built) unknown member":                edit(`"tenant_id":`, `"added_later": {"a": [1]}, "tenant_id":`),
+		"(built) attempt written 1.0":           edit(`"attempt": 1`, `"attempt": 1.0`),
+		"(built) lowercase z in started_at":     edit(`Z"`, `z"`),
+		"(built) escaped T in started_at":       edit(`T`, `\u0054`),
+		"(built) one-digit hour in started_at":  regexp.MustCompile(`T\d\d:`).ReplaceAll(base, []byte("T1:")),
+		"(built) reasoning above output tokens": edit(`"reasoning_tokens": 0`, `"reasoning_tokens": 999999`),
+		"(built) cache reads above input":       edit(`"cache_read_tokens": 1024`, `"cache_read_tokens": 999999`),
+	} {
+		docs[name] = d
+	}
+	return docs
+}
+
+// TestSchemaConformance runs every usage example, and hostile variants,
+// through a JSON Schema validator with proto/usage-event.schema.json and
+// through Decode: what the schema rejects Decode rejects, and what the
+// schema accepts Decode rejects only for eventRules, each of which some
+// document exercises.
+func TestSchemaConformance(t *testing.T) {
+	schema := schematest.MustLoad("../../proto/usage-event.schema.json")
+	used := map[string]bool{}
+	for name, d := range eventDocs(t) {
+		schemaErr := schema.Check(d)
+		_, err := usageevent.Decode(d)
+		switch {
+		case schemaErr != nil && err == nil:
+			t.Errorf("%s: the schema rejects it (%s), Decode accepts it", name, schematest.Short(schemaErr))
+		case schemaErr == nil && err != nil:
+			rule := explained(err)
+			if rule == "" {
+				t.Errorf("%s: the schema accepts it, Decode rejects it for a rule not accounted for: %v", name, err)
+			}
+			used[rule] = true
+		}
+	}
+	for _, r := range eventRules {
+		if !used[r.name] {
+			t.Errorf("rule %q is exercised by no document", r.name)
+		}
+	}
+}
+
+// FuzzSchemaConformance is TestSchemaConformance on generated events.
+func FuzzSchemaConformance(f *testing.F) {
+	for _, d := range eventDocs(&testing.T{}) {
+		f.Add(d)
+	}
+	schema := schematest.MustLoad("../../proto/usage-event.schema.json")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		schemaErr := schema.Check(data)
+		_, err := usageevent.Decode(data)
+		switch {
+		case schemaErr != nil && err == nil:
+			t.Fatalf("the schema rejects %q (%s), Decode accepts it", data, schematest.Short(schemaErr))
+		case schemaErr == nil && err != nil && explained(err) == "":
+			t.Fatalf("the schema accepts %q, Decode rejects it for a rule not accounted for: %v", data, err)
+		}
+	})
+}
