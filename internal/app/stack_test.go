@@ -92,6 +92,7 @@ type stackOptions struct {
 	cap       int    // max_inflight_per_node of every backend (default 16)
 	firstByte string // timeouts.first_byte (default 5s)
 	idle      string // timeouts.stream_idle (default 5s)
+	keepalive string // timeouts.stream_keepalive (default 0s: off)
 	grace     string // drain.grace (default 5s)
 	delay     string // drain.delay (default 0s)
 	attempts  int    // limits.max_attempts (default 2)
@@ -153,6 +154,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.delay == "" {
 		o.delay = "0s"
+	}
+	if o.keepalive == "" {
+		o.keepalive = "0s"
 	}
 	if o.grace == "" {
 		o.grace = "5s"
@@ -252,6 +256,7 @@ max_attempts = %d
 connect = "2s"
 first_byte = %q
 stream_idle = %q
+stream_keepalive = %q
 non_stream_total = "10s"
 [drain]
 delay = %q
@@ -298,7 +303,7 @@ state_dir = %q
 #CONTROL-PLANE#
 [usage]
 outbox_path = %q
-%s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.delay, o.grace, proxyTOML,
+%s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.keepalive, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, o.weight, anthropicModel, anthropicModel, anthProvModel,
 		authzPath, filepath.Join(dir, "state"), filepath.Join(dir, "outbox.db"), o.extraTOML)

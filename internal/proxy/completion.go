@@ -401,34 +401,49 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 }
 
 // relayStream holds the status until the first event is in, then passes
-// every event through with its exact bytes and a flush.
+// every event through with its exact bytes and a flush. With a keepalive
+// configured, a provider that sent its 200 and then stays silent (a
+// reasoning model thinking before its first event) gets the client's 200
+// committed by the first keepalive, so that idle limits of load balancers
+// do not cut the connection; from then on a failure ends the stream in
+// band, as any failure after the first event does.
 func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, cancel context.CancelCauseFunc, ctx context.Context, injected bool) {
 	h, ss := c.h, c.spec.Stream
 	tracker := ss.NewTracker(injected)
 	defer func() { a.usage, a.rawUsage, a.hasUsage = tracker.Usage() }()
+
+	w := c.w
+	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
+		copyResponseHeaders(w.Header(), resp.Header)
+		w.Header().Del("Content-Length")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	}}
+	defer out.close()
+	if h.o.StreamKeepalive > 0 {
+		// Before the first event an SSE comment, which every SSE parser
+		// skips: a protocol ping (Anthropic's event: ping) before
+		// message_start is not something clients expect.
+		out.startKeepalive(h.o.StreamKeepalive, preFirstKeepalive)
+	}
 
 	rd := sse.NewReader(body, maxEventBytes)
 	ev, err := rd.Next()
 	firstByte.Stop()
 	if err != nil {
 		a.err, a.stage = err, usageevent.StageFirstEvent
-		c.failBeforeCommit(a, ctx)
+		if !out.settle() {
+			c.failBeforeCommit(a, ctx) // nothing went to the client yet
+			return
+		}
+		a.status, a.committed = http.StatusOK, true
+		c.endStream(a, out, ctx, err, 0, usageevent.StageFirstEvent)
 		return
 	}
 	idle := time.AfterFunc(h.o.StreamIdle, func() { cancel(errIdleTimeout) })
 	defer idle.Stop()
-
-	w := c.w
-	copyResponseHeaders(w.Header(), resp.Header)
-	w.Header().Del("Content-Length")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
-	out := &streamWriter{w: w, rc: http.NewResponseController(w)}
-	defer out.close()
-	if h.o.StreamKeepalive > 0 {
-		out.startKeepalive(h.o.StreamKeepalive, ss.Keepalive)
-	}
 
 	relayed := 0
 	for {
@@ -453,6 +468,13 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 		}
 		idle.Reset(h.o.StreamIdle)
 	}
+	c.endStream(a, out, ctx, err, relayed, usageevent.StageStream)
+}
+
+// endStream ends a committed stream whose provider side failed with err
+// after relayed events: with the in-band error, unless the client is gone.
+// stage is the failure stage when no more specific one applies.
+func (c *call) endStream(a *attempt, out *streamWriter, ctx context.Context, err error, relayed int, stage string) {
 	if c.cutByNode() {
 		// Cut at the end of the drain or by a second signal: the client is
 		// still there and must learn that the answer is incomplete.
@@ -466,11 +488,14 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 	}
 	// docs/api.md "Streams": a stream without its terminator is a failure; say so in
 	// band and never fake [DONE] / message_stop / response.completed.
-	a.stage = usageevent.StageStream
+	a.stage = stage
 	msg := "the provider stream ended without its terminator"
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errIdleTimeout):
 		msg = "the provider stream was idle beyond the limit"
+		a.stage, a.err = usageevent.StageTimeout, cause
+	case errors.Is(cause, errFirstByteTimeout):
+		msg = "the provider sent no event within the first-byte limit"
 		a.stage, a.err = usageevent.StageTimeout, cause
 	case err == io.EOF:
 		a.err = errors.New("missing terminator")
@@ -481,20 +506,62 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 }
 
 // streamWriter serialises the relay loop's events and the keepalive
-// timer's pings onto one ResponseWriter, flushing after each.
+// timer's pings onto one ResponseWriter, flushing after each. The first
+// write of either commits the response (header).
 type streamWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	header func() // sets the headers and writes the 200; called once, under mu
 
-	mu     sync.Mutex
-	closed bool        // guarded by mu: the handler has returned or is returning
-	ka     *time.Timer // nil when keepalive is off
-	every  time.Duration
+	mu        sync.Mutex
+	committed bool        // guarded by mu: header has run
+	closed    bool        // guarded by mu: the handler has returned or is returning
+	ka        *time.Timer // nil when keepalive is off
+	every     time.Duration
+	ping      []byte // guarded by mu: what a keepalive writes
+}
+
+// preFirstKeepalive is the keepalive before a stream's first event.
+var preFirstKeepalive = []byte(": keepalive\n\n")
+
+// commitLocked writes the status and headers once. s.mu must be held.
+func (s *streamWriter) commitLocked() {
+	if !s.committed {
+		s.committed = true
+		s.header()
+	}
+}
+
+// commit writes the status and headers now unless a keepalive did, and
+// makes ping the keepalive from now on.
+func (s *streamWriter) commit(ping []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitLocked()
+	s.ping = ping
+}
+
+// settle is for a stream that failed before its first event: if nothing
+// was written yet it stops the keepalive for good and reports false (the
+// caller answers with a plain error); if a keepalive already committed
+// the 200 it reports true (the caller must end the stream in band).
+func (s *streamWriter) settle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed {
+		return true
+	}
+	s.closed = true
+	if s.ka != nil {
+		s.ka.Stop()
+	}
+	return false
 }
 
 func (s *streamWriter) event(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.commitLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
@@ -508,13 +575,15 @@ func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
 	s.every = every
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ping = ping
 	s.ka = time.AfterFunc(every, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.closed {
 			return
 		}
-		if _, err := s.w.Write(ping); err == nil && s.rc.Flush() == nil {
+		s.commitLocked()
+		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
 			s.ka.Reset(every)
 		}
 	})

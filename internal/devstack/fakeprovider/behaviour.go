@@ -56,6 +56,9 @@ type Behaviour struct {
 
 	// EventDelay is waited between stream events.
 	EventDelay time.Duration
+	// FirstEventDelay is waited after the status line and headers of a
+	// stream, before its first event (a reasoning model thinking).
+	FirstEventDelay time.Duration
 	// Cut drops the connection after CutAfter events without a terminator.
 	// CutAfter is clamped so the terminator ([DONE] / message_stop) is never
 	// sent. On a non-stream request Cut sends the headers and the first half
@@ -136,6 +139,8 @@ func (b *Behaviour) apply(name, value string) error {
 		b.Delay = time.Duration(n) * time.Millisecond
 	case "event_delay_ms":
 		b.EventDelay = time.Duration(n) * time.Millisecond
+	case "first_event_delay_ms":
+		b.FirstEventDelay = time.Duration(n) * time.Millisecond
 	case "cache_read":
 		b.CacheReadTokens = n
 	case "cache_write":

@@ -28,8 +28,8 @@ func TestParseDirectives(t *testing.T) {
 		{name: "reset", text: "[[reset=after_body]]", want: Behaviour{Reset: true}},
 		{
 			name:     "stream knobs",
-			text:     "a [[chunks=5]][[event_delay_ms=20]] [[delay_ms=30]] b",
-			want:     Behaviour{Chunks: 5, EventDelay: 20 * time.Millisecond, Delay: 30 * time.Millisecond},
+			text:     "a [[chunks=5]][[event_delay_ms=20]] [[delay_ms=30]] [[first_event_delay_ms=40]] b",
+			want:     Behaviour{Chunks: 5, EventDelay: 20 * time.Millisecond, Delay: 30 * time.Millisecond, FirstEventDelay: 40 * time.Millisecond},
 			wantText: "a b",
 		},
 		{name: "cut", text: "[[cut=after_events:0]]", want: Behaviour{Cut: true, CutAfter: 0}},

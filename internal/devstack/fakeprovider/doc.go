@@ -62,6 +62,7 @@
 //	[[reset=after_body]]              read the body, then close the TCP connection with RST
 //	[[chunks=N]]                      split the reply into N pieces (default 3)
 //	[[event_delay_ms=N]]              wait between stream events
+//	[[first_event_delay_ms=N]]        after a stream's status and headers, wait before its first event
 //	[[cut=after_events:K]]            send K events, then drop the connection
 //	[[error_event=after:K]]           send K events, then an in-band error
 //	[[cache_read=N]] [[cache_write=N]] [[reasoning=N]]  extra usage numbers

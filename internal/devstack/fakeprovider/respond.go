@@ -58,6 +58,9 @@ func writeStream(ctx context.Context, w http.ResponseWriter, b Behaviour, events
 	}
 	last := len(events) - 1
 	for i, ev := range events {
+		if i == 0 && b.FirstEventDelay > 0 && !wait(ctx, b.FirstEventDelay) {
+			return
+		}
 		if i > 0 && !wait(ctx, b.EventDelay) {
 			return
 		}
