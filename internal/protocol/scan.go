@@ -22,6 +22,9 @@ type Names struct {
 
 // NewNames prepares names (at most 32 lower-case ASCII names) for Scan.
 func NewNames(names ...string) *Names {
+	if len(names) > 32 {
+		panic("protocol: NewNames takes at most 32 names")
+	}
 	n := &Names{list: names}
 	for i, name := range names {
 		n.byFirst[name[0]] |= 1 << i

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/sse"
@@ -86,4 +87,48 @@ func FuzzResponsesTerminal(f *testing.F) {
 			t.Fatalf("ResponsesTerminal(%q, %q) = %v, %v; reference %v, %v", typ, data, gd, gf, wd, wf)
 		}
 	})
+}
+
+// TestInspectResponses: the Responses members the node decides on, each
+// refused when repeated or differently cased, and the capabilities and
+// session key read from the exact ones.
+func TestInspectResponses(t *testing.T) {
+	for _, tt := range []struct {
+		body    string
+		need    string // Caps.String(); "" none
+		session string // raw session key
+		refuse  string // the member the 400 names; "" = accepted
+	}{
+		{body: `{"model":"m","input":"hi"}`},
+		{body: `{"model":"m","stream":true,"tools":[{"type":"function"}],"text":{"format":{"type":"json_schema","schema":{}}},"prompt_cache_key":"s-1"}`,
+			need: "stream,tools,json_schema", session: `"s-1"`},
+		{body: `{"model":"m","text":{"format":{"type":"text"}},"tools":[]}`},
+		{body: `{"model":"m","text":"json_schema"}`},
+		{body: `{"model":"m","stream":true,"Stream":false}`, refuse: "stream"},
+		{body: `{"model":"m","tools":[],"tools":[{}]}`, refuse: "tools"},
+		{body: `{"model":"m","text":{"format":{"type":"text"}},"Text":{"format":{"type":"json_schema"}}}`, refuse: "text"},
+		{body: `{"model":"m","text":{"format":{"type":"text"},"FORMAT":{"type":"json_schema"}}}`, refuse: "text.format"},
+		{body: `{"model":"m","text":{"format":{"type":"json_schema","type":"text"}}}`, refuse: "text.format.type"},
+		{body: `{"model":"m","prompt_cache_key":"a","prompt_cache_key":"b"}`, refuse: "prompt_cache_key"},
+		{body: `{"model":"m","Model":"x"}`, refuse: "model"},
+	} {
+		r, berr := Responses.Inspect([]byte(tt.body))
+		switch {
+		case tt.refuse != "":
+			if berr == nil || !strings.Contains(berr.Msg, `"`+tt.refuse+`"`) {
+				t.Errorf("Inspect(%s) = %+v, %v; want a refusal naming %q", tt.body, r, berr, tt.refuse)
+			}
+		case berr != nil:
+			t.Errorf("Inspect(%s) refused: %s", tt.body, berr.Msg)
+		case r.Need.String() != tt.need || string(r.SessionKey) != tt.session || r.Model != "m":
+			t.Errorf("Inspect(%s) = need %q session %s model %q; want %q %s", tt.body, r.Need, r.SessionKey, r.Model, tt.need, tt.session)
+		}
+	}
+	// Embeddings read the model only, exactly once.
+	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","input":"x","stream":true,"Stream":1}`)); berr != nil {
+		t.Errorf("embeddings refused members it does not read: %s", berr.Msg)
+	}
+	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","MODEL":"n"}`)); berr == nil {
+		t.Error("embeddings accepted a differently cased model")
+	}
 }
