@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,5 +150,38 @@ func TestSignRefusesInvalid(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "", "check", "--config", "x.toml", "--verify-key", key); code != 2 {
 		t.Errorf("--verify-key with --config: exit %d, want 2", code)
+	}
+}
+
+// TestOpenSSLRecipe runs the OpenSSL-only signing recipe of
+// proto/control-plane.md as written, and verifies what it produced, so
+// the recipe cannot drift from what nodes accept. Skipped without bash
+// and openssl.
+func TestOpenSSLRecipe(t *testing.T) {
+	bash, err1 := exec.LookPath("bash")
+	_, err2 := exec.LookPath("openssl")
+	if err1 != nil || err2 != nil {
+		t.Skip("SKIP: bash or openssl missing; the OpenSSL recipe in proto/control-plane.md is not checked")
+	}
+	doc := string(readFile(t, "../../proto/control-plane.md"))
+	var recipe string
+	for block := range strings.SplitSeq(doc, "```sh\n") {
+		if body, _, ok := strings.Cut(block, "```"); ok && strings.Contains(body, "openssl pkeyutl") {
+			recipe = body
+		}
+	}
+	if recipe == "" {
+		t.Fatal("no ```sh block with openssl pkeyutl in proto/control-plane.md")
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "routes.json"), readFile(t, filepath.Join(routesDir, "valid.json")))
+	cmd := exec.Command(bash, "-euo", "pipefail", "-c", recipe)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("recipe: %v\n%s", err, out)
+	}
+	code, stdout, stderr := runCmd(t, "", "check", "--routes", filepath.Join(dir, "routes.signed.json"), "--verify-key", filepath.Join(dir, "cp.pub"))
+	if code != 0 || !strings.Contains(stdout, "signature verified") {
+		t.Errorf("check of the recipe's envelope: exit %d, %s%s", code, stdout, stderr)
 	}
 }

@@ -153,6 +153,8 @@ func TestVerify(t *testing.T) {
 	retyped := snapsign.Sign(snapsign.RoutesPayloadType, doc, good)
 	retyped.PayloadType = snapsign.AuthzPayloadType
 	unsigned := snapsign.Sign(snapsign.RoutesPayloadType, doc)
+	misleading := snapsign.Sign(snapsign.RoutesPayloadType, doc, good)
+	misleading.Signatures[0].KeyID = snapsign.KeyID(pub(other)) // a hint only
 	for _, tc := range []struct {
 		name    string
 		data    []byte
@@ -162,6 +164,7 @@ func TestVerify(t *testing.T) {
 	}{
 		{"signed", signed, snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(good)}, nil},
 		{"second of two trusted keys (rotation)", signed, snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(other), pub(good)}, nil},
+		{"keyid names another key", misleading.Marshal(), snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(other), pub(good)}, nil},
 		{"wrong key", signed, snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(other)}, snapsign.ErrNoValidSignature},
 		{"no trusted keys", signed, snapsign.RoutesPayloadType, nil, snapsign.ErrNoValidSignature},
 		{"routes envelope read as authz", signed, snapsign.AuthzPayloadType, []ed25519.PublicKey{pub(good)}, snapsign.ErrPayloadType},
