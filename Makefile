@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := check
 
-.PHONY: help run build test check fmt-check vet race bench fuzz tidy-check crash-loop
+.PHONY: help run build test check fmt-check vet lint race bench fuzz tidy-check crash-loop
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -19,7 +19,7 @@ build: ## build bin/scootgate
 test: vet ## vet, then every test under the race detector (the CI command)
 	$(GO) test -race -count=1 $(PKGS)
 
-check: fmt-check test ## fmt-check + vet + race tests
+check: fmt-check lint test ## fmt-check + staticcheck + vet + race tests
 
 CRASHLOOP_ROUNDS ?= 12
 crash-loop: ## kill -9 the real node under load, 12 rounds, real Mosquitto (needs SCOOTGATE_MOSQUITTO_ADDR; ~1 min)
@@ -31,6 +31,12 @@ fmt-check: ## fail if gofmt would change a file
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
+
+# staticcheck at a pinned version, built by the go command (no install step,
+# nothing added to go.mod); bump it together with the Go version.
+STATICCHECK_VERSION ?= v0.8.2
+lint: ## staticcheck, pinned (STATICCHECK_VERSION)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 race: ## race tests with 1 and 4 procs
 	$(GO) test -race -count=1 -cpu 1,4 $(PKGS)

@@ -133,17 +133,6 @@ func readAll(c net.Conn) <-chan []byte {
 	return out
 }
 
-// readN reads exactly n bytes from c.
-func readN(c io.Reader, n int) <-chan []byte {
-	out := make(chan []byte, 1)
-	go func() {
-		b := make([]byte, n)
-		k, _ := io.ReadFull(c, b)
-		out <- b[:k]
-	}()
-	return out
-}
-
 // stopped fails unless g's flusher has returned.
 func stopped(t *testing.T, g *genConn) {
 	t.Helper()

@@ -14,38 +14,6 @@ import (
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// tableView is everything a Table exposes, in comparable form.
-type tableView struct {
-	Names  [protocol.NumProtocols][]string
-	Models map[string][protocol.NumEndpoints][]targetView
-}
-
-type targetView struct {
-	Backend, Endpoint, Credential, Model, JSON string
-	Weight, Tier                               int
-	Caps                                       string
-	Cap                                        int64
-	InjectUsage                                bool
-}
-
-func viewOf(tab *Table) tableView {
-	v := tableView{Names: tab.names, Models: map[string][protocol.NumEndpoints][]targetView{}}
-	for name, m := range tab.models {
-		var pools [protocol.NumEndpoints][]targetView
-		for p, pool := range m.Pools {
-			for _, tg := range pool {
-				b := tg.Backend
-				pools[p] = append(pools[p], targetView{
-					b.ID, b.URL[p], b.Credential.Reveal(), tg.ProviderModel, string(tg.ProviderModelJSON),
-					tg.Weight, tg.Tier, tg.Caps.String(), b.State.Cap(), b.InjectUsage,
-				})
-			}
-		}
-		v.Models[name] = pools
-	}
-	return v
-}
-
 var testCreds = map[string]secret.Secret{"c": secret.New("secret"), "c2": secret.New("other")}
 
 // staticDoc is a small routing snapshot with both protocols, tiers,

@@ -101,12 +101,6 @@ func (cp *controlPlane) lastRequest() *http.Request {
 	return cp.requests[len(cp.requests)-1]
 }
 
-func (cp *controlPlane) requestCount() int {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return len(cp.requests)
-}
-
 func (cp *controlPlane) source(t *testing.T, path string, o snapshot.HTTPOptions) *snapshot.HTTPSource {
 	t.Helper()
 	if o.Token.IsZero() {
