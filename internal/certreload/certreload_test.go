@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,21 +61,46 @@ func writePair(t *testing.T, dir string, serial int64, mod time.Time) (certFile,
 	return certFile, keyFile
 }
 
-// serve runs a TLS echo server using r and returns its address.
+// serve runs a TLS echo server using r and returns its address. The
+// test's cleanup closes the listener and every accepted connection and
+// waits for the server's goroutines.
 func serve(t *testing.T, r *Reloader) string {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: r.GetCertificate, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	var (
+		wg    sync.WaitGroup
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
 				defer c.Close()
 				buf := make([]byte, 1)
 				for {
@@ -85,9 +111,9 @@ func serve(t *testing.T, r *Reloader) string {
 						return
 					}
 				}
-			}()
+			})
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 
