@@ -66,6 +66,8 @@ type Options struct {
 	// end of the grace, the usage events of the cut attempts are written
 	// in one bounded commit, and Run returns ErrAborted. nil: never.
 	Abort <-chan struct{}
+	// Hooks follow the node's lifecycle (tests wait on them).
+	Hooks Hooks
 }
 
 // ErrAborted is Run's error when Options.Abort ended the drain: the node
@@ -142,12 +144,15 @@ type node struct {
 	health  *health.Health
 	authz   *authz.Store
 	pollers []*snapshot.Poller // authz always; routes when routes.source is not static
-	outbox  *outbox.Store      // nil when usage events are off or the outbox could not open
-	metrics *metrics.Metrics
-	pub     *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
-	limited *concurrencyLimit  // the API handler; counts requests in flight
-	api     *http.Server
-	hsrv    *http.Server
+	// restoring[i] is pollers[i]'s hooked decoder (nil without a
+	// Snapshot hook), told when the poller restores from disk.
+	restoring []*hookedDecoder
+	outbox    *outbox.Store // nil when usage events are off or the outbox could not open
+	metrics   *metrics.Metrics
+	pub       *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
+	limited   *concurrencyLimit  // the API handler; counts requests in flight
+	api       *http.Server
+	hsrv      *http.Server
 }
 
 func build(cfg *config.Config, o Options) (*node, error) {
@@ -182,6 +187,11 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			}
 			o.Logger.Info("snapshots must be signed", "snapshot", name, "keyids", ids)
 		}
+		var hooked *hookedDecoder
+		if o.Hooks.Snapshot != nil {
+			hooked = &hookedDecoder{name: name, decode: decode, hook: o.Hooks.Snapshot}
+			decode = hooked.Decode
+		}
 		p := snapshot.NewPoller(snapshot.PollerOptions{
 			Name: name, Source: src, Decode: decode,
 			Interval:   cfg.ControlPlane.PollInterval,
@@ -191,6 +201,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			Logger:     o.Logger,
 		})
 		n.pollers = append(n.pollers, p)
+		n.restoring = append(n.restoring, hooked)
 		n.health.Add(name, p.Ready) // docs/operations.md: loaded and not stale
 		n.metrics.RegisterSnapshot(name, p.Status)
 		return p, nil
@@ -232,9 +243,19 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		// One line per request refused before routing, rate-limited.
 		Refused: newRefusalLog(o.Logger, time.Now).Refused,
 	}
+	if o.Hooks.Refused != nil {
+		logRefusal := popts.Refused
+		popts.Refused = func(r proxy.Refusal) {
+			logRefusal(r)
+			o.Hooks.Refused(r.Status, r.Reason)
+		}
+	}
 	// Per-model metrics read the usage event of every attempt, with or
 	// without usage delivery.
 	popts.Recorder = n.metrics
+	if o.Hooks.Request != nil {
+		popts.Observer = hookedObserver{Observer: n.metrics, request: o.Hooks.Request}
+	}
 	// The gauges follow the definition the table in use routes to, not
 	// every state the registry still holds for an id.
 	n.metrics.RegisterBackends(metrics.RegistryBackends(reg, func(id upstream.Identity) bool {
@@ -474,8 +495,15 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 	// outage keeps serving), then the current ones. Failures are logged,
 	// shown on /readyz, and retried by Run; until an authorization
 	// snapshot loads, every key gets 401 (docs/authorization.md).
-	for _, p := range n.pollers {
-		if err := p.Restore(); err != nil {
+	for i, p := range n.pollers {
+		if d := n.restoring[i]; d != nil {
+			d.fromDisk.Store(true)
+		}
+		err := p.Restore()
+		if d := n.restoring[i]; d != nil {
+			d.fromDisk.Store(false)
+		}
+		if err != nil {
 			n.log.Warn("no usable last good snapshot on disk", "error", err)
 		}
 		if err := p.Poll(ctx); err != nil {
@@ -603,6 +631,9 @@ func (n *node) drain(cancelBase context.CancelCauseFunc) (aborted bool) {
 	n.health.StartDraining()
 	start := time.Now()
 	n.log.Info("draining", "delay", d.Delay, "grace", d.Grace)
+	if n.o.Hooks.Draining != nil {
+		n.o.Hooks.Draining()
+	}
 	abort := n.o.Abort // nil: never
 	if d.Delay > 0 {
 		t := time.NewTimer(d.Delay)
@@ -634,6 +665,9 @@ func (n *node) drain(cancelBase context.CancelCauseFunc) (aborted bool) {
 			n.log.Warn("second signal: cutting the remaining requests now", "after", time.Since(start).Round(time.Millisecond))
 		} else {
 			n.log.Warn("grace period over; cancelling remaining requests", "error", err, "after", time.Since(start).Round(time.Millisecond))
+			if n.o.Hooks.GraceOver != nil {
+				n.o.Hooks.GraceOver()
+			}
 		}
 		n.cut(cancelBase)
 	} else {

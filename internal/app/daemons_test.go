@@ -58,5 +58,6 @@ func TestTinyproxyWrongPasswordFailsClosed(t *testing.T) {
 	if n := s.prov.ConnCount(); n != 0 {
 		t.Fatalf("provider accepted %d connections, want 0", n)
 	}
-	s.logs.waitFor(t, `"send_state":"definitely_not_sent"`, 5*time.Second)
+	s.events.waitFor(t, "request chat_completions 502 definitely_not_sent", 5*time.Second)
+	s.logs.mustContain(t, `"send_state":"definitely_not_sent"`)
 }

@@ -30,7 +30,7 @@ func TestDrainLetsStreamsFinish(t *testing.T) {
 
 	stopped := make(chan struct{})
 	go func() { s.shutdown(); close(stopped) }()
-	s.logs.waitFor(t, `"msg":"draining"`, 10*time.Second)
+	s.events.waitFor(t, "draining", 10*time.Second)
 	hr, err := http.Get(s.health + "/readyz")
 	if err != nil {
 		t.Fatalf("health listener gone while a stream is in flight: %v", err)
@@ -80,7 +80,7 @@ func TestDrainGraceIsBounded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the hung request was not ended by the grace expiry")
 	}
-	s.logs.waitFor(t, "grace period over", time.Second)
+	s.events.waitFor(t, "grace over", time.Second)
 }
 
 func readAll(rd *bufio.Reader) (string, error) {
@@ -96,7 +96,7 @@ func TestDrainDelayKeepsServingWithConnectionClose(t *testing.T) {
 	s := startStack(t, stackOptions{delay: "2s"})
 	stopped := make(chan struct{})
 	go func() { s.shutdown(); close(stopped) }()
-	s.logs.waitFor(t, `"msg":"draining"`, 10*time.Second)
+	s.events.waitFor(t, "draining", 10*time.Second)
 
 	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), `{"model":"demo-gpt","messages":[{"role":"user","content":"late"}]}`)
 	if r.status != 200 {

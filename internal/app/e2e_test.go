@@ -649,5 +649,6 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	s.logs.waitFor(t, `"stage":"client_cancelled"`, 10*time.Second)
+	s.events.waitFor(t, "request chat_completions", 10*time.Second)
+	s.logs.mustContain(t, `"stage":"client_cancelled"`)
 }

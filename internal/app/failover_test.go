@@ -45,7 +45,8 @@ func TestRepickWhenProxyRefuses(t *testing.T) {
 	if n := s.prov2.RequestCount(); n != 1 {
 		t.Fatalf("other provider got %d requests, want 1", n)
 	}
-	s.logs.waitFor(t, `"send_state":"definitely_not_sent"`, 0)
+	s.events.waitFor(t, "request chat_completions 200", 0)
+	s.logs.mustContain(t, `"send_state":"definitely_not_sent"`) // the first attempt's line
 }
 
 // TestNoRetryAfterPossiblySent: the provider resets after reading the body.

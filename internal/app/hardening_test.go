@@ -416,7 +416,7 @@ func TestSIGTERMWithFiftyStreams(t *testing.T) {
 
 	stopped := make(chan struct{})
 	go func() { s.shutdown(); close(stopped) }()
-	s.logs.waitFor(t, `"msg":"draining"`, 10*time.Second)
+	s.events.waitFor(t, "draining", 10*time.Second)
 	hr, err := http.Get(s.health + "/readyz")
 	if err != nil {
 		t.Fatalf("health listener gone during the drain: %v", err)

@@ -76,7 +76,7 @@ func TestRefusalsLogged(t *testing.T) {
 	}
 	s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), `{"model":"not-served","messages":[]}`)
 	s.do(http.MethodPost, "/v1/nothing-here", bearer(clientKey), `{}`)
-	s.logs.waitFor(t, `"reason":"not_found"`, 10*time.Second)
+	s.events.waitFor(t, "refused 404 not_found", 10*time.Second)
 	log := s.logs.String()
 	for _, want := range []string{
 		`"msg":"request refused","request_id":"sg-`,
@@ -94,7 +94,7 @@ func TestRefusalsLogged(t *testing.T) {
 		}
 	}
 	s.shutdown()
-	s.logs.waitFor(t, `"msg":"drained: every request finished"`, 10*time.Second)
+	s.logs.mustContain(t, `"msg":"drained: every request finished"`) // Run has returned
 	if !strings.Contains(s.logs.String(), `"msg":"draining","delay":"0s","grace":"5s"`) {
 		t.Errorf("drain line without readable durations:\n%s", s.logs.String())
 	}

@@ -112,9 +112,9 @@ func startProvider(t *testing.T) (*fakeprovider.Provider, string) {
 	return p, u
 }
 
-// applied is the poller's log line for a document it swapped in.
+// applied is the event of a document the node swapped in.
 func applied(kind string, version uint64) string {
-	return fmt.Sprintf(`"msg":"snapshot applied","snapshot":%q,"version":%d`, kind, version)
+	return fmt.Sprintf("snapshot %s applied %d", kind, version)
 }
 
 // readyz returns /readyz's status and report.
@@ -233,7 +233,7 @@ func TestRoutesSwapUnderInFlightStreams(t *testing.T) {
 	}
 
 	cp.publish("routes.json", gptRoutes(2, "oa-new", freshURL))
-	s.logs.waitFor(t, applied("routes", 2), 5*time.Second)
+	s.events.waitFor(t, applied("routes", 2), 5*time.Second)
 
 	const newRequests = 10
 	for i := range newRequests {
@@ -330,8 +330,8 @@ func TestRestartDuringControlPlaneOutage(t *testing.T) {
 	cp.close()
 
 	second := startStack(t, opts)
-	second.logs.waitFor(t, `"snapshot":"routes","version":1,"previous":0,"from":"disk"`, 0)
-	second.logs.waitFor(t, `"snapshot":"authz","version":1,"previous":0,"from":"disk"`, 0)
+	second.events.waitFor(t, applied("routes", 1)+" from disk", 0)
+	second.events.waitFor(t, applied("authz", 1)+" from disk", 0)
 	if r := second.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
 		t.Fatalf("restarted node, control plane down: status %d body %s", r.status, r.body)
 	}
@@ -373,7 +373,7 @@ func TestAuthzKeyRemoved(t *testing.T) {
 	}
 
 	cp.publish("authz.json", authzDoc(2, keyLimited))
-	s.logs.waitFor(t, applied("authz", 2), 5*time.Second)
+	s.events.waitFor(t, applied("authz", 2), 5*time.Second)
 	if a, b := status(clientKey), status(limitedKey); a != 401 || b != 200 {
 		t.Fatalf("after removing k-full: full key %d, limited key %d; want 401 200", a, b)
 	}
@@ -382,7 +382,7 @@ func TestAuthzKeyRemoved(t *testing.T) {
 	// malformed: nothing of it applies.
 	bad := authsnap.Key{KeyID: "k-bad", TenantID: "t-3", Digest: strings.Repeat("z", authsnap.DigestLength)}
 	cp.publish("authz.json", authzDoc(3, keyLimited, keyFull, bad))
-	s.logs.waitFor(t, `"msg":"snapshot rejected; the previous one keeps serving","snapshot":"authz","version":2`, 5*time.Second)
+	s.events.waitFor(t, "snapshot authz rejected", 5*time.Second)
 	if a, b := status(clientKey), status(limitedKey); a != 401 || b != 200 {
 		t.Fatalf("after a malformed snapshot: full key %d, limited key %d; want 401 200", a, b)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,21 +42,18 @@ const (
 
 var canaries = []string{clientKey, limitedKey, openAIProvKey, anthropProvKey, proxyPassword}
 
-// logBuffer collects the node's log output and lets a test wait for a line
-// without sleeping.
+// logBuffer collects the node's log output, for tests that check what it
+// says (tests wait on events, not on log lines).
 type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{})} }
+func newLogBuffer() *logBuffer { return &logBuffer{} }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	close(b.changed)
-	b.changed = make(chan struct{})
 	return b.buf.Write(p)
 }
 
@@ -65,22 +63,76 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor blocks until the log holds substr, or fails the test after d.
-func (b *logBuffer) waitFor(t *testing.T, substr string, d time.Duration) {
+// mustContain fails the test unless the log already holds substr: for
+// lines written before a hook the test waited on.
+func (b *logBuffer) mustContain(t *testing.T, substr string) {
+	t.Helper()
+	if !strings.Contains(b.String(), substr) {
+		t.Fatalf("log does not contain %q; log:\n%s", substr, b.String())
+	}
+}
+
+// eventLog records the node's lifecycle hooks (Options.Hooks) as lines
+// such as "draining", "grace over", "snapshot routes applied 2",
+// "snapshot routes applied 1 from disk", "snapshot authz rejected",
+// "request chat_completions 502 definitely_not_sent" and "refused 404
+// not_found", and lets a test wait for one without sleeping or reading
+// the log.
+type eventLog struct {
+	mu      sync.Mutex
+	events  []string
+	changed chan struct{} // closed and replaced on every event
+}
+
+func newEventLog() *eventLog { return &eventLog{changed: make(chan struct{})} }
+
+func (l *eventLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf(format, args...))
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *eventLog) hooks() Hooks {
+	return Hooks{
+		Draining:  func() { l.add("draining") },
+		GraceOver: func() { l.add("grace over") },
+		Snapshot: func(e SnapshotEvent) {
+			switch {
+			case e.Err != nil:
+				l.add("snapshot %s rejected", e.Name)
+			case e.FromDisk:
+				l.add("snapshot %s applied %d from disk", e.Name, e.Version)
+			default:
+				l.add("snapshot %s applied %d", e.Name, e.Version)
+			}
+		},
+		Request: func(endpoint string, status int, sendState string) {
+			l.add("request %s %d %s", endpoint, status, sendState)
+		},
+		Refused: func(status int, reason string) { l.add("refused %d %s", status, reason) },
+	}
+}
+
+// waitFor blocks until an event that is prefix, or prefix followed by
+// more words, happened, or fails the test after d.
+func (l *eventLog) waitFor(t *testing.T, prefix string, d time.Duration) {
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
-		b.mu.Lock()
-		found, ch := strings.Contains(b.buf.String(), substr), b.changed
-		b.mu.Unlock()
+		l.mu.Lock()
+		found := slices.ContainsFunc(l.events, func(e string) bool { return e == prefix || strings.HasPrefix(e, prefix+" ") })
+		ch, events := l.changed, slices.Clone(l.events)
+		l.mu.Unlock()
 		if found {
 			return
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("log never contained %q within %v; log:\n%s", substr, d, b.String())
+			t.Fatalf("no %q event within %v; events: %q", prefix, d, events)
 		}
 	}
 }
@@ -135,6 +187,7 @@ type stack struct {
 	api      string // http://host:port
 	health   string
 	logs     *logBuffer
+	events   *eventLog
 	dir      string // config, authz, state and outbox files
 	stop     context.CancelFunc
 	done     chan error
@@ -167,7 +220,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.bodyLimit == 0 {
 		o.bodyLimit = 1 << 20
 	}
-	s := &stack{t: t, logs: newLogBuffer(), dir: t.TempDir()}
+	s := &stack{t: t, logs: newLogBuffer(), events: newEventLog(), dir: t.TempDir()}
 	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, Script: o.script})
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
@@ -350,6 +403,7 @@ outbox_path = %q
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
 			Logger: log,
+			Hooks:  s.events.hooks(),
 			Listening: func(api, health net.Addr) {
 				scheme := "http://"
 				if o.tlsCert != "" {
