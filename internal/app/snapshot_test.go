@@ -423,7 +423,7 @@ func TestNewerRoutesReenableDisabledBackend(t *testing.T) {
 		t.Errorf("Retry-After %q while disabled, want %q: the probe is due after cooldown.disabled_probe (10m)", got, want)
 	}
 	cp.publish("routes.json", gptRoutes(2, "oa", provURL))
-	s.logs.waitFor(t, applied("routes", 2), 10*time.Second)
+	s.events.waitFor(t, applied("routes", 2), 10*time.Second)
 	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != http.StatusOK {
 		t.Fatalf("status %d after a newer snapshot still listing the backend, want 200: %s", r.status, r.body)
 	}
