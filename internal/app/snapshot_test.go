@@ -468,9 +468,9 @@ func TestSignedAuthz(t *testing.T) {
 	// Unsigned, and signed by a stranger: both would revoke k-full,
 	// neither applies.
 	cp.publish("authz.json", authzDoc(2, keyLimited))
-	s.logs.waitFor(t, "not a signed envelope", 5*time.Second)
+	s.events.waitForContaining(t, "not a signed envelope", 5*time.Second)
 	cp.publishSigned("authz.json", snapsign.AuthzPayloadType, authzDoc(3, keyLimited), stranger)
-	s.logs.waitFor(t, "no valid signature by a trusted key", 5*time.Second)
+	s.events.waitForContaining(t, "no valid signature by a trusted key", 5*time.Second)
 	if got := status(); got != 200 {
 		t.Fatalf("after unsigned publishes: status %d, want 200 (the signed version 1 keeps serving)", got)
 	}
@@ -481,7 +481,7 @@ func TestSignedAuthz(t *testing.T) {
 
 	// The signed revocation applies.
 	cp.publishSigned("authz.json", snapsign.AuthzPayloadType, authzDoc(4, keyLimited), cpKey)
-	s.logs.waitFor(t, applied("authz", 4), 5*time.Second)
+	s.events.waitFor(t, applied("authz", 4), 5*time.Second)
 	if got := status(); got != 401 {
 		t.Fatalf("after the signed revocation: status %d, want 401", got)
 	}

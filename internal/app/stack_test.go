@@ -74,7 +74,7 @@ func (b *logBuffer) mustContain(t *testing.T, substr string) {
 
 // eventLog records the node's lifecycle hooks (Options.Hooks) as lines
 // such as "draining", "grace over", "snapshot routes applied 2",
-// "snapshot routes applied 1 from disk", "snapshot authz rejected",
+// "snapshot routes applied 1 from disk", "snapshot authz rejected: why",
 // "request chat_completions 502 definitely_not_sent" and "refused 404
 // not_found", and lets a test wait for one without sleeping or reading
 // the log.
@@ -101,7 +101,7 @@ func (l *eventLog) hooks() Hooks {
 		Snapshot: func(e SnapshotEvent) {
 			switch {
 			case e.Err != nil:
-				l.add("snapshot %s rejected", e.Name)
+				l.add("snapshot %s rejected: %v", e.Name, e.Err)
 			case e.FromDisk:
 				l.add("snapshot %s applied %d from disk", e.Name, e.Version)
 			default:
@@ -119,11 +119,25 @@ func (l *eventLog) hooks() Hooks {
 // more words, happened, or fails the test after d.
 func (l *eventLog) waitFor(t *testing.T, prefix string, d time.Duration) {
 	t.Helper()
+	l.wait(t, prefix, d, func(e string) bool {
+		return e == prefix || strings.HasPrefix(e, prefix+" ") || strings.HasPrefix(e, prefix+":")
+	})
+}
+
+// waitForContaining blocks until an event holding substr happened (such
+// as the reason of a rejection), or fails the test after d.
+func (l *eventLog) waitForContaining(t *testing.T, substr string, d time.Duration) {
+	t.Helper()
+	l.wait(t, substr, d, func(e string) bool { return strings.Contains(e, substr) })
+}
+
+func (l *eventLog) wait(t *testing.T, what string, d time.Duration, match func(string) bool) {
+	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		found := slices.ContainsFunc(l.events, func(e string) bool { return e == prefix || strings.HasPrefix(e, prefix+" ") })
+		found := slices.ContainsFunc(l.events, match)
 		ch, events := l.changed, slices.Clone(l.events)
 		l.mu.Unlock()
 		if found {
@@ -132,7 +146,7 @@ func (l *eventLog) waitFor(t *testing.T, prefix string, d time.Duration) {
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("no %q event within %v; events: %q", prefix, d, events)
+			t.Fatalf("no %q event within %v; events: %q", what, d, events)
 		}
 	}
 }
