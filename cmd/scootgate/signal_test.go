@@ -124,7 +124,9 @@ func startNode(t *testing.T, exe, drainDelay string) *node {
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	read := make(chan struct{})
 	go func() { // owned: ends at stderr EOF, when the process exits
+		defer close(read)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			n.mu.Lock()
@@ -136,6 +138,9 @@ func startNode(t *testing.T, exe, drainDelay string) *node {
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	go func() { // owned: ends when the process exits
+		// Wait closes the pipe, so it runs only after every line was read
+		// (exec.Cmd.StderrPipe): the node's last lines come at exit.
+		<-read
 		n.err = n.cmd.Wait()
 		close(n.exited)
 	}()
