@@ -31,7 +31,9 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -89,11 +91,15 @@ func (s *Schema) Check(data []byte) error {
 var ErrDuplicate = errors.New("duplicate member name")
 
 // ParseIJSON parses data as one I-JSON value, into the representation the
-// validator takes (maps, slices, json.Number, string, bool, nil): a
-// repeated member name in any object is ErrDuplicate, and anything after
-// the value is an error. Names and strings are decoded as encoding/json
+// validator takes (maps, slices, json.Number, string, bool, nil): invalid
+// UTF-8 and an unpaired surrogate escape in a string are errors (RFC 7493
+// section 2.1), a repeated member name in any object is ErrDuplicate, and
+// anything after the value is an error. Names and strings are decoded as encoding/json
 // decodes them.
 func ParseIJSON(data []byte) (any, error) {
+	if err := ijsonText(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := parseValue(dec)
@@ -104,6 +110,51 @@ func ParseIJSON(data []byte) (any, error) {
 		return nil, errors.New("data after the document")
 	}
 	return v, nil
+}
+
+var (
+	jsonString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	stringPart = regexp.MustCompile(`\\u[0-9a-fA-F]{4}|\\.|[^\\]`)
+)
+
+// ijsonText checks the text rules of I-JSON: UTF-8, and no escape of half
+// a surrogate pair without its other half.
+func ijsonText(data []byte) error {
+	if !utf8.Valid(data) {
+		return errors.New("invalid UTF-8")
+	}
+	for _, lit := range jsonString.FindAll(data, -1) {
+		parts := stringPart.FindAll(lit[1:len(lit)-1], -1)
+		for i := 0; i < len(parts); i++ {
+			r, ok := surrogate(parts[i])
+			switch {
+			case !ok:
+			case r >= 0xdc00:
+				return errors.New("unpaired low surrogate escape")
+			case i+1 < len(parts):
+				if lo, ok := surrogate(parts[i+1]); ok && lo >= 0xdc00 {
+					i++
+					continue
+				}
+				fallthrough
+			default:
+				return errors.New("unpaired high surrogate escape")
+			}
+		}
+	}
+	return nil
+}
+
+// surrogate returns the code unit of a \uXXXX escape in D800-DFFF.
+func surrogate(part []byte) (rune, bool) {
+	if len(part) != 6 || part[1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(part[2:]), 16, 16)
+	if err != nil || n < 0xd800 || n > 0xdfff {
+		return 0, false
+	}
+	return rune(n), true
 }
 
 func parseValue(dec *json.Decoder) (any, error) {

@@ -332,6 +332,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"case-disabled.json":      {`line 5, column 141: keys[0].Disabled: unknown member; did you mean "disabled"?`},
 		"case-expires-at.json":    {`line 5, column 161: keys[0].Expires_At: unknown member; did you mean "expires_at"?`},
 		"kelvin-key-id.json":      {`line 5, column 6: keys[0]["\u212aey_id"]: unknown member; did you mean "key_id"?`},
+		"lone-surrogate.json":     {"line 5, column 41: keys[0].tenant_id: unpaired surrogate escape in a string"},
 		"duplicate-disabled.json": {"line 5, column 141: keys[0].disabled: duplicate member"},
 		"duplicate-version.json":  {"line 4, column 3: version: duplicate member"},
 		"escaped-duplicate.json":  {"line 5, column 137: keys[0].models: duplicate member"},

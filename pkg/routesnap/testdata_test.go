@@ -66,6 +66,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"case-models.json":         {decode: &decodeErr{Path: "MODELS", Line: 29, Column: 3, Msg: `unknown member; did you mean "models"?`}},
 		"case-target-backend.json": {decode: &decodeErr{Path: "models[2].targets[0].Backend", Line: 46, Column: 11, Msg: `unknown member; did you mean "backend"?`}},
 		"long-s-schema.json":       {decode: &decodeErr{Path: `["\u017fchema"]`, Line: 2, Column: 3, Msg: `unknown member; did you mean "schema"?`}},
+		"invalid-utf8.json":        {decode: &decodeErr{Path: "models[2].name", Line: 46, Column: 19, Msg: "invalid UTF-8 in a string"}},
 		"duplicate-version.json":   {decode: &decodeErr{Path: "version", Line: 4, Column: 3, Msg: "duplicate member (each name may appear once)"}},
 		"duplicate-weight.json":    {decode: &decodeErr{Path: "models[0].targets[1].weight", Line: 34, Column: 79, Msg: "duplicate member (each name may appear once)"}},
 		"version-string.json":      {decode: &decodeErr{Path: "version", Msg: "expected a non-negative integer, got string"}},

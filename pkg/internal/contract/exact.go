@@ -128,6 +128,9 @@ func (s *Shape) Required() *Shape {
 // Exact checks the member names of data, a JSON document, against s. It
 // reports the first of these, in document order:
 //
+//   - a string, name or value, that holds an invalid UTF-8 byte or an
+//     unpaired surrogate escape (which encoding/json reads as U+FFFD and
+//     other parsers refuse or keep);
 //   - a member name that appears twice in one object, at any depth
 //     (compared after unescaping, as encoding/json compares them);
 //   - in an object of s, a member that s does not list (unless s is
@@ -234,8 +237,8 @@ func (x *exact) value(s *Shape, depth int) *exactError {
 		}
 		return x.array(s, depth)
 	case c == '"':
-		if _, _, ok := x.str(); !ok {
-			return errSyntax
+		if _, _, err := x.str(); err != nil {
+			return err
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		// Numbers end at the first byte that cannot be part of one;
@@ -258,24 +261,72 @@ func (x *exact) value(s *Shape, depth int) *exactError {
 }
 
 // str scans a string at x.i and returns its raw contents (between the
-// quotes) and whether they contain an escape or a non-ASCII byte.
-func (x *exact) str() (raw []byte, special, ok bool) {
+// quotes) and whether they contain an escape or a non-ASCII byte. A string
+// whose text is not well-defined Unicode, an invalid UTF-8 byte or an
+// unpaired surrogate escape ("\ud800"), is an error: encoding/json reads
+// either as U+FFFD, other parsers refuse the document or keep the
+// surrogate, so two readers would see different names or values (RFC 8259
+// section 8.2, RFC 7493 section 2.1).
+func (x *exact) str() (raw []byte, special bool, err *exactError) {
 	start := x.i + 1
 	for j := start; j < len(x.data); j++ {
 		switch c := x.data[j]; {
 		case c == '"':
 			x.i = j + 1
-			return x.data[start:j], special, true
+			return x.data[start:j], special, nil
 		case c == '\\':
 			special = true
+			if j+1 < len(x.data) && x.data[j+1] == 'u' {
+				r, ok := hex4(x.data[j+2:])
+				switch {
+				case !ok:
+					return nil, false, errSyntax
+				case r >= 0xdc00 && r <= 0xdfff:
+					return nil, false, x.fail(j, "unpaired surrogate escape in a string")
+				case r >= 0xd800 && r <= 0xdbff:
+					lo, ok := hex4(x.data[min(j+8, len(x.data)):])
+					if j+7 >= len(x.data) || x.data[j+6] != '\\' || x.data[j+7] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
+						return nil, false, x.fail(j, "unpaired surrogate escape in a string")
+					}
+					j += 6 // the low half; the loop skips the rest
+				}
+				j += 5
+				continue
+			}
 			j++ // the escaped byte; encoding/json checks the rest
 		case c < 0x20:
-			return nil, false, false
+			return nil, false, errSyntax
 		case c >= utf8.RuneSelf:
 			special = true
+			r, size := utf8.DecodeRune(x.data[j:])
+			if r == utf8.RuneError && size <= 1 {
+				return nil, false, x.fail(j, "invalid UTF-8 in a string")
+			}
+			j += size - 1
 		}
 	}
-	return nil, false, false
+	return nil, false, errSyntax
+}
+
+// hex4 reads four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func (x *exact) object(s *Shape, depth int) *exactError {
@@ -296,9 +347,9 @@ func (x *exact) object(s *Shape, depth int) *exactError {
 			return errSyntax
 		}
 		keyOff := x.i
-		raw, special, ok := x.str()
-		if !ok {
-			return errSyntax
+		raw, special, err := x.str()
+		if err != nil {
+			return err
 		}
 		known := -1 // index in s.names
 		if s != nil && !special {

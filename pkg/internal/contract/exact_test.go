@@ -7,9 +7,11 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
@@ -87,6 +89,27 @@ func TestExact(t *testing.T) {
 			name: "skipped field is unknown",
 			doc:  `{"Skipped":"x"}`,
 			want: contract.Located{Path: "Skipped", Line: 1, Column: 2, Msg: "unknown member"},
+		},
+		{
+			name: "unpaired high surrogate in a value",
+			doc:  `{"items":[{"name":"a\ud800b"}]}`,
+			want: contract.Located{Path: "items[0].name", Line: 1, Column: 21, Msg: "unpaired surrogate escape in a string"},
+		},
+		{
+			name: "unpaired low surrogate in a name",
+			doc:  `{"raw":{"\udc00":1}}`,
+			want: contract.Located{Path: "raw", Line: 1, Column: 10, Msg: "unpaired surrogate escape in a string"},
+		},
+		{
+			name: "high surrogate then an escape that is not a low one",
+			doc:  `{"raw":"\ud83d\u0041"}`,
+			want: contract.Located{Path: "raw", Line: 1, Column: 9, Msg: "unpaired surrogate escape in a string"},
+		},
+		{name: "surrogate pair", doc: `{"raw":"\ud83d\ude00 \u00e9 \\ud800"}`},
+		{
+			name: "invalid UTF-8",
+			doc:  "{\"raw\":\"a\xffb\"}",
+			want: contract.Located{Path: "raw", Line: 1, Column: 10, Msg: "invalid UTF-8 in a string"},
 		},
 		{name: "open: unknown member allowed", doc: `{"future":{"x":1},"items":[{"later":true}]}`, open: true},
 		{
@@ -213,10 +236,47 @@ func oracle(doc []byte, s *oracleShape) (ok, valid bool) {
 	if err := walk(s); err != nil {
 		return false, false
 	}
+	if !utf8.Valid(doc) || loneSurrogate(doc) {
+		ok = false
+	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return false, false
 	}
 	return ok, true
+}
+
+// loneSurrogate reports whether a string of the valid document doc has a
+// \uD800-\uDFFF escape that is not half of a pair, tokenizing each string
+// with regular expressions rather than Exact's scanner.
+func loneSurrogate(doc []byte) bool {
+	str := regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	part := regexp.MustCompile(`\\u[0-9a-fA-F]{4}|\\.|[^\\]`)
+	half := func(p []byte) (lo, hi bool) {
+		if len(p) != 6 || p[1] != 'u' {
+			return false, false
+		}
+		v, _ := strconv.ParseUint(string(p[2:]), 16, 32)
+		return v >= 0xdc00 && v <= 0xdfff, v >= 0xd800 && v <= 0xdbff
+	}
+	for _, lit := range str.FindAll(doc, -1) {
+		ps := part.FindAll(lit[1:len(lit)-1], -1)
+		for i := 0; i < len(ps); i++ {
+			lo, hi := half(ps[i])
+			if lo {
+				return true
+			}
+			if hi {
+				if i+1 == len(ps) {
+					return true
+				}
+				if lo2, _ := half(ps[i+1]); !lo2 {
+					return true
+				}
+				i++
+			}
+		}
+	}
+	return false
 }
 
 // oracleShape is docShape, written out by hand.
@@ -250,6 +310,8 @@ func FuzzExact(f *testing.F) {
 		`{"raw":{"a":{"b":1,"b":2}}}`,
 		`{"future":true}`,
 		`{"raw":"\ud800","raw":1}`,
+		`{"raw":"\ud83d\ude00\\ud800"}`,
+		`{"raw":"\udc00"}`,
 		"{\"raw\":{\"\xff\":1,\"\ufffd\":2}}",
 		`[{"a":1,"a":2}]`,
 	} {
