@@ -32,6 +32,14 @@ const MaxVersionJump = 1 << 62
 // Defaults for PollerOptions.
 const DefaultInterval = 10 * time.Second
 
+// MinHold is how long a held poll must have taken for an unchanged answer
+// to count as held ([LongPoller]) and be followed by the next poll at
+// once. A long poll lasts at least a second (?wait= is whole seconds),
+// unless the server answers early, for example when it shuts down; then
+// the interval applies, as it does against a server that says it held a
+// request it did not.
+const MinHold = 500 * time.Millisecond
+
 // PollerOptions configure a [Poller].
 type PollerOptions struct {
 	// Name is the document kind, such as "routes" or "authz": a log
@@ -199,6 +207,7 @@ func (p *Poller) Poll(ctx context.Context) error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
 
+	start := p.o.Clock.Now()
 	data, changed, err := p.o.Source.Fetch(ctx)
 	now := p.o.Clock.Now()
 	p.setAgain(false)
@@ -215,9 +224,12 @@ func (p *Poller) Poll(ctx context.Context) error {
 	p.mu.Lock()
 	p.lastContact = now
 	p.mu.Unlock()
+	// A 304 counts as held only if the server really waited: one that
+	// claims to hold but answers at once would otherwise be asked again
+	// in a tight loop.
 	held := false
 	if lp, ok := p.o.Source.(LongPoller); ok {
-		held = lp.Held()
+		held = lp.Held() && (changed || now.Sub(start) >= MinHold)
 	}
 	if !changed {
 		p.succeed()

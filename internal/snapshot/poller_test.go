@@ -31,6 +31,8 @@ type scriptedSource struct {
 	versions []uint64
 	held     bool          // what Held reports (a long-polling server)
 	fetches  chan struct{} // if set, signalled after every Fetch
+	clock    *clock.Fake   // if set, advanced by took in every Fetch (a held request)
+	took     time.Duration
 }
 
 func (s *scriptedSource) Held() bool {
@@ -57,7 +59,11 @@ func (s *scriptedSource) set(data string, changed bool, err error) {
 func (s *scriptedSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	s.mu.Lock()
 	data, changed, err, sig := s.data, s.changed, s.err, s.fetches
+	clk, took := s.clock, s.took
 	s.mu.Unlock()
+	if clk != nil {
+		clk.Advance(took)
+	}
 	if sig != nil {
 		select {
 		case sig <- struct{}{}:
@@ -536,25 +542,31 @@ func TestPollerRun(t *testing.T) {
 // must not be fetched in a tight loop).
 func TestPollerAgain(t *testing.T) {
 	e := newPollerEnv(t, nil, 0)
+	e.src.clock = e.clock
 	for _, st := range []struct {
 		name    string
 		data    string
 		changed bool
 		held    bool
+		took    time.Duration
 		err     error
 		want    bool
 	}{
-		{"new document", doc(1), true, false, nil, true},
-		{"unchanged, not held (static server)", "", false, false, nil, false},
-		{"unchanged, held (long poll timed out: 304)", "", false, true, nil, true},
-		{"new document after a hold (long poll: 200)", doc(2), true, true, nil, true},
-		{"rejected document, held", doc(1), true, true, nil, false},
-		{"invalid document", `{"version":3,"bad":true}`, true, false, nil, false},
-		{"fetch error", "", false, true, errors.New("connection refused"), false},
-		{"equal version, other bytes", `{"version":2,"tag":"x"}`, true, false, nil, true},
+		{"new document", doc(1), true, false, 0, nil, true},
+		{"unchanged, not held (static server)", "", false, false, 0, nil, false},
+		{"unchanged, held (long poll timed out: 304)", "", false, true, 30 * time.Second, nil, true},
+		{"unchanged, 'held' but answered at once", "", false, true, time.Millisecond, nil, false},
+		{"new document after a hold (long poll: 200)", doc(2), true, true, time.Millisecond, nil, true},
+		{"rejected document, held", doc(1), true, true, 30 * time.Second, nil, false},
+		{"invalid document", `{"version":3,"bad":true}`, true, false, 0, nil, false},
+		{"fetch error", "", false, true, 30 * time.Second, errors.New("connection refused"), false},
+		{"equal version, other bytes", `{"version":2,"tag":"x"}`, true, false, 0, nil, true},
 	} {
 		e.src.set(st.data, st.changed, st.err)
 		e.src.setHeld(st.held)
+		e.src.mu.Lock()
+		e.src.took = st.took
+		e.src.mu.Unlock()
 		_ = e.p.Poll(t.Context())
 		if got := snapshot.PollAgain(e.p); got != st.want {
 			t.Errorf("%s: poll again at once = %v, want %v", st.name, got, st.want)
@@ -566,10 +578,11 @@ func TestPollerAgain(t *testing.T) {
 // polls again at once after each answer; the hour-long interval never
 // comes into play.
 func TestPollerRunLongPoll(t *testing.T) {
-	src := &scriptedSource{fetches: make(chan struct{}), held: true}
+	clk := clock.NewFake(t0)
+	src := &scriptedSource{fetches: make(chan struct{}), held: true, clock: clk, took: 30 * time.Second}
 	src.set(doc(1), true, nil)
 	tg := &target{}
-	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "routes", Source: src, Decode: tg.decode, Interval: time.Hour})
+	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "routes", Source: src, Decode: tg.decode, Interval: time.Hour, Clock: clk})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
