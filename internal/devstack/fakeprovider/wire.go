@@ -50,7 +50,7 @@ func (in wireRequest) prompt() string {
 		}
 	}
 	var s string
-	if json.Unmarshal(in.Input, &s) == nil {
+	if len(in.Input) > 0 && json.Unmarshal(in.Input, &s) == nil {
 		return s
 	}
 	return ""
@@ -63,6 +63,9 @@ type inputItem struct {
 
 // inputItems reads a Responses input list; nil for a string or nothing.
 func (in wireRequest) inputItems() []inputItem {
+	if len(in.Input) == 0 || in.Input[0] != '[' {
+		return nil // chat and messages bodies have no input: no decode
+	}
 	var items []inputItem
 	if json.Unmarshal(in.Input, &items) != nil {
 		return nil
@@ -86,6 +89,9 @@ func (in wireRequest) words() int {
 	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions))
 	for _, m := range in.Messages {
 		n += len(strings.Fields(contentText(m.Content)))
+	}
+	if len(in.Input) == 0 {
+		return n
 	}
 	if items := in.inputItems(); items != nil {
 		for _, it := range items {
