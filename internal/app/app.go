@@ -159,11 +159,11 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, LogOptions()))
 	}
-	dialer, err := newDialer(cfg)
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
+	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)
 	if err != nil {
 		return nil, err
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
 	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
 	var holder routes.Holder
 
@@ -436,8 +436,8 @@ func newPicker(algorithm string) proxy.Picker {
 	return &balance.P2C{}
 }
 
-func newDialer(cfg *config.Config) (*egress.Dialer, error) {
-	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect}
+func newDialer(cfg *config.Config, onFailure func(*egress.NotSentError)) (*egress.Dialer, error) {
+	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect, OnFailure: onFailure}
 	for _, p := range cfg.Egress.Proxies {
 		ep := egress.Proxy{Name: p.Name, URL: p.URL, Username: p.Username, Password: p.Password}
 		if p.CAFile != "" {

@@ -155,16 +155,19 @@ type stackOptions struct {
 	egress    string // "socks" (default) or "connect"
 	proxyURL  string // overrides the in-process proxy (real daemons, dead ports)
 	proxyAuth bool   // CONNECT proxy with Basic auth
-	cap       int    // max_inflight_per_node of every backend (default 16)
-	firstByte string // timeouts.first_byte (default 5s)
-	idle      string // timeouts.stream_idle (default 5s)
-	keepalive string // timeouts.stream_keepalive (default 0s: off)
-	grace     string // drain.grace (default 5s)
-	delay     string // drain.delay (default 0s)
-	attempts  int    // limits.max_attempts (default 2)
-	bodyLimit int    // limits.body_bytes (default 1 MiB)
-	limits    string // more [limits] keys, one per line
-	extraTOML string
+	// deadProxyFirst lists a proxy nothing listens on ("dead-first")
+	// before the working one.
+	deadProxyFirst bool
+	cap            int    // max_inflight_per_node of every backend (default 16)
+	firstByte      string // timeouts.first_byte (default 5s)
+	idle           string // timeouts.stream_idle (default 5s)
+	keepalive      string // timeouts.stream_keepalive (default 0s: off)
+	grace          string // drain.grace (default 5s)
+	delay          string // drain.delay (default 0s)
+	attempts       int    // limits.max_attempts (default 2)
+	bodyLimit      int    // limits.body_bytes (default 1 MiB)
+	limits         string // more [limits] keys, one per line
+	extraTOML      string
 	// second adds a second OpenAI backend "oa2" (its own fake provider,
 	// s.prov2) as a demo-gpt target of weight 1; weight is the first
 	// target's weight (default 1).
@@ -304,6 +307,10 @@ tools = true
 		s.socks = srv
 		t.Cleanup(func() { srv.Close() })
 		proxyTOML = fmt.Sprintf("name = \"test-socks\"\nurl = \"socks5://%s\"\n", addr)
+	}
+
+	if o.deadProxyFirst {
+		proxyTOML = fmt.Sprintf("name = \"dead-first\"\nurl = \"socks5://%s\"\n[[egress.proxies]]\n", deadAddr(t)) + proxyTOML
 	}
 
 	dir := s.dir

@@ -105,10 +105,11 @@ func exchangeConnect(ctx context.Context, raw net.Conn, p *egressProxy, target s
 //
 //	2xx                tunnel open
 //	401, 407           StageProxyAuth: our proxy credentials (tinyproxy 1.11 sends 401)
+//	403                StageProxyPolicy: the proxy's rules refuse this tunnel
 //	500, 502, 503, 504 StageTarget: the proxy could not reach the target
 //	                   (tinyproxy answers 500 "Unable to connect", squid 503)
-//	anything else      StageProxyAuth: the proxy refuses the tunnel (403 policy,
-//	                   405/501 no CONNECT, 400 ...): an egress problem
+//	anything else      StageProxyAuth: the proxy refuses the tunnel (405/501
+//	                   no CONNECT, 400 ...): an egress problem
 func connectStatusStage(code int) (stage Stage, ok bool) {
 	switch {
 	case code >= 200 && code <= 299:
@@ -116,6 +117,8 @@ func connectStatusStage(code int) (stage Stage, ok bool) {
 	case code == http.StatusInternalServerError, code == http.StatusBadGateway,
 		code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
 		return StageTarget, false
+	case code == http.StatusForbidden:
+		return StageProxyPolicy, false
 	}
 	return StageProxyAuth, false
 }

@@ -134,7 +134,7 @@ func TestDaemonNotSent(t *testing.T) {
 			target: func(t *testing.T, _ *target) string {
 				return "http://" + net.JoinHostPort("127.0.0.1", daemonEnv(t, "SCOOTGATE_DANTE_DENIED_PORT")) + "/"
 			},
-			want: want{Stage: StageProxyAuth, EgressFault: true, SOCKSCode: 2},
+			want: want{Stage: StageProxyPolicy, EgressFault: true, SOCKSCode: 2},
 		},
 		{
 			name:  "dante untrusted provider certificate",

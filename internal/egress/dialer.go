@@ -52,6 +52,13 @@ type Options struct {
 	// replaces the system pool: to add a CA to the system roots, start from
 	// x509.SystemCertPool.
 	ProviderCAs *x509.CertPool
+	// OnFailure, when set, is called for every proxy attempt that failed,
+	// the ones a later proxy made up for included: a dial that fails over
+	// returns only its last error, and a dead first proxy behind a working
+	// second one would otherwise never show. It is not called when the
+	// caller's context ended the attempt (nothing is known about the
+	// proxy). It must be safe for concurrent use and must not block.
+	OnFailure func(*NotSentError)
 }
 
 type proxyKind int
@@ -82,6 +89,7 @@ type Dialer struct {
 	timeout     time.Duration
 	providerCAs *x509.CertPool
 	sessions    tls.ClientSessionCache
+	onFailure   func(*NotSentError) // nil = none
 
 	// preferred is the index of the proxy that last opened a tunnel; dials
 	// start there so a dead first proxy does not cost every dial a timeout.
@@ -101,6 +109,7 @@ func New(o Options) (*Dialer, error) {
 		timeout:     o.ConnectTimeout,
 		providerCAs: o.ProviderCAs,
 		sessions:    tls.NewLRUClientSessionCache(256),
+		onFailure:   o.OnFailure,
 	}
 	if d.timeout == 0 {
 		d.timeout = DefaultConnectTimeout
@@ -218,6 +227,9 @@ func (d *Dialer) dial(ctx context.Context, network, addr string, withTLS bool) (
 			return conn, nil
 		}
 		last = nse
+		if d.onFailure != nil && ctx.Err() == nil {
+			d.onFailure(nse)
+		}
 		// Only an egress fault means another proxy might do better; a
 		// target fault would repeat, and an ended ctx ends the dial.
 		if !nse.EgressFault() || ctx.Err() != nil {

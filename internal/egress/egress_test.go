@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,7 +128,7 @@ func TestNotSentErrors(t *testing.T) {
 				_, addr := startSOCKS(t, socks5proxy.Options{Allow: func(string, int) bool { return false }})
 				return Proxy{Name: "s", URL: mustURL(t, "socks5://"+addr)}
 			},
-			want: want{Stage: StageProxyAuth, EgressFault: true, Proxy: "s"},
+			want: want{Stage: StageProxyPolicy, EgressFault: true, Proxy: "s"},
 		},
 		{
 			name: "socks5 proxy port closed",
@@ -185,7 +186,7 @@ func TestNotSentErrors(t *testing.T) {
 				_, addr := startConnect(t, connectproxy.Options{Allow: func(string, int) bool { return false }})
 				return Proxy{Name: "c", URL: mustURL(t, "http://"+addr)}
 			},
-			want: want{Stage: StageProxyAuth, EgressFault: true, Proxy: "c"},
+			want: want{Stage: StageProxyPolicy, EgressFault: true, Proxy: "c"},
 		},
 		{
 			name: "connect proxy port closed",
@@ -293,6 +294,8 @@ func TestFailoverAfterEgressFault(t *testing.T) {
 	tg := newTarget(t, true)
 	refusing, refusingAddr := startConnect(t, connectproxy.Options{Allow: func(string, int) bool { return false }})
 	good, goodAddr := startSOCKS(t, socks5proxy.Options{})
+	var mu sync.Mutex
+	var failures []string // proxy/stage of every failed attempt, reported by OnFailure
 	d := newDialer(t, Options{
 		Proxies: []Proxy{
 			{Name: "dead", URL: mustURL(t, "http://"+deadAddr(t))},
@@ -300,16 +303,28 @@ func TestFailoverAfterEgressFault(t *testing.T) {
 			{Name: "good", URL: mustURL(t, "socks5://"+goodAddr)},
 		},
 		ProviderCAs: tg.pool(),
+		OnFailure: func(e *NotSentError) {
+			mu.Lock()
+			defer mu.Unlock()
+			failures = append(failures, e.Proxy+"/"+e.Stage.String())
+		},
 	})
-	type counts struct{ RefusingConns, GoodTunnels, Requests int64 }
+	type counts struct {
+		RefusingConns, GoodTunnels, Requests int64
+		Failures                             []string
+	}
 	for i, want := range []counts{
-		{RefusingConns: 1, GoodTunnels: 1, Requests: 1}, // dead, refusing, then good
-		{RefusingConns: 1, GoodTunnels: 2, Requests: 2}, // starts at good, the proxy that last worked
+		// dead, refusing, then good: both failures reported, though the dial worked
+		{RefusingConns: 1, GoodTunnels: 1, Requests: 1, Failures: []string{"dead/proxy_dial", "refusing/proxy_policy"}},
+		// starts at good, the proxy that last worked
+		{RefusingConns: 1, GoodTunnels: 2, Requests: 2, Failures: []string{"dead/proxy_dial", "refusing/proxy_policy"}},
 	} {
 		if _, _, err := get(t, d, tg.URL+"/"); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		got := counts{refusing.Connections(), good.Tunnels(), tg.requests.Load()}
+		mu.Lock()
+		got := counts{refusing.Connections(), good.Tunnels(), tg.requests.Load(), slices.Clone(failures)}
+		mu.Unlock()
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("after request %d (-got +want):\n%s", i, diff)
 		}
@@ -627,7 +642,7 @@ func TestConnectStatusStage(t *testing.T) {
 		{204, result{0, true}},
 		{401, result{StageProxyAuth, false}},
 		{407, result{StageProxyAuth, false}},
-		{403, result{StageProxyAuth, false}},
+		{403, result{StageProxyPolicy, false}},
 		{405, result{StageProxyAuth, false}},
 		{400, result{StageProxyAuth, false}},
 		{501, result{StageProxyAuth, false}},
@@ -673,7 +688,7 @@ func TestClassifySOCKS(t *testing.T) {
 		{"bad reply version", []byte{5, 0, 4, 0}, false, false, result{StageProxyDial, errProxyProtocol, -1}},
 		{"success reply then failure", []byte{5, 0, 5, 0}, false, false, result{StageProxyDial, errProxyProtocol, -1}},
 		{"general failure", []byte{5, 0, 5, 1}, false, false, result{StageTarget, nil, 1}},
-		{"ruleset", []byte{5, 0, 5, 2}, false, false, result{StageProxyAuth, nil, 2}},
+		{"ruleset", []byte{5, 0, 5, 2}, false, false, result{StageProxyPolicy, nil, 2}},
 		{"network unreachable", []byte{5, 0, 5, 3}, false, false, result{StageTarget, nil, 3}},
 		{"host unreachable", []byte{5, 2, 1, 0, 5, 4}, true, false, result{StageTarget, nil, 4}},
 		{"refused", []byte{5, 0, 5, 5}, false, false, result{StageTarget, nil, 5}},
@@ -707,7 +722,7 @@ func TestNotSentErrorText(t *testing.T) {
 	for s := Stage(0); s <= StageProviderTLS+1; s++ {
 		stages = append(stages, s.String())
 	}
-	wantStages := []string{"stage(0)", "proxy_dial", "proxy_auth", "proxy_tls", "target", "provider_tls", "stage(6)"}
+	wantStages := []string{"stage(0)", "proxy_dial", "proxy_auth", "proxy_tls", "proxy_policy", "target", "provider_tls", "stage(7)"}
 	if diff := cmp.Diff(stages, wantStages); diff != "" {
 		t.Errorf("stage names (-got +want):\n%s", diff)
 	}

@@ -22,16 +22,22 @@ const (
 	// without answering, answered something that is not the protocol, or
 	// (SOCKS5) did not answer the greeting before the connect timeout.
 	StageProxyDial Stage = iota + 1
-	// StageProxyAuth: the proxy answered and refused to open the tunnel for
-	// us: credentials (CONNECT 407, or 401 as Debian's tinyproxy 1.11 sends;
-	// SOCKS5 method or RFC 1929 failure), policy (CONNECT 403, SOCKS5 "not
-	// allowed by ruleset"), or a request it does not support (any other
-	// non-2xx CONNECT status outside the target family below, SOCKS5
-	// "command" or "address type not supported").
+	// StageProxyAuth: the proxy answered and refused our credentials
+	// (CONNECT 407, or 401 as Debian's tinyproxy 1.11 sends; SOCKS5 method
+	// or RFC 1929 failure), or a request it does not support (any other
+	// non-2xx CONNECT status outside the policy and target families,
+	// SOCKS5 "command" or "address type not supported").
 	StageProxyAuth
 	// StageProxyTLS: the TLS handshake with an https:// proxy failed, its
 	// certificate included (fail closed, never retried in plaintext).
 	StageProxyTLS
+	// StageProxyPolicy: the proxy took our credentials and refused this
+	// tunnel by its rules (CONNECT 403; SOCKS5 reply 2, "connection not
+	// allowed by ruleset", as dante sends for a port its rules deny). The
+	// fix is in the proxy's configuration, not in the password: it has a
+	// stage of its own so the two are not confused. Another proxy may
+	// allow the target, so it is tried.
+	StageProxyPolicy
 )
 
 // Backend faults: the egress path works and the proxy says the target does
@@ -44,7 +50,7 @@ const (
 	// expired), or did not answer the CONNECT request before the connect
 	// timeout, which is what a proxy waiting on a black-holed target looks
 	// like.
-	StageTarget Stage = iota + 4
+	StageTarget Stage = iota + 5
 	// StageProviderTLS: the provider's TLS handshake through the tunnel
 	// failed (untrusted certificate, wrong name, protocol version).
 	StageProviderTLS
@@ -59,6 +65,8 @@ func (s Stage) String() string {
 		return "proxy_auth"
 	case StageProxyTLS:
 		return "proxy_tls"
+	case StageProxyPolicy:
+		return "proxy_policy"
 	case StageTarget:
 		return "target"
 	case StageProviderTLS:
@@ -90,11 +98,11 @@ func (e *NotSentError) Error() string {
 func (e *NotSentError) Unwrap() error { return e.Err }
 
 // EgressFault reports whether the proxy path failed (StageProxyDial,
-// StageProxyAuth, StageProxyTLS) rather than the backend. An egress fault
+// StageProxyAuth, StageProxyTLS, StageProxyPolicy) rather than the backend. An egress fault
 // must not open the backend's breaker (docs/egress.md "Failures").
 func (e *NotSentError) EgressFault() bool {
 	switch e.Stage {
-	case StageProxyDial, StageProxyAuth, StageProxyTLS:
+	case StageProxyDial, StageProxyAuth, StageProxyTLS, StageProxyPolicy:
 		return true
 	}
 	return false

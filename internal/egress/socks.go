@@ -107,8 +107,8 @@ const (
 //
 //	no or bad method selection              StageProxyDial (proxy down or not SOCKS5)
 //	no acceptable method, auth rejected     StageProxyAuth
-//	CONNECT reply 0x02 (ruleset), 0x07,
-//	  0x08, unassigned                      StageProxyAuth (policy / unsupported)
+//	CONNECT reply 0x02 (ruleset)            StageProxyPolicy
+//	CONNECT reply 0x07, 0x08, unassigned    StageProxyAuth (unsupported)
 //	CONNECT reply 0x01, 0x03-0x06           StageTarget (general failure, unreachable,
 //	                                        refused, TTL expired: about this target)
 //	no CONNECT reply by the deadline        StageTarget (see noReplyStage)
@@ -158,6 +158,8 @@ func classifySOCKS(rec []byte, haveAuth, timedOut bool) (Stage, error) {
 		return StageProxyDial, errProxyProtocol
 	case 0x01, 0x03, 0x04, 0x05, 0x06:
 		return StageTarget, &socksReplyError{code: code}
+	case 0x02:
+		return StageProxyPolicy, &socksReplyError{code: code}
 	default:
 		return StageProxyAuth, &socksReplyError{code: code}
 	}

@@ -9,9 +9,11 @@
 // collectors. The app owns the value and mounts [Metrics.Handler] on the
 // health listener's mux.
 //
-// The request path calls [Metrics.ObserveRequest], [Metrics.ObserveAttempt]
-// and [Metrics.ObserveEgressError] through a small interface of its own
-// (typed values, so no caller builds a label string). They do not allocate, and on a nil *Metrics they do
+// The request path calls [Metrics.ObserveRequest] and
+// [Metrics.ObserveAttempt] through a small interface of its own (typed
+// values, so no caller builds a label string); the egress dialer's failure
+// hook calls [Metrics.ObserveEgressError] for every proxy attempt that
+// failed, the ones a later proxy made up for included. They do not allocate, and on a nil *Metrics they do
 // nothing, so tests need no registry.
 //
 // Everything else is state that other components already keep: it is read
@@ -41,7 +43,7 @@
 //	            auth_rejected, transport_failure, egress_fault, cancelled
 //	            (upstream.Outcome), unknown
 //	proxy       egress proxy name from config
-//	stage       proxy_dial, proxy_auth, proxy_tls, target, provider_tls
+//	stage       proxy_dial, proxy_auth, proxy_tls, proxy_policy, target, provider_tls
 //	            (egress.Stage), unknown
 //	model       public model name (valid UTF-8, 1-256 runes, no control
 //	            characters), _other beyond the bound; invalid otherwise
@@ -70,7 +72,7 @@
 //	    errors"). Buckets 50 ms to 60 s.
 //	scootgate_egress_errors_total{proxy,stage}                counter
 //	    Dials that failed before any request byte (egress.NotSentError).
-//	    proxy_dial, proxy_auth and proxy_tls are egress faults; target and
+//	    proxy_dial, proxy_auth, proxy_tls and proxy_policy are egress faults; target and
 //	    provider_tls are the backend's (docs/egress.md "Failures").
 //
 // # Node

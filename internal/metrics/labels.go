@@ -114,7 +114,7 @@ func outcomeLabels() map[string]string {
 func stageLabels() map[string]string {
 	m := make(map[string]string)
 	for _, s := range []egress.Stage{
-		egress.StageProxyDial, egress.StageProxyAuth, egress.StageProxyTLS,
+		egress.StageProxyDial, egress.StageProxyAuth, egress.StageProxyTLS, egress.StageProxyPolicy,
 		egress.StageTarget, egress.StageProviderTLS,
 	} {
 		m[s.String()] = s.String()

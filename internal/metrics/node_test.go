@@ -23,11 +23,13 @@ func TestInitEgress(t *testing.T) {
 scootgate_egress_errors_total{proxy="http-2",stage="provider_tls"} 0
 scootgate_egress_errors_total{proxy="http-2",stage="proxy_auth"} 0
 scootgate_egress_errors_total{proxy="http-2",stage="proxy_dial"} 0
+scootgate_egress_errors_total{proxy="http-2",stage="proxy_policy"} 0
 scootgate_egress_errors_total{proxy="http-2",stage="proxy_tls"} 0
 scootgate_egress_errors_total{proxy="http-2",stage="target"} 0
 scootgate_egress_errors_total{proxy="socks-1",stage="provider_tls"} 0
 scootgate_egress_errors_total{proxy="socks-1",stage="proxy_auth"} 0
 scootgate_egress_errors_total{proxy="socks-1",stage="proxy_dial"} 1
+scootgate_egress_errors_total{proxy="socks-1",stage="proxy_policy"} 0
 scootgate_egress_errors_total{proxy="socks-1",stage="proxy_tls"} 0
 scootgate_egress_errors_total{proxy="socks-1",stage="target"} 0
 `, "scootgate_egress_errors_total")

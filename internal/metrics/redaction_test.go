@@ -120,7 +120,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,
-		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "target", "provider_tls", "unknown"},
+		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "proxy_policy", "target", "provider_tls", "unknown"},
 		"reason":     {"full", "queue", "failing", "closed"},
 		"result":     {"recorded", "dropped", "oversize", "invalid"},
 		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},

@@ -233,8 +233,9 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 			// Nothing left the node: the caller may re-pick (docs/failures.md).
 			a.state, a.stage = NotSent, usageevent.StageConnect
 			if ns != nil {
+				// Counted and logged by the dialer's OnFailure, every
+				// proxy tried (internal/app egresslog.go), not here.
 				a.egressFault = ns.EgressFault()
-				h.o.Observer.ObserveEgressError(ns.Proxy, ns.Stage.String())
 			}
 			if c.r.Context().Err() != nil {
 				a.stage = c.cancelledStage()

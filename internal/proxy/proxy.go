@@ -42,7 +42,6 @@ type Recorder interface {
 type Observer interface {
 	ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool)
 	ObserveAttempt(backend, outcome string, ttfb time.Duration)
-	ObserveEgressError(proxy, stage string)
 }
 
 // Options configures a Handler. All fields are required unless noted.
@@ -191,7 +190,6 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(string, int, string, time.Duration, bool) {}
 func (nopObserver) ObserveAttempt(string, string, time.Duration)            {}
-func (nopObserver) ObserveEgressError(string, string)                       {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
