@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := check
 
-.PHONY: help run build test check fmt-check vet lint race bench fuzz tidy-check crash-loop
+.PHONY: help run build test check fmt-check vet lint race bench fuzz tidy-check crash-loop soak
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,6 +24,10 @@ check: fmt-check lint test ## fmt-check + staticcheck + vet + race tests
 CRASHLOOP_ROUNDS ?= 12
 crash-loop: ## kill -9 the real node under load, 12 rounds, real Mosquitto (needs SCOOTGATE_MOSQUITTO_ADDR; ~1 min)
 	SCOOTGATE_CRASHLOOP=1 SCOOTGATE_CRASHLOOP_ROUNDS=$(CRASHLOOP_ROUNDS) $(GO) test -count=1 -timeout 10m -run '^TestCrashLoop$$' -v ./cmd/scootgate/
+
+SOAK_DURATION ?= 10m
+soak: ## soak benchmark: mixed load for SOAK_DURATION, broker restarted every minute, routes republished every 10s (docs/performance.md)
+	SCOOTGATE_SOAK=1 SCOOTGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./cmd/scootgate/
 
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -429,6 +429,7 @@ func (n *crashNode) term(t *testing.T) {
 type nodeMetrics struct {
 	ok                         bool
 	depth, appended, committed float64
+	goroutines                 float64
 	dropped                    uint64 // every reason
 	reasons                    string // the non-zero reasons, "queue=3 full=1"
 }
@@ -454,6 +455,8 @@ func (n *crashNode) metrics() nodeMetrics {
 			continue
 		}
 		switch {
+		case name == "go_goroutines":
+			m.goroutines = v
 		case name == "scootgate_outbox_depth":
 			m.depth = v
 		case name == "scootgate_outbox_appended_total":

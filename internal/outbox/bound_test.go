@@ -211,7 +211,7 @@ func TestUnsyncedBoundByAge(t *testing.T) {
 		{DefaultCommitInterval, true},
 		{maxAge - time.Nanosecond, true},
 		{maxAge, false},
-		{time.Second, false},
+		{maxAge + time.Second, false},
 	}
 	now := DefaultCommitInterval
 	for i, step := range steps {

@@ -40,13 +40,13 @@
 //   - by count: at most MaxUnsynced events (default 4×MaxBatch = 256) are
 //     unsynced at any moment;
 //   - by age: once the oldest unsynced event was accepted MaxUnsyncedAge
-//     ago (default CommitInterval + 100 ms = 200 ms), new events are
+//     ago (default CommitInterval + 1 s = 1.1 s), new events are
 //     refused until its commit has ended.
 //
 // Past either bound Append drops the new event and counts it
 // (Dropped.Queue): when the disk cannot keep up, the node drops and counts
 // rather than let the backlog a crash would lose grow. So a crash loses at
-// most 256 events, all accepted within 200 ms of each other; at a
+// most 256 events, all accepted within 1.1 s of each other; at a
 // moderate rate, the events of the last window. [Stats].Unsynced is that
 // number now. A crash also loses the events of attempts still in flight
 // (they are recorded when the attempt ends), and of responses finished so
