@@ -147,7 +147,7 @@ func (c *checker) config(path string, fetch bool) {
 		return
 	}
 	base := filepath.Dir(path)
-	c.source("authz", cfg.Authz.Source, base, httpOpts, func(data []byte) (uint64, error) {
+	c.source("authz", cfg.Authz.Source, base, httpOpts, len(cfg.Authz.VerifyKeys) > 0, func(data []byte) (uint64, error) {
 		data, err := snapshot.Payload(data, snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys)
 		if err != nil {
 			return 0, err
@@ -159,7 +159,7 @@ func (c *checker) config(path string, fetch bool) {
 		return doc.Version, nil
 	})
 	if cfg.Routes.Source != config.RoutesStatic {
-		c.source("routes", cfg.Routes.Source, base, httpOpts, func(data []byte) (uint64, error) {
+		c.source("routes", cfg.Routes.Source, base, httpOpts, len(cfg.Routes.VerifyKeys) > 0, func(data []byte) (uint64, error) {
 			data, err := snapshot.Payload(data, snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys)
 			if err != nil {
 				return 0, err
@@ -173,8 +173,9 @@ func (c *checker) config(path string, fetch bool) {
 	}
 }
 
-// source fetches one document from a configured source and checks it.
-func (c *checker) source(kind, s, baseDir string, o snapshot.HTTPOptions, check func([]byte) (uint64, error)) {
+// source fetches one document from a configured source and checks it;
+// signed says that check verified a signature.
+func (c *checker) source(kind, s, baseDir string, o snapshot.HTTPOptions, signed bool, check func([]byte) (uint64, error)) {
 	src, err := snapshot.ParseSource(s, baseDir, o)
 	if err != nil {
 		c.problems(kind+".source", err.Error()) // never repeats the source, which may carry credentials
@@ -195,7 +196,11 @@ func (c *checker) source(kind, s, baseDir string, o snapshot.HTTPOptions, check 
 		c.problems(subject, problemList(err)...)
 		return
 	}
-	fmt.Fprintf(c.stdout, "%s: ok (version %d)\n", subject, version)
+	note := ""
+	if signed {
+		note = "; signature verified"
+	}
+	fmt.Fprintf(c.stdout, "%s: ok (version %d%s)\n", subject, version, note)
 }
 
 // routesFile checks a routing snapshot file, with the credential names of

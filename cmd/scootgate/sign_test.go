@@ -185,3 +185,31 @@ func TestOpenSSLRecipe(t *testing.T) {
 		t.Errorf("check of the recipe's envelope: exit %d, %s%s", code, stdout, stderr)
 	}
 }
+
+// TestCheckConfigVerifiesSignatures: check --config fetches each source
+// and applies that source's verify_keys, as the node would.
+func TestCheckConfigVerifiesSignatures(t *testing.T) {
+	dir := t.TempDir()
+	pubFile := filepath.Join(dir, "cp.pub")
+	writeFile(t, pubFile, readFile(t, filepath.Join(signedDir, "test-only.pub")))
+	for _, tc := range []struct {
+		file    string
+		code    int
+		wantOut string
+	}{
+		{"authz.signed.json", 0, "authz.json: ok (version 42; signature verified)"},
+		{"authz.no-signature.json", 1, "has no signatures"},
+		{"../authz/valid.json", 1, "not a signed envelope"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			writeFile(t, filepath.Join(dir, "authz.json"), readFile(t, filepath.Join(signedDir, tc.file)))
+			cfg := nodeConfig(t, dir, "static", "file:authz.json", "openai-main")
+			text := string(readFile(t, cfg)) + "verify_keys = [\"cp.pub\"]\n" // the last table is [authz]
+			writeFile(t, cfg, []byte(text))
+			code, stdout, stderr := runCmd(t, "", "check", "--config", cfg)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.wantOut) {
+				t.Errorf("exit %d, want %d; output %q, want %q", code, tc.code, stdout+stderr, tc.wantOut)
+			}
+		})
+	}
+}
