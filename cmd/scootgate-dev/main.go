@@ -45,6 +45,14 @@ var devConfig []byte
 // development key; its digest is what the demo authorization snapshot holds.
 const DemoKey = "sk-scootgate-demo"
 
+// Demo caps (max_inflight_per_node): demoCap for the demo models, far
+// above a first load test; cappedCap for demo-capped, which shows what a
+// backend at its cap answers (503 with Retry-After, nothing sent).
+const (
+	demoCap   = 10000
+	cappedCap = 2
+)
+
 const (
 	providerAddr = "127.0.0.1:18080"
 	socksAddr    = "127.0.0.1:11090"
@@ -85,18 +93,6 @@ func run() error {
 	}
 	defer socks.Close()
 
-	// The embedded broker the node publishes usage events to, and a
-	// consumer that prints each event once (at-least-once delivery: it
-	// de-duplicates by event_id, as every consumer must).
-	// Only the usage topic (dev.toml keeps the default): the broker's own
-	// $SYS messages would otherwise print as undecodable every second.
-	consumer := newConsumer(os.Stdout)
-	mq, err := broker.Start(broker.Options{Addr: brokerAddr, OnMessage: consumer.handle, Filter: config.Defaults().MQTT.Topic})
-	if err != nil {
-		return fmt.Errorf("mqtt broker on %s: %w", brokerAddr, err)
-	}
-	defer mq.Close()
-
 	snapDir, err := filepath.Abs(snapshotDir)
 	if err != nil {
 		return err
@@ -128,6 +124,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+
+	// The embedded broker the node publishes usage events to, and a
+	// consumer that prints each event once (at-least-once delivery: it
+	// de-duplicates by event_id, as every consumer must). It subscribes
+	// to the node's usage topic only, never to "#": the broker's own $SYS
+	// statistics would otherwise print as undecodable every second.
+	consumer := newConsumer(os.Stdout)
+	mq, err := broker.Start(broker.Options{Addr: brokerAddr, OnMessage: consumer.handle, Filter: consumerFilter(cfg)})
+	if err != nil {
+		return fmt.Errorf("mqtt broker on %s: %w", brokerAddr, err)
+	}
+	defer mq.Close()
+
 	return app.Run(ctx, cfg, app.Options{
 		Logger:  log,
 		BaseDir: dir,
@@ -139,6 +148,10 @@ func run() error {
 		},
 	})
 }
+
+// consumerFilter is the dev consumer's subscription: the topic the node
+// publishes usage events to, exactly.
+func consumerFilter(cfg *config.Config) string { return cfg.MQTT.Topic }
 
 // consumer prints usage events the broker receives, once per event_id.
 type consumer struct {
@@ -200,13 +213,18 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 		Schema:      routesnap.Schema,
 		Version:     1,
 		GeneratedAt: now,
+		// The demo backends' caps are far above what a first load test
+		// sends (hundreds of concurrent streams); demo-capped shows a cap
+		// on a backend of its own.
 		Backends: []routesnap.Backend{
-			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64,
+			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
-			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: 64,
+			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointEmbeddings}},
-			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: 64,
+			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
+			{ID: "fake-openai-capped", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: cappedCap,
+				Endpoints: []string{routesnap.EndpointChatCompletions}},
 		},
 		Models: []routesnap.Model{
 			{Name: "demo-gpt", Targets: []routesnap.Target{
@@ -217,6 +235,9 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 			}},
 			{Name: "demo-embed", Targets: []routesnap.Target{
 				{Backend: "fake-openai-embed", Model: "fake-embedding-1", Weight: 1},
+			}},
+			{Name: "demo-capped", Targets: []routesnap.Target{
+				{Backend: "fake-openai-capped", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
 			}},
 		},
 	}
@@ -261,7 +282,8 @@ func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
-                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens)
+                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens;
+                each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz
   fake provider http://%[3]s   reached only through SOCKS5 %[4]s
   control plane %[7]s
@@ -293,5 +315,5 @@ log says why) and the previous one keeps serving. Validate before publishing:
 Fault directives in the last user message, e.g. "[[status=429]]", "[[delay_ms=500]]",
 "[[cut=after_events:2]]". Ctrl-C drains and stops.
 
-`, b.API, b.Health, providerAddr, socksAddr, b.ConfigDir, DemoKey, b.RoutesURL, b.AuthzURL, b.SnapshotDir, b.Poll, brokerAddr)
+`, b.API, b.Health, providerAddr, socksAddr, b.ConfigDir, DemoKey, b.RoutesURL, b.AuthzURL, b.SnapshotDir, b.Poll, brokerAddr, demoCap, cappedCap)
 }

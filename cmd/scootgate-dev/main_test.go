@@ -79,10 +79,44 @@ func TestDevSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev routes do not compile: %v", err)
 	}
-	for _, m := range []string{"demo-gpt", "demo-claude"} {
+	for _, m := range []string{"demo-gpt", "demo-claude", "demo-embed", "demo-capped"} {
 		if _, ok := table.Model(m); !ok {
 			t.Errorf("dev routes lack %s", m)
 		}
+	}
+	// A first load test (hundreds of concurrent streams) must not meet a
+	// demo cap; demo-capped shows one on a backend of its own.
+	for _, b := range rdoc.Backends {
+		want := demoCap
+		if b.ID == "fake-openai-capped" {
+			want = cappedCap
+		}
+		if b.MaxInflightPerNode != want {
+			t.Errorf("backend %s: max_inflight_per_node %d, want %d", b.ID, b.MaxInflightPerNode, want)
+		}
+	}
+	if demoCap < 1000 || cappedCap > 10 {
+		t.Errorf("demo caps %d and %d: want the demo far above a first load test, the capped one small", demoCap, cappedCap)
+	}
+	capped := 0
+	for _, m := range rdoc.Models {
+		for _, tg := range m.Targets {
+			if tg.Backend == "fake-openai-capped" {
+				capped++
+				if m.Name != "demo-capped" {
+					t.Errorf("model %s routes to the capped backend", m.Name)
+				}
+			}
+		}
+	}
+	if capped != 1 {
+		t.Errorf("%d targets on the capped backend, want demo-capped's one", capped)
+	}
+
+	// The consumer subscribes to the node's usage topic, never to a
+	// wildcard that also matches the broker's $SYS statistics.
+	if f := consumerFilter(cfg); f != cfg.MQTT.Topic || strings.ContainsAny(f, "#+") {
+		t.Errorf("consumer filter %q, want the usage topic %q", f, cfg.MQTT.Topic)
 	}
 
 	adoc, err := authsnap.Decode(read("authz.json"))
