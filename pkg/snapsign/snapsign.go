@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 // The payload types of the two snapshot kinds. A node verifying a routing
@@ -105,8 +107,17 @@ func IsEnvelope(data []byte) bool {
 // payloadType, signatures and each signature's sig are required (they
 // may be empty), keyid is optional, unknown members are ignored. Member
 // names are matched exactly (encoding/json alone would also take
-// "PayloadType"). Errors wrap [ErrNotEnvelope].
+// "PayloadType"); a name that appears twice in one object, or a string
+// that is not well-formed Unicode, is an error. Errors wrap
+// [ErrNotEnvelope].
 func Decode(data []byte) (*Envelope, error) {
+	// A name twice in one object ("payload" twice) is refused, as the
+	// snapshots inside are: the last one wins here, the first in some
+	// other DSSE implementations, which would verify one payload and
+	// apply another.
+	if l, ok, syntax := contract.Exact(data, nil); !ok && !syntax {
+		return nil, fmt.Errorf("%w: %s", ErrNotEnvelope, l.Text(""))
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil || top == nil {
 		return nil, fmt.Errorf("%w: expected a JSON object with payloadType, payload and signatures", ErrNotEnvelope)

@@ -176,6 +176,8 @@ func TestVerify(t *testing.T) {
 		{"bad base64", []byte(`{"payloadType":"x","payload":"!!","signatures":[]}`), "x", []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
 		{"null payload", []byte(`{"payloadType":"x","payload":null,"signatures":[]}`), "x", []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
 		{"sig missing", []byte(`{"payloadType":"x","payload":"","signatures":[{"keyid":"a"}]}`), "x", []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
+		{"payload twice", bytes.Replace(signed, []byte(`"payload":`), []byte(`"payload": "e30=", "payload":`), 1), snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
+		{"sig twice", bytes.Replace(signed, []byte(`"sig":`), []byte(`"sig": "", "sig":`), 1), snapsign.RoutesPayloadType, []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
 		{"member name case differs", []byte(`{"PayloadType":"x","payload":"","signatures":[]}`), "x", []ed25519.PublicKey{pub(good)}, snapsign.ErrNotEnvelope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
