@@ -231,6 +231,11 @@ type Spec struct {
 	// Header builds the provider request's headers from the client's: only
 	// the allowlisted ones, plus the backend's credential.
 	Header func(client http.Header, credential string) http.Header
+	// SessionHeaders are the client headers in which the agent clients of
+	// this endpoint name their session (as observed from Codex CLI and
+	// Claude Code). Like Request.SessionKey they are for session affinity,
+	// not routed by yet; they are never forwarded and never logged.
+	SessionHeaders []string
 	// InjectUsage, when non-nil, may edit a streaming body so that the
 	// provider reports usage the client did not ask for; injected says the
 	// tracker must then hide what the client did not expect.

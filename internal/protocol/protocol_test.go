@@ -1,7 +1,9 @@
 package protocol_test
 
 import (
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/protocol"
@@ -30,6 +32,28 @@ func TestNamesMatchContracts(t *testing.T) {
 		}
 		if got, ok := protocol.ParseEndpoint(e.String()); !ok || got != e {
 			t.Errorf("ParseEndpoint(%q) = %v, %v", e.String(), got, ok)
+		}
+	}
+}
+
+// TestSessionHeadersStayHome: the headers agent clients name their session
+// in never reach a provider (they are not in any allowlist).
+func TestSessionHeadersStayHome(t *testing.T) {
+	for e := range protocol.NumEndpoints {
+		spec := catalog.Spec(e)
+		client := http.Header{}
+		for _, s := range catalog.Spec(protocol.Responses).SessionHeaders {
+			client.Set(s, "sess-1")
+		}
+		for _, s := range catalog.Spec(protocol.Messages).SessionHeaders {
+			client.Set(s, "sess-1")
+		}
+		client.Set("X-Codex-Turn-Metadata", `{"session_id":"sess-1"}`)
+		client.Set("X-Client-Request-Id", "sess-1")
+		for k, v := range spec.Header(client, "cred") {
+			if slices.Contains(v, "sess-1") || strings.Contains(strings.Join(v, ","), "sess-1") {
+				t.Errorf("%v forwards %s", e, k)
+			}
 		}
 	}
 }

@@ -30,7 +30,9 @@ var Messages = &protocol.Spec{
 	UpstreamPath: "/messages",
 	Inspect:      inspectMessages,
 	Header:       Header,
-	BodyUsage:    usage.FromAnthropicBody,
+	// Claude Code names its session here (and in metadata.user_id).
+	SessionHeaders: []string{"X-Claude-Code-Session-Id"},
+	BodyUsage:      usage.FromAnthropicBody,
 	Stream: &protocol.StreamSpec{
 		Terminal:    terminal,
 		NewTracker:  func(bool) protocol.Tracker { return usage.NewAnthropicStream() },

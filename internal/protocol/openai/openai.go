@@ -56,7 +56,10 @@ var Responses = &protocol.Spec{
 	UpstreamPath: "/responses",
 	Inspect:      inspectResponses,
 	Header:       Header,
-	BodyUsage:    usage.FromResponsesBody,
+	// Codex CLI sends its session id in Session-Id (and the same value in
+	// Thread-Id, X-Client-Request-Id and X-Codex-Turn-Metadata).
+	SessionHeaders: []string{"Session-Id", "Thread-Id"},
+	BodyUsage:      usage.FromResponsesBody,
 	Stream: &protocol.StreamSpec{
 		Terminal:    ResponsesTerminal,
 		NewTracker:  func(bool) protocol.Tracker { return usage.NewResponsesStream() },
