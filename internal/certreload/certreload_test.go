@@ -71,7 +71,7 @@ func serve(t *testing.T, r *Reloader) string {
 		t.Fatal(err)
 	}
 	var (
-		wg    sync.WaitGroup
+		wg     sync.WaitGroup
 		mu     sync.Mutex
 		conns  []net.Conn
 		closed bool
