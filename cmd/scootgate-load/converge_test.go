@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
 // TestFleetDocuments keeps the converge benchmark's inputs valid: the node
@@ -33,6 +35,25 @@ func TestFleetDocuments(t *testing.T) {
 	if cfg.ControlPlane.LongPoll != o.longPoll || cfg.Routes.Source != cp.URL(cpserver.RoutesPath) || cfg.Usage.Enabled {
 		t.Errorf("control plane %+v, routes %q, usage %v", cfg.ControlPlane, cfg.Routes.Source, cfg.Usage.Enabled)
 	}
+	// Signed: the nodes require signatures with the key beside their
+	// directories.
+	signedDir := filepath.Join(t.TempDir(), "node-03")
+	if err := os.MkdirAll(signedDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pk, _, _ := ed25519.GenerateKey(nil)
+	if err := os.WriteFile(filepath.Join(signedDir, "..", "cp.pub"), snapsign.MarshalPublicKey(pk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.signed = true
+	signedPath := filepath.Join(signedDir, "node.toml")
+	if err := os.WriteFile(signedPath, []byte(fleetTOML(3, cp, o)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := config.Load(signedPath); err != nil || len(cfg.Routes.VerifyKeys) != 1 || len(cfg.Authz.VerifyKeys) != 1 {
+		t.Fatalf("signed fleet config: %v", err)
+	}
+
 	routes := fleetRoutes(2)
 	if err := routes.Validate(); err != nil {
 		t.Errorf("routes: %v", err)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 
 	"github.com/scootgate/scootgate/pkg/snapsign"
@@ -47,11 +48,11 @@ func Payload(data []byte, payloadType string, trusted []ed25519.PublicKey) ([]by
 		}
 		return payload, nil
 	}
-	if !snapsign.IsEnvelope(data) {
-		return nil, fmt.Errorf("%w: the document is not a signed envelope, and signatures are required (verify_keys; sign it with `scootgate sign`)", ErrSignature)
-	}
 	payload, err := snapsign.Verify(data, payloadType, trusted)
-	if err != nil {
+	switch {
+	case errors.Is(err, snapsign.ErrNotEnvelope) && !snapsign.IsEnvelope(data):
+		return nil, fmt.Errorf("%w: the document is not a signed envelope, and signatures are required (verify_keys; sign it with `scootgate sign`)", ErrSignature)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	return payload, nil

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
@@ -135,4 +138,37 @@ func TestSignedWithoutKeys(t *testing.T) {
 			t.Errorf("%s: Poll = %v, version %d; want %v, %d", st.name, err, e.p.Status().Version, st.wantErr, st.version)
 		}
 	}
+}
+
+// BenchmarkSigned is what verify_keys costs a node per document: opening
+// and verifying the envelope of a 100-key authorization snapshot, against
+// decoding and validating that snapshot (what every node does anyway).
+func BenchmarkSigned(b *testing.B) {
+	doc := authsnap.Snapshot{Schema: authsnap.Schema, Version: 2}
+	for i := range 100 {
+		doc.Keys = append(doc.Keys, authsnap.Key{KeyID: fmt.Sprintf("k%d", i), TenantID: "t", Digest: authsnap.Digest(fmt.Sprint(i))})
+	}
+	plain, err := json.Marshal(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := signingKey(1)
+	env := snapsign.Sign(snapsign.AuthzPayloadType, plain, key).Marshal()
+	b.Run("decode-validate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := authsnap.Decode(plain)
+			if err != nil || d.Validate() != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify-envelope", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := snapshot.Payload(env, snapsign.AuthzPayloadType, trust(key)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

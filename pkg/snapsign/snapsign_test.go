@@ -317,3 +317,20 @@ func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+func TestIsEnvelope(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"payloadType":"x","payload":"","signatures":[]}`: true,
+		`{"payloadType":"x"}`:                              true,
+		`{"schema":1,"version":2}`:                         false,
+		`{"payloadType":null}`:                             false,
+		`{"payloadType":1}`:                                false,
+		`{"note":"payloadType"}`:                           false,
+		`["payloadType"]`:                                  false,
+		`{"payloadType":"x"`:                               false, // truncated
+	} {
+		if got := snapsign.IsEnvelope([]byte(doc)); got != want {
+			t.Errorf("IsEnvelope(%s) = %v, want %v", doc, got, want)
+		}
+	}
+}
