@@ -355,6 +355,15 @@ func TestInvalidFiles(t *testing.T) {
 			},
 		},
 		{
+			file: "bad-endpoints.toml",
+			want: []Problem{
+				{"backends.anthropic-1.endpoints[1]", "expected a string, got an integer"},
+				{"backends.empty.endpoints", "must list at least one endpoint, or be left out for the protocol's default"},
+				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings`},
+				{"backends.openai-1.endpoints[2]", "duplicate of endpoints[0]"},
+			},
+		},
+		{
 			file: "bad-weight.toml",
 			want: []Problem{
 				{`models."gpt 4".targets[1].weight`, "expected an integer, got a float"},

@@ -166,7 +166,7 @@ func (v *validator) endpoints(path string, b Backend) {
 		if !slices.Contains(known, e) {
 			v.add(at, "unknown endpoint %q for protocol %q; expected one of %s", clip(e), b.Protocol, strings.Join(known, ", "))
 		} else if j := slices.Index(b.Endpoints, e); j < i {
-			v.add(at, "duplicate of %s[%d]", path, j)
+			v.add(at, "duplicate of endpoints[%d]", j)
 		}
 	}
 }
