@@ -183,3 +183,22 @@ func TestGzipAnswerDecoded(t *testing.T) {
 		t.Fatalf("want one event with usage, got %+v", evs)
 	}
 }
+
+// TestGzipStreamDecoded: a gzip-compressed event stream is decoded event
+// by event: the client reads plain SSE to its terminator, and the usage in
+// the stream is recorded.
+func TestGzipStreamDecoded(t *testing.T) {
+	s := startStack(t, stackOptions{script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+		return &fakeprovider.Behaviour{Gzip: true}
+	}})
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey),
+		`{"model":"demo-gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"one two"}]}`)
+	if r.status != 200 || r.header.Get("Content-Encoding") != "" || !strings.HasSuffix(r.body, "data: [DONE]\n\n") || !strings.Contains(r.body, `"content":`) {
+		t.Fatalf("status %d Content-Encoding %q, want a plain stream to [DONE]:\n%q", r.status, r.header.Get("Content-Encoding"), r.body)
+	}
+	s.shutdown()
+	evs := s.outboxEvents(t)
+	if len(evs) != 1 || evs[0].Usage == nil || evs[0].Usage.InputTokens == 0 {
+		t.Fatalf("want one event with usage, got %+v", evs)
+	}
+}

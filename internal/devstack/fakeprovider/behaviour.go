@@ -40,9 +40,10 @@ type Behaviour struct {
 	// provider's own wording, such as Anthropic's 400 "Your credit balance
 	// is too low").
 	ErrorMessage string
-	// Gzip sends a non-stream answer gzip-compressed with Content-Encoding:
-	// gzip although the request did not ask for it, as some providers and
-	// their CDNs do.
+	// Gzip sends the answer (stream or not) gzip-compressed with
+	// Content-Encoding: gzip although the request did not ask for it, as
+	// some providers and their CDNs do; a stream is flushed through the
+	// compressor after each event.
 	Gzip bool
 
 	// Chunks is the number of pieces the reply is split into (0 means

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -51,8 +52,24 @@ func (e event) bytes() []byte {
 func writeStream(ctx context.Context, w http.ResponseWriter, b Behaviour, events []event, errEvent event) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	out := io.Writer(w)
+	flush := rc.Flush
+	if b.Gzip {
+		// Each event is flushed through the compressor, so the stream
+		// stays a stream.
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		defer zw.Close() // the gzip trailer after the last event
+		out = zw
+		flush = func() error {
+			if err := zw.Flush(); err != nil {
+				return err
+			}
+			return rc.Flush()
+		}
+	}
+	w.WriteHeader(http.StatusOK)
 	if rc.Flush() != nil {
 		return
 	}
@@ -71,7 +88,7 @@ func writeStream(ctx context.Context, w http.ResponseWriter, b Behaviour, events
 		if inBandError {
 			ev = errEvent
 		}
-		if _, err := w.Write(ev.bytes()); err != nil || rc.Flush() != nil || inBandError {
+		if _, err := out.Write(ev.bytes()); err != nil || flush() != nil || inBandError {
 			return
 		}
 	}
