@@ -41,6 +41,7 @@ vet: ## go vet
 STATICCHECK_VERSION ?= v0.8.2
 lint: ## staticcheck, pinned (STATICCHECK_VERSION)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	$(GO) -C bench run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 race: ## race tests with 1 and 4 procs
 	$(GO) test -race -count=1 -cpu 1,4 $(PKGS)
@@ -54,15 +55,23 @@ FUZZMINEXECS ?= 1000
 fuzz: ## run every fuzz target for FUZZTIME (minimising for at most FUZZMINIMIZE; fails a target that ran < FUZZMINEXECS inputs)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZE=$(FUZZMINIMIZE) FUZZMINEXECS=$(FUZZMINEXECS) scripts/fuzz.sh
 
-tidy-check: ## fail if go.mod/go.sum are not tidy
+tidy-check: ## fail if go.mod/go.sum (the node's and bench/'s) are not tidy
 	$(GO) mod tidy -diff
+	$(GO) -C bench mod tidy -diff
 
 LOADFLAGS ?=
 FLEETFLAGS ?=
 .PHONY: bench-fleet
 bench-fleet: ## fleet convergence: 50 node processes, one long-poll control plane, publish → applied (docs/performance.md; FLEETFLAGS=-h)
-	$(GO) run ./cmd/scootgate-load converge $(FLEETFLAGS)
+	$(GO) -C bench run ./cmd/scootgate-load converge $(FLEETFLAGS)
 
 .PHONY: bench-load
 bench-load: ## open-loop load harness, node vs a bare Go proxy hop (~5 min; docs/performance.md; LOADFLAGS=-h)
-	$(GO) run ./cmd/scootgate-load -out bench-results $(LOADFLAGS)
+	$(GO) -C bench run ./cmd/scootgate-load -out $(CURDIR)/bench-results $(LOADFLAGS)
+
+# The load harness is a module of its own (bench/, the node's through a
+# replace directive), so the node's module carries no benchmark tooling.
+.PHONY: test-bench
+test-bench: ## vet and race-test the load harness module (bench/)
+	$(GO) -C bench vet ./...
+	$(GO) -C bench test -race -count=1 ./...

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,6 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
-	"github.com/scootgate/scootgate/internal/loadgen"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -111,7 +111,7 @@ func TestSoak(t *testing.T) {
 	}
 	var samples []sample
 	take := func(at time.Duration) sample {
-		rss, _ := loadgen.RSS(n.cmd.Process.Pid)
+		rss, _ := residentBytes(n.cmd.Process.Pid)
 		st := n.metrics()
 		s := sample{at: at, rss: rss, goroutines: st.goroutines, depth: st.depth}
 		samples = append(samples, s)
@@ -360,4 +360,23 @@ func countMsgs(msgs []string) map[string]int {
 		out[m]++
 	}
 	return out
+}
+
+// residentBytes is the VmRSS of process pid, in bytes.
+func residentBytes(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS line in /proc/%d/status", pid)
 }

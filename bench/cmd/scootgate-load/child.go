@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/loadgen"
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
 )
 
 // Child processes (-role=upstream|node|baseline) share this plumbing: they

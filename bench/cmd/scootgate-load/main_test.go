@@ -14,7 +14,7 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
-	"github.com/scootgate/scootgate/internal/loadgen"
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
 )
 
 // TestNodeConfigLoads keeps the generated config in step with the config

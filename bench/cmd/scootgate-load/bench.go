@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/loadgen"
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
 )
 
 // options are the harness's flags.

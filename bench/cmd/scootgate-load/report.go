@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/loadgen"
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
 )
 
 // report is what a run found; it is saved as JSON and rendered as Markdown.
