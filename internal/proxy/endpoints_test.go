@@ -33,6 +33,7 @@ func TestEndpointRefusals(t *testing.T) {
 		{"GET a stored response", "GET", "/v1/responses/resp_123", "", 404, "stateful_endpoint_not_supported"},
 		{"cancel a stored response", "POST", "/v1/responses/resp_123/cancel", "", 404, "stateful_endpoint_not_supported"},
 		{"conversations", "POST", "/v1/conversations", "{}", 404, "stateful_endpoint_not_supported"},
+		{"compaction is stateless, not served", "POST", "/v1/responses/compact", "{}", 404, "not_found"},
 		{"responses is POST only", "GET", "/v1/responses", "", 405, "method_not_allowed"},
 	}
 	for _, tt := range tests {

@@ -358,8 +358,13 @@ func NewModel(name string, created int64) Model {
 // Conversations endpoints (a stored response, its input items, its
 // cancellation, a conversation). Those are bound to the provider account
 // that stored the object, which a node routing each request on its own
-// cannot find again.
+// cannot find again. /v1/responses/compact and /v1/responses/input_tokens
+// are stateless but not served: they are plain unknown paths.
 func StatefulPath(path string) bool {
+	switch path {
+	case "/v1/responses/compact", "/v1/responses/input_tokens":
+		return false
+	}
 	return hasPathPrefix(path, "/v1/responses/") || path == "/v1/conversations" || hasPathPrefix(path, "/v1/conversations/")
 }
 
