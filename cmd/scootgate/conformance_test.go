@@ -61,16 +61,20 @@ func TestSchemaConformance(t *testing.T) {
 	valid := readFile(t, filepath.Join(routesDir, "valid.json"))
 	validA := readFile(t, filepath.Join(authzDir, "valid.json"))
 	routeExtra := map[string][]byte{
-		"(built) undefined credential":       bytes.Replace(valid, []byte(`"credential": "openai-main"`), []byte(`"credential": "nobody"`), 1),
-		"(built) integer written 42.0":       bytes.Replace(valid, []byte(`"version": 42`), []byte(`"version": 42.0`), 1),
-		"(built) weight written 1e2":         bytes.Replace(valid, []byte(`"weight": 100`), []byte(`"weight": 1e2`), 1),
-		"(built) lowercase t in a timestamp": bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29t10:00:00Z"`), 1),
-		"(built) target names no backend":    bytes.Replace(valid, []byte(`"backend": "openai-eu"`), []byte(`"backend": "gone"`), 1),
-		"(built) plaintext base_url":         bytes.Replace(valid, []byte(`"https://api.openai.com/v1"`), []byte(`"http://api.openai.com/v1"`), 1),
-		"(built) metadata base_url":          bytes.Replace(valid, []byte(`"https://api.openai.com/v1"`), []byte(`"https://169.254.169.254/v1"`), 1),
-		"(built) escaped T in a timestamp":   bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29\u005410:00:00Z"`), 1),
-		"(built) one-digit hour":             bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29T1:00:00Z"`), 1),
-		"(built) leap second":                bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-12-31T23:59:60Z"`), 1),
+		"(built) undefined credential":           bytes.Replace(valid, []byte(`"credential": "openai-main"`), []byte(`"credential": "nobody"`), 1),
+		"(built) integer written 42.0":           bytes.Replace(valid, []byte(`"version": 42`), []byte(`"version": 42.0`), 1),
+		"(built) weight written 1e2":             bytes.Replace(valid, []byte(`"weight": 100`), []byte(`"weight": 1e2`), 1),
+		"(built) lowercase t in a timestamp":     bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29t10:00:00Z"`), 1),
+		"(built) target names no backend":        bytes.Replace(valid, []byte(`"backend": "openai-eu"`), []byte(`"backend": "gone"`), 1),
+		"(built) plaintext base_url":             bytes.Replace(valid, []byte(`"https://api.openai.com/v1"`), []byte(`"http://api.openai.com/v1"`), 1),
+		"(built) metadata base_url":              bytes.Replace(valid, []byte(`"https://api.openai.com/v1"`), []byte(`"https://169.254.169.254/v1"`), 1),
+		"(built) escaped T in a timestamp":       bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29\u005410:00:00Z"`), 1),
+		"(built) one-digit hour":                 bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-11-29T1:00:00Z"`), 1),
+		"(built) endpoints twice":                bytes.Replace(valid, []byte(`"credential": "openai-main",`), []byte(`"credential": "openai-main", "endpoints": ["responses", "responses"],`), 1),
+		"(built) endpoint of the other protocol": bytes.Replace(valid, []byte(`"credential": "openai-main",`), []byte(`"credential": "openai-main", "endpoints": ["messages"],`), 1),
+		"(built) no endpoints":                   bytes.Replace(valid, []byte(`"credential": "openai-main",`), []byte(`"credential": "openai-main", "endpoints": [],`), 1),
+		"(built) endpoints listed":               bytes.Replace(valid, []byte(`"credential": "openai-main",`), []byte(`"credential": "openai-main", "endpoints": ["chat_completions", "embeddings"],`), 1),
+		"(built) leap second":                    bytes.Replace(valid, []byte(`"2026-11-29T10:00:00Z"`), []byte(`"2026-12-31T23:59:60Z"`), 1),
 	}
 	authExtra := map[string][]byte{
 		"(built) version written 4.2e1":  bytes.Replace(validA, []byte(`"version": 42`), []byte(`"version": 4.2e1`), 1),
