@@ -41,7 +41,9 @@
 // so the edit is not picked up.
 //
 // There is no authentication. Listen refuses addresses that are not
-// loopback. Watching is a stat of the file per held request every
+// loopback. A file is read again only when its identity, size or
+// modification time changes, so an in-place rewrite of the same size
+// within one timestamp tick can be missed; publish by rename. Watching is a stat of the file per held request every
 // CheckEvery: plenty for a dev fleet, not how a production control plane
 // should notice a publish.
 package cpserver
@@ -60,6 +62,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scootgate/scootgate/pkg/snapsign"
@@ -91,6 +94,18 @@ var ErrNotLoopback = errors.New("cpserver: address is not loopback")
 type Handler struct {
 	dir    string // immutable
 	onHold func() // immutable; tests: called when a request starts to be held
+
+	mu    sync.Mutex
+	cache map[string]*doc // guarded by mu; by path: the last read of each file
+}
+
+// doc is one read of a served file. Held requests share it, so that a
+// publish is read and its ETag computed once, not once per waiting node.
+type doc struct {
+	data   []byte
+	fi     os.FileInfo // the file as it was read
+	etag   string
+	tagged bool // etag is valid (the version could be read)
 }
 
 // New returns a handler serving dir's routes.json and authz.json.
@@ -112,13 +127,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := filepath.Join(h.dir, name)
-	data, stamp, err := readDoc(path)
+	d, err := h.read(path)
 	if wait := waitParam(r); wait > 0 && r.Method == http.MethodGet && err == nil {
-		if etag, ok := ETag(data); ok && matches(r.Header.Values("If-None-Match"), etag) {
+		if d.tagged && matches(r.Header.Values("If-None-Match"), d.etag) {
 			if h.onHold != nil {
 				h.onHold()
 			}
-			data, err = hold(r.Context(), path, stamp, etag, data, wait)
+			d, err = h.hold(r.Context(), path, d, wait)
 			if r.Context().Err() != nil {
 				return // the node went away, or the server is closing
 			}
@@ -134,16 +149,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-cache")
-	if etag, ok := ETag(data); ok {
-		w.Header().Set("ETag", etag)
-		if matches(r.Header.Values("If-None-Match"), etag) {
+	if d.tagged {
+		w.Header().Set("ETag", d.etag)
+		if matches(r.Header.Values("If-None-Match"), d.etag) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	_, _ = w.Write(data) // a client that went away retries at its next poll
+	w.Header().Set("Content-Length", strconv.Itoa(len(d.data)))
+	_, _ = w.Write(d.data) // a client that went away retries at its next poll
 }
 
 // waitParam returns the ?wait= of r, capped at MaxWait; 0 when absent or
@@ -157,11 +172,11 @@ func waitParam(r *http.Request) time.Duration {
 	return min(time.Duration(n)*time.Second, MaxWait)
 }
 
-// hold waits until the version of the file at path is no longer etag, or
-// wait has passed, or ctx ends, and returns the document to answer with:
-// the new one, or data unchanged (then If-None-Match still matches: 304).
-// A file that cannot be read any more ends the hold with the error.
-func hold(ctx context.Context, path string, stamp os.FileInfo, etag string, data []byte, wait time.Duration) ([]byte, error) {
+// hold waits until the version of the file at path is no longer cur's,
+// or wait has passed, or ctx ends, and returns the document to answer
+// with: the new one, or cur (then If-None-Match still matches: 304). A file
+// that cannot be read any more ends the hold with the error.
+func (h *Handler) hold(ctx context.Context, path string, cur *doc, wait time.Duration) (*doc, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	tick := time.NewTicker(CheckEvery)
@@ -171,22 +186,44 @@ func hold(ctx context.Context, path string, stamp os.FileInfo, etag string, data
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
-			return data, nil
+			return cur, nil
 		case <-tick.C:
 		}
-		fi, err := os.Stat(path)
-		if err == nil && os.SameFile(fi, stamp) && fi.Size() == stamp.Size() && fi.ModTime().Equal(stamp.ModTime()) {
-			continue // untouched
-		}
-		next, st, err := readDoc(path)
+		next, err := h.read(path)
 		if err != nil {
 			return nil, err
 		}
-		if tag, ok := ETag(next); !ok || tag != etag {
+		if !next.tagged || next.etag != cur.etag {
 			return next, nil
 		}
-		stamp, data = st, next // rewritten with the same version: no change for the node
+		// Untouched, or rewritten with the same version: no change for
+		// the node.
 	}
+}
+
+// read returns the document at path: the cached read while the file is
+// unchanged (same file, size and modification time), else a fresh one.
+func (h *Handler) read(path string) (*doc, error) {
+	fi, statErr := os.Stat(path)
+	h.mu.Lock()
+	c := h.cache[path]
+	h.mu.Unlock()
+	if statErr == nil && c != nil && os.SameFile(fi, c.fi) && fi.Size() == c.fi.Size() && fi.ModTime().Equal(c.fi.ModTime()) {
+		return c, nil
+	}
+	data, st, err := readDoc(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &doc{data: data, fi: st}
+	d.etag, d.tagged = ETag(data)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cache == nil {
+		h.cache = map[string]*doc{}
+	}
+	h.cache[path] = d
+	return d, nil
 }
 
 // readDoc reads a document and returns the file's state as it was read.
