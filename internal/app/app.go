@@ -45,6 +45,7 @@ import (
 	"github.com/scootgate/scootgate/internal/proxy"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/tracing"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/snapsign"
@@ -150,6 +151,7 @@ type node struct {
 	outbox    *outbox.Store // nil when usage events are off or the outbox could not open
 	metrics   *metrics.Metrics
 	pub       *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
+	tracer    *tracing.Tracer    // nil when tracing is off
 	limited   *concurrencyLimit  // the API handler; counts requests in flight
 	api       *http.Server
 	hsrv      *http.Server
@@ -280,7 +282,19 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			}
 		}
 	}
-	handler := proxy.New(popts)
+	// Traces (off by default): the proxy adds attempt spans under the
+	// request span that traced starts.
+	var handler http.Handler
+	if n.tracer = newTracer(cfg, o); n.tracer != nil {
+		popts.Tracer = n.tracer
+		n.metrics.RegisterTraces(func() metrics.TraceStats {
+			st := n.tracer.Stats()
+			return metrics.TraceStats{Exported: st.Exported, Dropped: st.Dropped, Failed: st.Failed}
+		})
+		handler = traced(proxy.New(popts), n.tracer)
+	} else {
+		handler = proxy.New(popts)
+	}
 	limited := limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
 	n.metrics.RegisterClient(limited.stats)
 	n.limited = limited
@@ -547,6 +561,15 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 			if err := n.pub.Run(pubCtx); err != nil {
 				n.log.Error("usage publisher stopped", "error", err)
 			}
+		}()
+	}
+	// The trace exporter, like the publisher, outlives the drain: the
+	// spans of the last requests are exported before exit.
+	if n.tracer != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.tracer.Run(pubCtx)
 		}()
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)

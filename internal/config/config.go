@@ -49,8 +49,9 @@ type Config struct {
 	Backends []routesnap.Backend // sorted by ID; nil when Routes.Source is a snapshot
 	Models   []routesnap.Model   // sorted by Name; nil when Routes.Source is a snapshot
 	Authz    Authz
-	MQTT     MQTT  // usage event delivery; see mqtt.go
-	Usage    Usage // usage events and their outbox; see usage.go
+	MQTT     MQTT    // usage event delivery; see mqtt.go
+	Usage    Usage   // usage events and their outbox; see usage.go
+	Tracing  Tracing // OpenTelemetry trace export; see tracing.go
 
 	ControlPlane ControlPlane // snapshot polling, staleness, state dir; see controlplane.go
 	Routes       Routes       // static or snapshot routes; see controlplane.go
@@ -182,6 +183,9 @@ type Authz struct {
 //	usage.max_bytes            268435456 (256 MiB)
 //	usage.commit_interval      100ms
 //	usage.openai_include_usage true
+//	tracing.endpoint           "" (off)
+//	tracing.sample_ratio       1
+//	tracing.interval           5s
 //	control_plane.poll_interval 10s
 //	control_plane.long_poll    0 (off)
 //	control_plane.stale_after  5m
@@ -218,6 +222,7 @@ func Defaults() Config {
 			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, MaxPayload: 256 << 10,
 			KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
 		},
+		Tracing:      Tracing{SampleRatio: 1, Interval: 5 * time.Second},
 		Usage:        defaultUsage(),
 		ControlPlane: ControlPlane{PollInterval: defaultPollInterval, StaleAfter: defaultStaleAfter, StateDir: defaultStateDir},
 		Routes:       Routes{Source: RoutesStatic},

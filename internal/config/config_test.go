@@ -143,6 +143,7 @@ func TestDefaults(t *testing.T) {
 		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 		MQTT:     MQTT{Topic: "scootgate/usage", Window: 64, MaxPayload: 262144, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second},
 		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 100 * time.Millisecond, OpenAIIncludeUsage: true},
+		Tracing:  Tracing{SampleRatio: 1, Interval: 5 * time.Second},
 
 		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},
 		Routes:       Routes{Source: "static"},
@@ -328,7 +329,7 @@ func TestInvalidFiles(t *testing.T) {
 				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
 				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
 				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, json_schema, model, stream, tier, tools, weight"},
-				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, usage"},
+				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, tracing, usage"},
 			},
 		},
 		{

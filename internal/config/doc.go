@@ -168,6 +168,11 @@
 //	commit_interval = "100ms"           # 1ms..1s group-commit window: about one fsync per window
 //	openai_include_usage = true         # inject stream_options.include_usage, hide the extra chunk
 //
+//	[tracing]                           # OpenTelemetry traces over OTLP/HTTP (docs/operations.md "Traces")
+//	endpoint = ""                       # collector traces URL; "" = off; http:// only to loopback
+//	sample_ratio = 1                    # 0..1 of new traces; a client's traceparent decides for its own
+//	interval = "5s"                     # 100ms..1m: longest wait before a partial batch is exported
+//
 // # Rules beyond types and ranges
 //
 //   - [backends] and [models] decode into the routing snapshot's types

@@ -90,6 +90,7 @@ func (v *validator) config(root *table) *Config {
 	v.mqttSection(root, &c.MQTT) // [mqtt]: mqtt.go
 	// [usage]: usage.go
 	v.usageSection(root, &c.Usage)
+	v.tracingSection(root, &c.Tracing) // [tracing]: tracing.go
 	root.done()
 	return &c
 }

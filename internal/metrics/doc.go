@@ -53,7 +53,8 @@
 //	version, revision, goversion
 //	            1-128 of [A-Za-z0-9._+-]; "invalid" otherwise
 //	reason      full, queue, failing, closed
-//	result      recorded, dropped, oversize, invalid
+//	result      recorded, dropped, oversize, invalid (usage events);
+//	            exported, dropped, failed (trace spans)
 //
 // # Request path
 //
@@ -84,6 +85,8 @@
 //	scootgate_client_inflight                           gauge    client requests in flight on the API listener
 //	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests, to compare with it
 //	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit
+//	scootgate_trace_spans_total{result}                 counter  trace spans exported, dropped (queue full) or
+//	                                                             failed (collector refused); with tracing on only
 //
 // scootgate_egress_errors_total exists at 0 for every stage of every
 // configured proxy from the start ([Metrics.InitEgress]), so an alert on

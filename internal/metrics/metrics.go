@@ -281,6 +281,22 @@ func (m *Metrics) RegisterClient(stats func() ClientStats) {
 	m.state.set(func(s *sources) { s.client = stats })
 }
 
+// TraceStats is what the trace exporter reports for
+// scootgate_trace_spans_total (it mirrors tracing.Stats, so this package
+// does not depend on the exporter; the app converts).
+type TraceStats struct {
+	Exported, Dropped, Failed uint64
+}
+
+// RegisterTraces sets the source of scootgate_trace_spans_total; without
+// one (tracing off) the family is absent.
+func (m *Metrics) RegisterTraces(stats func() TraceStats) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.traces = stats })
+}
+
 // ForgetBackend drops the request-path series of a backend id (attempts
 // and TTFB), so ids that a route snapshot removed do not stay exported
 // for the life of the process. Call it when no table routes to the id any

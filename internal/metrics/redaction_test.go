@@ -76,6 +76,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterHealth(func() bool { return true }, func() bool { return false })
 	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })
 	m.InitEgress("socks-2", "http://sk-canary@proxy")
+	m.RegisterTraces(func() metrics.TraceStats { return metrics.TraceStats{Exported: 3, Failed: 1} })
 	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Stream: true,
 		SendState: usageevent.SendResponseReceived, RequestBytes: 1, ResponseBytes: 1, TTFBMs: 1, DurationMs: 1,
 		Usage: &usageevent.Usage{InputTokens: 1}})
@@ -122,7 +123,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		"outcome":    outcomes,
 		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "proxy_policy", "target", "provider_tls", "unknown"},
 		"reason":     {"full", "queue", "failing", "closed"},
-		"result":     {"recorded", "dropped", "oversize", "invalid"},
+		"result":     {"recorded", "dropped", "oversize", "invalid", "exported", "failed"},
 		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
 		"type":       {"input", "output", "cache_read", "cache_write", "reasoning"},
 		"le":         nil, // histogram buckets: numbers

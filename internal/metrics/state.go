@@ -30,6 +30,7 @@ type sources struct {
 	usage     func() usage.RecorderStats
 	health    *healthSource
 	client    func() ClientStats
+	traces    func() TraceStats
 }
 
 type healthSource struct{ ready, draining func() bool }
@@ -87,6 +88,8 @@ type stateDescs struct {
 	ready, draining *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
+
+	traceSpans *prometheus.Desc
 }
 
 func newStateDescs() stateDescs {
@@ -132,6 +135,8 @@ func newStateDescs() stateDescs {
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once."),
 		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
+
+		traceSpans: newDesc("scootgate_trace_spans_total", "Trace spans by what became of them: exported, dropped (queue full), failed (the collector refused or did not answer).", "result"),
 	}
 }
 
@@ -147,6 +152,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.usageEvents,
 		d.ready, d.draining,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
+		d.traceSpans,
 	}
 }
 
@@ -195,6 +201,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(c.d.clientInFlight, float64(st.InFlight))
 		e.gauge(c.d.clientLimit, float64(st.Limit))
 		e.counter(c.d.clientRefused, st.Refused)
+	}
+	if src.traces != nil {
+		st := src.traces()
+		e.counter(c.d.traceSpans, st.Exported, "exported")
+		e.counter(c.d.traceSpans, st.Dropped, "dropped")
+		e.counter(c.d.traceSpans, st.Failed, "failed")
 	}
 }
 

@@ -609,8 +609,15 @@ func (c *call) finish(a *attempt) {
 	c.sendState = string(a.state)
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome.String(), res.TTFB)
 	c.log(a)
+	if c.h.o.Recorder == nil && c.h.o.Tracer == nil {
+		return
+	}
+	ev := c.event(a)
 	if c.h.o.Recorder != nil {
-		c.h.o.Recorder.Record(c.event(a))
+		c.h.o.Recorder.Record(ev)
+	}
+	if c.h.o.Tracer != nil {
+		c.h.o.Tracer.Attempt(c.r.Context(), ev)
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -37,6 +38,13 @@ type Recorder interface {
 	Record(ev *usageevent.Event)
 }
 
+// Tracer turns a finished attempt's usage event into a span under the
+// request's span in ctx (implemented by *tracing.Tracer). It must not
+// block.
+type Tracer interface {
+	Attempt(ctx context.Context, ev *usageevent.Event)
+}
+
 // Observer takes the request path's measurements (implemented by
 // *metrics.Metrics; label values are closed sets or config ids).
 type Observer interface {
@@ -70,6 +78,9 @@ type Options struct {
 	InjectStreamUsage bool
 	// Recorder receives one usage event per provider attempt; nil = off.
 	Recorder Recorder
+	// Tracer, when set, receives the same event with the request's
+	// context, for the attempt's trace span; nil = off.
+	Tracer Tracer
 	// NodeID is stamped on every usage event.
 	NodeID string
 	// Observer receives metrics; nil = off.
