@@ -202,3 +202,16 @@ func TestGzipStreamDecoded(t *testing.T) {
 		t.Fatalf("want one event with usage, got %+v", evs)
 	}
 }
+
+// TestUndecodableEncodingIs502: an answer in an encoding the node does not
+// decode is a 502 upstream_bad_encoding that tells the client not to retry
+// (the provider ran the request), never the bytes themselves.
+func TestUndecodableEncodingIs502(t *testing.T) {
+	s := startStack(t, stackOptions{script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+		return &fakeprovider.Behaviour{ContentEncoding: "br"}
+	}})
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat)
+	if r.status != http.StatusBadGateway || !strings.Contains(r.body, `"upstream_bad_encoding"`) || r.header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("status %d x-should-retry %q body %s, want 502 upstream_bad_encoding, false", r.status, r.header.Get("X-Should-Retry"), r.body)
+	}
+}

@@ -262,7 +262,8 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		// An encoding the node cannot read: relaying it would hand the
 		// client bytes labelled JSON that it cannot parse.
 		a.err, a.stage, a.status = err, usageevent.StageResponseBody, 502
-		c.fail(apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", false))
+		// The provider ran the request: a retry would run it again.
+		c.fail(apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
 		return a
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {

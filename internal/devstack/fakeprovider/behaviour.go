@@ -45,6 +45,10 @@ type Behaviour struct {
 	// some providers and their CDNs do; a stream is flushed through the
 	// compressor after each event.
 	Gzip bool
+	// ContentEncoding labels a non-stream answer with this Content-Encoding
+	// without encoding it (an encoding a gateway may not decode, such as
+	// "br"). Gzip wins over it.
+	ContentEncoding string
 
 	// Chunks is the number of pieces the reply is split into (0 means
 	// DefaultChunks; fewer when the reply has fewer characters).

@@ -404,9 +404,12 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 		default:
 			body = anthropicMessage(rp)
 		}
-		if b.Gzip {
+		switch {
+		case b.Gzip:
 			body = gzipped(body)
 			w.Header().Set("Content-Encoding", "gzip")
+		case b.ContentEncoding != "":
+			w.Header().Set("Content-Encoding", b.ContentEncoding)
 		}
 		writeBody(w, http.StatusOK, body, b.Cut)
 		return
