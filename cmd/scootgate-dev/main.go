@@ -9,7 +9,8 @@
 // authorization snapshots from .scootgate-dev/ in the working directory,
 // which `make run` (re)writes at every start with the demo routes and key.
 // Editing a file there and raising its "version" publishes a new snapshot:
-// the node picks it up at its next poll (every 2 s in the dev config).
+// the node long-polls the control plane (long_poll in the dev config), which
+// answers as soon as the file gets a new version.
 package main
 
 import (
@@ -307,8 +308,9 @@ Try:
   More (embeddings, count_tokens, models, Codex CLI, Claude Code): README.md
 
 Publish a new snapshot: edit %[9]s/routes.json (or authz.json),
-raise its "version" and save. At its next poll (every %[10]s) the node logs
-"snapshot applied". A document that does not validate is rejected whole (the
+raise its "version" and save. The node long-polls the control plane, which
+answers as soon as the file changes: the node logs "snapshot applied" within
+a moment (after an error it waits poll_interval, %[10]s, before asking again). A document that does not validate is rejected whole (the
 log says why) and the previous one keeps serving. Validate before publishing:
   go run ./cmd/scootgate check --routes %[9]s/routes.json
 
