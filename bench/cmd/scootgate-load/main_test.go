@@ -11,10 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
-	"github.com/scootgate/scootgate/bench/internal/loadgen"
 )
 
 // TestNodeConfigLoads keeps the generated config in step with the config
