@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -175,5 +176,29 @@ func TestSDKsSeeTheBodyLimit(t *testing.T) {
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("anthropic: %v, want a 413 API error", err)
+	}
+}
+
+// TestManyDrippedBodiesAllClosed is the probe's scenario at a smaller
+// scale: many unauthenticated connections that each send their headers and
+// one body byte are all answered and closed within the lingering bound,
+// none held until the body deadline.
+func TestManyDrippedBodiesAllClosed(t *testing.T) {
+	const conns = 200
+	s := startStack(t, stackOptions{limits: "body_read_timeout = \"10m\"\nlinger_timeout = \"200ms\""})
+	head := requestHead("/v1/chat/completions", "", 1000, false) + "{"
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		c := s.dialAPI(t)
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	for i, c := range cs {
+		data := waitClosed(t, c, 30*time.Second)
+		if !strings.HasPrefix(string(data), "HTTP/1.1 401 ") {
+			t.Fatalf("connection %d: %q, want a 401 before the close", i, data)
+		}
 	}
 }
