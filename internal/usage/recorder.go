@@ -55,10 +55,10 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 	}
 	bp := r.getBuf()
 	defer r.putBuf(bp)
-	// AppendJSON writes the bytes json.Marshal would (the encoding stored
+	// appendJSON writes the bytes json.Marshal would (the encoding stored
 	// events always had), without reflection and, into a pooled buffer,
-	// without allocating.
-	data, err := ev.AppendJSON((*bp)[:0])
+	// without allocating; it relies on the Validate above.
+	data, err := appendJSON((*bp)[:0], ev)
 	*bp = data
 	if err != nil {
 		r.invalid.Add(1)

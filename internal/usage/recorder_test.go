@@ -93,7 +93,7 @@ func benchEvent() *usageevent.Event {
 	}
 }
 
-// recordReflect is Record as it was before AppendJSON: the baseline for
+// recordReflect is Record as it was before appendJSON: the baseline for
 // BenchmarkRecord.
 func (r *Recorder) recordReflect(ev *usageevent.Event) {
 	if ev.Validate() != nil {
@@ -186,7 +186,7 @@ func (l *lockedAppender) Append(p []byte) bool {
 }
 
 // TestRecordPayload: Record appends exactly json.Marshal's bytes (the
-// encoding replays and consumers saw before AppendJSON), also when several
+// encoding replays and consumers saw before appendJSON), also when several
 // goroutines share the buffer pool and events of very different sizes
 // pass through it (a 100 KiB provider_usage is not pooled afterwards).
 func TestRecordPayload(t *testing.T) {

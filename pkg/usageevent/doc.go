@@ -55,10 +55,11 @@
 //
 // # Encoding
 //
-// [Event.AppendJSON] appends exactly the bytes json.Marshal would produce,
-// without reflection or allocation (nodes encode every event with it, once,
-// so that every replay is byte-identical). json.Marshal remains correct for
-// producers that do not care about the cost.
+// An event encodes as json.Marshal encodes it: members in declaration
+// order, provider_usage compacted. The node encodes each event once, with
+// an encoder of its own that writes the same bytes without reflection
+// (internal/usage), so that every replay is byte-identical; json.Marshal
+// is correct for any other producer.
 //
 // Failure stages form an open set: the Stage* constants are the stages
 // nodes report today, and a consumer must accept others. Protocols and send

@@ -1,32 +1,36 @@
-package usageevent
+package usage
 
 import (
 	"errors"
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// Errors of [Event.AppendJSON], for the values json.Marshal refuses too.
+// Errors of appendJSON, for the values json.Marshal refuses too.
 var (
-	errFloat = errors.New("usageevent: encode: ttfb_ms or duration_ms is NaN or infinite")
-	errTime  = errors.New("usageevent: encode: started_at has a year outside [0,9999] or a zone offset of 24 hours or more")
-	errRaw   = errors.New("usageevent: encode: provider_usage is not valid JSON (use nil, not empty, for null)")
+	errFloat = errors.New("usage: encode: ttfb_ms or duration_ms is NaN or infinite")
+	errTime  = errors.New("usage: encode: started_at has a year outside [0,9999] or a zone offset of 24 hours or more")
+	errRaw   = errors.New("usage: encode: provider_usage is empty (use nil, not empty, for null)")
 )
 
-// AppendJSON appends the JSON encoding of e to dst and returns the extended
-// buffer. It writes exactly the bytes json.Marshal(e) writes (members in
-// declaration order, encoding/json's HTML-safe string escaping, its float
-// format, started_at as [time.Time.MarshalJSON], provider_usage validated
-// and compacted), without reflection: it is what a node uses to encode
-// every event, and tests hold it to json.Marshal on generated events.
+// appendJSON appends the JSON encoding of e to dst and returns the
+// extended buffer: the node's encoder of usage events (the contract
+// package, pkg/usageevent, only describes, decodes and validates them). It
+// writes exactly the bytes json.Marshal(e) writes (members in declaration
+// order, encoding/json's HTML-safe string escaping, its float format,
+// started_at as [time.Time.MarshalJSON], provider_usage compacted),
+// without reflection; tests hold it to json.Marshal on generated events.
 //
-// It fails where json.Marshal fails: a NaN or infinite float, a time that
-// RFC 3339 cannot represent, provider_usage that is not valid JSON. On
-// error dst is returned with its original length. A nil e encodes as null.
-//
-// AppendJSON does not validate the event's meaning; see [Event.Validate].
-func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
+// e must have passed [usageevent.Event.Validate], as every event the
+// Recorder encodes has: its provider_usage, when set, is then a valid JSON
+// object, which appendJSON compacts without checking it again. Beyond
+// that it fails where json.Marshal fails: a NaN or infinite float, a time
+// that RFC 3339 cannot represent. On error dst is returned with its
+// original length. A nil e encodes as null.
+func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
 	if e == nil {
 		return append(dst, "null"...), nil
 	}
@@ -104,13 +108,13 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 	b = append(b, `,"provider_usage":`...)
 	// json.RawMessage.MarshalJSON gives "null" for nil and the bytes as
 	// they are otherwise (so empty is invalid JSON, and an error).
-	if e.ProviderUsage == nil {
+	switch {
+	case e.ProviderUsage == nil:
 		b = append(b, "null"...)
-	} else {
-		if !validJSON(e.ProviderUsage) {
-			return dst, errRaw
-		}
-		b = appendCompactHTML(b, e.ProviderUsage)
+	case len(e.ProviderUsage) == 0:
+		return dst, errRaw
+	default:
+		b = appendCompactHTML(b, e.ProviderUsage) // valid: Validate checked it
 	}
 	return append(b, '}'), nil
 }
@@ -249,186 +253,4 @@ func appendCompactHTML(b, src []byte) []byte {
 		}
 	}
 	return append(b, src[start:]...)
-}
-
-// maxDepth is encoding/json's nesting limit (its scanner's
-// maxNestingDepth): more nested arrays and objects are an error.
-const maxDepth = 10000
-
-// validJSON reports whether src is exactly one JSON value with optional
-// white space around it: json.Valid, without its byte-at-a-time state
-// machine (it took two thirds of AppendJSON). Like encoding/json it lets
-// any byte from 0x20 up, invalid UTF-8 included, through in strings.
-func validJSON(src []byte) bool {
-	i, ok := skipValue(src, skipSpace(src, 0), 0)
-	return ok && skipSpace(src, i) == len(src)
-}
-
-func skipSpace(s []byte, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the value that starts at s[i],
-// and whether there is a valid one; depth counts the enclosing arrays and
-// objects.
-func skipValue(s []byte, i, depth int) (int, bool) {
-	if i >= len(s) {
-		return i, false
-	}
-	switch c := s[i]; {
-	case c == '{':
-		if depth++; depth > maxDepth {
-			return i, false
-		}
-		if i = skipSpace(s, i+1); i < len(s) && s[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(s) || s[i] != '"' {
-				return i, false
-			}
-			var ok bool
-			if i, ok = skipString(s, i); !ok {
-				return i, false
-			}
-			if i = skipSpace(s, i); i >= len(s) || s[i] != ':' {
-				return i, false
-			}
-			if i, ok = skipValue(s, skipSpace(s, i+1), depth); !ok {
-				return i, false
-			}
-			if i = skipSpace(s, i); i >= len(s) {
-				return i, false
-			}
-			switch s[i] {
-			case ',':
-				i = skipSpace(s, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return i, false
-			}
-		}
-	case c == '[':
-		if depth++; depth > maxDepth {
-			return i, false
-		}
-		if i = skipSpace(s, i+1); i < len(s) && s[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(s, i, depth); !ok {
-				return i, false
-			}
-			if i = skipSpace(s, i); i >= len(s) {
-				return i, false
-			}
-			switch s[i] {
-			case ',':
-				i = skipSpace(s, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return i, false
-			}
-		}
-	case c == '"':
-		return skipString(s, i)
-	case c == 't':
-		return skipLiteral(s, i, "true")
-	case c == 'f':
-		return skipLiteral(s, i, "false")
-	case c == 'n':
-		return skipLiteral(s, i, "null")
-	case c == '-' || '0' <= c && c <= '9':
-		return skipNumber(s, i)
-	}
-	return i, false
-}
-
-func skipLiteral(s []byte, i int, lit string) (int, bool) {
-	if len(s)-i < len(lit) || string(s[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// skipString skips the string whose opening quote is s[i].
-func skipString(s []byte, i int) (int, bool) {
-	for i++; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '"':
-			return i + 1, true
-		case c == '\\':
-			if i+1 >= len(s) {
-				return i, false
-			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if len(s)-i < 6 || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
-					return i, false
-				}
-				i += 6
-			default:
-				return i, false
-			}
-		case c < 0x20:
-			return i, false
-		default:
-			i++
-		}
-	}
-	return i, false
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// skipNumber skips -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? at s[i].
-func skipNumber(s []byte, i int) (int, bool) {
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		i = skipDigits(s, i+1)
-	default:
-		return i, false
-	}
-	if i < len(s) && s[i] == '.' {
-		j := skipDigits(s, i+1)
-		if j == i+1 {
-			return j, false
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := skipDigits(s, i)
-		if j == i {
-			return j, false
-		}
-		i = j
-	}
-	return i, true
-}
-
-func skipDigits(s []byte, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
 }

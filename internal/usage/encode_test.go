@@ -1,10 +1,12 @@
-package usageevent_test
+package usage
 
 import (
 	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,32 +14,38 @@ import (
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// checkAppendJSON holds AppendJSON to its reference, json.Marshal: the same
-// bytes, or both an error. AppendJSON must append after prefix and leave
-// prefix alone, also on error.
+// checkAppendJSON holds appendJSON to its reference, json.Marshal: the same
+// bytes, or both an error. appendJSON must append after prefix and leave
+// prefix alone, also on error. Events whose provider_usage is not valid
+// JSON are left out: appendJSON encodes validated events only, and
+// Validate rejects them (pkg/usageevent's tests hold its JSON check to
+// json.Valid).
 func checkAppendJSON(t *testing.T, e *usageevent.Event, prefix []byte) {
 	t.Helper()
+	if e != nil && len(e.ProviderUsage) > 0 && !json.Valid(e.ProviderUsage) {
+		return
+	}
 	want, wantErr := json.Marshal(e)
 	keep := bytes.Clone(prefix)
-	got, err := e.AppendJSON(prefix)
+	got, err := appendJSON(prefix, e)
 	switch {
 	case (err != nil) != (wantErr != nil):
-		t.Fatalf("AppendJSON error %v, json.Marshal error %v\nevent: %#v", err, wantErr, e)
+		t.Fatalf("appendJSON error %v, json.Marshal error %v\nevent: %#v", err, wantErr, e)
 	case !bytes.Equal(got[:len(keep)], keep):
-		t.Fatalf("AppendJSON changed the bytes before dst's end: %q, want %q", got[:len(keep)], keep)
+		t.Fatalf("appendJSON changed the bytes before dst's end: %q, want %q", got[:len(keep)], keep)
 	case err != nil:
 		if len(got) != len(keep) {
-			t.Fatalf("AppendJSON failed (%v) but returned %q after dst", err, got[len(keep):])
+			t.Fatalf("appendJSON failed (%v) but returned %q after dst", err, got[len(keep):])
 		}
 	case !bytes.Equal(got[len(keep):], want):
-		t.Fatalf("AppendJSON differs from json.Marshal\n got: %q\nwant: %q", got[len(keep):], want)
+		t.Fatalf("appendJSON differs from json.Marshal\n got: %q\nwant: %q", got[len(keep):], want)
 	}
 }
 
 // TestAppendJSONExamples: the contract examples encode as json.Marshal
 // encodes them.
 func TestAppendJSONExamples(t *testing.T) {
-	for name, data := range examples(t) {
+	for name, data := range usageExamples(t) {
 		t.Run(name, func(t *testing.T) {
 			e, err := usageevent.Decode(data)
 			if err != nil {
@@ -112,8 +120,8 @@ func TestAppendJSONCases(t *testing.T) {
 		{"raw invalid", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":}`) }},
 		{"raw trailing", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{} {}`) }},
 		{"raw truncated", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":"<`) }},
-		{"raw depth 10000", func(e *usageevent.Event) { e.ProviderUsage = nested(10000) }},
-		{"raw depth 10001", func(e *usageevent.Event) { e.ProviderUsage = nested(10001) }},
+		{"raw depth 10000", func(e *usageevent.Event) { e.ProviderUsage = nestedRaw(10000) }},
+		{"raw depth 10001", func(e *usageevent.Event) { e.ProviderUsage = nestedRaw(10001) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := base()
@@ -125,12 +133,12 @@ func TestAppendJSONCases(t *testing.T) {
 	t.Run("nil", func(t *testing.T) { checkAppendJSON(t, nil, []byte("x")) })
 }
 
-// nested returns an object holding arrays nested depth deep in all.
-func nested(depth int) json.RawMessage {
+// nestedRaw returns an object holding arrays nested depth deep in all.
+func nestedRaw(depth int) json.RawMessage {
 	return json.RawMessage(`{"a":` + strings.Repeat("[ ", depth-1) + "1" + strings.Repeat(" ]", depth-1) + "}")
 }
 
-// TestAppendJSONGenerated compares AppendJSON with json.Marshal on many
+// TestAppendJSONGenerated compares appendJSON with json.Marshal on many
 // generated events, each member drawn from values that exercise a corner.
 func TestAppendJSONGenerated(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 2026))
@@ -145,7 +153,7 @@ func TestAppendJSONGenerated(t *testing.T) {
 		// Reuse one buffer as the recorder does: stale bytes past len
 		// must not leak into the output.
 		checkAppendJSON(t, e, buf[:0])
-		buf, _ = e.AppendJSON(buf[:0])
+		buf, _ = appendJSON(buf[:0], e)
 	}
 }
 
@@ -355,7 +363,7 @@ func genEvent(r *rand.Rand) *usageevent.Event {
 	return e
 }
 
-// FuzzAppendJSON compares AppendJSON with json.Marshal on events built from
+// FuzzAppendJSON compares appendJSON with json.Marshal on events built from
 // fuzzed strings, numbers, times and provider usage.
 func FuzzAppendJSON(f *testing.F) {
 	f.Add("01a226bf-497b-7f65-860e-1f8aa3e75316", "node-a", "<model>&", "stream", int64(200), int64(-1),
@@ -385,7 +393,7 @@ func FuzzAppendJSON(f *testing.F) {
 	})
 }
 
-// FuzzProviderUsage compares AppendJSON with json.Marshal on fuzzed
+// FuzzProviderUsage compares appendJSON with json.Marshal on fuzzed
 // provider_usage alone: validation (json.Valid's grammar exactly),
 // compaction and escaping.
 func FuzzProviderUsage(f *testing.F) {
@@ -405,37 +413,21 @@ func FuzzProviderUsage(f *testing.F) {
 	})
 }
 
-// TestAppendJSONAllocs pins the point of AppendJSON: into a buffer with
+// TestAppendJSONAllocs pins the point of appendJSON: into a buffer with
 // room, it does not allocate.
 func TestAppendJSONAllocs(t *testing.T) {
 	e := benchEvent()
 	buf := make([]byte, 0, 4096)
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := e.AppendJSON(buf[:0]); err != nil {
+		if _, err := appendJSON(buf[:0], e); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
-		t.Errorf("AppendJSON: %v allocations, want 0", n)
+		t.Errorf("appendJSON: %v allocations, want 0", n)
 	}
 }
 
-// benchEvent is a typical stream attempt with usage.
-func benchEvent() *usageevent.Event {
-	return &usageevent.Event{
-		EventID: "01a226bf-5a94-74cc-acd7-02a5cb7a7097", Schema: usageevent.Schema,
-		NodeID: "node-a", RequestID: "sg-8a17d3c05b9e2f64a1c7d0e3", TenantID: "t_9", KeyID: "k_123",
-		PublicModel: "demo-claude", ProviderModel: "claude-sonnet-4-5-20250929", Backend: "anthropic-1",
-		Protocol: usageevent.ProtocolAnthropic, Stream: true, Attempt: 1,
-		SendState: usageevent.SendResponseReceived, HTTPStatus: 200,
-		RequestBytes: 28731, ResponseBytes: 9342, TTFBMs: 640.213457, DurationMs: 7421.70012,
-		StartedAt: time.Date(2026, 11, 29, 10, 0, 4, 500123456, time.UTC),
-		Usage:     &usageevent.Usage{InputTokens: 6156, OutputTokens: 153, CacheReadTokens: 4096, CacheWriteTokens: 2048},
-		ProviderUsage: json.RawMessage(`{"input_tokens":12,"cache_creation_input_tokens":2048,"cache_read_input_tokens":4096,` +
-			`"cache_creation":{"ephemeral_5m_input_tokens":2048,"ephemeral_1h_input_tokens":0},"output_tokens":153,"service_tier":"standard"}`),
-	}
-}
-
-// BenchmarkAppendJSON runs AppendJSON beside json.Marshal, its reference,
+// BenchmarkAppendJSON runs appendJSON beside json.Marshal, its reference,
 // on the same event.
 func BenchmarkAppendJSON(b *testing.B) {
 	e := benchEvent()
@@ -444,7 +436,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
 			var err error
-			if buf, err = e.AppendJSON(buf[:0]); err != nil {
+			if buf, err = appendJSON(buf[:0], e); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -462,6 +454,28 @@ func BenchmarkAppendJSON(b *testing.B) {
 		}
 		b.SetBytes(int64(n))
 	})
+}
+
+// usageExamples returns the contract examples in testdata/usage by file
+// name.
+func usageExamples(t *testing.T) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob("../../testdata/usage/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 5 {
+		t.Fatalf("found %d examples in testdata/usage, want at least 5", len(paths))
+	}
+	out := make(map[string][]byte, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = b
+	}
+	return out
 }
 
 // pick returns one of vs.
