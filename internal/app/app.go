@@ -11,8 +11,16 @@
 //     Connection: close on HTTP/1.1 answers;
 //  3. stop accepting and let in-flight requests and streams finish within
 //     Drain.Grace;
-//  4. at the end of the grace, cancel what is left (their contexts derive
-//     from the server's base context) and close; exit boundedly.
+//  4. at the end of the grace, cut what is left: cancel their contexts
+//     (they derive from the server's base context) with cause
+//     proxy.ErrShutdown, so streams end with the in-band error and
+//     attempts record failure stage shutdown; give them cutWait to do so,
+//     then close their connections;
+//  5. stop the publisher, close the outbox (every accepted event on disk).
+//
+// Options.Abort (a second signal) jumps from step 2 or 3 to step 4 at
+// once; the outbox close is then bounded by abortFlush and Run returns
+// ErrAborted.
 //
 // Every goroutine started here is owned by Run and has ended when Run
 // returns.
