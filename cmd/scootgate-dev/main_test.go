@@ -75,7 +75,7 @@ func TestDevSnapshots(t *testing.T) {
 	if err := rdoc.ValidateCredentials(func(name string) bool { _, ok := cfg.Credentials[name]; return ok }); err != nil {
 		t.Fatalf("dev routes are invalid: %v", err)
 	}
-	table, err := routes.Compile(rdoc.Backends, rdoc.Models, cfg.Credentials, upstream.NewRegistry(upstream.OptionsFromConfig(cfg)))
+	table, err := routes.Compile(rdoc.Backends, rdoc.Models, cfg.Credentials, upstream.NewRegistry(upstream.Options{}))
 	if err != nil {
 		t.Fatalf("dev routes do not compile: %v", err)
 	}

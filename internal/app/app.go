@@ -174,7 +174,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := upstream.NewRegistry(upstream.OptionsFromConfig(cfg))
+	reg := upstream.NewRegistry(upstreamOptions(cfg))
 	var holder routes.Holder
 
 	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane, o.Logger)

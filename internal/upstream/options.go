@@ -7,7 +7,6 @@ import (
 
 	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
-	"github.com/scootgate/scootgate/internal/config"
 )
 
 // Options configure a Registry. The zero value means every default below
@@ -85,29 +84,5 @@ func (o Options) WithDefaults() Options {
 	}
 	o.RateLimitMax = max(o.RateLimitMax, o.RateLimitDefault)
 	o.Breaker = o.Breaker.WithDefaults()
-	return o
-}
-
-// OptionsFromConfig maps the [balance], [breaker] and [cooldown] sections
-// onto Options (clock and rand left nil: real). balance.slow_start = 0
-// (off) becomes a negative SlowStart.
-func OptionsFromConfig(c *config.Config) Options {
-	o := Options{
-		DefaultTTFB: c.Balance.DefaultTTFB,
-		DecayWindow: c.Balance.DecayWindow,
-		SlowStart:   c.Balance.SlowStart,
-		Breaker: breaker.Options{
-			Failures:    c.Breaker.Failures,
-			Cooldown:    c.Breaker.Cooldown,
-			MaxCooldown: c.Breaker.MaxCooldown,
-		},
-		RateLimitDefault: c.Cooldown.RateLimitDefault,
-		RateLimitMax:     c.Cooldown.RateLimitMax,
-		QuotaCooldown:    c.Cooldown.Quota,
-		AuthProbeAfter:   c.Cooldown.DisabledProbe,
-	}
-	if o.SlowStart == 0 {
-		o.SlowStart = -1
-	}
 	return o
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
-	"github.com/scootgate/scootgate/internal/config"
 )
 
 // testOptions: fake clock, no jitter, slow start off unless a test sets it.
@@ -688,27 +687,6 @@ func TestEWMAConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-func TestOptionsFromConfigMatchesDefaults(t *testing.T) {
-	cfg := config.Defaults()
-	got := OptionsFromConfig(&cfg).WithDefaults()
-	want := Options{}.WithDefaults()
-	got.SlowStart, want.SlowStart = 0, 0 // compared below
-	ignore := cmp.FilterPath(func(p cmp.Path) bool {
-		f := p.Last().String()
-		return f == ".Clock" || f == ".Rand"
-	}, cmp.Ignore())
-	if diff := cmp.Diff(got, want, ignore); diff != "" {
-		t.Errorf("config defaults differ from upstream defaults (-config +upstream):\n%s", diff)
-	}
-	if o := OptionsFromConfig(&cfg); o.SlowStart != DefaultSlowStart {
-		t.Errorf("SlowStart = %v, want %v", o.SlowStart, DefaultSlowStart)
-	}
-	cfg.Balance.SlowStart = 0
-	if o := OptionsFromConfig(&cfg).WithDefaults(); o.SlowStart >= 0 {
-		t.Errorf("slow_start = 0 must turn slow start off, got %v", o.SlowStart)
-	}
 }
 
 func TestOutcomeString(t *testing.T) {
