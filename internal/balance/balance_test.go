@@ -18,6 +18,7 @@ func target(reg *upstream.Registry, id string, weight, tier, capacity int, caps 
 	return &routes.Target{
 		Backend: &routes.Backend{ID: id, State: reg.Get(upstream.Identity{ID: id, Cap: capacity})},
 		Weight:  weight, Tier: tier, Caps: caps,
+		HashID: routes.TargetHash(id, ""),
 	}
 }
 

@@ -44,6 +44,44 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkPickAffinity is BenchmarkPick for requests with a session key
+// (a different key each pick, as from many sessions), beside weighted_p2c
+// in the same run: "equal" tiers rank by the raw hash, "weighted" ones
+// (distinct weights, as in BenchmarkPick) by −ln(u) ÷ w.
+func BenchmarkPickAffinity(b *testing.B) {
+	for _, weights := range []string{"equal", "weighted"} {
+		for _, n := range []int{2, 10, 100} {
+			b.Run(fmt.Sprintf("%s/%d", weights, n), func(b *testing.B) {
+				reg := upstream.NewRegistry(upstream.Options{SlowStart: -1})
+				pool := make([]*routes.Target, n)
+				for i := range pool {
+					w := 1
+					if weights == "weighted" {
+						w = i + 1
+					}
+					pool[i] = target(reg, fmt.Sprint(i), w, 0, 1<<30, 0)
+				}
+				routes.IndexWeights(pool)
+				a := &Affinity{Fallback: &P2C{Float64: rand.New(rand.NewPCG(1, 2)).Float64}}
+				ks := make([]Key, 1024)
+				for i := range ks {
+					ks[i] = SessionKey("key", fmt.Appendf(nil, "s%d", i))
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					t, _, ok := a.PickKey(pool, 0, nil, ks[i&1023])
+					if !ok {
+						b.Fatal("no pick")
+					}
+					t.Backend.State.Release()
+					i++
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkPickMostlyFull is BenchmarkPick's worst case for the weight
 // index: 90 of 100 targets are at their cap, so most proposals are
 // rejected and draws often end in a scan of the tier.

@@ -43,6 +43,25 @@
 // [WeightedRandom] is the degraded mode, weighted_random: probability
 // proportional to weight alone, with the same eligibility rules.
 //
+// [Affinity] is prompt-cache affinity (docs/routing.md "Affinity"): a
+// request with a session key ([SessionKey], namespaced by the client key)
+// is placed by weighted rendezvous hashing over the capability-matching
+// targets of the lowest tier with an eligible target. Each target's rank
+// comes from a hash of the key and the target's identity (backend id and
+// provider model, routes.TargetHash), so every node that holds the same
+// table computes the same order without sharing anything, and a target
+// that joins or leaves moves only the sessions whose first choice it is.
+// The walk down that order takes the first target that is eligible and
+// not overloaded: one with more than ⌈c × (m + 1)⌉ requests in flight,
+// where m is its weight's share of the in-flight requests of the tier's
+// eligible targets (the mean, when weights are equal) and c the load
+// factor (consistent hashing with bounded loads, Mirrokni, Thorup and
+// Zadimoghaddam 2018). A spill therefore lands on the same second choice
+// every time. The placement (affinity, or a spill and why) is returned for
+// logs, usage events and metrics. A request without a key goes to the
+// fallback picker unchanged. In-flight counts are node-local, so nodes can
+// disagree only while a target is over the bound.
+//
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
 // eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target
 // can take traffic again.

@@ -78,6 +78,10 @@ type Target struct {
 	// every target of the tier shares it. Compile sets it (IndexWeights);
 	// nil means unset, and pickers then scan the tier.
 	TierWeights *WeightIndex
+	// HashID is TargetHash(Backend.ID, ProviderModel): the target's
+	// identity for rendezvous hashing, the same on every node that holds
+	// the same table. Compile sets it.
+	HashID uint64
 }
 
 // Model is a public model with one candidate pool per endpoint: the
@@ -216,6 +220,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 					cm.Pools[e] = append(cm.Pools[e], &Target{
 						Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
 						Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
+						HashID: TargetHash(b.ID, tg.Model),
 					})
 				}
 			}
@@ -241,6 +246,38 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 		sort.Strings(t.names[p])
 	}
 	return t, nil
+}
+
+// TargetHash is a stable 64-bit hash of a target's identity: its backend
+// id and provider model (FNV-1a, then a finaliser that spreads every input
+// bit over the result). It depends on nothing else, so that every node
+// computes the same value for the same table, whatever its pointers, order
+// or process.
+func TargetHash(backendID, providerModel string) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for i := 0; i < len(backendID); i++ {
+		h = (h ^ uint64(backendID[i])) * prime
+	}
+	h = (h ^ 0xff) * prime // no UTF-8 text holds 0xff: ("ab","c") ≠ ("a","bc")
+	for i := 0; i < len(providerModel); i++ {
+		h = (h ^ uint64(providerModel[i])) * prime
+	}
+	return Mix64(h)
+}
+
+// Mix64 is the splitmix64 finaliser: a bijection of uint64 whose every
+// output bit depends on every input bit.
+func Mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Holder publishes the current Table. The zero value holds none.

@@ -30,6 +30,15 @@ type WeightIndex struct {
 	cum   []int   // cum[i]: sum of the weights of targets 0..i
 	guide []int   // guide[k]: the target holding ⌈k·Total/m⌉ (at most Total − 1), the first integer of bucket k of m
 	scale float64 // m / Total: bucket k holds [k·Total/m, (k+1)·Total/m)
+	// uniform: every target of the tier has the same weight, so weighted
+	// rendezvous hashing may compare raw hashes.
+	uniform bool
+	// The targets' HashID, Caps and Weight, contiguous: rendezvous hashing
+	// scores every target of a tier, and this keeps the loop in a few
+	// cache lines instead of one Target per step.
+	hash []uint64
+	caps []Caps
+	w    []float64
 }
 
 // guidePerTarget is m/n, the buckets per target: more buckets mean fewer
@@ -40,11 +49,17 @@ const guidePerTarget = 4
 func newWeightIndex(tier []*Target) *WeightIndex {
 	n := len(tier)
 	m := guidePerTarget * n
-	x := &WeightIndex{cum: make([]int, n), guide: make([]int, m)}
+	x := &WeightIndex{cum: make([]int, n), guide: make([]int, m),
+		hash: make([]uint64, n), caps: make([]Caps, n), w: make([]float64, n)}
 	sum := 0
+	x.uniform = true
 	for i, t := range tier {
 		sum += max(t.Weight, 0)
 		x.cum[i] = sum
+		if t.Weight != tier[0].Weight {
+			x.uniform = false
+		}
+		x.hash[i], x.caps[i], x.w[i] = t.HashID, t.Caps, float64(t.Weight)
 	}
 	if sum == 0 {
 		return x
@@ -63,6 +78,15 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 
 // Len returns the number of targets indexed.
 func (x *WeightIndex) Len() int { return len(x.cum) }
+
+// Uniform reports whether every indexed target has the same weight.
+func (x *WeightIndex) Uniform() bool { return x.uniform }
+
+// Hashes returns the targets' HashID, Caps and Weight, in order, for
+// rendezvous hashing. The slices must not be modified.
+func (x *WeightIndex) Hashes() (hash []uint64, caps []Caps, weight []float64) {
+	return x.hash, x.caps, x.w
+}
 
 // Total returns the sum of the weights.
 func (x *WeightIndex) Total() int { return x.cum[len(x.cum)-1] }
