@@ -237,7 +237,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	popts := proxy.Options{
 		Auth:            n.authz,
 		Routes:          &holder,
-		Picker:          newPicker(cfg.Balance.Algorithm),
+		Picker:          newPicker(cfg.Balance),
 		Transport:       dialer.Transport(),
 		BodyLimit:       cfg.Limits.BodyBytes,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
@@ -450,12 +450,15 @@ func (n *node) newPublisher() error {
 	return nil
 }
 
-// newPicker returns the configured selection algorithm (docs/routing.md "Balancing").
-func newPicker(algorithm string) proxy.Picker {
-	if algorithm == config.AlgorithmWeightedRandom {
-		return &balance.WeightedRandom{}
+// newPicker returns the configured selection algorithm (docs/routing.md
+// "Balancing"), behind prompt-cache affinity for requests that name a
+// session (docs/routing.md "Affinity").
+func newPicker(b config.Balance) *balance.Affinity {
+	var fallback balance.Picker = &balance.P2C{}
+	if b.Algorithm == config.AlgorithmWeightedRandom {
+		fallback = &balance.WeightedRandom{}
 	}
-	return &balance.P2C{}
+	return &balance.Affinity{Fallback: fallback, LoadFactor: b.AffinityLoadFactor}
 }
 
 func newDialer(cfg *config.Config, onFailure func(*egress.NotSentError)) (*egress.Dialer, error) {

@@ -36,6 +36,8 @@ const (
 	maxRateLimit     = time.Hour
 	minQuotaCooldown = time.Second
 	maxQuotaCooldown = 7 * 24 * time.Hour
+	minLoadFactor    = 1.0
+	maxLoadFactor    = 10.0
 )
 
 // balanceSections reads [balance], [breaker] and [cooldown].
@@ -64,6 +66,23 @@ func (v *validator) balance(t *table, b *Balance) {
 	durationIn(t, "slow_start", 0, maxSlowStart, &b.SlowStart)
 	durationIn(t, "default_ttfb", minDefaultTTFB, maxDefaultTTFB, &b.DefaultTTFB)
 	durationIn(t, "decay_window", minDecayWindow, maxDecayWindow, &b.DecayWindow)
+	if raw, ok := t.get("affinity_load_factor", ""); ok {
+		var f float64
+		switch n := raw.(type) {
+		case float64:
+			f = n
+		case int64:
+			f = float64(n)
+		default:
+			t.mismatch("affinity_load_factor", "a number like 1.25", raw)
+			return
+		}
+		if !(f >= minLoadFactor && f <= maxLoadFactor) {
+			v.ps.add(t.at("affinity_load_factor"), "%g is out of range; expected %g..%g", f, minLoadFactor, maxLoadFactor)
+			return
+		}
+		b.AffinityLoadFactor = f
+	}
 }
 
 func (v *validator) breaker(t *table, b *Breaker) {

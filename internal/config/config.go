@@ -115,6 +115,10 @@ type Balance struct {
 	SlowStart   time.Duration // a backend new to the node ramps its weight over this; 0 = off
 	DefaultTTFB time.Duration // latency estimate of a backend new to the node
 	DecayWindow time.Duration // time constant of the TTFB peak-EWMA
+	// AffinityLoadFactor is c of prompt-cache affinity: a session's target
+	// with more than ⌈c × (mean in-flight + 1)⌉ in flight is passed over
+	// for the next in its hash order (docs/routing.md "Affinity").
+	AffinityLoadFactor float64
 }
 
 // Egress is how the node reaches providers: only through these proxies
@@ -165,6 +169,7 @@ type Authz struct {
 //	balance.slow_start         30s
 //	balance.default_ttfb       1s
 //	balance.decay_window       10s
+//	balance.affinity_load_factor 1.25
 //	breaker.failures           5
 //	breaker.cooldown           5s
 //	breaker.max_cooldown       5m
@@ -215,6 +220,11 @@ func Defaults() Config {
 			SlowStart:   30 * time.Second,
 			DefaultTTFB: time.Second,
 			DecayWindow: 10 * time.Second,
+			// Low enough that no backend takes much more than its share
+			// (max/mean load stays under 1.3 in the simulation of
+			// docs/routing.md "Affinity"), high enough that sessions rarely
+			// spill at ordinary load.
+			AffinityLoadFactor: 1.25,
 		},
 		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
 		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: 60 * time.Second, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},

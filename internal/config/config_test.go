@@ -138,7 +138,7 @@ func TestDefaults(t *testing.T) {
 			NonStreamTotal: 600 * time.Second, StreamKeepalive: 0,
 		},
 		Drain:    Drain{Delay: 0, Grace: 15 * time.Minute},
-		Balance:  Balance{Algorithm: "weighted_p2c", SlowStart: 30 * time.Second, DefaultTTFB: time.Second, DecayWindow: 10 * time.Second},
+		Balance:  Balance{Algorithm: "weighted_p2c", SlowStart: 30 * time.Second, DefaultTTFB: time.Second, DecayWindow: 10 * time.Second, AffinityLoadFactor: 1.25},
 		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
 		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 		MQTT:     MQTT{Topic: "scootgate/usage", Window: 64, MaxPayload: 262144, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second},
