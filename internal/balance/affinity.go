@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // DefaultLoadFactor is the bounded-load factor c of [Affinity] when none is
@@ -18,7 +19,7 @@ type Key uint64
 // key's id, so that two tenants never share a slot): FNV-1a over both,
 // then a finaliser. It is stable across nodes and processes. It returns 0
 // when key is empty. The key itself is never kept.
-func SessionKey(namespace string, key []byte) Key {
+func SessionKey[K string | []byte](namespace string, key K) Key {
 	if len(key) == 0 {
 		return 0
 	}
@@ -31,8 +32,8 @@ func SessionKey(namespace string, key []byte) Key {
 		h = (h ^ uint64(namespace[i])) * prime
 	}
 	h = (h ^ 0xff) * prime // separator: no UTF-8 text holds 0xff
-	for _, b := range key {
-		h = (h ^ uint64(b)) * prime
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * prime
 	}
 	if k := Key(routes.Mix64(h)); k != 0 {
 		return k
@@ -44,9 +45,11 @@ func SessionKey(namespace string, key []byte) Key {
 type Placement uint8
 
 const (
-	// Balanced: no session key, or affinity off for the model; the
-	// fallback picker chose.
+	// Balanced: affinity off for the model; the balancing algorithm chose.
 	Balanced Placement = iota
+	// Keyless: affinity on, but the request names no session; the
+	// balancing algorithm chose.
+	Keyless
 	// Preferred: the session's first choice in the hash order.
 	Preferred
 	// SpillOverloaded: the first choice had more in flight than the bound.
@@ -60,20 +63,22 @@ const (
 )
 
 // String returns the placement's name in logs, usage events and metrics:
-// "balanced", "affinity", "spill_overloaded", "spill_unavailable",
-// "spill_retry".
+// "balanced", "keyless", "affinity", "spill_overloaded",
+// "spill_unavailable", "spill_retry".
 func (p Placement) String() string {
 	switch p {
 	case Preferred:
-		return "affinity"
+		return usageevent.PlacementAffinity
 	case SpillOverloaded:
-		return "spill_overloaded"
+		return usageevent.PlacementSpillOverloaded
 	case SpillUnavailable:
-		return "spill_unavailable"
+		return usageevent.PlacementSpillUnavailable
 	case SpillRetry:
-		return "spill_retry"
+		return usageevent.PlacementSpillRetry
+	case Keyless:
+		return usageevent.PlacementKeyless
 	}
-	return "balanced"
+	return usageevent.PlacementBalanced
 }
 
 // Spilled reports whether p is a spill.
@@ -104,11 +109,11 @@ func (a *Affinity) Pick(pool []*routes.Target, need routes.Caps, tried []*routes
 
 // PickKey returns a target for a request with session key key, its slot
 // already taken, and how it was placed; false when no target of any tier
-// can take the request now. With key 0 it is Pick, placement Balanced.
+// can take the request now. With key 0 it is Pick, placement Keyless.
 func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key Key) (*routes.Target, Placement, bool) {
 	if key == 0 {
 		t, ok := a.Fallback.Pick(pool, need, tried)
-		return t, Balanced, ok
+		return t, Keyless, ok
 	}
 	if len(pool) == 0 {
 		return nil, Balanced, false
@@ -123,7 +128,7 @@ func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*rou
 		c:      c,
 		floor:  int64(math.Ceil(c)),
 	}
-	first := Balanced // the reason the session's first choice was passed over
+	first := Balanced // the reason the session's first choice was passed over; Balanced = none yet
 	for tier := range tiers(pool) {
 		t, reason, ok := s.pickTier(tier)
 		if ok {

@@ -40,7 +40,7 @@ func pickID(t *testing.T, a *Affinity, pool []*routes.Target, key Key) (string, 
 }
 
 func TestSessionKey(t *testing.T) {
-	if SessionKey("k", nil) != 0 || SessionKey("k", []byte{}) != 0 {
+	if SessionKey("k", []byte(nil)) != 0 || SessionKey("k", []byte{}) != 0 {
 		t.Error("an empty key must mean no key")
 	}
 	a, b := SessionKey("tenant-a", []byte("s1")), SessionKey("tenant-b", []byte("s1"))
@@ -377,7 +377,7 @@ func TestAffinityKeyless(t *testing.T) {
 		if okp {
 			tp.Backend.State.Release()
 		}
-		if !ok || !okp || ta != tp || pl != Balanced {
+		if !ok || !okp || ta != tp || pl != Keyless {
 			t.Fatalf("pick %d: affinity %v (%s), p2c %v", i, ta.Backend.ID, pl, tp.Backend.ID)
 		}
 	}

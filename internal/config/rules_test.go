@@ -664,6 +664,15 @@ func TestRulesModels(t *testing.T) {
 			wantView: []routesnap.Model{{Name: "m1", Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1000000, Stream: true, Tools: true, JSONSchema: true, Tier: 3}}}},
 		},
 		{
+			name: "affinity off", view: models,
+			edits:    []string{modelHeader, "[models.m1]\naffinity = false\n[[models.m1.targets]]"},
+			wantView: []routesnap.Model{{Name: "m1", Affinity: new(false), Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1}}}},
+		},
+		{
+			name: "affinity not a boolean", edits: []string{modelHeader, "[models.m1]\naffinity = 1\n[[models.m1.targets]]"},
+			want: []Problem{{"models.m1.affinity", "expected a boolean, got an integer"}},
+		},
+		{
 			name: "inline targets keep file order", view: models,
 			edits: []string{modelHeader + "\n" + targetBack + "\n" + targetModel + "\n" + targetWt,
 				"[models.m1]\ntargets = [{ backend = \"b1\", model = \"z\", weight = 2 }, { backend = \"b1\", model = \"a\", weight = 1, tier = 1 }]"},

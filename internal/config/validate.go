@@ -489,6 +489,9 @@ func (v *validator) models(root *table) []routesnap.Model {
 		}
 		v.routePaths.models = append(v.routePaths.models, e.t.path)
 		m := routesnap.Model{Name: e.name}
+		if b, ok := e.t.boolean("affinity"); ok {
+			m.Affinity = &b
+		}
 		list, _ := e.t.list("targets", "at least one [[models.<name>.targets]]")
 		for _, t := range list {
 			m.Targets = append(m.Targets, v.target(t))

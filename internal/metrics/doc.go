@@ -75,6 +75,11 @@
 //	    Dials that failed before any request byte (egress.NotSentError).
 //	    proxy_dial, proxy_auth, proxy_tls and proxy_policy are egress faults; target and
 //	    provider_tls are the backend's (docs/egress.md "Failures").
+//	scootgate_affinity_placements_total{placement}            counter
+//	    Provider attempts by how the target was chosen (docs/routing.md
+//	    "Affinity"): affinity hits, spills by reason (spill_overloaded,
+//	    spill_unavailable, spill_retry), keyless requests of models with
+//	    affinity on, balanced ones of models with it off. Never a session.
 //
 // # Node
 //

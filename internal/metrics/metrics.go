@@ -60,6 +60,8 @@ type Metrics struct {
 	attempts     *prometheus.CounterVec   // backend, outcome
 	ttfb         *prometheus.HistogramVec // backend
 	egressErrors *prometheus.CounterVec   // proxy, stage
+	placements   *prometheus.CounterVec   // placement
+	placementSet map[string]string
 	models       *modelFamilies
 
 	state *stateCollector
@@ -97,6 +99,17 @@ func New(o Options) *Metrics {
 			Help: "Egress dials that failed before any request byte, by proxy and stage.",
 		}, []string{"proxy", "stage"}),
 	}
+	// Affinity hits, spills by reason and keyless requests: a closed set
+	// of labels, created at 0 (docs/routing.md "Affinity").
+	m.placements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scootgate_affinity_placements_total",
+		Help: "Provider attempts by how their target was chosen: balanced (affinity off), keyless, affinity, spill_overloaded, spill_unavailable, spill_retry.",
+	}, []string{"placement"})
+	m.placementSet = map[string]string{}
+	for _, p := range []string{usageevent.PlacementBalanced, usageevent.PlacementKeyless, usageevent.PlacementAffinity,
+		usageevent.PlacementSpillOverloaded, usageevent.PlacementSpillUnavailable, usageevent.PlacementSpillRetry} {
+		m.placementSet[p] = p
+	}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "scootgate_request_duration_seconds",
 		Help: "Client request duration, from arrival to the end of the response (the whole stream for streams).",
@@ -113,7 +126,7 @@ func New(o Options) *Metrics {
 	}
 	m.models = newModelFamilies(o.MaxModelSeries)
 	m.state = newStateCollector(m.clock)
-	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.state, buildInfo(o.Version))
+	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.placements, m.state, buildInfo(o.Version))
 	m.reg.MustRegister(m.models.collectors()...)
 	if !o.NoRuntime {
 		m.reg.MustRegister(
@@ -202,6 +215,9 @@ func (m *Metrics) Record(ev *usageevent.Event) {
 		return
 	}
 	m.models.observe(ev)
+	if ev.Placement != "" {
+		m.placements.WithLabelValues(closedLabel(m.placementSet, ev.Placement)).Inc()
+	}
 }
 
 // PruneModels deletes the scootgate_model_* series of every (public

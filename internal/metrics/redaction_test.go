@@ -80,7 +80,8 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Stream: true,
 		SendState: usageevent.SendResponseReceived, RequestBytes: 1, ResponseBytes: 1, TTFBMs: 1, DurationMs: 1,
 		Usage: &usageevent.Usage{InputTokens: 1}})
-	m.Record(&usageevent.Event{PublicModel: "x\nsk-canary", Backend: "https://sk-canary", HTTPStatus: 1000})
+	m.Record(&usageevent.Event{PublicModel: "x\nsk-canary", Backend: "https://sk-canary", HTTPStatus: 1000, Placement: "session sk-canary"})
+	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Placement: "affinity"})
 	return m, clk
 }
 
@@ -125,6 +126,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		"reason":     {"full", "queue", "failing", "closed"},
 		"result":     {"recorded", "dropped", "oversize", "invalid", "exported", "failed"},
 		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
+		"placement":  {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
 		"type":       {"input", "output", "cache_read", "cache_write", "reasoning"},
 		"le":         nil, // histogram buckets: numbers
 	}

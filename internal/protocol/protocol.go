@@ -31,6 +31,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -192,9 +193,36 @@ type Request struct {
 	Need   Caps
 	// SessionKey is the raw JSON value of the member that names the
 	// client's conversation (OpenAI prompt_cache_key, Anthropic
-	// metadata.user_id), nil when absent. It aliases the body. It is not
-	// used for routing yet and must never be logged or published.
+	// metadata.user_id), nil when absent. It aliases the body. It must
+	// never be logged or published; see [Session].
 	SessionKey []byte
+}
+
+// SessionHeaders are the request headers that name an agent client's
+// session, in the order [Session] reads them: Claude Code sends
+// X-Claude-Code-Session-Id, Codex CLI session_id (conversation_id in
+// older releases). Written as Go canonicalizes them.
+var SessionHeaders = [...]string{"X-Claude-Code-Session-Id", "Session_id", "Conversation_id"}
+
+// Session returns what names r's session for prompt-cache affinity
+// (docs/routing.md "Affinity"): the body's session member when it is a
+// non-empty JSON string (its contents, when unescaped) or any other
+// non-null value (its bytes), otherwise the first non-empty session
+// header. Both are empty when the request names no session. It does not
+// allocate.
+func Session(r *Request, h http.Header) (body []byte, header string) {
+	if k := r.SessionKey; len(k) > 0 && string(k) != "null" && string(k) != `""` {
+		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' && bytes.IndexByte(k, '\\') < 0 {
+			k = k[1 : len(k)-1]
+		}
+		return k, ""
+	}
+	for _, name := range SessionHeaders {
+		if v := h[name]; len(v) > 0 && v[0] != "" {
+			return nil, v[0]
+		}
+	}
+	return nil, ""
 }
 
 // BodyError is a request body the node refuses: always a 400 in the

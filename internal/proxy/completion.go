@@ -62,6 +62,8 @@ type attempt struct {
 	ttfb      time.Duration
 	committed bool
 
+	placement balance.Placement // how the target was chosen (docs/routing.md "Affinity")
+
 	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
 	providerStatus int           // the provider's HTTP status, 0 if none
 	retryAfter     time.Duration // the provider's retry advice on a 429
@@ -86,6 +88,7 @@ type call struct {
 	principal *authz.Principal
 	body      []byte
 	req       protocol.Request
+	session   balance.Key // 0 = none, or affinity off for the model
 	start     time.Time
 	sendState string // the last attempt's, for the request metric; "" = none
 }
@@ -150,13 +153,22 @@ func (c *call) route() {
 	}
 
 	var tried []*routes.Target
+	placement := balance.Balanced
+	if m.Affinity {
+		c.session = c.sessionKey()
+	}
 	for n := 1; n <= c.h.o.MaxAttempts; n++ {
-		t, ok := c.h.o.Picker.Pick(pool, req.Need, tried)
+		var (
+			t  *routes.Target
+			ok bool
+		)
+		t, placement, ok = c.pick(pool, tried, m.Affinity)
 		if !ok {
 			break
 		}
 		tried = append(tried, t)
 		a := c.attempt(n, t)
+		a.placement = placement
 		c.finish(&a)
 		if a.state != NotSent || a.status != 0 || c.r.Context().Err() != nil {
 			return
@@ -167,11 +179,32 @@ func (c *call) route() {
 		// take traffic again, and x-should-retry: true.
 		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
 		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
-		c.log(&attempt{state: NotSent, status: 503, stage: "select"})
+		c.log(&attempt{state: NotSent, status: 503, stage: "select", placement: placement})
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
 	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.Model), false))
+}
+
+// sessionKey returns the hash of the request's session key within its
+// client key's namespace, 0 when it names no session (docs/routing.md
+// "Affinity"). The key itself is kept nowhere.
+func (c *call) sessionKey() balance.Key {
+	body, header := protocol.Session(&c.req, c.r.Header)
+	if len(body) > 0 {
+		return balance.SessionKey(c.principal.KeyID, body)
+	}
+	return balance.SessionKey(c.principal.KeyID, header)
+}
+
+// pick asks the picker for a target: by the session's hash order when the
+// model has affinity on and the picker does it, else by balancing.
+func (c *call) pick(pool, tried []*routes.Target, affinity bool) (*routes.Target, balance.Placement, bool) {
+	if sp, ok := c.h.o.Picker.(SessionPicker); ok && affinity {
+		return sp.PickKey(pool, c.req.Need, tried, c.session)
+	}
+	t, ok := c.h.o.Picker.Pick(pool, c.req.Need, tried)
+	return t, balance.Balanced, ok
 }
 
 func offers(pool []*routes.Target, need routes.Caps) bool {
@@ -670,6 +703,7 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		Backend:       a.target.Backend.ID,
 		Protocol:      c.shape.String(),
 		Endpoint:      c.spec.Endpoint.String(),
+		Placement:     a.placement.String(),
 		Stream:        c.req.Stream,
 		Attempt:       a.n,
 		SendState:     string(a.state),
@@ -707,6 +741,12 @@ func (c *call) log(a *attempt) {
 		slog.Int("status", a.status),
 		slog.Float64("ttfb_ms", ms(a.ttfb)),
 		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start))),
+	}
+	attrs = append(attrs, slog.String("placement", a.placement.String()))
+	if c.session != 0 {
+		// A short hash, so that turns of one session can be followed in
+		// the log; never the key (it may carry a user id).
+		attrs = append(attrs, slog.String("session", strconv.FormatUint(uint64(c.session)>>40, 16)))
 	}
 	level := slog.LevelInfo
 	if a.stage != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/internal/protocol/openai"
@@ -30,6 +31,13 @@ type Authenticator interface {
 // balance package). tried lists targets this request already attempted.
 type Picker interface {
 	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+}
+
+// SessionPicker is a Picker that also places requests that name a
+// session by their key (implemented by *balance.Affinity; docs/routing.md
+// "Affinity"). With key 0 it balances and says balance.Keyless.
+type SessionPicker interface {
+	PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key balance.Key) (*routes.Target, balance.Placement, bool)
 }
 
 // Recorder takes a finished attempt's usage event (implemented by

@@ -91,6 +91,9 @@ type Target struct {
 type Model struct {
 	Name  string
 	Pools [protocol.NumEndpoints][]*Target // sorted by tier, then backend id
+	// Affinity: requests that name a session are placed by rendezvous
+	// hashing (docs/routing.md "Affinity").
+	Affinity bool
 }
 
 // Serves reports whether the model has a target of protocol p, for any
@@ -192,7 +195,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 	}
 	t := &Table{uses: uses, models: make(map[string]*Model, len(ms))}
 	for _, m := range ms {
-		cm := &Model{Name: m.Name}
+		cm := &Model{Name: m.Name, Affinity: m.AffinityOn()}
 		for i, tg := range m.Targets {
 			b, ok := backends[tg.Backend]
 			if !ok {

@@ -117,10 +117,17 @@ func DiffRoutes(old, new *routesnap.Snapshot) Diff {
 		n, inNew := newM[name]
 		switch {
 		case !inOld:
-			d.add(Added, "model", name, plural(len(n.Targets), "target"))
+			summary := plural(len(n.Targets), "target")
+			if !n.AffinityOn() {
+				summary += ", affinity off"
+			}
+			d.add(Added, "model", name, summary)
 		case !inNew:
 			d.add(Removed, "model", name, plural(len(o.Targets), "target"))
 		default:
+			var ch changes
+			ch.bool("affinity", o.AffinityOn(), n.AffinityOn())
+			d.changed("model", name, ch)
 			targets = append(targets, diffTargets(name, o.Targets, n.Targets)...)
 		}
 	}

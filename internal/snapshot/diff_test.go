@@ -29,6 +29,7 @@ func TestDiffRoutes(t *testing.T) {
 			{Name: "retired", Targets: []routesnap.Target{{Backend: "oa-1", Model: "old", Weight: 1}}},
 		},
 	}
+	off := false
 	new := &routesnap.Snapshot{
 		Schema: 1, Version: 42,
 		Backends: []routesnap.Backend{
@@ -42,17 +43,18 @@ func TestDiffRoutes(t *testing.T) {
 				{Backend: "oa-1", Model: "gpt-x", Weight: 90, Stream: true, Tools: true, Tier: 1},
 				{Backend: "oa-2", Model: "gpt-x", Weight: 10, Stream: true, JSONSchema: true, Tier: 2},
 				{Backend: "same", Model: "claude", Weight: 1},
-			}},
-			{Name: "new-model", Targets: []routesnap.Target{{Backend: "oa-2", Model: "n", Weight: 1}, {Backend: "oa-1", Model: "n", Weight: 1}}},
+			}, Affinity: &off},
+			{Name: "new-model", Targets: []routesnap.Target{{Backend: "oa-2", Model: "n", Weight: 1}, {Backend: "oa-1", Model: "n", Weight: 1}}, Affinity: &off},
 		},
 	}
 	got := snapshot.DiffRoutes(old, new).String()
-	want := `routes: version 41 -> 42: 9 changes
+	want := `routes: version 41 -> 42: 10 changes
 + backend an-2 (anthropic https://s.example/v1, credential c2, max_inflight_per_node 8, endpoints messages,count_tokens)
 - backend gone
 ~ backend oa-1: base_url https://a.example/v1 -> https://b.example/v1; max_inflight_per_node 256 -> 512; endpoints chat_completions -> chat_completions,responses
 + backend oa-2 (openai https://two.example/v1, credential c3, max_inflight_per_node 64)
-+ model new-model (2 targets)
+~ model gpt: affinity true -> false
++ model new-model (2 targets, affinity off)
 - model retired (1 target)
 - target gpt -> gone/gpt-x
 ~ target gpt -> oa-1/gpt-x: weight 100 -> 90; tools false -> true; tier 0 -> 1

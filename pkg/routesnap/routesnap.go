@@ -97,7 +97,15 @@ func Endpoints(protocol string) []string {
 type Model struct {
 	Name    string   `json:"name"`    // what clients send; unique
 	Targets []Target `json:"targets"` // at least one
+	// Affinity says whether requests that name a session (prompt-cache
+	// affinity, docs/routing.md "Affinity") are placed by rendezvous
+	// hashing; nil (absent) means true. false balances every request.
+	Affinity *bool `json:"affinity,omitempty"`
 }
+
+// AffinityOn reports whether prompt-cache affinity is on for m (absent
+// means on).
+func (m *Model) AffinityOn() bool { return m.Affinity == nil || *m.Affinity }
 
 // Target binds a public model to a backend's real model.
 type Target struct {

@@ -43,6 +43,18 @@ const (
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
 )
 
+// Placements: how the attempt's target was chosen (docs/routing.md
+// "Affinity"). The set is open, like endpoints. Events written before
+// nodes recorded it have no placement member: those were balanced.
+const (
+	PlacementBalanced         = "balanced"          // affinity off for the model: balancing chose
+	PlacementKeyless          = "keyless"           // affinity on, but the request named no session: balancing chose
+	PlacementAffinity         = "affinity"          // the session's first choice
+	PlacementSpillOverloaded  = "spill_overloaded"  // the first choice was over the load bound: the next in the session's order
+	PlacementSpillUnavailable = "spill_unavailable" // the first choice could not take traffic (breaker, cooldown, disabled, cap)
+	PlacementSpillRetry       = "spill_retry"       // the first choice was already tried by this request
+)
+
 // Failure stages ScootGate reports today. Unlike send states the set is
 // open: a later node may report a stage not listed here, and consumers must
 // accept any value (proto/VERSIONING.md). "" means the attempt succeeded.
@@ -89,6 +101,10 @@ type Event struct {
 	// written before it existed (see the Endpoint* constants).
 	Endpoint string `json:"endpoint,omitempty"`
 	Stream   bool   `json:"stream"` // the client asked for a stream
+	// Placement says how the target was chosen (docs/routing.md
+	// "Affinity"): one of the Placement* constants or a newer one. Absent
+	// from events written before nodes recorded it; those were balanced.
+	Placement string `json:"placement,omitempty"`
 
 	// Attempt numbers the provider attempts of one request from 1. Only an
 	// attempt that was definitely not sent is followed by another.
