@@ -207,9 +207,30 @@ func writeSnapshots(dir string, now time.Time) error {
 // devRoutes: demo-gpt (chat completions and responses) and demo-embed
 // (embeddings) on the fake provider's OpenAI side, demo-claude (messages
 // and count_tokens) on its Anthropic side, with the credentials dev.toml
-// defines.
+// defines; demo-pool and demo-claude-pool spread over three backends each,
+// so that balancing and prompt-cache affinity show in the usage events.
 func devRoutes(now time.Time) routesnap.Snapshot {
 	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (docs/egress.md)
+	snap := devSingles(now, base)
+	pool := routesnap.Model{Name: "demo-pool"}
+	claudePool := routesnap.Model{Name: "demo-claude-pool"}
+	for _, x := range poolSuffixes {
+		snap.Backends = append(snap.Backends,
+			routesnap.Backend{ID: "fake-openai-" + x, Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+			routesnap.Backend{ID: "fake-anthropic-" + x, Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}})
+		pool.Targets = append(pool.Targets, routesnap.Target{Backend: "fake-openai-" + x, Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true})
+		claudePool.Targets = append(claudePool.Targets, routesnap.Target{Backend: "fake-anthropic-" + x, Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true})
+	}
+	snap.Models = append(snap.Models, pool, claudePool)
+	return snap
+}
+
+// poolSuffixes name the three backends of demo-pool and demo-claude-pool.
+var poolSuffixes = []string{"a", "b", "c"}
+
+func devSingles(now time.Time, base string) routesnap.Snapshot {
 	return routesnap.Snapshot{
 		Schema:      routesnap.Schema,
 		Version:     1,
@@ -284,6 +305,7 @@ func printBanner(b banner) {
 ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
                 demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens;
+                demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz
   fake provider http://%[3]s   reached only through SOCKS5 %[4]s
@@ -304,6 +326,12 @@ Try:
 
   curl -sN http://%[1]s/v1/responses -H 'Authorization: Bearer %[6]s' \
     -H 'Content-Type: application/json' -d '{"model":"demo-gpt","stream":true,"input":"hello"}'
+
+  Affinity: the same prompt_cache_key lands on the same backend of demo-pool
+  (the usage event's "backend", and "placement":"affinity"):
+  curl -s http://%[1]s/v1/chat/completions -H 'Authorization: Bearer %[6]s' \
+    -H 'Content-Type: application/json' \
+    -d '{"model":"demo-pool","prompt_cache_key":"my-session","messages":[{"role":"user","content":"hello"}]}'
 
   More (embeddings, count_tokens, models, Codex CLI, Claude Code): README.md
 

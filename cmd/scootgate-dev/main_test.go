@@ -14,6 +14,7 @@ import (
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -79,9 +80,21 @@ func TestDevSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev routes do not compile: %v", err)
 	}
-	for _, m := range []string{"demo-gpt", "demo-claude", "demo-embed", "demo-capped"} {
+	for _, m := range []string{"demo-gpt", "demo-claude", "demo-embed", "demo-capped", "demo-pool", "demo-claude-pool"} {
 		if _, ok := table.Model(m); !ok {
 			t.Errorf("dev routes lack %s", m)
+		}
+	}
+	// The pools show balancing and affinity: three targets on three
+	// distinct backends each, affinity on.
+	for m, e := range map[string]protocol.Endpoint{"demo-pool": protocol.Chat, "demo-claude-pool": protocol.Messages} {
+		model, _ := table.Model(m)
+		seen := map[string]bool{}
+		for _, tg := range model.Pools[e] {
+			seen[tg.Backend.ID] = true
+		}
+		if len(model.Pools[e]) != 3 || len(seen) != 3 || !model.Affinity {
+			t.Errorf("%s: %d targets on %d backends, affinity %v; want 3 on 3, on", m, len(model.Pools[e]), len(seen), model.Affinity)
 		}
 	}
 	// A first load test (hundreds of concurrent streams) must not meet a

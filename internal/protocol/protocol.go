@@ -200,9 +200,10 @@ type Request struct {
 
 // SessionHeaders are the request headers that name an agent client's
 // session, in the order [Session] reads them: Claude Code sends
-// X-Claude-Code-Session-Id, Codex CLI session_id (conversation_id in
-// older releases). Written as Go canonicalizes them.
-var SessionHeaders = [...]string{"X-Claude-Code-Session-Id", "Session_id", "Conversation_id"}
+// X-Claude-Code-Session-Id, Codex CLI Session-Id (seen from 0.171.0 against
+// the dev stack; earlier releases sent session_id and conversation_id).
+// Written as Go canonicalizes them.
+var SessionHeaders = [...]string{"X-Claude-Code-Session-Id", "Session-Id", "Session_id", "Conversation_id"}
 
 // Session returns what names r's session for prompt-cache affinity
 // (docs/routing.md "Affinity"): the body's session member when it is a

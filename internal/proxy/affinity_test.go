@@ -121,6 +121,9 @@ func TestAffinityPlacement(t *testing.T) {
 		{"Codex session_id header", func(s string) usageevent.Event {
 			return post("/v1/responses", `{"model":"pool","input":"hi"}`, "session_id", s)
 		}},
+		{"Codex Session-Id header", func(s string) usageevent.Event {
+			return post("/v1/responses", `{"model":"pool","input":"hi"}`, "Session-Id", s)
+		}},
 		{"Claude Code session header", func(s string) usageevent.Event {
 			return post("/v1/chat/completions", chat("pool", ""), "X-Claude-Code-Session-Id", s)
 		}},
