@@ -185,6 +185,9 @@ func describe(ev *usageevent.Event) string {
 	if ev.FailureStage != "" {
 		line += " failed at " + ev.FailureStage
 	}
+	if ev.Placement != "" {
+		line += " placement " + ev.Placement
+	}
 	if ev.Usage != nil {
 		line += fmt.Sprintf(" tokens in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
 	}
@@ -328,7 +331,7 @@ Try:
     -H 'Content-Type: application/json' -d '{"model":"demo-gpt","stream":true,"input":"hello"}'
 
   Affinity: the same prompt_cache_key lands on the same backend of demo-pool
-  (the usage event's "backend", and "placement":"affinity"):
+  (each usage event below names its backend and "placement affinity"):
   curl -s http://%[1]s/v1/chat/completions -H 'Authorization: Bearer %[6]s' \
     -H 'Content-Type: application/json' \
     -d '{"model":"demo-pool","prompt_cache_key":"my-session","messages":[{"role":"user","content":"hello"}]}'

@@ -154,13 +154,13 @@ func TestDevSnapshots(t *testing.T) {
 func TestConsumerDeduplicates(t *testing.T) {
 	var out bytes.Buffer
 	c := newConsumer(&out)
-	ev := `{"event_id":"0192f0c4-0000-7000-8000-000000000001","schema":2,"authoritative":false,"node_id":"dev-1","request_id":"sg-1","tenant_id":"t","key_id":"k","public_model":"demo-gpt","provider_model":"fake-gpt-1","backend":"fake-openai","protocol":"openai","stream":false,"attempt":1,"send_state":"response_received","failure_stage":"","http_status":200,"request_bytes":10,"response_bytes":20,"ttfb_ms":1,"duration_ms":2,"started_at":"2026-11-29T00:00:00Z","usage":{"input_tokens":3,"output_tokens":4,"cache_read_tokens":0,"cache_write_tokens":0,"reasoning_tokens":0},"provider_usage":{"prompt_tokens":3,"completion_tokens":4}}`
+	ev := `{"event_id":"0192f0c4-0000-7000-8000-000000000001","schema":2,"authoritative":false,"node_id":"dev-1","request_id":"sg-1","tenant_id":"t","key_id":"k","public_model":"demo-gpt","provider_model":"fake-gpt-1","backend":"fake-openai","protocol":"openai","placement":"affinity","stream":false,"attempt":1,"send_state":"response_received","failure_stage":"","http_status":200,"request_bytes":10,"response_bytes":20,"ttfb_ms":1,"duration_ms":2,"started_at":"2026-11-29T00:00:00Z","usage":{"input_tokens":3,"output_tokens":4,"cache_read_tokens":0,"cache_write_tokens":0,"reasoning_tokens":0},"provider_usage":{"prompt_tokens":3,"completion_tokens":4}}`
 	c.handle("scootgate/usage", []byte(ev))
 	c.handle("scootgate/usage", []byte(ev))
 	if n := strings.Count(out.String(), "usage event"); n != 1 {
 		t.Fatalf("printed %d lines for one event id, want 1:\n%s", n, out.String())
 	}
-	if !strings.Contains(out.String(), "tokens in=3 out=4") {
+	if !strings.Contains(out.String(), "placement affinity tokens in=3 out=4") {
 		t.Fatalf("summary lacks usage: %s", out.String())
 	}
 }
