@@ -198,27 +198,20 @@ type Request struct {
 	SessionKey []byte
 }
 
-// SessionHeaders are the request headers that name an agent client's
-// session, in the order [Session] reads them: Claude Code sends
-// X-Claude-Code-Session-Id, Codex CLI Session-Id (seen from 0.171.0 against
-// the dev stack; earlier releases sent session_id and conversation_id).
-// Written as Go canonicalizes them.
-var SessionHeaders = [...]string{"X-Claude-Code-Session-Id", "Session-Id", "Session_id", "Conversation_id"}
-
 // Session returns what names r's session for prompt-cache affinity
 // (docs/routing.md "Affinity"): the body's session member when it is a
 // non-empty JSON string (its contents, when unescaped) or any other
-// non-null value (its bytes), otherwise the first non-empty session
-// header. Both are empty when the request names no session. It does not
-// allocate.
-func Session(r *Request, h http.Header) (body []byte, header string) {
+// non-null value (its bytes), otherwise the first non-empty one of the
+// endpoint's session headers (Spec.SessionHeaders, canonical names). Both
+// are empty when the request names no session. It does not allocate.
+func Session(r *Request, h http.Header, headers []string) (body []byte, header string) {
 	if k := r.SessionKey; len(k) > 0 && string(k) != "null" && string(k) != `""` {
 		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' && bytes.IndexByte(k, '\\') < 0 {
 			k = k[1 : len(k)-1]
 		}
 		return k, ""
 	}
-	for _, name := range SessionHeaders {
+	for _, name := range headers {
 		if v := h[name]; len(v) > 0 && v[0] != "" {
 			return nil, v[0]
 		}
@@ -262,8 +255,9 @@ type Spec struct {
 	Header func(client http.Header, credential string) http.Header
 	// SessionHeaders are the client headers in which the agent clients of
 	// this endpoint name their session (as observed from Codex CLI and
-	// Claude Code). Like Request.SessionKey they are for session affinity,
-	// not routed by yet; they are never forwarded and never logged.
+	// Claude Code). Like Request.SessionKey they name the session for
+	// prompt-cache affinity ([Session]); they are never forwarded and never
+	// logged.
 	SessionHeaders []string
 	// InjectUsage, when non-nil, may edit a streaming body so that the
 	// provider reports usage the client did not ask for; injected says the

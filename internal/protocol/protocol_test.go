@@ -57,3 +57,45 @@ func TestSessionHeadersStayHome(t *testing.T) {
 		}
 	}
 }
+
+// TestSession: the body's session member comes first (a plain JSON string
+// by its contents, anything else by its bytes; null and "" are none), then
+// the endpoint's session headers in order.
+func TestSession(t *testing.T) {
+	names := []string{"Session-Id", "Thread-Id"}
+	tests := []struct {
+		name       string
+		key        string
+		hdr        http.Header
+		wantBody   string
+		wantHeader string
+	}{
+		{"string", `"s-1"`, nil, "s-1", ""},
+		{"escaped string kept whole", `"s\u002d1"`, nil, `"s\u002d1"`, ""},
+		{"object by its bytes", `{"a":1}`, nil, `{"a":1}`, ""},
+		{"body before headers", `"s-1"`, http.Header{"Session-Id": {"h"}}, "s-1", ""},
+		{"null is none", `null`, http.Header{"Session-Id": {"h"}}, "", "h"},
+		{"empty string is none", `""`, http.Header{"Thread-Id": {"t"}}, "", "t"},
+		{"header order", ``, http.Header{"Thread-Id": {"t"}, "Session-Id": {"h"}}, "", "h"},
+		{"empty header skipped", ``, http.Header{"Session-Id": {""}, "Thread-Id": {"t"}}, "", "t"},
+		{"other headers ignored", ``, http.Header{"X-Claude-Code-Session-Id": {"c"}}, "", ""},
+		{"none", ``, nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := protocol.Request{}
+			if tt.key != "" {
+				r.SessionKey = []byte(tt.key)
+			}
+			body, header := protocol.Session(&r, tt.hdr, names)
+			if string(body) != tt.wantBody || header != tt.wantHeader {
+				t.Errorf("Session = %q, %q; want %q, %q", body, header, tt.wantBody, tt.wantHeader)
+			}
+		})
+	}
+	r := protocol.Request{SessionKey: []byte(`"s-1"`)}
+	h := http.Header{"Session-Id": {"h"}}
+	if n := testing.AllocsPerRun(100, func() { protocol.Session(&r, h, names) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

@@ -118,14 +118,8 @@ func TestAffinityPlacement(t *testing.T) {
 		{"responses prompt_cache_key", func(s string) usageevent.Event {
 			return post("/v1/responses", `{"model":"pool","input":"hi","prompt_cache_key":"`+s+`"}`)
 		}},
-		{"Codex session_id header", func(s string) usageevent.Event {
-			return post("/v1/responses", `{"model":"pool","input":"hi"}`, "session_id", s)
-		}},
 		{"Codex Session-Id header", func(s string) usageevent.Event {
 			return post("/v1/responses", `{"model":"pool","input":"hi"}`, "Session-Id", s)
-		}},
-		{"Claude Code session header", func(s string) usageevent.Event {
-			return post("/v1/chat/completions", chat("pool", ""), "X-Claude-Code-Session-Id", s)
 		}},
 	}
 	for _, tc := range cases {

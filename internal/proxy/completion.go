@@ -190,7 +190,7 @@ func (c *call) route() {
 // client key's namespace, 0 when it names no session (docs/routing.md
 // "Affinity"). The key itself is kept nowhere.
 func (c *call) sessionKey() balance.Key {
-	body, header := protocol.Session(&c.req, c.r.Header)
+	body, header := protocol.Session(&c.req, c.r.Header, c.spec.SessionHeaders)
 	if len(body) > 0 {
 		return balance.SessionKey(c.principal.KeyID, body)
 	}
