@@ -29,7 +29,7 @@ type fleetSim struct {
 	// outage, when set, makes backend 0 fail every attempt (a transport
 	// failure, nothing sent: re-picked at once, as the proxy does) from
 	// outageFrom to outageTo.
-	outage              bool
+	outage               bool
 	outageFrom, outageTo time.Duration
 }
 
