@@ -65,6 +65,10 @@ func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
 	}
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, e.Stream)
+	if e.Placement != "" {
+		b = append(b, `,"placement":`...)
+		b = appendString(b, e.Placement)
+	}
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
 	b = append(b, `,"send_state":`...)
