@@ -170,7 +170,13 @@ func (s *session) pickTier(tier []*routes.Target) (*routes.Target, Placement, bo
 	first := Balanced
 	prevR, prevI := uint64(0), -1
 	for {
-		i, r := s.next(tier, x, prevR, prevI)
+		var i int
+		var r uint64
+		if prevI < 0 && x != nil {
+			i, r = s.firstIndexed(x)
+		} else {
+			i, r = s.next(tier, x, prevR, prevI)
+		}
 		if i < 0 {
 			return nil, first, false
 		}
@@ -227,6 +233,43 @@ func (s *session) check(t *routes.Target, tier []*routes.Target) Placement {
 		return SpillOverloaded
 	}
 	return Preferred
+}
+
+// firstIndexed is next for the first in the order of an indexed tier:
+// the same result by the same arithmetic, in loops without the bookkeeping
+// of later ranks, since nearly every pick stops there.
+func (s *session) firstIndexed(x *routes.WeightIndex) (int, uint64) {
+	hashes, caps, weights := x.Hashes()
+	caps = caps[:len(hashes)]
+	best := -1
+	if x.Uniform() {
+		var bestH uint64
+		for i, id := range hashes {
+			if caps[i]&s.need != s.need {
+				continue
+			}
+			if h := routes.Mix64(s.key ^ id); best < 0 || h > bestH {
+				best, bestH = i, h
+			}
+		}
+		return best, ^bestH
+	}
+	weights = weights[:len(hashes)]
+	bestF := math.Inf(1)
+	for i, id := range hashes {
+		if caps[i]&s.need != s.need {
+			continue
+		}
+		m := float64(routes.Mix64(s.key^id) >> 11)
+		w := weights[i]
+		if (1<<53-m-0.5)*0x1p-53 >= bestF*w {
+			continue // see next: the bound cannot beat the best
+		}
+		if f := -math.Log((m+0.5)*0x1p-53) / w; f < bestF {
+			best, bestF = i, f
+		}
+	}
+	return best, math.Float64bits(bestF)
 }
 
 // next returns the index and rank of the capability-matching target of

@@ -407,3 +407,37 @@ func TestAffinityDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestAffinityFirstMatchesOrder: the first choice's fast loop over the
+// tier index picks what the general walk does, with the index and by the
+// targets themselves (the logarithm for every tier), with and without a
+// capability filter.
+func TestAffinityFirstMatchesOrder(t *testing.T) {
+	for _, weighted := range []bool{false, true} {
+		reg, _ := testRegistry()
+		var pool []*routes.Target
+		for i := range 37 {
+			w, caps := 1, routes.Caps(0)
+			if weighted {
+				w = 1 + i%5
+			}
+			if i%3 == 0 {
+				caps = routes.CapTools
+			}
+			pool = append(pool, target(reg, fmt.Sprintf("b%02d", i), w, 0, 10, caps))
+		}
+		routes.IndexWeights(pool)
+		x := weightIndex(pool)
+		for _, need := range []routes.Caps{0, routes.CapTools} {
+			for _, k := range keys(3000) {
+				s := session{filter: filter{need: need}, key: uint64(k)}
+				fi, fr := s.firstIndexed(x)
+				ni, nr := s.next(pool, x, 0, -1)
+				si, _ := s.next(pool, nil, 0, -1)
+				if fi != ni || fr != nr || fi != si {
+					t.Fatalf("weighted=%v need=%v key %x: first %d (%x), walk %d (%x), unindexed %d", weighted, need, k, fi, fr, ni, nr, si)
+				}
+			}
+		}
+	}
+}
