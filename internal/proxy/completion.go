@@ -689,11 +689,10 @@ func (a *attempt) result() upstream.Result {
 	return r
 }
 
+// event is the attempt's usage event, made by the usage package from what
+// the request path knows of it.
 func (c *call) event(a *attempt) *usageevent.Event {
-	now := c.h.o.Now()
-	ev := &usageevent.Event{
-		EventID:       usage.NewEventID(now),
-		Schema:        usageevent.Schema,
+	return usage.NewEvent(&usage.Attempt{
 		NodeID:        c.h.o.NodeID,
 		RequestID:     c.rid,
 		TenantID:      c.principal.TenantID,
@@ -705,24 +704,19 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		Endpoint:      c.spec.Endpoint.String(),
 		Placement:     a.placement.String(),
 		Stream:        c.req.Stream,
-		Attempt:       a.n,
+		N:             a.n,
 		SendState:     string(a.state),
 		FailureStage:  a.stage,
-		HTTPStatus:    a.status,
+		ClientStatus:  a.status,
 		RequestBytes:  a.reqBytes,
 		ResponseBytes: a.respBytes,
-		TTFBMs:        ms(a.ttfb),
-		DurationMs:    ms(now.Sub(a.started)),
-		StartedAt:     a.started.UTC(),
-	}
-	if a.status == 499 { // our log-only code for "client went away first"
-		ev.HTTPStatus = 0
-	}
-	if a.hasUsage {
-		u := a.usage
-		ev.Usage, ev.ProviderUsage = &u, a.rawUsage
-	}
-	return ev
+		TTFB:          a.ttfb,
+		Started:       a.started,
+		Ended:         c.h.o.Now(),
+		Usage:         a.usage,
+		RawUsage:      a.rawUsage,
+		HasUsage:      a.hasUsage,
+	})
 }
 
 func (c *call) log(a *attempt) {

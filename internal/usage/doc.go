@@ -15,7 +15,11 @@
 //     itself asked for is ever hidden (docs/api.md "Streams").
 //   - A non-stream answer goes through [FromOpenAIBody] or
 //     [FromAnthropicBody].
-//   - [NewEventID] names the attempt's event once; replays reuse it.
+//   - When an attempt ends, [NewEvent] makes its usage event from an
+//     [Attempt], the request path's plain account of it; [NewEventID]
+//     names the event once, and replays reuse the id. The event's rules
+//     (schema, units, the status it carries) live here, not in the
+//     request path.
 //
 // Whatever ends the stream (its terminator, a cut, a provider error event,
 // a client disconnect), Usage returns what was seen until then, so cut and

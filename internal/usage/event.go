@@ -1,0 +1,100 @@
+package usage
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// Attempt is what the request path knows of one finished provider
+// attempt, in its own terms (durations, times, the status it wrote). The
+// usage event is made from it by [NewEvent]: the event's rules (its id,
+// schema, units, which status it carries) live here, not in the request
+// path.
+type Attempt struct {
+	NodeID    string
+	RequestID string
+	TenantID  string
+	KeyID     string
+
+	PublicModel   string
+	ProviderModel string
+	Backend       string
+	Protocol      string // usageevent.Protocol*
+	Endpoint      string // usageevent.Endpoint*
+	Placement     string // docs/routing.md "Affinity"
+	Stream        bool
+
+	N            int    // 1-based attempt number within the request
+	SendState    string // usageevent.Send*
+	FailureStage string // usageevent.Stage*; "" on success
+	// ClientStatus is the HTTP status written to the client, 0 if none;
+	// 499 is the log's word for "the client went away first", which no
+	// client received, so the event carries none.
+	ClientStatus int
+
+	RequestBytes  int64
+	ResponseBytes int64
+	TTFB          time.Duration // 0 if no first byte
+	Started       time.Time
+	Ended         time.Time
+
+	// Usage and RawUsage are the provider's reported usage, normalised and
+	// as sent; HasUsage says there was one.
+	Usage    usageevent.Usage
+	RawUsage json.RawMessage
+	HasUsage bool
+}
+
+// clientGone is the log-only status of an attempt whose client went away
+// first.
+const clientGone = 499
+
+// eventWithUsage holds an event and its usage in one allocation.
+type eventWithUsage struct {
+	ev usageevent.Event
+	u  usageevent.Usage
+}
+
+// NewEvent makes the usage event of one attempt (docs/usage-events.md:
+// one event per provider route attempt), with a new event id. It does not
+// validate: [Recorder.Record] does, before encoding.
+func NewEvent(a *Attempt) *usageevent.Event {
+	p := &eventWithUsage{ev: usageevent.Event{
+		EventID:       NewEventID(a.Ended),
+		Schema:        usageevent.Schema,
+		NodeID:        a.NodeID,
+		RequestID:     a.RequestID,
+		TenantID:      a.TenantID,
+		KeyID:         a.KeyID,
+		PublicModel:   a.PublicModel,
+		ProviderModel: a.ProviderModel,
+		Backend:       a.Backend,
+		Protocol:      a.Protocol,
+		Endpoint:      a.Endpoint,
+		Placement:     a.Placement,
+		Stream:        a.Stream,
+		Attempt:       a.N,
+		SendState:     a.SendState,
+		FailureStage:  a.FailureStage,
+		HTTPStatus:    a.ClientStatus,
+		RequestBytes:  a.RequestBytes,
+		ResponseBytes: a.ResponseBytes,
+		TTFBMs:        ms(a.TTFB),
+		DurationMs:    ms(a.Ended.Sub(a.Started)),
+		StartedAt:     a.Started.UTC(),
+	}}
+	ev := &p.ev
+	if a.ClientStatus == clientGone {
+		ev.HTTPStatus = 0
+	}
+	if a.HasUsage {
+		p.u = a.Usage
+		ev.Usage, ev.ProviderUsage = &p.u, a.RawUsage
+	}
+	return ev
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
