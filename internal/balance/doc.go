@@ -60,7 +60,12 @@
 // every time. The placement (affinity, or a spill and why) is returned for
 // logs, usage events and metrics. A request without a key goes to the
 // fallback picker unchanged. In-flight counts are node-local, so nodes can
-// disagree only while a target is over the bound.
+// disagree only while a target is over the bound. A tier of equal weights
+// is ordered by the integer hashes alone, identically everywhere; unequal
+// weights take math.Log, whose last bit may differ between architectures
+// (amd64 has an assembly version), so nodes of a mixed amd64/arm64 fleet
+// could order two targets differently when their scores agree to about
+// 1e-16: a negligible share of keys.
 //
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
 // eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target
