@@ -118,6 +118,14 @@ func (h *Handler) serveEndpoint(w http.ResponseWriter, r *http.Request, spec *pr
 
 func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
 
+// failAttempt writes e as the answer to a and records the status written
+// there, the one place an error answer sets it: the log line and the
+// usage event then say what the client got.
+func (c *call) failAttempt(a *attempt, e *apierr.Error) {
+	a.status = e.Status
+	c.fail(e)
+}
+
 // route resolves the model to a pool and runs the attempt loop.
 func (c *call) route() {
 	req := c.req
@@ -178,8 +186,9 @@ func (c *call) route() {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest moment a target can
 		// take traffic again, and x-should-retry: true.
 		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
-		c.fail(apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
-		c.log(&attempt{state: NotSent, status: 503, stage: "select", placement: placement})
+		a := attempt{state: NotSent, stage: "select", placement: placement}
+		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
+		c.log(&a)
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
@@ -230,8 +239,8 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 		out, injected, err = c.spec.InjectUsage(out)
 	}
 	if err != nil { // inspect accepted the body, so this is a bug
-		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 500
-		c.fail(&apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
+		a.state, a.stage, a.err = NotSent, usageevent.StageInternal, err
+		c.failAttempt(&a, &apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
 		return a
 	}
 	a.reqBytes = int64(len(out))
@@ -244,8 +253,8 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	})
 	up, err := http.NewRequestWithContext(ctx, c.spec.Method, t.Backend.URL[c.spec.Endpoint], bytes.NewReader(out))
 	if err != nil {
-		a.state, a.stage, a.err, a.status = NotSent, usageevent.StageInternal, err, 502
-		c.fail(apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
+		a.state, a.stage, a.err = NotSent, usageevent.StageInternal, err
+		c.failAttempt(&a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
 	up.GetBody = nil // the transport must never replay a POST (docs/architecture.md "Go traps")
@@ -287,16 +296,16 @@ func (c *call) attempt(n int, t *routes.Target) (a attempt) {
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
 		// (docs/api.md "Status codes"): never show the client a 401/403 for this.
-		a.stage, a.status = usageevent.StageProviderAuth, 502
-		c.fail(apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
+		a.stage = usageevent.StageProviderAuth
+		c.failAttempt(&a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
 	}
 	if body, err = decodedBody(resp, body); err != nil {
 		// An encoding the node cannot read: relaying it would hand the
 		// client bytes labelled JSON that it cannot parse.
-		a.err, a.stage, a.status = err, usageevent.StageResponseBody, 502
+		a.err, a.stage = err, usageevent.StageResponseBody
 		// The provider ran the request: a retry would run it again.
-		c.fail(apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
+		c.failAttempt(&a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
 		return a
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {
@@ -367,21 +376,22 @@ func (cr *countingReader) Read(p []byte) (int, error) {
 func (c *call) failBeforeCommit(a *attempt, ctx context.Context) {
 	if c.cutByNode() {
 		// The connection stays open a moment after the cut: say why.
-		a.stage, a.status, a.err = usageevent.StageShutdown, 502, ErrShutdown
-		c.fail(apierr.BadGateway("node_shutting_down", "the node is shutting down; the request may have reached the provider", true))
+		a.stage, a.err = usageevent.StageShutdown, ErrShutdown
+		c.failAttempt(a, apierr.BadGateway("node_shutting_down", "the node is shutting down; the request may have reached the provider", true))
 		return
 	}
 	if c.r.Context().Err() != nil {
+		// Nothing is written: 499 is the log's word for it (the usage
+		// event carries no status).
 		a.stage, a.status = usageevent.StageClientCancelled, 499
 		return
 	}
 	switch cause := context.Cause(ctx); cause {
 	case errFirstByteTimeout, errTotalTimeout, errIdleTimeout:
-		a.stage, a.status, a.err = usageevent.StageTimeout, 504, cause
-		c.fail(apierr.GatewayTimeout("the provider did not answer within the limit"))
+		a.stage, a.err = usageevent.StageTimeout, cause
+		c.failAttempt(a, apierr.GatewayTimeout("the provider did not answer within the limit"))
 	default:
-		a.status = 502
-		c.fail(apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true))
+		c.failAttempt(a, apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true))
 	}
 }
 
