@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -134,6 +135,136 @@ func TestTraces(t *testing.T) {
 	for _, pr := range s.prov.Requests() {
 		if pr.Header.Get("Traceparent") != "" {
 			t.Error("traceparent forwarded to the provider")
+		}
+	}
+}
+
+// TestTraceResponseOutcome: the attempt span of every endpoint carries
+// the provider's response model (gen_ai.response.model) and, where the
+// answer has one, its finish reasons (gen_ai.response.finish_reasons),
+// read from the JSON answer and from the stream alike.
+func TestTraceResponseOutcome(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		bodies []string
+		got    = make(chan struct{}, 64)
+	)
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		got <- struct{}{}
+	}))
+	defer rc.Close()
+	s := startStack(t, stackOptions{extraTOML: "[tracing]\nendpoint = \"" + rc.URL + "/v1/traces\"\ninterval = \"100ms\"\n"})
+
+	chat := func(stream bool) string {
+		return fmt.Sprintf(`{"model":%q,"stream":%t,"messages":[{"role":"user","content":"secret-body-canary"}]}`, openAIModel, stream)
+	}
+	resp := func(stream bool) string {
+		return fmt.Sprintf(`{"model":%q,"stream":%t,"input":"secret-body-canary"}`, openAIModel, stream)
+	}
+	msgs := func(stream bool) string {
+		return fmt.Sprintf(`{"model":%q,"stream":%t,"max_tokens":16,"messages":[{"role":"user","content":"secret-body-canary"}]}`, anthropicModel, stream)
+	}
+	cases := []struct {
+		path, body     string
+		header         map[string]string
+		model, reasons string
+	}{
+		{"/v1/chat/completions", chat(false), bearer(clientKey), openAIProvModel, "stop"},
+		{"/v1/chat/completions", chat(true), bearer(clientKey), openAIProvModel, "stop"},
+		{"/v1/responses", resp(false), bearer(clientKey), openAIProvModel, "completed"},
+		{"/v1/responses", resp(true), bearer(clientKey), openAIProvModel, "completed"},
+		{"/v1/embeddings", fmt.Sprintf(`{"model":%q,"input":"secret-body-canary"}`, openAIModel), bearer(clientKey), openAIProvModel, ""},
+		{"/v1/messages", msgs(false), anthropicHeaders(clientKey), anthProvModel, "end_turn"},
+		{"/v1/messages", msgs(true), anthropicHeaders(clientKey), anthProvModel, "end_turn"},
+	}
+	want := map[string]int{} // trace id -> case
+	for i, c := range cases {
+		tid := fmt.Sprintf("%032x", i+1)
+		want[tid] = i
+		c.header["Traceparent"] = "00-" + tid + "-00f067aa0ba902b7-01"
+		if r := s.do(http.MethodPost, c.path, c.header, c.body); r.status != 200 {
+			t.Fatalf("%s %s: status %d", c.path, c.body, r.status)
+		}
+		delete(c.header, "Traceparent")
+	}
+
+	type value struct {
+		StringValue *string
+		ArrayValue  *struct {
+			Values []struct{ StringValue string }
+		}
+	}
+	var doc struct {
+		ResourceSpans []struct {
+			ScopeSpans []struct {
+				Spans []struct {
+					TraceID    string
+					Kind       int
+					Attributes []struct {
+						Key   string
+						Value value
+					}
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for len(seen) < len(cases) {
+		select {
+		case <-got:
+		case <-deadline.C:
+			t.Fatalf("attempt spans of %d of %d requests exported", len(seen), len(cases))
+		}
+		mu.Lock()
+		last := bodies[len(bodies)-1]
+		mu.Unlock()
+		if err := json.Unmarshal([]byte(last), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range doc.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					i, ok := want[sp.TraceID]
+					if !ok || sp.Kind != 3 {
+						continue
+					}
+					seen[sp.TraceID] = true
+					c := cases[i]
+					var model string
+					var reasons []string
+					for _, a := range sp.Attributes {
+						switch a.Key {
+						case "gen_ai.response.model":
+							if a.Value.StringValue != nil {
+								model = *a.Value.StringValue
+							}
+						case "gen_ai.response.finish_reasons":
+							if a.Value.ArrayValue != nil {
+								for _, v := range a.Value.ArrayValue.Values {
+									reasons = append(reasons, v.StringValue)
+								}
+							}
+						}
+					}
+					if model != c.model || strings.Join(reasons, ",") != c.reasons {
+						t.Errorf("%s %s: response model %q, finish reasons %q; want %q, %q", c.path, c.body, model, reasons, c.model, c.reasons)
+					}
+				}
+			}
+		}
+	}
+	mu.Lock()
+	all := strings.Join(bodies, "\n")
+	mu.Unlock()
+	for _, c := range []string{"secret-body-canary", "echo:"} {
+		if strings.Contains(all, c) {
+			t.Errorf("the export contains %q", c)
 		}
 	}
 }

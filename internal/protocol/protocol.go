@@ -38,6 +38,7 @@ import (
 	"strings"
 
 	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -237,6 +238,14 @@ type Tracker interface {
 	Usage() (usageevent.Usage, json.RawMessage, bool)
 }
 
+// OutcomeTracker follows a stream for the provider's response model and
+// finish reasons ([usage.Outcome]), for trace spans. The request path
+// makes one only for a traced attempt.
+type OutcomeTracker interface {
+	Observe(ev *sse.Event)
+	Outcome() usage.Outcome
+}
+
 // Spec describes one endpoint to the request path. Every function field is
 // safe for concurrent use and does not keep its arguments.
 type Spec struct {
@@ -266,6 +275,10 @@ type Spec struct {
 
 	// BodyUsage reads the usage of a successful non-stream answer.
 	BodyUsage func(body []byte) (usageevent.Usage, json.RawMessage, bool)
+	// BodyOutcome, when non-nil, reads the response model and finish
+	// reasons of a successful non-stream answer; called only for a traced
+	// attempt.
+	BodyOutcome func(body []byte) usage.Outcome
 	// Stream is nil for an endpoint that never streams; a provider answer
 	// in SSE there is relayed as a whole body.
 	Stream *StreamSpec
@@ -279,6 +292,9 @@ type StreamSpec struct {
 	// NewTracker returns the usage tracker of one stream; injected is
 	// InjectUsage's result.
 	NewTracker func(injected bool) Tracker
+	// NewOutcome, when non-nil, returns the outcome tracker of one traced
+	// stream.
+	NewOutcome func() OutcomeTracker
 	// InBandError is the event that ends a stream the node must cut after
 	// the 200 was sent (status is the one a non-stream answer would have
 	// had); n is the number of events already relayed. Never a terminator.

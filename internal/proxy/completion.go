@@ -74,6 +74,7 @@ type attempt struct {
 	usage     usageevent.Usage
 	rawUsage  json.RawMessage
 	hasUsage  bool
+	outcome   usage.Outcome // read only when traced
 }
 
 // call is one client request on its way through the attempt loop. Every
@@ -432,6 +433,9 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 	}
 	if resp.StatusCode/100 == 2 {
 		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
+		if c.spec.BodyOutcome != nil && c.traced() {
+			a.outcome = c.spec.BodyOutcome(data)
+		}
 	} else {
 		a.stage = usageevent.StageProviderStatus
 	}
@@ -455,7 +459,16 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firstByte *time.Timer, cancel context.CancelCauseFunc, ctx context.Context, injected bool) {
 	h, ss := c.h, c.spec.Stream
 	tracker := ss.NewTracker(injected)
-	defer func() { a.usage, a.rawUsage, a.hasUsage = tracker.Usage() }()
+	var outcome protocol.OutcomeTracker // nil unless traced
+	if ss.NewOutcome != nil && c.traced() {
+		outcome = ss.NewOutcome()
+	}
+	defer func() {
+		a.usage, a.rawUsage, a.hasUsage = tracker.Usage()
+		if outcome != nil {
+			a.outcome = outcome.Outcome()
+		}
+	}()
 
 	w := c.w
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
@@ -493,6 +506,9 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 	relayed := 0
 	for {
 		done, failed := ss.Terminal(&ev)
+		if outcome != nil {
+			outcome.Observe(&ev)
+		}
 		if !tracker.Observe(&ev) {
 			if werr := out.event(ev.Raw); werr != nil {
 				a.stage, a.err = usageevent.StageClientCancelled, werr
@@ -661,8 +677,13 @@ func (c *call) finish(a *attempt) {
 		c.h.o.Recorder.Record(ev)
 	}
 	if c.h.o.Tracer != nil {
-		c.h.o.Tracer.Attempt(c.r.Context(), ev)
+		c.h.o.Tracer.Attempt(c.r.Context(), ev, a.outcome)
 	}
+}
+
+// traced reports whether the request's attempts become trace spans.
+func (c *call) traced() bool {
+	return c.h.o.Tracer != nil && c.h.o.Tracer.Recording(c.r.Context())
 }
 
 // result tells the backend's hot state how the attempt went (docs/failures.md),

@@ -19,6 +19,7 @@ import (
 	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/internal/protocol/openai"
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -48,9 +49,12 @@ type Recorder interface {
 
 // Tracer turns a finished attempt's usage event into a span under the
 // request's span in ctx (implemented by *tracing.Tracer). It must not
-// block.
+// block. Recording reports whether ctx carries a span to record into:
+// only then does the request path read the answer's outcome (response
+// model, finish reasons) for Attempt.
 type Tracer interface {
-	Attempt(ctx context.Context, ev *usageevent.Event)
+	Recording(ctx context.Context) bool
+	Attempt(ctx context.Context, ev *usageevent.Event, out usage.Outcome)
 }
 
 // Observer takes the request path's measurements (implemented by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -18,12 +19,19 @@ func operation(endpoint string) string {
 	return "chat" // chat completions, messages, responses
 }
 
-// Attempt records one finished provider attempt, from its usage event,
-// as a child span of the request span in ctx; without one (the request
-// is not sampled, or tracing is off) it does nothing. It reads ev and
-// keeps nothing of it; only ids, model names, counts and the closed-set
-// words of the event reach the span.
-func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event) {
+// Recording reports whether ctx carries a request span (the request is
+// sampled and tracing is on).
+func (t *Tracer) Recording(ctx context.Context) bool {
+	return t != nil && FromContext(ctx) != nil
+}
+
+// Attempt records one finished provider attempt, from its usage event
+// and the outcome its answer reported, as a child span of the request
+// span in ctx; without one (the request is not sampled, or tracing is
+// off) it does nothing. It reads ev and keeps nothing of it; only ids,
+// model names, counts and the closed-set words of the event, and the
+// outcome's bounded response model and finish reasons, reach the span.
+func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event, out usage.Outcome) {
 	q := FromContext(ctx)
 	if t == nil || q == nil || ev == nil {
 		return
@@ -54,6 +62,12 @@ func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event) {
 	if ev.TTFBMs > 0 {
 		s.attrs = append(s.attrs, num("scootgate.ttfb_ms", int64(ev.TTFBMs)))
 	}
+	if out.Model != "" {
+		s.attrs = append(s.attrs, str("gen_ai.response.model", out.Model))
+	}
+	if len(out.FinishReasons) > 0 {
+		s.attrs = append(s.attrs, strs("gen_ai.response.finish_reasons", out.FinishReasons))
+	}
 	if u := ev.Usage; u != nil {
 		s.attrs = append(s.attrs,
 			num("gen_ai.usage.input_tokens", u.InputTokens),
@@ -78,6 +92,9 @@ func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event) {
 	q.s.attrs = setAttr(q.s.attrs, str("gen_ai.request.model", ev.PublicModel))
 	q.s.attrs = setAttr(q.s.attrs, str("gen_ai.provider.name", ev.Protocol))
 	q.s.attrs = setAttr(q.s.attrs, num("scootgate.attempts", int64(ev.Attempt)))
+	if out.Model != "" {
+		q.s.attrs = setAttr(q.s.attrs, str("gen_ai.response.model", out.Model))
+	}
 }
 
 func setAttr(as []attr, a attr) []attr {

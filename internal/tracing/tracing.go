@@ -14,17 +14,17 @@
 // by [Tracer.Run] in batches, as OTLP/HTTP JSON, to Options.Endpoint.
 //
 // Spans carry the OpenTelemetry GenAI semantic-convention attributes the
-// node knows (gen_ai.operation.name, gen_ai.provider.name, request
-// models, token usage) and the node's own (backend, attempt, send state,
-// failure stage, status). Never a key, a digest, a credential, a URL query,
-// a tenant or key id, or any body content. The node does not forward a
-// traceparent (or any trace header) to providers.
+// node knows (gen_ai.operation.name, gen_ai.provider.name, request and
+// response models, token usage, finish reasons) and the node's own
+// (backend, attempt, send state, failure stage, status). Never a key, a
+// digest, a credential, a URL query, a tenant or key id, or any body
+// content beyond the provider's response model and finish reasons, short
+// strings bounded by internal/usage's Outcome. The node does not forward
+// a traceparent (or any trace header) to providers.
 //
 // # Caveats
 //
-// The provider's finish reason and response model are not extracted by
-// the node, so spans do not carry gen_ai.response.finish_reasons or
-// gen_ai.response.model. A batch the collector refuses or does not answer
+// A batch the collector refuses or does not answer
 // is dropped (counted), not retried: tracing must not hold memory for an
 // absent collector.
 package tracing
@@ -204,10 +204,14 @@ type attr struct {
 	s     string
 	i     int64
 	isInt bool
+	list  []string // a string array when non-nil
 }
 
 func str(k, v string) attr       { return attr{key: k, s: v} }
 func num(k string, v int64) attr { return attr{key: k, i: v, isInt: true} }
+
+// strs is a string-array attribute; it keeps vs.
+func strs(k string, vs []string) attr { return attr{key: k, list: vs} }
 
 // span is a finished or running span.
 type span struct {
@@ -382,8 +386,12 @@ type (
 		Value otlpValue `json:"value"`
 	}
 	otlpValue struct {
-		StringValue *string `json:"stringValue,omitempty"`
-		IntValue    *string `json:"intValue,omitempty"`
+		StringValue *string    `json:"stringValue,omitempty"`
+		IntValue    *string    `json:"intValue,omitempty"`
+		ArrayValue  *otlpArray `json:"arrayValue,omitempty"`
+	}
+	otlpArray struct {
+		Values []otlpValue `json:"values"`
 	}
 	otlpStatus struct {
 		Code    int    `json:"code"`
@@ -395,10 +403,17 @@ func kvs(as []attr) []otlpKV {
 	out := make([]otlpKV, len(as))
 	for i, a := range as {
 		out[i].Key = a.key
-		if a.isInt {
+		switch {
+		case a.isInt:
 			v := strconv.FormatInt(a.i, 10)
 			out[i].Value.IntValue = &v
-		} else {
+		case a.list != nil:
+			arr := &otlpArray{Values: make([]otlpValue, len(a.list))}
+			for j := range a.list {
+				arr.Values[j].StringValue = &a.list[j]
+			}
+			out[i].Value.ArrayValue = arr
+		default:
 			v := a.s
 			out[i].Value.StringValue = &v
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -135,6 +136,12 @@ func attrMap(kvs []otlpKV) map[string]string {
 			m[kv.Key] = *kv.Value.StringValue
 		case kv.Value.IntValue != nil:
 			m[kv.Key] = "int:" + *kv.Value.IntValue
+		case kv.Value.ArrayValue != nil:
+			var vs []string
+			for _, v := range kv.Value.ArrayValue.Values {
+				vs = append(vs, *v.StringValue)
+			}
+			m[kv.Key] = "list:" + strings.Join(vs, ",")
 		}
 	}
 	return m
@@ -163,7 +170,7 @@ func TestRequestAndAttemptSpans(t *testing.T) {
 		Usage:         &usageevent.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 1000},
 		ProviderUsage: json.RawMessage(`{"prompt_tokens":1200,"secret-body":"canary"}`),
 	}
-	tr.Attempt(ctx, ev)
+	tr.Attempt(ctx, ev, usage.Outcome{Model: "gpt-4o-2024-08-06-answered", FinishReasons: []string{"stop", "length"}})
 	q.End(200, "sg-1")
 	stop()
 
@@ -189,6 +196,7 @@ func TestRequestAndAttemptSpans(t *testing.T) {
 		"http.response.status_code": "int:200", "scootgate.ttfb_ms": "int:420",
 		"gen_ai.usage.input_tokens": "int:1200", "gen_ai.usage.output_tokens": "int:300",
 		"gen_ai.usage.cache_read.input_tokens": "int:1000",
+		"gen_ai.response.model":                "gpt-4o-2024-08-06-answered", "gen_ai.response.finish_reasons": "list:stop,length",
 	}); diff != "" {
 		t.Errorf("attempt attributes (-got +want):\n%s", diff)
 	}
@@ -196,6 +204,7 @@ func TestRequestAndAttemptSpans(t *testing.T) {
 		"http.request.method": "POST", "http.route": "/v1/chat/completions", "gen_ai.operation.name": "chat",
 		"gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai", "scootgate.attempts": "int:1",
 		"http.response.status_code": "int:200", "scootgate.request_id": "sg-1",
+		"gen_ai.response.model": "gpt-4o-2024-08-06-answered",
 	}); diff != "" {
 		t.Errorf("request attributes (-got +want):\n%s", diff)
 	}
@@ -244,8 +253,8 @@ func TestSampling(t *testing.T) {
 		if (q != nil) != tt.want || (FromContext(ctx) != nil) != tt.want {
 			t.Errorf("%s: traced %v, want %v", tt.name, q != nil, tt.want)
 		}
-		tr.Attempt(ctx, &usageevent.Event{}) // untraced: nothing
-		q.End(200, "")                       // nil-safe
+		tr.Attempt(ctx, &usageevent.Event{}, usage.Outcome{}) // untraced: nothing
+		q.End(200, "")                                        // nil-safe
 	}
 	// The ratio is applied to a uniform draw.
 	n := 0
@@ -327,7 +336,7 @@ func BenchmarkRequestWithAttempt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		q, ctx := tr.StartRequest(r, "/v1/chat/completions")
-		tr.Attempt(ctx, ev)
+		tr.Attempt(ctx, ev, usage.Outcome{})
 		q.End(200, "sg-1")
 		<-tr.queue
 		<-tr.queue

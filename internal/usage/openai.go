@@ -74,13 +74,17 @@ func (s *OpenAIStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 // a JSON string (its quotes would be escaped), so only a key or the string
 // value "usage" matches; a key spelled with escapes ("us\u0061ge") is not
 // recognised.
-func mayHaveUsage(data []byte) bool {
+func mayHaveUsage(data []byte) bool { return mayHaveValue(data, usageKey) }
+
+// mayHaveValue is mayHaveUsage for any quoted member name key: false when
+// every occurrence of key in data is followed by :null.
+func mayHaveValue(data, key []byte) bool {
 	for {
-		i := bytes.Index(data, usageKey)
+		i := bytes.Index(data, key)
 		if i < 0 {
 			return false
 		}
-		data = skipSpace(data[i+len(usageKey):])
+		data = skipSpace(data[i+len(key):])
 		if len(data) == 0 || data[0] != ':' {
 			return true // the string value "usage", or malformed: look closer
 		}

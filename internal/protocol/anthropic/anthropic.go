@@ -33,9 +33,11 @@ var Messages = &protocol.Spec{
 	// Claude Code names its session here (and in metadata.user_id).
 	SessionHeaders: []string{"X-Claude-Code-Session-Id"},
 	BodyUsage:      usage.FromAnthropicBody,
+	BodyOutcome:    usage.AnthropicBodyOutcome,
 	Stream: &protocol.StreamSpec{
 		Terminal:    terminal,
 		NewTracker:  func(bool) protocol.Tracker { return usage.NewAnthropicStream() },
+		NewOutcome:  func() protocol.OutcomeTracker { return &usage.AnthropicOutcome{} },
 		InBandError: inBand,
 		Keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
 	},

@@ -39,9 +39,11 @@ var Chat = &protocol.Spec{
 	Header:       Header,
 	InjectUsage:  usage.InjectIncludeUsage,
 	BodyUsage:    usage.FromOpenAIBody,
+	BodyOutcome:  usage.OpenAIBodyOutcome,
 	Stream: &protocol.StreamSpec{
 		Terminal:    chatTerminal,
 		NewTracker:  func(injected bool) protocol.Tracker { return usage.NewOpenAIStream(injected) },
+		NewOutcome:  func() protocol.OutcomeTracker { return &usage.OpenAIOutcome{} },
 		InBandError: chatInBand,
 		Keepalive:   keepalive,
 	},
@@ -60,9 +62,11 @@ var Responses = &protocol.Spec{
 	// Thread-Id, X-Client-Request-Id and X-Codex-Turn-Metadata).
 	SessionHeaders: []string{"Session-Id", "Thread-Id"},
 	BodyUsage:      usage.FromResponsesBody,
+	BodyOutcome:    usage.ResponsesBodyOutcome,
 	Stream: &protocol.StreamSpec{
 		Terminal:    ResponsesTerminal,
 		NewTracker:  func(bool) protocol.Tracker { return usage.NewResponsesStream() },
+		NewOutcome:  func() protocol.OutcomeTracker { return &usage.ResponsesOutcome{} },
 		InBandError: responsesInBand,
 		Keepalive:   keepalive,
 	},
@@ -77,6 +81,7 @@ var Embeddings = &protocol.Spec{
 	Inspect:      inspectEmbeddings,
 	Header:       Header,
 	BodyUsage:    usage.FromOpenAIBody,
+	BodyOutcome:  usage.OpenAIBodyOutcome, // the model; embeddings have no finish reason
 }
 
 // keepalive is an SSE comment: every SSE parser skips it.
