@@ -86,7 +86,7 @@ func (p Placement) Spilled() bool { return p >= SpillOverloaded }
 
 // Picker is a keyless selection algorithm ([P2C], [WeightedRandom]).
 type Picker interface {
-	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (Lease, bool)
 }
 
 // Affinity is prompt-cache affinity: weighted rendezvous hashing of a
@@ -103,20 +103,20 @@ type Affinity struct {
 }
 
 // Pick is Fallback.Pick: a request without a session key.
-func (a *Affinity) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool) {
+func (a *Affinity) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (Lease, bool) {
 	return a.Fallback.Pick(pool, need, tried)
 }
 
-// PickKey returns a target for a request with session key key, its slot
-// already taken, and how it was placed; false when no target of any tier
+// PickKey returns a lease on a target for a request with session key key
+// and how it was placed; false when no target of any tier
 // can take the request now. With key 0 it is Pick, placement Keyless.
-func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key Key) (*routes.Target, Placement, bool) {
+func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key Key) (Lease, Placement, bool) {
 	if key == 0 {
-		t, ok := a.Fallback.Pick(pool, need, tried)
-		return t, Keyless, ok
+		l, ok := a.Fallback.Pick(pool, need, tried)
+		return l, Keyless, ok
 	}
 	if len(pool) == 0 {
-		return nil, Balanced, false
+		return Lease{}, Balanced, false
 	}
 	c := a.LoadFactor
 	if !(c >= 1) {
@@ -135,7 +135,7 @@ func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*rou
 			if first == Balanced {
 				first = reason
 			}
-			return t, first, true
+			return lease(t), first, true
 		}
 		if first == Balanced && reason != Balanced {
 			// The session's place was in this tier, but nothing in it
@@ -143,7 +143,7 @@ func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*rou
 			first = reason
 		}
 	}
-	return nil, first, false
+	return Lease{}, first, false
 }
 
 // session is one PickKey call.

@@ -134,7 +134,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 		var tg *routes.Target
 		for range 3 { // the proxy's attempt limit, generously
 			var (
-				t  *routes.Target
+				t  Lease
 				pl Placement
 				ok bool
 			)
@@ -151,12 +151,12 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 			}
 			down := fs.outage && t.Backend.ID == "b0" && e.at >= fs.outageFrom && e.at < fs.outageTo
 			if !down {
-				tg = t
+				tg = t.Target
 				break
 			}
 			// A connect failure: fails fast, nothing sent, re-picked.
-			t.Backend.State.Finish(upstream.Result{Outcome: upstream.TransportFailure})
-			tried = append(tried, t)
+			t.Done(upstream.Result{Outcome: upstream.TransportFailure})
+			tried = append(tried, t.Target)
 		}
 		if tg == nil {
 			// Nothing could take it: the client retries in a second.

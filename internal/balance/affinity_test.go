@@ -276,7 +276,7 @@ func TestAffinitySpill(t *testing.T) {
 				}
 				// ... and tried: a retry goes down the order.
 				tg, pl, ok := a.PickKey(pool, 0, []*routes.Target{second}, k)
-				if !ok || tg != third || pl != SpillUnavailable {
+				if !ok || tg.Target != third || pl != SpillUnavailable {
 					t.Fatalf("retry past an open first choice: got %v (%s), want %s", tg.Backend.ID, pl, ord[2])
 				}
 				tg.Backend.State.Release()
@@ -285,13 +285,13 @@ func TestAffinitySpill(t *testing.T) {
 				// choice and, on success, the session is back.
 				clk.Advance(11 * time.Second)
 				tg, pl, ok = a.PickKey(pool, 0, nil, k)
-				if !ok || tg != first || pl != Preferred {
+				if !ok || tg.Target != first || pl != Preferred {
 					t.Fatalf("after the cooldown: got %v (%s), want %s", tg.Backend.ID, pl, ord[0])
 				}
 				tg.Backend.State.Finish(upstream.Result{Outcome: upstream.Success, TTFB: time.Second})
 
 				tg, pl, ok = a.PickKey(pool, 0, []*routes.Target{first}, k)
-				if !ok || tg != second || pl != SpillRetry {
+				if !ok || tg.Target != second || pl != SpillRetry {
 					t.Fatalf("retry: got %v (%s), want %s (spill_retry)", tg.Backend.ID, pl, ord[1])
 				}
 				tg.Backend.State.Release()

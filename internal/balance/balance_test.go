@@ -210,7 +210,7 @@ func TestPickRules(t *testing.T) {
 					}
 					for _, x := range pool { // exactly the pick took a slot
 						want := before[x]
-						if ok && x == got {
+						if ok && x == got.Target {
 							want++
 						}
 						if n := x.Backend.State.InFlight(); n != want {
@@ -313,7 +313,7 @@ func testCapUnderContention(t *testing.T, alg string, index bool) {
 			<-start
 			if x, ok := map[string]picker{"weighted_p2c": &P2C{}, "weighted_random": &WeightedRandom{}}[alg].Pick(pool, 0, nil); ok {
 				held.Lock()
-				got = append(got, x)
+				got = append(got, x.Target)
 				held.Unlock()
 			}
 		})
@@ -340,7 +340,7 @@ func testCapUnderContention(t *testing.T, alg string, index bool) {
 					continue
 				}
 				picks.Add(1)
-				if n := x.Backend.State.InFlight(); n > caps[x] || n < 1 {
+				if n := x.Backend.State.InFlight(); n > caps[x.Target] || n < 1 {
 					over.Add(1)
 				}
 				x.Backend.State.Finish(upstream.Result{Outcome: upstream.Success, TTFB: time.Millisecond})
@@ -466,7 +466,7 @@ func testPickDoesNotAllocate(t *testing.T, p picker, index bool) {
 		if !ok {
 			t.Fatal("no pick")
 		}
-		x.Backend.State.Finish(upstream.Result{Outcome: upstream.Success, TTFB: time.Millisecond})
+		x.Done(upstream.Result{Outcome: upstream.Success, TTFB: time.Millisecond})
 	})
 	if allocs != 0 {
 		t.Fatalf("allocs per pick = %v, want 0", allocs)
@@ -510,7 +510,7 @@ func testLostAcquireFallsBack(t *testing.T, p picker, index bool) {
 	c.t = c.t.Add(time.Nanosecond) // the cooldown ends exactly now
 	c.reads.Store(0)
 	got, ok := p.Pick(indexIf([]*routes.Target{fav, other}, index), 0, nil)
-	if !ok || got != other {
+	if !ok || got.Target != other {
 		t.Fatalf("Pick = %v, %v; want other", got, ok)
 	}
 	if fav.Backend.State.InFlight() != 0 || other.Backend.State.InFlight() != 1 {
@@ -593,7 +593,7 @@ func testLargeTierShares(t *testing.T, alg string, p picker, index bool) {
 		if !ok {
 			t.Fatal("no pick")
 		}
-		counts[x]++
+		counts[x.Target]++
 		x.Backend.State.Release()
 	}
 	for i, x := range pool {

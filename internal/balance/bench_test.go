@@ -10,7 +10,7 @@ import (
 )
 
 type picker interface {
-	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (Lease, bool)
 }
 
 // BenchmarkPick measures one pick and release on a pool of n targets with

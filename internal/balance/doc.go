@@ -10,8 +10,10 @@
 // upstream). Only the lowest tier with an eligible target is considered: a
 // higher tier is used only when no lower-tier target can take the request
 // before sending (tiers are failover by selection, not a retry: docs/routing.md "Tiers").
-// A pick returns with the target's slot already taken (upstream
-// State.Acquire); the caller gives it back with Finish or Release.
+// A pick returns a [Lease]: the target with its slot already taken
+// (upstream State.Acquire). The attempt ends with the lease's Done, which
+// reports the outcome and gives the slot back once; the caller never
+// touches the backend's state itself.
 //
 // [P2C] is weighted_p2c (docs/routing.md "Balancing"), after tower's balance/p2c and grpc-go's
 // leastrequest. It draws two distinct eligible targets, the first with

@@ -30,19 +30,19 @@ func (p *P2C) float64() float64 {
 	return rand.Float64()
 }
 
-// Pick returns a target with an in-flight slot already taken, or false when
+// Pick returns a lease on a target, its in-flight slot taken, or false when
 // no target of any tier can take the request now.
-func (p *P2C) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool) {
+func (p *P2C) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (Lease, bool) {
 	if len(pool) == 0 {
-		return nil, false
+		return Lease{}, false
 	}
 	f := filter{need: need, tried: tried, now: pool[0].Backend.State.Now()}
 	for tier := range tiers(pool) {
 		if t, ok := p.pickTier(tier, &f); ok {
-			return t, true
+			return lease(t), true
 		}
 	}
-	return nil, false
+	return Lease{}, false
 }
 
 func (p *P2C) pickTier(tier []*routes.Target, f *filter) (*routes.Target, bool) {

@@ -82,7 +82,7 @@ func testP2CIdleShares(t *testing.T, indexed bool) {
 		if !ok {
 			t.Fatal("no pick")
 		}
-		counts[index[x]]++
+		counts[index[x.Target]]++
 		x.Backend.State.Release()
 	}
 	want := idleShares(weights)
@@ -254,7 +254,7 @@ func TestP2CTieKeepsFirstDraw(t *testing.T) {
 		if !ok {
 			t.Fatal("no pick")
 		}
-		if x == heavy {
+		if x.Target == heavy {
 			heavyPicks++
 		}
 		x.Backend.State.Release()

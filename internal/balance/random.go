@@ -21,19 +21,19 @@ func (w *WeightedRandom) intN(n int) int {
 	return rand.IntN(n)
 }
 
-// Pick returns a target with an in-flight slot already taken, or false when
+// Pick returns a lease on a target, its in-flight slot taken, or false when
 // no target of any tier can take the request now.
-func (w *WeightedRandom) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool) {
+func (w *WeightedRandom) Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (Lease, bool) {
 	if len(pool) == 0 {
-		return nil, false
+		return Lease{}, false
 	}
 	f := filter{need: need, tried: tried, now: pool[0].Backend.State.Now()}
 	for tier := range tiers(pool) {
 		if t, ok := w.pickTier(tier, &f); ok {
-			return t, true
+			return lease(t), true
 		}
 	}
-	return nil, false
+	return Lease{}, false
 }
 
 // pickTier draws by weight among one tier's eligible targets. A target whose

@@ -83,7 +83,7 @@ func (s *sim) run(t *testing.T, from, to, interval time.Duration) map[string]int
 		}
 		counts[tg.Backend.ID]++
 		lat, r := s.script(tg.Backend.ID, at)
-		heap.Push(&s.pending, completion{at: now.Add(lat), t: tg, r: r})
+		heap.Push(&s.pending, completion{at: now.Add(lat), t: tg.Target, r: r})
 	}
 	return counts
 }

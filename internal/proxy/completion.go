@@ -54,6 +54,7 @@ const maxEventBytes = 16 << 20
 type attempt struct {
 	n         int
 	target    *routes.Target
+	lease     balance.Lease // the target's in-flight slot, given back by finish
 	started   time.Time
 	state     SendState
 	status    int    // HTTP status sent to the client, 0 if none
@@ -168,15 +169,15 @@ func (c *call) route() {
 	}
 	for n := 1; n <= c.h.o.MaxAttempts; n++ {
 		var (
-			t  *routes.Target
+			l  balance.Lease
 			ok bool
 		)
-		t, placement, ok = c.pick(pool, tried, m.Affinity)
+		l, placement, ok = c.pick(pool, tried, m.Affinity)
 		if !ok {
 			break
 		}
-		tried = append(tried, t)
-		a := c.attempt(n, t)
+		tried = append(tried, l.Target)
+		a := c.attempt(n, l)
 		a.placement = placement
 		c.finish(&a)
 		if a.state != NotSent || a.status != 0 || c.r.Context().Err() != nil {
@@ -209,12 +210,12 @@ func (c *call) sessionKey() balance.Key {
 
 // pick asks the picker for a target: by the session's hash order when the
 // model has affinity on and the picker does it, else by balancing.
-func (c *call) pick(pool, tried []*routes.Target, affinity bool) (*routes.Target, balance.Placement, bool) {
+func (c *call) pick(pool, tried []*routes.Target, affinity bool) (balance.Lease, balance.Placement, bool) {
 	if sp, ok := c.h.o.Picker.(SessionPicker); ok && affinity {
 		return sp.PickKey(pool, c.req.Need, tried, c.session)
 	}
-	t, ok := c.h.o.Picker.Pick(pool, c.req.Need, tried)
-	return t, balance.Balanced, ok
+	l, ok := c.h.o.Picker.Pick(pool, c.req.Need, tried)
+	return l, balance.Balanced, ok
 }
 
 func offers(pool []*routes.Target, need routes.Caps) bool {
@@ -226,11 +227,13 @@ func offers(pool []*routes.Target, need routes.Caps) bool {
 	return false
 }
 
-// attempt sends the body to t and relays the answer. A returned attempt
-// with state NotSent and status 0 has written nothing and may be re-picked.
-func (c *call) attempt(n int, t *routes.Target) (a attempt) {
+// attempt sends the body to l's target and relays the answer; the
+// returned attempt holds l until finish. One with state NotSent and
+// status 0 has written nothing and may be re-picked.
+func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 	h := c.h
-	a.n, a.target, a.started = n, t, h.o.Now()
+	t := l.Target
+	a.n, a.target, a.lease, a.started = n, t, l, h.o.Now()
 
 	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
 	injected := false
@@ -661,11 +664,12 @@ func (s *streamWriter) close() {
 }
 
 // finish accounts for one attempt: one log line and one usage event
-// (docs/usage-events.md: one event per provider route attempt), then releases the
-// backend's in-flight slot.
+// (docs/usage-events.md: one event per provider route attempt), after
+// reporting the outcome through the attempt's lease, which gives the
+// backend's in-flight slot back.
 func (c *call) finish(a *attempt) {
 	res := a.result()
-	a.target.Backend.State.Finish(res)
+	a.lease.Done(res)
 	c.sendState = string(a.state)
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome.String(), res.TTFB)
 	c.log(a)

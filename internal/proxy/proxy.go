@@ -31,14 +31,14 @@ type Authenticator interface {
 // Picker chooses a target and takes its in-flight slot (implemented by the
 // balance package). tried lists targets this request already attempted.
 type Picker interface {
-	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (*routes.Target, bool)
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (balance.Lease, bool)
 }
 
 // SessionPicker is a Picker that also places requests that name a
 // session by their key (implemented by *balance.Affinity; docs/routing.md
 // "Affinity"). With key 0 it balances and says balance.Keyless.
 type SessionPicker interface {
-	PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key balance.Key) (*routes.Target, balance.Placement, bool)
+	PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key balance.Key) (balance.Lease, balance.Placement, bool)
 }
 
 // Recorder takes a finished attempt's usage event (implemented by

@@ -13,14 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/routes"
 )
 
 // noTarget is a Picker for which no target can take traffic.
 type noTarget struct{}
 
-func (noTarget) Pick([]*routes.Target, routes.Caps, []*routes.Target) (*routes.Target, bool) {
-	return nil, false
+func (noTarget) Pick([]*routes.Target, routes.Caps, []*routes.Target) (balance.Lease, bool) {
+	return balance.Lease{}, false
 }
 
 // TestErrorStatusIsWhatTheClientGot: on every error path the status the

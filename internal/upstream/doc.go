@@ -14,7 +14,8 @@
 //
 // A request takes a slot with [State.Acquire] and gives it back exactly
 // once, with [State.Finish] and the attempt's [Result], or with
-// [State.Release] when nothing was learned about the backend. Acquire
+// [State.Release] when nothing was learned about the backend (the request
+// path does this through the lease a balance picker hands out). Acquire
 // refuses when the backend is disabled, cooling down, held back by its
 // breaker, or at its cap; the cap is a compare-and-swap, so in-flight never
 // exceeds it under any concurrency (docs/failures.md: a hard cap). Neither call
