@@ -21,7 +21,7 @@ const egressLogEvery = 10 * time.Second
 // not flood it.
 type egressFailures struct {
 	// immutable
-	count func(proxy, stage string) // the metric
+	count func(proxy string, stage egress.Stage) // the metric
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration
@@ -40,14 +40,14 @@ type egressSeen struct {
 	suppressed int       // failures not logged since the last line
 }
 
-func newEgressFailures(count func(proxy, stage string), log *slog.Logger, now func() time.Time) *egressFailures {
+func newEgressFailures(count func(proxy string, stage egress.Stage), log *slog.Logger, now func() time.Time) *egressFailures {
 	return &egressFailures{count: count, log: log, now: now, every: egressLogEvery, seen: make(map[egressKey]*egressSeen)}
 }
 
 // report is the dialer's OnFailure. The error text names the proxy by its
 // configured name and never carries a credential (egress.NotSentError).
 func (f *egressFailures) report(e *egress.NotSentError) {
-	f.count(e.Proxy, e.Stage.String())
+	f.count(e.Proxy, e.Stage)
 	k := egressKey{e.Proxy, e.Stage}
 	f.mu.Lock()
 	now := f.now()

@@ -20,7 +20,7 @@ func TestEgressFailuresCountedAndRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	clk := clock.NewFake(time.Time{})
 	counts := map[string]int{}
-	f := newEgressFailures(func(p, s string) { counts[p+"/"+s]++ }, slog.New(slog.NewJSONHandler(&buf, nil)), clk.Now)
+	f := newEgressFailures(func(p string, s egress.Stage) { counts[p+"/"+s.String()]++ }, slog.New(slog.NewJSONHandler(&buf, nil)), clk.Now)
 	dial := &egress.NotSentError{Proxy: "primary", Stage: egress.StageProxyDial, Err: errors.New("connection refused")}
 	for range 500 {
 		f.report(dial)

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/snapshot"
+	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -24,9 +26,9 @@ func TestHotPathAllocs(t *testing.T) {
 			m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
 		}},
 		{"ObserveRequest unknown values", func() { m.ObserveRequest("/v1/x", 0, "bogus", time.Second, false) }},
-		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", "success", 300*time.Millisecond) }},
-		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", "nope", time.Second) }},
-		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", "proxy_dial") }},
+		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond) }},
+		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", upstream.Outcome(200), time.Second) }},
+		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", egress.StageProxyDial) }},
 		{"Record", func() { m.Record(benchEvent) }},
 	}
 	for _, tt := range tests {
@@ -78,7 +80,7 @@ func BenchmarkObserveAttempt(b *testing.B) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
 	}
 }
 
@@ -87,7 +89,7 @@ func BenchmarkObserveAttemptParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+			m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
 		}
 	})
 }
@@ -97,7 +99,7 @@ func BenchmarkObserveNil(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
-		m.ObserveAttempt("openai-primary", "success", 300*time.Millisecond)
+		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
 	}
 }
 

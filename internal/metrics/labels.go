@@ -99,27 +99,29 @@ func (sc statusCodes) label(code int) string {
 	return string(sc[i : i+3])
 }
 
-// outcomeLabels is the closed set of upstream.Outcome names, read from
-// upstream itself so the two never drift.
-func outcomeLabels() map[string]string {
-	m := make(map[string]string)
-	for o := upstream.Outcome(0); o.String() != labelUnknown; o++ {
-		m[o.String()] = o.String()
-	}
-	return m
-}
+// outcomeLabel returns o's name: upstream.Outcome's String is itself a
+// closed set, "unknown" for a value upstream does not define.
+func outcomeLabel(o upstream.Outcome) string { return o.String() }
 
 // stageLabels is the closed set of egress.Stage names. egress.Stage is
-// not contiguous (two families), so the set is listed.
-func stageLabels() map[string]string {
-	m := make(map[string]string)
+// not contiguous (two families), so the set is listed; a Stage outside
+// it is "unknown", never its String ("stage(9)").
+func stageLabels() map[egress.Stage]string {
+	m := make(map[egress.Stage]string)
 	for _, s := range []egress.Stage{
 		egress.StageProxyDial, egress.StageProxyAuth, egress.StageProxyTLS, egress.StageProxyPolicy,
 		egress.StageTarget, egress.StageProviderTLS,
 	} {
-		m[s.String()] = s.String()
+		m[s] = s.String()
 	}
 	return m
+}
+
+func stageLabel(set map[egress.Stage]string, s egress.Stage) string {
+	if v, ok := set[s]; ok {
+		return v
+	}
+	return labelUnknown
 }
 
 func closedLabel(set map[string]string, s string) string {
@@ -147,7 +149,7 @@ func idLabel(s string) string {
 }
 
 // sortedValues returns the values of a closed set in order.
-func sortedValues(set map[string]string) []string {
+func sortedValues[K comparable](set map[K]string) []string {
 	out := make([]string, 0, len(set))
 	for _, v := range set {
 		out = append(out, v)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -49,11 +50,10 @@ const maxScrapes = 4
 // serves 404), so tests of other packages need no registry.
 type Metrics struct {
 	// immutable after New
-	clock    clock.Clock
-	reg      *prometheus.Registry
-	codes    statusCodes
-	outcomes map[string]string // upstream.Outcome names
-	stages   map[string]string // egress.Stage names
+	clock  clock.Clock
+	reg    *prometheus.Registry
+	codes  statusCodes
+	stages map[egress.Stage]string // egress.Stage names
 
 	requests     *prometheus.CounterVec // endpoint, code, send_state
 	duration     [numEndpoints][2]prometheus.Observer
@@ -74,11 +74,10 @@ func New(o Options) *Metrics {
 		o.Clock = clock.Real{}
 	}
 	m := &Metrics{
-		clock:    o.Clock,
-		reg:      prometheus.NewRegistry(),
-		codes:    newStatusCodes(),
-		outcomes: outcomeLabels(),
-		stages:   stageLabels(),
+		clock:  o.Clock,
+		reg:    prometheus.NewRegistry(),
+		codes:  newStatusCodes(),
+		stages: stageLabels(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scootgate_requests_total",
 			Help: "Client requests by endpoint, HTTP status code returned and final send state.",
@@ -178,29 +177,29 @@ func (m *Metrics) ObserveRequest(endpoint string, status int, sendState string, 
 }
 
 // ObserveAttempt records one provider attempt: backend is the backend id,
-// outcome an upstream.Outcome's String(). ttfb is sampled only for a
+// outcome how the attempt ended. ttfb is sampled only for a
 // success and only when positive: an error reply is not a latency sample
 // (docs/failures.md "Fast errors"). It does not allocate.
-func (m *Metrics) ObserveAttempt(backend, outcome string, ttfb time.Duration) {
+func (m *Metrics) ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration) {
 	if m == nil {
 		return
 	}
-	b, o := idLabel(backend), closedLabel(m.outcomes, outcome)
-	m.attempts.WithLabelValues(b, o).Inc()
-	if ttfb > 0 && o == upstream.Success.String() {
+	b := idLabel(backend)
+	m.attempts.WithLabelValues(b, outcomeLabel(outcome)).Inc()
+	if ttfb > 0 && outcome == upstream.Success {
 		m.ttfb.WithLabelValues(b).Observe(ttfb.Seconds())
 	}
 }
 
 // ObserveEgressError records a dial that failed with an
 // *egress.NotSentError: proxy is its Proxy (the configured proxy name),
-// stage its Stage.String(). Dials ended by the caller's own context are
+// stage its Stage. Dials ended by the caller's own context are
 // not egress errors; the caller leaves them out (see egress.NotSentError).
-func (m *Metrics) ObserveEgressError(proxy, stage string) {
+func (m *Metrics) ObserveEgressError(proxy string, stage egress.Stage) {
 	if m == nil {
 		return
 	}
-	m.egressErrors.WithLabelValues(idLabel(proxy), closedLabel(m.stages, stage)).Inc()
+	m.egressErrors.WithLabelValues(idLabel(proxy), stageLabel(m.stages, stage)).Inc()
 }
 
 // Record takes a finished attempt's usage event (the proxy's Recorder;

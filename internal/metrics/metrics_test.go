@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 // newMetrics returns Metrics without the runtime collectors, so whole
@@ -176,19 +178,19 @@ func TestRequestDurationSeriesPreResolved(t *testing.T) {
 
 func TestObserveAttempt(t *testing.T) {
 	m := newMetrics(t)
-	m.ObserveAttempt("openai-a", "success", 300*time.Millisecond)
-	m.ObserveAttempt("openai-a", "success", 700*time.Millisecond)
-	m.ObserveAttempt("openai-a", "success", 0)                        // no first byte known: counted, not sampled
-	m.ObserveAttempt("openai-a", "rate_limited", 10*time.Millisecond) // an error reply is not a latency sample
-	m.ObserveAttempt("anthropic-b", "transport_failure", 0)
-	m.ObserveAttempt("anthropic-b", "egress_fault", 0)
-	m.ObserveAttempt("anthropic-b", "cancelled", 0)
-	m.ObserveAttempt("anthropic-b", "provider_error", time.Second)
-	m.ObserveAttempt("anthropic-b", "quota_exhausted", 0)
-	m.ObserveAttempt("anthropic-b", "auth_rejected", 0)
-	m.ObserveAttempt("anthropic-b", "sk-canary-outcome", time.Second)                    // unknown outcome
-	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", "success", time.Second) // not an id
-	m.ObserveAttempt("", "success", 0)
+	m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond)
+	m.ObserveAttempt("openai-a", upstream.Success, 700*time.Millisecond)
+	m.ObserveAttempt("openai-a", upstream.Success, 0)                       // no first byte known: counted, not sampled
+	m.ObserveAttempt("openai-a", upstream.RateLimited, 10*time.Millisecond) // an error reply is not a latency sample
+	m.ObserveAttempt("anthropic-b", upstream.TransportFailure, 0)
+	m.ObserveAttempt("anthropic-b", upstream.EgressFault, 0)
+	m.ObserveAttempt("anthropic-b", upstream.Cancelled, 0)
+	m.ObserveAttempt("anthropic-b", upstream.ProviderError, time.Second)
+	m.ObserveAttempt("anthropic-b", upstream.QuotaExhausted, 0)
+	m.ObserveAttempt("anthropic-b", upstream.AuthRejected, 0)
+	m.ObserveAttempt("anthropic-b", upstream.Outcome(200), time.Second)                         // unknown outcome
+	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second) // not an id
+	m.ObserveAttempt("", upstream.Success, 0)
 
 	compare(t, m, `
 # HELP scootgate_upstream_attempts_total Provider attempts by backend and outcome.
@@ -217,14 +219,14 @@ scootgate_upstream_attempts_total{backend="openai-a",outcome="success"} 3
 
 func TestObserveEgressError(t *testing.T) {
 	m := newMetrics(t)
-	m.ObserveEgressError("socks-1", "proxy_dial")
-	m.ObserveEgressError("socks-1", "proxy_dial")
-	m.ObserveEgressError("socks-1", "proxy_auth")
-	m.ObserveEgressError("socks-1", "proxy_tls")
-	m.ObserveEgressError("http-2", "target")
-	m.ObserveEgressError("http-2", "provider_tls")
-	m.ObserveEgressError("http-2", "stage(9)")                             // egress.Stage's String for an unknown value
-	m.ObserveEgressError("http://user:sk-canary@proxy:3128", "proxy_auth") // never a URL
+	m.ObserveEgressError("socks-1", egress.StageProxyDial)
+	m.ObserveEgressError("socks-1", egress.StageProxyDial)
+	m.ObserveEgressError("socks-1", egress.StageProxyAuth)
+	m.ObserveEgressError("socks-1", egress.StageProxyTLS)
+	m.ObserveEgressError("http-2", egress.StageTarget)
+	m.ObserveEgressError("http-2", egress.StageProviderTLS)
+	m.ObserveEgressError("http-2", egress.Stage(9))                                 // a Stage outside the set (its String is "stage(9)")
+	m.ObserveEgressError("http://user:sk-canary@proxy:3128", egress.StageProxyAuth) // never a URL
 	compare(t, m, `
 # HELP scootgate_egress_errors_total Egress dials that failed before any request byte, by proxy and stage.
 # TYPE scootgate_egress_errors_total counter
@@ -240,9 +242,9 @@ scootgate_egress_errors_total{proxy="socks-1",stage="proxy_tls"} 1
 
 func TestForgetBackend(t *testing.T) {
 	m := newMetrics(t)
-	m.ObserveAttempt("gone", "success", time.Second)
-	m.ObserveAttempt("gone", "rate_limited", 0)
-	m.ObserveAttempt("kept", "success", time.Second)
+	m.ObserveAttempt("gone", upstream.Success, time.Second)
+	m.ObserveAttempt("gone", upstream.RateLimited, 0)
+	m.ObserveAttempt("kept", upstream.Success, time.Second)
 	m.ForgetBackend("gone")
 	compare(t, m, `
 # HELP scootgate_upstream_attempts_total Provider attempts by backend and outcome.
@@ -259,8 +261,8 @@ scootgate_upstream_attempts_total{backend="kept",outcome="success"} 1
 func TestNil(t *testing.T) {
 	var m *metrics.Metrics
 	m.ObserveRequest(metrics.EndpointModels, 200, "", time.Second, false)
-	m.ObserveAttempt("a", "success", time.Second)
-	m.ObserveEgressError("p", "proxy_dial")
+	m.ObserveAttempt("a", upstream.Success, time.Second)
+	m.ObserveEgressError("p", egress.StageProxyDial)
 	m.ForgetBackend("a")
 	m.RegisterBackends(nil)
 	m.RegisterSnapshot(metrics.SnapshotAuthz, nil)

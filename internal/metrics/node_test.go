@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/protocol"
 )
@@ -16,7 +17,7 @@ import (
 func TestInitEgress(t *testing.T) {
 	m := newMetrics(t)
 	m.InitEgress("socks-1", "http-2")
-	m.ObserveEgressError("socks-1", "proxy_dial")
+	m.ObserveEgressError("socks-1", egress.StageProxyDial)
 	compare(t, m, `
 # HELP scootgate_egress_errors_total Egress dials that failed before any request byte, by proxy and stage.
 # TYPE scootgate_egress_errors_total counter

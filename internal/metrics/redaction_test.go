@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/snapshot"
@@ -40,15 +41,15 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.ObserveRequest(metrics.EndpointMessages, 1000, "possibly_sent", time.Second, false)
 
 	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
-		m.ObserveAttempt("openai-a", o.String(), time.Second)
+		m.ObserveAttempt("openai-a", o, time.Second)
 	}
-	m.ObserveAttempt("openai-a", `{"error":"secret-body sk-canary"}`, time.Second)
-	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", "success", time.Second)
-	m.ObserveAttempt("Bearer sk-canary", "success", time.Second)
+	m.ObserveAttempt("openai-a", upstream.Outcome(201), time.Second)
+	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second)
+	m.ObserveAttempt("Bearer sk-canary", upstream.Success, time.Second)
 
-	m.ObserveEgressError("socks-1", "proxy_dial")
-	m.ObserveEgressError("socks5://user:sk-canary@127.0.0.1:1080", "proxy_auth")
-	m.ObserveEgressError("socks-1", `dial tcp: lookup https://sk-canary`)
+	m.ObserveEgressError("socks-1", egress.StageProxyDial)
+	m.ObserveEgressError("socks5://user:sk-canary@127.0.0.1:1080", egress.StageProxyAuth)
+	m.ObserveEgressError("socks-1", egress.Stage(99))
 
 	reg := newRegistry(clk, true)
 	st := reg.Get(identity("openai-a", 4))

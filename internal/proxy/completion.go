@@ -671,7 +671,7 @@ func (c *call) finish(a *attempt) {
 	res := a.result()
 	a.lease.Done(res)
 	c.sendState = string(a.state)
-	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome.String(), res.TTFB)
+	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
 	c.log(a)
 	if c.h.o.Recorder == nil && c.h.o.Tracer == nil {
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/internal/protocol/openai"
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -61,7 +62,7 @@ type Tracer interface {
 // *metrics.Metrics; label values are closed sets or config ids).
 type Observer interface {
 	ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool)
-	ObserveAttempt(backend, outcome string, ttfb time.Duration)
+	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
 }
 
 // Options configures a Handler. All fields are required unless noted.
@@ -212,7 +213,7 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(string, int, string, time.Duration, bool) {}
-func (nopObserver) ObserveAttempt(string, string, time.Duration)            {}
+func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)  {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
