@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/proxy"
 	"github.com/scootgate/scootgate/internal/snapshot"
 )
@@ -71,7 +73,12 @@ type hookedObserver struct {
 	request func(endpoint string, status int, sendState string)
 }
 
-func (o hookedObserver) ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool) {
+func (o hookedObserver) ObserveRequest(endpoint protocol.Endpoint, status int, sendState string, d time.Duration, stream bool) {
 	o.Observer.ObserveRequest(endpoint, status, sendState, d, stream)
-	o.request(endpoint, status, sendState)
+	o.request(endpoint.String(), status, sendState)
+}
+
+func (o hookedObserver) ObserveModels(status int, d time.Duration) {
+	o.Observer.ObserveModels(status, d)
+	o.request(metrics.EndpointModels, status, "")
 }

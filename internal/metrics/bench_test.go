@@ -8,6 +8,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -23,9 +24,9 @@ func TestHotPathAllocs(t *testing.T) {
 		f    func()
 	}{
 		{"ObserveRequest", func() {
-			m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
+			m.ObserveRequest(protocol.Chat, 200, "response_received", time.Second, true)
 		}},
-		{"ObserveRequest unknown values", func() { m.ObserveRequest("/v1/x", 0, "bogus", time.Second, false) }},
+		{"ObserveRequest unknown values", func() { m.ObserveRequest(protocol.Endpoint(200), 0, "bogus", time.Second, false) }},
 		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond) }},
 		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", upstream.Outcome(200), time.Second) }},
 		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", egress.StageProxyDial) }},
@@ -43,7 +44,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", 1500*time.Millisecond, true)
+		m.ObserveRequest(protocol.Chat, 200, "response_received", 1500*time.Millisecond, true)
 	}
 }
 
@@ -98,7 +99,7 @@ func BenchmarkObserveNil(b *testing.B) {
 	var m *metrics.Metrics
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveRequest(metrics.EndpointChatCompletions, 200, "response_received", time.Second, true)
+		m.ObserveRequest(protocol.Chat, 200, "response_received", time.Second, true)
 		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
 	}
 }

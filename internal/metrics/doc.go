@@ -9,8 +9,8 @@
 // collectors. The app owns the value and mounts [Metrics.Handler] on the
 // health listener's mux.
 //
-// The request path calls [Metrics.ObserveRequest] and
-// [Metrics.ObserveAttempt] through a small interface of its own (typed
+// The request path calls [Metrics.ObserveRequest], [Metrics.ObserveModels]
+// and [Metrics.ObserveAttempt] through a small interface of its own (typed
 // values, so no caller builds a label string); the egress dialer's failure
 // hook calls [Metrics.ObserveEgressError] for every proxy attempt that
 // failed, the ones a later proxy made up for included. They do not allocate, and on a nil *Metrics they do

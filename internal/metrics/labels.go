@@ -21,13 +21,10 @@ const (
 	labelInvalid = "invalid" // a config id that does not have the id shape
 )
 
-// Endpoints: the client API endpoints (docs/api.md) as the proxy names
-// them in ObserveRequest: the names of protocol.Endpoint, and models.
-const (
-	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
-	EndpointMessages        = "messages"         // POST /v1/messages
-	EndpointModels          = "models"           // GET /v1/models, /v1/models/{id}
-)
+// EndpointModels is the endpoint label of GET /v1/models and
+// /v1/models/{id} ([Metrics.ObserveModels]); the other endpoints are
+// labelled with protocol.Endpoint's names.
+const EndpointModels = "models"
 
 // SendStateNone is the send_state of a request that never reached an
 // attempt: rejected by the node itself (401, 403, 404, 413, 400, no
@@ -53,12 +50,9 @@ var endpointNames = func() (names [numEndpoints]string) {
 	return names
 }()
 
-func parseEndpoint(s string) endpoint {
-	if e, ok := protocol.ParseEndpoint(s); ok {
+func endpointOf(e protocol.Endpoint) endpoint {
+	if e < protocol.NumEndpoints {
 		return endpoint(e)
-	}
-	if s == EndpointModels {
-		return epModels
 	}
 	return epUnknown
 }

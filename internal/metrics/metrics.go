@@ -14,6 +14,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
@@ -158,16 +159,28 @@ func (m *Metrics) Gatherer() prometheus.Gatherer {
 	return m.reg
 }
 
-// ObserveRequest records one finished client request: endpoint is one of
-// the Endpoint* constants, status the HTTP status sent to the client,
-// sendState the final attempt's send state (usageevent.Send*) or
-// SendStateNone, d the time from arrival to the end of the response.
-// Values outside those sets are counted as "unknown". It does not allocate.
-func (m *Metrics) ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool) {
+// ObserveRequest records one finished client request to endpoint: status
+// the HTTP status sent to the client, sendState the final attempt's send
+// state (usageevent.Send*) or SendStateNone, d the time from arrival to
+// the end of the response. Values outside those sets are counted as
+// "unknown". It does not allocate.
+func (m *Metrics) ObserveRequest(endpoint protocol.Endpoint, status int, sendState string, d time.Duration, stream bool) {
 	if m == nil {
 		return
 	}
-	e := parseEndpoint(endpoint)
+	m.observeRequest(endpointOf(endpoint), status, sendState, d, stream)
+}
+
+// ObserveModels records one finished GET /v1/models or /v1/models/{id}
+// (endpoint "models", send state none). It does not allocate.
+func (m *Metrics) ObserveModels(status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.observeRequest(epModels, status, SendStateNone, d, false)
+}
+
+func (m *Metrics) observeRequest(e endpoint, status int, sendState string, d time.Duration, stream bool) {
 	m.requests.WithLabelValues(endpointNames[e], m.codes.label(status), sendStateLabel(sendState)).Inc()
 	s := 0
 	if stream {

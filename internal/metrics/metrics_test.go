@@ -15,6 +15,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
 
@@ -70,8 +71,9 @@ func labelKey(m *dto.Metric) string {
 }
 
 func TestObserveRequest(t *testing.T) {
+	const models = protocol.Endpoint(255) // the call is ObserveModels
 	type call struct {
-		endpoint  string
+		endpoint  protocol.Endpoint
 		status    int
 		sendState string
 		d         time.Duration
@@ -86,12 +88,12 @@ func TestObserveRequest(t *testing.T) {
 		{
 			name: "known values",
 			calls: []call{
-				{metrics.EndpointChatCompletions, 200, "response_received", 2 * time.Second, true},
-				{metrics.EndpointChatCompletions, 200, "response_received", time.Second, true},
-				{metrics.EndpointMessages, 502, "possibly_sent", 500 * time.Millisecond, false},
-				{metrics.EndpointMessages, 503, "definitely_not_sent", 250 * time.Millisecond, false},
-				{metrics.EndpointModels, 200, metrics.SendStateNone, 0, false},
-				{metrics.EndpointChatCompletions, 401, "", time.Millisecond, false},
+				{protocol.Chat, 200, "response_received", 2 * time.Second, true},
+				{protocol.Chat, 200, "response_received", time.Second, true},
+				{protocol.Messages, 502, "possibly_sent", 500 * time.Millisecond, false},
+				{protocol.Messages, 503, "definitely_not_sent", 250 * time.Millisecond, false},
+				{models, 200, metrics.SendStateNone, 0, false},
+				{protocol.Chat, 401, "", time.Millisecond, false},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
@@ -112,10 +114,10 @@ scootgate_requests_total{code="200",endpoint="models",send_state="none"} 1
 		{
 			name: "values outside the sets are unknown, never the raw string",
 			calls: []call{
-				{"/v1/chat/completions?key=sk-canary", 200, "response_received", time.Second, false},
-				{metrics.EndpointMessages, 0, "Bearer sk-canary", time.Second, true},
-				{metrics.EndpointMessages, 600, "possibly_sent", time.Second, true},
-				{metrics.EndpointMessages, 99, "possibly_sent", time.Second, true},
+				{protocol.Endpoint(200), 200, "response_received", time.Second, false},
+				{protocol.Messages, 0, "Bearer sk-canary", time.Second, true},
+				{protocol.Messages, 600, "possibly_sent", time.Second, true},
+				{protocol.Messages, 99, "possibly_sent", time.Second, true},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
@@ -131,7 +133,7 @@ scootgate_requests_total{code="unknown",endpoint="messages",send_state="possibly
 		},
 		{
 			name:  "every status code has its own three digits",
-			calls: []call{{metrics.EndpointModels, 100, "", 0, false}, {metrics.EndpointModels, 599, "", 0, false}, {metrics.EndpointModels, 429, "", 0, false}},
+			calls: []call{{models, 100, "", 0, false}, {models, 599, "", 0, false}, {models, 429, "", 0, false}},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
 # TYPE scootgate_requests_total counter
@@ -146,6 +148,10 @@ scootgate_requests_total{code="599",endpoint="models",send_state="none"} 1
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMetrics(t)
 			for _, c := range tt.calls {
+				if c.endpoint == models {
+					m.ObserveModels(c.status, c.d)
+					continue
+				}
 				m.ObserveRequest(c.endpoint, c.status, c.sendState, c.d, c.stream)
 			}
 			compare(t, m, tt.want, "scootgate_requests_total")
@@ -260,7 +266,7 @@ scootgate_upstream_attempts_total{backend="kept",outcome="success"} 1
 // no registry.
 func TestNil(t *testing.T) {
 	var m *metrics.Metrics
-	m.ObserveRequest(metrics.EndpointModels, 200, "", time.Second, false)
+	m.ObserveModels(200, time.Second)
 	m.ObserveAttempt("a", upstream.Success, time.Second)
 	m.ObserveEgressError("p", egress.StageProxyDial)
 	m.ForgetBackend("a")
@@ -283,7 +289,7 @@ func TestNil(t *testing.T) {
 // and the runtime collectors.
 func TestHandler(t *testing.T) {
 	m := metrics.New(metrics.Options{})
-	m.ObserveRequest(metrics.EndpointModels, 200, "", time.Millisecond, false)
+	m.ObserveModels(200, time.Millisecond)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 

@@ -13,6 +13,7 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
@@ -32,13 +33,14 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	clk := clock.NewFake(time.Time{})
 	m := metrics.New(metrics.Options{Clock: clk, Version: "1.2.3 sk-canary"})
 
-	for _, ep := range []string{metrics.EndpointChatCompletions, metrics.EndpointMessages, metrics.EndpointModels, "/v1/messages?key=sk-canary"} {
+	m.ObserveModels(200, time.Second)
+	for _, ep := range []protocol.Endpoint{protocol.Chat, protocol.Messages, protocol.Endpoint(200)} {
 		for _, st := range []string{"definitely_not_sent", "possibly_sent", "response_received", "", "Bearer sk-canary-key"} {
 			m.ObserveRequest(ep, 200, st, time.Second, true)
 			m.ObserveRequest(ep, 502, st, time.Second, false)
 		}
 	}
-	m.ObserveRequest(metrics.EndpointMessages, 1000, "possibly_sent", time.Second, false)
+	m.ObserveRequest(protocol.Messages, 1000, "possibly_sent", time.Second, false)
 
 	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
 		m.ObserveAttempt("openai-a", o, time.Second)

@@ -61,7 +61,8 @@ type Tracer interface {
 // Observer takes the request path's measurements (implemented by
 // *metrics.Metrics; label values are closed sets or config ids).
 type Observer interface {
-	ObserveRequest(endpoint string, status int, sendState string, d time.Duration, stream bool)
+	ObserveRequest(endpoint protocol.Endpoint, status int, sendState string, d time.Duration, stream bool)
+	ObserveModels(status int, d time.Duration)
 	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
 }
 
@@ -133,9 +134,6 @@ func New(o Options) *Handler {
 
 // maxProviderBody bounds a non-stream provider answer held in memory.
 const maxProviderBody = 64 << 20
-
-// endpointModels is the metrics name of GET /v1/models and /v1/models/{id}.
-const endpointModels = "models"
 
 // statusWriter remembers the status sent, for the request metric.
 // Unwrap keeps http.ResponseController (flush) working through it.
@@ -212,8 +210,9 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(string, int, string, time.Duration, bool) {}
-func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)  {}
+func (nopObserver) ObserveRequest(protocol.Endpoint, int, string, time.Duration, bool) {}
+func (nopObserver) ObserveModels(int, time.Duration)                                   {}
+func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)             {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
@@ -229,7 +228,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Request-Id", rid)
 		}
 		c := h.serveEndpoint(w, r, spec, rid)
-		h.o.Observer.ObserveRequest(spec.Endpoint.String(), w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
+		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
 		return
 	}
@@ -242,11 +241,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	switch path := r.URL.Path; {
 	case path == "/v1/models":
 		h.serveModels(w, r, shape, rid)
-		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
 	case strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix):
 		model = path[len(modelPrefix):]
 		h.serveModel(w, r, shape, rid, model)
-		h.o.Observer.ObserveRequest(endpointModels, w.status, "", h.o.Now().Sub(start), false)
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
 	case openai.StatefulPath(path):
 		apierr.NotFound("stateful_endpoint_not_supported", "ScootGate does not serve "+path+
 			": stored responses and conversations belong to the provider account that stored them, "+
