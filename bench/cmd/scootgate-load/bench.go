@@ -68,6 +68,7 @@ const (
 	keyNode       = "node"
 	keyBrokerDown = "node-broker-down"
 	keyUsageOff   = "node-usage-off"
+	keyTracing    = "node-tracing"
 )
 
 var targetNames = map[string]string{
@@ -75,6 +76,7 @@ var targetNames = map[string]string{
 	keyNode:       "node",
 	keyBrokerDown: "node, MQTT broker down",
 	keyUsageOff:   "node, usage events off",
+	keyTracing:    "node, tracing on",
 }
 
 // target is one system under test and the generator's client for it.
@@ -99,6 +101,7 @@ type bench struct {
 	rep    *report
 	egress string // the egress URL every system under test uses
 	broker string // the embedded broker's host:port
+	sink   *otlpSink
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -143,6 +146,11 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 		b.egress = "http://" + b.proxy.ready.Connect
 	}
 	b.broker = b.prov.ready.Broker
+	b.sink, err = startOTLPSink()
+	if err != nil {
+		return nil, fmt.Errorf("trace sink: %w", err)
+	}
+	defer b.sink.close()
 
 	if err := b.rounds(ctx); err != nil {
 		return b.rep, err
@@ -176,6 +184,8 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 			s.Broker = dead
 		case keyUsageOff:
 			s.Usage, s.Broker = false, ""
+		case keyTracing:
+			s.Tracing = b.sink.url()
 		}
 		cfg, err := writeNodeDir(filepath.Join(b.dir, name), s)
 		if err != nil {
@@ -531,7 +541,7 @@ func (b *bench) rounds(ctx context.Context) error {
 			t.close()
 		}
 	}()
-	for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff} {
+	for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff, keyTracing} {
 		t, err := b.startTarget(ctx, key, "")
 		if err != nil {
 			return err
@@ -542,18 +552,18 @@ func (b *bench) rounds(ctx context.Context) error {
 		}
 	}
 	pair := []*target{targets[keyBaseline], targets[keyNode]}
-	all := []*target{targets[keyBaseline], targets[keyNode], targets[keyBrokerDown], targets[keyUsageOff]}
+	all := []*target{targets[keyBaseline], targets[keyNode], targets[keyBrokerDown], targets[keyUsageOff], targets[keyTracing]}
 
 	var scenarios []scenario
 	for i, rate := range b.o.rates {
 		ts := pair
 		if i == 0 {
-			ts = all // usage events on the critical path: at the first rate
+			ts = all // usage events and tracing on the critical path: at the first rate
 		}
 		scenarios = append(scenarios, scenario{name: fmt.Sprintf("non-stream @ %g/s", rate), rate: rate, targets: ts})
 	}
 	if b.o.streamRate > 0 {
-		// All variants: what usage events cost a stream is shown too.
+		// All variants: what usage events and tracing cost a stream is shown too.
 		scenarios = append(scenarios, scenario{name: fmt.Sprintf("stream @ %g/s", b.o.streamRate), rate: b.o.streamRate, stream: true, targets: all})
 	}
 
@@ -570,6 +580,7 @@ func (b *bench) rounds(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tr0 := b.sink.counts()
 
 	for r := range b.o.rounds {
 		for _, sc := range scenarios {
@@ -592,6 +603,8 @@ func (b *bench) rounds(ctx context.Context) error {
 		return err
 	}
 	b.rep.MQTT = mqttFinding{Received: up1.MQTTReceived - up0.MQTTReceived, ClientsAtEnd: up1.MQTTClients}
+	tr1 := b.sink.counts()
+	b.rep.Traces = traceFinding{Exports: tr1.Exports - tr0.Exports, Bytes: tr1.Bytes - tr0.Bytes, Refused: tr1.Refused - tr0.Refused}
 
 	if b.o.search {
 		var ts []*target

@@ -138,7 +138,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.searchConfirm, "search-confirm", 1, "re-tries of a failed search step before it counts as failed")
 	fs.DurationVar(&o.searchDuration, "search-duration", 2*time.Second, "length of each search step")
 	fs.DurationVar(&o.searchP99, "search-p99", 50*time.Millisecond, "a search step fails when p99 exceeds this")
-	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off")
+	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing")
 	fs.IntVar(&o.idleStreams, "idle-streams", 10000, "idle streams held open against a fresh node and baseline (0 = skip)")
 	fs.Float64Var(&o.idleRate, "idle-rate", 2500, "idle streams opened per second")
 	fs.DurationVar(&o.idleHold, "idle-hold", 2*time.Second, "how long the idle streams are held while memory is sampled")

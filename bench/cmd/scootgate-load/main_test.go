@@ -28,11 +28,13 @@ func TestNodeConfigLoads(t *testing.T) {
 		wantUsage  bool
 		wantBroker string
 		wantCommit time.Duration
+		wantTrace  string
 	}{
-		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond},
-		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond},
-		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond},
-		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond},
+		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, ""},
+		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, ""},
+		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, ""},
+		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, ""},
+		{"tracing on", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, Tracing: "http://127.0.0.1:4318/v1/traces"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "http://127.0.0.1:4318/v1/traces"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,10 +52,16 @@ func TestNodeConfigLoads(t *testing.T) {
 			if err != nil {
 				t.Fatalf("generated config does not load: %v\n%s", err, nodeTOML(s))
 			}
-			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source, cfg.Usage.CommitInterval}
-			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json", tt.wantCommit}
+			wantRatio, wantInterval := 1.0, 5*time.Second // the shipped defaults
+			if tt.wantTrace != "" {
+				wantInterval = 100 * time.Millisecond
+			}
+			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source, cfg.Usage.CommitInterval,
+				cfg.Tracing.Endpoint, cfg.Tracing.SampleRatio, cfg.Tracing.Interval}
+			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json", tt.wantCommit,
+				tt.wantTrace, wantRatio, wantInterval}
 			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("usage, broker, egress, authz, commit interval (-got +want):\n%s", diff)
+				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval (-got +want):\n%s", diff)
 			}
 		})
 	}
@@ -148,6 +156,7 @@ func TestChecks(t *testing.T) {
 	add(&cell{Scenario: ns, Target: keyBaseline, Service: summary(2*time.Millisecond, 3*time.Millisecond), CPUPerReq: 100 * time.Microsecond})
 	add(&cell{Scenario: ns, Target: keyNode, Service: summary(3*time.Millisecond, 5*time.Millisecond), CPUPerReq: 140 * time.Microsecond})
 	add(&cell{Scenario: ns, Target: keyBrokerDown, Service: summary(3*time.Millisecond, 5*time.Millisecond)})
+	add(&cell{Scenario: ns, Target: keyTracing, Service: summary(3*time.Millisecond, 5*time.Millisecond), CPUPerReq: 168 * time.Microsecond})
 	r.MaxRate[keyBaseline] = maxRate{Rate: 10000}
 	r.MaxRate[keyNode] = maxRate{Rate: 6000}
 	r.Idle = []idleResult{{Target: keyNode, Streams: 10, Opened: 10, RSSBefore: 0, RSSPeak: 10 * 50 << 10}}
@@ -173,6 +182,7 @@ func TestChecks(t *testing.T) {
 		{"maximum sustainable non-stream rate", 0.6, false},
 		{"broker down ÷ broker up, latency p50", 1, true},
 		{"broker down ÷ broker up, latency p99", 1, true},
+		{"tracing on ÷ node, CPU per request, " + ns, 1.2, true},
 		{"resident memory per idle stream (10 streams)", 0, true},
 		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, true},
 	}
@@ -181,5 +191,34 @@ func TestChecks(t *testing.T) {
 	}
 	if md := r.markdown(); !strings.Contains(md, "| added latency p50, "+ns+" | 2.000 ms | 1.000 ms | 2.00× | ≤ 1.5× | **FAIL** |") {
 		t.Errorf("markdown lacks the failing check row:\n%s", md)
+	}
+}
+
+// TestOTLPSink checks the trace sink counts OTLP/HTTP exports and refuses
+// anything else, so a misdirected exporter shows in the report.
+func TestOTLPSink(t *testing.T) {
+	s, err := startOTLPSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	post := func(url, body string) int {
+		t.Helper()
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(s.url(), `{"resourceSpans":[]}`); code != http.StatusOK {
+		t.Errorf("POST /v1/traces: %d, want 200", code)
+	}
+	if code := post(strings.TrimSuffix(s.url(), "/v1/traces")+"/v1/metrics", "{}"); code != http.StatusNotFound {
+		t.Errorf("POST /v1/metrics: %d, want 404", code)
+	}
+	if diff := cmp.Diff(s.counts(), traceFinding{Exports: 1, Bytes: 20, Refused: 1}); diff != "" {
+		t.Errorf("counts (-got +want):\n%s", diff)
 	}
 }

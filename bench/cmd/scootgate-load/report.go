@@ -27,6 +27,7 @@ type report struct {
 	MaxRate   map[string]maxRate `json:"max_rate"`
 	Idle      []idleResult       `json:"idle_streams"`
 	MQTT      mqttFinding        `json:"mqtt"`
+	Traces    traceFinding       `json:"traces"` // what "node, tracing on" exported during the rounds
 	Checks    []check            `json:"checks"`
 	byKey     map[string]*cell   // scenario + "\x00" + target → cell
 }
@@ -362,6 +363,16 @@ func (r *report) checks() []check {
 			ratio("broker down ÷ broker up, latency p99", float64(down.Service.P99), float64(up.Service.P99), msf, 1.5, true)
 		}
 	}
+	for _, c := range r.Cells {
+		if c.Target != keyTracing {
+			continue
+		}
+		if n := r.cell(c.Scenario, keyNode); n != nil {
+			// Informational, with a generous bound: the "baseline" column
+			// is the node with tracing off.
+			ratio("tracing on ÷ node, CPU per request, "+c.Scenario, float64(c.CPUPerReq), float64(n.CPUPerReq), usf, 2, true)
+		}
+	}
 	for _, i := range r.Idle {
 		if i.Target != keyNode {
 			continue
@@ -423,7 +434,7 @@ func (r *report) markdown() string {
 		p("| %s | %s | %s | %s | %s | %s |", c.Name, c.Node, c.Baseline, q, c.Limit, map[bool]string{true: "pass", false: "**FAIL**"}[c.Pass])
 	}
 	p("")
-	p("The broker rows compare the node with its MQTT broker down (outbox absorbing) to the node with it up, not to the baseline.")
+	p("The broker rows compare the node with its MQTT broker down (outbox absorbing) to the node with it up, not to the baseline; the tracing rows compare the node with tracing on to the node (informational, with a generous bound).")
 	p("")
 	p("## Non-stream")
 	p("")
@@ -461,6 +472,11 @@ func (r *report) markdown() string {
 	}
 	p("\"node, usage events off\" runs with `usage.enabled = false` (no outbox), for the cost of usage events themselves.")
 	p("")
+	p("## Traces")
+	p("")
+	p("\"node, tracing on\" samples every request (`sample_ratio = 1`) and exports every 100 ms over OTLP/HTTP to a loopback sink in the generator's process that answers 200 and decodes nothing (its CPU is on the side CPU, not the node's). During the rounds it accepted %d export requests, %s, and refused %d.",
+		r.Traces.Exports, mib(r.Traces.Bytes), r.Traces.Refused)
+	p("")
 	if len(r.Steps) > 0 {
 		p("## Maximum sustainable rate")
 		p("")
@@ -468,7 +484,7 @@ func (r *report) markdown() string {
 		p("")
 		p("| system | max passing rate | lowest failing rate | steps (rate: p99, SUT CPU, side CPU) |")
 		p("|---|---:|---:|---|")
-		for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff} {
+		for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff, keyTracing} {
 			if _, ok := r.MaxRate[key]; !ok {
 				continue
 			}
@@ -521,7 +537,7 @@ func (r *report) sortedCells(stream bool) []*cell {
 			out = append(out, c)
 		}
 	}
-	rank := map[string]int{keyBaseline: 0, keyNode: 1, keyBrokerDown: 2, keyUsageOff: 3}
+	rank := map[string]int{keyBaseline: 0, keyNode: 1, keyBrokerDown: 2, keyUsageOff: 3, keyTracing: 4}
 	slices.SortStableFunc(out, func(a, b *cell) int {
 		if a.Rate != b.Rate {
 			if a.Rate < b.Rate {
