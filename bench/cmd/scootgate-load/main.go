@@ -122,7 +122,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds")
 	fs.DurationVar(&o.duration, "duration", 2500*time.Millisecond, "length of each measured run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up run per system before the rounds")
-	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated (the first also runs the usage-event variants)")
+	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated (the first also runs the usage-event and tracing variants)")
 	fs.DurationVar(&o.settle, "settle", 100*time.Millisecond, "pause between runs (after the system under test is idle again)")
 	fs.Float64Var(&o.streamRate, "stream-rate", 100, "streams per second (0 = no stream runs)")
 	fs.DurationVar(&o.commit, "commit-interval", 0, "the nodes' usage.commit_interval (0 = the shipped default)")
