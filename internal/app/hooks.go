@@ -73,9 +73,13 @@ type hookedObserver struct {
 	request func(endpoint string, status int, sendState string)
 }
 
-func (o hookedObserver) ObserveRequest(endpoint protocol.Endpoint, status int, sendState string, d time.Duration, stream bool) {
+func (o hookedObserver) ObserveRequest(endpoint protocol.Endpoint, status int, sendState protocol.SendState, d time.Duration, stream bool) {
 	o.Observer.ObserveRequest(endpoint, status, sendState, d, stream)
-	o.request(endpoint.String(), status, sendState)
+	state := ""
+	if sendState != protocol.NoAttempt {
+		state = sendState.String()
+	}
+	o.request(endpoint.String(), status, state)
 }
 
 func (o hookedObserver) ObserveModels(status int, d time.Duration) {

@@ -8,7 +8,6 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/upstream"
-	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Every label value is either one of a closed set of words or a config id
@@ -27,9 +26,10 @@ const (
 const EndpointModels = "models"
 
 // SendStateNone is the send_state of a request that never reached an
-// attempt: rejected by the node itself (401, 403, 404, 413, 400, no
-// capacity before any pick) or a /v1/models listing. The other send
-// states are the usage event's (usageevent.Send*, docs/failures.md "Send state").
+// attempt (protocol.NoAttempt): rejected by the node itself (401, 403,
+// 404, 413, 400, no capacity before any pick) or a /v1/models listing.
+// The other send states are labelled with the usage event's names
+// (usageevent.Send*, docs/failures.md "Send state").
 const SendStateNone = "none"
 
 // endpoint indexes the pre-resolved request-duration histograms: the
@@ -57,16 +57,19 @@ func endpointOf(e protocol.Endpoint) endpoint {
 	return epUnknown
 }
 
-func sendStateLabel(s string) string {
-	switch s {
-	case usageevent.SendDefinitelyNotSent:
-		return usageevent.SendDefinitelyNotSent
-	case usageevent.SendPossiblySent:
-		return usageevent.SendPossiblySent
-	case usageevent.SendResponseReceived:
-		return usageevent.SendResponseReceived
-	case SendStateNone, "":
-		return SendStateNone
+// sendStateNames are the send_state labels, indexed by protocol.SendState:
+// the usage event's names, and SendStateNone for protocol.NoAttempt.
+var sendStateNames = func() (names [protocol.NumSendStates]string) {
+	for s := range protocol.NumSendStates {
+		names[s] = s.String()
+	}
+	names[protocol.NoAttempt] = SendStateNone
+	return names
+}()
+
+func sendStateLabel(s protocol.SendState) string {
+	if s < protocol.NumSendStates {
+		return sendStateNames[s]
 	}
 	return labelUnknown
 }

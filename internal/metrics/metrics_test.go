@@ -75,7 +75,7 @@ func TestObserveRequest(t *testing.T) {
 	type call struct {
 		endpoint  protocol.Endpoint
 		status    int
-		sendState string
+		sendState protocol.SendState
 		d         time.Duration
 		stream    bool
 	}
@@ -88,12 +88,12 @@ func TestObserveRequest(t *testing.T) {
 		{
 			name: "known values",
 			calls: []call{
-				{protocol.Chat, 200, "response_received", 2 * time.Second, true},
-				{protocol.Chat, 200, "response_received", time.Second, true},
-				{protocol.Messages, 502, "possibly_sent", 500 * time.Millisecond, false},
-				{protocol.Messages, 503, "definitely_not_sent", 250 * time.Millisecond, false},
-				{models, 200, metrics.SendStateNone, 0, false},
-				{protocol.Chat, 401, "", time.Millisecond, false},
+				{protocol.Chat, 200, protocol.ResponseReceived, 2 * time.Second, true},
+				{protocol.Chat, 200, protocol.ResponseReceived, time.Second, true},
+				{protocol.Messages, 502, protocol.PossiblySent, 500 * time.Millisecond, false},
+				{protocol.Messages, 503, protocol.NotSent, 250 * time.Millisecond, false},
+				{models, 200, protocol.NoAttempt, 0, false},
+				{protocol.Chat, 401, protocol.NoAttempt, time.Millisecond, false},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
@@ -112,28 +112,31 @@ scootgate_requests_total{code="200",endpoint="models",send_state="none"} 1
 			},
 		},
 		{
-			name: "values outside the sets are unknown, never the raw string",
+			name: "values outside the sets are unknown, never the raw value",
 			calls: []call{
-				{protocol.Endpoint(200), 200, "response_received", time.Second, false},
-				{protocol.Messages, 0, "Bearer sk-canary", time.Second, true},
-				{protocol.Messages, 600, "possibly_sent", time.Second, true},
-				{protocol.Messages, 99, "possibly_sent", time.Second, true},
+				{protocol.Endpoint(200), 200, protocol.ResponseReceived, time.Second, false},
+				{protocol.Messages, 0, protocol.SendState(200), time.Second, true},
+				{protocol.Messages, 600, protocol.PossiblySent, time.Second, true},
+				{protocol.Messages, 99, protocol.PossiblySent, time.Second, true},
+				{protocol.Chat, 502, protocol.NumSendStates, time.Second, false},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
 # TYPE scootgate_requests_total counter
+scootgate_requests_total{code="502",endpoint="chat_completions",send_state="unknown"} 1
 scootgate_requests_total{code="200",endpoint="unknown",send_state="response_received"} 1
 scootgate_requests_total{code="unknown",endpoint="messages",send_state="unknown"} 1
 scootgate_requests_total{code="unknown",endpoint="messages",send_state="possibly_sent"} 2
 `,
 			wantHists: map[string]hist{
-				"endpoint=unknown,stream=false": {1, 1},
-				"endpoint=messages,stream=true": {3, 3},
+				"endpoint=unknown,stream=false":          {1, 1},
+				"endpoint=messages,stream=true":          {3, 3},
+				"endpoint=chat_completions,stream=false": {1, 1},
 			},
 		},
 		{
 			name:  "every status code has its own three digits",
-			calls: []call{{models, 100, "", 0, false}, {models, 599, "", 0, false}, {models, 429, "", 0, false}},
+			calls: []call{{models, 100, protocol.NoAttempt, 0, false}, {models, 599, protocol.NoAttempt, 0, false}, {models, 429, protocol.NoAttempt, 0, false}},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
 # TYPE scootgate_requests_total counter

@@ -104,7 +104,7 @@ scootgate_ready 0
 func TestEveryEndpointNamed(t *testing.T) {
 	m := newMetrics(t)
 	for e := range protocol.NumEndpoints {
-		m.ObserveRequest(e, 200, "response_received", time.Second, false)
+		m.ObserveRequest(e, 200, protocol.ResponseReceived, time.Second, false)
 	}
 	compare(t, m, `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.

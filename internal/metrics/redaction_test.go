@@ -26,8 +26,8 @@ var canaries = []string{"sk-canary", "://", "secret-body"}
 
 // fullMetrics builds every family, with representative values and with
 // hostile strings wherever a caller could pass one: raw keys and URLs as
-// endpoint, outcome, stage, send state and ids; error texts, URLs and
-// paths in every Stats field that holds text.
+// ids, values outside the typed sets as endpoint, outcome, stage and send
+// state; error texts, URLs and paths in every Stats field that holds text.
 func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Time{})
@@ -35,12 +35,12 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 
 	m.ObserveModels(200, time.Second)
 	for _, ep := range []protocol.Endpoint{protocol.Chat, protocol.Messages, protocol.Endpoint(200)} {
-		for _, st := range []string{"definitely_not_sent", "possibly_sent", "response_received", "", "Bearer sk-canary-key"} {
+		for _, st := range []protocol.SendState{protocol.NotSent, protocol.PossiblySent, protocol.ResponseReceived, protocol.NoAttempt, protocol.SendState(200)} {
 			m.ObserveRequest(ep, 200, st, time.Second, true)
 			m.ObserveRequest(ep, 502, st, time.Second, false)
 		}
 	}
-	m.ObserveRequest(protocol.Messages, 1000, "possibly_sent", time.Second, false)
+	m.ObserveRequest(protocol.Messages, 1000, protocol.PossiblySent, time.Second, false)
 
 	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
 		m.ObserveAttempt("openai-a", o, time.Second)

@@ -1,7 +1,8 @@
 // Package protocol is the node's one vocabulary for the provider APIs it
 // forwards: the two protocol pools, the client endpoints of each, the
-// capabilities a request can need, and the description type through which
-// an endpoint tells the request path everything it needs to know.
+// capabilities a request can need, how far an attempt got ([SendState]),
+// and the description type through which an endpoint tells the request path
+// everything it needs to know.
 //
 // # Basics
 //

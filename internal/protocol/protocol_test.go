@@ -9,6 +9,7 @@ import (
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // TestNamesMatchContracts keeps the endpoint and protocol names of the
@@ -97,5 +98,23 @@ func TestSession(t *testing.T) {
 	h := http.Header{"Session-Id": {"h"}}
 	if n := testing.AllocsPerRun(100, func() { protocol.Session(&r, h, names) }); n != 0 {
 		t.Errorf("%v allocations", n)
+	}
+}
+
+// TestSendStateNames: the send states are written with the usage event's
+// names, and a value outside the set never passes for one of them.
+func TestSendStateNames(t *testing.T) {
+	want := map[protocol.SendState]string{
+		protocol.NoAttempt:        "none",
+		protocol.NotSent:          usageevent.SendDefinitelyNotSent,
+		protocol.PossiblySent:     usageevent.SendPossiblySent,
+		protocol.ResponseReceived: usageevent.SendResponseReceived,
+		protocol.NumSendStates:    "send_state(4)",
+		protocol.SendState(200):   "send_state(200)",
+	}
+	for s, w := range want {
+		if got := s.String(); got != w {
+			t.Errorf("SendState(%d).String() = %q, want %q", uint8(s), got, w)
+		}
 	}
 }

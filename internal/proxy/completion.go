@@ -30,15 +30,6 @@ import (
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// SendState is how far an attempt got (docs/failures.md).
-type SendState string
-
-const (
-	NotSent          SendState = "definitely_not_sent"
-	PossiblySent     SendState = "possibly_sent"
-	ResponseReceived SendState = "response_received"
-)
-
 // Timeout causes, told apart with context.Cause.
 var (
 	errFirstByteTimeout = errors.New("no first byte from the provider within the limit")
@@ -56,7 +47,7 @@ type attempt struct {
 	target    *routes.Target
 	lease     balance.Lease // the target's in-flight slot, given back by finish
 	started   time.Time
-	state     SendState
+	state     protocol.SendState
 	status    int    // HTTP status sent to the client, 0 if none
 	stage     string // usageevent.Stage*; "" on success
 	err       error
@@ -92,7 +83,7 @@ type call struct {
 	req       protocol.Request
 	session   balance.Key // 0 = none, or affinity off for the model
 	start     time.Time
-	sendState string // the last attempt's, for the request metric; "" = none
+	sendState protocol.SendState // the last attempt's, for the request metric
 }
 
 func (h *Handler) serveEndpoint(w http.ResponseWriter, r *http.Request, spec *protocol.Spec, rid string) *call {
@@ -180,7 +171,7 @@ func (c *call) route() {
 		a := c.attempt(n, l)
 		a.placement = placement
 		c.finish(&a)
-		if a.state != NotSent || a.status != 0 || c.r.Context().Err() != nil {
+		if a.state != protocol.NotSent || a.status != 0 || c.r.Context().Err() != nil {
 			return
 		}
 	}
@@ -188,7 +179,7 @@ func (c *call) route() {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest moment a target can
 		// take traffic again, and x-should-retry: true.
 		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
-		a := attempt{state: NotSent, stage: "select", placement: placement}
+		a := attempt{state: protocol.NotSent, stage: "select", placement: placement}
 		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
 		c.log(&a)
 		return
@@ -243,7 +234,7 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 		out, injected, err = c.spec.InjectUsage(out)
 	}
 	if err != nil { // inspect accepted the body, so this is a bug
-		a.state, a.stage, a.err = NotSent, usageevent.StageInternal, err
+		a.state, a.stage, a.err = protocol.NotSent, usageevent.StageInternal, err
 		c.failAttempt(&a, &apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
 		return a
 	}
@@ -257,7 +248,7 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 	})
 	up, err := http.NewRequestWithContext(ctx, c.spec.Method, t.Backend.URL[c.spec.Endpoint], bytes.NewReader(out))
 	if err != nil {
-		a.state, a.stage, a.err = NotSent, usageevent.StageInternal, err
+		a.state, a.stage, a.err = protocol.NotSent, usageevent.StageInternal, err
 		c.failAttempt(&a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
@@ -277,7 +268,7 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 		var ns *egress.NotSentError
 		if errors.As(err, &ns) || !gotConn.Load() {
 			// Nothing left the node: the caller may re-pick (docs/failures.md).
-			a.state, a.stage = NotSent, usageevent.StageConnect
+			a.state, a.stage = protocol.NotSent, usageevent.StageConnect
 			if ns != nil {
 				// Counted and logged by the dialer's OnFailure, every
 				// proxy tried (internal/app egresslog.go), not here.
@@ -288,12 +279,12 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 			}
 			return a
 		}
-		a.state, a.stage = PossiblySent, usageevent.StageSend
+		a.state, a.stage = protocol.PossiblySent, usageevent.StageSend
 		c.failBeforeCommit(&a, ctx)
 		return a
 	}
 	defer resp.Body.Close()
-	a.state, a.providerStatus = ResponseReceived, resp.StatusCode
+	a.state, a.providerStatus = protocol.ResponseReceived, resp.StatusCode
 	a.ttfb = h.o.Now().Sub(a.started)
 	var body io.Reader = &countingReader{r: resp.Body, n: &a.respBytes}
 
@@ -670,7 +661,7 @@ func (s *streamWriter) close() {
 func (c *call) finish(a *attempt) {
 	res := a.result()
 	a.lease.Done(res)
-	c.sendState = string(a.state)
+	c.sendState = a.state
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
 	c.log(a)
 	if c.h.o.Recorder == nil && c.h.o.Tracer == nil {
@@ -698,9 +689,9 @@ func (a *attempt) result() upstream.Result {
 	case a.stage == usageevent.StageClientCancelled || a.stage == usageevent.StageShutdown ||
 		a.stage == usageevent.StageClientWrite || a.stage == usageevent.StageInternal:
 		r.Outcome = upstream.Cancelled
-	case a.state == NotSent && a.egressFault:
+	case a.state == protocol.NotSent && a.egressFault:
 		r.Outcome = upstream.EgressFault
-	case a.state != ResponseReceived:
+	case a.state != protocol.ResponseReceived:
 		// Unreachable through the proxy, provider TLS, reset, timeout.
 	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden:
 		r.Outcome = upstream.AuthRejected
@@ -740,7 +731,7 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		Placement:     a.placement.String(),
 		Stream:        c.req.Stream,
 		N:             a.n,
-		SendState:     string(a.state),
+		SendState:     a.state.String(),
 		FailureStage:  a.stage,
 		ClientStatus:  a.status,
 		RequestBytes:  a.reqBytes,
@@ -766,7 +757,7 @@ func (c *call) log(a *attempt) {
 		slog.Bool("stream", c.req.Stream),
 		slog.String("backend", backend),
 		slog.Int("attempt", a.n),
-		slog.String("send_state", string(a.state)),
+		slog.String("send_state", a.state.String()),
 		slog.Int("status", a.status),
 		slog.Float64("ttfb_ms", ms(a.ttfb)),
 		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start))),

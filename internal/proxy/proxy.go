@@ -61,7 +61,7 @@ type Tracer interface {
 // Observer takes the request path's measurements (implemented by
 // *metrics.Metrics; label values are closed sets or config ids).
 type Observer interface {
-	ObserveRequest(endpoint protocol.Endpoint, status int, sendState string, d time.Duration, stream bool)
+	ObserveRequest(endpoint protocol.Endpoint, status int, sendState protocol.SendState, d time.Duration, stream bool)
 	ObserveModels(status int, d time.Duration)
 	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
 }
@@ -210,9 +210,9 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(protocol.Endpoint, int, string, time.Duration, bool) {}
-func (nopObserver) ObserveModels(int, time.Duration)                                   {}
-func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)             {}
+func (nopObserver) ObserveRequest(protocol.Endpoint, int, protocol.SendState, time.Duration, bool) {}
+func (nopObserver) ObserveModels(int, time.Duration)                                               {}
+func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)                         {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
