@@ -37,6 +37,7 @@ import (
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/logbuf"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -128,7 +129,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// the last batch before the process exits.
 	logOut := logbuf.New(stderr, logbuf.Options{})
 	defer logOut.Close()
-	log := slog.New(slog.NewJSONHandler(logOut, app.LogOptions()))
+	log := slog.New(logline.NewHandler(logOut, nil))
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "scootgate: %s\n", err)

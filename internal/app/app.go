@@ -47,6 +47,7 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
@@ -167,7 +168,7 @@ type node struct {
 
 func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, LogOptions()))
+		o.Logger = slog.New(logline.NewHandler(os.Stderr, nil))
 	}
 	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
 	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)

@@ -22,6 +22,7 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -418,9 +419,7 @@ outbox_path = %q
 	s.stop = cancel
 	s.done = make(chan error, 1)
 	ready := make(chan struct{})
-	lo := LogOptions()
-	lo.Level = slog.LevelDebug
-	log := slog.New(slog.NewJSONHandler(s.logs, lo))
+	log := slog.New(logline.NewHandler(s.logs, slog.LevelDebug)) // the node's handler
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
 			Logger: log,

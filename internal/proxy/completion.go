@@ -22,6 +22,7 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/sse"
@@ -745,38 +746,58 @@ func (c *call) event(a *attempt) *usageevent.Event {
 	})
 }
 
+// log writes the attempt's request line: as a logline.Line when the
+// logger's handler writes them (the node's), else through slog.
 func (c *call) log(a *attempt) {
+	level := slog.LevelInfo
+	if a.err != nil {
+		level = slog.LevelWarn
+	}
+	ctx := c.r.Context()
+	if lh := c.h.lines; lh != nil {
+		// time.Now, as slog stamps its records.
+		if l := lh.Line(ctx, time.Now(), level, "request"); l != nil {
+			c.logFields(l, a)
+			l.End()
+		}
+		return
+	}
+	if !c.h.o.Logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make(logline.Attrs, 0, 14)
+	c.logFields(&attrs, a)
+	c.h.o.Logger.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// logFields are the request line's fields (docs/operations.md "Logs").
+func (c *call) logFields(f logline.Fields, a *attempt) {
 	backend := ""
 	if a.target != nil {
 		backend = a.target.Backend.ID
 	}
-	attrs := []slog.Attr{
-		slog.String("request_id", c.rid),
-		slog.String("path", c.r.URL.Path),
-		slog.String("model", c.req.Model),
-		slog.Bool("stream", c.req.Stream),
-		slog.String("backend", backend),
-		slog.Int("attempt", a.n),
-		slog.String("send_state", a.state.String()),
-		slog.Int("status", a.status),
-		slog.Float64("ttfb_ms", ms(a.ttfb)),
-		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start))),
-	}
-	attrs = append(attrs, slog.String("placement", a.placement.String()))
+	f.String("request_id", c.rid)
+	f.String("path", c.r.URL.Path)
+	f.String("model", c.req.Model)
+	f.Bool("stream", c.req.Stream)
+	f.String("backend", backend)
+	f.Int("attempt", int64(a.n))
+	f.String("send_state", a.state.String())
+	f.Int("status", int64(a.status))
+	f.Float("ttfb_ms", ms(a.ttfb))
+	f.Float("duration_ms", ms(c.h.o.Now().Sub(c.start)))
+	f.String("placement", a.placement.String())
 	if c.session != 0 {
 		// A short hash, so that turns of one session can be followed in
 		// the log; never the key (it may carry a user id).
-		attrs = append(attrs, slog.String("session", strconv.FormatUint(uint64(c.session)>>40, 16)))
+		f.String("session", strconv.FormatUint(uint64(c.session)>>40, 16))
 	}
-	level := slog.LevelInfo
 	if a.stage != "" {
-		attrs = append(attrs, slog.String("stage", a.stage))
+		f.String("stage", a.stage)
 	}
 	if a.err != nil {
-		attrs = append(attrs, slog.String("error", errorText(a.err)))
-		level = slog.LevelWarn
+		f.String("error", errorText(a.err))
 	}
-	c.h.o.Logger.LogAttrs(c.r.Context(), level, "request", attrs...)
 }
 
 // errorText is an error for the log without the request URL that Go's
