@@ -37,6 +37,13 @@ const (
 // before it lets events through again to find out whether the disk is back.
 const failingBackoff = time.Second
 
+// Read's allocation sizes: payload copies are packed into chunks of
+// readChunk bytes, and the result starts with room for readRecords rows.
+const (
+	readChunk   = 64 << 10
+	readRecords = 256
+)
+
 // bucketName holds the rows: key = 8-byte big-endian sequence number (so
 // cursor order is FIFO), value = 8-byte big-endian unix-nano append time
 // followed by the payload.
@@ -128,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 type Record struct {
 	Seq      uint64    // FIFO position; unique for the life of the file
 	Appended time.Time // when Append accepted it (UTC)
-	Payload  []byte    // a copy; the caller may keep it
+	Payload  []byte    // a copy (the rows of one Read share an allocation); the caller may keep it
 }
 
 // Dropped counts events refused, by reason. Each is a drop_newest (docs/usage-events.md).
@@ -213,6 +220,8 @@ type Store struct {
 	oldest          int64               // append time (unix nanos) of the first row on disk
 	pending         map[uint64]struct{} // deleted, waiting for the next commit
 	deleting        map[uint64]struct{} // deleted, in the commit running now
+	pendingMax      uint64              // the largest seq in pending, 0 if empty
+	deletingMax     uint64              // the largest seq in deleting, 0 if empty
 	stats           Stats               // counters only; the rest is filled in by Stats
 }
 
@@ -345,27 +354,33 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 	if limit <= 0 || after == math.MaxUint64 {
 		return nil, nil
 	}
-	// Copy the deleted-but-not-committed set before the read transaction
-	// starts: a delete committed after the snapshot was taken is then still
-	// in the copy, one committed before is no longer on disk.
+	// Copy the deleted-but-not-committed rows after `after` before the
+	// read transaction starts: a delete committed after the snapshot was
+	// taken is then still in the copy, one committed before is no longer
+	// on disk. The publisher deletes only rows it has read, below its
+	// cursor, so while it drains nothing needs copying.
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	var skip map[uint64]struct{}
-	if len(s.pending)+len(s.deleting) > 0 {
-		skip = make(map[uint64]struct{}, len(s.pending)+len(s.deleting))
-		for q := range s.pending {
-			skip[q] = struct{}{}
-		}
-		for q := range s.deleting {
-			skip[q] = struct{}{}
+	if max(s.pendingMax, s.deletingMax) > after {
+		skip = make(map[uint64]struct{})
+		for _, m := range []map[uint64]struct{}{s.pending, s.deleting} {
+			for q := range m {
+				if q > after {
+					skip[q] = struct{}{}
+				}
+			}
 		}
 	}
 	s.mu.Unlock()
 
-	var out []Record
+	var (
+		out   []Record
+		chunk []byte // payload copies share chunks: one allocation per readChunk bytes, not per row
+	)
 	err := guard(s.o.Logger, func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketName)
@@ -378,10 +393,19 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 				if _, ok := skip[seq]; ok {
 					continue
 				}
+				p := v[timeLen:]
+				if cap(chunk)-len(chunk) < len(p) {
+					chunk = make([]byte, 0, max(readChunk, len(p)))
+				}
+				at := len(chunk)
+				chunk = append(chunk, p...)
+				if out == nil {
+					out = make([]Record, 0, min(limit, readRecords))
+				}
 				out = append(out, Record{
 					Seq:      seq,
 					Appended: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(),
-					Payload:  append([]byte(nil), v[timeLen:]...),
+					Payload:  chunk[at:len(chunk):len(chunk)], // full slice: an append by the caller copies
 				})
 			}
 			return nil
@@ -413,6 +437,7 @@ func (s *Store) Delete(seqs ...uint64) error {
 	}
 	for _, q := range seqs {
 		s.pending[q] = struct{}{}
+		s.pendingMax = max(s.pendingMax, q)
 	}
 	s.mu.Unlock()
 	if first {

@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -142,6 +144,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 		dels = s.pending
 		s.pending = make(map[uint64]struct{})
 		s.deleting = dels
+		s.deletingMax, s.pendingMax = s.pendingMax, 0
 	}
 	s.mu.Unlock()
 	if len(batch) == 0 && len(dels) == 0 {
@@ -165,6 +168,8 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	now := s.o.Clock.Now()
 	s.mu.Lock()
 	s.deleting = nil
+	deletingMax := s.deletingMax
+	s.deletingMax = 0
 	s.committing = 0
 	if err != nil {
 		if len(dels) > 0 && len(s.pending) == 0 {
@@ -173,6 +178,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 		for q := range dels {
 			s.pending[q] = struct{}{}
 		}
+		s.pendingMax = max(s.pendingMax, deletingMax)
 		s.resRows -= len(batch)
 		s.resBytes -= added
 		s.stats.Dropped.Failing += uint64(len(batch))
@@ -220,16 +226,24 @@ func write(tx *bolt.Tx, batch []item, dels map[uint64]struct{}, r *result) error
 	}
 	// Keys only ever grow, so full pages never need room for inserts.
 	b.FillPercent = 1.0
-	k := make([]byte, keyLen)
+	// Deletes in key order through one cursor: one seek per row (Get and
+	// Delete would seek twice), and consecutive rows on the same leaf.
+	seqs := make([]uint64, 0, len(dels))
 	for seq := range dels {
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	c := b.Cursor()
+	k := make([]byte, keyLen)
+	for _, seq := range seqs {
 		binary.BigEndian.PutUint64(k, seq)
-		v := b.Get(k)
-		if v == nil {
+		ck, v := c.Seek(k)
+		if !bytes.Equal(ck, k) {
 			continue // already deleted, or never existed
 		}
 		r.removed++
 		r.removedBytes += int64(len(v) - timeLen)
-		if err := b.Delete(k); err != nil {
+		if err := c.Delete(); err != nil {
 			return err
 		}
 	}
