@@ -59,6 +59,30 @@ func fillOutbox(b *testing.B, path string, n int) {
 	}
 }
 
+// backlogTemplate is a filled outbox file shared by every run of the
+// benchmark in this process and copied for each iteration, so that a CPU
+// profile shows the drain, not the fill.
+var backlogTemplate struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func backlogFile(b *testing.B) string {
+	b.Helper()
+	t := &backlogTemplate
+	t.once.Do(func() {
+		t.dir, t.err = os.MkdirTemp("", "scootgate-backlog-")
+		if t.err == nil {
+			fillOutbox(b, filepath.Join(t.dir, "backlog.db"), backlog)
+		}
+	})
+	if t.err != nil {
+		b.Fatal(t.err)
+	}
+	return filepath.Join(t.dir, "backlog.db")
+}
+
 // openNodeOutbox opens path with the node's default commit options (100
 // ms window, 64-event batches, the crash bound), room for the backlog and
 // what a concurrent writer adds.
@@ -81,10 +105,7 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 	addr := mosquittoAddr(b)
 	for _, rate := range []int{0, 2000} {
 		b.Run(fmt.Sprintf("writer=%d/s", rate), func(b *testing.B) {
-			// Filled once and copied for each iteration, so that a CPU
-			// profile of the benchmark shows the drain, not the fill.
-			template := filepath.Join(b.TempDir(), "backlog.db")
-			fillOutbox(b, template, backlog)
+			template := backlogFile(b)
 			var events, cpu, wall, refused float64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
