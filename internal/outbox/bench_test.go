@@ -107,11 +107,19 @@ func benchAppend(b *testing.B, par int, deliver bool) {
 
 // BenchmarkDrainBacklog is the outbox's share of delivering a backlog: a
 // file of 100k committed 400-byte rows, reopened with the default
-// options, read in windows of 64 rows and each window deleted as the MQTT
-// publisher does after its PUBACKs, until Close has committed the last
-// delete. No network: cpu-us/row is the outbox's own cost per delivered
-// row (reads, delete bookkeeping, the delete commits).
+// options, read and deleted as the MQTT publisher does with a window of
+// 64 publishes in flight, until Close has committed the last delete.
+// acks=N: the PUBACKs arrive N at a time; the publisher deletes those
+// rows and reads N more (acks=1 is a publisher woken at every PUBACK). No
+// network: cpu-us/row is the outbox's own cost per delivered row (reads,
+// delete bookkeeping, the delete commits).
 func BenchmarkDrainBacklog(b *testing.B) {
+	for _, acks := range []int{1, 64} {
+		b.Run(fmt.Sprintf("acks=%d", acks), func(b *testing.B) { benchDrainBacklog(b, acks) })
+	}
+}
+
+func benchDrainBacklog(b *testing.B, acks int) {
 	const rows, window = 100_000, 64
 	template := filepath.Join(b.TempDir(), "backlog.db")
 	fill, err := Open(Options{Path: template, MaxEvents: 2 * rows, MaxBytes: 1 << 30,
@@ -147,24 +155,27 @@ func BenchmarkDrainBacklog(b *testing.B) {
 		}
 		b.StartTimer()
 		cpu0, begin := cpuTime(), time.Now()
-		var after uint64
-		seqs := make([]uint64, 0, window)
+		var (
+			after    uint64
+			inflight []uint64 // read, not yet "acknowledged"
+		)
 		for {
-			recs, err := s.Read(after, window)
+			recs, err := s.Read(after, window-len(inflight))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(recs) == 0 {
+			for _, r := range recs {
+				inflight = append(inflight, r.Seq)
+				after = r.Seq
+			}
+			if len(inflight) == 0 {
 				break
 			}
-			seqs = seqs[:0]
-			for _, r := range recs {
-				seqs = append(seqs, r.Seq)
-			}
-			after = seqs[len(seqs)-1]
-			if err := s.Delete(seqs...); err != nil {
+			n := min(acks, len(inflight))
+			if err := s.Delete(inflight[:n]...); err != nil {
 				b.Fatal(err)
 			}
+			inflight = inflight[n:]
 		}
 		if err := s.Close(); err != nil {
 			b.Fatal(err)

@@ -395,7 +395,9 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 				}
 				p := v[timeLen:]
 				if cap(chunk)-len(chunk) < len(p) {
-					chunk = make([]byte, 0, max(readChunk, len(p)))
+					// Room for the rows still wanted if they are the size
+					// of this one: the publisher often reads one or two.
+					chunk = make([]byte, 0, max(len(p), min(readChunk, len(p)*(limit-len(out)))))
 				}
 				at := len(chunk)
 				chunk = append(chunk, p...)
