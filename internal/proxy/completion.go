@@ -445,7 +445,9 @@ func (c *call) relayWhole(a *attempt, resp *http.Response, body io.Reader, first
 }
 
 // relayStream holds the status until the first event is in, then passes
-// every event through with its exact bytes and a flush. With a keepalive
+// every event through with its exact bytes, flushing whenever the next
+// event has not arrived complete yet: events that came in one read leave
+// in one write, and none waits for more input. With a keepalive
 // configured, a provider that sent its 200 and then stays silent (a
 // reasoning model thinking before its first event) gets the client's 200
 // committed by the first keepalive, so that idle limits of load balancers
@@ -505,7 +507,7 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 			outcome.Observe(&ev)
 		}
 		if !tracker.Observe(&ev) {
-			if werr := out.event(ev.Raw); werr != nil {
+			if werr := out.write(ev.Raw); werr != nil {
 				a.stage, a.err = usageevent.StageClientCancelled, werr
 				return
 			}
@@ -513,6 +515,16 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 		}
 		if failed {
 			a.stage = usageevent.StageProviderStreamError // the provider's own in-band error, passed through
+		}
+		// Events that arrived together leave in one write: flush unless
+		// the next event is already complete in the reader's buffer, so
+		// that no event waits for bytes that have not arrived.
+		more := !done && rd.Buffered()
+		if !more {
+			if werr := out.flush(); werr != nil {
+				a.stage, a.err = usageevent.StageClientCancelled, werr
+				return
+			}
 		}
 		if done {
 			_, _ = io.CopyN(io.Discard, body, 4<<10) // let the connection be reused
@@ -522,7 +534,9 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 		if err != nil {
 			break
 		}
-		idle.Reset(h.o.StreamIdle)
+		if !more {
+			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
+		}
 	}
 	c.endStream(a, out, ctx, err, relayed, usageevent.StageStream)
 }
@@ -562,7 +576,8 @@ func (c *call) endStream(a *attempt, out *streamWriter, ctx context.Context, err
 }
 
 // streamWriter serialises the relay loop's events and the keepalive
-// timer's pings onto one ResponseWriter, flushing after each. The first
+// timer's pings onto one ResponseWriter. Pings are flushed at once; the
+// relay flushes events when it has no further one at hand. The first
 // write of either commits the response (header).
 type streamWriter struct {
 	w      http.ResponseWriter
@@ -575,6 +590,7 @@ type streamWriter struct {
 	ka        *time.Timer // nil when keepalive is off
 	every     time.Duration
 	ping      []byte // guarded by mu: what a keepalive writes
+	dirty     bool   // guarded by mu: written since the last flush
 }
 
 // preFirstKeepalive is the keepalive before a stream's first event.
@@ -614,13 +630,36 @@ func (s *streamWriter) settle() bool {
 	return false
 }
 
+// event writes b and flushes, with whatever write left unflushed.
 func (s *streamWriter) event(b []byte) error {
+	if err := s.write(b); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// write writes b without flushing it: the caller flushes when no further
+// event is at hand (the ResponseWriter's buffer may still send part of it
+// when it fills).
+func (s *streamWriter) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commitLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
+	s.dirty = true
+	return nil
+}
+
+// flush sends what write left in the ResponseWriter's buffer, if anything.
+func (s *streamWriter) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
+		return nil
+	}
+	s.dirty = false
 	if s.ka != nil {
 		s.ka.Reset(s.every)
 	}
@@ -640,6 +679,7 @@ func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
 		}
 		s.commitLocked()
 		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
+			s.dirty = false
 			s.ka.Reset(every)
 		}
 	})

@@ -26,7 +26,9 @@
 //
 // The status line is held until the provider's status and first event are
 // known, so a first-byte failure is still a clean 5xx. After the commit,
-// each SSE event is written with its exact bytes and flushed. A provider
+// each SSE event is written with its exact bytes and flushed as soon as
+// the next one is not already complete in the reader's buffer (events that
+// arrived together leave in one write; none waits for more input). A provider
 // stream that ends without its terminator ([DONE] / message_stop), goes idle
 // beyond the limit or breaks ends with an in-band error event, never with a
 // fake terminator. A client disconnect cancels the upstream request at once

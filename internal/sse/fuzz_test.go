@@ -95,6 +95,8 @@ func FuzzReader(f *testing.F) {
 		}
 		checkSame(t, "chunked", in, 0, &chunkReader{b: in, n: 1 + int(chunk)%32})
 		checkSame(t, "one byte", in, 0, iotest.OneByteReader(bytes.NewReader(in)))
+		checkBuffered(t, &chunkReader{b: in, n: 1 + int(chunk)}, 0)
+		checkBuffered(t, bytes.NewReader(in), 1+int(chunk))
 		if len(in) > 0 {
 			i := int(chunk) % (len(in) + 1)
 			checkSame(t, "split", in, 0, io.MultiReader(bytes.NewReader(in[:i]), bytes.NewReader(in[i:])))

@@ -214,6 +214,51 @@ func (r *Reader) fail(b block, err error) (Event, error) {
 	}
 }
 
+// Buffered reports whether a complete event is already buffered, so that
+// the next call to Next returns without reading from the stream. A relay
+// that writes every event and flushes only when Buffered is false sends the
+// events that arrived together in one write and still holds none back
+// waiting for bytes that have not arrived. It errs on the side of false: a
+// CR that is the last byte received (see the caveat on lookahead) does not
+// count as a line ending yet.
+func (r *Reader) Buffered() bool {
+	if r.err != nil || r.pending != nil {
+		return false
+	}
+	buf, _ := r.br.Peek(r.br.Buffered()) // cannot fail: no more than is buffered
+	return hasBlankLine(buf)
+}
+
+// hasBlankLine reports whether buf, which starts at the start of a line,
+// holds a blank line whose line ending is complete, by the line rules of
+// readLine.
+func hasBlankLine(buf []byte) bool {
+	for {
+		lf := bytes.IndexByte(buf, '\n')
+		end := lf
+		if lf < 0 {
+			end = len(buf)
+		}
+		n, term := 0, 0 // the line's length and its terminator's
+		switch cr := bytes.IndexByte(buf[:end], '\r'); {
+		case cr >= 0 && cr+1 == len(buf):
+			return false // a CR or the CR of a CRLF: not known yet
+		case cr >= 0 && buf[cr+1] == '\n':
+			n, term = cr, 2
+		case cr >= 0:
+			n, term = cr, 1
+		case lf >= 0:
+			n, term = lf, 1
+		default:
+			return false // a partial line
+		}
+		if n == 0 {
+			return true
+		}
+		buf = buf[n+term:]
+	}
+}
+
 // readLine appends the next line and its terminator to r.raw and returns the
 // terminator's length. On error the partial line stays in r.raw.
 func (r *Reader) readLine() (int, error) {

@@ -427,6 +427,82 @@ func TestNextDoesNotWaitForMoreInput(t *testing.T) {
 	}
 }
 
+// TestBuffered: after the first event of a read, Buffered says whether the
+// rest of that read holds a complete event, and when it says so, Next
+// returns one without reading (the script fails the test otherwise).
+func TestBuffered(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string // one read; its first event is read before asking
+		want bool
+	}{
+		{"nothing more", "data: a\n\n", false},
+		{"lf event", "data: a\n\ndata: b\n\n", true},
+		{"partial line", "data: a\n\nda", false},
+		{"lines without the blank one", "data: a\n\nevent: x\ndata: b\n", false},
+		{"crlf event", "data: a\n\ndata: b\r\n\r\n", true},
+		{"crlf, lf not here yet", "data: a\n\ndata: b\r\n\r", false},
+		{"cr event, last byte", "data: a\n\ndata: b\r\r", false},
+		{"cr event, byte after", "data: a\n\ndata: b\r\rd", true},
+		{"lf then cr blank line", "data: a\n\ndata: b\n\rx", true},
+		{"comment block", "data: a\n\n: ping\n\n", true},
+		{"lone blank line", "data: a\n\n\n", true},
+		{"cr inside a line ending later", "data: a\n\nx\ry\n\n", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := sse.NewReader(&scriptReader{t: t, chunks: []string{tc.in}}, 0)
+			if rd.Buffered() {
+				t.Fatal("Buffered before anything was read")
+			}
+			if _, err := rd.Next(); err != nil {
+				t.Fatalf("first Next: %v", err)
+			}
+			if got := rd.Buffered(); got != tc.want {
+				t.Fatalf("Buffered = %v, want %v", got, tc.want)
+			}
+			if tc.want {
+				if _, err := rd.Next(); err != nil {
+					t.Fatalf("Next after Buffered: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// watchReader fails the test when read while forbid is set.
+type watchReader struct {
+	t      *testing.T
+	r      io.Reader
+	forbid bool
+}
+
+func (w *watchReader) Read(p []byte) (int, error) {
+	if w.forbid {
+		w.t.Fatalf("Next read the stream although Buffered reported a complete event")
+	}
+	return w.r.Read(p)
+}
+
+// checkBuffered reads in through r and fails when Next reads after
+// Buffered reported true.
+func checkBuffered(t *testing.T, r io.Reader, maxEventBytes int) {
+	t.Helper()
+	w := &watchReader{t: t, r: r}
+	rd := sse.NewReader(w, maxEventBytes)
+	for {
+		w.forbid = rd.Buffered()
+		_, err := rd.Next()
+		w.forbid = false
+		if err != nil {
+			if rd.Buffered() {
+				t.Fatalf("Buffered after %v", err)
+			}
+			return
+		}
+	}
+}
+
 // errAfterReader returns data, then err with the last chunk.
 type errAfterReader struct {
 	data string
