@@ -511,7 +511,7 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 
 func (b *bench) fire(t *target, stream bool) loadgen.Fire {
 	if stream {
-		return loadgen.Stream(t.client, b.streamRequest(t))
+		return loadgen.Stream(t.client, b.streamRequest(t), loadgen.ChatCompletions)
 	}
 	return loadgen.NonStream(t.client, b.wholeRequest(t))
 }

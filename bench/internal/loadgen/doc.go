@@ -18,7 +18,10 @@
 //
 // [NonStream] and [Stream] build the shot functions: a whole JSON answer, or
 // a server-sent event stream whose time to first event and gaps between
-// events are recorded (read with internal/sse). [HoldStream] opens a stream,
+// events are recorded (read with internal/sse); a [Format] per API
+// ([ChatCompletions], [Messages], [Responses]) says which event ends a
+// complete stream and which carries its usage, and a stream that lacks
+// either fails. [HoldStream] opens a stream,
 // waits for its first event and then holds the connection open, for the
 // idle-stream memory test.
 //
@@ -33,5 +36,6 @@
 // small batches; each keeps its own intended time, so the schedule's rate is
 // exact on average and the batching shows in Shot.Late (0 to 1 ms here). /proc CPU times
 // count in clock ticks (USER_HZ, 100 per second on Linux): a reading is
-// exact to 10 ms, so charge CPU over runs of seconds. Linux only.
+// exact to 10 ms, so charge CPU over runs of seconds, or have the process
+// report its own getrusage (microseconds). Linux only.
 package loadgen

@@ -151,7 +151,7 @@ func TestStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := sseServer(t, tt.status, tt.events...)
 			s := Shot{Intended: time.Now()}
-			Stream(srv.Client(), Request{URL: srv.URL})(context.Background(), &s)
+			Stream(srv.Client(), Request{URL: srv.URL}, Format{})(context.Background(), &s)
 			var se *StatusError
 			switch {
 			case tt.wantStatus != 0:

@@ -70,10 +70,12 @@ func NonStream(c *http.Client, r Request) Fire {
 	}
 }
 
-// Stream returns a Fire that posts r and reads the answer as an SSE stream,
-// recording the time to its first event and the gap before each later one.
-// Comment-only blocks (keepalives) count as events.
-func Stream(c *http.Client, r Request) Fire {
+// Stream returns a Fire that posts r and reads the answer as an SSE stream
+// of format f, recording the time to its first event and the gap before
+// each later one. Comment-only blocks (keepalives) count as events. A
+// stream that ends cleanly but not as f says a complete one does fails
+// with ErrNoTerminator or ErrNoUsage.
+func Stream(c *http.Client, r Request, f Format) Fire {
 	return func(ctx context.Context, s *Shot) {
 		s.Late = time.Since(s.Intended)
 		resp, err := r.send(ctx, c)
@@ -83,17 +85,22 @@ func Stream(c *http.Client, r Request) Fire {
 		}
 		defer resp.Body.Close()
 		rd := sse.NewReader(resp.Body, maxEventBytes)
+		check := streamCheck{f: f}
 		var last time.Time
 		for {
 			ev, err := rd.Next()
 			if err != nil {
-				if err != io.EOF {
+				switch {
+				case err != io.EOF:
 					s.Err = err
-				} else if s.Events == 0 {
+				case s.Events == 0:
 					s.Err = ErrNoEvent
+				default:
+					s.Err = check.err()
 				}
 				break
 			}
+			check.see(ev)
 			now := time.Now()
 			if s.Events == 0 {
 				s.TTFB = now.Sub(s.Intended)
