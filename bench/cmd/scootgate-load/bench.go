@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,13 +27,14 @@ type options struct {
 	warmup   time.Duration
 	rates    []float64
 	settle   time.Duration
+	paths    []string // apiPaths keys, in report order
 
-	streamRate float64
-	events     int
-	eventGap   time.Duration
-	delay      time.Duration
-	egress     string        // "socks5" | "connect"
-	commit     time.Duration // the nodes' usage.commit_interval; 0 = the shipped default
+	streamRates []float64
+	events      int
+	eventGap    time.Duration
+	delay       time.Duration
+	egress      string        // "socks5" | "connect"
+	commit      time.Duration // the nodes' usage.commit_interval; 0 = the shipped default
 
 	search         bool
 	searchStart    float64
@@ -225,38 +226,60 @@ func (t *target) close() {
 	t.proc.stop()
 }
 
-// Requests. Streams ask for usage themselves (stream_options), so the node
-// does not inject it and both systems relay the very same events.
-var jsonHeader = http.Header{
-	"Authorization": {"Bearer " + benchKey},
-	"Content-Type":  {"application/json"},
-}
-
-func (b *bench) wholeRequest(t *target) loadgen.Request {
-	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
-		`{"model":"` + benchModel + `","messages":[{"role":"system","content":"be brief"},` +
-			`{"role":"user","content":"hello from the load generator"}],"temperature":0.2}`)}
-}
-
-func (b *bench) streamRequest(t *target) loadgen.Request {
-	words := strings.TrimSpace(strings.Repeat("tok ", b.o.events))
-	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
-		`{"model":"` + benchModel + `","stream":true,"stream_options":{"include_usage":true},` +
-			`"messages":[{"role":"user","content":"` + words + `"}]}`)}
-}
-
+// idleRequest is the idle-stream test's chat completion stream.
 func (b *bench) idleRequest(t *target) loadgen.Request {
-	return loadgen.Request{URL: t.base + "/v1/chat/completions", Header: jsonHeader, Body: []byte(
-		`{"model":"` + benchModel + `","stream":true,"stream_options":{"include_usage":true},` +
-			`"messages":[{"role":"user","content":"` + idleMarker + ` hold"}]}`)}
+	p := apiPaths[pathOpenAI]
+	return loadgen.Request{URL: t.base + p.url, Header: p.header, Body: []byte(p.stream(idleMarker + " hold"))}
 }
 
-// scenario is one kind of run in a round.
+// scenario is one kind of run in a round: a path, a rate, stream or not,
+// and the systems it runs against.
 type scenario struct {
 	name    string
+	path    *apiPath
 	rate    float64
 	stream  bool
 	targets []*target
+}
+
+// scenarioName names a scenario in the report; the checks find cells by it.
+func scenarioName(p *apiPath, stream bool, rate float64) string {
+	kind := "non-stream"
+	if stream {
+		kind = "stream"
+	}
+	return fmt.Sprintf("%s, %s @ %g/s", p.label, kind, rate)
+}
+
+// scenarios lists a round's runs: on every path every non-stream rate and
+// every stream rate against the baseline and the node, and on the first
+// path the variants (broker down, usage events off, tracing on) at the
+// first non-stream and the first stream rate too. all holds the targets
+// by key; a variant missing from it is left out.
+func scenarios(o options, all map[string]*target) []scenario {
+	pair := []*target{all[keyBaseline], all[keyNode]}
+	withVariants := slices.Clone(pair)
+	for _, key := range []string{keyBrokerDown, keyUsageOff, keyTracing} {
+		if t := all[key]; t != nil {
+			withVariants = append(withVariants, t)
+		}
+	}
+	var out []scenario
+	for i, key := range o.paths {
+		p := apiPaths[key]
+		add := func(stream bool, rates []float64) {
+			for j, rate := range rates {
+				ts := pair
+				if i == 0 && j == 0 {
+					ts = withVariants
+				}
+				out = append(out, scenario{name: scenarioName(p, stream, rate), path: p, rate: rate, stream: stream, targets: ts})
+			}
+		}
+		add(false, o.rates)
+		add(true, o.streamRates)
+	}
+	return out
 }
 
 // sample is one attack and the counters around it.
@@ -432,7 +455,7 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	if err := errors.Join(t.proc.alive(), b.prov.alive(), b.proxy.alive()); err != nil {
 		return s, fmt.Errorf("%w: %s", err, t.proc.tail())
 	}
-	var st0, st1 sutStats
+	var st0, stEnd, st1 sutStats
 	up0, err := b.upstream(ctx)
 	if err != nil {
 		return s, err
@@ -481,6 +504,9 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	if err != nil {
 		return s, err
 	}
+	if err := t.proc.stats(ctx, &stEnd); err != nil {
+		return s, err
+	}
 	// Work the system does after its last answer (the node delivering the
 	// run's usage events from its outbox to the broker) is part of what
 	// the run cost, and must not spill into the next system's run.
@@ -497,6 +523,9 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	}
 	s.res, s.wall = res, r1.at.Sub(r0.at)
 	s.cpu, s.side, s.after = r1.sut-r0.sut, r1.side-r0.side, after
+	if st0.CPU > 0 { // getrusage: microseconds instead of ticks
+		s.cpu, s.after = stEnd.CPU-st0.CPU, st1.CPU-stEnd.CPU
+	}
 	s.foreignSUT, s.foreignSide = b.foreign(r0, r1)
 	s.mallocs, s.bytes = st1.Mallocs-st0.Mallocs, st1.TotalAlloc-st0.TotalAlloc
 	s.sysr, s.sysw = st1.SysReads-st0.SysReads, st1.SysWrites-st0.SysWrites
@@ -509,11 +538,11 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	return s, nil
 }
 
-func (b *bench) fire(t *target, stream bool) loadgen.Fire {
+func (b *bench) fire(t *target, p *apiPath, stream bool) loadgen.Fire {
 	if stream {
-		return loadgen.Stream(t.client, b.streamRequest(t), loadgen.ChatCompletions)
+		return loadgen.Stream(t.client, p.streamRequest(t.base, b.o.events), p.format)
 	}
-	return loadgen.NonStream(t.client, b.wholeRequest(t))
+	return loadgen.NonStream(t.client, p.wholeRequest(t.base))
 }
 
 func (b *bench) plan(rate float64, d time.Duration) loadgen.Attack {
@@ -551,27 +580,13 @@ func (b *bench) rounds(ctx context.Context) error {
 			return err
 		}
 	}
-	pair := []*target{targets[keyBaseline], targets[keyNode]}
-	all := []*target{targets[keyBaseline], targets[keyNode], targets[keyBrokerDown], targets[keyUsageOff], targets[keyTracing]}
+	scenarios := scenarios(b.o, targets)
 
-	var scenarios []scenario
-	for i, rate := range b.o.rates {
-		ts := pair
-		if i == 0 {
-			ts = all // usage events and tracing on the critical path: at the first rate
-		}
-		scenarios = append(scenarios, scenario{name: fmt.Sprintf("non-stream @ %g/s", rate), rate: rate, targets: ts})
-	}
-	if b.o.streamRate > 0 {
-		// All variants: what usage events and tracing cost a stream is shown too.
-		scenarios = append(scenarios, scenario{name: fmt.Sprintf("stream @ %g/s", b.o.streamRate), rate: b.o.streamRate, stream: true, targets: all})
-	}
-
-	// Warm up every target at every rate it will see: connection pools,
-	// tunnels, heap, the outbox file's first growth.
+	// Warm up every target at every rate and on every path it will see:
+	// connection pools, tunnels, heap, the outbox file's first growth.
 	for _, sc := range scenarios {
 		for _, t := range sc.targets {
-			if _, err := b.attack(ctx, t, b.plan(sc.rate, b.o.warmup), b.fire(t, sc.stream)); err != nil {
+			if _, err := b.attack(ctx, t, b.plan(sc.rate, b.o.warmup), b.fire(t, sc.path, sc.stream)); err != nil {
 				return err
 			}
 		}
@@ -589,12 +604,12 @@ func (b *bench) rounds(ctx context.Context) error {
 				if err := b.pause(ctx, b.o.settle); err != nil {
 					return err
 				}
-				s, discarded, err := b.measure(ctx, t, b.plan(sc.rate, b.o.duration), b.fire(t, sc.stream))
+				s, discarded, err := b.measure(ctx, t, b.plan(sc.rate, b.o.duration), b.fire(t, sc.path, sc.stream))
 				if err != nil {
 					return err
 				}
-				m := b.rep.add(sc.name, sc.rate, sc.stream, t.key, s, discarded)
-				b.logf("round %d/%d %-20s %-18s %s", r+1, b.o.rounds, sc.name, t.key, m.brief(s))
+				m := b.rep.add(sc.name, sc.path.key, sc.rate, sc.stream, t.key, s, discarded)
+				b.logf("round %d/%d %-36s %-18s %s", r+1, b.o.rounds, sc.name, t.key, m.brief(s))
 			}
 		}
 	}
@@ -616,20 +631,23 @@ func (b *bench) rounds(ctx context.Context) error {
 	return nil
 }
 
-// check sends one request and one stream to t; a harness that measures
-// errors would otherwise report a broken setup as a fast one.
+// check sends one request and one stream on every path to t; a harness
+// that measures errors would otherwise report a broken setup as a fast one.
 func (b *bench) check(ctx context.Context, t *target) error {
-	for _, stream := range []bool{false, true} {
-		var s loadgen.Shot
-		s.Intended = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		b.fire(t, stream)(cctx, &s)
-		cancel()
-		if s.Err != nil {
-			return fmt.Errorf("%s does not answer (stream=%t): %w\n%s", t.key, stream, s.Err, t.proc.tail())
-		}
-		if stream && s.Events < b.o.events {
-			return fmt.Errorf("%s: stream had %d events, want at least %d", t.key, s.Events, b.o.events)
+	for _, key := range b.o.paths {
+		p := apiPaths[key]
+		for _, stream := range []bool{false, true} {
+			var s loadgen.Shot
+			s.Intended = time.Now()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			b.fire(t, p, stream)(cctx, &s)
+			cancel()
+			if s.Err != nil {
+				return fmt.Errorf("%s does not answer on %s (stream=%t): %w\n%s", t.key, p.url, stream, s.Err, t.proc.tail())
+			}
+			if stream && s.Events < b.o.events {
+				return fmt.Errorf("%s: stream on %s had %d events, want at least %d", t.key, p.url, s.Events, b.o.events)
+			}
 		}
 	}
 	return nil
@@ -659,7 +677,7 @@ func (b *bench) searchMax(ctx context.Context, targets []*target) error {
 	}
 	// try runs one step and says whether it passed.
 	try := func(s *state, rate float64) (bool, error) {
-		smp, _, err := b.measure(ctx, s.t, b.plan(rate, b.o.searchDuration), b.fire(s.t, false))
+		smp, _, err := b.measure(ctx, s.t, b.plan(rate, b.o.searchDuration), b.fire(s.t, apiPaths[b.o.paths[0]], false))
 		if err != nil {
 			return false, err
 		}
@@ -761,10 +779,10 @@ func (b *bench) idle(ctx context.Context, key string) error {
 		return err
 	}
 	// Warm the process like a serving one: pools, tunnels, a few streams.
-	if _, err := b.attack(ctx, t, b.plan(200, time.Second), b.fire(t, false)); err != nil {
+	if _, err := b.attack(ctx, t, b.plan(200, time.Second), b.fire(t, apiPaths[pathOpenAI], false)); err != nil {
 		return err
 	}
-	if _, err := b.attack(ctx, t, b.plan(50, 500*time.Millisecond), b.fire(t, true)); err != nil {
+	if _, err := b.attack(ctx, t, b.plan(50, 500*time.Millisecond), b.fire(t, apiPaths[pathOpenAI], true)); err != nil {
 		return err
 	}
 	if err := b.pause(ctx, time.Second); err != nil {

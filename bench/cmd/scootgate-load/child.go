@@ -44,6 +44,9 @@ type sutStats struct {
 	HeapInuse  uint64 `json:"heap_inuse"`
 	SysReads   uint64 `json:"syscalls_read"`  // read-family system calls so far (/proc/self/io)
 	SysWrites  uint64 `json:"syscalls_write"` // write-family system calls so far
+	// CPU is the process's user + system time so far, from getrusage: to
+	// the microsecond, where /proc/<pid>/stat counts 10 ms ticks.
+	CPU time.Duration `json:"cpu_ns"`
 }
 
 func readSUTStats() sutStats {
@@ -55,6 +58,10 @@ func readSUTStats() sutStats {
 	}
 	// Without /proc/self/io the columns read 0; nothing else depends on them.
 	st.SysReads, st.SysWrites, _ = loadgen.Syscalls(os.Getpid())
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		st.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	return st
 }
 

@@ -22,11 +22,13 @@
 // the first CPU; the provider, the proxy and the harness (the load
 // generator) share the second. The harness then runs, all on 127.0.0.1:
 //
-//  1. interleaved rounds of open-loop runs: non-stream at each -rates
-//     (at the first rate also the node with its MQTT broker down and with
-//     usage events off), and streams at -stream-rate, rotating which
-//     system goes first;
-//  2. a search for the maximum sustainable non-stream rate;
+//  1. interleaved rounds of open-loop runs on each of -paths (chat
+//     completions, Anthropic messages, Responses): non-stream at each
+//     -rates and streams at each -stream-rates, rotating which system goes
+//     first; on the first path, at the first rate of each kind, also the
+//     node with its MQTT broker down, with usage events off and with
+//     tracing on;
+//  2. a search for the maximum sustainable non-stream rate (first path);
 //  3. -idle-streams streams that send one event and then idle, against a
 //     fresh node and a fresh baseline, reading their resident memory.
 //
@@ -44,6 +46,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -120,11 +123,12 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("scootgate-load", flag.ContinueOnError)
 	fs.StringVar(&o.out, "out", "bench-results", "directory for load-<time>.md and .json")
 	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds")
-	fs.DurationVar(&o.duration, "duration", 2500*time.Millisecond, "length of each measured run")
-	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up run per system before the rounds")
-	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated (the first also runs the usage-event and tracing variants)")
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "length of each measured run")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up run per system, scenario and path before the rounds")
+	rates := fs.String("rates", "500,2000", "non-stream rates per second, comma separated, \"\" for none (the first also runs the usage-event and tracing variants)")
+	paths := fs.String("paths", strings.Join(pathOrder, ","), "client endpoints to load, comma separated: openai (chat completions), anthropic (messages), responses; the first also runs the variants and the search")
 	fs.DurationVar(&o.settle, "settle", 100*time.Millisecond, "pause between runs (after the system under test is idle again)")
-	fs.Float64Var(&o.streamRate, "stream-rate", 100, "streams per second (0 = no stream runs)")
+	streamRates := fs.String("stream-rates", "200,1000", "streams per second, comma separated, \"\" for none (the first also runs the variants)")
 	fs.DurationVar(&o.commit, "commit-interval", 0, "the nodes' usage.commit_interval (0 = the shipped default)")
 	fs.IntVar(&o.events, "events", 20, "content events per stream")
 	fs.DurationVar(&o.eventGap, "event-gap", 5*time.Millisecond, "the provider's gap between stream events")
@@ -152,7 +156,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.nodeLog, "node-log", true, "let the node write its per-request JSON log (to a file), as in production")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, child logs, node logs) for inspection")
 	fs.DurationVar(&o.maxTime, "max-time", 15*time.Minute, "bound on the whole run")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return o, err
 	}
 	for key := range strings.SplitSeq(*searchTargets, ",") {
@@ -161,18 +166,22 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.searchTargets = append(o.searchTargets, key)
 	}
-	for part := range strings.SplitSeq(*rates, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil || v <= 0 {
-			return o, fmt.Errorf("-rates: %q is not a positive rate", part)
-		}
-		o.rates = append(o.rates, v)
+	if o.rates, err = parseRates("-rates", *rates); err != nil {
+		return o, err
+	}
+	if o.streamRates, err = parseRates("-stream-rates", *streamRates); err != nil {
+		return o, err
+	}
+	if o.paths, err = parsePaths(*paths); err != nil {
+		return o, err
 	}
 	switch {
 	case o.egress != "socks5" && o.egress != "connect":
 		return o, fmt.Errorf("-egress: %q is not socks5 or connect", o.egress)
 	case o.rounds < 1, o.duration <= 0, o.warmup <= 0, o.events < 1, o.eventGap < 0, o.delay < 0:
 		return o, errors.New("-rounds, -duration, -warmup and -events must be positive; -event-gap and -delay not negative")
+	case len(o.rates) == 0 && len(o.streamRates) == 0:
+		return o, errors.New("-rates and -stream-rates are both empty: nothing to measure")
 	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
 	case o.idleStreams < 0, o.idleStreams > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
@@ -186,4 +195,20 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseRates reads a comma-separated list of positive rates; "" is none.
+func parseRates(flagName, s string) ([]float64, error) {
+	var out []float64
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%s: %q is not a positive rate", flagName, part)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

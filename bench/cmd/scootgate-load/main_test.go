@@ -2,18 +2,25 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/bench/internal/loadgen"
+	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 )
 
@@ -145,52 +152,278 @@ func TestConnectRefused(t *testing.T) {
 	}
 }
 
-// TestChecks feeds the report measured summaries and checks the ratios and
-// verdicts it derives.
+// TestChecks feeds the report two rounds of measured runs and checks the
+// ratios, per-round spreads, verdicts and notes it derives.
 func TestChecks(t *testing.T) {
-	r := newReport(options{delay: time.Millisecond, eventGap: 5 * time.Millisecond, rates: []float64{500}}, pinning{})
-	summary := func(p50, p99 time.Duration) loadgen.Summary { return loadgen.Summary{P50: p50, P99: p99} }
-	add := func(c *cell) { r.Cells = append(r.Cells, c); r.byKey[c.Scenario+"\x00"+c.Target] = c }
-	const ns = "non-stream @ 500/s"
-	// Added latency: node 3 ms - 1 ms = 2 ms vs baseline 2 ms - 1 ms = 1 ms → 2×.
-	add(&cell{Scenario: ns, Target: keyBaseline, Service: summary(2*time.Millisecond, 3*time.Millisecond), CPUPerReq: 100 * time.Microsecond})
-	add(&cell{Scenario: ns, Target: keyNode, Service: summary(3*time.Millisecond, 5*time.Millisecond), CPUPerReq: 140 * time.Microsecond})
-	add(&cell{Scenario: ns, Target: keyBrokerDown, Service: summary(3*time.Millisecond, 5*time.Millisecond)})
-	add(&cell{Scenario: ns, Target: keyTracing, Service: summary(3*time.Millisecond, 5*time.Millisecond), CPUPerReq: 168 * time.Microsecond})
+	o := options{delay: time.Millisecond, eventGap: 5 * time.Millisecond, rounds: 2,
+		paths: []string{pathOpenAI}, rates: []float64{500}, streamRates: []float64{200}}
+	r := newReport(o, pinning{})
+	p := apiPaths[pathOpenAI]
+	ns, st := scenarioName(p, false, 500), scenarioName(p, true, 200)
+	const ms, n = time.Millisecond, 10
+	// run is one round's sample: n shots with these timings, cpu per
+	// shot, and side CPU over a 1 s run.
+	run := func(cpu time.Duration, latency, ttfb, gap time.Duration, side float64) sample {
+		shots := make([]loadgen.Shot, n)
+		for i := range shots {
+			shots[i] = loadgen.Shot{Latency: latency, TTFB: ttfb}
+			if gap > 0 {
+				shots[i].Gaps = []time.Duration{gap, gap}
+			}
+		}
+		return sample{res: loadgen.Result{Shots: shots}, cpu: n * cpu, sent: n, wall: time.Second,
+			side: time.Duration(side * float64(time.Second))}
+	}
+	µs := time.Microsecond
+	for round := range 2 {
+		add := func(sc, target string, s sample) {
+			r.add(sc, pathOpenAI, map[string]float64{ns: 500, st: 200}[sc], sc == st, target, s, 0)
+		}
+		// CPU per request: baseline 100, 120 µs; node 110, 150 µs (1.10×,
+		// 1.25×; pooled 130 ÷ 110); broker down 108, 146 µs (+2, +4 µs).
+		// Added latency: node 3 - 1 ms vs baseline 2 - 1 ms: 2×.
+		add(ns, keyBaseline, run([]time.Duration{100 * µs, 120 * µs}[round], 2*ms, 0, 0, 0.3))
+		add(ns, keyNode, run([]time.Duration{110 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
+		add(ns, keyBrokerDown, run([]time.Duration{108 * µs, 146 * µs}[round], 3*ms, 0, 0, 0.3))
+		add(ns, keyTracing, run([]time.Duration{165 * µs, 225 * µs}[round], 3*ms, 0, 0, 0.3))
+		// Streams: TTFB over the 1 ms delay 2 ms vs 2.5 ms (1.25×); gaps
+		// over the 5 ms gap 1 ms vs 1.1 ms; CPU 1000 vs 1100 µs; the node's
+		// runs saturate the load side.
+		add(st, keyBaseline, run(1000*µs, 20*ms, 3*ms, 6*ms, 0.5))
+		add(st, keyNode, run(1100*µs, 20*ms, 3500*µs, 6100*µs, 0.95))
+	}
 	r.MaxRate[keyBaseline] = maxRate{Rate: 10000}
-	r.MaxRate[keyNode] = maxRate{Rate: 6000}
+	r.MaxRate[keyNode] = maxRate{Rate: 6000, SideBound: true}
 	r.Idle = []idleResult{{Target: keyNode, Streams: 10, Opened: 10, RSSBefore: 0, RSSPeak: 10 * 50 << 10}}
+	r.finish()
 
 	type verdict struct {
-		Name  string
-		Ratio float64
-		Pass  bool
+		Name   string
+		Ratio  float64
+		Spread string
+		Pass   bool
+		Target bool
+		Note   bool
 	}
-	r.Checks = r.checks()
 	var got []verdict
 	for _, c := range r.Checks {
-		v := verdict{Name: c.Name, Pass: c.Pass}
+		v := verdict{Name: c.Name, Spread: c.Spread, Pass: c.Pass, Target: c.Target, Note: c.Note != ""}
 		if c.Ratio != nil {
-			v.Ratio = *c.Ratio
+			v.Ratio = math.Round(*c.Ratio*1000) / 1000
 		}
 		got = append(got, v)
 	}
 	want := []verdict{
-		{"added latency p50, " + ns, 2, false},
-		{"added latency p99, " + ns, 2, true},
-		{"CPU per request, " + ns, 1.4, true},
-		{"maximum sustainable non-stream rate", 0.6, false},
-		{"broker down ÷ broker up, latency p50", 1, true},
-		{"broker down ÷ broker up, latency p99", 1, true},
-		{"tracing on ÷ node, CPU per request, " + ns, 1.2, true},
-		{"resident memory per idle stream (10 streams)", 0, true},
-		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, true},
+		{"CPU per request, " + ns, 1.182, "1.10…1.25×", true, true, false},
+		{"CPU per stream, " + st, 1.1, "1.10…1.10×", true, true, true},
+		{"stream TTFB p99 (over provider delay), " + st, 1.25, "1.25…1.25×", false, true, true},
+		{"event gap p99 over the provider's gap, " + st, 1.1, "1.10…1.10×", true, true, true},
+		{"broker attached: CPU per request, node − node with broker down, " + ns, 0, "+2.0…+4.0 µs", true, true, false},
+		{"added latency p50, " + ns, 2, "2.00…2.00×", false, false, false},
+		{"added latency p99, " + ns, 2, "2.00…2.00×", true, false, false},
+		{"maximum sustainable non-stream rate", 0.6, "", false, false, true},
+		{"broker down ÷ broker up, latency p50, " + ns, 1, "1.00…1.00×", true, false, false},
+		{"broker down ÷ broker up, latency p99, " + ns, 1, "1.00…1.00×", true, false, false},
+		{"tracing on ÷ node, CPU per request, " + ns, 1.5, "1.50…1.50×", true, false, false},
+		{"resident memory per idle stream (10 streams)", 0, "", true, false, false},
+		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, "", true, false, false},
 	}
-	if diff := cmp.Diff(got, want, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
+	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("checks (-got +want):\n%s", diff)
 	}
-	if md := r.markdown(); !strings.Contains(md, "| added latency p50, "+ns+" | 2.000 ms | 1.000 ms | 2.00× | ≤ 1.5× | **FAIL** |") {
-		t.Errorf("markdown lacks the failing check row:\n%s", md)
+	md := r.markdown()
+	for _, row := range []string{
+		"| added latency p50, " + ns + " | 2.000 ms | 1.000 ms | 2.00× | 2.00…2.00× | ≤ 1.5× | **FAIL** |  |",
+		"| broker attached: CPU per request, node − node with broker down, " + ns + " | 130.0 µs (+3.0 µs) | 127.0 µs | – | +2.0…+4.0 µs | ≤ 5.0 µs more | pass |  |",
+		"| CPU per stream, " + st + " | 1100.0 µs | 1000.0 µs | 1.10× | 1.10…1.10× | ≤ 1.2× | pass | load side CPU 95% with node: saturated, the rate was not reached |",
+	} {
+		if !strings.Contains(md, row) {
+			t.Errorf("markdown lacks the row\n%s\nin\n%s", row, md)
+		}
+	}
+}
+
+// TestScenarios checks what a round runs: every path at every rate
+// against the baseline and the node, the variants on the first path only.
+func TestScenarios(t *testing.T) {
+	all := map[string]*target{}
+	for key := range targetNames {
+		all[key] = &target{key: key}
+	}
+	list := func(args ...string) []string {
+		t.Helper()
+		o, err := parseFlags(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, sc := range scenarios(o, all) {
+			var keys []string
+			for _, t := range sc.targets {
+				keys = append(keys, t.key)
+			}
+			out = append(out, fmt.Sprintf("%s (%s %t %g): %s", sc.name, sc.path.url, sc.stream, sc.rate, strings.Join(keys, " ")))
+		}
+		return out
+	}
+	const (
+		pair     = "baseline node"
+		variants = "baseline node node-broker-down node-usage-off node-tracing"
+	)
+	want := []string{
+		"chat completions, non-stream @ 500/s (/v1/chat/completions false 500): " + variants,
+		"chat completions, non-stream @ 2000/s (/v1/chat/completions false 2000): " + pair,
+		"chat completions, stream @ 200/s (/v1/chat/completions true 200): " + variants,
+		"chat completions, stream @ 1000/s (/v1/chat/completions true 1000): " + pair,
+		"messages, non-stream @ 500/s (/v1/messages false 500): " + pair,
+		"messages, non-stream @ 2000/s (/v1/messages false 2000): " + pair,
+		"messages, stream @ 200/s (/v1/messages true 200): " + pair,
+		"messages, stream @ 1000/s (/v1/messages true 1000): " + pair,
+		"responses, non-stream @ 500/s (/v1/responses false 500): " + pair,
+		"responses, non-stream @ 2000/s (/v1/responses false 2000): " + pair,
+		"responses, stream @ 200/s (/v1/responses true 200): " + pair,
+		"responses, stream @ 1000/s (/v1/responses true 1000): " + pair,
+	}
+	if diff := cmp.Diff(list(), want); diff != "" {
+		t.Errorf("default scenarios (-got +want):\n%s", diff)
+	}
+	want = []string{
+		"responses, stream @ 50/s (/v1/responses true 50): " + variants,
+		"messages, stream @ 50/s (/v1/messages true 50): " + pair,
+	}
+	if diff := cmp.Diff(list("-paths", "responses,anthropic", "-rates", "", "-stream-rates", "50"), want); diff != "" {
+		t.Errorf("streams only, responses first (-got +want):\n%s", diff)
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"-paths", "openai,grpc"},
+		{"-paths", "openai,openai"},
+		{"-paths", ""},
+		{"-stream-rates", "200,0"},
+		{"-stream-rates", "fast"},
+		{"-rates", "500,"},
+		{"-rates", "", "-stream-rates", ""},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) accepted", args)
+		}
+	}
+}
+
+// TestPathsEndToEnd sends every path's request and stream through the node
+// (app.Run of the generated config, as -role=node runs it) and through the
+// baseline's proxy, both over a SOCKS5 egress to the fake provider with
+// the harness's script, and checks what the provider received: each path
+// on its own endpoint, with the provider key in that protocol's header.
+func TestPathsEndToEnd(t *testing.T) {
+	const key, events = "k-provider", 5
+	t.Setenv(providerKeyEnv, key)
+	var count atomic.Int64
+	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: key, AnthropicKey: key, Script: providerScript(0, events, 0, &count)})
+	base, err := prov.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Close()
+	provider := strings.TrimSuffix(base, "/v1")
+	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer socks.Close()
+	egress := "socks5://" + socksAddr
+
+	dir := t.TempDir()
+	cfgPath, err := writeNodeDir(dir, nodeSetup{NodeID: "load-test", Provider: provider, Egress: egress, Usage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	listening, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, cfg, app.Options{Logger: slog.New(slog.DiscardHandler), BaseDir: dir,
+			Listening: func(api, _ net.Addr) { listening <- "http://" + api.String() }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+	}()
+	var nodeURL string
+	select {
+	case nodeURL = <-listening:
+	case err := <-done:
+		t.Fatalf("node did not start: %v", err)
+	}
+	rp, err := newBaselineProxy(provider, egress, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hop := httptest.NewServer(rp)
+	defer hop.Close()
+	client := newClient()
+	defer client.CloseIdleConnections()
+
+	// Each API's events around the content: see TestFormats.
+	framing := map[string]int{pathOpenAI: 4, pathAnthropic: 6, pathResponses: 8}
+	systems := []struct {
+		name, base string
+		models     map[string]string // the model the provider sees
+	}{
+		{"node", nodeURL, map[string]string{pathOpenAI: providerModel, pathAnthropic: providerClaude, pathResponses: providerModel}},
+		{"baseline", hop.URL, map[string]string{pathOpenAI: benchModel, pathAnthropic: benchClaude, pathResponses: benchModel}},
+	}
+	for _, sys := range systems {
+		for _, pk := range pathOrder {
+			p := apiPaths[pk]
+			t.Run(sys.name+"/"+pk, func(t *testing.T) {
+				prov.Reset()
+				for _, fire := range []struct {
+					stream bool
+					fire   loadgen.Fire
+				}{
+					{false, loadgen.NonStream(client, p.wholeRequest(sys.base))},
+					{true, loadgen.Stream(client, p.streamRequest(sys.base, events), p.format)},
+				} {
+					s := loadgen.Shot{Intended: time.Now()}
+					sctx, stop := context.WithTimeout(ctx, 10*time.Second)
+					fire.fire(sctx, &s)
+					stop()
+					if s.Err != nil {
+						t.Fatalf("stream %t: %v", fire.stream, s.Err)
+					}
+					if fire.stream && (s.Events != events+framing[pk] || len(s.Gaps) != s.Events-1) {
+						t.Errorf("stream: %d events, %d gaps; want %d events", s.Events, len(s.Gaps), events+framing[pk])
+					}
+				}
+				var got []string
+				for _, r := range prov.Requests() {
+					cred := r.Header.Get("Authorization")
+					if pk == pathAnthropic {
+						cred = r.Header.Get("X-Api-Key")
+					}
+					got = append(got, fmt.Sprintf("%s %s %s stream=%t", r.Path, r.Model, cred, r.Stream))
+				}
+				cred := "Bearer " + key
+				if pk == pathAnthropic {
+					cred = key
+				}
+				want := []string{
+					fmt.Sprintf("%s %s %s stream=false", p.url, sys.models[pk], cred),
+					fmt.Sprintf("%s %s %s stream=true", p.url, sys.models[pk], cred),
+				}
+				if diff := cmp.Diff(got, want); diff != "" {
+					t.Errorf("provider received (-got +want):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

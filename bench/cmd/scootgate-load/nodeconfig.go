@@ -14,11 +14,14 @@ import (
 // snapshot holds its digest. It only ever travels over loopback.
 const benchKey = "sk-scootgate-load"
 
-// benchModel is the public model the generator asks for; the node rewrites
-// it to providerModel.
+// benchModel (chat completions, responses) and benchClaude (messages) are
+// the public models the generator asks for; the node rewrites them to
+// providerModel and providerClaude, on a backend of each protocol.
 const (
-	benchModel    = "bench-gpt"
-	providerModel = "fake-gpt-1"
+	benchModel     = "bench-gpt"
+	providerModel  = "fake-gpt-1"
+	benchClaude    = "bench-claude"
+	providerClaude = "fake-claude-1"
 )
 
 // nodeSetup describes one node variant's config.
@@ -78,14 +81,29 @@ env = %q
 
 [backends.fake]
 protocol = "openai"
-base_url = %q
+base_url = %[4]q
+credential = "fake"
+max_inflight_per_node = 50000
+endpoints = ["chat_completions", "responses"]
+
+[backends.fake-anthropic]
+protocol = "anthropic"
+base_url = %[4]q
 credential = "fake"
 max_inflight_per_node = 50000
 
-[models.%s]
-[[models.%s.targets]]
+[models.%[5]s]
+[[models.%[5]s.targets]]
 backend = "fake"
-model = %q
+model = %[6]q
+weight = 1
+stream = true
+tools = true
+
+[models.%[7]s]
+[[models.%[7]s.targets]]
+backend = "fake-anthropic"
+model = %[8]q
 weight = 1
 stream = true
 tools = true
@@ -96,15 +114,15 @@ source = "file:authz.json"
 [control_plane]
 state_dir = "state"
 
-%s
-%s
+%[9]s
+%[10]s
 [usage]
-enabled = %t
+enabled = %[11]t
 outbox_path = "outbox.db"
 max_events = 10000000
 max_bytes = 8589934592
-%s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, benchModel, providerModel, mqtt, tracing, s.Usage, commit)
+%[12]s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
+		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit)
 }
 
 // writeNodeDir writes a node's config and authorization snapshot into dir

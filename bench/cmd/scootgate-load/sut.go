@@ -118,7 +118,8 @@ func runNode(args []string) error {
 // provider through the same egress proxy as the node, with the node's
 // egress transport settings (HTTP/1.1, no compression, 256 idle
 // connections per host, 90 s idle timeout). Its only edit is the
-// provider's Authorization header.
+// provider's key: in x-api-key on the Anthropic path (/v1/messages, as
+// the node's anthropic backends send it), in Authorization elsewhere.
 func runBaseline(args []string) error {
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	provider := fs.String("provider", "", "provider root URL, http://127.0.0.1:PORT")
@@ -133,34 +134,11 @@ func runBaseline(args []string) error {
 	if _, err := raiseFDLimit(1 << 18); err != nil {
 		fmt.Fprintln(os.Stderr, "baseline: fd limit:", err)
 	}
-	target, err := url.Parse(*provider)
-	if err != nil {
-		return fmt.Errorf("provider: %w", err)
-	}
-	dial, err := egressDialer(*egressURL)
+	rp, err := newBaselineProxy(*provider, *egressURL, os.Getenv(providerKeyEnv))
 	if err != nil {
 		return err
 	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	transport := &http.Transport{
-		DialContext:         dial,
-		Protocols:           &protocols,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	auth := "Bearer " + os.Getenv(providerKeyEnv)
 	quiet := log.New(io.Discard, "", 0)
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Header.Set("Authorization", auth)
-		},
-		FlushInterval: -1,
-		Transport:     transport,
-		ErrorLog:      log.New(os.Stderr, "baseline: ", log.LstdFlags), // the harness keeps it in <work dir>/baseline.stderr
-	}
 	srv := &http.Server{
 		Handler:           rp,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -198,6 +176,42 @@ func runBaseline(args []string) error {
 	}
 	<-served
 	return nil
+}
+
+// newBaselineProxy is the baseline's handler: a bare ReverseProxy to
+// provider through egress, swapping key in.
+func newBaselineProxy(provider, egress, key string) (*httputil.ReverseProxy, error) {
+	target, err := url.Parse(provider)
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	dial, err := egressDialer(egress)
+	if err != nil {
+		return nil, err
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	transport := &http.Transport{
+		DialContext:         dial,
+		Protocols:           &protocols,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	auth := "Bearer " + key
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			if pr.In.URL.Path == apiPaths[pathAnthropic].url {
+				pr.Out.Header.Set("X-Api-Key", key)
+			} else {
+				pr.Out.Header.Set("Authorization", auth)
+			}
+		},
+		FlushInterval: -1,
+		Transport:     transport,
+		ErrorLog:      log.New(os.Stderr, "baseline: ", log.LstdFlags), // the harness keeps it in <work dir>/baseline.stderr
+	}, nil
 }
 
 // egressDialer returns the baseline's tunnel dialer: golang.org/x/net/proxy

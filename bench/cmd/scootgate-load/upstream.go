@@ -57,6 +57,28 @@ func (a upstreamStats) plus(b upstreamStats) upstreamStats {
 // holds one socket in the provider and two in the proxy, and each process
 // has its own descriptor limit.
 
+// providerScript is the fake provider's answer to every path alike:
+// non-stream after delay; streams of events content events gap apart
+// (each API's own events around them); one event, then silence, for the
+// idle marker. It counts the requests in n.
+func providerScript(delay time.Duration, events int, gap time.Duration, n *atomic.Int64) func(fakeprovider.Request) *fakeprovider.Behaviour {
+	// The provider copies the Behaviour it is given, so these are shared.
+	stream := &fakeprovider.Behaviour{Delay: delay, Chunks: events, EventDelay: gap}
+	whole := &fakeprovider.Behaviour{Delay: delay}
+	idle := &fakeprovider.Behaviour{Chunks: 2, EventDelay: idleSilence}
+	return func(r fakeprovider.Request) *fakeprovider.Behaviour {
+		n.Add(1)
+		switch {
+		case strings.Contains(r.Prompt, idleMarker):
+			return idle
+		case r.Stream:
+			return stream
+		default:
+			return whole
+		}
+	}
+}
+
 // runProvider is -role=provider: the fake provider and an embedded MQTT
 // broker, pinned beside the generator.
 func runProvider(args []string) error {
@@ -74,23 +96,10 @@ func runProvider(args []string) error {
 	}
 
 	var requests atomic.Int64
-	stream := &fakeprovider.Behaviour{Delay: *delay, Chunks: *events, EventDelay: *gap}
-	whole := &fakeprovider.Behaviour{Delay: *delay}
-	idle := &fakeprovider.Behaviour{Chunks: 2, EventDelay: idleSilence}
 	prov := fakeprovider.New(fakeprovider.Options{
-		OpenAIKey: os.Getenv(providerKeyEnv),
-		// The provider copies the Behaviour it is given, so these are shared.
-		Script: func(r fakeprovider.Request) *fakeprovider.Behaviour {
-			requests.Add(1)
-			switch {
-			case strings.Contains(r.Prompt, idleMarker):
-				return idle
-			case r.Stream:
-				return stream
-			default:
-				return whole
-			}
-		},
+		OpenAIKey:    os.Getenv(providerKeyEnv),
+		AnthropicKey: os.Getenv(providerKeyEnv),
+		Script:       providerScript(*delay, *events, *gap, &requests),
 	})
 	base, err := prov.Start("127.0.0.1:0")
 	if err != nil {
