@@ -243,6 +243,19 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+func TestNote(t *testing.T) {
+	quiet := &cell{Target: keyBaseline, SideBusy: 0.5, SUTBusy: 0.3}
+	busy := &cell{Target: keyNode, SideBusy: 0.95, SUTBusy: 0.92, Disturbed: 1, OK: 97, Errors: map[string]int{"timeout": 2, "status 502": 1}}
+	if got := note(quiet, quiet); got != "" {
+		t.Errorf("note of quiet runs = %q, want none", got)
+	}
+	want := "load side CPU 95% with node: saturated, the rate was not reached; node CPU 92%: saturated; " +
+		"node: 1 disturbed run(s) kept; node: 3 of 100 requests failed (not in the figures)"
+	if got := note(quiet, busy); got != want {
+		t.Errorf("note = %q\nwant   %q", got, want)
+	}
+}
+
 // TestScenarios checks what a round runs: every path at every rate
 // against the baseline and the node, the variants on the first path only.
 func TestScenarios(t *testing.T) {
@@ -453,5 +466,24 @@ func TestOTLPSink(t *testing.T) {
 	}
 	if diff := cmp.Diff(s.counts(), traceFinding{Exports: 1, Bytes: 20, Refused: 1}); diff != "" {
 		t.Errorf("counts (-got +want):\n%s", diff)
+	}
+}
+
+// TestSUTStatsCPU checks the CPU time a system under test reports for
+// itself (getrusage, what CPU per request is charged from) moves with work
+// done, to finer than /proc's 10 ms ticks.
+func TestSUTStatsCPU(t *testing.T) {
+	before := readSUTStats().CPU
+	if before <= 0 {
+		t.Fatalf("CPU = %v, want the process's CPU time so far", before)
+	}
+	var after time.Duration
+	for after <= before { // each read itself uses CPU
+		after = readSUTStats().CPU
+	}
+	// One readSUTStats costs microseconds of CPU; a counter in ticks
+	// would first move by a whole 10 ms.
+	if d := after - before; d >= 10*time.Millisecond {
+		t.Errorf("CPU moved by %v at its first move: not to the microsecond", d)
 	}
 }

@@ -517,7 +517,8 @@ func spread(per []float64, show func(float64) string, unit string) string {
 
 // note says what limited a comparison's runs, if anything: a system
 // under test or the load side (generator, provider, proxy on one CPU) busy
-// for sideSaturated of their CPU over the runs, or disturbed runs kept.
+// for sideSaturated of their CPU over the runs, disturbed runs kept, or
+// failed requests (the figures are of the successful ones).
 // A saturated side delays requests and events for both systems alike and
 // is reached first by the one that needs less CPU; the rate asked for was
 // then not what either system got.
@@ -533,6 +534,13 @@ func note(cells ...*cell) string {
 		}
 		if c.Disturbed > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d disturbed run(s) kept", name, c.Disturbed))
+		}
+		failed := 0
+		for _, n := range c.Errors {
+			failed += n
+		}
+		if failed > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d of %d requests failed (not in the figures)", name, failed, failed+c.OK))
 		}
 	}
 	return strings.Join(notes, "; ")
