@@ -302,6 +302,10 @@ type StreamSpec struct {
 	InBandError func(status int, code, msg, requestID string, n int) []byte
 	// Keepalive is written after a long provider silence; clients ignore it.
 	Keepalive []byte
+	// Types lists the "event:" types the endpoint's streams carry, the
+	// commonest first, so that reading them allocates nothing
+	// (sse.Reader.KnownTypes). Other types still pass.
+	Types []string
 }
 
 // Problemf returns a BodyError.

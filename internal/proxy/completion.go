@@ -483,6 +483,7 @@ func (c *call) relayStream(a *attempt, resp *http.Response, body io.Reader, firs
 	}
 
 	rd := sse.NewReader(body, maxEventBytes)
+	rd.KnownTypes(ss.Types)
 	ev, err := rd.Next()
 	firstByte.Stop()
 	if err != nil {

@@ -36,7 +36,8 @@
 //
 // Next reuses its buffers: in steady state it does not allocate, and Raw and
 // Data are valid only until the next call. Event types are interned per
-// Reader, so Type does not allocate either.
+// Reader, so Type does not allocate either after a type's first event, nor
+// at all for the types given to KnownTypes.
 //
 // # Caveats
 //
@@ -93,7 +94,9 @@ type Reader struct {
 
 	raw     []byte   // bytes of the current event; reused
 	data    []byte   // joined data of the current event; reused
-	types   []string // interned event types
+	known   []string // event types given by KnownTypes; shared, read only
+	types   []string // other event types seen, interned
+	last    string   // the type of the last event that had one
 	started bool     // the first line of the stream (which may carry a BOM) was read
 	pending error    // a read error seen while looking past a CR, reported on the next read
 	err     error    // sticky: returned by every later Next
@@ -315,19 +318,40 @@ func (r *Reader) take(p []byte) error {
 	return nil
 }
 
-// intern returns b as a string, without allocating for a type seen before.
+// KnownTypes gives the reader event types to return without allocating
+// from the first event on: the types of the protocol being read. types is
+// only read, so one list can serve every Reader; types not in it are
+// interned as they come.
+func (r *Reader) KnownTypes(types []string) { r.known = types }
+
+// intern returns b as a string, without allocating for a known type or a
+// type seen before.
 func (r *Reader) intern(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	for _, s := range r.types {
-		if s == string(b) {
-			return s
+	if r.last == string(b) { // runs of one type: the deltas
+		return r.last
+	}
+	s, ok := find(r.known, b)
+	if !ok {
+		s, ok = find(r.types, b)
+	}
+	if !ok {
+		s = string(b)
+		if len(r.types) < maxInterned {
+			r.types = append(r.types, s)
 		}
 	}
-	s := string(b)
-	if len(r.types) < maxInterned {
-		r.types = append(r.types, s)
-	}
+	r.last = s
 	return s
+}
+
+func find(list []string, b []byte) (string, bool) {
+	for _, s := range list {
+		if s == string(b) {
+			return s, true
+		}
+	}
+	return "", false
 }

@@ -646,3 +646,31 @@ func TestNextAllocs(t *testing.T) {
 		t.Errorf("Next allocations per event = %v, want 0", got)
 	}
 }
+
+// TestKnownTypes: a known type is returned without allocating from its
+// first event on, an unknown one after its first; both read as written.
+func TestKnownTypes(t *testing.T) {
+	// The first event warms up (AllocsPerRun calls once more first); it is
+	// the longest, so that buffers need not grow after it.
+	in := []byte("event: some_longer_unknown_type\ndata: {}\n\nevent: message_start\ndata: {}\n\n")
+	known := []string{"message_start"}
+	rd := sse.NewReader(&loopReader{b: in}, 0)
+	rd.KnownTypes(known)
+	want := "some_longer_unknown_type"
+	if got := testing.AllocsPerRun(1, func() {
+		if ev, err := rd.Next(); err != nil || ev.Type != want {
+			t.Fatalf("Next = %q, %v; want %q", ev.Type, err, want)
+		}
+		want = "message_start"
+	}); got != 0 {
+		t.Errorf("a known type's first event: %v allocations, want 0", got)
+	}
+	for _, want := range []string{"some_longer_unknown_type", "message_start", "some_longer_unknown_type"} {
+		if ev, err := rd.Next(); err != nil || ev.Type != want {
+			t.Fatalf("Next = %q, %v; want %q", ev.Type, err, want)
+		}
+	}
+	if known[0] != "message_start" || len(known) != 1 {
+		t.Fatalf("KnownTypes changed its list: %q", known)
+	}
+}

@@ -40,6 +40,8 @@ var Messages = &protocol.Spec{
 		NewOutcome:  func() protocol.OutcomeTracker { return &usage.AnthropicOutcome{} },
 		InBandError: inBand,
 		Keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+		Types: []string{"content_block_delta", "content_block_start", "content_block_stop",
+			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},
 }
 

@@ -69,7 +69,23 @@ var Responses = &protocol.Spec{
 		NewOutcome:  func() protocol.OutcomeTracker { return &usage.ResponsesOutcome{} },
 		InBandError: responsesInBand,
 		Keepalive:   keepalive,
+		Types:       responsesTypes,
 	},
+}
+
+// responsesTypes are the Responses stream's event types (the API
+// reference's streaming events), the commonest first.
+var responsesTypes = []string{
+	"response.output_text.delta", "response.function_call_arguments.delta",
+	"response.reasoning_summary_text.delta", "response.reasoning_text.delta",
+	"response.refusal.delta", "response.output_text.done",
+	"response.output_text.annotation.added", "response.function_call_arguments.done",
+	"response.reasoning_summary_text.done", "response.reasoning_text.done",
+	"response.refusal.done", "response.content_part.added", "response.content_part.done",
+	"response.output_item.added", "response.output_item.done",
+	"response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+	"response.created", "response.in_progress", "response.queued",
+	"response.completed", "response.incomplete", "response.failed", "error",
 }
 
 // Embeddings is POST /v1/embeddings: JSON only, usage.prompt_tokens.
