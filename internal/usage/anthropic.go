@@ -14,6 +14,7 @@ import (
 // concurrent use; one stream, one tracker.
 type AnthropicStream struct {
 	merged []byte // merged usage object; nil until the first one
+	key    []byte // scratch: a member's key with its quotes
 }
 
 // NewAnthropicStream returns a tracker for one stream.
@@ -47,7 +48,9 @@ func (s *AnthropicStream) Observe(ev *sse.Event) (hide bool) {
 	return false
 }
 
-// merge overlays the usage object raw on the merged one.
+// merge overlays the usage object raw on the merged one, member by member
+// in raw's order. A malformed raw, or a merge that would pass
+// MaxRawUsageBytes, leaves the last good merge.
 func (s *AnthropicStream) merge(raw []byte) {
 	if !usable(raw) {
 		return
@@ -56,21 +59,27 @@ func (s *AnthropicStream) merge(raw []byte) {
 		s.merged = bytes.Clone(raw)
 		return
 	}
-	merged := s.merged
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // the opening brace
+	it, err := jsonedit.Members(raw)
+	if err != nil {
 		return
 	}
-	for dec.More() {
-		tok, err := dec.Token()
+	merged := s.merged
+	for {
+		m, more, err := it.Next()
 		if err != nil {
 			return
 		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
+		if !more {
+			break
+		}
+		// The key decoded as encoding/json decodes it (escapes, U+FFFD
+		// for bad bytes): Lookup, Replace and Insert match decoded keys.
+		s.key = append(append(append(s.key[:0], '"'), m.RawKey...), '"')
+		key, ok := jsonedit.Unquote(s.key)
+		if !ok {
 			return
 		}
+		v := m.Value
 		_, exists, err := jsonedit.Lookup(merged, key)
 		switch {
 		case err != nil:

@@ -67,7 +67,61 @@ func FuzzObserve(f *testing.F) {
 		if !bytes.Equal(data, orig) {
 			t.Fatal("Observe modified the event")
 		}
+
+		// As a message_delta, data merges exactly as the merge through
+		// encoding/json's decoder did.
+		a = usage.NewAnthropicStream()
+		a.Observe(&start)
+		a.Observe(&sse.Event{Type: "message_delta", Data: data})
+		_, raw, _ = a.Usage()
+		want = []byte(`{"input_tokens":5,"cache_read_input_tokens":2,"output_tokens":1}`)
+		if delta, ok, err := jsonedit.Lookup(data, "usage"); err == nil && ok {
+			want = decoderMerge(want, delta)
+		}
+		if !bytes.Equal(raw, want) {
+			t.Fatalf("merge of %q = %q, the decoder's merge %q", data, raw, want)
+		}
 	})
+}
+
+// decoderMerge is the Anthropic usage merge as it was written with
+// encoding/json's Decoder: the reference for the merge over
+// jsonedit.Members.
+func decoderMerge(base, raw []byte) []byte {
+	if len(raw) == 0 || raw[0] != '{' || len(raw) > usage.MaxRawUsageBytes {
+		return base
+	}
+	merged := base
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return base
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return base
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return base
+		}
+		_, exists, err := jsonedit.Lookup(merged, key)
+		switch {
+		case err != nil:
+			return base
+		case exists && string(v) == "null":
+			continue
+		case exists:
+			merged, _, err = jsonedit.Replace(merged, key, v)
+		default:
+			merged, err = jsonedit.Insert(merged, key, v)
+		}
+		if err != nil || len(merged) > usage.MaxRawUsageBytes {
+			return base
+		}
+	}
+	return merged
 }
 
 // usableUsage returns the top-level usage object of an OpenAI chunk that a
