@@ -1,5 +1,13 @@
 package routes
 
+import (
+	"math"
+	"math/bits"
+	"sort"
+
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
 // IndexWeights sets TierWeights on every target of pool, which must be
 // sorted by tier. Compile calls it; a pool built by hand may call it
 // before the pool is shared.
@@ -39,7 +47,33 @@ type WeightIndex struct {
 	hash []uint64
 	caps []Caps
 	w    []float64
+	rv   Rendezvous
+	// Each target's backend state (nil for a target without a backend),
+	// contiguous, for the pickers' scans.
+	states []*upstream.State
 }
+
+// Rendezvous is a tier's targets as weighted rendezvous hashing (package
+// balance) reads them: heaviest first, equal weights in tier order (so a
+// tier of equal weights is in tier order), contiguous. Immutable.
+type Rendezvous struct {
+	Index  []int32   // the target's index in the tier
+	Hash   []uint64  // HashID
+	Seed2  []uint64  // SecondSeed(HashID)
+	Inv    []uint64  // ⌊(2⁶⁴ − 1) ÷ weight⌋, the weight's reciprocal in 0.64 fixed point; 0 for a weight ≤ 0
+	Shift  []uint8   // ⌈log₂ weight⌉: 2^Shift ≥ weight
+	Caps   []Caps    // the target's capabilities
+	Weight []float64 // the target's weight
+	Common Caps      // the capabilities every target of the tier offers
+	// Positive is how many targets have a weight > 0: the first Positive
+	// (the others can never be chosen).
+	Positive int
+}
+
+// SecondSeed derives a target's second 64-bit seed for rendezvous hashing
+// from its HashID (package balance mixes a session key with both). Like
+// HashID it depends on the target's identity alone.
+func SecondSeed(hashID uint64) uint64 { return Mix64(hashID ^ 0x9e3779b97f4a7c15) }
 
 // guidePerTarget is m/n, the buckets per target: more buckets mean fewer
 // boundaries in each, so the walk after the guide usually takes no step.
@@ -50,7 +84,8 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 	n := len(tier)
 	m := guidePerTarget * n
 	x := &WeightIndex{cum: make([]int, n), guide: make([]int, m),
-		hash: make([]uint64, n), caps: make([]Caps, n), w: make([]float64, n)}
+		hash: make([]uint64, n), caps: make([]Caps, n), w: make([]float64, n),
+		states: make([]*upstream.State, n)}
 	sum := 0
 	x.uniform = true
 	for i, t := range tier {
@@ -60,7 +95,11 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 			x.uniform = false
 		}
 		x.hash[i], x.caps[i], x.w[i] = t.HashID, t.Caps, float64(t.Weight)
+		if t.Backend != nil {
+			x.states[i] = t.Backend.State
+		}
 	}
+	x.rv = newRendezvous(tier)
 	if sum == 0 {
 		return x
 	}
@@ -87,6 +126,39 @@ func (x *WeightIndex) Uniform() bool { return x.uniform }
 func (x *WeightIndex) Hashes() (hash []uint64, caps []Caps, weight []float64) {
 	return x.hash, x.caps, x.w
 }
+
+// newRendezvous lays out tier for rendezvous hashing.
+func newRendezvous(tier []*Target) Rendezvous {
+	n := len(tier)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return tier[order[a]].Weight > tier[order[b]].Weight })
+	rv := Rendezvous{Index: make([]int32, n), Hash: make([]uint64, n), Seed2: make([]uint64, n),
+		Inv: make([]uint64, n), Shift: make([]uint8, n), Caps: make([]Caps, n), Weight: make([]float64, n),
+		Common: ^Caps(0)}
+	for j, i := range order {
+		t := tier[i]
+		rv.Index[j], rv.Hash[j], rv.Seed2[j] = int32(i), t.HashID, SecondSeed(t.HashID)
+		rv.Caps[j], rv.Weight[j] = t.Caps, float64(t.Weight)
+		if t.Weight > 0 {
+			rv.Positive++
+			rv.Inv[j] = math.MaxUint64 / uint64(t.Weight)
+			rv.Shift[j] = uint8(bits.Len64(uint64(t.Weight) - 1))
+		}
+		rv.Common &= t.Caps
+	}
+	return rv
+}
+
+// Rendezvous returns the tier laid out for rendezvous hashing. It must
+// not be modified.
+func (x *WeightIndex) Rendezvous() *Rendezvous { return &x.rv }
+
+// States returns each target's backend state, in order (nil for a target
+// without a backend). The slice must not be modified.
+func (x *WeightIndex) States() []*upstream.State { return x.states }
 
 // Total returns the sum of the weights.
 func (x *WeightIndex) Total() int { return x.cum[len(x.cum)-1] }

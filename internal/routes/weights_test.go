@@ -2,7 +2,10 @@ package routes
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -105,6 +108,56 @@ func TestIndexWeightsTiers(t *testing.T) {
 			if x := tg.TierWeights; x == nil || x.Len() != 1 || x.Total() != tg.Weight {
 				t.Errorf("%v pool, target %s: Compile did not index its tier of one", protocol.Endpoint(p), tg.Backend.ID)
 			}
+		}
+	}
+}
+
+// TestRendezvousLayout: the index lays a tier out for rendezvous hashing
+// heaviest first, equal weights in tier order, with each target's index,
+// seeds, capabilities, weight, fixed-point reciprocal and shift, the
+// capabilities they all share, and the targets of weight ≤ 0 last; and it
+// keeps each target's backend state.
+func TestRendezvousLayout(t *testing.T) {
+	reg := upstream.NewRegistry(upstream.Options{})
+	weights := []int{2, 5, 0, 2, 7, 1}
+	caps := []Caps{CapTools | CapStream, CapTools, CapTools, CapTools | CapJSONSchema, CapTools, CapTools | CapStream}
+	pool := make([]*Target, len(weights))
+	for i, w := range weights {
+		id := fmt.Sprintf("b%d", i)
+		pool[i] = &Target{Weight: w, Caps: caps[i], HashID: TargetHash(id, "m"),
+			Backend: &Backend{ID: id, State: reg.Get(upstream.Identity{ID: id, Cap: 1})}}
+	}
+	IndexWeights(pool)
+	x := pool[0].TierWeights
+	rv := x.Rendezvous()
+	if want := []int32{4, 1, 0, 3, 5, 2}; !slices.Equal(rv.Index, want) {
+		t.Fatalf("Index = %v, want %v", rv.Index, want)
+	}
+	if rv.Positive != 5 || rv.Common != CapTools {
+		t.Errorf("Positive %d, Common %v; want 5, tools", rv.Positive, rv.Common)
+	}
+	for j, i := range rv.Index {
+		tg, w := pool[i], uint64(weights[i])
+		if rv.Hash[j] != tg.HashID || rv.Seed2[j] != SecondSeed(tg.HashID) || rv.Caps[j] != tg.Caps || rv.Weight[j] != float64(tg.Weight) {
+			t.Errorf("position %d (target %d): hash, seed, caps or weight not the target's", j, i)
+		}
+		if w == 0 {
+			if rv.Inv[j] != 0 {
+				t.Errorf("target %d of weight 0: Inv %d, want 0", i, rv.Inv[j])
+			}
+			continue
+		}
+		// Inv = ⌊(2⁶⁴ − 1) ÷ w⌋: Inv·w ≤ 2⁶⁴ − 1 < (Inv + 1)·w.
+		if hi, lo := bits.Mul64(rv.Inv[j], w); hi != 0 || math.MaxUint64-lo >= w {
+			t.Errorf("target %d: Inv %d is not ⌊(2⁶⁴ − 1) ÷ %d⌋", i, rv.Inv[j], w)
+		}
+		if s := rv.Shift[j]; 1<<s < w || (s > 0 && 1<<(s-1) >= w) {
+			t.Errorf("target %d: Shift %d is not ⌈log₂ %d⌉", i, s, w)
+		}
+	}
+	for i, st := range x.States() {
+		if st != pool[i].Backend.State {
+			t.Errorf("States()[%d] is not target %d's state", i, i)
 		}
 	}
 }
