@@ -66,8 +66,9 @@ func tiers(pool []*routes.Target) iter.Seq[[]*routes.Target] {
 	}
 }
 
-// drawTries bounds the proposals of one draw by rejection sampling before
-// the picker falls back to scanning the tier.
+// drawTries bounds the proposals of one weighted_random draw by rejection
+// sampling before the picker falls back to scanning the tier (P2C:
+// p2cTries).
 const drawTries = 8
 
 // filter is what a pick asks of a target besides its weight.
@@ -83,6 +84,121 @@ func (f *filter) weight(t *routes.Target) float64 {
 		return 0
 	}
 	return t.Backend.State.EffectiveWeight(t.Weight, f.now)
+}
+
+// maxListed bounds the eligible targets one scan lists (see listing). A
+// scan runs when most of a tier's weight cannot be drawn, so few of its
+// targets are eligible; a tier with more falls back to walking the tier
+// once per draw.
+const maxListed = 32
+
+// listing is the eligible targets of one tier as one scan found them, in
+// tier order, with their weights: the draws that follow a scan walk this
+// instead of rechecking every target of the tier.
+type listing struct {
+	n     int
+	total float64
+	idx   [maxListed]int32
+	w     [maxListed]float64
+}
+
+// list fills l with the eligible targets of tier and their effective
+// weights at f.now (f.weight, checked inline), and reports false when more
+// than maxListed of them are eligible, leaving l incomplete.
+func (f *filter) list(tier []*routes.Target, l *listing) bool {
+	l.n, l.total = 0, 0
+	need, tried, now := f.need, f.tried, f.now
+	if x := weightIndex(tier); x != nil {
+		// The index keeps states, capabilities and weights contiguous:
+		// no Target or Backend is read but to compare it with tried.
+		states := x.States()
+		_, caps, ws := x.Hashes()
+		caps, ws = caps[:len(states)], ws[:len(states)]
+		for i, st := range states {
+			if caps[i]&need != need || !ready(st, now) || (len(tried) > 0 && contains(tried, tier[i])) {
+				continue
+			}
+			w := st.EffectiveWeight(int(ws[i]), now)
+			if w <= 0 {
+				continue
+			}
+			if l.n == maxListed {
+				return false
+			}
+			l.idx[l.n], l.w[l.n] = int32(i), w
+			l.n++
+			l.total += w
+		}
+		return true
+	}
+	for i, t := range tier {
+		if !t.Caps.Has(need) || (len(tried) > 0 && contains(tried, t)) {
+			continue
+		}
+		st := t.Backend.State
+		if !st.Ready(now) {
+			continue
+		}
+		w := st.EffectiveWeight(t.Weight, now)
+		if w <= 0 {
+			continue
+		}
+		if l.n == maxListed {
+			return false
+		}
+		l.idx[l.n], l.w[l.n] = int32(i), w
+		l.n++
+		l.total += w
+	}
+	return true
+}
+
+// draw returns the position in l of the listed target, other than the one
+// at position skip (−1: none), on which x falls when the listed weights
+// without skip's are laid end to end (0 ≤ x < that total), or the last
+// one when rounding leaves the walk short.
+func (l *listing) draw(x float64, skip int) int {
+	last := -1
+	for j := range l.n {
+		if j == skip {
+			continue
+		}
+		if w := l.w[j]; x < w {
+			return j
+		} else {
+			x -= w
+		}
+		last = j
+	}
+	return last
+}
+
+// eligibleAt is eligible(tier[i], …) for the indexed tier of x, read
+// from the index where it can be.
+func (f *filter) eligibleAt(x *routes.WeightIndex, tier []*routes.Target, i int) bool {
+	_, caps, _ := x.Hashes()
+	return caps[i]&f.need == f.need && ready(x.States()[i], f.now) && (len(f.tried) == 0 || !contains(f.tried, tier[i]))
+}
+
+// ready is st.Ready(now), with the test that rules out a backend at its
+// cap (the commonest reason a scan passes one over) inlined ahead of the
+// call.
+func ready(st *upstream.State, now upstream.Instant) bool {
+	return st.InFlight() < st.Cap() && st.Ready(now)
+}
+
+// weightAt is f.weight(tier[i]) for the indexed tier of x, read from the
+// index where it can be.
+func (f *filter) weightAt(x *routes.WeightIndex, tier []*routes.Target, i int) float64 {
+	_, caps, ws := x.Hashes()
+	if caps[i]&f.need != f.need || (len(f.tried) > 0 && contains(f.tried, tier[i])) {
+		return 0
+	}
+	st := x.States()[i]
+	if !ready(st, f.now) {
+		return 0
+	}
+	return st.EffectiveWeight(int(ws[i]), f.now)
 }
 
 // weightIndex returns tier's routes.IndexWeights index, or nil when it has

@@ -526,8 +526,9 @@ func testLostAcquireFallsBack(t *testing.T, p picker, index bool) {
 // picks), each share must match the exact one: for weighted_random the
 // weight share among eligible targets, for weighted_p2c pairShares of the
 // effective weights and costs. With the index the pickers draw by
-// rejection; P2C rejects about half its proposals, so the scan that
-// follows eight rejections in a row runs too (in about 5% of the picks).
+// rejection; P2C rejects about half its proposals, so the scan runs too
+// (after three rejections in a row, and for the second draw of a pair
+// whose first took more than two proposals); weighted_random after eight.
 // Without the index they scan. ±0.01 is 4
 // binomial standard deviations at n = 40k (sd ≤ 0.0025); ignoring the ramp
 // in P2C's draws moves shares by up to 0.13, and letting the tried target

@@ -35,12 +35,17 @@
 // otherwise it proposes again. Rejection sampling keeps the distribution
 // exactly proportional to effective weight among eligible targets. The
 // second draw spreads its proposals over the weight without the first
-// target's, so it keeps "from the weight that remains". After eight
-// rejections in a row (most of the tier's weight unavailable) the draw
+// target's, so it keeps "from the weight that remains". After three
+// rejections in a row for P2C, eight for weighted_random (most of the
+// tier's weight unavailable) the draw
 // falls back to a scan of the tier, which draws the same distribution in
-// linear time, as does a pool without the index. weighted_random draws the
-// same way, without the ramp. P2C takes a tier of two straight: one roll
-// orders the pair.
+// linear time, as does a pool without the index; so does the second draw
+// of a pair whose first took more than two proposals. The scan checks
+// each target once (states, capabilities and weights read from the
+// index, the cap tested inline before the rest of the state) and lists
+// the eligible ones, up to 32, with their weights; the draws that follow
+// walk the list. weighted_random draws the same way, without the ramp.
+// P2C takes a tier of two straight: one roll orders the pair.
 //
 // [WeightedRandom] is the degraded mode, weighted_random: probability
 // proportional to weight alone, with the same eligibility rules.

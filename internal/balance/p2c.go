@@ -65,6 +65,22 @@ func (p *P2C) pickTier(tier []*routes.Target, f *filter) (*routes.Target, bool) 
 	return nil, false
 }
 
+// p2cTries bounds the proposals of one P2C draw before the draw falls
+// back to a scan (drawTries for weighted_random). A pair costs two draws,
+// and a proposal about ten times what the scan spends on one target, so
+// on a tier whose weight is mostly unavailable a scan soon pays better
+// than more proposals; a tier whose weight is mostly available accepts
+// the first proposal nearly always.
+const p2cTries = 3
+
+// scanAfter is how many proposals the first draw of a pair may take for
+// the second to be drawn by proposals too: a first draw that needed more
+// says that most of the tier's weight is unavailable, and the second is
+// drawn by a scan straight away (the number of proposals a draw takes
+// tells nothing about which target it kept, so this changes no
+// probability).
+const scanAfter = 2
+
 // pair draws two distinct eligible targets of tier: a with probability
 // proportional to effective weight, then b from the weight that remains.
 // b is nil when a is the only eligible target, a when none is.
@@ -88,8 +104,9 @@ func (p *P2C) pair(tier []*routes.Target, f *filter) (a, b *routes.Target) {
 	}
 	ia := -1
 	if x := weightIndex(tier); x != nil {
-		if ia = p.sample(tier, x, f, -1); ia >= 0 {
-			if ib := p.sample(tier, x, f, ia); ib >= 0 {
+		var tries int
+		if ia, tries = p.sample(tier, x, f, -1); ia >= 0 && tries <= scanAfter {
+			if ib, _ := p.sample(tier, x, f, ia); ib >= 0 {
 				return tier[ia], tier[ib]
 			}
 		}
@@ -124,36 +141,70 @@ func (p *P2C) pairOf2(t0, t1 *routes.Target, f *filter) (a, b *routes.Target) {
 
 // sample draws the index of an eligible target of the indexed tier other
 // than skip, with probability proportional to effective weight, by
-// rejection sampling (see pair); -1 after drawTries rejections. Proposals
+// rejection sampling (see pair), and the proposals it took; -1 after
+// p2cTries rejections. Proposals
 // are spread over the tier's weight without skip's segment, so skipping
 // costs no proposals.
-func (p *P2C) sample(tier []*routes.Target, x *routes.WeightIndex, f *filter, skip int) int {
+func (p *P2C) sample(tier []*routes.Target, x *routes.WeightIndex, f *filter, skip int) (int, int) {
 	total, skipLo, skipW := float64(x.Total()), 0.0, 0.0
 	if skip >= 0 {
 		lo, hi := x.Segment(skip)
 		skipLo, skipW = float64(lo), float64(hi-lo)
 		total -= skipW
 		if total <= 0 {
-			return -1
+			return -1, 0
 		}
 	}
-	for range drawTries {
+	for try := range p2cTries {
 		v := p.float64() * total
 		if skip >= 0 && v >= skipLo {
 			v += skipW
 		}
 		i, off := x.Locate(v)
-		if i != skip && off < f.weight(tier[i]) {
-			return i
+		if i != skip && off < f.weightAt(x, tier, i) {
+			return i, try + 1
 		}
 	}
-	return -1
+	return -1, p2cTries
 }
 
 // scanPair is pair by a scan of the tier, returning indices (-1 = none).
-// ia ≥ 0 is a first draw already made. A concurrent change of the tier may
-// leave either draw short.
+// ia ≥ 0 is a first draw already made. The scan lists the eligible
+// targets once and both draws walk the list (the same draws, roll for
+// roll, as walking the tier); a tier with more than maxListed eligible
+// targets is walked by scanPairWide.
 func (p *P2C) scanPair(tier []*routes.Target, f *filter, ia int) (int, int) {
+	var l listing
+	if !f.list(tier, &l) {
+		return p.scanPairWide(tier, f, ia)
+	}
+	switch l.n {
+	case 0:
+		return -1, -1
+	case 1:
+		return int(l.idx[0]), -1
+	}
+	ja := -1
+	for j := range l.n {
+		if int(l.idx[j]) == ia {
+			ja = j
+			break
+		}
+	}
+	if ja < 0 { // no first draw yet, or it became ineligible meanwhile
+		ja = l.draw(p.float64()*l.total, -1)
+	}
+	if l.n == 2 { // the second draw is the other one: no need to roll
+		return int(l.idx[ja]), int(l.idx[1-ja])
+	}
+	jb := l.draw(p.float64()*(l.total-l.w[ja]), ja)
+	return int(l.idx[ja]), int(l.idx[jb])
+}
+
+// scanPairWide is scanPair for a tier with many eligible targets: it
+// walks the tier for each draw. A concurrent change of the tier may leave
+// either draw short.
+func (p *P2C) scanPairWide(tier []*routes.Target, f *filter, ia int) (int, int) {
 	v := tierView{tier: tier, f: f}
 	var (
 		total float64

@@ -59,36 +59,58 @@ func (w *WeightedRandom) pickTier(tier []*routes.Target, f *filter) (*routes.Tar
 // keep an eligible proposal; after drawTries rejections, or without the
 // index, it scans the tier.
 func (w *WeightedRandom) draw(tier []*routes.Target, f *filter, lost []*routes.Target) *routes.Target {
-	ok := func(t *routes.Target) bool {
+	x := weightIndex(tier)
+	ok := func(i int) bool {
+		if x != nil {
+			return f.eligibleAt(x, tier, i) && (len(lost) == 0 || !contains(lost, tier[i]))
+		}
+		t := tier[i]
 		return eligible(t, f.need, f.tried, f.now) && !contains(lost, t)
 	}
-	if x := weightIndex(tier); x != nil {
+	if x != nil {
 		for range drawTries {
-			i, _ := x.Locate(float64(w.intN(x.Total())))
-			if t := tier[i]; ok(t) {
-				return t
+			if i, _ := x.Locate(float64(w.intN(x.Total()))); ok(i) {
+				return tier[i]
 			}
 		}
 	}
-	total := 0
-	for _, t := range tier {
-		if ok(t) {
-			total += t.Weight
+	// A scan lists the eligible targets once and draws from the list; a
+	// tier with more than maxListed of them is walked twice.
+	var l [maxListed]int32
+	n, total := 0, 0
+	for i, t := range tier {
+		if t.Weight <= 0 || !ok(i) {
+			continue
 		}
+		total += t.Weight
+		if n < maxListed {
+			l[n] = int32(i)
+		}
+		n++
 	}
 	if total <= 0 {
 		return nil
 	}
-	x := w.intN(total)
+	v := w.intN(total)
+	if n <= maxListed {
+		for _, i := range l[:n-1] {
+			t := tier[i]
+			if v < t.Weight {
+				return t
+			}
+			v -= t.Weight
+		}
+		return tier[l[n-1]]
+	}
 	var last *routes.Target
-	for _, t := range tier {
-		if !ok(t) {
+	for i, t := range tier {
+		if !ok(i) {
 			continue
 		}
-		if x < t.Weight {
+		if v < t.Weight {
 			return t
 		}
-		x -= t.Weight
+		v -= t.Weight
 		last = t
 	}
 	return last // the eligible set shrank between the two loops
