@@ -20,11 +20,12 @@ const MaxRawUsageBytes = 16 << 10
 // object (docs/usage-events.md "Token usage"): prompt_tokens already includes cached tokens,
 // completion_tokens already includes reasoning tokens.
 func normalizeOpenAI(obj []byte) usageevent.Usage {
+	v := lookup4(obj, [4]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"})
 	u := usageevent.Usage{
-		InputTokens:     member(obj, "prompt_tokens"),
-		OutputTokens:    member(obj, "completion_tokens"),
-		CacheReadTokens: nested(obj, "prompt_tokens_details", "cached_tokens"),
-		ReasoningTokens: nested(obj, "completion_tokens_details", "reasoning_tokens"),
+		InputTokens:     count(v[0]),
+		OutputTokens:    count(v[1]),
+		CacheReadTokens: inner(v[2], "cached_tokens"),
+		ReasoningTokens: inner(v[3], "reasoning_tokens"),
 	}
 	return clamp(u)
 }
@@ -33,12 +34,11 @@ func normalizeOpenAI(obj []byte) usageevent.Usage {
 // object (docs/usage-events.md "Token usage"): input_tokens excludes cache reads and writes, so
 // the three are added to give the total input.
 func normalizeAnthropic(obj []byte) usageevent.Usage {
-	in := member(obj, "input_tokens")
-	write := member(obj, "cache_creation_input_tokens")
-	read := member(obj, "cache_read_input_tokens")
+	v := lookup4(obj, [4]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"})
+	in, write, read := count(v[0]), count(v[1]), count(v[2])
 	u := usageevent.Usage{
 		InputTokens:      addSat(addSat(in, write), read),
-		OutputTokens:     member(obj, "output_tokens"),
+		OutputTokens:     count(v[3]),
 		CacheReadTokens:  read,
 		CacheWriteTokens: write,
 	}
@@ -63,6 +63,31 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
+// lookup4 returns, for each of keys, what jsonedit.Lookup(obj, key)
+// returns (the value of the last top-level member of that name, nil when
+// there is none), in one pass over obj instead of one per key; all nil
+// when obj is malformed, where every Lookup fails.
+func lookup4(obj []byte, keys [4]string) (vals [4][]byte) {
+	it, err := jsonedit.Members(obj)
+	if err != nil {
+		return vals
+	}
+	for {
+		m, ok, err := it.Next()
+		if err != nil {
+			return [4][]byte{}
+		}
+		if !ok {
+			return vals
+		}
+		for i, k := range keys {
+			if m.KeyIs(k) {
+				vals[i] = m.Value
+			}
+		}
+	}
+}
+
 // member returns the count in the top-level member key of the object obj,
 // or 0 when it is absent, null, negative or not an integer.
 func member(obj []byte, key string) int64 {
@@ -73,13 +98,13 @@ func member(obj []byte, key string) int64 {
 	return count(raw)
 }
 
-// nested returns the count at obj.outer.inner, 0 when there is none.
-func nested(obj []byte, outer, inner string) int64 {
-	raw, ok, err := jsonedit.Lookup(obj, outer)
-	if err != nil || !ok || !isObject(raw) {
+// inner returns the count at the member key of raw, 0 when raw is not an
+// object (absent, null) or has no such count.
+func inner(raw []byte, key string) int64 {
+	if !isObject(raw) {
 		return 0
 	}
-	return member(raw, inner)
+	return member(raw, key)
 }
 
 // count reads a JSON number that is a non-negative integer. Some

@@ -15,11 +15,12 @@ import (
 // reasoning tokens (output_tokens_details.reasoning_tokens), as in Chat
 // Completions under other names.
 func normalizeResponses(obj []byte) usageevent.Usage {
+	v := lookup4(obj, [4]string{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"})
 	u := usageevent.Usage{
-		InputTokens:     member(obj, "input_tokens"),
-		OutputTokens:    member(obj, "output_tokens"),
-		CacheReadTokens: nested(obj, "input_tokens_details", "cached_tokens"),
-		ReasoningTokens: nested(obj, "output_tokens_details", "reasoning_tokens"),
+		InputTokens:     count(v[0]),
+		OutputTokens:    count(v[1]),
+		CacheReadTokens: inner(v[2], "cached_tokens"),
+		ReasoningTokens: inner(v[3], "reasoning_tokens"),
 	}
 	return clamp(u)
 }
