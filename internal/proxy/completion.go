@@ -256,12 +256,16 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 	up.GetBody = nil // the transport must never replay a POST (docs/architecture.md "Go traps")
 	up.Header = c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
 
-	firstByte := time.AfterFunc(h.o.FirstByte, func() { cancel(errFirstByteTimeout) })
-	defer firstByte.Stop()
-	if !c.req.Stream {
-		total := time.AfterFunc(h.o.NonStreamTotal, func() { cancel(errTotalTimeout) })
-		defer total.Stop()
+	// A non-stream answer is bounded by first_byte and non_stream_total
+	// over the same span, from sending to its last byte (relayWhole stops
+	// the timer there): one timer at the nearer limit, with its cause.
+	limit, cause := h.o.FirstByte, errFirstByteTimeout
+	if !c.req.Stream && h.o.NonStreamTotal < limit {
+		limit, cause = h.o.NonStreamTotal, errTotalTimeout
 	}
+	sent := time.Now() // real time, as the timers'
+	firstByte := time.AfterFunc(limit, func() { cancel(cause) })
+	defer firstByte.Stop()
 
 	resp, err := h.o.Transport.RoundTrip(up)
 	if err != nil {
@@ -305,6 +309,13 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 		return a
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {
+		if !c.req.Stream {
+			// A stream answer to a non-stream request: relayStream stops
+			// the first-byte timer at the first event, and the whole
+			// exchange stays bounded by non_stream_total.
+			total := time.AfterFunc(h.o.NonStreamTotal-time.Since(sent), func() { cancel(errTotalTimeout) })
+			defer total.Stop()
+		}
 		c.relayStream(&a, resp, body, firstByte, cancel, ctx, injected)
 		return a
 	}

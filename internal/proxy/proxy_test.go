@@ -58,6 +58,12 @@ func newHandlerWith(tb testing.TB, o Options, po fakeprovider.Options) (*Handler
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { prov.Close() })
+	return newHandlerAt(tb, o, base), prov
+}
+
+// newHandlerAt is newHandler in front of the provider at base.
+func newHandlerAt(tb testing.TB, o Options, base string) *Handler {
+	tb.Helper()
 	doc := `node_id = "n"
 [[egress.proxies]]
 name = "p"
@@ -153,7 +159,7 @@ source = "file:/dev/null"
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.MaxAttempts = 2
-	return New(o), prov
+	return New(o)
 }
 
 func TestKeepaliveDuringSilence(t *testing.T) {
@@ -215,13 +221,6 @@ func TestNoKeepaliveByDefault(t *testing.T) {
 // allocations are exact; node − hop is what the handler allocates beyond
 // the hop.
 func BenchmarkNonStream(b *testing.B) {
-	paths := []struct {
-		name, path, model, provider, body string
-	}{
-		{"chat", "/v1/chat/completions", "gpt", "oa", `{"model":"gpt","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello there"}],"temperature":0.2}`},
-		{"messages", "/v1/messages", "claude", "an", `{"model":"claude","max_tokens":64,"system":"be brief","messages":[{"role":"user","content":"hello there"}]}`},
-		{"responses", "/v1/responses", "gpt-all", "oa-all", `{"model":"gpt-all","instructions":"be brief","input":"hello there","store":false}`},
-	}
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	logOut := logbuf.New(io.Discard, logbuf.Options{})
 	defer logOut.Close()
@@ -254,7 +253,7 @@ func BenchmarkNonStream(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 	}
-	for _, p := range paths {
+	for _, p := range benchPaths {
 		mod, _ := h.o.Routes.Load().Model(p.model)
 		spec := catalog.ByPath(p.path)
 		target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
@@ -266,7 +265,7 @@ func BenchmarkNonStream(b *testing.B) {
 			r.Out.Header.Set("Authorization", "Bearer provider-key")
 		}})
 		defer hop.Close()
-		hopBody := strings.Replace(p.body, `"`+p.model+`"`, `"provider-`+strings.TrimSuffix(p.model, "-all")+`"`, 1)
+		hopBody := p.hopBody()
 		b.Run(p.name+"/direct", func(b *testing.B) { run(b, target.String(), hopBody) })
 		b.Run(p.name+"/hop", func(b *testing.B) { run(b, hop.URL, hopBody) })
 		b.Run(p.name+"/node", func(b *testing.B) { run(b, srv.URL+p.path, p.body) })
@@ -423,4 +422,123 @@ func BenchmarkStream(b *testing.B) {
 		})
 		hop.Close()
 	}
+}
+
+// BenchmarkNonStreamHandler is BenchmarkNonStream without the network:
+// the handler and a bare httputil.ReverseProxy each serve the request in
+// the benchmark's goroutine, through a transport that answers with the
+// fake provider's recorded answer (its headers and body) at once. ns/op is
+// then each handler's own CPU per request, beside the other's in the same
+// run, free of the client, the server connection and the scheduler.
+func BenchmarkNonStreamHandler(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	logOut := logbuf.New(io.Discard, logbuf.Options{})
+	defer logOut.Close()
+	h, _ := newHandler(b, Options{
+		Logger:   slog.New(logline.NewHandler(logOut, nil)),
+		Observer: m,
+		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:   "bench-node",
+	})
+	real := h.o.Transport
+	for _, p := range benchPaths {
+		mod, _ := h.o.Routes.Load().Model(p.model)
+		spec := catalog.ByPath(p.path)
+		target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Record the provider's answer once.
+		req, _ := http.NewRequest(http.MethodPost, target.String(), strings.NewReader(p.hopBody()))
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := real.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		canned := &cannedTransport{header: resp.Header}
+		canned.body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h.o.Transport = canned
+		hop := &httputil.ReverseProxy{Transport: canned, Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL = target
+			r.Out.Header.Set("Authorization", "Bearer provider-key")
+		}}
+		run := func(b *testing.B, handler http.Handler, body string) {
+			b.ReportAllocs()
+			w := &benchWriter{}
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, p.path, strings.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Authorization", "Bearer client-key")
+				r.Header.Set("Anthropic-Version", "2023-06-01")
+				w.reset()
+				handler.ServeHTTP(w, r)
+				if w.status != 200 {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+		}
+		b.Run(p.name+"/hop", func(b *testing.B) { run(b, hop, p.hopBody()) })
+		b.Run(p.name+"/node", func(b *testing.B) { run(b, h, p.body) })
+	}
+}
+
+// benchPaths are the JSON paths the non-stream benchmarks run.
+var benchPaths = []benchPath{
+	{"chat", "/v1/chat/completions", "gpt", `{"model":"gpt","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello there"}],"temperature":0.2}`},
+	{"messages", "/v1/messages", "claude", `{"model":"claude","max_tokens":64,"system":"be brief","messages":[{"role":"user","content":"hello there"}]}`},
+	{"responses", "/v1/responses", "gpt-all", `{"model":"gpt-all","instructions":"be brief","input":"hello there","store":false}`},
+}
+
+type benchPath struct{ name, path, model, body string }
+
+// hopBody is the body with the provider's model name, as the node sends it.
+func (p benchPath) hopBody() string {
+	return strings.Replace(p.body, `"`+p.model+`"`, `"provider-`+strings.TrimSuffix(p.model, "-all")+`"`, 1)
+}
+
+// cannedTransport answers every request with one recorded answer after
+// reading the request body, as a provider would.
+type cannedTransport struct {
+	header http.Header
+	body   []byte
+}
+
+func (c *cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: c.header.Clone(), Body: io.NopCloser(bytes.NewReader(c.body)),
+		ContentLength: int64(len(c.body)), Request: r,
+	}, nil
+}
+
+// benchWriter is a reusable ResponseWriter that keeps nothing.
+type benchWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *benchWriter) reset() {
+	if w.h == nil {
+		w.h = http.Header{}
+	}
+	clear(w.h)
+	w.status = 0
+}
+
+func (w *benchWriter) Header() http.Header { return w.h }
+
+func (w *benchWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *benchWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(200)
+	return len(p), nil
 }
