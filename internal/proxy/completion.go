@@ -55,6 +55,12 @@ type attempt struct {
 	ttfb      time.Duration
 	committed bool
 
+	// Hooks into the provider exchange, kept here so that they cost no
+	// allocations of their own.
+	counter countingReader        // counts respBytes
+	gotConn atomic.Bool           // the transport had a connection for the request
+	trace   httptrace.ClientTrace // sets gotConn
+
 	placement balance.Placement // how the target was chosen (docs/routing.md "Affinity")
 
 	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
@@ -85,29 +91,34 @@ type call struct {
 	session   balance.Key // 0 = none, or affinity off for the model
 	start     time.Time
 	sendState protocol.SendState // the last attempt's, for the request metric
+
+	sw statusWriter // w, allocated with the call
 }
 
-func (h *Handler) serveEndpoint(w http.ResponseWriter, r *http.Request, spec *protocol.Spec, rid string) *call {
-	c := &call{h: h, w: w, r: r, spec: spec, shape: spec.Endpoint.Protocol(), rid: rid, start: h.o.Now()}
+// serveEndpoint serves the request for spec with c, whose writer c.sw
+// is set up.
+func (h *Handler) serveEndpoint(c *call, r *http.Request, spec *protocol.Spec, rid string) {
+	w := &c.sw
+	c.h, c.w, c.r, c.spec, c.shape, c.rid, c.start = h, w, r, spec, spec.Endpoint.Protocol(), rid, h.o.Now()
 	if r.Method != spec.Method {
 		apierr.MethodNotAllowed("use "+spec.Method).Write(w, c.shape, rid)
-		return c
+		return
 	}
 	var ok bool
 	if c.principal, ok = h.authenticate(w, r, c.shape, rid); !ok {
-		return c
+		return
 	}
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *protocol.BodyError
 		if c.req, berr = spec.Inspect(c.body); berr == nil {
 			c.route()
-			return c
+			return
 		}
 		aerr = apierr.BadRequest(berr.Code, berr.Msg)
 	}
 	aerr.Write(w, c.shape, rid)
-	return c
+	return
 }
 
 func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
@@ -171,7 +182,7 @@ func (c *call) route() {
 		tried = append(tried, l.Target)
 		a := c.attempt(n, l)
 		a.placement = placement
-		c.finish(&a)
+		c.finish(a)
 		if a.state != protocol.NotSent || a.status != 0 || c.r.Context().Err() != nil {
 			return
 		}
@@ -222,10 +233,10 @@ func offers(pool []*routes.Target, need routes.Caps) bool {
 // attempt sends the body to l's target and relays the answer; the
 // returned attempt holds l until finish. One with state NotSent and
 // status 0 has written nothing and may be re-picked.
-func (c *call) attempt(n int, l balance.Lease) (a attempt) {
+func (c *call) attempt(n int, l balance.Lease) *attempt {
 	h := c.h
 	t := l.Target
-	a.n, a.target, a.lease, a.started = n, t, l, h.o.Now()
+	a := &attempt{n: n, target: t, lease: l, started: h.o.Now()}
 
 	out, _, err := jsonedit.Replace(c.body, "model", t.ProviderModelJSON)
 	injected := false
@@ -236,25 +247,22 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 	}
 	if err != nil { // inspect accepted the body, so this is a bug
 		a.state, a.stage, a.err = protocol.NotSent, usageevent.StageInternal, err
-		c.failAttempt(&a, &apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
+		c.failAttempt(a, &apierr.Error{Status: 500, Code: "internal_error", Msg: "could not rewrite the request"})
 		return a
 	}
 	a.reqBytes = int64(len(out))
 
 	ctx, cancel := context.WithCancelCause(c.r.Context())
 	defer cancel(nil)
-	var gotConn atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
-	up, err := http.NewRequestWithContext(ctx, c.spec.Method, t.Backend.URL[c.spec.Endpoint], bytes.NewReader(out))
-	if err != nil {
-		a.state, a.stage, a.err = protocol.NotSent, usageevent.StageInternal, err
-		c.failAttempt(&a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
+	a.trace.GotConn = a.gotConnHook
+	ctx = httptrace.WithClientTrace(ctx, &a.trace)
+	u := t.Backend.Upstream[c.spec.Endpoint]
+	if u == nil { // the pool holds only targets that serve the endpoint: a bug
+		a.state, a.stage, a.err = protocol.NotSent, usageevent.StageInternal, errors.New("backend has no URL for the endpoint")
+		c.failAttempt(a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
 		return a
 	}
-	up.GetBody = nil // the transport must never replay a POST (docs/architecture.md "Go traps")
-	up.Header = c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
+	up := upstreamRequest(ctx, c.spec.Method, u, out, c.spec.Header(c.r.Header, t.Backend.Credential.Reveal()))
 
 	// A non-stream answer is bounded by first_byte and non_stream_total
 	// over the same span, from sending to its last byte (relayWhole stops
@@ -271,7 +279,7 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 	if err != nil {
 		a.err = err
 		var ns *egress.NotSentError
-		if errors.As(err, &ns) || !gotConn.Load() {
+		if errors.As(err, &ns) || !a.gotConn.Load() {
 			// Nothing left the node: the caller may re-pick (docs/failures.md).
 			a.state, a.stage = protocol.NotSent, usageevent.StageConnect
 			if ns != nil {
@@ -285,19 +293,20 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 			return a
 		}
 		a.state, a.stage = protocol.PossiblySent, usageevent.StageSend
-		c.failBeforeCommit(&a, ctx)
+		c.failBeforeCommit(a, ctx)
 		return a
 	}
 	defer resp.Body.Close()
 	a.state, a.providerStatus = protocol.ResponseReceived, resp.StatusCode
 	a.ttfb = h.o.Now().Sub(a.started)
-	var body io.Reader = &countingReader{r: resp.Body, n: &a.respBytes}
+	a.counter = countingReader{r: resp.Body, n: &a.respBytes}
+	var body io.Reader = &a.counter
 
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
 		// (docs/api.md "Status codes"): never show the client a 401/403 for this.
 		a.stage = usageevent.StageProviderAuth
-		c.failAttempt(&a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
+		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return a
 	}
 	if body, err = decodedBody(resp, body); err != nil {
@@ -305,7 +314,7 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 		// client bytes labelled JSON that it cannot parse.
 		a.err, a.stage = err, usageevent.StageResponseBody
 		// The provider ran the request: a retry would run it again.
-		c.failAttempt(&a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
+		c.failAttempt(a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
 		return a
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {
@@ -316,12 +325,35 @@ func (c *call) attempt(n int, l balance.Lease) (a attempt) {
 			total := time.AfterFunc(h.o.NonStreamTotal-time.Since(sent), func() { cancel(errTotalTimeout) })
 			defer total.Stop()
 		}
-		c.relayStream(&a, resp, body, firstByte, cancel, ctx, injected)
+		c.relayStream(a, resp, body, firstByte, cancel, ctx, injected)
 		return a
 	}
-	c.relayWhole(&a, resp, body, firstByte, ctx)
+	c.relayWhole(a, resp, body, firstByte, ctx)
 	return a
 }
+
+// upstreamRequest is what http.NewRequestWithContext(ctx, method,
+// u.String(), bytes.NewReader(body)) returns with header as its Header,
+// without parsing the URL again, and without GetBody: the transport must
+// never replay a POST (docs/architecture.md "Go traps").
+func upstreamRequest(ctx context.Context, method string, u *url.URL, body []byte, header http.Header) *http.Request {
+	uc := *u // u is the backend's, shared
+	rb := &bytesBody{}
+	rb.Reset(body)
+	r := http.Request{
+		Method: method, URL: &uc, Host: uc.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: header, Body: rb, ContentLength: int64(len(body)),
+	}
+	return r.WithContext(ctx)
+}
+
+// bytesBody is a request body in memory.
+type bytesBody struct{ bytes.Reader }
+
+func (*bytesBody) Close() error { return nil }
+
+func (a *attempt) gotConnHook(httptrace.GotConnInfo) { a.gotConn.Store(true) }
 
 // readProviderBody reads a non-stream answer up to maxProviderBody+1 bytes,
 // sizing the buffer from Content-Length when the provider sent one (not

@@ -228,18 +228,29 @@ func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)      
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
-	w := &statusWriter{ResponseWriter: rw}
+	spec := catalog.ByPath(r.URL.Path)
+	var (
+		c *call
+		w *statusWriter
+	)
+	if spec != nil {
+		c = &call{} // the writer inside: one allocation for both
+		w = &c.sw
+	} else {
+		w = &statusWriter{}
+	}
+	w.ResponseWriter = rw
 	rid := newRequestID()
 	w.Header().Set("X-Request-Id", rid)
 	if h.o.Draining() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
-	if spec := catalog.ByPath(r.URL.Path); spec != nil {
+	if spec != nil {
 		if spec.Endpoint.Protocol() == protocol.Anthropic {
 			// The Anthropic SDKs read an error's RequestID from here.
 			w.Header().Set("Request-Id", rid)
 		}
-		c := h.serveEndpoint(w, r, spec, rid)
+		h.serveEndpoint(c, r, spec, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
 		return
@@ -302,9 +313,11 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, shape pro
 
 // readBody enforces the body limit before anything leaves the node (docs/api.md "Body limit").
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apierr.Error) {
-	tooLarge := apierr.TooLarge("request body exceeds the limit of " + strconv.FormatInt(h.o.BodyLimit, 10) + " bytes")
+	tooLarge := func() *apierr.Error {
+		return apierr.TooLarge("request body exceeds the limit of " + strconv.FormatInt(h.o.BodyLimit, 10) + " bytes")
+	}
 	if r.ContentLength > h.o.BodyLimit {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	size := 4096
 	if r.ContentLength > 0 {
@@ -326,7 +339,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, tooLarge
+		return nil, tooLarge()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &apierr.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
 			Msg: "request body not received within " + h.o.BodyReadTimeout.String()}

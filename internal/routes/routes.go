@@ -54,7 +54,11 @@ type Backend struct {
 	Endpoints protocol.EndpointSet
 	// URL is, for each endpoint in Endpoints, the base URL with the
 	// endpoint's upstream path appended ("" for the others).
-	URL        [protocol.NumEndpoints]string
+	URL [protocol.NumEndpoints]string
+	// Upstream is URL parsed (nil where URL is ""), so that a request is
+	// built without parsing it again. Shared by every request to the
+	// backend: read-only, copy it to change it.
+	Upstream   [protocol.NumEndpoints]*url.URL
 	Credential secret.Secret
 	State      *upstream.State
 	// InjectUsage is true for an OpenAI backend whose include_usage is on
@@ -189,6 +193,13 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 		for e := range protocol.NumEndpoints {
 			if cb.Endpoints.Has(e) {
 				cb.URL[e] = base + catalog.Spec(e).UpstreamPath
+				eu, err := url.Parse(cb.URL[e])
+				if err != nil {
+					return nil, fmt.Errorf("routes: backends[%d].base_url: not a valid URL with the path of %s", i, e)
+				}
+				// As http.NewRequest: "host:" is "host".
+				eu.Host = strings.TrimSuffix(eu.Host, ":")
+				cb.Upstream[e] = eu
 			}
 		}
 		backends[b.ID] = cb
