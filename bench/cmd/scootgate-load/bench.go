@@ -46,7 +46,7 @@ type options struct {
 	searchTargets  []string // target keys
 	searchConfirm  int      // re-tries of a failed step
 
-	idleStreams int
+	idleStreams []int // one fresh node and baseline per count
 	idleRate    float64
 	idleHold    time.Duration
 
@@ -156,9 +156,13 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	if err := b.rounds(ctx); err != nil {
 		return b.rep, err
 	}
-	if o.idleStreams > 0 {
-		for _, key := range []string{keyBaseline, keyNode} {
-			if err := b.idle(ctx, key); err != nil {
+	for i, n := range o.idleStreams {
+		keys := []string{keyBaseline, keyNode}
+		if i%2 == 1 { // alternate which system goes first
+			keys[0], keys[1] = keys[1], keys[0]
+		}
+		for _, key := range keys {
+			if err := b.idle(ctx, key, n); err != nil {
 				return b.rep, err
 			}
 		}
@@ -201,6 +205,9 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 		args = append(args,
 			"-cpuprofile", filepath.Join(b.o.profile, key+".cpu.pprof"),
 			"-memprofile", filepath.Join(b.o.profile, key+".allocs.pprof"))
+	}
+	if tag == "-idle" {
+		args = append(args, "-idle-profile")
 	}
 	c, err := startChild(ctx, b.pin, b.pin.sut, name, map[bool]string{true: "baseline", false: "node"}[key == keyBaseline], args, b.env, b.dir)
 	if err != nil {
@@ -766,10 +773,10 @@ func busy(cpu, wall time.Duration) float64 {
 	return cpu.Seconds() / wall.Seconds()
 }
 
-// idle opens idleStreams streams that send one event and then stay silent
-// against a fresh process of key, and reads its resident memory before
-// and while they are open.
-func (b *bench) idle(ctx context.Context, key string) error {
+// idle opens n streams that send one event and then stay silent against a
+// fresh process of key, reads its resident memory before and while they
+// are open, and asks the process where the difference went (memory.go).
+func (b *bench) idle(ctx context.Context, key string, n int) error {
 	t, err := b.startTarget(ctx, key, "-idle")
 	if err != nil {
 		return err
@@ -791,7 +798,7 @@ func (b *bench) idle(ctx context.Context, key string) error {
 	if err := b.waitQuiet(ctx); err != nil {
 		return err
 	}
-	res := idleResult{Target: key, Requested: b.o.idleStreams, Streams: b.o.idleStreams}
+	res := idleResult{Target: key, Requested: n, Streams: n}
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return err
@@ -808,6 +815,10 @@ func (b *bench) idle(ctx context.Context, key string) error {
 	}
 	var st0 sutStats
 	if err := t.proc.stats(ctx, &st0); err != nil {
+		return err
+	}
+	mem0, err := t.proc.memory(ctx)
+	if err != nil {
 		return err
 	}
 
@@ -879,11 +890,23 @@ func (b *bench) idle(ctx context.Context, key string) error {
 	if err := t.proc.stats(ctx, &st1); err != nil {
 		return err
 	}
+	mem1, err := t.proc.memory(ctx)
+	if err != nil {
+		return err
+	}
 	if b.o.profile != "" {
-		if err := t.proc.saveHeap(ctx, filepath.Join(b.o.profile, key+".idle-heap.pprof")); err != nil {
+		if err := t.proc.saveHeap(ctx, filepath.Join(b.o.profile, fmt.Sprintf("%s.idle-%d-heap.pprof", key, n))); err != nil {
+			return err
+		}
+		if err := t.proc.saveProfile(ctx, "goroutine", filepath.Join(b.o.profile, fmt.Sprintf("%s.idle-%d-goroutines.txt", key, n))); err != nil {
 			return err
 		}
 	}
+	rel, err := t.proc.release(ctx) // last: it changes what it measures
+	if err != nil {
+		return err
+	}
+	res.Breakdown = breakdown(mem0, mem1, rel, res.perStreamKiB(), res.Opened)
 	res.Goroutines = st1.Goroutines - st0.Goroutines
 	res.HeapInuse = int64(st1.HeapInuse) - int64(st0.HeapInuse)
 	release()

@@ -104,8 +104,11 @@ func raiseFDLimit(want uint64) (uint64, error) {
 	return lim.Max, nil
 }
 
-// controlServer serves GET /stats (stats() as JSON) and a heap profile at
-// GET /debug/pprof/heap on a loopback port
+// controlServer serves GET /stats (stats() as JSON), GET /memory
+// (readMemSnapshot), POST /release (releaseMemory), a heap profile at GET
+// /debug/pprof/heap and every goroutine's stack at GET
+// /debug/pprof/goroutine on a
+// loopback port
 // until ctx ends. It returns the address; the server's goroutines end with
 // ctx.
 func controlServer(ctx context.Context, stats func() any) (string, error) {
@@ -121,6 +124,18 @@ func controlServer(ctx context.Context, stats func() any) (string, error) {
 	mux.HandleFunc("GET /debug/pprof/heap", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_ = pprof.Lookup("heap").WriteTo(w, 0) // the idle-stream test's memory profile
+	})
+	mux.HandleFunc("GET /debug/pprof/goroutine", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_ = pprof.Lookup("goroutine").WriteTo(w, 2) // every stack, for the idle-stream test
+	})
+	mux.HandleFunc("GET /memory", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(readMemSnapshot()) // the idle-stream test's breakdown (memory.go)
+	})
+	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(releaseMemory())
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

@@ -227,15 +227,20 @@ func (c *child) stats(ctx context.Context, v any) error {
 
 // saveHeap writes the child's heap profile to path.
 func (c *child) saveHeap(ctx context.Context, path string) error {
+	return c.saveProfile(ctx, "heap", path)
+}
+
+// saveProfile writes the child's /debug/pprof/<name> to path.
+func (c *child) saveProfile(ctx context.Context, name, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.ready.Control+"/debug/pprof/heap", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.ready.Control+"/debug/pprof/"+name, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s heap profile: %w", c.name, err)
+		return fmt.Errorf("%s %s profile: %w", c.name, name, err)
 	}
 	defer resp.Body.Close()
 	f, err := os.Create(path)

@@ -29,8 +29,10 @@
 //     node with its MQTT broker down, with usage events off and with
 //     tracing on;
 //  2. a search for the maximum sustainable non-stream rate (first path);
-//  3. -idle-streams streams that send one event and then idle, against a
-//     fresh node and a fresh baseline, reading their resident memory.
+//  3. for each count of -idle-streams, streams that send one event and
+//     then idle, against a fresh node and a fresh baseline, reading their
+//     resident memory and, from inside each process, where it went
+//     (memory.go).
 //
 // It prints a Markdown report and writes it with a JSON copy to
 // -out/load-<UTC time>.{md,json}. Every run, step and wait is bounded, and
@@ -143,7 +145,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.searchDuration, "search-duration", 2*time.Second, "length of each search step")
 	fs.DurationVar(&o.searchP99, "search-p99", 50*time.Millisecond, "a search step fails when p99 exceeds this")
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing")
-	fs.IntVar(&o.idleStreams, "idle-streams", 10000, "idle streams held open against a fresh node and baseline (0 = skip)")
+	idle := fs.String("idle-streams", "1000,5000", "idle streams held open against a fresh node and baseline, one pair of processes per count, comma separated (0 or empty = skip)")
 	fs.Float64Var(&o.idleRate, "idle-rate", 2500, "idle streams opened per second")
 	fs.DurationVar(&o.idleHold, "idle-hold", 2*time.Second, "how long the idle streams are held while memory is sampled")
 	fs.Float64Var(&o.quiet, "quiet", 0.15, "most CPU (in CPUs) other processes may use on each of the two CPUs before and during a run")
@@ -166,6 +168,16 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.searchTargets = append(o.searchTargets, key)
 	}
+	for part := range strings.SplitSeq(*idle, ",") {
+		if part = strings.TrimSpace(part); part == "" || part == "0" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("-idle-streams: %q is not a count of streams", part)
+		}
+		o.idleStreams = append(o.idleStreams, n)
+	}
 	if o.rates, err = parseRates("-rates", *rates); err != nil {
 		return o, err
 	}
@@ -184,8 +196,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-rates and -stream-rates are both empty: nothing to measure")
 	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
-	case o.idleStreams < 0, o.idleStreams > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
-		return o, errors.New("-idle-streams must not be negative; -idle-rate and -idle-hold must be positive")
+	case len(o.idleStreams) > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
+		return o, errors.New("-idle-rate and -idle-hold must be positive")
 	case o.maxTime <= 0:
 		return o, errors.New("-max-time must be positive")
 	}

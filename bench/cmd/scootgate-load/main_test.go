@@ -194,7 +194,10 @@ func TestChecks(t *testing.T) {
 	}
 	r.MaxRate[keyBaseline] = maxRate{Rate: 10000}
 	r.MaxRate[keyNode] = maxRate{Rate: 6000, SideBound: true}
-	r.Idle = []idleResult{{Target: keyNode, Streams: 10, Opened: 10, RSSBefore: 0, RSSPeak: 10 * 50 << 10}}
+	r.Idle = []idleResult{
+		{Target: keyBaseline, Requested: 10, Streams: 10, Opened: 10, RSSBefore: 0, RSSPeak: 10 * 40 << 10},
+		{Target: keyNode, Requested: 10, Streams: 10, Opened: 10, RSSBefore: 0, RSSPeak: 10 * 50 << 10},
+	}
 	r.finish()
 
 	type verdict struct {
@@ -225,7 +228,7 @@ func TestChecks(t *testing.T) {
 		{"broker down ÷ broker up, latency p50, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"broker down ÷ broker up, latency p99, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"tracing on ÷ node, CPU per request, " + ns, 1.5, "1.50…1.50×", true, false, false},
-		{"resident memory per idle stream (10 streams)", 0, "", true, false, false},
+		{"resident memory per idle stream (10 streams)", 1.25, "", false, true, false},
 		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, "", true, false, false},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {

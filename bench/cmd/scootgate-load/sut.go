@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -30,14 +31,21 @@ import (
 
 // profiles writes a CPU profile for the process's life and an allocation
 // profile at its end, when the paths are set.
-type profiles struct{ cpu, mem string }
+type profiles struct {
+	cpu, mem string
+	idle     bool // the idle-stream test's process: a finer heap profile
+}
 
 func (p *profiles) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&p.mem, "memprofile", "", "write an allocation profile at exit to this file")
+	fs.BoolVar(&p.idle, "idle-profile", false, "sample the heap profile every 64 KiB (the idle-stream test)")
 }
 
 func (p *profiles) start() (stop func(), err error) {
+	if p.idle {
+		runtime.MemProfileRate = idleProfileRate
+	}
 	var f *os.File
 	if p.cpu != "" {
 		if f, err = os.Create(p.cpu); err != nil {
