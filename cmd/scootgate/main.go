@@ -1,6 +1,8 @@
 // Command scootgate is the ScootGate data-plane node.
 //
 //	scootgate run --config FILE     serve until SIGINT/SIGTERM, then drain
+//	scootgate run --config FILE --pprof-listen 127.0.0.1:6060
+//	                                also serve the runtime's profiles there
 //	scootgate check --config FILE   validate the config and the snapshots it names
 //	scootgate check --offline --config FILE
 //	                                validate the config only (for pre-start hooks)
@@ -47,7 +49,11 @@ var version = "dev"
 const usage = `usage: scootgate <command> [flags]
 
 commands:
-  run --config FILE     run the node
+  run --config FILE [--pprof-listen HOST:PORT [--pprof-allow-remote]]
+                        run the node; with --pprof-listen, also serve the Go
+                        runtime's profiles (net/http/pprof) on that address, a
+                        listener of their own, loopback only unless
+                        --pprof-allow-remote (docs/operations.md "Profiling")
   check --config FILE   validate the config, then fetch each snapshot source it
                         names once and validate it as the node would; list every problem
   check --offline --config FILE
@@ -106,31 +112,31 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func configFlag(name string, args []string, stderr io.Writer) (string, bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "path to the node's TOML config")
+	pprofAddr := fs.String("pprof-listen", "", "serve the runtime's profiles (net/http/pprof) on this host:port, a listener of their own (default: off)")
+	pprofRemote := fs.Bool("pprof-allow-remote", false, "let --pprof-listen be a non-loopback address (profiles are served without authentication)")
 	if err := fs.Parse(args); err != nil {
-		return "", false
+		return 2
 	}
 	if *path == "" {
-		fmt.Fprintf(stderr, "scootgate %s: --config is required\n", name)
-		return "", false
-	}
-	return *path, true
-}
-
-func cmdRun(args []string, stderr io.Writer) int {
-	path, ok := configFlag("run", args, stderr)
-	if !ok {
+		fmt.Fprintln(stderr, "scootgate run: --config is required")
 		return 2
+	}
+	if *pprofAddr != "" {
+		if err := app.CheckPprofAddr(*pprofAddr, *pprofRemote); err != nil {
+			fmt.Fprintf(stderr, "scootgate run: --pprof-listen: %v\n", err)
+			return 2
+		}
 	}
 	// Request lines are written in batches (internal/logbuf); Close writes
 	// the last batch before the process exits.
 	logOut := logbuf.New(stderr, logbuf.Options{})
 	defer logOut.Close()
 	log := slog.New(logline.NewHandler(logOut, nil))
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "scootgate: %s\n", err)
 		return 1
@@ -166,7 +172,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 		case <-running:
 		}
 	}()
-	err = app.Run(ctx, cfg, app.Options{Logger: log, BaseDir: filepath.Dir(path), Version: version, Abort: abort})
+	err = app.Run(ctx, cfg, app.Options{
+		Logger: log, BaseDir: filepath.Dir(*path), Version: version, Abort: abort,
+		Pprof: *pprofAddr, PprofAllowRemote: *pprofRemote,
+	})
 	if errors.Is(err, app.ErrAborted) {
 		sig, _ := second.Load().(os.Signal)
 		_ = logOut.Close() // the last lines before the process dies

@@ -38,6 +38,21 @@ func TestCheckListsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestRunPprofFlag: --pprof-listen refuses an address that is not
+// loopback before anything starts, unless --pprof-allow-remote.
+func TestRunPprofFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.toml")
+	code, _, errOut := runCmd(t, "", "run", "--config", missing, "--pprof-listen", "0.0.0.0:6060")
+	if code != 2 || !strings.Contains(errOut, "not a loopback address") {
+		t.Errorf("non-loopback --pprof-listen: code %d, stderr %q; want 2 and the reason", code, errOut)
+	}
+	// Allowed, it gets as far as the config (which does not exist).
+	code, _, errOut = runCmd(t, "", "run", "--config", missing, "--pprof-listen", "0.0.0.0:6060", "--pprof-allow-remote")
+	if code != 1 || !strings.Contains(errOut, "missing.toml") {
+		t.Errorf("with --pprof-allow-remote: code %d, stderr %q; want 1 and the config error", code, errOut)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	if code, _, _ := runCmd(t, ""); code != 2 {
 		t.Errorf("no args: code %d, want 2", code)

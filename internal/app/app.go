@@ -78,6 +78,15 @@ type Options struct {
 	Abort <-chan struct{}
 	// Hooks follow the node's lifecycle (tests wait on them).
 	Hooks Hooks
+	// Pprof, when set, is a host:port on which the node serves the
+	// runtime's profiles (net/http/pprof) on a listener and mux of their
+	// own (pprof.go). "" (the default): no profiling endpoint. Run refuses
+	// an address that is not loopback unless PprofAllowRemote.
+	Pprof            string
+	PprofAllowRemote bool
+	// PprofListening, if set, is called with the profiling listener's
+	// address once it is open.
+	PprofListening func(net.Addr)
 }
 
 // ErrAborted is Run's error when Options.Abort ended the drain: the node
@@ -517,6 +526,12 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 		apiLn.Close()
 		return false, fmt.Errorf("listen.health: %w", err)
 	}
+	pprofLn, err := n.listenPprof()
+	if err != nil {
+		apiLn.Close()
+		healthLn.Close()
+		return false, err
+	}
 	// Last good documents from disk first (a restart during a control-plane
 	// outage keeps serving), then the current ones. Failures are logged,
 	// shown on /readyz, and retried by Run; until an authorization
@@ -562,6 +577,14 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 	}
 	serve(n.api, apiLn, "api")
 	serve(n.hsrv, healthLn, "health")
+	var psrv *http.Server
+	if pprofLn != nil {
+		psrv = pprofServer()
+		serve(psrv, pprofLn, "pprof")
+		if n.o.PprofListening != nil {
+			n.o.PprofListening(pprofLn.Addr())
+		}
+	}
 	// The publisher outlives the drain (events of the last requests still
 	// go out) and stops before the outbox closes.
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
@@ -600,6 +623,9 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 	<-ctx.Done()
 	stopPoll()
 	aborted = n.drain(cancelBase)
+	if psrv != nil {
+		_ = psrv.Close() // after the drain, which may be what is profiled
+	}
 	stopPub()
 	wg.Wait()
 	n.log.Info("node stopped", "aborted", aborted)

@@ -153,6 +153,7 @@ func (l *eventLog) wait(t *testing.T, what string, d time.Duration, match func(s
 }
 
 type stackOptions struct {
+	pprof     string // Options.Pprof
 	egress    string // "socks" (default) or "connect"
 	proxyURL  string // overrides the in-process proxy (real daemons, dead ports)
 	proxyAuth bool   // CONNECT proxy with Basic auth
@@ -204,6 +205,7 @@ type stack struct {
 	connect  *connectproxy.Server
 	api      string // http://host:port
 	health   string
+	pprof    string // http://host:port of the profiling listener, with stackOptions.pprof
 	logs     *logBuffer
 	events   *eventLog
 	dir      string // config, authz, state and outbox files
@@ -422,8 +424,10 @@ outbox_path = %q
 	log := slog.New(logline.NewHandler(s.logs, slog.LevelDebug)) // the node's handler
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
-			Logger: log,
-			Hooks:  s.events.hooks(),
+			Logger:         log,
+			Hooks:          s.events.hooks(),
+			Pprof:          o.pprof,
+			PprofListening: func(a net.Addr) { s.pprof = "http://" + a.String() },
 			Listening: func(api, health net.Addr) {
 				scheme := "http://"
 				if o.tlsCert != "" {
