@@ -101,6 +101,7 @@ func FuzzReader(f *testing.F) {
 			i := int(chunk) % (len(in) + 1)
 			checkSame(t, "split", in, 0, io.MultiReader(bytes.NewReader(in[:i]), bytes.NewReader(in[i:])))
 		}
+		checkSame(t, "large reads", in, 0, &chunkReader{b: in, n: 400 + 2*int(chunk)}) // around the buffer's growth
 
 		// With a limit, every event returned fits it and the stream is a
 		// prefix of the input.

@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultMaxEventBytes bounds an event when NewReader is given no limit.
@@ -81,6 +82,32 @@ type Event struct {
 	Comment bool   // the block held only comments (keepalive)
 }
 
+// The read buffer follows the stream's pace. A stream starts with a
+// pooled 4 KiB buffer, so that a first burst of events is read at once. If
+// that first read brought less than smallBuffer, the reader waits for the
+// next bytes in a 512-byte buffer and gives the 4 KiB one back: an idle
+// stream (one event, then a long silence) holds only the small one
+// (docs/performance.md "Memory per idle stream"). A read that fills the
+// small buffer switches to a 4 KiB one for good. A switch happens only
+// when nothing is buffered, and the size changes nothing but how much one
+// read can bring: a line longer than the buffer is taken in pieces.
+const (
+	smallBuffer = 512
+	largeBuffer = 4096
+)
+
+// largeReaders holds 4 KiB bufio.Readers between streams.
+var largeReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, largeBuffer) }}
+
+// bufState is where a Reader is in the buffer sizes above.
+type bufState uint8
+
+const (
+	firstRead bufState = iota // the pooled large buffer, until the first read is in
+	smallBuf                  // the small buffer, after a short first read
+	largeBuf                  // a large buffer, for good
+)
+
 // maxInterned bounds the event types a Reader keeps, so that a stream of
 // distinct types cannot grow it without limit.
 const maxInterned = 16
@@ -89,8 +116,11 @@ var bom = []byte("\ufeff")
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
-	br  *bufio.Reader
-	max int
+	br       *bufio.Reader
+	src      errReader // what br reads
+	state    bufState
+	lastFill int // bytes the last read into an empty br brought
+	max      int
 
 	raw     []byte   // bytes of the current event; reused
 	data    []byte   // joined data of the current event; reused
@@ -109,11 +139,14 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	return &Reader{
-		br:   bufio.NewReader(r),
+	rd := &Reader{
+		src:  errReader{r: r},
 		max:  maxEventBytes,
 		data: make([]byte, 0, 512), // non-nil: an empty data line gives a non-nil empty Data
 	}
+	rd.br = largeReaders.Get().(*bufio.Reader)
+	rd.br.Reset(&rd.src)
+	return rd
 }
 
 // block accumulates the fields of the event being read. The type is kept as
@@ -270,8 +303,15 @@ func (r *Reader) readLine() (int, error) {
 		return 0, err
 	}
 	for {
+		empty := r.br.Buffered() == 0
+		if empty {
+			r.resize()
+		}
 		if _, err := r.br.Peek(1); err != nil {
 			return 0, err
+		}
+		if empty {
+			r.lastFill = r.br.Buffered()
 		}
 		buf, _ := r.br.Peek(r.br.Buffered())
 		lf := bytes.IndexByte(buf, '\n')
@@ -306,6 +346,44 @@ func (r *Reader) readLine() (int, error) {
 			}
 		}
 	}
+}
+
+// resize switches the read buffer by the last read (see smallBuffer);
+// nothing is buffered. It does nothing once the source has returned an
+// error: bufio keeps that error behind buffered bytes, and another
+// bufio.Reader would not know it.
+func (r *Reader) resize() {
+	if r.src.err != nil || r.lastFill == 0 {
+		return
+	}
+	switch {
+	case r.state == firstRead && r.lastFill < smallBuffer:
+		pooled := r.br
+		r.br = bufio.NewReaderSize(&r.src, smallBuffer)
+		pooled.Reset(nil)
+		largeReaders.Put(pooled)
+		r.state = smallBuf
+	case r.state == firstRead:
+		r.state = largeBuf
+	case r.state == smallBuf && r.lastFill == smallBuffer:
+		r.br = largeReaders.Get().(*bufio.Reader)
+		r.br.Reset(&r.src)
+		r.state = largeBuf
+	}
+}
+
+// errReader remembers whether its reader has returned an error.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // take moves p, a prefix of the bufio.Reader's buffered bytes, to r.raw.
