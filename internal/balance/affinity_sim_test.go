@@ -200,7 +200,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 // order1 is the session's first choice with every target eligible and
 // idle: the first in its hash order.
 func order1(pool []*routes.Target, key Key) string {
-	s := session{filter: filter{now: pool[0].Backend.State.Now()}, key: uint64(key), c: DefaultLoadFactor, floor: 2}
+	s := newSession(key, filter{now: pool[0].Backend.State.Now()}, DefaultLoadFactor)
 	i, _ := s.next(pool, weightIndex(pool), 0, -1)
 	return pool[i].Backend.ID
 }

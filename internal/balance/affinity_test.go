@@ -430,14 +430,156 @@ func TestAffinityFirstMatchesOrder(t *testing.T) {
 		x := weightIndex(pool)
 		for _, need := range []routes.Caps{0, routes.CapTools} {
 			for _, k := range keys(3000) {
-				s := session{filter: filter{need: need}, key: uint64(k)}
+				s := newSession(k, filter{need: need}, DefaultLoadFactor)
 				fi, fr := s.firstIndexed(x)
+				fr = s.rank(fr)
 				ni, nr := s.next(pool, x, 0, -1)
 				si, _ := s.next(pool, nil, 0, -1)
 				if fi != ni || fr != nr || fi != si {
 					t.Fatalf("weighted=%v need=%v key %x: first %d (%x), walk %d (%x), unindexed %d", weighted, need, k, fi, fr, ni, nr, si)
 				}
 			}
+		}
+	}
+}
+
+// TestLogScore: logScore is −ln(1 − t) for t = (m + ½) ÷ 2⁵³ to within a
+// few units in the last place of math.Log1p's or math.Log's value, over the whole range
+// and at both ends, and returns pinned bits: they are what every node on
+// every architecture computes, and a change moves sessions of weighted
+// tiers at the upgrade.
+func TestLogScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ms := []uint64{0, 1, 2, 1 << 20, 1<<51 - 1, 1 << 51, 1<<51 + 1, 1 << 52, 1<<53 - 2, 1<<53 - 1}
+	for range 200_000 {
+		ms = append(ms, r.Uint64N(1<<53), r.Uint64N(1<<53)>>r.UintN(53))
+	}
+	for _, m := range ms {
+		// The reference from t where t is exact, else from u = 1 − t.
+		tv := (float64(m) + 0.5) * 0x1p-53
+		want := -math.Log1p(-tv)
+		if tv >= 0.25 {
+			want = -math.Log((float64(1<<53-1-m) + 0.5) * 0x1p-53)
+		}
+		got := logScore(m)
+		if d := math.Abs(got-want) / want; !(d <= 4e-16) {
+			t.Fatalf("logScore(%d) = %v, want %v (relative error %.2g)", m, got, want, d)
+		}
+	}
+	for _, c := range []struct {
+		m    uint64
+		bits uint64
+	}{{0, 0x3c90000000000000}, {1 << 40, 0x3f20004001556555}, {1 << 51, 0x3fd269621134db92}, {3 << 51, 0x3ff62e42fefa39f0}, {1<<53 - 2, 0x40422a69334db8c9}} {
+		if got := math.Float64bits(logScore(c.m)); got != c.bits {
+			t.Errorf("logScore(%#x) bits %#x, pinned %#x", c.m, got, c.bits)
+		}
+	}
+}
+
+// TestMixPinned: the rendezvous hash of a session and a target, as every
+// node computes it (a change moves every session at the upgrade).
+func TestMixPinned(t *testing.T) {
+	k := SessionKey("key-1", []byte("session-0"))
+	id := routes.TargetHash("b00", "m")
+	if got := mix(uint64(k)^id, keySeed(uint64(k))^routes.SecondSeed(id)); got != 0x50c37eceb33bc614 {
+		t.Errorf("mix = %#x, pinned 0x50c37eceb33bc614", got)
+	}
+}
+
+// TestAffinitySecondChoice: the order beyond the first choice is as
+// random as the first. With the first choice removed, the second choices
+// follow the remaining weights, and whichever target is first, the
+// second is spread over the others by their weights (chi-square over
+// every (first, second) pair, equal and unequal weights).
+func TestAffinitySecondChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		weight func(int) int
+	}{{"equal", func(int) int { return 1 }}, {"weighted", func(i int) int { return 1 + i }}} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, _ := testRegistry()
+			const n = 6
+			pool := poolOf(reg, ids(n), tc.weight)
+			x := weightIndex(pool)
+			W := 0
+			for i := range n {
+				W += tc.weight(i)
+			}
+			var pairs [n][n]int
+			const keysN = 60000
+			for _, k := range keys(keysN) {
+				s := newSession(k, filter{}, DefaultLoadFactor)
+				i, r := s.firstIndexed(x)
+				r = s.rank(r)
+				j, _ := s.next(pool, x, r, i)
+				pairs[i][j]++
+			}
+			// Expected: P(i first) P(j second | i first) = wᵢ/W · wⱼ/(W − wᵢ).
+			chi2, dof := 0.0, 0
+			for i := range n {
+				for j := range n {
+					if i == j {
+						if pairs[i][j] != 0 {
+							t.Fatalf("%d is its own second choice", i)
+						}
+						continue
+					}
+					wi, wj := float64(tc.weight(i)), float64(tc.weight(j))
+					e := keysN * wi / float64(W) * wj / (float64(W) - wi)
+					d := float64(pairs[i][j]) - e
+					chi2 += d * d / e
+					dof++
+				}
+			}
+			dof-- // the counts sum to keysN
+			// 29 degrees of freedom: P(χ² > 60) < 0.001.
+			if chi2 > 60 {
+				t.Errorf("χ² = %.1f over %d degrees of freedom: the second choices do not follow the weights\n%v", chi2, dof, pairs)
+			}
+		})
+	}
+}
+
+// TestAffinityManyDistinctWeights: at 100 targets of weights 1 … 100 (the
+// benchmark's tier) the first choices follow the weights, in ten bands of
+// ten targets (chi-square), and firstIndexed agrees with the walk, also
+// when it has to settle its candidates early.
+func TestAffinityManyDistinctWeights(t *testing.T) {
+	reg, _ := testRegistry()
+	pool := poolOf(reg, ids(100), func(i int) int { return i + 1 })
+	x := weightIndex(pool)
+	var bands [10]int
+	const keysN = 50000
+	ks := keys(keysN)
+	for _, k := range ks {
+		s := newSession(k, filter{}, DefaultLoadFactor)
+		i, r := s.firstIndexed(x)
+		r = s.rank(r)
+		if ni, nr := s.next(pool, x, 0, -1); ni != i || nr != r {
+			t.Fatalf("key %x: firstIndexed %d (%x), walk %d (%x)", k, i, r, ni, nr)
+		}
+		bands[i/10]++
+	}
+	chi2 := 0.0
+	for b, got := range bands {
+		w := 0
+		for i := 10 * b; i < 10*b+10; i++ {
+			w += i + 1
+		}
+		e := keysN * float64(w) / 5050
+		chi2 += (float64(got) - e) * (float64(got) - e) / e
+	}
+	if chi2 > 27.9 { // 9 degrees of freedom: P(χ² > 27.9) < 0.001
+		t.Errorf("χ² = %.1f: first choices by band %v do not follow the weights", chi2, bands)
+	}
+	defer func(n int) { candidateLimit = n }(candidateLimit)
+	candidateLimit = 1
+	for _, k := range ks[:5000] {
+		s := newSession(k, filter{}, DefaultLoadFactor)
+		i, r := s.firstIndexed(x)
+		r = s.rank(r)
+		if ni, nr := s.next(pool, x, 0, -1); ni != i || nr != r {
+			t.Fatalf("settling early, key %x: firstIndexed %d (%x), walk %d (%x)", k, i, r, ni, nr)
 		}
 	}
 }

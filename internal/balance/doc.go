@@ -55,9 +55,12 @@
 // is placed by weighted rendezvous hashing over the capability-matching
 // targets of the lowest tier with an eligible target. Each target's rank
 // comes from a hash of the key and the target's identity (backend id and
-// provider model, routes.TargetHash), so every node that holds the same
-// table computes the same order without sharing anything, and a target
-// that joins or leaves moves only the sessions whose first choice it is.
+// provider model, routes.TargetHash): one 64×64→128-bit multiply of the
+// two, each mixed with a seed of the other's (wyhash's multiply-and-fold),
+// with the seeds precomputed in the tier's index, so every node that holds
+// the same table computes the same order without sharing anything, and a
+// target that joins or leaves moves only the sessions whose first choice
+// it is.
 // The walk down that order takes the first target that is eligible and
 // not overloaded: one with more than ⌈c × (m + 1)⌉ requests in flight,
 // where m is its weight's share of the in-flight requests of the tier's
@@ -68,11 +71,12 @@
 // logs, usage events and metrics. A request without a key goes to the
 // fallback picker unchanged. In-flight counts are node-local, so nodes can
 // disagree only while a target is over the bound. A tier of equal weights
-// is ordered by the integer hashes alone, identically everywhere; unequal
-// weights take math.Log, whose last bit may differ between architectures
-// (amd64 has an assembly version), so nodes of a mixed amd64/arm64 fleet
-// could order two targets differently when their scores agree to about
-// 1e-16: a negligible share of keys.
+// is ordered by the integer hashes alone; unequal weights by −ln(u) ÷ w,
+// computed with IEEE-754 basic operations only (not math.Log, whose last
+// bit differs between amd64 and arm64), so a fleet that mixes
+// architectures agrees too. The first choice of a weighted tier is found
+// with about one logarithm per pick: integer lower and upper bounds of
+// each score rule out the other targets.
 //
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
 // eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target
@@ -106,11 +110,13 @@
 // Randomness is injected ([P2C].Float64, [WeightedRandom].IntN) so tests
 // are deterministic; the defaults are math/rand/v2's goroutine-safe
 // functions. The clock is the one of the pool's upstream Registry, read
-// once per pick. Picking does not allocate (BenchmarkPick). Its cost does
-// not grow with the tier while most of the tier's weight is eligible and
-// ramped; it becomes linear in the tier's size when most of it is not
-// (many targets at their cap, open, cooling down, tried, or without the
-// capability), through the scan.
+// once per pick (by an affinity pick only when a cooldown, a disable or
+// the load bound needs it). Picking does not allocate (BenchmarkPick). Its
+// cost does not grow with the tier while most of the tier's weight is
+// eligible and ramped; it becomes linear in the tier's size when most of
+// it is not (many targets at their cap, open, cooling down, tried, or
+// without the capability), through the scan. An affinity pick scores
+// every target of the tier, under a nanosecond each.
 //
 // Costs are compared with upstream's State.Cheaper, which orders two
 // targets as their Costs do up to floating-point rounding (one exponential

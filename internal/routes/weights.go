@@ -2,7 +2,6 @@ package routes
 
 import (
 	"math"
-	"math/bits"
 	"sort"
 
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -57,17 +56,24 @@ type WeightIndex struct {
 // balance) reads them: heaviest first, equal weights in tier order (so a
 // tier of equal weights is in tier order), contiguous. Immutable.
 type Rendezvous struct {
-	Index  []int32   // the target's index in the tier
-	Hash   []uint64  // HashID
-	Seed2  []uint64  // SecondSeed(HashID)
-	Inv    []uint64  // ⌊(2⁶⁴ − 1) ÷ weight⌋, the weight's reciprocal in 0.64 fixed point; 0 for a weight ≤ 0
-	Shift  []uint8   // ⌈log₂ weight⌉: 2^Shift ≥ weight
-	Caps   []Caps    // the target's capabilities
-	Weight []float64 // the target's weight
-	Common Caps      // the capabilities every target of the tier offers
+	Index []int32         // the target's index in the tier
+	Keys  []RendezvousKey // what the weighted screen reads, one struct per target
+	// Each target's HashID and SecondSeed again, in two arrays: the loop
+	// over a tier of equal weights runs faster over these than over Keys.
+	Hash, Seed2 []uint64
+	Inv         []uint64  // ⌊(2⁶⁴ − 1) ÷ weight⌋, the weight's reciprocal in 0.64 fixed point; 0 for a weight ≤ 0
+	Caps        []Caps    // the target's capabilities
+	Weight      []float64 // the target's weight
+	Common      Caps      // the capabilities every target of the tier offers
 	// Positive is how many targets have a weight > 0: the first Positive
 	// (the others can never be chosen).
 	Positive int
+}
+
+// RendezvousKey is one target's HashID, SecondSeed(HashID) and weight (0
+// for a weight ≤ 0), side by side for the loop that scores every target.
+type RendezvousKey struct {
+	Hash, Seed2, W uint64
 }
 
 // SecondSeed derives a target's second 64-bit seed for rendezvous hashing
@@ -135,17 +141,18 @@ func newRendezvous(tier []*Target) Rendezvous {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return tier[order[a]].Weight > tier[order[b]].Weight })
-	rv := Rendezvous{Index: make([]int32, n), Hash: make([]uint64, n), Seed2: make([]uint64, n),
-		Inv: make([]uint64, n), Shift: make([]uint8, n), Caps: make([]Caps, n), Weight: make([]float64, n),
+	rv := Rendezvous{Index: make([]int32, n), Keys: make([]RendezvousKey, n), Hash: make([]uint64, n), Seed2: make([]uint64, n),
+		Inv: make([]uint64, n), Caps: make([]Caps, n), Weight: make([]float64, n),
 		Common: ^Caps(0)}
 	for j, i := range order {
 		t := tier[i]
-		rv.Index[j], rv.Hash[j], rv.Seed2[j] = int32(i), t.HashID, SecondSeed(t.HashID)
+		rv.Index[j], rv.Keys[j] = int32(i), RendezvousKey{Hash: t.HashID, Seed2: SecondSeed(t.HashID)}
+		rv.Hash[j], rv.Seed2[j] = rv.Keys[j].Hash, rv.Keys[j].Seed2
 		rv.Caps[j], rv.Weight[j] = t.Caps, float64(t.Weight)
 		if t.Weight > 0 {
 			rv.Positive++
+			rv.Keys[j].W = uint64(t.Weight)
 			rv.Inv[j] = math.MaxUint64 / uint64(t.Weight)
-			rv.Shift[j] = uint8(bits.Len64(uint64(t.Weight) - 1))
 		}
 		rv.Common &= t.Caps
 	}

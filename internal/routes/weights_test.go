@@ -114,7 +114,7 @@ func TestIndexWeightsTiers(t *testing.T) {
 
 // TestRendezvousLayout: the index lays a tier out for rendezvous hashing
 // heaviest first, equal weights in tier order, with each target's index,
-// seeds, capabilities, weight, fixed-point reciprocal and shift, the
+// seeds, capabilities, weights and fixed-point reciprocal, the
 // capabilities they all share, and the targets of weight ≤ 0 last; and it
 // keeps each target's backend state.
 func TestRendezvousLayout(t *testing.T) {
@@ -138,7 +138,7 @@ func TestRendezvousLayout(t *testing.T) {
 	}
 	for j, i := range rv.Index {
 		tg, w := pool[i], uint64(weights[i])
-		if rv.Hash[j] != tg.HashID || rv.Seed2[j] != SecondSeed(tg.HashID) || rv.Caps[j] != tg.Caps || rv.Weight[j] != float64(tg.Weight) {
+		if rv.Keys[j] != (RendezvousKey{tg.HashID, SecondSeed(tg.HashID), w}) || rv.Hash[j] != tg.HashID || rv.Seed2[j] != SecondSeed(tg.HashID) || rv.Caps[j] != tg.Caps || rv.Weight[j] != float64(tg.Weight) {
 			t.Errorf("position %d (target %d): hash, seed, caps or weight not the target's", j, i)
 		}
 		if w == 0 {
@@ -150,9 +150,6 @@ func TestRendezvousLayout(t *testing.T) {
 		// Inv = ⌊(2⁶⁴ − 1) ÷ w⌋: Inv·w ≤ 2⁶⁴ − 1 < (Inv + 1)·w.
 		if hi, lo := bits.Mul64(rv.Inv[j], w); hi != 0 || math.MaxUint64-lo >= w {
 			t.Errorf("target %d: Inv %d is not ⌊(2⁶⁴ − 1) ÷ %d⌋", i, rv.Inv[j], w)
-		}
-		if s := rv.Shift[j]; 1<<s < w || (s > 0 && 1<<(s-1) >= w) {
-			t.Errorf("target %d: Shift %d is not ⌈log₂ %d⌉", i, s, w)
 		}
 	}
 	for i, st := range x.States() {

@@ -104,6 +104,17 @@ func (s *State) Ready(now Instant) bool {
 	return !s.coolingAt(now) && s.inflight.Load() < s.cap && s.br.Ready()
 }
 
+// ReadyNow is Ready at the Registry's clock, which it reads only when a
+// disable or a cooldown needs the time (a breaker reads its own clock when
+// open): a picker that checks one or two backends, as affinity does,
+// usually reads no clock at all.
+func (s *State) ReadyNow() bool {
+	if s.probeAt.Load() == 0 && s.cooldown.Load() == 0 {
+		return s.inflight.Load() < s.cap && s.br.Ready()
+	}
+	return s.Ready(s.sh.now())
+}
+
 // Disabled reports whether a provider 401/403 has disabled s.
 func (s *State) Disabled() bool { return s.probeAt.Load() != 0 }
 

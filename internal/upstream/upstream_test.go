@@ -699,3 +699,60 @@ func TestOutcomeString(t *testing.T) {
 		t.Errorf("(-got +want):\n%s", diff)
 	}
 }
+
+// countingClock counts its reads.
+type countingClock struct {
+	*clock.Fake
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.Fake.Now()
+}
+
+// TestReadyNow: ReadyNow agrees with Ready at the clock's time through a
+// cap, a cooldown, an open breaker and a disable, and reads the clock only
+// while a cooldown, a disable or an open breaker needs it.
+func TestReadyNow(t *testing.T) {
+	c := &countingClock{Fake: clock.NewFake(time.Time{})}
+	o := testOptions(c.Fake)
+	o.Clock = c
+	s := NewRegistry(o).Get(Identity{ID: "b", Cap: 1})
+	check := func(step string, wantReads bool) {
+		t.Helper()
+		before := c.reads.Load()
+		got := s.ReadyNow()
+		reads := c.reads.Load() - before
+		if want := s.Ready(s.Now()); got != want {
+			t.Fatalf("%s: ReadyNow = %v, Ready = %v", step, got, want)
+		}
+		if (reads > 0) != wantReads {
+			t.Fatalf("%s: ReadyNow read the clock %d times", step, reads)
+		}
+	}
+	check("fresh", false)
+	s.Acquire()
+	check("at its cap", false)
+	s.Finish(Result{Outcome: RateLimited, RetryAfter: time.Second})
+	check("cooling down", true)
+	c.Advance(time.Second)
+	check("cooldown over", true)
+	if !s.Acquire() {
+		t.Fatal("acquire after the cooldown")
+	}
+	s.Finish(Result{Outcome: Success, TTFB: time.Millisecond})
+	check("cooldown cleared by the acquire", false)
+	for range 3 { // the breaker opens
+		s.Acquire()
+		s.Finish(Result{Outcome: TransportFailure})
+	}
+	check("breaker open", true) // the breaker reads the clock itself
+	c.Advance(time.Second)
+	check("breaker due for a probe", true)
+	s.Acquire()
+	s.Finish(Result{Outcome: AuthRejected})
+	check("disabled", true)
+	c.Advance(DefaultAuthProbeAfter)
+	check("disabled, probe due", true)
+}
