@@ -55,12 +55,12 @@
 // is placed by weighted rendezvous hashing over the capability-matching
 // targets of the lowest tier with an eligible target. Each target's rank
 // comes from a hash of the key and the target's identity (backend id and
-// provider model, routes.TargetHash): one 64×64→128-bit multiply of the
-// two, each mixed with a seed of the other's (wyhash's multiply-and-fold),
-// with the seeds precomputed in the tier's index, so every node that holds
-// the same table computes the same order without sharing anything, and a
-// target that joins or leaves moves only the sessions whose first choice
-// it is.
+// provider model, routes.TargetHash): one 64×64→128-bit multiply, of
+// key ⊕ identity by the xor of second seeds of both, its halves xored
+// (wyhash's multiply-and-fold; see affinity.go), with the targets' seeds
+// precomputed in the tier's index, so every node that holds the same
+// table computes the same order without sharing anything, and a target
+// that joins or leaves moves only the sessions whose first choice it is.
 // The walk down that order takes the first target that is eligible and
 // not overloaded: one with more than ⌈c × (m + 1)⌉ requests in flight,
 // where m is its weight's share of the in-flight requests of the tier's
