@@ -1,10 +1,13 @@
 package mqttpub
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,49 +104,100 @@ func openNodeOutbox(b *testing.B, path string, n int) *outbox.Store {
 // at 2000/s meanwhile, as a node serving traffic does (they queue behind
 // the backlog; the timed region ends when the backlog's rows are deleted
 // on disk, counting every row deleted by then).
+//
+// Each iteration drains once per client, alternating, so that the
+// clients share the machine's state: "wire" is the publisher as it runs,
+// "paho" the same drain loop on paho.mqtt.golang (the client before
+// wire.go), the baseline. Metrics are per client: events/s, this
+// process's CPU per event, socket writes and reads per event, and the
+// appends the outbox refused (events the node would have dropped).
 func BenchmarkDrainMosquitto(b *testing.B) {
 	addr := mosquittoAddr(b)
+	clients := []string{"wire", "paho"}
 	for _, rate := range []int{0, 2000} {
 		b.Run(fmt.Sprintf("writer=%d/s", rate), func(b *testing.B) {
 			template := backlogFile(b)
-			var events, cpu, wall, refused float64
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				path := filepath.Join(b.TempDir(), fmt.Sprintf("outbox-%d.db", i))
-				copyFile(b, template, path)
-				ob := openNodeOutbox(b, path, backlog)
-				o := testOptions(addr, uniqueTopic(b))
-				p := newPublisher(b, ob, o)
-				b.StartTimer()
-
-				cpu0 := cpuTime(b)
-				begin := time.Now()
-				stopWriter := startWriter(b, ob, rate)
-				r := start(b, p)
-				waitDeleted(b, ob, backlog)
-				elapsed := time.Since(begin)
-				deleted := ob.Stats().Deleted
-				used := cpuTime(b) - cpu0
-				refused += float64(stopWriter())
-				b.StopTimer()
-
-				r.stop(b)
-				if err := ob.Close(); err != nil {
-					b.Fatal(err)
-				}
-				events += float64(deleted)
-				cpu += float64(used.Nanoseconds())
-				wall += elapsed.Seconds()
-				b.StartTimer()
+			type totals struct{ events, cpu, wall, refused, writes, reads float64 }
+			sum := map[string]*totals{}
+			for _, c := range clients {
+				sum[c] = &totals{}
 			}
-			b.ReportMetric(events/wall, "events/s")
-			b.ReportMetric(cpu/events/1e3, "cpu-us/event")
-			if rate > 0 {
-				// Events the node would have dropped (the outbox's crash
-				// bound refusing them while deletes slow its commits).
-				b.ReportMetric(refused/float64(b.N), "dropped/op")
+			for i := 0; i < b.N; i++ {
+				for k := range clients {
+					client := clients[(k+i)%len(clients)] // rotate which goes first
+					t := sum[client]
+					b.StopTimer()
+					path := filepath.Join(b.TempDir(), fmt.Sprintf("outbox-%d-%s.db", i, client))
+					copyFile(b, template, path)
+					ob := openNodeOutbox(b, path, backlog)
+					p := newPublisher(b, ob, testOptions(addr, uniqueTopic(b)))
+					var reads, writes atomic.Int64
+					countWith(b, p, client, &reads, &writes)
+					b.StartTimer()
+
+					cpu0 := cpuTime(b)
+					begin := time.Now()
+					stopWriter := startWriter(b, ob, rate)
+					r := start(b, p)
+					waitDeleted(b, ob, backlog)
+					elapsed := time.Since(begin)
+					deleted := ob.Stats().Deleted
+					used := cpuTime(b) - cpu0
+					t.refused += float64(stopWriter())
+					b.StopTimer()
+
+					r.stop(b)
+					if err := ob.Close(); err != nil {
+						b.Fatal(err)
+					}
+					t.events += float64(deleted)
+					t.cpu += float64(used.Nanoseconds())
+					t.wall += elapsed.Seconds()
+					t.writes += float64(writes.Load())
+					t.reads += float64(reads.Load())
+					b.StartTimer()
+				}
+			}
+			for _, c := range clients {
+				t := sum[c]
+				b.ReportMetric(t.events/t.wall, c+"-events/s")
+				b.ReportMetric(t.cpu/t.events/1e3, c+"-cpu-us/event")
+				b.ReportMetric(t.writes/t.events, c+"-writes/event")
+				b.ReportMetric(t.reads/t.events, c+"-reads/event")
+				if rate > 0 {
+					b.ReportMetric(t.refused/float64(b.N), c+"-dropped/op")
+				}
 			}
 		})
+	}
+}
+
+// countWith makes p connect with the named client ("wire": the
+// production link; "paho": the paho link), counting socket reads and
+// writes under genConn.
+func countWith(b *testing.B, p *Publisher, client string, reads, writes *atomic.Int64) {
+	b.Helper()
+	lc, err := check(&p.o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lc.wrap = func(c net.Conn, end func()) net.Conn {
+		return newGenConn(&countingConn{Conn: c, reads: reads, writes: writes}, end, quiesce)
+	}
+	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
+		var (
+			l   link
+			err error
+		)
+		if client == "paho" {
+			l, err = dialLink(ctx, lc, gen)
+		} else {
+			l, err = dialWire(ctx, lc, gen)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 }
 
@@ -207,4 +261,100 @@ func copyFile(b *testing.B, from, to string) {
 	if err := os.WriteFile(to, data, 0o600); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkUsageSteady is a node serving 2000 requests/s: one 400-byte
+// usage event per request appended to an empty outbox (default commit
+// options), for 5 s per iteration, with the publisher connected to the
+// real Mosquitto ("wire": the production link; "paho": the paho
+// baseline) or to a closed port ("down": the broker unreachable, the
+// outbox absorbing every event). cpu-us/event is this process's CPU per
+// event appended; the broker's cost per request is the difference between
+// a connected variant and "down". The variants alternate within each
+// iteration.
+func BenchmarkUsageSteady(b *testing.B) {
+	addr := mosquittoAddr(b)
+	const rate, events = 2000, 10_000
+	variants := []string{"wire", "paho", "down"}
+	cpu := map[string]float64{}
+	dropped := map[string]float64{}
+	for i := 0; i < b.N; i++ {
+		for k := range variants {
+			v := variants[(k+i)%len(variants)] // rotate which goes first
+			b.StopTimer()
+			ob := openNodeOutbox(b, filepath.Join(b.TempDir(), fmt.Sprintf("steady-%d-%s.db", i, v)), events)
+			broker := addr
+			if v == "down" {
+				broker = closedPort(b)
+			}
+			p := newPublisher(b, ob, testOptions(broker, uniqueTopic(b)))
+			var reads, writes atomic.Int64
+			client := "wire"
+			if v == "paho" {
+				client = "paho"
+			}
+			countWith(b, p, client, &reads, &writes)
+			r := start(b, p)
+			if v != "down" {
+				eventually(b, "connected", func() bool { return p.Stats().Connected })
+			}
+			b.StartTimer()
+
+			cpu0 := cpuTime(b)
+			refused := appendAt(b, ob, rate, events)
+			dropped[v] += float64(refused)
+			if v != "down" {
+				eventually(b, "every event acknowledged", func() bool { return p.Stats().Acked >= uint64(events-refused) })
+			}
+			cpu[v] += float64((cpuTime(b) - cpu0).Nanoseconds())
+			b.StopTimer()
+			r.stop(b)
+			if err := ob.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	n := float64(b.N * events)
+	for _, v := range variants {
+		b.ReportMetric(cpu[v]/n/1e3, v+"-cpu-us/event")
+		if dropped[v] > 0 {
+			b.ReportMetric(dropped[v]/float64(b.N), v+"-dropped/op")
+		}
+	}
+	b.ReportMetric((cpu["wire"]-cpu["down"])/n/1e3, "wire-attached-cpu-us/event")
+	b.ReportMetric((cpu["paho"]-cpu["down"])/n/1e3, "paho-attached-cpu-us/event")
+}
+
+// appendAt appends n 400-byte events to s at rate per second and returns
+// after the last, with the number the outbox refused (the crash bound,
+// when the disk falls behind).
+func appendAt(b *testing.B, s *outbox.Store, rate, n int) (refused int) {
+	b.Helper()
+	ps := payloads("steady", 4096, 400)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	begin := time.Now()
+	for sent := 0; sent < n; {
+		now := <-tick.C
+		due := min(n, int(now.Sub(begin).Seconds()*float64(rate)))
+		for ; sent < due; sent++ {
+			if !s.Append(ps[sent%len(ps)]) {
+				refused++
+			}
+		}
+	}
+	return refused
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

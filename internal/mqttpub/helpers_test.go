@@ -282,8 +282,11 @@ func (r *relay) down() {
 type ackHook struct {
 	mqtt.HookBase
 	withhold atomic.Bool
-	username string // when set, CONNECT must carry these credentials
-	password string
+	// withholdIf, when set before the first publish, withholds the
+	// PUBACK of each payload it returns true for.
+	withholdIf func(payload []byte) bool
+	username   string // when set, CONNECT must carry these credentials
+	password   string
 
 	mu        sync.Mutex
 	conn      map[*mqtt.Client]int               // connection number (1-based) of each client; guarded by mu
@@ -372,7 +375,7 @@ func (h *ackHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 	h.seen[n] = append(h.seen[n], string(pk.Payload))
 	h.unacked[cl]++
 	h.maxUnack = max(h.maxUnack, h.unacked[cl])
-	if h.withhold.Load() {
+	if h.withhold.Load() || (h.withholdIf != nil && h.withholdIf(pk.Payload)) {
 		h.rejected[n]++
 		return pk, packets.ErrRejectPacket // no PUBACK, no delivery
 	}

@@ -166,7 +166,7 @@ func New(src Source, o Options) (*Publisher, error) {
 	}
 	p := &Publisher{src: src, o: o, log: o.Logger, wait: sleep}
 	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		l, err := dialLink(ctx, lc, gen)
+		l, err := dialWire(ctx, lc, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -416,6 +416,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 	poll := time.NewTicker(idlePoll)
 	defer poll.Stop()
 	notify := p.src.Notify()
+	acked := l.acks()
 
 	for {
 		if !caughtUp && len(inflight) < p.o.Window {
@@ -445,6 +446,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
 				p.published.Add(1)
 			}
+			l.flush()
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
@@ -461,7 +463,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 		}
 
 		var head <-chan struct{}
-		if len(inflight) > 0 {
+		if len(inflight) > 0 && acked == nil {
 			head = inflight[0].tok.Done()
 		}
 		select {
@@ -473,6 +475,18 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			// Nothing in flight is judged now: the loss bumped gen, so no
 			// completion could count anyway. The rows are replayed.
 			return progressed, ErrConnectionLost
+		case <-acked:
+			n, err := p.settle(&inflight)
+			progressed = progressed || n > 0
+			if err != nil {
+				return progressed, err
+			}
+			if len(inflight) == 0 {
+				ackTimer.Stop()
+			} else if n > 0 {
+				ackTimer.Reset(p.o.AckTimeout)
+			}
+			p.inFlight.Store(int64(len(inflight)))
 		case <-head:
 			n, err := p.settle(&inflight)
 			progressed = progressed || n > 0
@@ -495,33 +509,38 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 	}
 }
 
-// settle deletes the rows of the completed publishes at the head of
-// *inflight and removes them from it. It stops at the first publish still
-// in flight, and returns an error at the first completed one that is not an
-// acknowledgement: a paho error (connection lost, write timeout) or a
-// completion across a connection change (ErrStaleAck). Rows before that one
-// are still deleted.
+// settle deletes the rows of the acknowledged publishes in *inflight and
+// removes them from it, keeping the ones still in flight in order: a
+// PUBACK the broker withholds holds back only its own row. It returns an
+// error at the first completed publish, oldest first, that is not an
+// acknowledgement: a link error (connection lost, write timeout) or a
+// completion across a connection change (ErrStaleAck). Acknowledged rows
+// before that one are still deleted.
 func (p *Publisher) settle(inflight *[]pending) (int, error) {
 	q := *inflight
 	var (
 		seqs []uint64
 		bad  error
+		keep = q[:0] // in place: kept entries never overtake the scan
 	)
-	for _, e := range q {
-		if !done(e.tok.Done()) {
-			break
+	for i, e := range q {
+		if !finished(e.tok) {
+			keep = append(keep, e)
+			continue
 		}
 		if err := e.tok.Error(); err != nil {
 			bad = fmt.Errorf("%w: publish of seq %d: %w", ErrConnectionLost, e.seq, err)
+			keep = append(keep, q[i:]...)
 			break
 		}
 		// docs/usage-events.md "MQTT acknowledgement": the connection that
 		// carried the publish must still be the current one. The link bumps
-		// gen before paho completes any token because of a loss or a
+		// gen before it completes any publish because of a loss or a
 		// reconnect, so an unchanged gen means this PUBACK was read on
 		// that very connection.
 		if p.gen.Load() != e.gen {
 			bad = fmt.Errorf("%w (seq %d)", ErrStaleAck, e.seq)
+			keep = append(keep, q[i:]...)
 			break
 		}
 		seqs = append(seqs, e.seq)
@@ -531,11 +550,13 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 	}
 	if err := p.src.Delete(seqs...); err != nil {
 		// The rows stay and are published again on the next connection:
-		// a duplicate, never a loss.
+		// a duplicate, never a loss. (*inflight is not used after an
+		// error: the connection ends and every row is replayed.)
 		return 0, fmt.Errorf("mqttpub: delete acknowledged rows: %w", err)
 	}
 	p.acked.Add(uint64(len(seqs)))
-	*inflight = q[len(seqs):] // append reallocates as it grows, releasing the acked prefix
+	clear(q[len(keep):]) // drop the tokens of the removed entries
+	*inflight = keep
 	return len(seqs), bad
 }
 

@@ -90,3 +90,58 @@ func TestEndToEndWithOutbox(t *testing.T) {
 		t.Errorf("second run Acked = %d; want %d", st.Acked, len(events))
 	}
 }
+
+// TestPartialAcksLeaveExactlyTheUnacked: a broker that acknowledges only
+// some publishes (every third withheld, the very first among them) leaves
+// exactly the unacknowledged rows in the real outbox, on disk after
+// Close, and every acknowledged row is gone. A withheld PUBACK holds back
+// only its own row, not the acknowledged ones published after it.
+func TestPartialAcksLeaveExactlyTheUnacked(t *testing.T) {
+	events := payloads("partial", 300, 200)
+	withheld := map[string]bool{}
+	var want []string
+	for i, e := range events {
+		if i%3 == 0 {
+			withheld[string(e)] = true
+			want = append(want, string(e))
+		}
+	}
+	h := newAckHook()
+	h.withholdIf = func(p []byte) bool { return withheld[string(p)] }
+	addr, _ := startMochi(t, "127.0.0.1:0", h)
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	ob := openOutbox(t, path, 1000)
+	appendAll(t, ob, events)
+
+	o := testOptions(addr, uniqueTopic(t))
+	o.Window = 2 * len(events) // everything in flight at once
+	p := newPublisher(t, ob, o)
+	r := start(t, p)
+	left := func(s *outbox.Store) []string {
+		recs, err := s.Read(0, 10*len(events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rec := range recs {
+			out = append(out, string(rec.Payload))
+		}
+		return out
+	}
+	eventually(t, "every publish at the broker and every acknowledged row deleted", func() bool {
+		var n int
+		h.read(func(h *ackHook) { n = h.received[1] })
+		return n == len(events) && len(left(ob)) == len(want)
+	})
+	r.stop(t)
+	if st := p.Stats(); st.Reconnects != 0 || st.Acked != uint64(len(events)-len(want)) {
+		t.Errorf("Reconnects, Acked = %d, %d; want 0, %d", st.Reconnects, st.Acked, len(events)-len(want))
+	}
+	if err := ob.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ob = openOutbox(t, path, 1000)
+	if diff := cmp.Diff(left(ob), want); diff != "" {
+		t.Errorf("rows on disk after Close (-got +want):\n%s", diff)
+	}
+}

@@ -1,0 +1,166 @@
+package mqttpub
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// The paho link: the drain loop on paho.mqtt.golang, as the node ran it
+// before wire.go. It stays as the baseline of the delivery benchmarks and
+// for the tests that pin down the paho behaviour that shaped the link
+// contract (paho.mqtt.golang#563, link_test.go).
+
+// pahoLink is a link on one paho client that is connected exactly once:
+// AutoReconnect and ConnectRetry are off, so paho never reconnects (and
+// never resends stored publishes) behind the drain loop's back. A new
+// connection is a new client (the paho README also says not to reuse a
+// client after Disconnect).
+type pahoLink struct {
+	client mqtt.Client
+	topic  string
+	gen    *atomic.Uint64
+
+	dead     chan struct{} // closed when a connection of this client ends
+	deadOnce sync.Once
+
+	mu      sync.Mutex
+	conns   []net.Conn // every connection dialled; guarded by mu
+	aborted bool       // set by abort; no new connection is kept; guarded by mu
+}
+
+// dialLink connects a fresh paho client and returns it as a link. ctx
+// bounds the whole connect (dial, TLS, CONNECT/CONNACK); cancelling it
+// closes a half-open connection so the connect ends at once.
+func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink, error) {
+	l := &pahoLink{topic: c.topic, gen: gen, dead: make(chan struct{})}
+	o := mqtt.NewClientOptions()
+	o.AddBroker(c.broker.String())
+	o.SetClientID(c.clientID)
+	if c.username != "" {
+		o.SetUsername(c.username)
+	}
+	if c.password != "" {
+		o.SetPassword(c.password)
+	}
+	// CleanSession: redelivery is ours, from the outbox, on every
+	// connection (doc.go, "Session, reconnects and identity").
+	o.SetCleanSession(true)
+	o.SetAutoReconnect(c.autoReconnect)
+	o.SetConnectRetry(false)
+	o.SetProtocolVersion(4) // MQTT 3.1.1, explicitly: no silent fallback to 3.1
+	o.SetKeepAlive(c.keepAlive)
+	// paho sends PINGREQ after KeepAlive without traffic (checked every
+	// KeepAlive/4, at most 5s) and drops the link when PINGRESP is this
+	// late: a half-open link ends within about 1.5×KeepAlive (+5s).
+	o.SetPingTimeout(c.keepAlive / 2) // KeepAlive >= 1s (checked by New)
+	o.SetConnectTimeout(c.connectTimeout)
+	// WriteTimeout bounds each socket write and how long Publish may block
+	// handing a packet to a connection that is going away.
+	o.SetWriteTimeout(c.connectTimeout)
+	o.SetOrderMatters(false) // we never subscribe; nothing to order
+	o.SetCustomOpenConnectionFn(func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
+		return l.open(ctx, c)
+	})
+	o.SetConnectionLostHandler(func(mqtt.Client, error) { l.markDead() })
+	l.client = mqtt.NewClient(o)
+
+	t := l.client.Connect()
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		l.abort() // the dial sees ctx; a handshake in progress sees its conn close
+		<-t.Done()
+	}
+	if err := t.Error(); err != nil {
+		l.close()
+		return nil, fmt.Errorf("mqttpub: connect to %s: %w", c.broker.Redacted(), err)
+	}
+	return l, nil
+}
+
+// open dials the broker for paho. It replaces paho's own dialer, which
+// would honour proxy environment variables, so that the connection is
+// exactly the configured one and is wrapped to bump the generation.
+func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
+	d := &net.Dialer{Timeout: c.connectTimeout}
+	var (
+		conn net.Conn
+		err  error
+	)
+	if c.tls != nil {
+		conn, err = (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext(ctx, "tcp", c.broker.Host)
+	} else {
+		conn, err = d.DialContext(ctx, "tcp", c.broker.Host)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.aborted {
+		_ = conn.Close()
+		return nil, errAborted
+	}
+	l.gen.Add(1) // a new connection: tokens published before it are stale
+	var gc net.Conn
+	if c.wrap != nil {
+		gc = c.wrap(conn, l.connEnded)
+	} else {
+		gc = newGenConn(conn, l.connEnded, quiesce)
+	}
+	l.conns = append(l.conns, gc)
+	return gc, nil
+}
+
+var errAborted = errors.New("connect aborted")
+
+// connEnded runs once per connection, from the first failed read or write
+// or from Close (genConn). paho closes the connection before it fails or
+// completes any token because of the loss, so the bump happens first.
+func (l *pahoLink) connEnded() {
+	l.gen.Add(1)
+	l.markDead()
+}
+
+func (l *pahoLink) markDead() { l.deadOnce.Do(func() { close(l.dead) }) }
+
+// abort closes every connection this link dialled, without waiting for
+// unwritten bytes, and refuses new ones.
+func (l *pahoLink) abort() {
+	l.mu.Lock()
+	l.aborted = true
+	conns := l.conns
+	l.mu.Unlock()
+	for _, c := range conns {
+		if g, ok := c.(*genConn); ok {
+			g.abort()
+		} else {
+			_ = c.Close()
+		}
+	}
+}
+
+func (l *pahoLink) publish(payload []byte) token {
+	return l.client.Publish(l.topic, 1, false, payload)
+}
+
+func (l *pahoLink) flush() {} // paho writes each publish itself
+
+func (l *pahoLink) acks() <-chan struct{} { return nil }
+
+func (l *pahoLink) lost() <-chan struct{} { return l.dead }
+
+func (l *pahoLink) close() {
+	l.client.Disconnect(uint(quiesce / time.Millisecond))
+	l.abort()
+	l.markDead()
+}
