@@ -343,12 +343,21 @@ func TestErrorTextDropsURL(t *testing.T) {
 // completed). Each path's hop runs beside the handler in the same run: the
 // ratio is what the handler's stream path costs beyond a proxy hop,
 // without the egress proxy and the machine noise of the load harness.
+// The handler is wired as the node wires it (log, metrics, usage events).
 // cpu-ns/op is the CPU time of the whole test process (client, relay, fake
 // provider) per stream; "direct" is the client reading the provider with no
 // relay, so a relay's own CPU is its cpu-ns/op minus direct's. writes/op
 // counts the relay's writes to the client connection (direct: none).
 func BenchmarkStream(b *testing.B) {
-	h, _ := newHandler(b, Options{})
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	logOut := logbuf.New(io.Discard, logbuf.Options{})
+	defer logOut.Close()
+	h, _ := newHandler(b, Options{ // wired as the node wires it, as in BenchmarkNonStream
+		Logger:   slog.New(logline.NewHandler(logOut, nil)),
+		Observer: m,
+		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:   "bench-node",
+	})
 	var writes atomic.Int64
 	serve := func(h http.Handler) *httptest.Server {
 		s := httptest.NewUnstartedServer(h)
