@@ -251,6 +251,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Transport:       dialer.Transport(),
 		BodyLimit:       cfg.Limits.BodyBytes,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+		BodyDeadlineSet: true, // guardBody, below
 		MaxAttempts:     cfg.Limits.MaxAttempts,
 		FirstByte:       cfg.Timeouts.FirstByte,
 		StreamIdle:      cfg.Timeouts.StreamIdle,

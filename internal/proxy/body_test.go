@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"io"
 	"mime"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestIsEventStream(t *testing.T) {
@@ -63,5 +66,63 @@ func TestReadAllLimit(t *testing.T) {
 	}
 	if got, err := readAll(strings.NewReader(""), 0, 10); err != nil || len(got) != 0 {
 		t.Fatalf("empty: %q, %v", got, err)
+	}
+}
+
+// deadlineWriter is an in-memory ResponseWriter that counts the read
+// deadlines http.ResponseController sets through it.
+type deadlineWriter struct {
+	benchWriter
+	set int
+}
+
+func (w *deadlineWriter) SetReadDeadline(time.Time) error {
+	w.set++
+	return nil
+}
+
+// TestBodyDeadlineSet: the handler bounds the body read with a read
+// deadline of its own (set, then cleared), unless the server in front
+// already does (Options.BodyDeadlineSet, as the app's guard does).
+func TestBodyDeadlineSet(t *testing.T) {
+	for _, set := range []bool{false, true} {
+		h, _ := newHandler(t, Options{BodyReadTimeout: time.Minute, BodyDeadlineSet: set})
+		w := &deadlineWriter{}
+		w.reset()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"gpt","messages":[]}`))
+		h.ServeHTTP(w, r)
+		if want := map[bool]int{false: 2, true: 0}[set]; w.set != want || w.status != 200 {
+			t.Errorf("BodyDeadlineSet %v: %d deadlines set, status %d; want %d, 200", set, w.set, w.status, want)
+		}
+	}
+}
+
+// BenchmarkReadBody reads a request body on a real server connection, with
+// the handler setting its own body deadline ("own-deadline") and with
+// BodyDeadlineSet ("deadline-set"): the difference is what the pair of
+// deadline changes costs per request.
+func BenchmarkReadBody(b *testing.B) {
+	body := `{"model":"gpt","messages":[{"role":"user","content":"hello there"}]}`
+	for _, set := range []bool{false, true} {
+		name := map[bool]string{false: "own-deadline", true: "deadline-set"}[set]
+		b.Run(name, func(b *testing.B) {
+			h, _ := newHandler(b, Options{BodyReadTimeout: time.Minute, BodyDeadlineSet: set})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b.ReportAllocs()
+				for b.Loop() {
+					r.Body = io.NopCloser(strings.NewReader(body))
+					r.ContentLength = int64(len(body))
+					if _, err := h.readBody(w, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}))
+			defer srv.Close()
+			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+		})
 	}
 }

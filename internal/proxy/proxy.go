@@ -77,6 +77,13 @@ type Options struct {
 	BodyLimit int64
 	// BodyReadTimeout bounds reading the whole request body (0 = none).
 	BodyReadTimeout time.Duration
+	// BodyDeadlineSet says that the server in front already holds every
+	// request body to BodyReadTimeout (internal/app's guard sets the
+	// connection's read deadline as the request arrives and clears it at
+	// the body's end): the handler then sets no deadline of its own, a
+	// pair of deadline changes per request, and BodyReadTimeout only names
+	// the limit in the 408.
+	BodyDeadlineSet bool
 	MaxAttempts     int
 	FirstByte       time.Duration
 	StreamIdle      time.Duration
@@ -323,7 +330,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	if r.ContentLength > 0 {
 		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
 	}
-	if h.o.BodyReadTimeout > 0 {
+	if h.o.BodyReadTimeout > 0 && !h.o.BodyDeadlineSet {
 		// A body trickled at 1 byte/s must not hold a request slot forever
 		// (docs/api.md "Body limit"). The deadline is cleared once the body is in, so a
 		// long stream answer is not cut by it.
