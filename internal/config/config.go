@@ -178,7 +178,7 @@ type Authz struct {
 //	cooldown.quota             30m
 //	mqtt.broker                "" (delivery off)
 //	mqtt.topic                 "scootgate/usage"
-//	mqtt.window                64
+//	mqtt.window                1024
 //	mqtt.max_payload           262144 (256 KiB)
 //	mqtt.keepalive             30s
 //	mqtt.connect_timeout       10s

@@ -155,7 +155,7 @@
 //	username = "scootgate"
 //	password = { env = "SG_MQTT_PASSWORD" }
 //	ca_file = ""                        # ssl:// only; "" = system roots
-//	window = 64                         # 1..65535 publishes awaiting their PUBACK
+//	window = 1024                       # 1..65535 publishes awaiting their PUBACK
 //	max_payload = 262144                # 1..267386880 (255 MiB); larger events are dropped unpublished and counted
 //	keepalive = "30s"                   # whole seconds, 1s..65535s
 //	connect_timeout = "10s"             # 1ms..10m

@@ -36,7 +36,7 @@ const (
 	maxMQTTKeepAlive  = 65535 * time.Second // a 16-bit count of seconds
 	maxMQTTConnect    = 10 * time.Minute
 	defaultMQTTTopic  = "scootgate/usage"
-	defaultMQTTWindow = 64
+	defaultMQTTWindow = 1024
 )
 
 // mqttSection reads [mqtt]; absent, every key keeps its default.

@@ -38,7 +38,7 @@ var _ Source = (*outbox.Store)(nil)
 // Defaults for zero Options fields.
 const (
 	DefaultTopic          = "scootgate/usage"
-	DefaultWindow         = 64
+	DefaultWindow         = 1024
 	DefaultMaxPayload     = 256 << 10
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultConnectTimeout = 10 * time.Second
