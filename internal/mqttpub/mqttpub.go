@@ -239,6 +239,13 @@ func check(o *Options) (*linkConfig, error) {
 	if !o.Password.IsZero() && o.Username == "" {
 		bad("a password needs a username")
 	}
+	// CONNECT carries both with a 2-byte length (MQTT 3.1.1 §3.1.3.4-5).
+	if len(o.Username) > 65535 || !utf8.ValidString(o.Username) {
+		bad("username must be at most 65535 bytes of UTF-8")
+	}
+	if len(o.Password.Reveal()) > 65535 {
+		bad("password is longer than 65535 bytes")
+	}
 	if o.Window < 1 || o.Window > MaxWindow {
 		bad("window %d out of range 1..%d", o.Window, MaxWindow)
 	}
