@@ -173,6 +173,17 @@ func appendFloat(b []byte, f float64) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return appendString(b, "!ERROR:json: unsupported value: "+strconv.FormatFloat(f, 'g', -1, 64))
 	}
+	if f >= 0.001 && f < 1e9 {
+		// A count of microseconds over 1000 (the request line's
+		// milliseconds) is written from its integer. f is the float64
+		// nearest to the decimal k/1000, which has at most 12 significant
+		// digits; a decimal of up to 15 names exactly one float64, so no
+		// shorter decimal reads back as f, and k/1000 without its trailing
+		// zeros is what the shortest formatting below writes.
+		if k := int64(f*1000 + 0.5); float64(k)/1000 == f {
+			return appendMillis(b, k)
+		}
+	}
 	// Like ES6: exponent form only for very small and very large
 	// magnitudes, and e-07 spelt e-7.
 	format := byte('f')
@@ -187,6 +198,23 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// appendMillis writes k/1000 in decimal: the integer part, then up to
+// three fraction digits without trailing zeros.
+func appendMillis(b []byte, k int64) []byte {
+	b = strconv.AppendInt(b, k/1000, 10)
+	frac := k % 1000
+	if frac == 0 {
+		return b
+	}
+	d := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for d[n-1] == '0' {
+		n--
+	}
+	b = append(b, '.')
+	return append(b, d[:n]...)
 }
 
 const hex = "0123456789abcdef"

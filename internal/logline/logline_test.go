@@ -3,9 +3,11 @@ package logline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,3 +235,51 @@ func BenchmarkRequestLine(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestMillisAsJSON: the integer path for millisecond values writes what
+// encoding/json writes, over every value up to 2000 ms in µs steps, the
+// edges of the path, and random counts up to 10^12 µs.
+func TestMillisAsJSON(t *testing.T) {
+	check := func(f float64) {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat(nil, f); string(got) != string(want) {
+			t.Fatalf("appendFloat(%v) = %s, encoding/json %s", f, got, want)
+		}
+	}
+	for k := range int64(2_000_001) {
+		check(float64(k) / 1000)
+	}
+	for _, f := range []float64{0.001, 0.0009999, 0.0015, 999999999.999, 1e9, 1e9 - 0.0001, 123.4565, 0.1 + 0.2, 1.0005, math.Nextafter(0.001, 1), math.Nextafter(2.5, 0)} {
+		check(f)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 1_000_000 {
+		check(float64(r.Int64N(1e12)) / 1000)
+		check(r.Float64() * 1e9)
+	}
+}
+
+// BenchmarkMillis writes the request line's two millisecond values with
+// strconv's shortest formatting (what encoding/json does for them) and
+// with appendFloat.
+func BenchmarkMillis(b *testing.B) {
+	vals := []float64{412.387, 1534.021}
+	buf := make([]byte, 0, 64)
+	b.Run("strconv", func(b *testing.B) {
+		for b.Loop() {
+			for _, f := range vals {
+				buf = strconv.AppendFloat(buf[:0], f, 'f', -1, 64)
+			}
+		}
+	})
+	b.Run("appendFloat", func(b *testing.B) {
+		for b.Loop() {
+			for _, f := range vals {
+				buf = appendFloat(buf[:0], f)
+			}
+		}
+	})
+}
