@@ -24,6 +24,7 @@ import (
 	"github.com/scootgate/scootgate/internal/app"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/logbuf"
+	"github.com/scootgate/scootgate/internal/logline"
 )
 
 // The two systems under test, each in its own process so that CPU time is
@@ -99,7 +100,7 @@ func runNode(args []string) error {
 		defer f.Close()
 		out := logbuf.New(f, logbuf.Options{}) // batched, as cmd/scootgate does
 		defer out.Close()
-		logger = slog.New(slog.NewJSONHandler(out, nil)) // Info: one line per request, as in production
+		logger = slog.New(logline.NewHandler(out, nil)) // the node's handler at Info: one line per request, as cmd/scootgate logs
 	}
 	stopProf, err := prof.start()
 	if err != nil {
