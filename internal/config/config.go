@@ -96,7 +96,7 @@ type Limits struct {
 // Timeouts are the separately configurable timeouts of docs/api.md "Timeouts".
 type Timeouts struct {
 	Connect         time.Duration // proxy dial + CONNECT/SOCKS + provider TLS
-	FirstByte       time.Duration // response headers and first body byte
+	FirstByte       time.Duration // to the response headers; a stream: its first event
 	StreamIdle      time.Duration // longest gap between stream events
 	NonStreamTotal  time.Duration // whole non-stream exchange
 	StreamKeepalive time.Duration // 0 = off; else a keepalive after this much silence

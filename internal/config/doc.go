@@ -67,7 +67,7 @@
 //
 //	[timeouts]                          # Go durations (docs/api.md "Timeouts"); all but stream_keepalive >= 1ms
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS
-//	first_byte = "60s"                  # response headers and first body byte
+//	first_byte = "60s"                  # to the response headers; a stream: its first event
 //	stream_idle = "120s"                # longest gap between stream events
 //	non_stream_total = "10m"            # whole non-stream exchange
 //	stream_keepalive = "0s"             # 0 = off; else >= 1s and < stream_idle

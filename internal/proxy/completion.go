@@ -264,15 +264,24 @@ func (c *call) attempt(n int, l balance.Lease) *attempt {
 	}
 	up := upstreamRequest(ctx, c.spec.Method, u, out, c.spec.Header(c.r.Header, t.Backend.Credential.Reveal()))
 
-	// A non-stream answer is bounded by first_byte and non_stream_total
-	// over the same span, from sending to its last byte (relayWhole stops
-	// the timer there): one timer at the nearer limit, with its cause.
+	// One timer per attempt (docs/api.md "Timeouts"). Until the response
+	// headers it holds first_byte (or non_stream_total if that is nearer);
+	// for a non-stream answer it is then re-armed for what is left of
+	// non_stream_total, and the body may take that long. A stream's first
+	// event stops it (relayStream).
 	limit, cause := h.o.FirstByte, errFirstByteTimeout
 	if !c.req.Stream && h.o.NonStreamTotal < limit {
 		limit, cause = h.o.NonStreamTotal, errTotalTimeout
 	}
-	sent := time.Now() // real time, as the timers'
-	firstByte := time.AfterFunc(limit, func() { cancel(cause) })
+	sent := time.Now()        // real time, as the timers'
+	var wholeLeft atomic.Bool // set only while the timer is stopped
+	firstByte := time.AfterFunc(limit, func() {
+		if wholeLeft.Load() {
+			cancel(errTotalTimeout)
+			return
+		}
+		cancel(cause)
+	})
 	defer firstByte.Stop()
 
 	resp, err := h.o.Transport.RoundTrip(up)
@@ -327,6 +336,12 @@ func (c *call) attempt(n int, l balance.Lease) *attempt {
 		}
 		c.relayStream(a, resp, body, firstByte, cancel, ctx, injected)
 		return a
+	}
+	if !c.req.Stream && firstByte.Stop() {
+		// The headers are in: from here only non_stream_total bounds the
+		// answer. A Stop that lost the race leaves the cancel to fire.
+		wholeLeft.Store(true)
+		firstByte.Reset(h.o.NonStreamTotal - time.Since(sent))
 	}
 	c.relayWhole(a, resp, body, firstByte, ctx)
 	return a

@@ -91,3 +91,36 @@ func TestStreamAnswerToNonStreamRequest(t *testing.T) {
 		t.Fatalf("a stream answer to a non-stream request ran past non_stream_total:\n%.300s", data)
 	}
 }
+
+// TestSlowBodyAfterHeaders: first_byte ends at the response headers
+// (docs/api.md "Timeouts"); a non-stream body that takes longer than
+// first_byte after them is bounded by non_stream_total only.
+func TestSlowBodyAfterHeaders(t *testing.T) {
+	const firstByte = 100 * time.Millisecond
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select { // the body comes well after first_byte
+		case <-time.After(3 * firstByte):
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer prov.Close()
+	h := newHandlerAt(t, Options{FirstByte: firstByte, NonStreamTotal: 10 * time.Second}, prov.URL)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "late") {
+		t.Fatalf("status %d, body %.200s: a body after the headers was cut by first_byte", resp.StatusCode, data)
+	}
+}
