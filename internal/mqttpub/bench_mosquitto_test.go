@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,16 +108,14 @@ func openNodeOutbox(b *testing.B, path string, n int) *outbox.Store {
 // on disk, counting every row deleted by then).
 //
 // Each iteration drains once per variant, rotating the order, so that
-// the variants share the machine's state: "wire" is the publisher as it
-// runs (default window, 1024), "wire-64" the same with the window of 64
-// it had before, and "paho-64" the drain loop on paho.mqtt.golang with a
-// window of 64: the node before this benchmark's optimisations, the
-// baseline. Metrics are per variant: events/s, this process's CPU per
-// event, socket writes and reads per event, and the appends the outbox
-// refused (events the node would have dropped).
+// the variants share the machine's state: "paho-64" and "paho-1024" are
+// the publisher as it runs on paho.mqtt.golang with a window of 64 and
+// of 1024 publishes in flight. Metrics are per variant: events/s, this
+// process's CPU per event, socket writes and reads per event, and the
+// appends the outbox refused (events the node would have dropped).
 func BenchmarkDrainMosquitto(b *testing.B) {
 	addr := mosquittoAddr(b)
-	clients := []string{"wire", "wire-64", "paho-64"}
+	clients := []string{"paho-64", "paho-1024"}
 	for _, rate := range []int{0, 2000} {
 		b.Run(fmt.Sprintf("writer=%d/s", rate), func(b *testing.B) {
 			template := backlogFile(b)
@@ -134,12 +133,10 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 					copyFile(b, template, path)
 					ob := openNodeOutbox(b, path, backlog)
 					o := testOptions(addr, uniqueTopic(b))
-					if strings.HasSuffix(client, "-64") {
-						o.Window = 64
-					}
+					o.Window, _ = strconv.Atoi(strings.TrimPrefix(client, "paho-"))
 					p := newPublisher(b, ob, o)
 					var reads, writes atomic.Int64
-					countWith(b, p, strings.TrimSuffix(client, "-64"), &reads, &writes)
+					countWith(b, p, &reads, &writes)
 					b.StartTimer()
 
 					cpu0 := cpuTime(b)
@@ -179,10 +176,8 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 	}
 }
 
-// countWith makes p connect with the named client ("wire": the
-// production link; "paho": the paho link), counting socket reads and
-// writes under genConn.
-func countWith(b *testing.B, p *Publisher, client string, reads, writes *atomic.Int64) {
+// countWith makes p count socket reads and writes under genConn.
+func countWith(b *testing.B, p *Publisher, reads, writes *atomic.Int64) {
 	b.Helper()
 	lc, err := check(&p.o)
 	if err != nil {
@@ -192,15 +187,7 @@ func countWith(b *testing.B, p *Publisher, client string, reads, writes *atomic.
 		return newGenConn(&countingConn{Conn: c, reads: reads, writes: writes}, end, quiesce)
 	}
 	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		var (
-			l   link
-			err error
-		)
-		if client == "paho" {
-			l, err = dialLink(ctx, lc, gen)
-		} else {
-			l, err = dialWire(ctx, lc, gen)
-		}
+		l, err := dialLink(ctx, lc, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -273,8 +260,7 @@ func copyFile(b *testing.B, from, to string) {
 // BenchmarkUsageSteady is a node serving 2000 requests/s: one 400-byte
 // usage event per request appended to an empty outbox (default commit
 // options), for 5 s per iteration, with the publisher connected to the
-// real Mosquitto ("wire": the production link; "paho": the paho
-// baseline) or to a closed port ("down": the broker unreachable, the
+// real Mosquitto ("paho") or to a closed port ("down": the broker unreachable, the
 // outbox absorbing every event). cpu-us/event is this process's CPU per
 // event appended; the broker's cost per request is the difference between
 // a connected variant and "down". The variants alternate within each
@@ -282,7 +268,7 @@ func copyFile(b *testing.B, from, to string) {
 func BenchmarkUsageSteady(b *testing.B) {
 	addr := mosquittoAddr(b)
 	const rate, events = 2000, 10_000
-	variants := []string{"wire", "paho", "down"}
+	variants := []string{"paho", "down"}
 	cpu := map[string]float64{}
 	dropped := map[string]float64{}
 	for i := 0; i < b.N; i++ {
@@ -296,11 +282,7 @@ func BenchmarkUsageSteady(b *testing.B) {
 			}
 			p := newPublisher(b, ob, testOptions(broker, uniqueTopic(b)))
 			var reads, writes atomic.Int64
-			client := "wire"
-			if v == "paho" {
-				client = "paho"
-			}
-			countWith(b, p, client, &reads, &writes)
+			countWith(b, p, &reads, &writes)
 			r := start(b, p)
 			if v != "down" {
 				eventually(b, "connected", func() bool { return p.Stats().Connected })
@@ -329,7 +311,6 @@ func BenchmarkUsageSteady(b *testing.B) {
 			b.ReportMetric(dropped[v]/float64(b.N), v+"-dropped/op")
 		}
 	}
-	b.ReportMetric((cpu["wire"]-cpu["down"])/n/1e3, "wire-attached-cpu-us/event")
 	b.ReportMetric((cpu["paho"]-cpu["down"])/n/1e3, "paho-attached-cpu-us/event")
 }
 

@@ -37,53 +37,49 @@
 //
 // # The MQTT client
 //
-// The publisher speaks the few MQTT 3.1.1 packets it needs itself (wire.go):
-// CONNECT/CONNACK, PUBLISH with QoS 1 and its PUBACK, PINGREQ/PINGRESP and
-// DISCONNECT. It used paho.mqtt.golang until the delivery benchmarks
-// showed paho's per-publish machinery (a token with its channel, a timer,
-// a store entry under two formatted keys, three goroutine hand-offs each
-// way) as the larger part of what delivery cost (docs/performance.md,
-// "Usage delivery"). The drain goroutine encodes each PUBLISH into the
-// link's buffer and hands a whole window refill to the connection in one
-// Write; one reader goroutine matches PUBACKs to publishes by packet
-// identifier and completes the PUBACKs of one read(2) together, with one
-// wakeup of the drain loop. Keepalive: a PINGREQ after KeepAlive without
-// traffic either way (checked every KeepAlive/4, at most 5 s), and the
-// connection ends when its PINGRESP is KeepAlive/2 late: a half-open link
-// ends within about 1.5×KeepAlive. A packet a publisher never expects
-// (anything but CONNACK, PUBACK, PINGRESP, or longer than 64 bytes) ends
-// the connection. paho remains in the tests: as the baseline of the
-// benchmarks and for the tests that pin down the behaviour below.
+// The client is paho.mqtt.golang (v1.5.1), one paho client per connection
+// (link.go). paho completes tokens in the order PUBACKs arrive; a
+// goroutine per publish waits for its token and signals the drain loop
+// (coalesced, so one wakeup judges every publish completed by then), so
+// that a PUBACK the broker withholds delays no other row.
+// TestPartialAcksLeaveExactlyTheUnacked (every third PUBACK withheld)
+// checks that exactly the unacknowledged rows stay in the outbox. paho
+// writes through genConn, which buffers reads and coalesces writes
+// (genconn.go).
 //
 // # Connection generations
 //
-// A completed publish alone is not an acknowledgement. paho.mqtt.golang,
-// for one, completes a publish token with a nil error although no PUBACK
-// came: with AutoReconnect, on reconnect it replaces the stored publish's
-// token and completes the old one (paho.mqtt.golang#563, still open, and
-// reproduced by TestPahoIssue563). The publisher therefore:
+// paho.mqtt.golang can complete a publish token with a nil error although
+// no PUBACK came: with AutoReconnect, on reconnect it replaces the stored
+// publish's token and completes the old one (paho.mqtt.golang#563, still
+// open, and reproduced by TestPahoIssue563). So a successful token alone is not an
+// acknowledgement. The Publisher therefore:
 //
-//   - never resumes a connection: every connection is new, with a clean
-//     session, and connects once;
-//   - dials the broker itself and wraps the connection (genConn) so that
-//     its end (first failed read or write, or Close) bumps a connection
-//     generation and closes the loss signal before anyone can see the
-//     failure: the link fails a publish because of a loss only after it,
-//     so the bump always comes first. Opening a connection bumps it too;
+//   - never lets paho reconnect: AutoReconnect and ConnectRetry are off,
+//     and every connection is a new paho client that connects once;
+//   - dials the broker itself (paho's CustomOpenConnectionFn) and wraps the
+//     connection so that its end (first failed read or write, or Close)
+//     bumps a connection generation and closes the loss signal. paho closes
+//     the connection before it fails or completes any token because of the
+//     loss, so the bump always comes first. Opening a connection bumps it
+//     too;
 //   - records the generation with each publish, and counts a completed
-//     publish as an acknowledgement only if it has no error and the
+//     token as an acknowledgement only if it has no error and the
 //     generation is unchanged when it is judged. Then the connection that
-//     carried the publish is the one that delivered the PUBACK. A publish
-//     that completed across a connection change ends the connection
+//     carried the publish is the one that delivered the PUBACK. A token that
+//     completed across a connection change ends the connection
 //     ([ErrStaleAck]).
 //
-// Three independent checks thus guard every delete: the publish's error,
-// the generation, and the loss signal, which ends the drain before
-// anything in flight is judged. TestPahoFailsPendingTokensOnLoss and
-// TestWireFailsPendingOnLoss observe the first for each client;
-// TestStaleAckIsNotAnAck the second; TestPartialAcksLeaveExactlyTheUnacked
-// that a broker acknowledging some publishes leaves exactly the others in
-// the outbox.
+// What paho v1.5.1 does, observed against the embedded broker with the
+// PUBACK withheld and the link cut (TestPahoFailsPendingTokensOnLoss,
+// TestPahoIssue563): with AutoReconnect off, the pending token ends with
+// the error "connection lost before Publish completed", after the
+// generation moved; with AutoReconnect on, it completes with a nil error
+// once paho has reconnected, and no PUBACK was ever sent. The generation
+// check rejects it. Three independent checks thus guard every delete: the
+// token error, the generation, and the loss signal, which ends the drain
+// before anything in flight is judged (TestStaleAckIsNotAnAck for the
+// second).
 //
 // # Session, reconnects and identity
 //
@@ -94,8 +90,7 @@
 // nothing for a client that only publishes: the broker keeps no state for
 // a QoS 1 PUBLISH after its PUBACK, and the outbox is the one durable copy.
 // It would only leave per-node state on the broker, and its resend rule
-// would tie redelivery to the client's in-memory state, which a restart
-// loses.
+// would tie redelivery to paho's in-memory store, which a restart loses.
 //
 // After a failed or lost connection Run waits with "full jitter": a draw
 // from [0, min(BackoffMax, BackoffMin·2^(n-1))) after n consecutive

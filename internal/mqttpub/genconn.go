@@ -35,10 +35,10 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 //
 // # Generations
 //
-// end (the link's connEnded) bumps the connection generation. It runs before
+// end (pahoLink.connEnded) bumps the connection generation. It runs before
 // anyone can learn of the end: before Read returns its error, before a write
 // failure is stored where Write returns it, and before Close closes the
-// socket. The link (and paho) fails publishes because of a loss only after one of
+// socket. paho fails or completes tokens because of a loss only after one of
 // those, so the bump still comes first (doc.go, "Connection generations").
 // Buffering changes nothing here: both buffers belong to one connection, so
 // a PUBLISH is only ever written on the connection it was handed to, and a
@@ -47,11 +47,12 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // # Reads
 //
 // Read goes through a bufio.Reader. bufio.Reader is not safe for concurrent
-// use, and needs none: a connection has one reader at a time. The wire
-// link reads the CONNACK in its handshake and only then starts its reader
-// goroutine, which reads every later packet; bytes read ahead of the
-// CONNACK stay in the buffer for it. (paho v1.5.1, which the tests still
-// run, does the same: verifyCONNACK, then startIncoming.)
+// use, and needs none: in paho v1.5.1 only two readers exist and they never
+// overlap. verifyCONNACK reads the CONNACK in attemptConnection, and only
+// after it returns does startCommsWorkers start startIncoming, the one
+// goroutine that reads every later packet (net.go). Bytes read ahead of the
+// CONNACK stay in the buffer for startIncoming. Nothing in this package
+// reads.
 //
 // # Writes
 //

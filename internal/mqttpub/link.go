@@ -3,39 +3,32 @@ package mqttpub
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
 
-// token is a publish in flight (a *wireToken; paho's mqtt.Token fits
-// too).
+// token is the part of paho's mqtt.Token the drain loop uses.
 type token interface {
 	Done() <-chan struct{}
 	Error() error
 }
 
-// finished reports whether t completed. It asks a token that can tell
-// without a channel (wireToken) directly.
-func finished(t token) bool {
-	if c, ok := t.(interface{ completed() bool }); ok {
-		return c.completed()
-	}
-	return done(t.Done())
-}
-
 // link is one broker connection. Publish tokens of a link are only ever
 // judged while that link is the current one.
 type link interface {
-	// publish sends payload with QoS 1, retained false. The link may
-	// hold it until flush.
+	// publish sends payload with QoS 1, retained false.
 	publish(payload []byte) token
-	// flush sends what publish holds.
-	flush()
 	// acks receives after publishes completed (coalesced, capacity 1), so
-	// that one wakeup judges them all; nil if the link has no such signal,
-	// and the loop waits on the oldest publish instead.
+	// that one wakeup judges every publish completed by then; nil if the
+	// link has no such signal, and the loop waits on the oldest publish
+	// instead.
 	acks() <-chan struct{}
 	// lost is closed once the network connection has ended.
 	lost() <-chan struct{}
@@ -54,7 +47,7 @@ type connector func(ctx context.Context, gen *atomic.Uint64) (link, error)
 // how long a genConn's Close waits for its pending bytes.
 const quiesce = 250 * time.Millisecond
 
-// linkConfig is what dialWire needs, resolved from Options by New.
+// linkConfig is what dialLink needs, resolved from Options by New.
 type linkConfig struct {
 	broker         *url.URL
 	clientID       string
@@ -64,11 +57,171 @@ type linkConfig struct {
 	tls            *tls.Config // nil for tcp://
 	keepAlive      time.Duration
 	connectTimeout time.Duration
-	// autoReconnect is for the paho link of the tests (paho_test.go):
-	// only the test that reproduces paho.mqtt.golang#563 turns it on.
+	// autoReconnect is false in production. Only the test that reproduces
+	// paho.mqtt.golang#563 turns it on, to prove the generation check catches
+	// a token completed across paho's own reconnect.
 	autoReconnect bool
 	// wrap replaces newGenConn around each dialled connection; nil in
 	// production. Benchmarks use it to count system calls and to run the
 	// unbuffered baseline.
 	wrap func(conn net.Conn, end func()) net.Conn
+}
+
+// pahoLink is a link on one paho client that is connected exactly once:
+// AutoReconnect and ConnectRetry are off, so paho never reconnects (and
+// never resends stored publishes) behind the drain loop's back. A new
+// connection is a new client (the paho README also says not to reuse a
+// client after Disconnect).
+type pahoLink struct {
+	client mqtt.Client
+	topic  string
+	gen    *atomic.Uint64
+
+	dead     chan struct{} // closed when a connection of this client ends
+	deadOnce sync.Once
+	acked    chan struct{} // capacity 1: a publish completed since the last receive
+
+	mu      sync.Mutex
+	conns   []net.Conn // every connection dialled; guarded by mu
+	aborted bool       // set by abort; no new connection is kept; guarded by mu
+}
+
+// dialLink connects a fresh paho client and returns it as a link. ctx
+// bounds the whole connect (dial, TLS, CONNECT/CONNACK); cancelling it
+// closes a half-open connection so the connect ends at once.
+func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink, error) {
+	l := &pahoLink{topic: c.topic, gen: gen, dead: make(chan struct{}), acked: make(chan struct{}, 1)}
+	o := mqtt.NewClientOptions()
+	o.AddBroker(c.broker.String())
+	o.SetClientID(c.clientID)
+	if c.username != "" {
+		o.SetUsername(c.username)
+	}
+	if c.password != "" {
+		o.SetPassword(c.password)
+	}
+	// CleanSession: redelivery is ours, from the outbox, on every
+	// connection (doc.go, "Session, reconnects and identity").
+	o.SetCleanSession(true)
+	o.SetAutoReconnect(c.autoReconnect)
+	o.SetConnectRetry(false)
+	o.SetProtocolVersion(4) // MQTT 3.1.1, explicitly: no silent fallback to 3.1
+	o.SetKeepAlive(c.keepAlive)
+	// paho sends PINGREQ after KeepAlive without traffic (checked every
+	// KeepAlive/4, at most 5s) and drops the link when PINGRESP is this
+	// late: a half-open link ends within about 1.5×KeepAlive (+5s).
+	o.SetPingTimeout(c.keepAlive / 2) // KeepAlive >= 1s (checked by New)
+	o.SetConnectTimeout(c.connectTimeout)
+	// WriteTimeout bounds each socket write and how long Publish may block
+	// handing a packet to a connection that is going away.
+	o.SetWriteTimeout(c.connectTimeout)
+	o.SetOrderMatters(false) // we never subscribe; nothing to order
+	o.SetCustomOpenConnectionFn(func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
+		return l.open(ctx, c)
+	})
+	o.SetConnectionLostHandler(func(mqtt.Client, error) { l.markDead() })
+	l.client = mqtt.NewClient(o)
+
+	t := l.client.Connect()
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		l.abort() // the dial sees ctx; a handshake in progress sees its conn close
+		<-t.Done()
+	}
+	if err := t.Error(); err != nil {
+		l.close()
+		return nil, fmt.Errorf("mqttpub: connect to %s: %w", c.broker.Redacted(), err)
+	}
+	return l, nil
+}
+
+// open dials the broker for paho. It replaces paho's own dialer, which
+// would honour proxy environment variables, so that the connection is
+// exactly the configured one and is wrapped to bump the generation.
+func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
+	d := &net.Dialer{Timeout: c.connectTimeout}
+	var (
+		conn net.Conn
+		err  error
+	)
+	if c.tls != nil {
+		conn, err = (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext(ctx, "tcp", c.broker.Host)
+	} else {
+		conn, err = d.DialContext(ctx, "tcp", c.broker.Host)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.aborted {
+		_ = conn.Close()
+		return nil, errAborted
+	}
+	l.gen.Add(1) // a new connection: tokens published before it are stale
+	var gc net.Conn
+	if c.wrap != nil {
+		gc = c.wrap(conn, l.connEnded)
+	} else {
+		gc = newGenConn(conn, l.connEnded, quiesce)
+	}
+	l.conns = append(l.conns, gc)
+	return gc, nil
+}
+
+var errAborted = errors.New("connect aborted")
+
+// connEnded runs once per connection, from the first failed read or write
+// or from Close (genConn). paho closes the connection before it fails or
+// completes any token because of the loss, so the bump happens first.
+func (l *pahoLink) connEnded() {
+	l.gen.Add(1)
+	l.markDead()
+}
+
+func (l *pahoLink) markDead() { l.deadOnce.Do(func() { close(l.dead) }) }
+
+// abort closes every connection this link dialled, without waiting for
+// unwritten bytes, and refuses new ones.
+func (l *pahoLink) abort() {
+	l.mu.Lock()
+	l.aborted = true
+	conns := l.conns
+	l.mu.Unlock()
+	for _, c := range conns {
+		if g, ok := c.(*genConn); ok {
+			g.abort()
+		} else {
+			_ = c.Close()
+		}
+	}
+}
+
+// publish hands payload to paho. A goroutine per publish waits for its
+// token and then signals acks: paho completes tokens in the order PUBACKs
+// arrive, not in publish order, and a token that never completes (its
+// PUBACK withheld) must not keep the drain from judging the later ones.
+// The goroutine ends when the token completes, at the latest when paho
+// fails every pending token as the connection ends (close, or a loss).
+func (l *pahoLink) publish(payload []byte) token {
+	t := l.client.Publish(l.topic, 1, false, payload)
+	go func() {
+		<-t.Done()
+		select {
+		case l.acked <- struct{}{}:
+		default: // a wakeup is already pending; it judges this one too
+		}
+	}()
+	return t
+}
+
+func (l *pahoLink) acks() <-chan struct{} { return l.acked }
+
+func (l *pahoLink) lost() <-chan struct{} { return l.dead }
+
+func (l *pahoLink) close() {
+	l.client.Disconnect(uint(quiesce / time.Millisecond))
+	l.abort()
+	l.markDead()
 }

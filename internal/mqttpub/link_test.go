@@ -139,7 +139,6 @@ func (l *fakeLink) publish(payload []byte) token {
 	l.pubs <- t
 	return t
 }
-func (l *fakeLink) flush()                {}
 func (l *fakeLink) acks() <-chan struct{} { return nil }
 func (l *fakeLink) lost() <-chan struct{} { return l.dead }
 func (l *fakeLink) close()                { l.closed.Store(true); l.once.Do(func() { close(l.dead) }) }

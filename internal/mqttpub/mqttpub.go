@@ -166,7 +166,7 @@ func New(src Source, o Options) (*Publisher, error) {
 	}
 	p := &Publisher{src: src, o: o, log: o.Logger, wait: sleep}
 	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		l, err := dialWire(ctx, lc, gen)
+		l, err := dialLink(ctx, lc, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +239,9 @@ func check(o *Options) (*linkConfig, error) {
 	if !o.Password.IsZero() && o.Username == "" {
 		bad("a password needs a username")
 	}
-	// CONNECT carries both with a 2-byte length (MQTT 3.1.1 §3.1.3.4-5).
+	// CONNECT carries both with a 2-byte length (MQTT 3.1.1 §3.1.3.4-5);
+	// paho would cut a longer value to 65535 bytes without a word, and the
+	// broker would refuse credentials nobody configured.
 	if len(o.Username) > 65535 || !utf8.ValidString(o.Username) {
 		bad("username must be at most 65535 bytes of UTF-8")
 	}
@@ -453,7 +455,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
 				p.published.Add(1)
 			}
-			l.flush()
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
@@ -531,7 +532,7 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 		keep = q[:0] // in place: kept entries never overtake the scan
 	)
 	for i, e := range q {
-		if !finished(e.tok) {
+		if !done(e.tok.Done()) {
 			keep = append(keep, e)
 			continue
 		}
