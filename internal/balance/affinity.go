@@ -148,19 +148,23 @@ func (a *Affinity) PickKey(pool []*routes.Target, need routes.Caps, tried []*rou
 // session is one PickKey call.
 type session struct {
 	filter
-	key   uint64 // the session key
-	key2  uint64 // a second seed derived from it (keySeed)
-	c     float64
-	floor int64 // ⌈c⌉: no target at or below it is overloaded, whatever the mean
+	bucket uint32 // the session key's bucket (bucketOf)
+	key    uint64 // the bucket's seed (bucketSeed): the order is the bucket's
+	key2   uint64 // a second seed derived from it (keySeed)
+	c      float64
+	floor  int64 // ⌈c⌉: no target at or below it is overloaded, whatever the mean
 	// clock, when set, is a state whose Now the session reads the first
 	// time it needs filter.now; nil: filter.now is set.
 	clock *upstream.State
 
-	// unranked: firstIndexed returned the first target of a weighted tier
-	// without its rank, which rank computes from its h̄ and weight.
+	// unranked: firstIndexed returned the first target without its rank,
+	// which rank computes from its h̄ and weight (memoX nil), or from
+	// target memoI of index memoX, which the tier's memo named.
 	unranked bool
 	hbar     uint64
 	w        float64
+	memoX    *routes.WeightIndex
+	memoI    int
 
 	// The tier's load, summed over its eligible targets when first needed.
 	loaded bool
@@ -170,8 +174,22 @@ type session struct {
 
 // newSession returns the session of key under f with load factor c.
 func newSession(key Key, f filter, c float64) session {
-	return session{filter: f, key: uint64(key), key2: keySeed(uint64(key)), c: c, floor: int64(math.Ceil(c))}
+	b := bucketOf(key)
+	k := bucketSeed(b)
+	return session{filter: f, bucket: b, key: k, key2: keySeed(k), c: c, floor: int64(math.Ceil(c))}
 }
+
+// bucketBits is log₂ routes.FirstBuckets: a session key's bucket is its
+// top bucketBits bits.
+const bucketBits = 16
+
+// bucketOf returns key's bucket: its top bits, uniform since the key is
+// a finalised hash (SessionKey).
+func bucketOf(key Key) uint32 { return uint32(uint64(key) >> (64 - bucketBits)) }
+
+// bucketSeed returns the seed of bucket b, which hashing orders the
+// tier by for every key of the bucket (another constant than keySeed's).
+func bucketSeed(b uint32) uint64 { return routes.Mix64(uint64(b) ^ 0xbb67ae8584caa73b) }
 
 // keySeed derives a session key's second seed, as routes.SecondSeed does
 // a target's (with another constant).
@@ -257,23 +275,32 @@ func (s *session) check(t *routes.Target, tier []*routes.Target) Placement {
 }
 
 // The session's order over a tier (docs/routing.md "Affinity") is
-// weighted rendezvous hashing. Each target gets a 64-bit hash of the
-// session and of the target's identity,
+// weighted rendezvous hashing of its bucket. The session key's top 16
+// bits are its bucket (bucketOf), whose seed (bucketSeed) stands for the
+// key; each target gets a 64-bit hash of that seed and of the target's
+// identity,
 //
 //	h = hi ⊕ lo of the 128-bit product (key ⊕ HashID) × (key2 ⊕ seed2)
 //
-// (the multiply-and-fold of wyhash, which is also how Go's runtime mixes
-// where it has no AES hash; key2 and seed2 are second seeds of the key
-// and of the target, keySeed and routes.SecondSeed), and from it
+// (key being the bucket's seed; the multiply-and-fold of wyhash, which is
+// also how Go's runtime mixes where it has no AES hash; key2 and seed2
+// are second seeds of the key and of the target, keySeed and
+// routes.SecondSeed), and from it
 // u = 1 − t with t = (⌊h̄ ÷ 2¹¹⌋ + ½) ÷ 2⁵³, h̄ = 2⁶⁴ − 1 − h. The target
 // with the lowest score −ln(u) ÷ weight, that is the highest −weight ÷
 // ln u, comes first, so target i is the first choice of a share wᵢ ÷ Σw of
-// the keys, and a target that joins or leaves moves only the keys whose
-// first choice it is or becomes. When all weights are equal the order is
+// the buckets, and a target that joins or leaves moves only the buckets
+// whose first choice it is or becomes. When all weights are equal the order is
 // that of h alone, highest first: the same order, without a logarithm.
 // Equal scores go to the lower index. Everything is integer arithmetic or
 // IEEE-754 basic operations in a fixed order (logScore), so every node,
 // on any architecture, computes the same order.
+//
+// Since every key of a bucket has the bucket's order, a tier may remember
+// each bucket's first choice (firstIndexed), and a share of the 2¹⁶
+// buckets rather than of the keys goes to each target: off the weight's
+// share by a binomial error of √(p(1 − p) ÷ 2¹⁶) for a share p
+// (TestAffinityBucketShares).
 //
 // A rank encodes a target's place: the complement of h when the weights
 // are equal, else the float64 bits of its score (which order like the
@@ -295,11 +322,37 @@ var candidateLimit = candidates
 
 // firstIndexed is next for the first in the order of an indexed tier: the
 // same result, without the bookkeeping of later ranks, since nearly every
-// pick stops there; the rank may be left to s.rank (unranked). It reads
-// the index's rendezvous layout. A weighted tier is screened without a
+// pick stops there; the rank may be left to s.rank (unranked). When every
+// target of a tier of at least memoMin has the capabilities, the first
+// choice is the bucket's: it reads the tier's memo (routes.FirstChoices)
+// and, the first time, fills it from firstScanned. A weighted tier is screened without a
 // logarithm (screened): about one target per pick needs its exact score,
 // and when only one is left it needs none.
 func (s *session) firstIndexed(x *routes.WeightIndex) (int, uint64) {
+	rv := x.Rendezvous()
+	if rv.Common&s.need != s.need || rv.Positive < memoMin || x.Len() > routes.FirstMax {
+		return s.firstScanned(x)
+	}
+	// Every target has the capabilities: the first choice is the
+	// bucket's, which the tier's memo holds once computed.
+	memo := x.FirstChoices()
+	if v := memo.Get(s.bucket); v != 0 {
+		s.unranked, s.memoX, s.memoI = true, x, int(v-1)
+		return int(v - 1), 0
+	}
+	i, r := s.firstScanned(x)
+	memo.Set(s.bucket, uint32(i)+1)
+	return i, r
+}
+
+// memoMin is the fewest targets of weight > 0 for which a tier keeps the
+// memo of its buckets' first choices (routes.FirstChoices, 128 KiB): a
+// smaller tier is scanned in about the time the memo's cache miss takes.
+const memoMin = 16
+
+// firstScanned is firstIndexed by a scan of the tier. It reads
+// the index's rendezvous layout.
+func (s *session) firstScanned(x *routes.WeightIndex) (int, uint64) {
 	rv := x.Rendezvous()
 	n := rv.Positive
 	keys, caps := rv.Keys[:n], rv.Caps[:n]
@@ -494,11 +547,20 @@ func highest(hashes, seed2 []uint64, k1, k2 uint64) (int, uint64) {
 // rank returns r, or when the first in the order was returned without its
 // rank (unranked), computes that rank.
 func (s *session) rank(r uint64) uint64 {
-	if s.unranked {
-		s.unranked = false
-		return math.Float64bits(logScore(s.hbar>>11) / s.w)
+	if !s.unranked {
+		return r
 	}
-	return r
+	s.unranked = false
+	if x := s.memoX; x != nil {
+		s.memoX = nil
+		hash, _, w := x.Hashes()
+		id := hash[s.memoI]
+		s.hbar, s.w = ^mix(s.key^id, s.key2^routes.SecondSeed(id)), w[s.memoI]
+		if x.Uniform() {
+			return s.hbar
+		}
+	}
+	return math.Float64bits(logScore(s.hbar>>11) / s.w)
 }
 
 // next returns the index and rank of the capability-matching target of

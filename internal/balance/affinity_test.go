@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,16 @@ func keys(n int) []Key {
 }
 
 // pickID picks for key and gives the slot back at once.
+// bucketKeys returns one session key in each affinity bucket: the keys
+// of a bucket share its order, so the buckets are the independent draws.
+func bucketKeys() []Key {
+	ks := make([]Key, routes.FirstBuckets)
+	for b := range ks {
+		ks[b] = Key(uint64(b)<<(64-bucketBits) | 1)
+	}
+	return ks
+}
+
 func pickID(t *testing.T, a *Affinity, pool []*routes.Target, key Key) (string, Placement) {
 	t.Helper()
 	tg, pl, ok := a.PickKey(pool, 0, nil, key)
@@ -430,13 +441,16 @@ func TestAffinityFirstMatchesOrder(t *testing.T) {
 		x := weightIndex(pool)
 		for _, need := range []routes.Caps{0, routes.CapTools} {
 			for _, k := range keys(3000) {
-				s := newSession(k, filter{need: need}, DefaultLoadFactor)
-				fi, fr := s.firstIndexed(x)
-				fr = s.rank(fr)
-				ni, nr := s.next(pool, x, 0, -1)
-				si, _ := s.next(pool, nil, 0, -1)
-				if fi != ni || fr != nr || fi != si {
-					t.Fatalf("weighted=%v need=%v key %x: first %d (%x), walk %d (%x), unindexed %d", weighted, need, k, fi, fr, ni, nr, si)
+				// Twice: the second reads the tier's memo.
+				for pass := range 2 {
+					s := newSession(k, filter{need: need}, DefaultLoadFactor)
+					fi, fr := s.firstIndexed(x)
+					fr = s.rank(fr)
+					ni, nr := s.next(pool, x, 0, -1)
+					si, _ := s.next(pool, nil, 0, -1)
+					if fi != ni || fr != nr || fi != si {
+						t.Fatalf("weighted=%v need=%v pass %d key %x: first %d (%x), walk %d (%x), unindexed %d", weighted, need, pass, k, fi, fr, ni, nr, si)
+					}
 				}
 			}
 		}
@@ -506,8 +520,8 @@ func TestAffinitySecondChoice(t *testing.T) {
 				W += tc.weight(i)
 			}
 			var pairs [n][n]int
-			const keysN = 60000
-			for _, k := range keys(keysN) {
+			const keysN = routes.FirstBuckets
+			for _, k := range bucketKeys() {
 				s := newSession(k, filter{}, DefaultLoadFactor)
 				i, r := s.firstIndexed(x)
 				r = s.rank(r)
@@ -549,8 +563,8 @@ func TestAffinityManyDistinctWeights(t *testing.T) {
 	pool := poolOf(reg, ids(100), func(i int) int { return i + 1 })
 	x := weightIndex(pool)
 	var bands [10]int
-	const keysN = 50000
-	ks := keys(keysN)
+	const keysN = routes.FirstBuckets
+	ks := bucketKeys()
 	for _, k := range ks {
 		s := newSession(k, filter{}, DefaultLoadFactor)
 		i, r := s.firstIndexed(x)
@@ -576,10 +590,121 @@ func TestAffinityManyDistinctWeights(t *testing.T) {
 	candidateLimit = 1
 	for _, k := range ks[:5000] {
 		s := newSession(k, filter{}, DefaultLoadFactor)
-		i, r := s.firstIndexed(x)
+		i, r := s.firstScanned(x) // the memo is filled by now
 		r = s.rank(r)
 		if ni, nr := s.next(pool, x, 0, -1); ni != i || nr != r {
 			t.Fatalf("settling early, key %x: firstIndexed %d (%x), walk %d (%x)", k, i, r, ni, nr)
 		}
+	}
+}
+
+// TestAffinityBucketShares: the buckets' first choices follow the weights
+// at 100 targets, equal and 1 … 100 (chi-square over the 2¹⁶ buckets), and
+// no target's share of the buckets is off its weight's share by more than
+// the quantisation bound docs/routing.md "Affinity" states: 5 standard
+// deviations of a binomial over the buckets, √(p(1 − p) ÷ 2¹⁶).
+func TestAffinityBucketShares(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		weight func(int) int
+	}{{"equal", func(int) int { return 1 }}, {"weighted", func(i int) int { return 1 + i }}} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, _ := testRegistry()
+			const n = 100
+			pool := poolOf(reg, ids(n), tc.weight)
+			W := 0
+			for i := range n {
+				W += tc.weight(i)
+			}
+			a := newAffinity(1)
+			index := map[*routes.Target]int{}
+			for i, tg := range pool {
+				index[tg] = i
+			}
+			var counts [n]int
+			for _, k := range bucketKeys() {
+				tg, pl, ok := a.PickKey(pool, 0, nil, k)
+				if !ok || pl != Preferred {
+					t.Fatalf("key %x: %v %v", k, ok, pl)
+				}
+				tg.Backend.State.Release()
+				counts[index[tg.Target]]++
+			}
+			const B = float64(routes.FirstBuckets)
+			chi2, worst, rel := 0.0, 0.0, 0.0
+			for i, c := range counts {
+				p := float64(tc.weight(i)) / float64(W)
+				e := B * p
+				chi2 += (float64(c) - e) * (float64(c) - e) / e
+				worst = max(worst, math.Abs(float64(c)-e)/math.Sqrt(B*p*(1-p)))
+				rel = max(rel, math.Abs(float64(c)-e)/e)
+				if d := math.Abs(float64(c)/B - p); d > 5*math.Sqrt(p*(1-p)/B) {
+					t.Errorf("%s: %d buckets (%.4f), want a share %.4f ± %.4f", pool[i].Backend.ID, c, float64(c)/B, p, 5*math.Sqrt(p*(1-p)/B))
+				}
+			}
+			// 99 degrees of freedom: P(χ² > 148.2) < 0.001.
+			if chi2 > 148.2 {
+				t.Errorf("χ² = %.1f over 99 degrees of freedom: the buckets do not follow the weights", chi2)
+			}
+			t.Logf("χ² = %.1f, worst deviation %.2f sd, %.1f %% of the share", chi2, worst, 100*rel)
+		})
+	}
+}
+
+// TestAffinityMemo: a tier of at least memoMin targets answers a session's
+// first choice from its memo (a planted entry is what the pick returns),
+// and the memo changes no order: the first five of each session's order,
+// walked by retries, are those of the same targets unindexed (scored by
+// the logarithm, no memo), on the pass that fills the memo and on the one
+// that reads it.
+func TestAffinityMemo(t *testing.T) {
+	for _, weighted := range []bool{false, true} {
+		weight := func(i int) int {
+			if weighted {
+				return 1 + i%7
+			}
+			return 1
+		}
+		reg, _ := testRegistry()
+		pool := poolOf(reg, ids(40), weight)
+		reg2, _ := testRegistry()
+		var plain []*routes.Target // the same targets, without the index
+		for i, id := range ids(40) {
+			plain = append(plain, target(reg2, id, weight(i), 0, 1<<20, 0))
+		}
+		a := newAffinity(1)
+		walk := func(pool []*routes.Target, k Key) []string {
+			var tried []*routes.Target
+			var out []string
+			for range 5 {
+				l, _, ok := a.PickKey(pool, 0, tried, k)
+				if !ok {
+					t.Fatalf("key %x: no pick", k)
+				}
+				l.Backend.State.Release()
+				tried = append(tried, l.Target)
+				out = append(out, l.Backend.ID)
+			}
+			return out
+		}
+		for pass := range 2 {
+			for _, k := range keys(500) {
+				if got, want := walk(pool, k), walk(plain, k); !slices.Equal(got, want) {
+					t.Fatalf("weighted=%v pass %d key %x: order %v, unindexed %v", weighted, pass, k, got, want)
+				}
+			}
+		}
+		k := keys(1)[0]
+		memo, b := weightIndex(pool).FirstChoices(), bucketOf(k)
+		v := memo.Get(b)
+		if v == 0 {
+			t.Fatalf("weighted=%v: no memo entry after a pick", weighted)
+		}
+		planted := v%40 + 1 // another target
+		memo[b/2].Store(memo[b/2].Load()&^(0xffff<<(b%2*16)) | planted<<(b%2*16))
+		if id, pl := pickID(t, a, pool, k); id != pool[planted-1].Backend.ID || pl != Preferred {
+			t.Errorf("weighted=%v: with a planted entry picked %s (%s), want %s", weighted, id, pl, pool[planted-1].Backend.ID)
+		}
+		memo[b/2].Store(memo[b/2].Load()&^(0xffff<<(b%2*16)) | v<<(b%2*16))
 	}
 }

@@ -53,10 +53,11 @@
 // [Affinity] is prompt-cache affinity (docs/routing.md "Affinity"): a
 // request with a session key ([SessionKey], namespaced by the client key)
 // is placed by weighted rendezvous hashing over the capability-matching
-// targets of the lowest tier with an eligible target. Each target's rank
-// comes from a hash of the key and the target's identity (backend id and
-// provider model, routes.TargetHash): one 64×64→128-bit multiply, of
-// key ⊕ identity by the xor of second seeds of both, its halves xored
+// targets of the lowest tier with an eligible target. The key falls in
+// one of 2¹⁶ buckets (its top 16 bits), and each target's rank comes
+// from a hash of the bucket's seed and the target's identity (backend id
+// and provider model, routes.TargetHash): one 64×64→128-bit multiply, of
+// seed ⊕ identity by the xor of second seeds of both, its halves xored
 // (wyhash's multiply-and-fold; see affinity.go), with the targets' seeds
 // precomputed in the tier's index, so every node that holds the same
 // table computes the same order without sharing anything, and a target
@@ -76,7 +77,11 @@
 // bit differs between amd64 and arm64), so a fleet that mixes
 // architectures agrees too. The first choice of a weighted tier is found
 // with about one logarithm per pick: integer lower and upper bounds of
-// each score rule out the other targets.
+// each score rule out the other targets. Since the order is the bucket's,
+// a tier of 16 targets or more remembers each bucket's first choice once
+// computed (routes.FirstChoices, 128 KiB, allocated by the tier's first
+// keyed pick), and a pick whose first choice can take the request reads
+// it in O(1).
 //
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
 // eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target
@@ -115,8 +120,10 @@
 // cost does not grow with the tier while most of the tier's weight is
 // eligible and ramped; it becomes linear in the tier's size when most of
 // it is not (many targets at their cap, open, cooling down, tried, or
-// without the capability), through the scan. An affinity pick scores
-// every target of the tier, under a nanosecond each.
+// without the capability), through the scan. An affinity pick reads its
+// bucket's memo; the first pick of a bucket, a spill and a pick needing a
+// capability some target lacks score every target of the tier, under a
+// nanosecond each.
 //
 // Costs are compared with upstream's State.Cheaper, which orders two
 // targets as their Costs do up to floating-point rounding (one exponential

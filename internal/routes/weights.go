@@ -3,6 +3,7 @@ package routes
 import (
 	"math"
 	"sort"
+	"sync/atomic"
 
 	"github.com/scootgate/scootgate/internal/upstream"
 )
@@ -50,6 +51,48 @@ type WeightIndex struct {
 	// Each target's backend state (nil for a target without a backend),
 	// contiguous, for the pickers' scans.
 	states []*upstream.State
+	// firsts is the memo of FirstChoices, allocated by its first call.
+	firsts atomic.Pointer[FirstChoices]
+}
+
+// FirstBuckets is the number of entries of a FirstChoices memo.
+const FirstBuckets = 1 << 16
+
+// FirstChoices is a memo package balance keeps per tier: entry k holds
+// 1 + the index of the first choice of affinity bucket k when every
+// target is eligible, or 0 until it has been computed; 16 bits each, two
+// to a word, 128 KiB. Each entry is a pure function of the tier, so
+// concurrent writers store the same value.
+type FirstChoices [FirstBuckets / 2]atomic.Uint32
+
+// FirstMax is the most targets a tier may have for a FirstChoices entry
+// to name any of them.
+const FirstMax = 1<<16 - 2
+
+// Get returns entry k.
+func (f *FirstChoices) Get(k uint32) uint32 {
+	return f[k/2].Load() >> (k % 2 * 16) & 0xffff
+}
+
+// Set sets entry k, which must be 0, to v ≤ FirstMax + 1.
+func (f *FirstChoices) Set(k, v uint32) {
+	w, shift := &f[k/2], k%2*16
+	for {
+		old := w.Load()
+		if old>>shift&0xffff != 0 || w.CompareAndSwap(old, old|v<<shift) {
+			return
+		}
+	}
+}
+
+// FirstChoices returns the tier's memo, allocating it on the first call:
+// tiers that never see a keyed pick never hold one.
+func (x *WeightIndex) FirstChoices() *FirstChoices {
+	if f := x.firsts.Load(); f != nil {
+		return f
+	}
+	x.firsts.CompareAndSwap(nil, new(FirstChoices))
+	return x.firsts.Load()
 }
 
 // Rendezvous is a tier's targets as weighted rendezvous hashing (package

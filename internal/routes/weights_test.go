@@ -158,3 +158,28 @@ func TestRendezvousLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstChoices: the memo's 16-bit entries are independent of their
+// neighbours in the same word, start at 0, and a set entry stays as it
+// was set.
+func TestFirstChoices(t *testing.T) {
+	x := newWeightIndex([]*Target{{Weight: 1}, {Weight: 2}})
+	f := x.FirstChoices()
+	if x.FirstChoices() != f {
+		t.Fatal("a second call returned another memo")
+	}
+	for _, k := range []uint32{0, 1, 2, FirstBuckets - 2, FirstBuckets - 1} {
+		if f.Get(k) != 0 {
+			t.Fatalf("entry %d: %d before it was set", k, f.Get(k))
+		}
+	}
+	f.Set(1, FirstMax+1)
+	f.Set(0, 7)
+	f.Set(1, 3) // already set: kept
+	f.Set(FirstBuckets-1, 2)
+	for k, want := range map[uint32]uint32{0: 7, 1: FirstMax + 1, 2: 0, FirstBuckets - 2: 0, FirstBuckets - 1: 2} {
+		if got := f.Get(k); got != want {
+			t.Errorf("entry %d: %d, want %d", k, got, want)
+		}
+	}
+}
