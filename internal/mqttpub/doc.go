@@ -38,10 +38,12 @@
 // # The MQTT client
 //
 // The client is paho.mqtt.golang (v1.5.1), one paho client per connection
-// (link.go). paho completes tokens in the order PUBACKs arrive; a
-// goroutine per publish waits for its token and signals the drain loop
-// (coalesced, so one wakeup judges every publish completed by then), so
-// that a PUBACK the broker withholds delays no other row.
+// (link.go). paho completes tokens in the order PUBACKs arrive, so the
+// drain loop does not wait on the oldest token: paho's store, wrapped,
+// reports each PUBACK it has read; one goroutine per link waits for those
+// tokens, a batch at a time, and signals the drain loop once per batch
+// (one wakeup judges every publish completed by then). A PUBACK the
+// broker withholds delays no other row.
 // TestPartialAcksLeaveExactlyTheUnacked (every third PUBACK withheld)
 // checks that exactly the unacknowledged rows stay in the outbox. paho
 // writes through genConn, which buffers reads and coalesces writes

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,16 @@ type pahoLink struct {
 	deadOnce sync.Once
 	acked    chan struct{} // capacity 1: a publish completed since the last receive
 
+	// PUBACK bookkeeping (file, pubackRead, watch)
+	amu      sync.Mutex
+	sent     map[uint16]token    // filed publishes by packet id, until their PUBACK is read; guarded by amu
+	early    map[uint16]struct{} // ids whose PUBACK was read before their publish was filed; guarded by amu
+	ackable  []token             // PUBACK read, token not yet waited for; guarded by amu
+	wake     chan struct{}       // capacity 1: ackable grew
+	stop     chan struct{}       // closed by stopWatch: the watcher returns
+	watched  sync.WaitGroup
+	stopOnce sync.Once
+
 	mu      sync.Mutex
 	conns   []net.Conn // every connection dialled; guarded by mu
 	aborted bool       // set by abort; no new connection is kept; guarded by mu
@@ -90,7 +102,8 @@ type pahoLink struct {
 // bounds the whole connect (dial, TLS, CONNECT/CONNACK); cancelling it
 // closes a half-open connection so the connect ends at once.
 func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink, error) {
-	l := &pahoLink{topic: c.topic, gen: gen, dead: make(chan struct{}), acked: make(chan struct{}, 1)}
+	l := &pahoLink{topic: c.topic, gen: gen, dead: make(chan struct{})}
+	l.startWatch()
 	o := mqtt.NewClientOptions()
 	o.AddBroker(c.broker.String())
 	o.SetClientID(c.clientID)
@@ -116,6 +129,7 @@ func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink
 	// handing a packet to a connection that is going away.
 	o.SetWriteTimeout(c.connectTimeout)
 	o.SetOrderMatters(false) // we never subscribe; nothing to order
+	o.SetStore(&ackStore{MemoryStore: mqtt.NewMemoryStore(), l: l})
 	o.SetCustomOpenConnectionFn(func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
 		return l.open(ctx, c)
 	})
@@ -198,22 +212,115 @@ func (l *pahoLink) abort() {
 	}
 }
 
-// publish hands payload to paho. A goroutine per publish waits for its
-// token and then signals acks: paho completes tokens in the order PUBACKs
-// arrive, not in publish order, and a token that never completes (its
-// PUBACK withheld) must not keep the drain from judging the later ones.
-// The goroutine ends when the token completes, at the latest when paho
-// fails every pending token as the connection ends (close, or a loss).
+// publish hands payload to paho and files its token for the PUBACK.
 func (l *pahoLink) publish(payload []byte) token {
 	t := l.client.Publish(l.topic, 1, false, payload)
-	go func() {
-		<-t.Done()
-		select {
-		case l.acked <- struct{}{}:
-		default: // a wakeup is already pending; it judges this one too
-		}
-	}()
+	l.file(t)
 	return t
+}
+
+// file records t under its packet identifier, for pubackRead to find.
+// paho completes tokens in the order PUBACKs arrive, not in publish order,
+// so the drain loop is woken for each completed token (acks) rather than
+// waiting on the oldest one, which a withheld PUBACK would hold up.
+func (l *pahoLink) file(t token) {
+	var id uint16 // 0: paho assigned none; it completed t with an error
+	if m, ok := t.(interface{ MessageID() uint16 }); ok {
+		id = m.MessageID()
+	}
+	l.amu.Lock()
+	_, read := l.early[id]
+	if read || id == 0 {
+		// The PUBACK was read before Publish returned, or there is
+		// none to wait for: t completes now or at once.
+		delete(l.early, id)
+		l.ackable = append(l.ackable, t)
+	} else {
+		l.sent[id] = t
+	}
+	l.amu.Unlock()
+	if read || id == 0 {
+		poke(l.wake)
+	}
+}
+
+// pubackRead runs in paho's incoming goroutine when it has read the PUBACK
+// for id and is about to complete its token.
+func (l *pahoLink) pubackRead(id uint16) {
+	l.amu.Lock()
+	if t, ok := l.sent[id]; ok {
+		delete(l.sent, id)
+		l.ackable = append(l.ackable, t)
+	} else {
+		l.early[id] = struct{}{} // publish has not filed it yet
+	}
+	l.amu.Unlock()
+	poke(l.wake)
+}
+
+// startWatch makes the PUBACK bookkeeping and starts watch; stopWatch
+// ends it.
+func (l *pahoLink) startWatch() {
+	l.acked = make(chan struct{}, 1)
+	l.sent = map[uint16]token{}
+	l.early = map[uint16]struct{}{}
+	l.wake = make(chan struct{}, 1)
+	l.stop = make(chan struct{})
+	l.watched.Go(l.watch)
+}
+
+func (l *pahoLink) stopWatch() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.watched.Wait()
+}
+
+// watch waits for the tokens whose PUBACK was read, all that gathered
+// since its last round, and then signals acks once. paho completes such
+// a token right after pubackRead, so each wait is short.
+func (l *pahoLink) watch() {
+	for {
+		select {
+		case <-l.wake:
+		case <-l.stop:
+			return
+		}
+		l.amu.Lock()
+		q := l.ackable
+		l.ackable = nil
+		l.amu.Unlock()
+		if len(q) == 0 {
+			continue // a PUBACK read before its publish was filed; file wakes again
+		}
+		for _, t := range q {
+			select {
+			case <-t.Done():
+			case <-l.stop:
+				return
+			}
+		}
+		poke(l.acked)
+	}
+}
+
+// ackStore is paho's memory store, told of each PUBACK: paho deletes the
+// outbound entry "o.<id>" when it has read the PUBACK for id, and then
+// completes the publish's token (net.go, startIncomingComms: persistInbound
+// before flowComplete, in v1.5.1). paho deletes such entries otherwise
+// only when it resumes a session, which the node never does (only the
+// AutoReconnect test does); a stray id there would only make watch wait
+// for that publish's own PUBACK.
+type ackStore struct {
+	*mqtt.MemoryStore
+	l *pahoLink
+}
+
+func (s *ackStore) Del(key string) {
+	s.MemoryStore.Del(key)
+	if v, ok := strings.CutPrefix(key, "o."); ok {
+		if id, err := strconv.ParseUint(v, 10, 16); err == nil {
+			s.l.pubackRead(uint16(id))
+		}
+	}
 }
 
 func (l *pahoLink) acks() <-chan struct{} { return l.acked }
@@ -224,4 +331,5 @@ func (l *pahoLink) close() {
 	l.client.Disconnect(uint(quiesce / time.Millisecond))
 	l.abort()
 	l.markDead()
+	l.stopWatch()
 }

@@ -304,3 +304,48 @@ func TestBackoffSequence(t *testing.T) {
 		t.Errorf("backoff waits (-got +want):\n%s", diff)
 	}
 }
+
+// idToken is a fakeToken with a packet identifier, as paho's
+// *PublishToken has.
+type idToken struct {
+	fakeToken
+	id uint16
+}
+
+func (t *idToken) MessageID() uint16 { return t.id }
+
+// TestPubackWakesTheDrain: the paho link signals acks once a token whose
+// PUBACK was read has completed, whatever the order: a PUBACK ahead of an
+// older withheld one, a PUBACK read before its publish was filed (paho can
+// write and be acknowledged before Publish returns), and a publish paho
+// completed at once without a packet identifier.
+func TestPubackWakesTheDrain(t *testing.T) {
+	l := &pahoLink{}
+	l.startWatch()
+	defer l.stopWatch()
+	tok := func(id uint16) *idToken { return &idToken{fakeToken: fakeToken{done: make(chan struct{})}, id: id} }
+
+	withheld, later := tok(1), tok(2)
+	l.file(withheld)
+	l.file(later)
+	l.pubackRead(2)
+	close(later.done) // paho completes the token after deleting its store entry
+	recv(t, l.acks())
+
+	early := tok(3)
+	l.pubackRead(3)
+	close(early.done)
+	l.file(early)
+	recv(t, l.acks())
+
+	refused := &fakeToken{done: make(chan struct{}), err: errors.New("not connected")}
+	close(refused.done)
+	l.file(refused)
+	recv(t, l.acks())
+
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	if _, ok := l.sent[1]; !ok || len(l.sent) != 1 || len(l.early) != 0 {
+		t.Errorf("sent %v, early %v; want only the withheld publish filed", l.sent, l.early)
+	}
+}
