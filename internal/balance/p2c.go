@@ -103,7 +103,10 @@ func (p *P2C) pair(tier []*routes.Target, f *filter) (a, b *routes.Target) {
 		return p.pairOf2(tier[0], tier[1], f)
 	}
 	ia := -1
-	if x := weightIndex(tier); x != nil {
+	// A tier whose last scan found most of its weight unavailable is
+	// scanned straight away (see scanFirst): the proposals would most
+	// likely be rejected, and the scan follows anyway.
+	if x := weightIndex(tier); x != nil && !x.ScanFirst() {
 		var tries int
 		if ia, tries = p.sample(tier, x, f, -1); ia >= 0 && tries <= scanAfter {
 			if ib, _ := p.sample(tier, x, f, ia); ib >= 0 {

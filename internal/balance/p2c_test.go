@@ -1,11 +1,13 @@
 package balance
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
@@ -261,5 +263,106 @@ func TestP2CTieKeepsFirstDraw(t *testing.T) {
 	}
 	if got := float64(heavyPicks) / n; math.Abs(got-2.0/3) > 0.01 {
 		t.Fatalf("share of the heavy target = %.4f, want 0.667 ± 0.01", got)
+	}
+}
+
+// TestP2CScanFirst: on a tier where most of the weight is at its cap, a
+// scan leaves the hint (routes.WeightIndex.ScanFirst) that sends the next
+// picks straight to the scan, and the shares stay pairShares' (the hint
+// changes how a draw is made, not what it yields); slow start ramps the
+// eligible targets differently, so the scan's effective weights are
+// checked too (ignoring the ramp moves shares by more than 0.05). Once
+// the targets are released, one pick clears the hint; a pick that only a
+// few targets can take leaves it alone. ±0.01 is 4 binomial standard
+// deviations at n = 40k.
+func TestP2CScanFirst(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	reg := upstream.NewRegistry(upstream.Options{Clock: c, SlowStart: 30 * time.Second})
+	pool := make([]*routes.Target, 100)
+	for i := range pool {
+		capacity, caps := 1<<20, routes.Caps(0)
+		if i%10 != 0 {
+			capacity = 1
+		}
+		if i < 5 {
+			caps = routes.CapTools
+		}
+		pool[i] = target(reg, fmt.Sprint(i), 1+(7*i)%13, 0, capacity, caps)
+		if i%20 == 19 {
+			c.Advance(3 * time.Second)
+		}
+	}
+	c.Advance(12 * time.Second) // the ramps run from 27/30 down to 15/30
+	for i, x := range pool {
+		if i%10 != 0 {
+			x.Backend.State.Acquire()
+		}
+	}
+	routes.IndexWeights(pool)
+	x := pool[0].TierWeights
+	p := &P2C{Float64: rand.New(rand.NewPCG(3, 4)).Float64}
+	pick := func(need routes.Caps) *routes.Target {
+		t.Helper()
+		l, ok := p.Pick(pool, need, nil)
+		if !ok {
+			t.Fatal("no pick")
+		}
+		l.Backend.State.Release()
+		return l.Target
+	}
+
+	pick(0)
+	if !x.ScanFirst() {
+		t.Fatal("hint not set after a scan of a mostly full tier")
+	}
+	now := pool[0].Backend.State.Now()
+	eff, costs := make([]float64, len(pool)), make([]float64, len(pool))
+	for i, x := range pool {
+		if i%10 == 0 {
+			eff[i] = x.Backend.State.EffectiveWeight(x.Weight, now)
+			costs[i] = x.Backend.State.Cost(x.Weight, now)
+		}
+	}
+	want := pairShares(eff, costs)
+	const n = 40_000
+	counts := map[*routes.Target]int{}
+	for range n {
+		counts[pick(0)]++
+	}
+	if !x.ScanFirst() {
+		t.Fatal("hint cleared while the tier stayed mostly full")
+	}
+	for i, x := range pool {
+		if got := float64(counts[x]) / n; math.Abs(got-want[i]) > 0.01 {
+			t.Errorf("%s (weight %d, effective %.2f): share %.4f, want %.4f ± 0.01", x.Backend.ID, x.Weight, eff[i], got, want[i])
+		}
+	}
+
+	// Targets 0–23 released: 32 eligible, about a quarter of the weight.
+	for i, x := range pool[:24] {
+		if i%10 != 0 {
+			x.Backend.State.Release()
+		}
+	}
+	pick(0)
+	if x.ScanFirst() {
+		t.Fatal("hint still set after a scan found a quarter of the weight available")
+	}
+	// Only 5 targets, with 3% of the weight, have the capability: the
+	// proposals fail and the scan follows, which says nothing of the tier.
+	pick(routes.CapTools)
+	if x.ScanFirst() {
+		t.Fatal("a pick only a few targets could take set the hint")
+	}
+	// All released: too many eligible targets to list.
+	for i, x := range pool[24:] {
+		if (24+i)%10 != 0 {
+			x.Backend.State.Release()
+		}
+	}
+	x.SetScanFirst(true)
+	pick(0)
+	if x.ScanFirst() {
+		t.Fatal("hint still set after a scan found the whole tier available")
 	}
 }

@@ -53,6 +53,26 @@ type WeightIndex struct {
 	states []*upstream.State
 	// firsts is the memo of FirstChoices, allocated by its first call.
 	firsts atomic.Pointer[FirstChoices]
+	// scanFirst is the hint of ScanFirst, on a cache line of its own so
+	// that setting it does not evict what every pick reads.
+	_         [64]byte
+	scanFirst atomic.Bool
+	_         [64 - 4]byte
+}
+
+// ScanFirst reports the hint package balance keeps per tier: true when
+// its last scan of the tier found so little of the tier's weight
+// available that a pick does better to scan straight away than to
+// propose targets by weight first. The hint decides only how a draw is
+// made, never its outcome.
+func (x *WeightIndex) ScanFirst() bool { return x.scanFirst.Load() }
+
+// SetScanFirst sets the hint of ScanFirst. It writes only when the hint
+// changes, so picks that agree share its cache line.
+func (x *WeightIndex) SetScanFirst(v bool) {
+	if x.scanFirst.Load() != v {
+		x.scanFirst.Store(v)
+	}
 }
 
 // FirstBuckets is the number of entries of a FirstChoices memo.
