@@ -115,13 +115,18 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 		_, caps, ws := x.Hashes()
 		caps, ws = caps[:len(states)], ws[:len(states)]
 		for i, st := range states {
-			if caps[i]&need != need || !ready(st, now) || (len(tried) > 0 && contains(tried, tier[i])) {
+			// At its cap is the commonest reason a scan passes a target
+			// over, and the cheapest to test: one atomic load beside an
+			// immutable field.
+			if st.InFlight() >= st.Cap() {
 				continue
 			}
-			w := st.EffectiveWeight(int(ws[i]), now)
-			if w <= 0 {
+			if ws[i] <= 0 || caps[i]&need != need || !st.Ready(now) || (len(tried) > 0 && contains(tried, tier[i])) {
 				continue
 			}
+			// ws[i] is a whole number, so this is st.EffectiveWeight(int(ws[i]),
+			// now) to the bit without the conversions.
+			w := ws[i] * st.EffectiveWeight(1, now)
 			if l.n == maxListed {
 				if need&^x.Rendezvous().Common == 0 {
 					x.SetScanFirst(false)
