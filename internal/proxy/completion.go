@@ -118,7 +118,6 @@ func (h *Handler) serveEndpoint(c *call, r *http.Request, spec *protocol.Spec, r
 		aerr = apierr.BadRequest(berr.Code, berr.Msg)
 	}
 	aerr.Write(w, c.shape, rid)
-	return
 }
 
 func (c *call) fail(e *apierr.Error) { e.Write(c.w, c.shape, c.rid) }
