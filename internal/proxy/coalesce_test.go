@@ -59,20 +59,38 @@ func (c countingConn) Write(p []byte) (int, error) {
 // response and the count of writes on the client connection.
 func pipeStream(t *testing.T, o Options, first string) (*io.PipeWriter, *http.Response, *atomic.Int64) {
 	t.Helper()
+	return pipeStreamAt(t, o, "/v1/chat/completions", `{"model":"gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`, first)
+}
+
+// pipeStreamAt is pipeStream for a stream request body to path, with the
+// provider's first bytes sent in one write per element of first.
+func pipeStreamAt(t *testing.T, o Options, path, body string, first ...string) (*io.PipeWriter, *http.Response, *atomic.Int64) {
+	t.Helper()
 	h, _ := newHandler(t, o)
 	pr, pw := io.Pipe()
-	t.Cleanup(func() { pw.Close() })
 	h.o.Transport = pipeTransport{body: pr}
 	writes := &atomic.Int64{}
 	srv := httptest.NewUnstartedServer(h)
 	srv.Listener = countingListener{Listener: srv.Listener, writes: writes}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	go func() { _, _ = pw.Write([]byte(first)) }()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	t.Cleanup(func() { pw.Close() }) // before srv.Close, which waits for the handler
+	go func() {
+		for _, p := range first {
+			_, _ = pw.Write([]byte(p))
+		}
+	}()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	// The timeout is a guard, not a synchronisation: the node sends its
+	// header with the first event, which is due at once.
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("no answer with the provider's first bytes sent: %v", err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	if resp.StatusCode != http.StatusOK {
@@ -156,6 +174,58 @@ func TestStreamFlushesBeforeSilence(t *testing.T) {
 			if err != nil || string(rest) != tt.remain {
 				t.Fatalf("after the silence the client got %q, %v; want %q", rest, err, tt.remain)
 			}
+		})
+	}
+}
+
+// TestStreamFirstEventNotHeld: on every stream path, the provider's first
+// event reaches the client while the provider is silent after it: the
+// first event is not held for a second one, nor by the reader's switch to
+// its small buffer after a short first read (a first event smaller than
+// that buffer, one larger, and one whose first read brings only a part).
+func TestStreamFirstEventNotHeld(t *testing.T) {
+	messageStart := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\"," +
+		"\"model\":\"provider-claude\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null," +
+		"\"usage\":{\"input_tokens\":20,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n"
+	created := "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\"," +
+		"\"object\":\"response\",\"created_at\":1,\"status\":\"in_progress\",\"error\":null,\"incomplete_details\":null," +
+		"\"model\":\"provider-gpt\",\"output\":[],\"parallel_tool_calls\":true,\"store\":false,\"tools\":[],\"usage\":null}}\n\n"
+	// Over the reader's 512-byte small buffer.
+	bigCreated := strings.Replace(created, `"tools":[]`, `"tools":[],"instructions":"`+strings.Repeat("be brief ", 80)+`"`, 1)
+	const (
+		messages  = `{"model":"claude","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		responses = `{"model":"gpt-all","stream":true,"input":"hi"}`
+	)
+	tests := []struct {
+		name, path, body string
+		parts            []string // sent one write each, the last followed by silence
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`, []string{chunk(0)}},
+		{"messages", "/v1/messages", messages, []string{messageStart}},
+		{"messages in two reads", "/v1/messages", messages, []string{messageStart[:40], messageStart[40:]}},
+		{"responses", "/v1/responses", responses, []string{created}},
+		{"responses over the small buffer", "/v1/responses", responses, []string{bigCreated}},
+		{"responses over the small buffer in two reads", "/v1/responses", responses, []string{bigCreated[:100], bigCreated[100:]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pw, resp, _ := pipeStreamAt(t, Options{}, tt.path, tt.body, tt.parts...)
+			want := strings.Join(tt.parts, "")
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, len(want))
+				n, _ := io.ReadFull(resp.Body, buf)
+				got <- string(buf[:n])
+			}()
+			select {
+			case s := <-got:
+				if s != want {
+					t.Fatalf("client got %q, want the first event %q", s, want)
+				}
+			case <-time.After(10 * time.Second): // a guard, not a synchronisation: the event is due at once
+				t.Fatalf("the first event did not reach the client while the provider was silent")
+			}
+			pw.Close()
 		})
 	}
 }
