@@ -14,6 +14,7 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // token is the part of paho's mqtt.Token the drain loop uses.
@@ -129,7 +130,7 @@ func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink
 	// handing a packet to a connection that is going away.
 	o.SetWriteTimeout(c.connectTimeout)
 	o.SetOrderMatters(false) // we never subscribe; nothing to order
-	o.SetStore(&ackStore{MemoryStore: mqtt.NewMemoryStore(), l: l})
+	o.SetStore(&ackStore{msgs: map[string]packets.ControlPacket{}, l: l})
 	o.SetCustomOpenConnectionFn(func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
 		return l.open(ctx, c)
 	})
@@ -278,6 +279,7 @@ func (l *pahoLink) stopWatch() {
 // since its last round, and then signals acks once. paho completes such
 // a token right after pubackRead, so each wait is short.
 func (l *pahoLink) watch() {
+	var spare []token // ackable's other buffer: the two take turns, so neither regrows
 	for {
 		select {
 		case <-l.wake:
@@ -286,8 +288,9 @@ func (l *pahoLink) watch() {
 		}
 		l.amu.Lock()
 		q := l.ackable
-		l.ackable = nil
+		l.ackable = spare[:0]
 		l.amu.Unlock()
+		spare = q
 		if len(q) == 0 {
 			continue // a PUBACK read before its publish was filed; file wakes again
 		}
@@ -298,6 +301,7 @@ func (l *pahoLink) watch() {
 				return
 			}
 		}
+		clear(q) // the tokens are the drain loop's now
 		poke(l.acked)
 	}
 }
@@ -309,13 +313,54 @@ func (l *pahoLink) watch() {
 // only when it resumes a session, which the node never does (only the
 // AutoReconnect test does); a stray id there would only make watch wait
 // for that publish's own PUBACK.
+//
+// It keeps the packets as paho's MemoryStore does, without its per-call
+// logging: MemoryStore.Del boxes the packet id for a discarded debug line,
+// an allocation per PUBACK.
 type ackStore struct {
-	*mqtt.MemoryStore
-	l *pahoLink
+	mu   sync.Mutex
+	msgs map[string]packets.ControlPacket // guarded by mu
+	l    *pahoLink
+}
+
+var _ mqtt.Store = (*ackStore)(nil)
+
+func (s *ackStore) Open() {}
+
+func (s *ackStore) Close() {}
+
+func (s *ackStore) Put(key string, m packets.ControlPacket) {
+	s.mu.Lock()
+	s.msgs[key] = m
+	s.mu.Unlock()
+}
+
+func (s *ackStore) Get(key string) packets.ControlPacket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.msgs[key]
+}
+
+func (s *ackStore) All() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.msgs))
+	for k := range s.msgs {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (s *ackStore) Reset() {
+	s.mu.Lock()
+	clear(s.msgs)
+	s.mu.Unlock()
 }
 
 func (s *ackStore) Del(key string) {
-	s.MemoryStore.Del(key)
+	s.mu.Lock()
+	delete(s.msgs, key)
+	s.mu.Unlock()
 	if v, ok := strings.CutPrefix(key, "o."); ok {
 		if id, err := strconv.ParseUint(v, 10, 16); err == nil {
 			s.l.pubackRead(uint16(id))

@@ -151,6 +151,8 @@ type Publisher struct {
 
 	mu      sync.Mutex
 	lastErr string // guarded by mu
+
+	acks []uint64 // settle's sequence numbers, reused; only the Run goroutine uses it
 }
 
 // New checks o, applies defaults and returns a Publisher for src. It does
@@ -527,7 +529,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 func (p *Publisher) settle(inflight *[]pending) (int, error) {
 	q := *inflight
 	var (
-		seqs []uint64
+		seqs = p.acks[:0] // Delete copies them: reused, not regrown per PUBACK burst
 		bad  error
 		keep = q[:0] // in place: kept entries never overtake the scan
 	)
@@ -553,6 +555,7 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 		}
 		seqs = append(seqs, e.seq)
 	}
+	p.acks = seqs
 	if len(seqs) == 0 {
 		return 0, bad
 	}

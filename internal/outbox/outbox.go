@@ -220,6 +220,7 @@ type Store struct {
 	oldest          int64               // append time (unix nanos) of the first row on disk
 	pending         map[uint64]struct{} // deleted, waiting for the next commit
 	deleting        map[uint64]struct{} // deleted, in the commit running now
+	spare           map[uint64]struct{} // empty; the next pending map (writer's turn-taking)
 	pendingMax      uint64              // the largest seq in pending, 0 if empty
 	deletingMax     uint64              // the largest seq in deleting, 0 if empty
 	stats           Stats               // counters only; the rest is filled in by Stats
@@ -388,6 +389,24 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 				return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, bucketName)
 			}
 			c := b.Cursor()
+			// A first pass sizes the result: the rows to copy and their
+			// bytes, up to readRecords rows and readChunk bytes. A
+			// drain that keeps up reads the few dozen rows of the last
+			// commit, so sizing by the limit would allocate ~80 KiB per
+			// commit for ~20 KiB of rows.
+			rows, size := 0, 0
+			for k, v := c.Seek(seqKey(after + 1)); k != nil && rows < min(limit, readRecords) && size < readChunk; k, v = c.Next() {
+				if _, ok := skip[binary.BigEndian.Uint64(k)]; ok {
+					continue
+				}
+				rows++
+				size += len(v) - timeLen
+			}
+			if rows == 0 {
+				return nil
+			}
+			out = make([]Record, 0, rows) // more rows than sized: append grows it
+			chunk = make([]byte, 0, size)
 			for k, v := c.Seek(seqKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 				seq := binary.BigEndian.Uint64(k)
 				if _, ok := skip[seq]; ok {
@@ -395,15 +414,12 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 				}
 				p := v[timeLen:]
 				if cap(chunk)-len(chunk) < len(p) {
-					// Room for the rows still wanted if they are the size
-					// of this one: the publisher often reads one or two.
+					// Past the sized rows: room for the rows still wanted
+					// if they are the size of this one.
 					chunk = make([]byte, 0, max(len(p), min(readChunk, len(p)*(limit-len(out)))))
 				}
 				at := len(chunk)
 				chunk = append(chunk, p...)
-				if out == nil {
-					out = make([]Record, 0, min(limit, readRecords))
-				}
 				out = append(out, Record{
 					Seq:      seq,
 					Appended: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(),

@@ -142,7 +142,12 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	s.mu.Lock()
 	if len(s.pending) > 0 {
 		dels = s.pending
-		s.pending = make(map[uint64]struct{})
+		// The two maps take turns, keeping their buckets: a fresh map
+		// per commit regrew through several allocations each time.
+		s.pending, s.spare = s.spare, nil
+		if s.pending == nil {
+			s.pending = make(map[uint64]struct{})
+		}
 		s.deleting = dels
 		s.deletingMax, s.pendingMax = s.pendingMax, 0
 	}
@@ -168,6 +173,16 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	now := s.o.Clock.Now()
 	s.mu.Lock()
 	s.deleting = nil
+	defer func() {
+		// Read copies deleting only under mu and while it is set, so dels
+		// is unused now; run last, after a failure has merged it back.
+		if dels != nil {
+			clear(dels)
+			s.mu.Lock()
+			s.spare = dels
+			s.mu.Unlock()
+		}
+	}()
 	deletingMax := s.deletingMax
 	s.deletingMax = 0
 	s.committing = 0
