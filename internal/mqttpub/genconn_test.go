@@ -570,3 +570,73 @@ func TestLinkStopsFlushers(t *testing.T) {
 		stopped(t, c.(*genConn))
 	}
 }
+
+// TestGenConnHold: the Writes made while a connection is held leave in one
+// socket write at release, not before.
+func TestGenConnHold(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	probe := &probeConn{Conn: client}
+	g := newGenConn(probe, func() {}, waitLimit)
+	defer g.abort()
+
+	g.hold()
+	all := []byte("first")
+	if _, err := g.Write(all); err != nil {
+		t.Fatal(err)
+	}
+	// The flusher took the wakeup of the first Write: unheld, it would
+	// write "first" alone now.
+	eventually(t, "the flusher woke", func() bool { return len(g.wake) == 0 })
+	for i := range 50 {
+		p := fmt.Appendf(nil, "[%d]", i)
+		all = append(all, p...)
+		if _, err := g.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(all))
+		_, _ = io.ReadFull(server, b)
+		got <- b
+	}()
+	g.release()
+	if d := recv(t, got); !bytes.Equal(d, all) {
+		t.Errorf("received %q", d)
+	}
+	batches, _ := probe.recorded()
+	if diff := cmp.Diff(batches, [][]byte{all}); diff != "" {
+		t.Errorf("socket writes (-got +want):\n%s", diff)
+	}
+}
+
+// TestGenConnHoldLimit: a held connection writes anyway once holdLimit
+// bytes are pending, so a hold never makes Write block.
+func TestGenConnHoldLimit(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	g := newGenConn(client, func() {}, waitLimit)
+	defer g.abort()
+
+	g.hold()
+	first := []byte("x") // the flusher wakes for it and goes back to waiting
+	big := bytes.Repeat([]byte("y"), holdLimit)
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(first)+len(big))
+		_, _ = io.ReadFull(server, b)
+		got <- b
+	}()
+	if _, err := g.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the flusher woke", func() bool { return len(g.wake) == 0 })
+	if _, err := g.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if d := recv(t, got); !bytes.Equal(d, append(first, big...)) {
+		t.Errorf("received %d bytes, want %d", len(d), len(first)+len(big))
+	}
+	g.release()
+}
