@@ -281,7 +281,6 @@ func usageSteady(b *testing.B, rate, events int) {
 	cpu := map[string]float64{}
 	mallocs := map[string]float64{}
 	dropped := map[string]float64{}
-	var syscalls [2]float64 // reads and writes on the broker socket, "paho"
 	for i := 0; i < b.N; i++ {
 		for k := range variants {
 			v := variants[(k+i)%len(variants)] // rotate which goes first
@@ -308,10 +307,6 @@ func usageSteady(b *testing.B, rate, events int) {
 			}
 			cpu[v] += float64((cpuTime(b) - cpu0).Nanoseconds())
 			mallocs[v] += float64(mallocCount() - m0)
-			if v == "paho" {
-				syscalls[0] += float64(reads.Load())
-				syscalls[1] += float64(writes.Load())
-			}
 			b.StopTimer()
 			r.stop(b)
 			if err := ob.Close(); err != nil {
@@ -330,8 +325,6 @@ func usageSteady(b *testing.B, rate, events int) {
 	}
 	b.ReportMetric((cpu["paho"]-cpu["down"])/n/1e3, "paho-attached-cpu-us/event")
 	b.ReportMetric((mallocs["paho"]-mallocs["down"])/n, "paho-attached-allocs/event")
-	b.ReportMetric(syscalls[0]/n, "paho-reads/event")
-	b.ReportMetric(syscalls[1]/n, "paho-writes/event")
 }
 
 // mallocCount is the number of heap allocations made by the process so far.

@@ -21,9 +21,6 @@ const (
 	// blocks beyond it, which is paho's backpressure; a connection holds at
 	// most twice this (the bytes pending and the batch being written).
 	maxPending = 256 << 10
-	// holdLimit is where a held connection writes anyway (see hold):
-	// below maxPending, so that a Write never blocks on a hold.
-	holdLimit = maxPending / 2
 )
 
 // errConnClosed is what Write returns after Close. It wraps net.ErrClosed
@@ -110,7 +107,6 @@ type genConn struct {
 	wdl     time.Time // the write deadline for new Writes; guarded by mu
 	err     error     // the first write failure; guarded by mu
 	closing bool      // Close was called; guarded by mu
-	held    bool      // hold is in force: the flusher waits for release; guarded by mu
 }
 
 // newGenConn wraps conn and starts its flusher. end runs once, when the
@@ -178,7 +174,7 @@ func (c *genConn) Write(b []byte) (int, error) {
 		if room := maxPending - len(c.buf); room > 0 {
 			k := min(room, len(b)-n)
 			if k > 0 {
-				if len(c.buf) == 0 || c.held && len(c.buf)+k >= holdLimit {
+				if len(c.buf) == 0 {
 					poke(c.wake)
 				}
 				c.buf = append(c.buf, b[n:n+k]...)
@@ -206,30 +202,6 @@ func (c *genConn) Write(b []byte) (int, error) {
 	}
 }
 
-// hold makes the flusher keep what Writes hand it until release, or until
-// holdLimit bytes are pending, or Close. The drain loop holds the
-// connection while it hands paho the publishes of one outbox read, so
-// that they leave in one write(2) instead of one per packet the flusher
-// happens to find: at a few hundred events per second, a read of the ~50
-// rows of one commit otherwise cost about ten writes, each also running
-// the broker's side of loopback TCP. The hold lasts while the publishes
-// are handed over, which never waits on this connection (Write does not
-// block below holdLimit); paho's keepalive written meanwhile waits with
-// them.
-func (c *genConn) hold() {
-	c.mu.Lock()
-	c.held = true
-	c.mu.Unlock()
-}
-
-// release ends a hold: what is pending is written now.
-func (c *genConn) release() {
-	c.mu.Lock()
-	c.held = false
-	c.mu.Unlock()
-	poke(c.wake)
-}
-
 // errLocked is the error a Write gets now, nil if it may proceed.
 func (c *genConn) errLocked() error {
 	switch {
@@ -253,7 +225,7 @@ func (c *genConn) flush() {
 	)
 	for {
 		c.mu.Lock()
-		for (len(c.buf) == 0 || c.held && len(c.buf) < holdLimit) && !c.closing && c.err == nil {
+		for len(c.buf) == 0 && !c.closing && c.err == nil {
 			c.mu.Unlock()
 			<-c.wake
 			c.mu.Lock()

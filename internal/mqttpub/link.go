@@ -97,42 +97,6 @@ type pahoLink struct {
 	mu      sync.Mutex
 	conns   []net.Conn // every connection dialled; guarded by mu
 	aborted bool       // set by abort; no new connection is kept; guarded by mu
-	holding *genConn   // the connection hold holds, nil if none; guarded by mu
-}
-
-// holder is a link whose writes can be held back while the drain loop
-// publishes a batch (genConn.hold); release writes them. Optional: a link
-// without it writes each publish as the flusher finds it.
-type holder interface {
-	hold()
-	release()
-}
-
-var _ holder = (*pahoLink)(nil)
-
-// hold holds the writes of the current connection until release.
-func (l *pahoLink) hold() {
-	l.mu.Lock()
-	var g *genConn
-	if n := len(l.conns); n > 0 {
-		g, _ = l.conns[n-1].(*genConn)
-	}
-	l.holding = g
-	l.mu.Unlock()
-	if g != nil {
-		g.hold()
-	}
-}
-
-// release writes what hold held back.
-func (l *pahoLink) release() {
-	l.mu.Lock()
-	g := l.holding
-	l.holding = nil
-	l.mu.Unlock()
-	if g != nil {
-		g.release()
-	}
 }
 
 // dialLink connects a fresh paho client and returns it as a link. ctx

@@ -428,7 +428,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 	defer poll.Stop()
 	notify := p.src.Notify()
 	acked := l.acks()
-	h, _ := l.(holder)
 
 	for {
 		if !caughtUp && len(inflight) < p.o.Window {
@@ -442,9 +441,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			}
 			caughtUp = len(recs) == 0
 			var drop []uint64
-			if h != nil && len(recs) > 1 {
-				h.hold() // the batch leaves in one write (genConn.hold)
-			}
 			for _, r := range recs {
 				if done(l.lost()) {
 					break // publishing into a dead connection only wastes the window; returns above
@@ -460,9 +456,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				g := p.gen.Load()
 				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
 				p.published.Add(1)
-			}
-			if h != nil && len(recs) > 1 {
-				h.release()
 			}
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
