@@ -14,7 +14,6 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // token is the part of paho's mqtt.Token the drain loop uses.
@@ -130,7 +129,7 @@ func dialLink(ctx context.Context, c *linkConfig, gen *atomic.Uint64) (*pahoLink
 	// handing a packet to a connection that is going away.
 	o.SetWriteTimeout(c.connectTimeout)
 	o.SetOrderMatters(false) // we never subscribe; nothing to order
-	o.SetStore(&ackStore{msgs: map[string]packets.ControlPacket{}, l: l})
+	o.SetStore(&ackStore{MemoryStore: mqtt.NewMemoryStore(), l: l})
 	o.SetCustomOpenConnectionFn(func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
 		return l.open(ctx, c)
 	})
@@ -313,54 +312,13 @@ func (l *pahoLink) watch() {
 // only when it resumes a session, which the node never does (only the
 // AutoReconnect test does); a stray id there would only make watch wait
 // for that publish's own PUBACK.
-//
-// It keeps the packets as paho's MemoryStore does, without its per-call
-// logging: MemoryStore.Del boxes the packet id for a discarded debug line,
-// an allocation per PUBACK.
 type ackStore struct {
-	mu   sync.Mutex
-	msgs map[string]packets.ControlPacket // guarded by mu
-	l    *pahoLink
-}
-
-var _ mqtt.Store = (*ackStore)(nil)
-
-func (s *ackStore) Open() {}
-
-func (s *ackStore) Close() {}
-
-func (s *ackStore) Put(key string, m packets.ControlPacket) {
-	s.mu.Lock()
-	s.msgs[key] = m
-	s.mu.Unlock()
-}
-
-func (s *ackStore) Get(key string) packets.ControlPacket {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.msgs[key]
-}
-
-func (s *ackStore) All() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.msgs))
-	for k := range s.msgs {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-func (s *ackStore) Reset() {
-	s.mu.Lock()
-	clear(s.msgs)
-	s.mu.Unlock()
+	*mqtt.MemoryStore
+	l *pahoLink
 }
 
 func (s *ackStore) Del(key string) {
-	s.mu.Lock()
-	delete(s.msgs, key)
-	s.mu.Unlock()
+	s.MemoryStore.Del(key)
 	if v, ok := strings.CutPrefix(key, "o."); ok {
 		if id, err := strconv.ParseUint(v, 10, 16); err == nil {
 			s.l.pubackRead(uint16(id))
