@@ -442,33 +442,11 @@ func BenchmarkStream(b *testing.B) {
 // beside the other's in the same run, free of the client, the server
 // connection and the scheduler.
 func BenchmarkNonStreamHandler(b *testing.B) {
-	m := metrics.New(metrics.Options{NoRuntime: true})
-	logOut := logbuf.New(io.Discard, logbuf.Options{})
-	defer logOut.Close()
-	h, _ := newHandler(b, Options{
-		Logger:   slog.New(logline.NewHandler(logOut, nil)),
-		Observer: m,
-		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
-		NodeID:   "bench-node",
-	})
+	h := wiredHandler(b)
 	real := h.o.Transport
 	for _, p := range benchPaths {
-		mod, _ := h.o.Routes.Load().Model(p.model)
-		spec := catalog.ByPath(p.path)
-		target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Record the provider's answer once.
-		req, _ := http.NewRequest(http.MethodPost, target.String(), strings.NewReader(p.hopBody()))
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-		resp, err := real.RoundTrip(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		canned := &cannedTransport{header: resp.Header}
-		canned.body, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
+		target, header, body := recordAnswer(b, h, real, p.path, p.model, p.hopBody())
+		canned := &cannedTransport{header: header, body: body}
 		h.o.Transport = canned
 		hop := &httputil.ReverseProxy{Transport: canned, Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = target

@@ -28,15 +28,7 @@ import (
 // keeps nothing. cpu-ns/op is then each relay's own CPU per stream,
 // beside the other's in the same run; flushes/op counts the flushes.
 func BenchmarkStreamHandler(b *testing.B) {
-	m := metrics.New(metrics.Options{NoRuntime: true})
-	logOut := logbuf.New(io.Discard, logbuf.Options{})
-	defer logOut.Close()
-	h, _ := newHandler(b, Options{
-		Logger:   slog.New(logline.NewHandler(logOut, nil)),
-		Observer: m,
-		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
-		NodeID:   "bench-node",
-	})
+	h := wiredHandler(b)
 	real := h.o.Transport
 	paths := []struct {
 		name, path, model, provider, body string
@@ -49,22 +41,9 @@ func BenchmarkStreamHandler(b *testing.B) {
 			`{"model":"gpt-all","stream":true,"input":"[[chunks=20]]"}`},
 	}
 	for _, p := range paths {
-		mod, _ := h.o.Routes.Load().Model(p.model)
-		spec := catalog.ByPath(p.path)
-		target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
-		if err != nil {
-			b.Fatal(err)
-		}
 		hopBody := strings.Replace(p.body, `"`+p.model+`"`, `"`+p.provider+`"`, 1)
-		req, _ := http.NewRequest(http.MethodPost, target.String(), strings.NewReader(hopBody))
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-		resp, err := real.RoundTrip(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		recorded, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		canned := &cannedStream{header: resp.Header, events: bytes.SplitAfter(recorded, []byte("\n\n"))}
+		target, header, recorded := recordAnswer(b, h, real, p.path, p.model, hopBody)
+		canned := &cannedStream{header: header, events: bytes.SplitAfter(recorded, []byte("\n\n"))}
 		h.o.Transport = canned
 		hop := &httputil.ReverseProxy{Transport: canned, FlushInterval: -1, Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = target
@@ -163,3 +142,42 @@ func (w *flushWriter) Write(p []byte) (int, error) {
 }
 
 func (w *flushWriter) Flush() { w.flushes++ }
+
+// wiredHandler is the handler as the node wires it, for the in-process
+// benchmarks: the node's log handler into a batched discard, metrics and
+// the usage recorder.
+func wiredHandler(b *testing.B) *Handler {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	logOut := logbuf.New(io.Discard, logbuf.Options{})
+	b.Cleanup(func() { logOut.Close() })
+	h, _ := newHandler(b, Options{
+		Logger:   slog.New(logline.NewHandler(logOut, nil)),
+		Observer: m,
+		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:   "bench-node",
+	})
+	return h
+}
+
+// recordAnswer sends body once through rt to the first target of model on
+// path, and returns that target and the provider's answer, to be replayed.
+func recordAnswer(b *testing.B, h *Handler, rt http.RoundTripper, path, model, body string) (*url.URL, http.Header, []byte) {
+	mod, _ := h.o.Routes.Load().Model(model)
+	spec := catalog.ByPath(path)
+	target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, target.String(), strings.NewReader(body))
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	recorded, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return target, resp.Header, recorded
+}
