@@ -88,10 +88,10 @@ func BenchmarkAppendToAck(b *testing.B) {
 func BenchmarkDrainConn(b *testing.B) {
 	for _, conn := range []struct {
 		name string
-		wrap func(net.Conn, func()) net.Conn
+		wrap func(net.Conn, func(), gatherer) net.Conn
 	}{
-		{"unbuffered", func(c net.Conn, end func()) net.Conn { return &unbufferedConn{Conn: c, end: end} }},
-		{"genConn", func(c net.Conn, end func()) net.Conn { return newGenConn(c, end, quiesce) }},
+		{"unbuffered", func(c net.Conn, end func(), _ gatherer) net.Conn { return &unbufferedConn{Conn: c, end: end} }},
+		{"genConn", func(c net.Conn, end func(), pace gatherer) net.Conn { return newPacedConn(c, end, quiesce, pace) }},
 	} {
 		// window=1: one publish at a time, nothing to coalesce (the worst
 		// case for the flusher handoff).
@@ -108,8 +108,8 @@ func BenchmarkDrainConn(b *testing.B) {
 					b.Fatal(err)
 				}
 				var reads, writes atomic.Int64
-				lc.wrap = func(c net.Conn, end func()) net.Conn {
-					return conn.wrap(&countingConn{Conn: c, reads: &reads, writes: &writes}, end)
+				lc.wrap = func(c net.Conn, end func(), pace gatherer) net.Conn {
+					return conn.wrap(&countingConn{Conn: c, reads: &reads, writes: &writes}, end, pace)
 				}
 				p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
 					l, err := dialLink(ctx, lc, gen)

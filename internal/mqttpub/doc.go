@@ -47,7 +47,10 @@
 // TestPartialAcksLeaveExactlyTheUnacked (every third PUBACK withheld)
 // checks that exactly the unacknowledged rows stay in the outbox. paho
 // writes through genConn, which buffers reads and coalesces writes
-// (genconn.go).
+// (genconn.go); the drain loop corks it while it publishes a burst, so
+// that the burst leaves in one write, and while the drain has caught up
+// with the outbox PUBACKs are gathered for up to a millisecond rather than
+// read one wakeup each.
 //
 // # Connection generations
 //

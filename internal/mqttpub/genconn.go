@@ -21,7 +21,54 @@ const (
 	// blocks beyond it, which is paho's backpressure; a connection holds at
 	// most twice this (the bytes pending and the batch being written).
 	maxPending = 256 << 10
+	// gatherEvery spaces the reads of a connection whose drain has caught
+	// up (see genConn, "Gathering reads").
+	gatherEvery = time.Millisecond
 )
+
+// gatherer paces a genConn's reads: while on reports true, a read(2) that
+// would follow the previous one by less than every waits until every has
+// passed. The zero value does not pace. now and timer are the clock;
+// tests fake them.
+type gatherer struct {
+	every time.Duration
+	on    func() bool
+	now   func() time.Time
+	// timer returns a channel that receives once d has passed, and a
+	// function that stops it.
+	timer func(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// realGatherer paces by gatherEvery on the system clock while on is true.
+func realGatherer(on func() bool) gatherer {
+	return gatherer{
+		every: gatherEvery,
+		on:    on,
+		now:   time.Now,
+		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		},
+	}
+}
+
+// wait blocks until every has passed since last, or until stop is closed.
+// It does not wait when pacing is off, or when last is zero (no read yet).
+func (g gatherer) wait(last time.Time, stop <-chan struct{}) {
+	if g.every <= 0 || last.IsZero() || !g.on() {
+		return
+	}
+	d := last.Add(g.every).Sub(g.now())
+	if d <= 0 {
+		return
+	}
+	c, cancel := g.timer(d)
+	defer cancel()
+	select {
+	case <-c:
+	case <-stop:
+	}
+}
 
 // errConnClosed is what Write returns after Close. It wraps net.ErrClosed
 // so that paho, which matches "use of closed network connection" in the
@@ -77,6 +124,29 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // Read returns it too in place of the closed-socket error, which paho's
 // reader would otherwise ignore as a close it asked for.
 //
+// # Corking
+//
+// paho writes every packet with a Write of its own, from goroutines that
+// take turns with the drain loop, so a burst of publishes would reach the
+// socket in many small writes. cork holds the pending bytes back while the
+// drain loop publishes a burst, and uncork lets the flusher write them at
+// once: one write(2) for the burst, plus one or two for the packets paho
+// still held when the burst ended. Cork never holds up a Write (a full
+// buffer is written regardless) or Close.
+//
+// # Gathering reads
+//
+// Some brokers (mochi, for one) write every PUBACK as it is ready, and a
+// reader that is idle when they arrive wakes for each. With a gatherer
+// that is on (the drain has caught up with the outbox: no backlog, so no
+// hurry), a read(2) that would follow the previous one by less than
+// gatherEvery first waits for the rest of that time, then takes everything
+// that arrived meanwhile: a few reads per drain cycle instead of one per
+// PUBACK, and a PUBACK handled at most gatherEvery later. A connection
+// quiet for gatherEvery is not delayed at all, and while a backlog drains
+// reads are not paced, so throughput is unchanged. Close ends a wait at
+// once.
+//
 // Close writes what is pending first, for at most linger (and within the
 // deadlines above), then closes the socket and waits for the flusher to
 // return: no goroutine outlives Close. abort closes without waiting.
@@ -91,6 +161,10 @@ type genConn struct {
 	room   chan struct{} // cap 1: the flusher took the pending bytes, or ended
 	hurry  chan struct{} // closed by abort: Close stops waiting for the flusher
 	done   chan struct{} // closed when the flusher has returned
+	quit   chan struct{} // closed when the socket is closed: a paced Read stops waiting
+	pace   gatherer
+
+	lastFill time.Time // when the last read(2) returned; only Read uses it (one reader at a time)
 
 	ended     sync.Once // runs end
 	shut      sync.Once // the body of Close
@@ -107,11 +181,19 @@ type genConn struct {
 	wdl     time.Time // the write deadline for new Writes; guarded by mu
 	err     error     // the first write failure; guarded by mu
 	closing bool      // Close was called; guarded by mu
+	corked  bool      // hold buf back from the socket (cork); guarded by mu
 }
 
 // newGenConn wraps conn and starts its flusher. end runs once, when the
-// connection ends; Close waits at most linger for pending bytes.
+// connection ends; Close waits at most linger for pending bytes. Its reads
+// are not paced; see newPacedConn.
 func newGenConn(conn net.Conn, end func(), linger time.Duration) *genConn {
+	return newPacedConn(conn, end, linger, gatherer{})
+}
+
+// newPacedConn is newGenConn with its reads paced by pace ("Gathering
+// reads" above).
+func newPacedConn(conn net.Conn, end func(), linger time.Duration, pace gatherer) *genConn {
 	c := &genConn{
 		Conn:   conn,
 		end:    end,
@@ -121,6 +203,8 @@ func newGenConn(conn net.Conn, end func(), linger time.Duration) *genConn {
 		room:   make(chan struct{}, 1),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
+		quit:   make(chan struct{}),
+		pace:   pace,
 	}
 	go c.flush()
 	return c
@@ -136,7 +220,14 @@ func poke(ch chan struct{}) {
 }
 
 func (c *genConn) Read(b []byte) (int, error) {
+	fill := c.pace.every > 0 && c.br.Buffered() == 0 // this Read reads the socket
+	if fill {
+		c.pace.wait(c.lastFill, c.quit) // cut short by a close: the read fails at once
+	}
 	n, err := c.br.Read(b)
+	if fill {
+		c.lastFill = c.pace.now()
+	}
 	if err != nil {
 		c.ended.Do(c.end)
 		if errors.Is(err, net.ErrClosed) {
@@ -174,10 +265,11 @@ func (c *genConn) Write(b []byte) (int, error) {
 		if room := maxPending - len(c.buf); room > 0 {
 			k := min(room, len(b)-n)
 			if k > 0 {
-				if len(c.buf) == 0 {
+				wasReady := c.readyLocked()
+				c.buf = append(c.buf, b[n:n+k]...)
+				if !wasReady && c.readyLocked() {
 					poke(c.wake)
 				}
-				c.buf = append(c.buf, b[n:n+k]...)
 				if !c.wdl.IsZero() && (c.bufDL.IsZero() || c.wdl.Before(c.bufDL)) {
 					c.bufDL = c.wdl
 				}
@@ -225,7 +317,7 @@ func (c *genConn) flush() {
 	)
 	for {
 		c.mu.Lock()
-		for len(c.buf) == 0 && !c.closing && c.err == nil {
+		for !c.readyLocked() && !c.closing && c.err == nil {
 			c.mu.Unlock()
 			<-c.wake
 			c.mu.Lock()
@@ -254,6 +346,36 @@ func (c *genConn) flush() {
 	}
 }
 
+// readyLocked reports whether the flusher should write the pending bytes
+// now: there are some, and the connection is not corked, or they fill the
+// buffer (a Write waits for room, and cork must never hold it up). c.mu
+// must be held.
+func (c *genConn) readyLocked() bool {
+	return len(c.buf) > 0 && (!c.corked || len(c.buf) >= maxPending)
+}
+
+// cork holds the bytes of later Writes back from the socket until uncork,
+// so that a burst of packets goes out in one write(2). It never blocks a
+// Write: a full buffer is written corked or not. Close writes what is
+// pending regardless.
+func (c *genConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+// uncork lets the flusher write what cork held back, and later Writes go
+// out as they come again.
+func (c *genConn) uncork() {
+	c.mu.Lock()
+	c.corked = false
+	ready := c.readyLocked()
+	c.mu.Unlock()
+	if ready {
+		poke(c.wake)
+	}
+}
+
 // fail ends the connection because a write failed: end runs first, then
 // the error is stored for every later Write, then the socket is closed so
 // that paho's reader fails now rather than at the next keepalive.
@@ -270,7 +392,10 @@ func (c *genConn) fail(err error) {
 }
 
 func (c *genConn) closeConn() {
-	c.connOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	c.connOnce.Do(func() {
+		c.closeErr = c.Conn.Close()
+		close(c.quit)
+	})
 }
 
 // SetWriteDeadline sets the deadline for the bytes of later Writes (see

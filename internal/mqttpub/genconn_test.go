@@ -550,6 +550,7 @@ func TestLinkStopsFlushers(t *testing.T) {
 	}
 	for i := range 20 {
 		tok := l.publish(fmt.Appendf(nil, "event %d", i))
+		l.flush()
 		select {
 		case <-tok.Done():
 		case <-time.After(waitLimit):

@@ -25,8 +25,17 @@ type token interface {
 // link is one broker connection. Publish tokens of a link are only ever
 // judged while that link is the current one.
 type link interface {
-	// publish sends payload with QoS 1, retained false.
+	// publish sends payload with QoS 1, retained false. The packet may be
+	// held back until flush, so that a burst of publishes goes out
+	// together.
 	publish(payload []byte) token
+	// flush sends the packets publish held back; the drain loop calls it
+	// after each burst of publishes.
+	flush()
+	// caughtUp tells the link whether the drain has read the outbox to its
+	// end (no backlog): then PUBACKs may be gathered rather than read the
+	// moment each arrives.
+	caughtUp(bool)
 	// acks receives after publishes completed (coalesced, capacity 1), so
 	// that one wakeup judges every publish completed by then; nil if the
 	// link has no such signal, and the loop waits on the oldest publish
@@ -63,10 +72,10 @@ type linkConfig struct {
 	// paho.mqtt.golang#563 turns it on, to prove the generation check catches
 	// a token completed across paho's own reconnect.
 	autoReconnect bool
-	// wrap replaces newGenConn around each dialled connection; nil in
-	// production. Benchmarks use it to count system calls and to run the
-	// unbuffered baseline.
-	wrap func(conn net.Conn, end func()) net.Conn
+	// wrap replaces newPacedConn around each dialled connection; nil in
+	// production. pace is the gatherer production would use. Benchmarks
+	// use it to count system calls and to run the unbuffered baseline.
+	wrap func(conn net.Conn, end func(), pace gatherer) net.Conn
 }
 
 // pahoLink is a link on one paho client that is connected exactly once:
@@ -96,6 +105,15 @@ type pahoLink struct {
 	mu      sync.Mutex
 	conns   []net.Conn // every connection dialled; guarded by mu
 	aborted bool       // set by abort; no new connection is kept; guarded by mu
+
+	corked bool        // publish corked the connection; only the drain loop's goroutine uses it
+	idle   atomic.Bool // the drain has caught up: the connection gathers reads
+}
+
+// corker is a connection that can hold writes back (genConn).
+type corker interface {
+	cork()
+	uncork()
 }
 
 // dialLink connects a fresh paho client and returns it as a link. ctx
@@ -175,10 +193,11 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 	}
 	l.gen.Add(1) // a new connection: tokens published before it are stale
 	var gc net.Conn
+	pace := realGatherer(l.idle.Load)
 	if c.wrap != nil {
-		gc = c.wrap(conn, l.connEnded)
+		gc = c.wrap(conn, l.connEnded, pace)
 	} else {
-		gc = newGenConn(conn, l.connEnded, quiesce)
+		gc = newPacedConn(conn, l.connEnded, quiesce, pace)
 	}
 	l.conns = append(l.conns, gc)
 	return gc, nil
@@ -212,11 +231,46 @@ func (l *pahoLink) abort() {
 	}
 }
 
-// publish hands payload to paho and files its token for the PUBACK.
+// publish hands payload to paho and files its token for the PUBACK. The
+// first publish after a flush corks the connection: paho writes every
+// packet with a write of its own, and the flusher would otherwise send a
+// burst in many small writes, as the goroutines take turns.
 func (l *pahoLink) publish(payload []byte) token {
+	if !l.corked {
+		if c := l.corker(); c != nil {
+			c.cork()
+			l.corked = true
+		}
+	}
 	t := l.client.Publish(l.topic, 1, false, payload)
 	l.file(t)
 	return t
+}
+
+// flush uncorks the connection. paho may still hold the last one or two
+// packets of the burst in its own goroutines; they are written as they
+// arrive.
+func (l *pahoLink) flush() {
+	if !l.corked {
+		return
+	}
+	l.corked = false
+	if c := l.corker(); c != nil {
+		c.uncork()
+	}
+}
+
+func (l *pahoLink) caughtUp(v bool) { l.idle.Store(v) }
+
+// corker returns the connection paho writes to now, if it can cork.
+func (l *pahoLink) corker() corker {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.conns) == 0 {
+		return nil
+	}
+	c, _ := l.conns[len(l.conns)-1].(corker)
+	return c
 }
 
 // file records t under its packet identifier, for pubackRead to find.

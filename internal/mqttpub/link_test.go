@@ -35,6 +35,7 @@ func TestPahoFailsPendingTokensOnLoss(t *testing.T) {
 	h.withhold.Store(true)
 	g := p.gen.Load()
 	tok := l.publish([]byte("never acknowledged"))
+	l.flush()
 	eventually(t, "the publish at the broker", func() bool {
 		var n int
 		h.read(func(h *ackHook) { n = h.rejected[1] })
@@ -84,6 +85,7 @@ func TestPahoIssue563(t *testing.T) {
 	payload := []byte("paho-563")
 	seq := src.add(payload)[0]
 	inflight := []pending{{seq: seq, gen: p.gen.Load(), tok: l.publish(payload)}}
+	l.flush()
 	eventually(t, "the publish at the broker", func() bool {
 		var n int
 		h.read(func(h *ackHook) { n = h.rejected[1] })
@@ -119,7 +121,8 @@ type fakeLink struct {
 	dead   chan struct{}
 	once   sync.Once
 	closed atomic.Bool
-	ack    bool // publish returns a completed token: a PUBACK at once
+	ack    bool      // publish returns a completed token: a PUBACK at once
+	ups    chan bool // if set, receives every caughtUp call (dropped when full)
 }
 
 type fakeToken struct {
@@ -139,6 +142,17 @@ func (l *fakeLink) publish(payload []byte) token {
 	l.pubs <- t
 	return t
 }
+func (l *fakeLink) flush() {}
+
+func (l *fakeLink) caughtUp(v bool) {
+	if l.ups != nil {
+		select {
+		case l.ups <- v:
+		default:
+		}
+	}
+}
+
 func (l *fakeLink) acks() <-chan struct{} { return nil }
 func (l *fakeLink) lost() <-chan struct{} { return l.dead }
 func (l *fakeLink) close()                { l.closed.Store(true); l.once.Do(func() { close(l.dead) }) }

@@ -440,6 +440,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
 			}
 			caughtUp = len(recs) == 0
+			l.caughtUp(caughtUp)
 			var drop []uint64
 			for _, r := range recs {
 				if done(l.lost()) {
@@ -457,6 +458,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
 				p.published.Add(1)
 			}
+			l.flush()
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)

@@ -1,0 +1,337 @@
+package mqttpub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+)
+
+// feedConn is a socket whose peer is the test: feed makes bytes readable,
+// and one Read takes everything fed so far, as read(2) takes what the
+// kernel holds.
+type feedConn struct {
+	net.Conn // one end of a pipe, for the methods the tests do not use
+	reads    atomic.Int64
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	data   []byte // guarded by mu
+	closed bool   // guarded by mu
+}
+
+func newFeedConn(t *testing.T) *feedConn {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	f := &feedConn{Conn: a}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+func (f *feedConn) feed(s string) {
+	f.mu.Lock()
+	f.data = append(f.data, s...)
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
+func (f *feedConn) Read(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.data) == 0 && !f.closed {
+		f.cond.Wait()
+	}
+	if f.closed {
+		return 0, net.ErrClosed
+	}
+	f.reads.Add(1)
+	n := copy(b, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+func (f *feedConn) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cond.Broadcast()
+	return f.Conn.Close()
+}
+
+// fakePace is a gatherer on a fake clock whose timers the test fires.
+type fakePace struct {
+	clk   *clock.Fake
+	on    atomic.Bool
+	asked chan time.Duration // a timer was asked for, for this long
+	fire  chan time.Time     // the test fires the timer asked for
+}
+
+func newFakePace() *fakePace {
+	p := &fakePace{clk: clock.NewFake(time.Time{}), asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
+	p.on.Store(true)
+	return p
+}
+
+func (p *fakePace) gatherer() gatherer {
+	return gatherer{
+		every: gatherEvery,
+		on:    p.on.Load,
+		now:   p.clk.Now,
+		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+			p.asked <- d
+			return p.fire, func() bool { return true }
+		},
+	}
+}
+
+// readString runs one g.Read in a goroutine.
+func readString(g *genConn) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		b := make([]byte, 64)
+		n, err := g.Read(b)
+		if err != nil {
+			out <- "error: " + err.Error()
+			return
+		}
+		out <- string(b[:n])
+	}()
+	return out
+}
+
+// TestPacedReadsGather: while pacing is on, a socket read that would come
+// within gatherEvery of the previous one waits for the rest of that time
+// and then takes everything that arrived meanwhile in one read; the first
+// read, and a read after a quiet gatherEvery, do not wait.
+func TestPacedReadsGather(t *testing.T) {
+	sock := newFeedConn(t)
+	pace := newFakePace()
+	g := newPacedConn(sock, func() {}, waitLimit, pace.gatherer())
+	defer g.abort()
+
+	sock.feed("a")
+	if got := recv(t, readString(g)); got != "a" { // the first read: no wait
+		t.Fatalf("Read = %q; want a", got)
+	}
+	got := readString(g)
+	if d := recv(t, pace.asked); d != gatherEvery {
+		t.Fatalf("the second read waits %v; want %v", d, gatherEvery)
+	}
+	sock.feed("b") // PUBACKs arriving while the reader waits …
+	sock.feed("c")
+	pace.clk.Advance(gatherEvery)
+	pace.fire <- pace.clk.Now()
+	if s := recv(t, got); s != "bc" { // … are read together
+		t.Fatalf("Read = %q; want bc", s)
+	}
+	if n := sock.reads.Load(); n != 2 {
+		t.Errorf("%d socket reads; want 2", n)
+	}
+
+	// Quiet for gatherEvery: the next read does not wait.
+	pace.clk.Advance(gatherEvery)
+	sock.feed("d")
+	if s := recv(t, readString(g)); s != "d" {
+		t.Fatalf("Read = %q; want d", s)
+	}
+	select {
+	case d := <-pace.asked:
+		t.Fatalf("a read after a quiet %v waited %v", gatherEvery, d)
+	default:
+	}
+}
+
+// TestPacedReadsOffWhileBehind: with pacing off (the drain has a backlog
+// to catch up on), reads are not delayed.
+func TestPacedReadsOffWhileBehind(t *testing.T) {
+	sock := newFeedConn(t)
+	pace := newFakePace()
+	pace.on.Store(false)
+	g := newPacedConn(sock, func() {}, waitLimit, pace.gatherer())
+	defer g.abort()
+	for i := range 3 {
+		want := fmt.Sprint(i)
+		sock.feed(want)
+		if got := recv(t, readString(g)); got != want {
+			t.Fatalf("Read = %q; want %q", got, want)
+		}
+	}
+	select {
+	case d := <-pace.asked:
+		t.Fatalf("a read waited %v with pacing off", d)
+	default:
+	}
+}
+
+// TestPacedReadCloseEndsWait: a Close ends a read's wait at once; the read
+// fails rather than waiting out its timer.
+func TestPacedReadCloseEndsWait(t *testing.T) {
+	sock := newFeedConn(t)
+	pace := newFakePace()
+	g := newPacedConn(sock, func() {}, waitLimit, pace.gatherer())
+	sock.feed("a")
+	if got := recv(t, readString(g)); got != "a" {
+		t.Fatalf("Read = %q; want a", got)
+	}
+	got := readString(g)
+	recv(t, pace.asked) // waiting; the timer never fires
+	if err := closeWithin(t, g); err != nil {
+		t.Fatal(err)
+	}
+	if s := recv(t, got); s == "" || s[:6] != "error:" {
+		t.Fatalf("Read after Close = %q; want an error", s)
+	}
+}
+
+// TestGenConnCorkHolds: Writes made while corked reach the socket in one
+// write at uncork, and later Writes go out as they come again.
+func TestGenConnCorkHolds(t *testing.T) {
+	client, server := tcpPair(t)
+	var early atomic.Bool // a socket write happened before uncork
+	var uncorked atomic.Bool
+	probe := &probeConn{Conn: client, onWrite: func(int64) {
+		if !uncorked.Load() {
+			early.Store(true)
+		}
+	}}
+	g := newGenConn(probe, func() {}, waitLimit)
+	got := readAll(server)
+
+	g.cork()
+	var want bytes.Buffer
+	for i := range 50 {
+		p := fmt.Appendf(nil, "<%d>", i)
+		want.Write(p)
+		if _, err := g.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uncorked.Store(true)
+	g.uncork()
+	if _, err := g.Write([]byte("<after>")); err != nil {
+		t.Fatal(err)
+	}
+	want.WriteString("<after>")
+	if err := closeWithin(t, g); err != nil {
+		t.Fatal(err)
+	}
+	if data := recv(t, got); !bytes.Equal(data, want.Bytes()) {
+		t.Fatalf("peer read %q; want %q", data, want.Bytes())
+	}
+	if early.Load() {
+		t.Error("the socket was written while corked")
+	}
+	batches, _ := probe.recorded()
+	if len(batches) == 0 || !bytes.HasPrefix(batches[0], []byte("<0><1>")) || !bytes.Contains(batches[0], []byte("<49>")) {
+		t.Errorf("first socket write %q; want the 50 corked Writes together", batches[0])
+	}
+}
+
+// TestGenConnCorkNeverBlocks: a corked connection still writes a full
+// buffer (Write must never wait on uncork, or paho's outgoing goroutine
+// and the drain loop publishing into it would deadlock), and Close writes
+// what a cork held.
+func TestGenConnCorkNeverBlocks(t *testing.T) {
+	client, server := tcpPair(t)
+	g := newGenConn(client, func() {}, waitLimit)
+	got := readAll(server)
+	g.cork()
+	big := bytes.Repeat([]byte("x"), 2*maxPending+5)
+	done := make(chan error, 1)
+	go func() { _, err := g.Write(big); done <- err }()
+	if err := recv(t, done); err != nil {
+		t.Fatalf("corked Write of %d bytes: %v", len(big), err)
+	}
+	if _, err := g.Write([]byte("tail")); err != nil {
+		t.Fatal(err)
+	}
+	if err := closeWithin(t, g); err != nil { // still corked
+		t.Fatal(err)
+	}
+	want := append(big, "tail"...)
+	if data := recv(t, got); !bytes.Equal(data, want) {
+		t.Fatalf("peer read %d bytes; want %d (the corked bytes written by Close)", len(data), len(want))
+	}
+	if _, err := g.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Write after Close = %v; want net.ErrClosed", err)
+	}
+}
+
+// TestBurstLeavesTogether: a drain cycle's burst of publishes reaches the
+// broker in at most three socket writes: the corked burst, and the one or
+// two packets paho's goroutines still held at flush. Without the cork,
+// paho's writes and the flusher take turns and the burst leaves in about
+// one write per three packets.
+func TestBurstLeavesTogether(t *testing.T) {
+	addr, _ := startMochi(t, "127.0.0.1:0", newAckHook())
+	p := newPublisher(t, newFakeSource(), testOptions(addr, "t"))
+	lc, err := check(&p.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads, writes atomic.Int64
+	lc.wrap = func(c net.Conn, end func(), pace gatherer) net.Conn {
+		return newPacedConn(&countingConn{Conn: c, reads: &reads, writes: &writes}, end, quiesce, pace)
+	}
+	l, err := dialLink(context.Background(), lc, &p.gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+
+	const burst = 50
+	before := writes.Load() // CONNECT
+	toks := make([]token, 0, burst)
+	for i := range burst {
+		toks = append(toks, l.publish(fmt.Appendf(nil, "event %d", i)))
+	}
+	l.flush()
+	for i, tok := range toks {
+		select {
+		case <-tok.Done():
+		case <-time.After(waitLimit):
+			t.Fatalf("no PUBACK for publish %d", i)
+		}
+		if err := tok.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load() - before; n > 3 {
+		t.Errorf("a burst of %d publishes took %d socket writes; want at most 3", burst, n)
+	}
+}
+
+// TestDrainTellsLinkWhenCaughtUp: the drain loop tells the link it is
+// behind while its reads of the outbox come back with rows, so reads are
+// not paced during a backlog, and caught up once a read comes back empty.
+func TestDrainTellsLinkWhenCaughtUp(t *testing.T) {
+	src := newFakeSource()
+	src.add(payloads("row", 5, 10)...)
+	o := testOptions("127.0.0.1:1", "t")
+	o.Window = 2
+	p := newPublisher(t, src, o)
+	links := make(chan *fakeLink, 1)
+	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
+		gen.Add(1)
+		l := &fakeLink{gen: gen, pubs: make(chan *fakeToken, 8), dead: make(chan struct{}), ack: true, ups: make(chan bool, 64)}
+		links <- l
+		return l, nil
+	}
+	start(t, p)
+	l := recv(t, links)
+	var seen []bool
+	for len(seen) == 0 || !seen[len(seen)-1] {
+		seen = append(seen, recv(t, l.ups))
+	}
+	if len(seen) < 3 {
+		t.Errorf("caughtUp calls %v; want false for each read that returned rows (5 rows, window 2), then true", seen)
+	}
+	eventually(t, "every row acknowledged", func() bool { return p.Stats().Acked == 5 })
+}
