@@ -299,6 +299,8 @@ type sample struct {
 	bytes   uint64
 	sysr    uint64 // read-family system calls of the system under test
 	sysw    uint64 // write-family system calls
+	csw     uint64 // context switches of the system under test
+	gcs     uint32 // its garbage collections
 	tunnels int64
 	sent    int
 	// foreignSUT and foreignSide are the CPU time that processes outside
@@ -536,6 +538,7 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 	s.foreignSUT, s.foreignSide = b.foreign(r0, r1)
 	s.mallocs, s.bytes = st1.Mallocs-st0.Mallocs, st1.TotalAlloc-st0.TotalAlloc
 	s.sysr, s.sysw = st1.SysReads-st0.SysReads, st1.SysWrites-st0.SysWrites
+	s.csw, s.gcs = st1.Switches-st0.Switches, st1.NumGC-st0.NumGC
 	s.tunnels = (up1.SOCKSTunnels + up1.ConnectTunnels) - (up0.SOCKSTunnels + up0.ConnectTunnels)
 	for i := range res.Shots {
 		if res.Shots[i].Err != loadgen.ErrOverload {

@@ -47,6 +47,11 @@ type sutStats struct {
 	// CPU is the process's user + system time so far, from getrusage: to
 	// the microsecond, where /proc/<pid>/stat counts 10 ms ticks.
 	CPU time.Duration `json:"cpu_ns"`
+	// Switches is the process's context switches so far, voluntary (a
+	// thread slept: it waits for the network, a timer or a lock, and is
+	// woken later) plus involuntary, from getrusage. Waking an idle
+	// process is most of what a request costs at low rates.
+	Switches uint64 `json:"context_switches"`
 }
 
 func readSUTStats() sutStats {
@@ -61,6 +66,7 @@ func readSUTStats() sutStats {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		st.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		st.Switches = uint64(ru.Nvcsw + ru.Nivcsw)
 	}
 	return st
 }

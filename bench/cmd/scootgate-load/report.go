@@ -75,8 +75,10 @@ type cell struct {
 	SUTBusy    float64         `json:"sut_cpu_busy"`
 	SideBusy   float64         `json:"side_cpu_busy"`
 	AllocsReq  float64         `json:"allocs_per_request"`
-	ReadsReq   float64         `json:"read_syscalls_per_request"`  // read-family system calls of the SUT
-	WritesReq  float64         `json:"write_syscalls_per_request"` // write-family system calls of the SUT
+	ReadsReq   float64         `json:"read_syscalls_per_request"`    // read-family system calls of the SUT
+	WritesReq  float64         `json:"write_syscalls_per_request"`   // write-family system calls of the SUT
+	SwitchReq  float64         `json:"context_switches_per_request"` // the SUT's context switches (getrusage)
+	GCPer1k    float64         `json:"gc_cycles_per_1k_requests"`    // the SUT's garbage collections
 	BytesReq   float64         `json:"alloc_bytes_per_request"`
 	TunnelsReq float64         `json:"tunnels_per_1k_requests"`
 	Foreign    float64         `json:"foreign_cpu_busy"` // other processes, CPUs
@@ -93,6 +95,8 @@ type cell struct {
 	bytes   uint64
 	sysr    uint64
 	sysw    uint64
+	csw     uint64
+	gcs     uint64
 	tunnels int64
 	foreign time.Duration
 }
@@ -238,6 +242,8 @@ func (r *report) add(scenario, path string, rate float64, stream bool, target st
 	c.mallocs += s.mallocs
 	c.sysr += s.sysr
 	c.sysw += s.sysw
+	c.csw += s.csw
+	c.gcs += uint64(s.gcs)
 	c.bytes += s.bytes
 	c.tunnels += s.tunnels
 	c.foreign += s.foreignSUT + s.foreignSide
@@ -315,6 +321,8 @@ func (r *report) finish() {
 			c.AllocsReq = float64(c.mallocs) / float64(c.Sent)
 			c.ReadsReq = float64(c.sysr) / float64(c.Sent)
 			c.WritesReq = float64(c.sysw) / float64(c.Sent)
+			c.SwitchReq = float64(c.csw) / float64(c.Sent)
+			c.GCPer1k = 1000 * float64(c.gcs) / float64(c.Sent)
 			c.BytesReq = float64(c.bytes) / float64(c.Sent)
 			c.TunnelsReq = 1000 * float64(c.tunnels) / float64(c.Sent)
 		}
