@@ -148,6 +148,17 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// switches is the process's context switches so far (voluntary and
+// involuntary): how often its threads slept and were woken.
+func switches(b *testing.B) int64 {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Nvcsw + ru.Nivcsw
+}
+
 // countingConn counts the Read and Write calls on a socket.
 type countingConn struct {
 	net.Conn

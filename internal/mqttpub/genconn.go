@@ -22,7 +22,7 @@ const (
 	// most twice this (the bytes pending and the batch being written).
 	maxPending = 256 << 10
 	// gatherEvery spaces the reads of a connection whose drain has caught
-	// up (see genConn, "Gathering reads").
+	// up while PUBACKs are awaited (see genConn, "Gathering reads").
 	gatherEvery = time.Millisecond
 )
 
@@ -138,8 +138,8 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 //
 // Some brokers (mochi, for one) write every PUBACK as it is ready, and a
 // reader that is idle when they arrive wakes for each. With a gatherer
-// that is on (the drain has caught up with the outbox: no backlog, so no
-// hurry), a read(2) that would follow the previous one by less than
+// that is on (the drain has caught up with the outbox, so there is no
+// hurry, and publishes await their PUBACK), a read(2) that would follow the previous one by less than
 // gatherEvery first waits for the rest of that time, then takes everything
 // that arrived meanwhile: a few reads per drain cycle instead of one per
 // PUBACK, and a PUBACK handled at most gatherEvery later. A connection

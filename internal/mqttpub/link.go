@@ -193,7 +193,7 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 	}
 	l.gen.Add(1) // a new connection: tokens published before it are stale
 	var gc net.Conn
-	pace := realGatherer(l.idle.Load)
+	pace := realGatherer(l.gathering)
 	if c.wrap != nil {
 		gc = c.wrap(conn, l.connEnded, pace)
 	} else {
@@ -261,6 +261,20 @@ func (l *pahoLink) flush() {
 }
 
 func (l *pahoLink) caughtUp(v bool) { l.idle.Store(v) }
+
+// gathering reports whether the connection should gather PUBACKs: the
+// drain has caught up (no backlog to hurry through), and publishes await
+// their PUBACK. With none awaited, a read waits for whatever the broker
+// sends next (a PINGRESP, or the connection's end) without a timer first.
+func (l *pahoLink) gathering() bool {
+	if !l.idle.Load() {
+		return false
+	}
+	l.amu.Lock()
+	n := len(l.sent)
+	l.amu.Unlock()
+	return n > 0
+}
 
 // corker returns the connection paho writes to now, if it can cork.
 func (l *pahoLink) corker() corker {

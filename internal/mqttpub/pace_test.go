@@ -335,3 +335,33 @@ func TestDrainTellsLinkWhenCaughtUp(t *testing.T) {
 	}
 	eventually(t, "every row acknowledged", func() bool { return p.Stats().Acked == 5 })
 }
+
+// TestGatheringNeedsAwaitedPUBACKs: a link gathers PUBACKs only while the
+// drain has caught up and publishes await their PUBACK; with none awaited
+// a read blocks for the broker's next packet without a timer first, so an
+// idle connection costs no wakeups.
+func TestGatheringNeedsAwaitedPUBACKs(t *testing.T) {
+	l := &pahoLink{}
+	l.startWatch()
+	defer l.stopWatch()
+	if l.gathering() {
+		t.Error("gathering before the drain caught up")
+	}
+	l.caughtUp(true)
+	if l.gathering() {
+		t.Error("gathering with no PUBACK awaited")
+	}
+	l.file(&idToken{fakeToken: fakeToken{done: make(chan struct{})}, id: 7})
+	if !l.gathering() {
+		t.Error("not gathering with a PUBACK awaited and the drain caught up")
+	}
+	l.caughtUp(false)
+	if l.gathering() {
+		t.Error("gathering while a backlog drains")
+	}
+	l.caughtUp(true)
+	l.pubackRead(7)
+	if l.gathering() {
+		t.Error("gathering after the last awaited PUBACK was read")
+	}
+}
