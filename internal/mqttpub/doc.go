@@ -48,9 +48,9 @@
 // checks that exactly the unacknowledged rows stay in the outbox. paho
 // writes through genConn, which buffers reads and coalesces writes
 // (genconn.go); the drain loop corks it while it publishes a burst, so
-// that the burst leaves in one write, and while the drain has caught up
-// with the outbox PUBACKs are gathered for up to a millisecond rather than
-// read one wakeup each.
+// that the burst leaves in one write, and while the drain keeps up with
+// the outbox a cycle's PUBACKs are read when the next burst goes out (at
+// most 250 ms later) rather than waking the process on their own.
 //
 // # Connection generations
 //

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,52 +22,33 @@ const (
 	// blocks beyond it, which is paho's backpressure; a connection holds at
 	// most twice this (the bytes pending and the batch being written).
 	maxPending = 256 << 10
-	// gatherEvery spaces the reads of a connection whose drain has caught
-	// up while PUBACKs are awaited (see genConn, "Gathering reads").
-	gatherEvery = time.Millisecond
+	// gatherHold bounds how long a read waits for the drain's next burst
+	// while PUBACKs are awaited (see genConn, "Gathering reads"): more
+	// than the outbox's default commit interval, so that at a steady rate
+	// the next burst, not the bound, ends the wait.
+	gatherHold = 250 * time.Millisecond
 )
 
-// gatherer paces a genConn's reads: while on reports true, a read(2) that
-// would follow the previous one by less than every waits until every has
-// passed. The zero value does not pace. now and timer are the clock;
-// tests fake them.
+// gatherer paces a genConn's reads: while on reports true, a read(2)
+// first waits for the next burst of publishes (kick), at most hold. The
+// zero value does not pace. timer is the clock; tests fake it.
 type gatherer struct {
-	every time.Duration
-	on    func() bool
-	now   func() time.Time
+	hold time.Duration
+	on   func() bool
 	// timer returns a channel that receives once d has passed, and a
 	// function that stops it.
 	timer func(d time.Duration) (<-chan time.Time, func() bool)
 }
 
-// realGatherer paces by gatherEvery on the system clock while on is true.
+// realGatherer paces by gatherHold on the system clock while on is true.
 func realGatherer(on func() bool) gatherer {
 	return gatherer{
-		every: gatherEvery,
-		on:    on,
-		now:   time.Now,
+		hold: gatherHold,
+		on:   on,
 		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
 			t := time.NewTimer(d)
 			return t.C, t.Stop
 		},
-	}
-}
-
-// wait blocks until every has passed since last, or until stop is closed.
-// It does not wait when pacing is off, or when last is zero (no read yet).
-func (g gatherer) wait(last time.Time, stop <-chan struct{}) {
-	if g.every <= 0 || last.IsZero() || !g.on() {
-		return
-	}
-	d := last.Add(g.every).Sub(g.now())
-	if d <= 0 {
-		return
-	}
-	c, cancel := g.timer(d)
-	defer cancel()
-	select {
-	case <-c:
-	case <-stop:
 	}
 }
 
@@ -137,15 +119,16 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // # Gathering reads
 //
 // Some brokers (mochi, for one) write every PUBACK as it is ready, and a
-// reader that is idle when they arrive wakes for each. With a gatherer
-// that is on (the drain has caught up with the outbox, so there is no
-// hurry, and publishes await their PUBACK), a read(2) that would follow the previous one by less than
-// gatherEvery first waits for the rest of that time, then takes everything
-// that arrived meanwhile: a few reads per drain cycle instead of one per
-// PUBACK, and a PUBACK handled at most gatherEvery later. A connection
-// quiet for gatherEvery is not delayed at all, and while a backlog drains
-// reads are not paced, so throughput is unchanged. Close ends a wait at
-// once.
+// reader that waits on the socket wakes as the first one arrives, and
+// again for later ones: every drain cycle cost the process wakeups of its
+// own, on top of the commit's. With a gatherer that is on (the drain keeps
+// up with the outbox with room in its window, and publishes await their
+// PUBACK), a Read that would read the socket first waits for the next
+// burst of publishes (kick) and reads then, in the wakeup that burst's
+// commit already cost: the PUBACKs of a cycle are handled one cycle later,
+// at most gatherHold later. A gatherer that turns off (a backlog, a window
+// filling up) kicks the waiting reader, so a drain that needs its window
+// back is not held up. Close ends a wait at once.
 //
 // Close writes what is pending first, for at most linger (and within the
 // deadlines above), then closes the socket and waits for the flusher to
@@ -163,8 +146,9 @@ type genConn struct {
 	done   chan struct{} // closed when the flusher has returned
 	quit   chan struct{} // closed when the socket is closed: a paced Read stops waiting
 	pace   gatherer
+	kickc  chan struct{} // cap 1: kick was called
 
-	lastFill time.Time // when the last read(2) returned; only Read uses it (one reader at a time)
+	kicks atomic.Uint64 // bursts published: kick calls so far
 
 	ended     sync.Once // runs end
 	shut      sync.Once // the body of Close
@@ -205,6 +189,7 @@ func newPacedConn(conn net.Conn, end func(), linger time.Duration, pace gatherer
 		done:   make(chan struct{}),
 		quit:   make(chan struct{}),
 		pace:   pace,
+		kickc:  make(chan struct{}, 1),
 	}
 	go c.flush()
 	return c
@@ -220,14 +205,10 @@ func poke(ch chan struct{}) {
 }
 
 func (c *genConn) Read(b []byte) (int, error) {
-	fill := c.pace.every > 0 && c.br.Buffered() == 0 // this Read reads the socket
-	if fill {
-		c.pace.wait(c.lastFill, c.quit) // cut short by a close: the read fails at once
+	if c.pace.hold > 0 && c.br.Buffered() == 0 && c.pace.on() {
+		c.awaitBurst() // cut short by a close: the read fails at once
 	}
 	n, err := c.br.Read(b)
-	if fill {
-		c.lastFill = c.pace.now()
-	}
 	if err != nil {
 		c.ended.Do(c.end)
 		if errors.Is(err, net.ErrClosed) {
@@ -396,6 +377,35 @@ func (c *genConn) closeConn() {
 		c.closeErr = c.Conn.Close()
 		close(c.quit)
 	})
+}
+
+// kick tells a paced reader that a burst of publishes went out: it stops
+// waiting and reads the PUBACKs of the bursts before, which are there by
+// now.
+func (c *genConn) kick() {
+	c.kicks.Add(1)
+	poke(c.kickc)
+}
+
+// awaitBurst waits for a kick that comes after it started (a kick left
+// from the burst whose PUBACKs are awaited does not count), at most
+// pace.hold, or until the socket is closed.
+func (c *genConn) awaitBurst() {
+	seen := c.kicks.Load()
+	t, stop := c.pace.timer(c.pace.hold)
+	defer stop()
+	for {
+		select {
+		case <-c.kickc:
+			if c.kicks.Load() != seen {
+				return
+			}
+		case <-t:
+			return
+		case <-c.quit:
+			return
+		}
+	}
 }
 
 // SetWriteDeadline sets the deadline for the bytes of later Writes (see

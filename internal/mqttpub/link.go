@@ -32,10 +32,11 @@ type link interface {
 	// flush sends the packets publish held back; the drain loop calls it
 	// after each burst of publishes.
 	flush()
-	// caughtUp tells the link whether the drain has read the outbox to its
-	// end (no backlog): then PUBACKs may be gathered rather than read the
-	// moment each arrives.
-	caughtUp(bool)
+	// pace tells the link whether PUBACKs may wait to be read until the
+	// next burst: true while the drain keeps up with the outbox with
+	// room in its window, false while it hurries through a backlog or
+	// its window is filling.
+	pace(bool)
 	// acks receives after publishes completed (coalesced, capacity 1), so
 	// that one wakeup judges every publish completed by then; nil if the
 	// link has no such signal, and the loop waits on the oldest publish
@@ -106,8 +107,8 @@ type pahoLink struct {
 	conns   []net.Conn // every connection dialled; guarded by mu
 	aborted bool       // set by abort; no new connection is kept; guarded by mu
 
-	corked bool        // publish corked the connection; only the drain loop's goroutine uses it
-	idle   atomic.Bool // the drain has caught up: the connection gathers reads
+	corked  bool        // publish corked the connection; only the drain loop's goroutine uses it
+	relaxed atomic.Bool // pace is on: the connection may gather PUBACKs
 }
 
 // corker is a connection that can hold writes back (genConn).
@@ -247,9 +248,10 @@ func (l *pahoLink) publish(payload []byte) token {
 	return t
 }
 
-// flush uncorks the connection. paho may still hold the last one or two
-// packets of the burst in its own goroutines; they are written as they
-// arrive.
+// flush uncorks the connection and tells a reader waiting for the next
+// burst that it went out: the PUBACKs of the bursts before it are read
+// now, in the same wakeup. paho may still hold the last one or two packets
+// of the burst in its own goroutines; they are written as they arrive.
 func (l *pahoLink) flush() {
 	if !l.corked {
 		return
@@ -258,16 +260,30 @@ func (l *pahoLink) flush() {
 	if c := l.corker(); c != nil {
 		c.uncork()
 	}
+	l.kick()
 }
 
-func (l *pahoLink) caughtUp(v bool) { l.idle.Store(v) }
+// pace sets whether PUBACKs may gather; turning it off wakes a reader
+// that waits for the next burst, so that the drain's window is freed now.
+func (l *pahoLink) pace(on bool) {
+	if l.relaxed.Swap(on) && !on {
+		l.kick()
+	}
+}
 
-// gathering reports whether the connection should gather PUBACKs: the
-// drain has caught up (no backlog to hurry through), and publishes await
-// their PUBACK. With none awaited, a read waits for whatever the broker
-// sends next (a PINGRESP, or the connection's end) without a timer first.
+// kick wakes a reader that waits for the next burst.
+func (l *pahoLink) kick() {
+	if c, ok := l.corker().(interface{ kick() }); ok {
+		c.kick()
+	}
+}
+
+// gathering reports whether the connection should gather PUBACKs: pace
+// is on, and publishes await their PUBACK. With none awaited, a read waits
+// on the socket for whatever the broker sends next (a PINGRESP, or the
+// connection's end).
 func (l *pahoLink) gathering() bool {
-	if !l.idle.Load() {
+	if !l.relaxed.Load() {
 		return false
 	}
 	l.amu.Lock()

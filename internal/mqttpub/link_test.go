@@ -122,7 +122,7 @@ type fakeLink struct {
 	once   sync.Once
 	closed atomic.Bool
 	ack    bool      // publish returns a completed token: a PUBACK at once
-	ups    chan bool // if set, receives every caughtUp call (dropped when full)
+	ups    chan bool // if set, receives every pace call (dropped when full)
 }
 
 type fakeToken struct {
@@ -144,7 +144,7 @@ func (l *fakeLink) publish(payload []byte) token {
 }
 func (l *fakeLink) flush() {}
 
-func (l *fakeLink) caughtUp(v bool) {
+func (l *fakeLink) pace(v bool) {
 	if l.ups != nil {
 		select {
 		case l.ups <- v:

@@ -440,7 +440,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
 			}
 			caughtUp = len(recs) == 0
-			l.caughtUp(caughtUp)
+			asked := p.o.Window - was
 			var drop []uint64
 			for _, r := range recs {
 				if done(l.lost()) {
@@ -459,6 +459,11 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				p.published.Add(1)
 			}
 			l.flush()
+			// PUBACKs may wait for the next burst while the outbox is read
+			// to its end and the window is at most half full: a backlog
+			// or a filling window needs them now, and a full one would
+			// wait for a burst that cannot come.
+			l.pace(len(recs) < asked && len(inflight) <= p.o.Window/2)
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)

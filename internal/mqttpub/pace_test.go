@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // feedConn is a socket whose peer is the test: feed makes bytes readable,
@@ -65,25 +63,23 @@ func (f *feedConn) Close() error {
 	return f.Conn.Close()
 }
 
-// fakePace is a gatherer on a fake clock whose timers the test fires.
+// fakePace is a gatherer whose timer the test fires.
 type fakePace struct {
-	clk   *clock.Fake
 	on    atomic.Bool
 	asked chan time.Duration // a timer was asked for, for this long
 	fire  chan time.Time     // the test fires the timer asked for
 }
 
 func newFakePace() *fakePace {
-	p := &fakePace{clk: clock.NewFake(time.Time{}), asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
+	p := &fakePace{asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
 	p.on.Store(true)
 	return p
 }
 
 func (p *fakePace) gatherer() gatherer {
 	return gatherer{
-		every: gatherEvery,
-		on:    p.on.Load,
-		now:   p.clk.Now,
+		hold: gatherHold,
+		on:   p.on.Load,
 		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
 			p.asked <- d
 			return p.fire, func() bool { return true }
@@ -106,45 +102,44 @@ func readString(g *genConn) <-chan string {
 	return out
 }
 
-// TestPacedReadsGather: while pacing is on, a socket read that would come
-// within gatherEvery of the previous one waits for the rest of that time
-// and then takes everything that arrived meanwhile in one read; the first
-// read, and a read after a quiet gatherEvery, do not wait.
-func TestPacedReadsGather(t *testing.T) {
+// TestPacedReadWaitsForTheNextBurst: while pacing is on, a Read that
+// would read the socket first waits for the next burst (kick), and then
+// takes everything that arrived meanwhile in one socket read. A kick made
+// before the wait began (the burst whose PUBACKs are awaited) does not end
+// it.
+func TestPacedReadWaitsForTheNextBurst(t *testing.T) {
 	sock := newFeedConn(t)
 	pace := newFakePace()
 	g := newPacedConn(sock, func() {}, waitLimit, pace.gatherer())
 	defer g.abort()
 
-	sock.feed("a")
-	if got := recv(t, readString(g)); got != "a" { // the first read: no wait
-		t.Fatalf("Read = %q; want a", got)
-	}
+	g.kick() // the burst whose PUBACKs the read below awaits
 	got := readString(g)
-	if d := recv(t, pace.asked); d != gatherEvery {
-		t.Fatalf("the second read waits %v; want %v", d, gatherEvery)
+	if d := recv(t, pace.asked); d != gatherHold {
+		t.Fatalf("the read waits at most %v; want %v", d, gatherHold)
 	}
-	sock.feed("b") // PUBACKs arriving while the reader waits …
-	sock.feed("c")
-	pace.clk.Advance(gatherEvery)
-	pace.fire <- pace.clk.Now()
-	if s := recv(t, got); s != "bc" { // … are read together
-		t.Fatalf("Read = %q; want bc", s)
+	sock.feed("a") // PUBACKs arriving while the reader waits …
+	sock.feed("b")
+	select {
+	case s := <-got:
+		t.Fatalf("Read returned %q before the next burst", s)
+	default:
 	}
-	if n := sock.reads.Load(); n != 2 {
-		t.Errorf("%d socket reads; want 2", n)
+	g.kick() // … are read together when the next burst goes out
+	if s := recv(t, got); s != "ab" {
+		t.Fatalf("Read = %q; want ab", s)
+	}
+	if n := sock.reads.Load(); n != 1 {
+		t.Errorf("%d socket reads; want 1", n)
 	}
 
-	// Quiet for gatherEvery: the next read does not wait.
-	pace.clk.Advance(gatherEvery)
-	sock.feed("d")
-	if s := recv(t, readString(g)); s != "d" {
-		t.Fatalf("Read = %q; want d", s)
-	}
-	select {
-	case d := <-pace.asked:
-		t.Fatalf("a read after a quiet %v waited %v", gatherEvery, d)
-	default:
+	// No burst comes: the hold ends the wait.
+	got = readString(g)
+	recv(t, pace.asked)
+	sock.feed("c")
+	pace.fire <- time.Now()
+	if s := recv(t, got); s != "c" {
+		t.Fatalf("Read = %q; want c", s)
 	}
 }
 
@@ -176,12 +171,8 @@ func TestPacedReadCloseEndsWait(t *testing.T) {
 	sock := newFeedConn(t)
 	pace := newFakePace()
 	g := newPacedConn(sock, func() {}, waitLimit, pace.gatherer())
-	sock.feed("a")
-	if got := recv(t, readString(g)); got != "a" {
-		t.Fatalf("Read = %q; want a", got)
-	}
 	got := readString(g)
-	recv(t, pace.asked) // waiting; the timer never fires
+	recv(t, pace.asked) // waiting; neither a burst nor the timer comes
 	if err := closeWithin(t, g); err != nil {
 		t.Fatal(err)
 	}
@@ -308,32 +299,43 @@ func TestBurstLeavesTogether(t *testing.T) {
 	}
 }
 
-// TestDrainTellsLinkWhenCaughtUp: the drain loop tells the link it is
-// behind while its reads of the outbox come back with rows, so reads are
-// not paced during a backlog, and caught up once a read comes back empty.
-func TestDrainTellsLinkWhenCaughtUp(t *testing.T) {
-	src := newFakeSource()
-	src.add(payloads("row", 5, 10)...)
-	o := testOptions("127.0.0.1:1", "t")
-	o.Window = 2
-	p := newPublisher(t, src, o)
-	links := make(chan *fakeLink, 1)
-	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		gen.Add(1)
-		l := &fakeLink{gen: gen, pubs: make(chan *fakeToken, 8), dead: make(chan struct{}), ack: true, ups: make(chan bool, 64)}
-		links <- l
-		return l, nil
+// TestDrainPaces: the drain loop lets PUBACKs wait for the next burst
+// only while its reads of the outbox come back short (no backlog) and its
+// window is at most half full; a backlog, or a window filling up, turns
+// pacing off.
+func TestDrainPaces(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		rows, window int
+	}{
+		{"backlog", 5, 2},        // reads come back full: false until the last
+		{"window filling", 3, 4}, // one short read, but 3 of 4 in flight: false
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFakeSource()
+			src.add(payloads("row", tc.rows, 10)...)
+			o := testOptions("127.0.0.1:1", "t")
+			o.Window = tc.window
+			p := newPublisher(t, src, o)
+			links := make(chan *fakeLink, 1)
+			p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
+				gen.Add(1)
+				l := &fakeLink{gen: gen, pubs: make(chan *fakeToken, 8), dead: make(chan struct{}), ack: true, ups: make(chan bool, 64)}
+				links <- l
+				return l, nil
+			}
+			start(t, p)
+			l := recv(t, links)
+			var seen []bool
+			for len(seen) == 0 || !seen[len(seen)-1] {
+				seen = append(seen, recv(t, l.ups))
+			}
+			if seen[0] {
+				t.Errorf("pace calls %v; want off first (%d rows, window %d)", seen, tc.rows, tc.window)
+			}
+			eventually(t, "every row acknowledged", func() bool { return p.Stats().Acked == uint64(tc.rows) })
+		})
 	}
-	start(t, p)
-	l := recv(t, links)
-	var seen []bool
-	for len(seen) == 0 || !seen[len(seen)-1] {
-		seen = append(seen, recv(t, l.ups))
-	}
-	if len(seen) < 3 {
-		t.Errorf("caughtUp calls %v; want false for each read that returned rows (5 rows, window 2), then true", seen)
-	}
-	eventually(t, "every row acknowledged", func() bool { return p.Stats().Acked == 5 })
 }
 
 // TestGatheringNeedsAwaitedPUBACKs: a link gathers PUBACKs only while the
@@ -347,7 +349,7 @@ func TestGatheringNeedsAwaitedPUBACKs(t *testing.T) {
 	if l.gathering() {
 		t.Error("gathering before the drain caught up")
 	}
-	l.caughtUp(true)
+	l.pace(true)
 	if l.gathering() {
 		t.Error("gathering with no PUBACK awaited")
 	}
@@ -355,13 +357,39 @@ func TestGatheringNeedsAwaitedPUBACKs(t *testing.T) {
 	if !l.gathering() {
 		t.Error("not gathering with a PUBACK awaited and the drain caught up")
 	}
-	l.caughtUp(false)
+	l.pace(false)
 	if l.gathering() {
 		t.Error("gathering while a backlog drains")
 	}
-	l.caughtUp(true)
+	l.pace(true)
 	l.pubackRead(7)
 	if l.gathering() {
 		t.Error("gathering after the last awaited PUBACK was read")
+	}
+}
+
+// TestPaceOffWakesTheReader: a reader waiting for the next burst reads at
+// once when pacing turns off (the drain's window is filling): a drain that
+// needs its window back must not wait out the hold.
+func TestPaceOffWakesTheReader(t *testing.T) {
+	l := &pahoLink{}
+	l.startWatch()
+	defer l.stopWatch()
+	sock := newFeedConn(t)
+	pace := newFakePace()
+	gt := pace.gatherer()
+	gt.on = l.gathering
+	g := newPacedConn(sock, func() {}, waitLimit, gt)
+	defer g.abort()
+	l.conns = []net.Conn{g}
+
+	l.pace(true)
+	l.file(&idToken{fakeToken: fakeToken{done: make(chan struct{})}, id: 1})
+	got := readString(g)
+	recv(t, pace.asked) // waiting for the next burst
+	sock.feed("puback")
+	l.pace(false)
+	if s := recv(t, got); s != "puback" {
+		t.Fatalf("Read = %q; want puback", s)
 	}
 }
