@@ -33,9 +33,9 @@ type link interface {
 	// after each burst of publishes.
 	flush()
 	// pace tells the link whether PUBACKs may wait to be read until the
-	// next burst: true while the drain keeps up with the outbox with
-	// room in its window, false while it hurries through a backlog or
-	// its window is filling.
+	// next burst: true while at most half the window is in flight, false
+	// while a backlog (which fills the window) or a filling window needs
+	// them now.
 	pace(bool)
 	// acks receives after publishes completed (coalesced, capacity 1), so
 	// that one wakeup judges every publish completed by then; nil if the
@@ -77,6 +77,9 @@ type linkConfig struct {
 	// production. pace is the gatherer production would use. Benchmarks
 	// use it to count system calls and to run the unbuffered baseline.
 	wrap func(conn net.Conn, end func(), pace gatherer) net.Conn
+	// hold replaces gatherHold; 0 in production. A test sets it longer
+	// than itself, to see what happens when no next burst comes.
+	hold time.Duration
 }
 
 // pahoLink is a link on one paho client that is connected exactly once:
@@ -195,6 +198,9 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 	l.gen.Add(1) // a new connection: tokens published before it are stale
 	var gc net.Conn
 	pace := realGatherer(l.gathering)
+	if c.hold > 0 {
+		pace.hold = c.hold
+	}
 	if c.wrap != nil {
 		gc = c.wrap(conn, l.connEnded, pace)
 	} else {

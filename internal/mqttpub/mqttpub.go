@@ -440,7 +440,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
 			}
 			caughtUp = len(recs) == 0
-			asked := p.o.Window - was
 			var drop []uint64
 			for _, r := range recs {
 				if done(l.lost()) {
@@ -459,11 +458,11 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				p.published.Add(1)
 			}
 			l.flush()
-			// PUBACKs may wait for the next burst while the outbox is read
-			// to its end and the window is at most half full: a backlog
-			// or a filling window needs them now, and a full one would
-			// wait for a burst that cannot come.
-			l.pace(len(recs) < asked && len(inflight) <= p.o.Window/2)
+			// PUBACKs may wait for the next burst while the window is at
+			// most half full. A read that filled the window (a backlog) or
+			// a window filling up needs them now, and a full one would wait
+			// for a burst that cannot come.
+			l.pace(len(inflight) <= p.o.Window/2)
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
@@ -486,7 +485,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 		select {
 		case <-ctx.Done():
 			// Delete what is already acknowledged, to replay less later.
-			_, _ = p.settle(&inflight)
+			p.finish(l, &inflight)
 			return progressed, nil
 		case <-l.lost():
 			// Nothing in flight is judged now: the loss bumped gen, so no
@@ -522,6 +521,36 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			caughtUp = false
 		case <-ackTimer.C:
 			return progressed, ErrAckTimeout
+		}
+	}
+}
+
+// finish settles the publishes in flight when Run is stopped: PUBACKs
+// that already came are read now (they may be waiting for a next burst
+// that will not come), and those still on their way get up to quiesce to
+// arrive, so that a node that stops replays as few delivered rows as it
+// can after its restart.
+func (p *Publisher) finish(l link, inflight *[]pending) {
+	l.pace(false)
+	t := time.NewTimer(quiesce)
+	defer t.Stop()
+	acked := l.acks()
+	for {
+		if _, err := p.settle(inflight); err != nil || len(*inflight) == 0 {
+			return
+		}
+		var head <-chan struct{}
+		if acked == nil {
+			head = (*inflight)[0].tok.Done()
+		}
+		select {
+		case <-acked:
+		case <-head:
+		case <-l.lost():
+			return
+		case <-t.C:
+			_, _ = p.settle(inflight)
+			return
 		}
 	}
 }

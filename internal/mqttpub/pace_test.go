@@ -300,16 +300,16 @@ func TestBurstLeavesTogether(t *testing.T) {
 }
 
 // TestDrainPaces: the drain loop lets PUBACKs wait for the next burst
-// only while its reads of the outbox come back short (no backlog) and its
-// window is at most half full; a backlog, or a window filling up, turns
+// only while its window is at most half full: a read that fills the
+// window (a backlog), or a burst that fills more than half of it, turns
 // pacing off.
 func TestDrainPaces(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		rows, window int
 	}{
-		{"backlog", 5, 2},        // reads come back full: false until the last
-		{"window filling", 3, 4}, // one short read, but 3 of 4 in flight: false
+		{"backlog", 5, 2},        // reads fill the window
+		{"window filling", 3, 4}, // a short read, but 3 of 4 in flight
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newFakeSource()
@@ -391,5 +391,36 @@ func TestPaceOffWakesTheReader(t *testing.T) {
 	l.pace(false)
 	if s := recv(t, got); s != "puback" {
 		t.Fatalf("Read = %q; want puback", s)
+	}
+}
+
+// TestStopSettlesWaitingPUBACKs: when the publisher stops, PUBACKs that
+// wait for a next burst are read (pacing turns off, which wakes the
+// reader), and those still on their way get a moment to arrive, so that
+// a node that shuts down does not replay what the broker acknowledged.
+func TestStopSettlesWaitingPUBACKs(t *testing.T) {
+	src := newFakeSource()
+	p := newPublisher(t, src, testOptions("127.0.0.1:1", "t"))
+	links := make(chan *fakeLink, 1)
+	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
+		gen.Add(1)
+		l := &fakeLink{gen: gen, pubs: make(chan *fakeToken, 8), dead: make(chan struct{}), ups: make(chan bool, 64)}
+		links <- l
+		return l, nil
+	}
+	r := start(t, p)
+	l := recv(t, links)
+	src.add(payloads("stop", 3, 50)...)
+	toks := []*fakeToken{recv(t, l.pubs), recv(t, l.pubs), recv(t, l.pubs)}
+
+	r.cancel()
+	for recv(t, l.ups) { // on while it ran (3 in a window of 1024); off to stop
+	}
+	for _, tok := range toks { // the PUBACKs the reader held back
+		close(tok.done)
+	}
+	r.stop(t)
+	if left := src.pending(); left != 0 {
+		t.Errorf("%d of 3 acknowledged rows left after stop", left)
 	}
 }
