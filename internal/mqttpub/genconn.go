@@ -123,12 +123,12 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // again for later ones: every drain cycle cost the process wakeups of its
 // own, on top of the commit's. With a gatherer that is on (at most half
 // the drain's window is in flight, and publishes await their PUBACK), a
-// Read that would read the socket first waits for the next
-// burst of publishes (kick) and reads then, in the wakeup that burst's
-// commit already cost: the PUBACKs of a cycle are handled one cycle later,
-// at most gatherHold later. A gatherer that turns off (a backlog, which
-// fills the window, or a window filling up) kicks the waiting reader, so a drain that needs its window
-// back is not held up. Close ends a wait at once.
+// Read that would read the socket first waits for the next burst of
+// publishes (kick) and reads then, in the wakeup that burst's commit
+// already cost: the PUBACKs of a cycle are handled one cycle later, at
+// most gatherHold later. A gatherer that turns off (a backlog, which fills
+// the window, or a window filling up) kicks the waiting reader, so a drain
+// that needs its window back is not held up. Close ends a wait at once.
 //
 // Close writes what is pending first, for at most linger (and within the
 // deadlines above), then closes the socket and waits for the flusher to

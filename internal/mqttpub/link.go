@@ -114,10 +114,12 @@ type pahoLink struct {
 	relaxed atomic.Bool // pace is on: the connection may gather PUBACKs
 }
 
-// corker is a connection that can hold writes back (genConn).
-type corker interface {
+// burstConn is a connection that sends bursts together and can be told
+// one went out (genConn).
+type burstConn interface {
 	cork()
 	uncork()
+	kick()
 }
 
 // dialLink connects a fresh paho client and returns it as a link. ctx
@@ -244,7 +246,7 @@ func (l *pahoLink) abort() {
 // burst in many small writes, as the goroutines take turns.
 func (l *pahoLink) publish(payload []byte) token {
 	if !l.corked {
-		if c := l.corker(); c != nil {
+		if c := l.burstConn(); c != nil {
 			c.cork()
 			l.corked = true
 		}
@@ -263,10 +265,10 @@ func (l *pahoLink) flush() {
 		return
 	}
 	l.corked = false
-	if c := l.corker(); c != nil {
+	if c := l.burstConn(); c != nil {
 		c.uncork()
+		c.kick()
 	}
-	l.kick()
 }
 
 // pace sets whether PUBACKs may gather; turning it off wakes a reader
@@ -279,7 +281,7 @@ func (l *pahoLink) pace(on bool) {
 
 // kick wakes a reader that waits for the next burst.
 func (l *pahoLink) kick() {
-	if c, ok := l.corker().(interface{ kick() }); ok {
+	if c := l.burstConn(); c != nil {
 		c.kick()
 	}
 }
@@ -298,14 +300,14 @@ func (l *pahoLink) gathering() bool {
 	return n > 0
 }
 
-// corker returns the connection paho writes to now, if it can cork.
-func (l *pahoLink) corker() corker {
+// burstConn returns the connection paho uses now, if it is a burstConn.
+func (l *pahoLink) burstConn() burstConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) == 0 {
 		return nil
 	}
-	c, _ := l.conns[len(l.conns)-1].(corker)
+	c, _ := l.conns[len(l.conns)-1].(burstConn)
 	return c
 }
 

@@ -478,10 +478,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			}
 		}
 
-		var head <-chan struct{}
-		if len(inflight) > 0 && acked == nil {
-			head = inflight[0].tok.Done()
-		}
 		select {
 		case <-ctx.Done():
 			// Delete what is already acknowledged, to replay less later.
@@ -491,19 +487,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			// Nothing in flight is judged now: the loss bumped gen, so no
 			// completion could count anyway. The rows are replayed.
 			return progressed, ErrConnectionLost
-		case <-acked:
-			n, err := p.settle(&inflight)
-			progressed = progressed || n > 0
-			if err != nil {
-				return progressed, err
-			}
-			if len(inflight) == 0 {
-				ackTimer.Stop()
-			} else if n > 0 {
-				ackTimer.Reset(p.o.AckTimeout)
-			}
-			p.inFlight.Store(int64(len(inflight)))
-		case <-head:
+		case <-completions(acked, inflight):
 			n, err := p.settle(&inflight)
 			progressed = progressed || n > 0
 			if err != nil {
@@ -539,13 +523,8 @@ func (p *Publisher) finish(l link, inflight *[]pending) {
 		if _, err := p.settle(inflight); err != nil || len(*inflight) == 0 {
 			return
 		}
-		var head <-chan struct{}
-		if acked == nil {
-			head = (*inflight)[0].tok.Done()
-		}
 		select {
-		case <-acked:
-		case <-head:
+		case <-completions(acked, *inflight):
 		case <-l.lost():
 			return
 		case <-t.C:
@@ -605,6 +584,19 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 	clear(q[len(keep):]) // drop the tokens of the removed entries
 	*inflight = keep
 	return len(seqs), bad
+}
+
+// completions is what signals that publishes in inflight completed: the
+// link's acks signal, or, for a link without one, the oldest publish's
+// token. nil (never ready) when nothing is in flight.
+func completions(acked <-chan struct{}, inflight []pending) <-chan struct{} {
+	switch {
+	case acked != nil:
+		return acked
+	case len(inflight) > 0:
+		return inflight[0].tok.Done()
+	}
+	return nil
 }
 
 // done reports whether c is closed.
