@@ -175,6 +175,9 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// NetConn is the socket, for the receive low-water mark.
+func (c *countingConn) NetConn() net.Conn { return c.Conn }
+
 // unbufferedConn is genConn before buffering (commit 9977a63), the
 // baseline: every paho Read and Write goes to the socket.
 type unbufferedConn struct {

@@ -27,6 +27,12 @@ const (
 	// than the outbox's default commit interval, so that at a steady rate
 	// the next burst, not the bound, ends the wait.
 	gatherHold = 250 * time.Millisecond
+	// gatherLowat is the socket's receive low-water mark while a read
+	// waits for the next burst: more than the PUBACKs of half the default
+	// window (4 bytes each), so that they gather in the kernel without
+	// waking the process. A larger window may wake it once per this many
+	// bytes, which is only a wakeup.
+	gatherLowat = 16 << 10
 )
 
 // gatherer paces a genConn's reads: while on reports true, a read(2)
@@ -130,6 +136,15 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // the window, or a window filling up) kicks the waiting reader, so a drain
 // that needs its window back is not held up. Close ends a wait at once.
 //
+// Waiting for the kick does not keep the socket from waking the process:
+// each PUBACK segment that arrives while it sleeps in the poller wakes it,
+// for nothing, and brokers (Mosquitto among them) send a burst's PUBACKs
+// in several segments. So while a read waits for the burst, the socket's
+// receive low-water mark is raised (gatherLowat) and the PUBACKs gather
+// in the kernel unannounced; it is back at one byte before the read goes
+// to the socket, so a read never waits on the socket with the mark raised.
+// The end of the connection is reported regardless of the mark.
+//
 // Close writes what is pending first, for at most linger (and within the
 // deadlines above), then closes the socket and waits for the flusher to
 // return: no goroutine outlives Close. abort closes without waiting.
@@ -146,7 +161,10 @@ type genConn struct {
 	done   chan struct{} // closed when the flusher has returned
 	quit   chan struct{} // closed when the socket is closed: a paced Read stops waiting
 	pace   gatherer
-	kickc  chan struct{} // cap 1: kick was called
+	kickc  chan struct{}     // cap 1: kick was called
+	lowat  func(n int) error // sets the socket's receive low-water mark; nil if not a socket
+
+	raised bool // the low-water mark is gatherLowat; only the reader uses it
 
 	kicks atomic.Uint64 // bursts published: kick calls so far
 
@@ -191,6 +209,9 @@ func newPacedConn(conn net.Conn, end func(), linger time.Duration, pace gatherer
 		pace:   pace,
 		kickc:  make(chan struct{}, 1),
 	}
+	if pace.hold > 0 {
+		c.lowat = socketLowat(conn)
+	}
 	go c.flush()
 	return c
 }
@@ -206,8 +227,10 @@ func poke(ch chan struct{}) {
 
 func (c *genConn) Read(b []byte) (int, error) {
 	if c.pace.hold > 0 && c.br.Buffered() == 0 && c.pace.on() {
+		c.quiet(true)
 		c.awaitBurst() // cut short by a close: the read fails at once
 	}
+	c.quiet(false)
 	n, err := c.br.Read(b)
 	if err != nil {
 		c.ended.Do(c.end)
@@ -406,6 +429,22 @@ func (c *genConn) awaitBurst() {
 			return
 		}
 	}
+}
+
+// quiet raises the socket's receive low-water mark (on) or lowers it back
+// to one byte ("Gathering reads"). A failure is ignored: a raised mark
+// that stays low costs wakeups, and a mark that cannot be lowered belongs
+// to a closed socket, whose read fails at once.
+func (c *genConn) quiet(on bool) {
+	if c.lowat == nil || c.raised == on {
+		return
+	}
+	c.raised = on
+	n := 1
+	if on {
+		n = gatherLowat
+	}
+	_ = c.lowat(n)
 }
 
 // SetWriteDeadline sets the deadline for the bytes of later Writes (see
