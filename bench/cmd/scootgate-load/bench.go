@@ -44,6 +44,7 @@ type options struct {
 	searchDuration time.Duration
 	searchP99      time.Duration
 	searchTargets  []string // target keys
+	variants       []string // node variants run beside the node, in variantOrder's keys
 	searchConfirm  int      // re-tries of a failed step
 
 	idleStreams []int // one fresh node and baseline per count
@@ -71,6 +72,9 @@ const (
 	keyUsageOff   = "node-usage-off"
 	keyTracing    = "node-tracing"
 )
+
+// variantOrder is the node variants, in report order.
+var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing}
 
 var targetNames = map[string]string{
 	keyBaseline:   "baseline (httputil.ReverseProxy)",
@@ -266,10 +270,8 @@ func scenarioName(p *apiPath, stream bool, rate float64) string {
 func scenarios(o options, all map[string]*target) []scenario {
 	pair := []*target{all[keyBaseline], all[keyNode]}
 	withVariants := slices.Clone(pair)
-	for _, key := range []string{keyBrokerDown, keyUsageOff, keyTracing} {
-		if t := all[key]; t != nil {
-			withVariants = append(withVariants, t)
-		}
+	for _, key := range o.variants {
+		withVariants = append(withVariants, all[key])
 	}
 	var out []scenario
 	for i, key := range o.paths {
@@ -580,7 +582,7 @@ func (b *bench) rounds(ctx context.Context) error {
 			t.close()
 		}
 	}()
-	for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff, keyTracing} {
+	for _, key := range append([]string{keyBaseline, keyNode}, b.o.variants...) {
 		t, err := b.startTarget(ctx, key, "")
 		if err != nil {
 			return err

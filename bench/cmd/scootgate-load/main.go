@@ -51,6 +51,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,6 +145,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.searchConfirm, "search-confirm", 1, "re-tries of a failed search step before it counts as failed")
 	fs.DurationVar(&o.searchDuration, "search-duration", 2*time.Second, "length of each search step")
 	fs.DurationVar(&o.searchP99, "search-p99", 50*time.Millisecond, "a search step fails when p99 exceeds this")
+	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing")
 	idle := fs.String("idle-streams", "1000,5000", "idle streams held open against a fresh node and baseline, one pair of processes per count, comma separated (0 or empty = skip)")
 	fs.Float64Var(&o.idleRate, "idle-rate", 2500, "idle streams opened per second")
@@ -162,9 +164,23 @@ func parseFlags(args []string) (options, error) {
 	if err != nil {
 		return o, err
 	}
+	if *variants != "" {
+		for key := range strings.SplitSeq(*variants, ",") {
+			if !slices.Contains(variantOrder, key) {
+				return o, fmt.Errorf("-variants: %q is not a node variant (%s)", key, strings.Join(variantOrder, ", "))
+			}
+			if slices.Contains(o.variants, key) {
+				return o, fmt.Errorf("-variants: %q given twice", key)
+			}
+			o.variants = append(o.variants, key)
+		}
+	}
 	for key := range strings.SplitSeq(*searchTargets, ",") {
 		if _, ok := targetNames[key]; !ok {
 			return o, fmt.Errorf("-search-targets: unknown system %q", key)
+		}
+		if key != keyBaseline && key != keyNode && !slices.Contains(o.variants, key) {
+			return o, fmt.Errorf("-search-targets: %q is not among -variants", key)
 		}
 		o.searchTargets = append(o.searchTargets, key)
 	}

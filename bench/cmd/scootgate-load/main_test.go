@@ -310,6 +310,14 @@ func TestScenarios(t *testing.T) {
 	if diff := cmp.Diff(list("-paths", "responses,anthropic", "-rates", "", "-stream-rates", "50"), want); diff != "" {
 		t.Errorf("streams only, responses first (-got +want):\n%s", diff)
 	}
+	want = []string{"chat completions, stream @ 200/s (/v1/chat/completions true 200): baseline node node-broker-down"}
+	if diff := cmp.Diff(list("-rates", "", "-stream-rates", "200", "-paths", "openai", "-variants", "node-broker-down"), want); diff != "" {
+		t.Errorf("one variant (-got +want):\n%s", diff)
+	}
+	want = []string{"chat completions, stream @ 200/s (/v1/chat/completions true 200): " + pair}
+	if diff := cmp.Diff(list("-rates", "", "-stream-rates", "200", "-paths", "openai", "-variants", ""), want); diff != "" {
+		t.Errorf("no variants (-got +want):\n%s", diff)
+	}
 }
 
 func TestParseFlagsRejects(t *testing.T) {
@@ -321,6 +329,9 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-stream-rates", "fast"},
 		{"-rates", "500,"},
 		{"-rates", "", "-stream-rates", ""},
+		{"-variants", "node"},
+		{"-variants", "node-usage-off,node-usage-off"},
+		{"-variants", "node-usage-off", "-search-targets", "baseline,node-tracing"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
