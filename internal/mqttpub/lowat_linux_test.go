@@ -8,64 +8,58 @@ import (
 	"unsafe"
 )
 
-// sockopt reads an int socket option of c.
-func sockopt(t *testing.T, c net.Conn, opt int) int {
+// onSocket runs fn on c's file descriptor and fails the test if fn or
+// the descriptor's Control does.
+func onSocket(t *testing.T, c net.Conn, fn func(fd uintptr) error) {
 	t.Helper()
 	rc, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, opt) }); err != nil {
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(fd) }); err != nil {
 		t.Fatal(err)
 	}
-	if serr != nil {
-		t.Fatal(serr)
+	if ferr != nil {
+		t.Fatal(ferr)
 	}
+}
+
+// sockopt reads an int socket option of c.
+func sockopt(t *testing.T, c net.Conn, opt int) int {
+	t.Helper()
+	var v int
+	onSocket(t, c, func(fd uintptr) (err error) {
+		v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, opt)
+		return err
+	})
 	return v
 }
 
 // queued is the number of bytes waiting in c's receive queue.
 func queued(t *testing.T, c net.Conn) int {
 	t.Helper()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if errno != 0 {
-		t.Fatal(errno)
-	}
+	onSocket(t, c, func(fd uintptr) error {
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); errno != 0 {
+			return errno
+		}
+		return nil
+	})
 	return int(n)
 }
 
 // readable reports whether the kernel reports c readable within wait.
 func readable(t *testing.T, c net.Conn, wait time.Duration) bool {
 	t.Helper()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
+	onSocket(t, c, func(fd uintptr) (err error) {
 		var set syscall.FdSet
 		set.Bits[fd/64] |= 1 << (fd % 64)
 		tv := syscall.NsecToTimeval(wait.Nanoseconds())
-		n, serr = syscall.Select(int(fd)+1, &set, nil, nil, &tv)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if serr != nil {
-		t.Fatal(serr)
-	}
+		n, err = syscall.Select(int(fd)+1, &set, nil, nil, &tv)
+		return err
+	})
 	return n > 0
 }
 
