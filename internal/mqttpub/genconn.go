@@ -432,9 +432,9 @@ func (c *genConn) awaitBurst() {
 }
 
 // quiet raises the socket's receive low-water mark (on) or lowers it back
-// to one byte ("Gathering reads"). A failure is ignored: a raised mark
-// that stays low costs wakeups, and a mark that cannot be lowered belongs
-// to a closed socket, whose read fails at once.
+// to one byte ("Gathering reads"). A failure is ignored: a mark that
+// could not be raised only costs wakeups, and one that cannot be lowered
+// belongs to a closed socket, whose read fails at once.
 func (c *genConn) quiet(on bool) {
 	if c.lowat == nil || c.raised == on {
 		return
