@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"golang.org/x/net/proxy"
+
+	"github.com/scootgate/scootgate/internal/rawconn"
 )
 
 // socks5 opens a SOCKS5 tunnel to target through p with golang.org/x/net/proxy
@@ -59,7 +61,7 @@ func (f *socksForward) DialContext(ctx context.Context, network, addr string) (n
 	if err != nil {
 		return nil, err
 	}
-	f.tap = &socksTap{Conn: c}
+	f.tap = &socksTap{Conn: rawconn.Wrap(c)}
 	return f.tap, nil
 }
 
