@@ -18,21 +18,30 @@ const maxRW = 1 << 30
 type Conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
+	r  half // Read's
+	w  half // Write's
+}
 
-	// The raw calls run in callbacks; their arguments and results live
-	// here, one set per direction, so that a call allocates nothing.
-	// rmu and wmu hold them for one Read and one Write at a time, as the
-	// descriptor's own locks do.
-	rmu     sync.Mutex
-	rb      []byte
-	rn      int
-	rerrno  syscall.Errno
-	readFn  func(fd uintptr) bool
-	wmu     sync.Mutex
-	wb      []byte
-	wn      int
-	werrno  syscall.Errno
-	writeFn func(fd uintptr) bool
+// half is one direction's raw call. The call runs in a callback, so its
+// arguments and results live here and a call allocates nothing; mu holds
+// them for one call at a time, as the descriptor's own locks do.
+type half struct {
+	mu    sync.Mutex
+	b     []byte
+	n     int
+	errno syscall.Errno
+	call  func(fd uintptr) bool // the raw call; false: wait for readiness
+}
+
+// run makes the raw call on b through wait (the RawConn's Read or Write),
+// and returns what it moved, its errno, and wait's own error.
+func (h *half) run(wait func(func(uintptr) bool) error, b []byte) (int, syscall.Errno, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.b, h.n, h.errno = b, 0, 0
+	err := wait(h.call)
+	h.b = nil
+	return h.n, h.errno, err
 }
 
 // Wrap returns c with raw reads and writes if it is a *net.TCPConn, and c
@@ -47,7 +56,7 @@ func Wrap(c net.Conn) net.Conn {
 		return c
 	}
 	w := &Conn{TCPConn: t, rc: rc}
-	w.readFn, w.writeFn = w.read, w.write
+	w.r.call, w.w.call = w.r.read, w.w.write
 	return w
 }
 
@@ -59,12 +68,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) > maxRW {
 		b = b[:maxRW]
 	}
-	c.rmu.Lock()
-	c.rb, c.rn, c.rerrno = b, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerrno
-	c.rb = nil
-	c.rmu.Unlock()
+	n, errno, err := c.r.run(c.rc.Read, b)
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -76,33 +80,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// read is the raw call; false asks RawConn to wait for readability.
-func (c *Conn) read(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rb[0])), uintptr(len(c.rb)))
-		switch e {
-		case 0:
-			c.rn = int(n)
-			return true
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			c.rerrno = e
-			return true
-		}
-	}
-}
-
 // Write writes all of b, waiting for room whenever the socket's buffer
 // is full. It returns the bytes written before an error.
 func (c *Conn) Write(b []byte) (int, error) {
-	c.wmu.Lock()
-	c.wb, c.wn, c.werrno = b, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werrno
-	c.wb = nil
-	c.wmu.Unlock()
+	n, errno, err := c.w.run(c.rc.Write, b)
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)
@@ -112,22 +93,41 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// write is the raw call; false asks RawConn to wait for writability.
-func (c *Conn) write(fd uintptr) bool {
-	for c.wn < len(c.wb) {
-		p := c.wb[c.wn:]
+// read is Read's raw call.
+func (h *half) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&h.b[0])), uintptr(len(h.b)))
+		switch e {
+		case 0:
+			h.n = int(n)
+			return true
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			h.errno = e
+			return true
+		}
+	}
+}
+
+// write is Write's raw call: it writes until b is out or the buffer is
+// full.
+func (h *half) write(fd uintptr) bool {
+	for h.n < len(h.b) {
+		p := h.b[h.n:]
 		if len(p) > maxRW {
 			p = p[:maxRW]
 		}
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		switch e {
 		case 0:
-			c.wn += int(n)
+			h.n += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.werrno = e
+			h.errno = e
 			return true
 		}
 	}

@@ -85,15 +85,21 @@ func TestEOF(t *testing.T) {
 	}
 }
 
-// TestDeadline: a read deadline ends a read that waits, with the error
-// package net gives: a timeout, os.ErrDeadlineExceeded.
-func TestDeadline(t *testing.T) {
-	c, _ := pair(t)
+// readAsync runs one Read of c in a goroutine and delivers its error.
+func readAsync(c *Conn) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Read(make([]byte, 8))
 		done <- err
 	}()
+	return done
+}
+
+// TestDeadline: a read deadline ends a read that waits, with the error
+// package net gives: a timeout, os.ErrDeadlineExceeded.
+func TestDeadline(t *testing.T) {
+	c, _ := pair(t)
+	done := readAsync(c)
 	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +119,7 @@ func TestDeadline(t *testing.T) {
 // TestCloseEndsRead: Close ends a read that waits, with net.ErrClosed.
 func TestCloseEndsRead(t *testing.T) {
 	c, _ := pair(t)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Read(make([]byte, 8))
-		done <- err
-	}()
+	done := readAsync(c)
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read across Close = %v; want net.ErrClosed", err)
