@@ -65,9 +65,6 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	if len(b) > maxRW {
-		b = b[:maxRW]
-	}
 	n, errno, err := c.r.run(c.rc.Read, b)
 	switch {
 	case err != nil:
@@ -95,35 +92,26 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 // read is Read's raw call.
 func (h *half) read(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&h.b[0])), uintptr(len(h.b)))
-		switch e {
-		case 0:
-			h.n = int(n)
-			return true
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			h.errno = e
-			return true
-		}
+	n, e := rawCall(syscall.SYS_READ, fd, h.b)
+	switch e {
+	case 0:
+		h.n = n
+	case syscall.EAGAIN:
+		return false
+	default:
+		h.errno = e
 	}
+	return true
 }
 
 // write is Write's raw call: it writes until b is out or the buffer is
 // full.
 func (h *half) write(fd uintptr) bool {
 	for h.n < len(h.b) {
-		p := h.b[h.n:]
-		if len(p) > maxRW {
-			p = p[:maxRW]
-		}
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		n, e := rawCall(syscall.SYS_WRITE, fd, h.b[h.n:])
 		switch e {
 		case 0:
-			h.n += int(n)
-		case syscall.EINTR:
+			h.n += n
 		case syscall.EAGAIN:
 			return false
 		default:
@@ -132,6 +120,20 @@ func (h *half) write(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+// rawCall makes one read(2) or write(2) (trap) of p, at most maxRW bytes,
+// as a raw system call, again after EINTR. p is not empty.
+func rawCall(trap, fd uintptr, p []byte) (int, syscall.Errno) {
+	if len(p) > maxRW {
+		p = p[:maxRW]
+	}
+	for {
+		n, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		if e != syscall.EINTR {
+			return int(n), e
+		}
+	}
 }
 
 // opError wraps err as package net does for a TCP connection.
