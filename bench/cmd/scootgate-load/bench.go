@@ -56,6 +56,7 @@ type options struct {
 	quietWait   time.Duration // longest wait for a quiet machine before a run
 	retries     int           // re-runs of a run disturbed by foreign load
 	noiseBudget time.Duration // total time for quiet waits and discarded runs
+	stalls      string        // host stall tracing: "auto" | "on" | "off"
 
 	pin     bool
 	profile string
@@ -107,6 +108,7 @@ type bench struct {
 	egress string // the egress URL every system under test uses
 	broker string // the embedded broker's host:port
 	sink   *otlpSink
+	stalls *stallTracer // nil: host stalls are not traced
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -133,6 +135,15 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 		rep: newReport(o, pin),
 	}
 	b.logf("scootgate-load: %s; work dir %s", pin, dir)
+	var why string
+	if b.stalls, why, err = newStallTracer(ctx, o.stalls, pin, dir); err != nil {
+		return nil, err
+	}
+	b.rep.Setup.Stalls = "perf sched:sched_switch on the harness's CPUs; a stall is another process holding one for ≥ " + stallMin.String()
+	if b.stalls == nil {
+		b.rep.Setup.Stalls = why
+		b.logf("host stalls: not traced: %s", why)
+	}
 
 	b.prov, err = startChild(ctx, pin, pin.side, "provider", "provider", []string{
 		"-delay", o.delay.String(), "-events", fmt.Sprint(o.events), "-event-gap", o.eventGap.String(),
@@ -314,6 +325,8 @@ type sample struct {
 	// after is the CPU time the system under test used after the run's
 	// last answer, until it was idle again (deferred work; not in cpu).
 	after time.Duration
+	// stalls counts the host stalls in the run (see stalls.go).
+	stalls int
 	// keptDisturbed marks a disturbed run kept because the retries or the
 	// noise budget ran out.
 	keptDisturbed bool
@@ -412,7 +425,16 @@ func (b *bench) measure(ctx context.Context, t *target, a loadgen.Attack, fire l
 		if err := b.waitQuiet(ctx); err != nil {
 			return sample{}, discarded, err
 		}
+		tr, err := b.stalls.start(ctx)
+		if err != nil {
+			return sample{}, discarded, err
+		}
 		s, err := b.attack(ctx, t, a, fire)
+		stalls, terr := tr.stop()
+		if err = errors.Join(err, terr); err == nil {
+			loadgen.MarkStalls(s.res.Shots, stalls)
+			s.stalls = len(stalls)
+		}
 		if err != nil || !s.disturbed(b.o.quiet, b.o.burst) {
 			return s, discarded, err
 		}

@@ -155,6 +155,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.quietWait, "quiet-wait", 10*time.Second, "longest wait for a quiet machine before a run")
 	fs.IntVar(&o.retries, "retries", 2, "re-runs of a run during which other processes exceeded -quiet or -burst")
 	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
+	fs.StringVar(&o.stalls, "stalls", "auto", "trace host stalls (another process holding a harness CPU for 1 ms or more) with perf and read the tail targets without the waits and gaps they overlap: auto (when perf can trace), on (required), off")
 	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of every system under test, node variants included (off when empty)")
 	fs.BoolVar(&o.nodeLog, "node-log", true, "let the node write its per-request JSON log (to a file), as in production")
@@ -214,6 +215,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
 	case len(o.idleStreams) > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
 		return o, errors.New("-idle-rate and -idle-hold must be positive")
+	case o.stalls != "auto" && o.stalls != "on" && o.stalls != "off":
+		return o, fmt.Errorf("-stalls: %q is not auto, on or off", o.stalls)
 	case o.maxTime <= 0:
 		return o, errors.New("-max-time must be positive")
 	}

@@ -246,6 +246,44 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+// TestTailChecksOutsideStalls: the TTFB and gap targets leave out what
+// host stalls overlapped, and say what the ratio was with it.
+func TestTailChecksOutsideStalls(t *testing.T) {
+	o := options{eventGap: 5 * time.Millisecond, rounds: 1, paths: []string{pathOpenAI}, streamRates: []float64{200}}
+	r := newReport(o, pinning{})
+	st := scenarioName(apiPaths[pathOpenAI], true, 200)
+	const ms = time.Millisecond
+	run := func(stalled int) sample {
+		shots := make([]loadgen.Shot, 100)
+		for i := range shots {
+			shots[i] = loadgen.Shot{Latency: 20 * ms, TTFB: 2 * ms, Gaps: []time.Duration{6 * ms}}
+			if i < stalled {
+				shots[i] = loadgen.Shot{Latency: 60 * ms, TTFB: 40 * ms, Gaps: []time.Duration{45 * ms}, Stalled: true, StalledGaps: []int{0}}
+			}
+		}
+		return sample{res: loadgen.Result{Shots: shots}, sent: 100, wall: time.Second, stalls: min(stalled, 1)}
+	}
+	r.add(st, pathOpenAI, 200, true, keyBaseline, run(0), 0)
+	r.add(st, pathOpenAI, 200, true, keyNode, run(2), 0)
+	r.finish()
+	got := map[string]string{}
+	for _, c := range r.Checks {
+		if c.Ratio != nil && !strings.HasPrefix(c.Name, "CPU") {
+			got[c.Name] = fmt.Sprintf("%.2f %v %s", *c.Ratio, c.Pass, c.Note)
+		}
+	}
+	want := map[string]string{
+		"stream TTFB p99 (over provider delay), " + st: "1.00 true host stalls: node 1, baseline 0; with the samples they overlapped 20.00× (40.000 ms ÷ 2.000 ms)",
+		"event gap p99 over the provider's gap, " + st: "1.00 true host stalls: node 1, baseline 0; with the samples they overlapped 40.00× (40000.0 µs ÷ 1000.0 µs)",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("tail checks (-want +got):\n%s", d)
+	}
+	if n := r.cell(st, keyNode); n.StallTTFBs != 2 || n.StallGaps != 2 || n.ClearTTFB.Count != 98 {
+		t.Errorf("node cell: %d stalled TTFBs, %d stalled gaps, %d clear TTFBs; want 2, 2, 98", n.StallTTFBs, n.StallGaps, n.ClearTTFB.Count)
+	}
+}
+
 func TestNote(t *testing.T) {
 	quiet := &cell{Target: keyBaseline, SideBusy: 0.5, SUTBusy: 0.3}
 	busy := &cell{Target: keyNode, SideBusy: 0.95, SUTBusy: 0.92, Disturbed: 1, OK: 97, Errors: map[string]int{"timeout": 2, "status 502": 1}}
@@ -332,6 +370,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-variants", "node"},
 		{"-variants", "node-usage-off,node-usage-off"},
 		{"-variants", "node-usage-off", "-search-targets", "baseline,node-tracing"},
+		{"-stalls", "yes"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

@@ -49,6 +49,7 @@ type setup struct {
 	SearchP99     time.Duration `json:"search_p99_bound_ns"`
 	SearchFactor  float64       `json:"search_factor"`
 	SearchConfirm int           `json:"search_confirm"`
+	Stalls        string        `json:"host_stalls"` // how host stalls were traced, or why not
 }
 
 // cell is one scenario × target, over every round.
@@ -81,9 +82,14 @@ type cell struct {
 	GCPer1k    float64         `json:"gc_cycles_per_1k_requests"`    // the SUT's garbage collections
 	BytesReq   float64         `json:"alloc_bytes_per_request"`
 	TunnelsReq float64         `json:"tunnels_per_1k_requests"`
-	Foreign    float64         `json:"foreign_cpu_busy"` // other processes, CPUs
-	Discarded  int             `json:"discarded_runs"`   // re-run because of foreign load
-	Disturbed  int             `json:"disturbed_runs"`   // kept although disturbed (retries or budget exhausted)
+	Foreign    float64         `json:"foreign_cpu_busy"`            // other processes, CPUs
+	Discarded  int             `json:"discarded_runs"`              // re-run because of foreign load
+	Disturbed  int             `json:"disturbed_runs"`              // kept although disturbed (retries or budget exhausted)
+	ClearTTFB  loadgen.Summary `json:"service_ttfb_outside_stalls"` // the first-event waits no host stall overlapped (stalls.go)
+	ClearGap   loadgen.Summary `json:"event_gap_outside_stalls"`    // the gaps no host stall overlapped
+	Stalls     int             `json:"host_stalls"`                 // host stalls during its runs
+	StallTTFBs int             `json:"stalled_ttfbs"`               // first-event waits they overlapped
+	StallGaps  int             `json:"stalled_gaps"`                // gaps they overlapped
 
 	shots   []loadgen.Shot
 	runEnd  []int // shots[runEnd[i-1]:runEnd[i]] are run i's
@@ -247,6 +253,7 @@ func (r *report) add(scenario, path string, rate float64, stream bool, target st
 	c.bytes += s.bytes
 	c.tunnels += s.tunnels
 	c.foreign += s.foreignSUT + s.foreignSide
+	c.Stalls += s.stalls
 	c.Discarded += discarded
 	if s.keptDisturbed {
 		c.Disturbed++
@@ -291,7 +298,7 @@ func (c *cell) brief(s sample) string {
 		s.res.Achieved(), ms(lat.P50), ms(lat.P99), len(s.res.Shots)-s.res.OK(), us(perReq(s.cpu+s.after, s.sent)), us(perReq(s.after, s.sent)))
 	if c.Stream {
 		ttfb := loadgen.Summarize(loadgen.ServiceTTFBs(s.res.Shots))
-		line += fmt.Sprintf(" ttfb p50 %s p99 %s", ms(ttfb.P50), ms(ttfb.P99))
+		line += fmt.Sprintf(" ttfb p50 %s p99 %s host stalls %d", ms(ttfb.P50), ms(ttfb.P99), s.stalls)
 	}
 	return line
 }
@@ -314,6 +321,10 @@ func (r *report) finish() {
 			c.TTFB = loadgen.Summarize(loadgen.TTFBs(c.shots))
 			c.ServTTFB = loadgen.Summarize(loadgen.ServiceTTFBs(c.shots))
 			c.Gap = loadgen.Summarize(loadgen.Gaps(c.shots))
+			c.ClearTTFB = loadgen.Summarize(loadgen.UnstalledServiceTTFBs(c.shots))
+			c.ClearGap = loadgen.Summarize(loadgen.UnstalledGaps(c.shots))
+			c.StallTTFBs = c.ServTTFB.Count - c.ClearTTFB.Count
+			c.StallGaps = c.Gap.Count - c.ClearGap.Count
 		}
 		c.CPUPerReq, c.AfterReq = perReq(c.cpu+c.after, c.Sent), perReq(c.after, c.Sent)
 		c.SUTBusy, c.SideBusy, c.Foreign = busy(c.cpu, c.wall), busy(c.side, c.wall), busy(c.foreign, c.wall)
@@ -379,9 +390,11 @@ func (r *report) checks() []check {
 			show:   msf,
 		}
 	}
-	ttfb99 := pct(loadgen.ServiceTTFBs, 0.99, delay)
-	gap99 := pct(loadgen.Gaps, 0.99, gap)
-	gap99.show = usf
+	// The tail targets are read outside host stalls; withStalls is the
+	// same read of every sample, for the note.
+	ttfb99, ttfb99All := pct(loadgen.UnstalledServiceTTFBs, 0.99, delay), pct(loadgen.ServiceTTFBs, 0.99, delay)
+	gap99, gap99All := pct(loadgen.UnstalledGaps, 0.99, gap), pct(loadgen.Gaps, 0.99, gap)
+	gap99.show, gap99All.show = usf, usf
 	lat50, lat99 := pct(loadgen.ServiceLatencies, 0.50, delay), pct(loadgen.ServiceLatencies, 0.99, delay)
 	svc50, svc99 := pct(loadgen.ServiceLatencies, 0.50, 0), pct(loadgen.ServiceLatencies, 0.99, 0)
 
@@ -395,8 +408,8 @@ func (r *report) checks() []check {
 		if b := r.cell(c.Scenario, keyBaseline); c.Target == keyNode && b != nil {
 			out = append(out,
 				ratioCheck("CPU per stream, "+c.Scenario, c, b, cpu, targetRatio, true),
-				ratioCheck("stream TTFB p99 (over provider delay), "+c.Scenario, c, b, ttfb99, targetRatio, true),
-				ratioCheck("event gap p99 over the provider's gap, "+c.Scenario, c, b, gap99, targetRatio, true))
+				withStalls(ratioCheck("stream TTFB p99 (over provider delay), "+c.Scenario, c, b, ttfb99, targetRatio, true), c, b, ttfb99All),
+				withStalls(ratioCheck("event gap p99 over the provider's gap, "+c.Scenario, c, b, gap99, targetRatio, true), c, b, gap99All))
 		}
 	}
 	if up, down := r.variantCells(keyBrokerDown); up != nil {
@@ -517,6 +530,20 @@ func ratioCheck(name string, n, b *cell, m metric, limit float64, target bool) c
 	return c
 }
 
+// withStalls notes on a tail check read outside host stalls what the
+// stalls were and what the ratio is with every sample (m).
+func withStalls(ch check, n, b *cell, m metric) check {
+	if n.Stalls+b.Stalls == 0 {
+		return ch
+	}
+	s := fmt.Sprintf("host stalls: node %d, baseline %d", n.Stalls, b.Stalls)
+	if nv, bv := m.pooled(n), m.pooled(b); bv > 0 {
+		s += fmt.Sprintf("; with the samples they overlapped %.2f× (%s ÷ %s)", nv/bv, m.show(nv), m.show(bv))
+	}
+	ch.Note = strings.TrimPrefix(ch.Note+"; "+s, "; ")
+	return ch
+}
+
 // differenceCheck bounds n − b on m (a duration) by limit, pooled and
 // round by round.
 func differenceCheck(name string, n, b *cell, m metric, limit time.Duration) check {
@@ -574,6 +601,18 @@ func note(cells ...*cell) string {
 	return strings.Join(notes, "; ")
 }
 
+// stalledShare is the share of a stream cell's first-event waits and gaps
+// that host stalls overlapped.
+func stalledShare(c *cell) string {
+	share := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return 100 * float64(n) / float64(of)
+	}
+	return fmt.Sprintf("%.1f%% / %.1f%%", share(c.StallTTFBs, c.ServTTFB.Count), share(c.StallGaps, c.Gap.Count))
+}
+
 // idleBaseline is the baseline's idle result for the same count, or nil.
 func (r *report) idleBaseline(requested int) *idleResult {
 	for k, i := range r.Idle {
@@ -605,6 +644,7 @@ func (r *report) markdown() string {
 	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
 	p("%d interleaved rounds of %v per run; node request log %s. Latency runs from the intended send time (open loop).",
 		s.Rounds, s.Duration, map[bool]string{true: "on (JSON lines to a file)", false: "off"}[s.NodeLog])
+	p("Host stalls: %s. The stream tail targets (TTFB and gap p99) are read without the waits and gaps a host stall overlapped; their notes give the ratio with them.", s.Stalls)
 	p("")
 	checkTable := func(target bool) {
 		p("| check | node | baseline | ratio | per round | target | | note |")
@@ -652,12 +692,13 @@ func (r *report) markdown() string {
 	p("")
 	p("TTFB: from the actual send to the first complete event (intended p99: from the intended send time); gaps: between consecutive events as the client reads them.")
 	p("")
-	p("| scenario | system | streams/s | errors | TTFB p50 | p90 | p99 | p99.9 | intended p99 | gap p50 | gap p99 | gap p99.9 | gap max | CPU/stream | of which after | allocs/stream | reads/stream | writes/stream | SUT CPU | side CPU | other procs |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| scenario | system | streams/s | errors | TTFB p50 | p90 | p99 | p99.9 | intended p99 | gap p50 | gap p99 | gap p99.9 | gap max | host stalls | TTFB p99 outside them | gap p99 outside them | stalled TTFBs / gaps | CPU/stream | of which after | allocs/stream | reads/stream | writes/stream | SUT CPU | side CPU | other procs |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.sortedCells(true) {
-		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f | %.1f | %.0f%% | %.0f%% | %s |",
+		p("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %.1f | %.1f | %.0f%% | %.0f%% | %s |",
 			c.Scenario, targetNames[c.Target], mean(c.Achieved), errs(c), ms(c.ServTTFB.P50), ms(c.ServTTFB.P90), ms(c.ServTTFB.P99), ms(c.ServTTFB.P999), ms(c.TTFB.P99),
-			ms(c.Gap.P50), ms(c.Gap.P99), ms(c.Gap.P999), ms(c.Gap.Max), us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, c.ReadsReq, c.WritesReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
+			ms(c.Gap.P50), ms(c.Gap.P99), ms(c.Gap.P999), ms(c.Gap.Max), c.Stalls, ms(c.ClearTTFB.P99), ms(c.ClearGap.P99), stalledShare(c),
+			us(c.CPUPerReq), us(c.AfterReq), c.AllocsReq, c.ReadsReq, c.WritesReq, 100*c.SUTBusy, 100*c.SideBusy, other(c))
 	}
 	p("")
 	p("CPU/req: the system under test's CPU time during the run and after its last answer until it was idle again (\"of which after\": deferred work, e.g. usage delivery to the broker), per request. SUT CPU: its CPU time during the run over wall time (1 = its CPU fully used); side CPU: the provider, the proxy and the generator; other procs: everything else on the two CPUs (processes outside the harness), with the number of runs discarded and re-run because of them.")

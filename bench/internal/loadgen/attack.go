@@ -44,6 +44,12 @@ type Shot struct {
 	Bytes  int64
 	// Err is nil for a complete 200 answer.
 	Err error
+	// Stalled marks a stream shot that waited for its first event while
+	// something outside the test held a CPU the test runs on, and
+	// StalledGaps the indices of its Gaps that overlapped such a stall
+	// (see MarkStalls). Both stay empty unless the caller marks them.
+	Stalled     bool
+	StalledGaps []int
 }
 
 // Fire sends one shot. It sets every field of s except Intended, which Run
