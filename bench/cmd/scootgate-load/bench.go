@@ -139,6 +139,7 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	if b.stalls, why, err = newStallTracer(ctx, o.stalls, pin, dir); err != nil {
 		return nil, err
 	}
+	defer b.stalls.close()
 	b.rep.Setup.Stalls = "perf sched:sched_switch on the harness's CPUs; a stall is another process holding one for ≥ " + stallMin.String()
 	if b.stalls == nil {
 		b.rep.Setup.Stalls = why

@@ -41,23 +41,32 @@ const stallMin = time.Millisecond
 type stallTracer struct {
 	perf string // perf's path
 	cpus string // perf -C: the harness's CPUs ("" when not pinned: all)
-	dir  string // trace files, one per run, removed after reading
+	dir  string // trace files, one per run, removed after reading; its own
 	self int    // the harness's pid: it and its children (but perf) are the harness
 	runs int
 }
 
 // newStallTracer returns the tracer for -stalls mode (auto, on, off), or
 // nil and why there is none. In auto mode a tracer that cannot start (no
-// perf, no permission) is none; in on mode that is an error.
+// perf, no permission) is none; in on mode that is an error. Trace files
+// go to a directory of its own in memory (/dev/shm) where there is one,
+// else under dir: on a disk they would share the file system's journal
+// with the node's outbox and lengthen its fdatasyncs. close removes it.
 func newStallTracer(ctx context.Context, mode string, p pinning, dir string) (*stallTracer, string, error) {
 	if mode == "off" {
 		return nil, "off (-stalls=off)", nil
+	}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		dir = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(dir, "scootgate-stalls-")
+	if err != nil {
+		return nil, "", err
 	}
 	t := &stallTracer{dir: dir, self: os.Getpid()}
 	if p.on() {
 		t.cpus = fmt.Sprintf("%d,%d", p.sut, p.side)
 	}
-	var err error
 	if t.perf, err = exec.LookPath("perf"); err == nil {
 		// A trial run: perf may be there and still not be allowed to
 		// trace (perf_event_paranoid, no root).
@@ -66,13 +75,22 @@ func newStallTracer(ctx context.Context, mode string, p pinning, dir string) (*s
 			_, err = tr.stop()
 		}
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return t, "", nil
+	}
+	t.close()
+	switch {
 	case mode == "on":
 		return nil, "", fmt.Errorf("-stalls=on: %w", err)
 	default:
 		return nil, fmt.Sprintf("off (%v)", err), nil
+	}
+}
+
+// close removes the tracer's directory. A nil tracer has none.
+func (t *stallTracer) close() {
+	if t != nil {
+		_ = os.RemoveAll(t.dir)
 	}
 }
 

@@ -93,6 +93,12 @@ func TestStallTracer(t *testing.T) {
 	if tracer == nil {
 		t.Skipf("SKIP: perf cannot trace here: %s", why)
 	}
+	defer func() {
+		tracer.close()
+		if _, err := os.Stat(tracer.dir); !os.IsNotExist(err) {
+			t.Errorf("close left %s: %v", tracer.dir, err)
+		}
+	}()
 	tr, err := tracer.start(context.Background())
 	if err != nil {
 		t.Fatal(err)
