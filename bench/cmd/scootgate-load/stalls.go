@@ -186,6 +186,27 @@ func (tr *stallTrace) stop() ([]loadgen.Interval, error) {
 	if tr == nil {
 		return nil, nil
 	}
+	spans, err := tr.spans()
+	if err != nil {
+		return nil, err
+	}
+	stalls := make([]loadgen.Interval, len(spans))
+	for i, s := range spans {
+		stalls[i] = tr.interval(s)
+	}
+	return stalls, nil
+}
+
+// interval is s on Go's clock.
+func (tr *stallTrace) interval(s span) loadgen.Interval {
+	return loadgen.Interval{
+		From: tr.wall.Add(time.Duration(s.from - tr.mono)),
+		To:   tr.wall.Add(time.Duration(s.to - tr.mono)),
+	}
+}
+
+// spans ends the recording and returns its stalls as spans.
+func (tr *stallTrace) spans() ([]span, error) {
 	defer os.Remove(tr.file)
 	defer tr.ctl.Close()
 	_ = tr.cmd.Process.Signal(os.Interrupt)
@@ -221,14 +242,7 @@ func (tr *stallTrace) stop() ([]loadgen.Interval, error) {
 	if err := errors.Join(perr, script.Wait()); err != nil {
 		return nil, fmt.Errorf("perf script: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	stalls := make([]loadgen.Interval, len(spans))
-	for i, s := range spans {
-		stalls[i] = loadgen.Interval{
-			From: tr.wall.Add(time.Duration(s[0] - tr.mono)),
-			To:   tr.wall.Add(time.Duration(s[1] - tr.mono)),
-		}
-	}
-	return stalls, nil
+	return spans, nil
 }
 
 // interrupted reports whether err is the exit of a process that SIGINT
@@ -278,15 +292,21 @@ func parentPID(pid int) int {
 	return ppid
 }
 
+// span is a stretch of time, in CLOCK_MONOTONIC nanoseconds, in which
+// process pid held one CPU.
+type span struct {
+	from, to int64
+	pid      int
+}
+
 // parseSwitches reads `perf script -F pid,cpu,time --ns` of sched_switch
-// events and returns the spans, in CLOCK_MONOTONIC nanoseconds, in which
-// a process other than the idle task and the harness's (ours) ran on one
-// CPU for at least min. Each event is a task (pid) leaving a CPU: it ran
+// events and returns the spans in which a process other than the idle
+// task and the harness's (ours) ran on one CPU for at least min. Each event is a task (pid) leaving a CPU: it ran
 // there since the CPU's previous event. The first event of each CPU has
 // no known start and yields nothing.
-func parseSwitches(r io.Reader, ours func(pid int) bool, min time.Duration) ([][2]int64, error) {
+func parseSwitches(r io.Reader, ours func(pid int) bool, min time.Duration) ([]span, error) {
 	var (
-		out  [][2]int64
+		out  []span
 		last = map[int]int64{} // CPU → its previous switch
 		sc   = bufio.NewScanner(r)
 		n    int
@@ -308,7 +328,7 @@ func parseSwitches(r io.Reader, ours func(pid int) bool, min time.Duration) ([][
 			return nil, fmt.Errorf("line %d: %q: want \"pid [cpu] seconds.nanoseconds:\"", n, line)
 		}
 		if from, ok := last[cpu]; ok && at-from >= int64(min) && pid != 0 && !ours(pid) {
-			out = append(out, [2]int64{from, at})
+			out = append(out, span{from, at, pid})
 		}
 		last[cpu] = at
 	}

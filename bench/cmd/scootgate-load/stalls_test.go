@@ -34,15 +34,27 @@ func TestParseSwitches(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := func(sec, nsec int64) int64 { return sec*1e9 + nsec }
-	want := [][2]int64{
+	want := []span{
 		// 40 ran on CPU 0 for 0.5 ms (too short), 41 on CPU 1 for 3 ms,
 		// the idle task then ran on CPU 0 (not a stall), 40 ran just under
 		// 1 ms, the harness 3 ms (ours), 41 again 6 ms.
-		{ns(100, 1_000_000), ns(100, 4_000_000)},
-		{ns(100, 4_000_000), ns(100, 10_000_000)},
+		{ns(100, 1_000_000), ns(100, 4_000_000), 41},
+		{ns(100, 4_000_000), ns(100, 10_000_000), 41},
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(span{})); d != "" {
 		t.Errorf("stalls (-want +got):\n%s", d)
+	}
+}
+
+// TestSpanOnGoClock: a span read on CLOCK_MONOTONIC lands on Go's clock
+// by the offset taken when the trace began.
+func TestSpanOnGoClock(t *testing.T) {
+	wall := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	tr := &stallTrace{wall: wall, mono: 5_000_000_000}
+	got := tr.interval(span{from: 5_002_000_000, to: 5_003_500_000, pid: 9})
+	want := loadgen.Interval{From: wall.Add(2 * time.Millisecond), To: wall.Add(3500 * time.Microsecond)}
+	if !got.From.Equal(want.From) || !got.To.Equal(want.To) {
+		t.Errorf("interval = %v…%v, want %v…%v", got.From, got.To, want.From, want.To)
 	}
 }
 
@@ -131,14 +143,24 @@ func TestStallTracer(t *testing.T) {
 		break
 	}
 	ended := time.Now()
-	stalls, err := tr.stop()
+	spans, err := tr.spans()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The spinner holds a CPU for nearly all of its life, in slices of a
-	// scheduler tick or more: most of the spin must be stalls.
-	if held, spin := covered(stalls, began, ended), ended.Sub(began); held < spin/2 {
-		t.Fatalf("stalls cover %v of the %v spin (%d stalls in all)", held, spin, len(stalls))
+	// The spinner holds a CPU for ~0.2 s, in slices of a scheduler tick
+	// or more, inside the spin (on Go's clock): most of it must be stalls.
+	var held time.Duration
+	for _, s := range spans {
+		if s.pid != spinner {
+			continue
+		}
+		held += time.Duration(s.to - s.from)
+		if iv := tr.interval(s); iv.From.Before(began.Add(-50*time.Millisecond)) || iv.To.After(ended.Add(50*time.Millisecond)) {
+			t.Errorf("a stall of the spinner at %v…%v, outside its spin %v…%v", iv.From, iv.To, began, ended)
+		}
+	}
+	if held < 100*time.Millisecond {
+		t.Fatalf("the spinner's stalls add up to %v; want most of its ~0.2 s (%d stalls in all)", held, len(spans))
 	}
 
 	// The same spin as the harness's own child is no stall.
@@ -150,47 +172,21 @@ func TestStallTracer(t *testing.T) {
 	child := exec.Command("sh", "-c", spin+"; echo spun; read x")
 	stdin, _ := child.StdinPipe()
 	stdout, _ := child.StdoutPipe()
-	began = time.Now()
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "spun\n" {
 		t.Fatalf("child said %q, %v", line, err)
 	}
-	ended = time.Now()
-	stalls, err = tr.stop()
+	spans, err = tr.spans()
 	stdin.Close()
 	_ = child.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held, spin := covered(stalls, began, ended), ended.Sub(began); held > spin/10 {
-		t.Fatalf("the harness's own child: stalls cover %v of the %v spin", held, spin)
-	}
-}
-
-// covered is how much of from…to the intervals cover.
-func covered(in []loadgen.Interval, from, to time.Time) time.Duration {
-	var held time.Duration
-	for _, s := range in {
-		a, b := maxTime(s.From, from), minTime(s.To, to)
-		if b.After(a) {
-			held += b.Sub(a)
+	for _, s := range spans {
+		if s.pid == child.Process.Pid {
+			t.Fatalf("a stall of the harness's own child: %+v", s)
 		}
 	}
-	return held
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
