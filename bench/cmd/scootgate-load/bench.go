@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -129,6 +132,7 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	if !o.keep {
 		defer os.RemoveAll(dir)
 	}
+	debug.SetMemoryLimit(genMemoryLimit)
 	b := &bench{
 		o: o, pin: pin, dir: dir,
 		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
@@ -328,6 +332,8 @@ type sample struct {
 	after time.Duration
 	// stalls counts the host stalls in the run (see stalls.go).
 	stalls int
+	// genGCs counts the generator's own garbage collections in the run.
+	genGCs uint64
 	// keptDisturbed marks a disturbed run kept because the retries or the
 	// noise budget ran out.
 	keptDisturbed bool
@@ -430,7 +436,7 @@ func (b *bench) measure(ctx context.Context, t *target, a loadgen.Attack, fire l
 		if err != nil {
 			return sample{}, discarded, err
 		}
-		s, err := b.attack(ctx, t, a, fire)
+		s, err := b.attackWithoutGC(ctx, t, a, fire)
 		stalls, terr := tr.stop()
 		if err = errors.Join(err, terr); err == nil {
 			loadgen.MarkStalls(s.res.Shots, stalls)
@@ -450,6 +456,29 @@ func (b *bench) measure(ctx context.Context, t *target, a loadgen.Attack, fire l
 		t.client.CloseIdleConnections()
 	}
 }
+
+// attackWithoutGC is attack with the generator's garbage collector held
+// off. The generator is this process: a collection of its heap (every shot
+// so far, hundreds of MiB by the end) during a run takes tens of
+// milliseconds of the side CPU and slows its reads of the answers, which
+// the system under test's latency then shows. So it collects before the
+// run and not during it, unless its heap reaches genMemoryLimit.
+func (b *bench) attackWithoutGC(ctx context.Context, t *target, a loadgen.Attack, fire loadgen.Fire) (s sample, err error) {
+	withoutGC(func() { s, err = b.attack(ctx, t, a, fire) })
+	return s, err
+}
+
+// withoutGC collects, then runs f with the collector off (but for the
+// memory limit), and turns it back on.
+func withoutGC(f func()) {
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	f()
+}
+
+// genMemoryLimit bounds the generator's heap while its collector is held
+// off (attackWithoutGC): far above what a run allocates.
+const genMemoryLimit = 4 << 30
 
 // quiesce waits until t uses less than 5 % of a CPU over 250 ms (at most
 // 15 s) and returns the CPU time it used meanwhile.
@@ -525,7 +554,9 @@ func (b *bench) attack(ctx context.Context, t *target, a loadgen.Attack, fire lo
 			prev = cur
 		}
 	}()
+	gc0 := gcCycles()
 	res, err := loadgen.Run(ctx, a, fire)
+	s.genGCs = gcCycles() - gc0
 	close(stop)
 	if serr := <-sampled; err == nil {
 		err = serr
@@ -960,4 +991,11 @@ func writeFiles(dir string, r *report) (string, error) {
 		return "", err
 	}
 	return base + ".md", os.WriteFile(base+".md", []byte(r.markdown()), 0o644)
+}
+
+// gcCycles is how many garbage collections this process has completed.
+func gcCycles() uint64 {
+	m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }

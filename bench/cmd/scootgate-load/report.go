@@ -90,6 +90,7 @@ type cell struct {
 	Stalls     int             `json:"host_stalls"`                 // host stalls during its runs
 	StallTTFBs int             `json:"stalled_ttfbs"`               // first-event waits they overlapped
 	StallGaps  int             `json:"stalled_gaps"`                // gaps they overlapped
+	GenGCs     uint64          `json:"generator_gcs"`               // the generator's collections during its runs
 
 	shots   []loadgen.Shot
 	runEnd  []int // shots[runEnd[i-1]:runEnd[i]] are run i's
@@ -254,6 +255,7 @@ func (r *report) add(scenario, path string, rate float64, stream bool, target st
 	c.tunnels += s.tunnels
 	c.foreign += s.foreignSUT + s.foreignSide
 	c.Stalls += s.stalls
+	c.GenGCs += s.genGCs
 	c.Discarded += discarded
 	if s.keptDisturbed {
 		c.Disturbed++
@@ -299,6 +301,9 @@ func (c *cell) brief(s sample) string {
 	if c.Stream {
 		ttfb := loadgen.Summarize(loadgen.ServiceTTFBs(s.res.Shots))
 		line += fmt.Sprintf(" ttfb p50 %s p99 %s host stalls %d", ms(ttfb.P50), ms(ttfb.P99), s.stalls)
+	}
+	if s.genGCs > 0 {
+		line += fmt.Sprintf(" generator GCs %d", s.genGCs)
 	}
 	return line
 }
