@@ -458,11 +458,12 @@ func (b *bench) measure(ctx context.Context, t *target, a loadgen.Attack, fire l
 }
 
 // attackWithoutGC is attack with the generator's garbage collector held
-// off. The generator is this process: a collection of its heap (every shot
-// so far, hundreds of MiB by the end) during a run takes tens of
-// milliseconds of the side CPU and slows its reads of the answers, which
-// the system under test's latency then shows. So it collects before the
-// run and not during it, unless its heap reaches genMemoryLimit.
+// off. The generator is this process, and it keeps every shot so far
+// (100-250 MiB late in a full run): a collection's mark phase then takes
+// up to ~180 ms of the side CPU, during which the generator reads the
+// answers more slowly and the system under test's latency shows it. So
+// it collects before the run and not during it, unless its heap reaches
+// genMemoryLimit.
 func (b *bench) attackWithoutGC(ctx context.Context, t *target, a loadgen.Attack, fire loadgen.Fire) (s sample, err error) {
 	withoutGC(func() { s, err = b.attack(ctx, t, a, fire) })
 	return s, err
