@@ -395,8 +395,8 @@ func (r *report) checks() []check {
 			show:   msf,
 		}
 	}
-	// The tail targets are read outside host stalls; withStalls is the
-	// same read of every sample, for the note.
+	// The tail targets are read outside host stalls; the ...All metrics
+	// are the same reads of every sample, for withStalls's note.
 	ttfb99, ttfb99All := pct(loadgen.UnstalledServiceTTFBs, 0.99, delay), pct(loadgen.ServiceTTFBs, 0.99, delay)
 	gap99, gap99All := pct(loadgen.UnstalledGaps, 0.99, gap), pct(loadgen.Gaps, 0.99, gap)
 	gap99.show, gap99All.show = usf, usf

@@ -41,7 +41,7 @@ const stallMin = time.Millisecond
 type stallTracer struct {
 	perf string // perf's path
 	cpus string // perf -C: the harness's CPUs ("" when not pinned: all)
-	dir  string // trace files, one per run, removed after reading; its own
+	dir  string // the tracer's own directory: one trace file per run, removed once read
 	self int    // the harness's pid: it and its children (but perf) are the harness
 	runs int
 }
@@ -79,12 +79,10 @@ func newStallTracer(ctx context.Context, mode string, p pinning, dir string) (*s
 		return t, "", nil
 	}
 	t.close()
-	switch {
-	case mode == "on":
+	if mode == "on" {
 		return nil, "", fmt.Errorf("-stalls=on: %w", err)
-	default:
-		return nil, fmt.Sprintf("off (%v)", err), nil
 	}
+	return nil, fmt.Sprintf("off (%v)", err), nil
 }
 
 // close removes the tracer's directory. A nil tracer has none.
