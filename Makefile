@@ -47,7 +47,7 @@ race: ## race tests with 1 and 4 procs
 	$(GO) test -race -count=1 -cpu 1,4 $(PKGS)
 
 bench: ## hot-path benchmarks with allocations
-	$(GO) test -run='^$$' -bench=. -benchmem ./internal/balance ./internal/jsonedit ./internal/sse ./internal/proxy ./internal/authz ./internal/usage ./internal/metrics
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/balance ./internal/jsonedit ./internal/sse ./internal/gateway ./internal/provider/... ./internal/authz ./internal/usage ./internal/metrics
 
 FUZZTIME ?= 10s
 FUZZMINIMIZE ?= 100x

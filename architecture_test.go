@@ -78,6 +78,12 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	not := func(f func(string) bool) func(string) bool { return func(p string) bool { return !f(p) } }
+	// providerAPI: a provider API's folder, internal/provider/<api>, and
+	// anything below it; not the shared package or the catalog.
+	providerAPI := func(p string) bool {
+		rest, ok := strings.CutPrefix(p, "internal/provider/")
+		return ok && rest != "" && rest != "catalog" && !strings.HasPrefix(rest, "catalog/")
+	}
 	inModule := func(f func(string) bool) func(string) bool {
 		return func(imp string) bool { return f(rel(imp)) && strings.HasPrefix(imp, module+"/") }
 	}
@@ -90,19 +96,43 @@ func TestImportRules(t *testing.T) {
 		{
 			// The request path hands events to usage.Recorder's Appender;
 			// the store and the delivery behind it are not its business.
-			name: "the request path never imports the usage pipeline's internals", pkgs: under("internal/proxy", "internal/usage"), deps: true,
+			name: "the request path never imports the usage pipeline's internals", pkgs: under("internal/gateway", "internal/usage", "internal/provider"), deps: true,
 			allow: not(inModule(under("internal/outbox", "internal/mqttpub", "internal/app"))),
+		},
+		{
+			// A provider API is one folder: it knows no other provider API,
+			// and nothing but the catalog lists them all.
+			name: "a provider API imports no other provider API", pkgs: providerAPI, deps: true,
+			allow: func(imp string) bool { return !providerAPI(rel(imp)) || !strings.HasPrefix(imp, module+"/") },
+		},
+		{
+			name: "only the catalog and tests name a provider API", pkgs: not(under("internal/provider")), deps: false,
+			allow: func(imp string) bool { return !providerAPI(rel(imp)) || !strings.HasPrefix(imp, module+"/") },
+		},
+		{
+			// usage turns an attempt into an event; reading usage from an
+			// answer is the provider APIs' business.
+			name: "usage imports no provider internals, SSE reader or JSON editor", pkgs: under("internal/usage"), deps: true,
+			allow: not(inModule(under("internal/provider", "internal/sse", "internal/jsonedit"))),
+		},
+		{
+			name: "the request path switches on no provider API", pkgs: under("internal/gateway"), deps: false,
+			allow: func(imp string) bool { return !providerAPI(rel(imp)) || !strings.HasPrefix(imp, module+"/") },
+		},
+		{
+			name: "nothing imports the request path but app", pkgs: not(under("internal/gateway", "internal/app")), deps: false,
+			allow: not(inModule(under("internal/gateway"))),
 		},
 		{
 			name: "selection imports no networking", pkgs: under("internal/balance", "internal/routes", "internal/upstream", "internal/breaker"), deps: false,
 			allow: func(imp string) bool {
 				return !slices.Contains([]string{"net", "net/http", "crypto/tls", "golang.org/x/net/proxy"}, imp) &&
-					!inModule(under("internal/egress", "internal/proxy", "internal/snapshot", "internal/outbox", "internal/mqttpub"))(imp)
+					!inModule(under("internal/egress", "internal/gateway", "internal/snapshot", "internal/outbox", "internal/mqttpub"))(imp)
 			},
 		},
 		{
 			name: "selection never reaches egress, the request path, control-plane I/O or the config file", pkgs: under("internal/balance", "internal/routes", "internal/upstream", "internal/breaker"), deps: true,
-			allow: not(inModule(under("internal/egress", "internal/proxy", "internal/snapshot", "internal/outbox", "internal/mqttpub", "internal/app", "internal/config"))),
+			allow: not(inModule(under("internal/egress", "internal/gateway", "internal/snapshot", "internal/outbox", "internal/mqttpub", "internal/app", "internal/config"))),
 		},
 		{
 			name: "routes imports neither config nor snapshot", pkgs: under("internal/routes"), deps: false,

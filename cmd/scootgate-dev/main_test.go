@@ -14,7 +14,7 @@ import (
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -87,7 +87,7 @@ func TestDevSnapshots(t *testing.T) {
 	}
 	// The pools show balancing and affinity: three targets on three
 	// distinct backends each, affinity on.
-	for m, e := range map[string]protocol.Endpoint{"demo-pool": protocol.Chat, "demo-claude-pool": protocol.Messages} {
+	for m, e := range map[string]provider.Endpoint{"demo-pool": provider.Chat, "demo-claude-pool": provider.Messages} {
 		model, _ := table.Model(m)
 		seen := map[string]bool{}
 		for _, tg := range model.Pools[e] {

@@ -225,7 +225,7 @@ func (c *checker) routesFile(path, prevPath, cfgPath string) {
 		return fmt.Sprintf("routes version %d; credentials defined in %s", d.Version, cfgPath)
 	}
 	compare(c, path, prevPath, document[routesnap.Snapshot]{snapsign.RoutesPayloadType, decode, decodePrev, describe,
-		func(d *routesnap.Snapshot) uint64 { return d.Version }, snapshot.DiffRoutes})
+		func(d *routesnap.Snapshot) uint64 { return d.Version }, diffRoutes})
 }
 
 // authzFile checks an authorization snapshot file and compares it with
@@ -233,7 +233,7 @@ func (c *checker) routesFile(path, prevPath, cfgPath string) {
 func (c *checker) authzFile(path, prevPath string) {
 	compare(c, path, prevPath, document[authsnap.Snapshot]{snapsign.AuthzPayloadType, decodeAuthz, decodeAuthz,
 		func(d *authsnap.Snapshot) string { return fmt.Sprintf("authz version %d", d.Version) },
-		func(d *authsnap.Snapshot) uint64 { return d.Version }, snapshot.DiffAuthz})
+		func(d *authsnap.Snapshot) uint64 { return d.Version }, diffAuthz})
 }
 
 // document is what compare needs to know about one kind of snapshot.
@@ -242,7 +242,7 @@ type document[T any] struct {
 	decode, decodePrev func([]byte) (*T, error) // decode and check; the previous one may be checked less
 	describe           func(*T) string          // for the "ok" line
 	version            func(*T) uint64
-	diff               func(old, new *T) snapshot.Diff
+	diff               func(old, new *T) Diff
 }
 
 // compare checks the document at path and, given prevPath, the version
@@ -259,7 +259,7 @@ func compare[T any](c *checker, path, prevPath string, k document[T]) {
 			prev = nil
 		}
 	}
-	var d snapshot.Diff
+	var d Diff
 	if doc != nil && prev != nil {
 		d = k.diff(prev, doc)
 		if p := versionRule(k.version(prev), k.version(doc), len(d.Changes) > 0); p != "" {

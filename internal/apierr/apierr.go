@@ -7,7 +7,8 @@
 // The HTTP status is the contract; the type strings follow each provider's
 // published conventions so that the official SDKs raise the right exception.
 // The documents themselves are rendered by the provider API's package
-// (internal/protocol/openai, internal/protocol/anthropic).
+// (internal/provider/openai, internal/provider/anthropic) through its
+// provider.API.
 // Messages never carry a client key, a provider key or a request body.
 package apierr
 
@@ -16,8 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/protocol"
-	"github.com/scootgate/scootgate/internal/protocol/catalog"
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // Error is a gateway-originated failure. Build it with the constructors
@@ -90,16 +90,16 @@ func MethodNotAllowed(msg string) *Error {
 	return &Error{Status: 405, Code: "method_not_allowed", Msg: msg}
 }
 
-// Body renders the JSON error document of protocol p.
-func (e *Error) Body(p protocol.Protocol, requestID string) []byte {
-	return catalog.ErrorBody(p, e.Status, e.Code, e.Msg, requestID)
+// Body renders the JSON error document of api.
+func (e *Error) Body(api *provider.API, requestID string) []byte {
+	return api.ErrorBody(e.Status, e.Code, e.Msg, requestID)
 }
 
 // InBand renders e as the event that ends a stream of spec after the 200
 // was committed (n events already relayed): OpenAI chat `data: {"error":…}`,
 // Responses `event: error`, Anthropic `event: error`. It never imitates a
 // clean terminator. spec must stream.
-func (e *Error) InBand(spec *protocol.Spec, requestID string, n int) []byte {
+func (e *Error) InBand(spec *provider.Spec, requestID string, n int) []byte {
 	return spec.Stream.InBandError(e.Status, e.Code, e.Msg, requestID, n)
 }
 
@@ -108,17 +108,18 @@ func (e *Error) InBand(spec *protocol.Spec, requestID string, n int) []byte {
 // Write calls NoteError before the header goes out.
 type Noter interface{ NoteError(e *Error) }
 
-// Write sends e as the complete response in the error shape of p. The
-// caller has set the X-Request-Id header already; Anthropic-shape answers
-// carry the id in request-id as well, where the Anthropic SDKs read it.
-func (e *Error) Write(w http.ResponseWriter, p protocol.Protocol, requestID string) {
+// Write sends e as the complete response in the error shape of api. The
+// caller has set the X-Request-Id header already; the id also goes in the
+// API's own request id header, where its SDKs read it (Anthropic's
+// request-id).
+func (e *Error) Write(w http.ResponseWriter, api *provider.API, requestID string) {
 	if n, ok := w.(Noter); ok {
 		n.NoteError(e)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if p == protocol.Anthropic && requestID != "" {
-		h.Set("Request-Id", requestID)
+	if api.RequestIDHeader != "" && requestID != "" {
+		h.Set(api.RequestIDHeader, requestID)
 	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
@@ -128,7 +129,7 @@ func (e *Error) Write(w http.ResponseWriter, p protocol.Protocol, requestID stri
 	if e.ShouldRetry != nil {
 		h.Set("X-Should-Retry", strconv.FormatBool(*e.ShouldRetry))
 	}
-	body := e.Body(p, requestID)
+	body := e.Body(api, requestID)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)

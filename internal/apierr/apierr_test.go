@@ -8,16 +8,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/protocol"
-	"github.com/scootgate/scootgate/internal/protocol/anthropic"
-	"github.com/scootgate/scootgate/internal/protocol/openai"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
+	"github.com/scootgate/scootgate/internal/provider/openai"
 )
 
 func TestShapes(t *testing.T) {
 	tests := []struct {
 		name        string
 		err         *Error
-		proto       protocol.Protocol
+		proto       provider.Protocol
 		wantBody    string
 		wantHeaders map[string]string
 	}{
@@ -29,7 +30,7 @@ func TestShapes(t *testing.T) {
 		{
 			name:     "anthropic 401",
 			err:      Unauthorized("invalid API key"),
-			proto:    protocol.Anthropic,
+			proto:    provider.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"authentication_error","message":"invalid API key"},"request_id":"sg-1"}`,
 		},
 		{
@@ -41,14 +42,14 @@ func TestShapes(t *testing.T) {
 		{
 			name:        "anthropic 503 is overloaded",
 			err:         Unavailable("busy", time.Second),
-			proto:       protocol.Anthropic,
+			proto:       provider.Anthropic,
 			wantBody:    `{"type":"error","error":{"type":"overloaded_error","message":"busy"},"request_id":"sg-1"}`,
 			wantHeaders: map[string]string{"Retry-After": "1", "X-Should-Retry": "true"},
 		},
 		{
 			name:        "possibly sent 502 is not retryable",
 			err:         BadGateway("upstream_failed", "failed", true),
-			proto:       protocol.Anthropic,
+			proto:       provider.Anthropic,
 			wantBody:    `{"type":"error","error":{"type":"api_error","message":"failed"},"request_id":"sg-1"}`,
 			wantHeaders: map[string]string{"X-Should-Retry": "false"},
 		},
@@ -61,26 +62,26 @@ func TestShapes(t *testing.T) {
 		{
 			name:     "anthropic 413",
 			err:      TooLarge("big"),
-			proto:    protocol.Anthropic,
+			proto:    provider.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"request_too_large","message":"big"},"request_id":"sg-1"}`,
 		},
 		{
 			name:     "anthropic 403",
 			err:      Forbidden("no"),
-			proto:    protocol.Anthropic,
+			proto:    provider.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"permission_error","message":"no"},"request_id":"sg-1"}`,
 		},
 		{
 			name:     "anthropic 404",
 			err:      NotFound("model_not_found", "no"),
-			proto:    protocol.Anthropic,
+			proto:    provider.Anthropic,
 			wantBody: `{"type":"error","error":{"type":"not_found_error","message":"no"},"request_id":"sg-1"}`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			tt.err.Write(rec, tt.proto, "sg-1")
+			tt.err.Write(rec, catalog.API(tt.proto), "sg-1")
 			if rec.Code != tt.err.Status {
 				t.Errorf("status = %d, want %d", rec.Code, tt.err.Status)
 			}
@@ -105,7 +106,7 @@ func TestShapes(t *testing.T) {
 func TestInBand(t *testing.T) {
 	e := &Error{Status: 502, Msg: "cut"}
 	for _, tc := range []struct {
-		spec *protocol.Spec
+		spec *provider.Spec
 		want string
 	}{
 		{openai.Chat, "data: {\"error\":{\"message\":\"cut\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n"},
@@ -117,7 +118,7 @@ func TestInBand(t *testing.T) {
 		}
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(e.Body(protocol.OpenAI, ""), &doc); err != nil {
+	if err := json.Unmarshal(e.Body(openai.API, ""), &doc); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -125,11 +126,11 @@ func TestInBand(t *testing.T) {
 // Anthropic-shape answers carry the node's request id in request-id, which
 // the Anthropic SDKs read into an error's RequestID; OpenAI ones do not.
 func TestRequestIDHeader(t *testing.T) {
-	for _, p := range []protocol.Protocol{protocol.OpenAI, protocol.Anthropic} {
+	for _, p := range []provider.Protocol{provider.OpenAI, provider.Anthropic} {
 		rec := httptest.NewRecorder()
-		NotFound("x", "y").Write(rec, p, "sg-9")
+		NotFound("x", "y").Write(rec, catalog.API(p), "sg-9")
 		want := ""
-		if p == protocol.Anthropic {
+		if p == provider.Anthropic {
 			want = "sg-9"
 		}
 		if got := rec.Header().Get("Request-Id"); got != want {

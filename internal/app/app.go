@@ -13,7 +13,7 @@
 //     Drain.Grace;
 //  4. at the end of the grace, cut what is left: cancel their contexts
 //     (they derive from the server's base context) with cause
-//     proxy.ErrShutdown, so streams end with the in-band error and
+//     gateway.ErrShutdown, so streams end with the in-band error and
 //     attempts record failure stage shutdown; give them cutWait to do so,
 //     then close their connections;
 //  5. stop the publisher, close the outbox (every accepted event on disk).
@@ -46,12 +46,12 @@ import (
 	"github.com/scootgate/scootgate/internal/certreload"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/gateway"
 	"github.com/scootgate/scootgate/internal/health"
 	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
-	"github.com/scootgate/scootgate/internal/proxy"
 	"github.com/scootgate/scootgate/internal/rawconn"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/snapshot"
@@ -97,7 +97,7 @@ var ErrAborted = errors.New("app: drain cut short by a second signal")
 // errShutdown is the cause the node cancels request contexts with when it
 // cuts what is still running (end of the grace, second signal), so that
 // those attempts are told apart from clients that went away.
-var errShutdown = proxy.ErrShutdown
+var errShutdown = gateway.ErrShutdown
 
 // Bounds of the cut at the end of a drain.
 const (
@@ -169,9 +169,9 @@ type node struct {
 	restoring []*hookedDecoder
 	outbox    *outbox.Store // nil when usage events are off or the outbox could not open
 	metrics   *metrics.Metrics
-	pub       *mqttpub.Publisher // nil when there is no outbox or no [mqtt] broker
-	tracer    *tracing.Tracer    // nil when tracing is off
-	limited   *concurrencyLimit  // the API handler; counts requests in flight
+	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
+	tracer    *tracing.Tracer           // nil when tracing is off
+	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
 	api       *http.Server
 	hsrv      *http.Server
 }
@@ -245,7 +245,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return nil, err
 	}
 
-	popts := proxy.Options{
+	popts := gateway.Options{
 		Auth:            n.authz,
 		Routes:          &holder,
 		Picker:          newPicker(cfg.Balance),
@@ -267,7 +267,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	if o.Hooks.Refused != nil {
 		logRefusal := popts.Refused
-		popts.Refused = func(r proxy.Refusal) {
+		popts.Refused = func(r gateway.Refusal) {
 			logRefusal(r)
 			o.Hooks.Refused(r.Status, r.Reason)
 		}
@@ -311,19 +311,23 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			st := n.tracer.Stats()
 			return metrics.TraceStats{Exported: st.Exported, Dropped: st.Dropped, Failed: st.Failed}
 		})
-		handler = traced(proxy.New(popts), n.tracer)
+		handler = traced(gateway.New(popts), n.tracer)
 	} else {
-		handler = proxy.New(popts)
+		handler = gateway.New(popts)
 	}
-	limited := limitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
-	n.metrics.RegisterClient(limited.stats)
+	limited := gateway.LimitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
+	n.metrics.RegisterClient(func() metrics.ClientStats {
+		inflight, limit, refused := limited.Stats()
+		return metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}
+	})
 	n.limited = limited
 	n.api = &http.Server{
-		// framing.go: close after chunked bodies (smuggling guard);
-		// body.go: the whole body within body_read_timeout, early answers
-		// at once and closed after a lingering read;
-		// limit.go: a fast 503 beyond limits.max_concurrent_requests.
-		Handler:           closeAfterChunked(guardBody(limited, cfg.Limits.BodyReadTimeout, cfg.Limits.LingerTimeout)),
+		// The request path's middlewares (internal/gateway middleware.go):
+		// close after chunked bodies (smuggling guard); the whole body
+		// within body_read_timeout, early answers at once and closed after
+		// a lingering read; a fast 503 beyond
+		// limits.max_concurrent_requests.
+		Handler:           gateway.CloseAfterChunked(gateway.GuardBody(limited, cfg.Limits.BodyReadTimeout, cfg.Limits.LingerTimeout)),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
@@ -348,14 +352,14 @@ func verifyKeys(cfg *config.Config, name string) []ed25519.PublicKey {
 
 // tee hands each attempt's usage event to the metrics, then to the usage
 // recorder. Neither blocks nor keeps the event.
-type tee struct{ a, b proxy.Recorder }
+type tee struct{ a, b gateway.Recorder }
 
 func (t tee) Record(ev *usageevent.Event) {
 	t.a.Record(ev)
 	t.b.Record(ev)
 }
 
-var _ proxy.Recorder = (*metrics.Metrics)(nil)
+var _ gateway.Recorder = (*metrics.Metrics)(nil)
 
 // pruneModelsAfter wraps the routes poller's decoder: after a table is
 // swapped in, the per-model series of (model, backend) pairs it no longer
@@ -753,10 +757,10 @@ func (n *node) cut(cancelBase context.CancelCauseFunc) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.Now().Add(cutWait)
-	for n.limited.inflight.Load() > 0 && time.Now().Before(deadline) {
+	for n.limited.InFlight() > 0 && time.Now().Before(deadline) {
 		<-t.C
 	}
-	if left := n.limited.inflight.Load(); left > 0 {
+	if left := n.limited.InFlight(); left > 0 {
 		n.log.Warn("requests still running after the cut; closing their connections", "requests", left)
 	}
 	_ = n.api.Close()

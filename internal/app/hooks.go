@@ -4,9 +4,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/gateway"
 	"github.com/scootgate/scootgate/internal/metrics"
-	"github.com/scootgate/scootgate/internal/protocol"
-	"github.com/scootgate/scootgate/internal/proxy"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/snapshot"
 )
 
@@ -69,14 +69,14 @@ func (d *hookedDecoder) Decode(data []byte) (uint64, func() error, error) {
 // hookedObserver passes the request path's measurements on and reports
 // each answered request to a Request hook.
 type hookedObserver struct {
-	proxy.Observer
+	gateway.Observer
 	request func(endpoint string, status int, sendState string)
 }
 
-func (o hookedObserver) ObserveRequest(endpoint protocol.Endpoint, status int, sendState protocol.SendState, d time.Duration, stream bool) {
+func (o hookedObserver) ObserveRequest(endpoint provider.Endpoint, status int, sendState provider.SendState, d time.Duration, stream bool) {
 	o.Observer.ObserveRequest(endpoint, status, sendState, d, stream)
 	state := ""
-	if sendState != protocol.NoAttempt {
+	if sendState != provider.NoAttempt {
 		state = sendState.String()
 	}
 	o.request(endpoint.String(), status, state)

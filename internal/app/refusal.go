@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/scootgate/scootgate/internal/proxy"
+	"github.com/scootgate/scootgate/internal/gateway"
 )
 
 // Refusal log limits: a burst of refusalBurst lines, then refusalRate a
@@ -60,7 +60,7 @@ func (l *refusalLog) allow() (bool, uint64) {
 }
 
 // Refused is the proxy's Options.Refused.
-func (l *refusalLog) Refused(r proxy.Refusal) {
+func (l *refusalLog) Refused(r gateway.Refusal) {
 	ok, left := l.allow()
 	if !ok {
 		return

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/proxy"
+	"github.com/scootgate/scootgate/internal/gateway"
 )
 
 // TestRefusalLogRateLimited: a flood of refusals writes the burst, then
@@ -19,7 +19,7 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), func() time.Time { return now })
-	r := proxy.Refusal{RequestID: "sg-1", Path: "/v1/chat/completions", Model: "gpt-5", Status: 404, Reason: "model_not_found"}
+	r := gateway.Refusal{RequestID: "sg-1", Path: "/v1/chat/completions", Model: "gpt-5", Status: 404, Reason: "model_not_found"}
 	for range 1000 {
 		l.Refused(r)
 	}

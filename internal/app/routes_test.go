@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/config"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -82,16 +82,16 @@ const snapshotJSON = `{"schema": 1, "version": 1,
   {"name": "only-oa", "targets": [{"backend": "oa-a", "model": "x", "weight": 1}]}]}`
 
 // tableView is what a routes.Table serves, in comparable form.
-type tableView map[string][protocol.NumEndpoints][]string
+type tableView map[string][provider.NumEndpoints][]string
 
 func viewTable(t *testing.T, tab *routes.Table) tableView {
 	t.Helper()
 	v := tableView{}
-	for _, p := range []protocol.Protocol{protocol.OpenAI, protocol.Anthropic} {
+	for _, p := range []provider.Protocol{provider.OpenAI, provider.Anthropic} {
 		for _, name := range tab.Names(p) {
 			m, _ := tab.Model(name)
 			pools := v[name]
-			for e := range protocol.NumEndpoints {
+			for e := range provider.NumEndpoints {
 				if e.Protocol() != p {
 					continue
 				}
@@ -130,7 +130,7 @@ func TestStaticRoutesMatchSnapshot(t *testing.T) {
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("static table differs from the snapshot one (-static +snapshot):\n%s", diff)
 	}
-	if len(got) != 2 || len(got["mixed"][protocol.Chat]) != 2 {
+	if len(got) != 2 || len(got["mixed"][provider.Chat]) != 2 {
 		t.Errorf("unexpected table: %v", got)
 	}
 }

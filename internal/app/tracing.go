@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/scootgate/scootgate/internal/config"
-	"github.com/scootgate/scootgate/internal/protocol/catalog"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/tracing"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -108,7 +108,7 @@ func TestAffinityFleetDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, _ := tab.Model("pool")
-		pool := m.Pools[protocol.Chat]
+		pool := m.Pools[provider.Chat]
 		r := rand.New(rand.NewPCG(uint64(n), 99))
 		for _, tg := range pool {
 			// Up to 2 in flight (the bound's floor at c = 1.25) and a

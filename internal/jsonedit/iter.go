@@ -19,7 +19,10 @@ type Member struct {
 	RawKey []byte
 	// Value is the member's value exactly as written, without surrounding
 	// whitespace. It is one valid JSON value.
-	Value   []byte
+	Value []byte
+	// At is the offset of Value in the document, for edits that splice
+	// the document without walking it again.
+	At      int
 	escaped bool // RawKey contains a backslash escape
 }
 
@@ -49,9 +52,17 @@ func (it *Iter) Next() (m Member, ok bool, err error) {
 	return Member{
 		RawKey:  it.doc[raw.keyStart:raw.keyEnd:raw.keyEnd],
 		Value:   it.doc[raw.valStart:raw.valEnd:raw.valEnd],
+		At:      raw.valStart,
 		escaped: raw.escaped,
 	}, true, nil
 }
+
+// Tail reports where a member added to the object would go: at is the
+// offset just after the last member's value (just after the opening brace
+// of an empty object), and empty says that the object has no member, so
+// that the new member needs no separating comma. It is meaningful once
+// Next has returned ok false with a nil error.
+func (it *Iter) Tail() (at int, empty bool) { return it.it.insertAt, it.it.count == 0 }
 
 // KeyIs reports whether the member's key, unescaped, is exactly key. This is
 // how [Lookup] and encoding/json decoding into a map match keys.

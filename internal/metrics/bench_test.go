@@ -8,7 +8,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -24,9 +24,9 @@ func TestHotPathAllocs(t *testing.T) {
 		f    func()
 	}{
 		{"ObserveRequest", func() {
-			m.ObserveRequest(protocol.Chat, 200, protocol.ResponseReceived, time.Second, true)
+			m.ObserveRequest(provider.Chat, 200, provider.ResponseReceived, time.Second, true)
 		}},
-		{"ObserveRequest unknown values", func() { m.ObserveRequest(protocol.Endpoint(200), 0, protocol.SendState(200), time.Second, false) }},
+		{"ObserveRequest unknown values", func() { m.ObserveRequest(provider.Endpoint(200), 0, provider.SendState(200), time.Second, false) }},
 		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond) }},
 		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", upstream.Outcome(200), time.Second) }},
 		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", egress.StageProxyDial) }},
@@ -44,7 +44,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveRequest(protocol.Chat, 200, protocol.ResponseReceived, 1500*time.Millisecond, true)
+		m.ObserveRequest(provider.Chat, 200, provider.ResponseReceived, 1500*time.Millisecond, true)
 	}
 }
 
@@ -99,7 +99,7 @@ func BenchmarkObserveNil(b *testing.B) {
 	var m *metrics.Metrics
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveRequest(protocol.Chat, 200, protocol.ResponseReceived, time.Second, true)
+		m.ObserveRequest(provider.Chat, 200, provider.ResponseReceived, time.Second, true)
 		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
 	}
 }

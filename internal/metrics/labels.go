@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/scootgate/scootgate/internal/egress"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
 
@@ -22,53 +22,53 @@ const (
 
 // EndpointModels is the endpoint label of GET /v1/models and
 // /v1/models/{id} ([Metrics.ObserveModels]); the other endpoints are
-// labelled with protocol.Endpoint's names.
+// labelled with provider.Endpoint's names.
 const EndpointModels = "models"
 
 // SendStateNone is the send_state of a request that never reached an
-// attempt (protocol.NoAttempt): rejected by the node itself (401, 403,
+// attempt (provider.NoAttempt): rejected by the node itself (401, 403,
 // 404, 413, 400, no capacity before any pick) or a /v1/models listing.
 // The other send states are labelled with the usage event's names
 // (usageevent.Send*, docs/failures.md "Send state").
 const SendStateNone = "none"
 
 // endpoint indexes the pre-resolved request-duration histograms: the
-// protocol.Endpoint values, then models, then unknown.
+// provider.Endpoint values, then models, then unknown.
 type endpoint uint8
 
 const (
-	epModels     = endpoint(protocol.NumEndpoints)
+	epModels     = endpoint(provider.NumEndpoints)
 	epUnknown    = epModels + 1
 	numEndpoints = int(epUnknown) + 1
 )
 
 var endpointNames = func() (names [numEndpoints]string) {
-	for e := range protocol.NumEndpoints {
+	for e := range provider.NumEndpoints {
 		names[e] = e.String()
 	}
 	names[epModels], names[epUnknown] = EndpointModels, labelUnknown
 	return names
 }()
 
-func endpointOf(e protocol.Endpoint) endpoint {
-	if e < protocol.NumEndpoints {
+func endpointOf(e provider.Endpoint) endpoint {
+	if e < provider.NumEndpoints {
 		return endpoint(e)
 	}
 	return epUnknown
 }
 
-// sendStateNames are the send_state labels, indexed by protocol.SendState:
-// the usage event's names, and SendStateNone for protocol.NoAttempt.
-var sendStateNames = func() (names [protocol.NumSendStates]string) {
-	for s := range protocol.NumSendStates {
+// sendStateNames are the send_state labels, indexed by provider.SendState:
+// the usage event's names, and SendStateNone for provider.NoAttempt.
+var sendStateNames = func() (names [provider.NumSendStates]string) {
+	for s := range provider.NumSendStates {
 		names[s] = s.String()
 	}
-	names[protocol.NoAttempt] = SendStateNone
+	names[provider.NoAttempt] = SendStateNone
 	return names
 }()
 
-func sendStateLabel(s protocol.SendState) string {
-	if s < protocol.NumSendStates {
+func sendStateLabel(s provider.SendState) string {
+	if s < provider.NumSendStates {
 		return sendStateNames[s]
 	}
 	return labelUnknown

@@ -14,7 +14,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/outbox"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
@@ -161,10 +161,10 @@ func (m *Metrics) Gatherer() prometheus.Gatherer {
 
 // ObserveRequest records one finished client request to endpoint: status
 // the HTTP status sent to the client, sendState the final attempt's send
-// state (protocol.NoAttempt when none was made), d the time from arrival to
+// state (provider.NoAttempt when none was made), d the time from arrival to
 // the end of the response. Values outside those sets are counted as
 // "unknown". It does not allocate.
-func (m *Metrics) ObserveRequest(endpoint protocol.Endpoint, status int, sendState protocol.SendState, d time.Duration, stream bool) {
+func (m *Metrics) ObserveRequest(endpoint provider.Endpoint, status int, sendState provider.SendState, d time.Duration, stream bool) {
 	if m == nil {
 		return
 	}
@@ -177,10 +177,10 @@ func (m *Metrics) ObserveModels(status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.observeRequest(epModels, status, protocol.NoAttempt, d, false)
+	m.observeRequest(epModels, status, provider.NoAttempt, d, false)
 }
 
-func (m *Metrics) observeRequest(e endpoint, status int, sendState protocol.SendState, d time.Duration, stream bool) {
+func (m *Metrics) observeRequest(e endpoint, status int, sendState provider.SendState, d time.Duration, stream bool) {
 	m.requests.WithLabelValues(endpointNames[e], m.codes.label(status), sendStateLabel(sendState)).Inc()
 	s := 0
 	if stream {

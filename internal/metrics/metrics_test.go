@@ -15,7 +15,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
 
@@ -71,11 +71,11 @@ func labelKey(m *dto.Metric) string {
 }
 
 func TestObserveRequest(t *testing.T) {
-	const models = protocol.Endpoint(255) // the call is ObserveModels
+	const models = provider.Endpoint(255) // the call is ObserveModels
 	type call struct {
-		endpoint  protocol.Endpoint
+		endpoint  provider.Endpoint
 		status    int
-		sendState protocol.SendState
+		sendState provider.SendState
 		d         time.Duration
 		stream    bool
 	}
@@ -88,12 +88,12 @@ func TestObserveRequest(t *testing.T) {
 		{
 			name: "known values",
 			calls: []call{
-				{protocol.Chat, 200, protocol.ResponseReceived, 2 * time.Second, true},
-				{protocol.Chat, 200, protocol.ResponseReceived, time.Second, true},
-				{protocol.Messages, 502, protocol.PossiblySent, 500 * time.Millisecond, false},
-				{protocol.Messages, 503, protocol.NotSent, 250 * time.Millisecond, false},
-				{models, 200, protocol.NoAttempt, 0, false},
-				{protocol.Chat, 401, protocol.NoAttempt, time.Millisecond, false},
+				{provider.Chat, 200, provider.ResponseReceived, 2 * time.Second, true},
+				{provider.Chat, 200, provider.ResponseReceived, time.Second, true},
+				{provider.Messages, 502, provider.PossiblySent, 500 * time.Millisecond, false},
+				{provider.Messages, 503, provider.NotSent, 250 * time.Millisecond, false},
+				{models, 200, provider.NoAttempt, 0, false},
+				{provider.Chat, 401, provider.NoAttempt, time.Millisecond, false},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
@@ -114,11 +114,11 @@ scootgate_requests_total{code="200",endpoint="models",send_state="none"} 1
 		{
 			name: "values outside the sets are unknown, never the raw value",
 			calls: []call{
-				{protocol.Endpoint(200), 200, protocol.ResponseReceived, time.Second, false},
-				{protocol.Messages, 0, protocol.SendState(200), time.Second, true},
-				{protocol.Messages, 600, protocol.PossiblySent, time.Second, true},
-				{protocol.Messages, 99, protocol.PossiblySent, time.Second, true},
-				{protocol.Chat, 502, protocol.NumSendStates, time.Second, false},
+				{provider.Endpoint(200), 200, provider.ResponseReceived, time.Second, false},
+				{provider.Messages, 0, provider.SendState(200), time.Second, true},
+				{provider.Messages, 600, provider.PossiblySent, time.Second, true},
+				{provider.Messages, 99, provider.PossiblySent, time.Second, true},
+				{provider.Chat, 502, provider.NumSendStates, time.Second, false},
 			},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
@@ -136,7 +136,7 @@ scootgate_requests_total{code="unknown",endpoint="messages",send_state="possibly
 		},
 		{
 			name:  "every status code has its own three digits",
-			calls: []call{{models, 100, protocol.NoAttempt, 0, false}, {models, 599, protocol.NoAttempt, 0, false}, {models, 429, protocol.NoAttempt, 0, false}},
+			calls: []call{{models, 100, provider.NoAttempt, 0, false}, {models, 599, provider.NoAttempt, 0, false}, {models, 429, provider.NoAttempt, 0, false}},
 			want: `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
 # TYPE scootgate_requests_total counter

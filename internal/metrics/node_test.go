@@ -8,7 +8,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // TestInitEgress: every stage of every configured proxy is exported at 0
@@ -103,8 +103,8 @@ scootgate_ready 0
 // requests were all counted as "unknown".
 func TestEveryEndpointNamed(t *testing.T) {
 	m := newMetrics(t)
-	for e := range protocol.NumEndpoints {
-		m.ObserveRequest(e, 200, protocol.ResponseReceived, time.Second, false)
+	for e := range provider.NumEndpoints {
+		m.ObserveRequest(e, 200, provider.ResponseReceived, time.Second, false)
 	}
 	compare(t, m, `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.

@@ -13,7 +13,7 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/outbox"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
@@ -34,13 +34,13 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m := metrics.New(metrics.Options{Clock: clk, Version: "1.2.3 sk-canary"})
 
 	m.ObserveModels(200, time.Second)
-	for _, ep := range []protocol.Endpoint{protocol.Chat, protocol.Messages, protocol.Endpoint(200)} {
-		for _, st := range []protocol.SendState{protocol.NotSent, protocol.PossiblySent, protocol.ResponseReceived, protocol.NoAttempt, protocol.SendState(200)} {
+	for _, ep := range []provider.Endpoint{provider.Chat, provider.Messages, provider.Endpoint(200)} {
+		for _, st := range []provider.SendState{provider.NotSent, provider.PossiblySent, provider.ResponseReceived, provider.NoAttempt, provider.SendState(200)} {
 			m.ObserveRequest(ep, 200, st, time.Second, true)
 			m.ObserveRequest(ep, 502, st, time.Second, false)
 		}
 	}
-	m.ObserveRequest(protocol.Messages, 1000, protocol.PossiblySent, time.Second, false)
+	m.ObserveRequest(provider.Messages, 1000, provider.PossiblySent, time.Second, false)
 
 	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
 		m.ObserveAttempt("openai-a", o, time.Second)

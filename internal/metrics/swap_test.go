@@ -6,7 +6,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/metrics"
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -45,7 +45,7 @@ func TestBackendGaugesAfterSwap(t *testing.T) {
 
 	apply(64)
 	mdl, _ := holder.Load().Model("m")
-	pinned := mdl.Pools[protocol.Chat][0].Backend.State
+	pinned := mdl.Pools[provider.Chat][0].Backend.State
 	mustAcquire(t, pinned)
 	apply(32)
 	if reg.Len() != 2 {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -67,7 +67,7 @@ func TestLargeSnapshotCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(tab.Names(protocol.OpenAI)) + len(tab.Names(protocol.Anthropic)); got < 1000 {
+	if got := len(tab.Names(provider.OpenAI)) + len(tab.Names(provider.Anthropic)); got < 1000 {
 		t.Errorf("%d model names across protocols, want at least 1000", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -54,10 +54,10 @@ func TestCompileFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(tab.Names(protocol.OpenAI), []string{"gpt-4o", "mixed"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(provider.OpenAI), []string{"gpt-4o", "mixed"}); diff != "" {
 		t.Errorf("openai names (-got +want):\n%s", diff)
 	}
-	if diff := cmp.Diff(tab.Names(protocol.Anthropic), []string{"claude-sonnet", "mixed"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(provider.Anthropic), []string{"claude-sonnet", "mixed"}); diff != "" {
 		t.Errorf("anthropic names (-got +want):\n%s", diff)
 	}
 	inject := map[string]bool{}
@@ -147,7 +147,7 @@ func TestSwapPinsInFlight(t *testing.T) {
 			started.Done()
 			<-swapped // the stream is still running when the table changes
 			m, _ := tab.Model("mixed")
-			pool := m.Pools[protocol.Chat]
+			pool := m.Pools[provider.Chat]
 			if len(pool) != 2 || pool[1].Backend.ID != "oa-b" {
 				errs <- fmt.Errorf("pinned table lost oa-b: %d targets", len(pool))
 				return
@@ -161,7 +161,7 @@ func TestSwapPinsInFlight(t *testing.T) {
 	h.Store(nextTab)
 	close(swapped)
 	m, _ := h.Load().Model("mixed")
-	if got := len(m.Pools[protocol.Chat]); got != 1 {
+	if got := len(m.Pools[provider.Chat]); got != 1 {
 		t.Errorf("new requests see %d openai targets, want 1", got)
 	}
 	wg.Wait()

@@ -29,36 +29,36 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/scootgate/scootgate/internal/protocol"
-	"github.com/scootgate/scootgate/internal/protocol/catalog"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-// Caps is a set of capabilities (docs/routing.md "Capabilities"); see [protocol.Caps].
-type Caps = protocol.Caps
+// Caps is a set of capabilities (docs/routing.md "Capabilities"); see [provider.Caps].
+type Caps = provider.Caps
 
 // The capabilities, as named in the protocol package.
 const (
-	CapStream     = protocol.CapStream
-	CapTools      = protocol.CapTools
-	CapJSONSchema = protocol.CapJSONSchema
+	CapStream     = provider.CapStream
+	CapTools      = provider.CapTools
+	CapJSONSchema = provider.CapJSONSchema
 )
 
 // Backend is one provider endpoint. Immutable.
 type Backend struct {
 	ID       string
-	Protocol protocol.Protocol
+	Protocol provider.Protocol
 	// Endpoints is the set of endpoints the backend serves.
-	Endpoints protocol.EndpointSet
+	Endpoints provider.EndpointSet
 	// URL is, for each endpoint in Endpoints, the base URL with the
 	// endpoint's upstream path appended ("" for the others).
-	URL [protocol.NumEndpoints]string
+	URL [provider.NumEndpoints]string
 	// Upstream is URL parsed (nil where URL is ""), so that a request is
 	// built without parsing it again. Shared by every request to the
 	// backend: read-only, copy it to change it.
-	Upstream   [protocol.NumEndpoints]*url.URL
+	Upstream   [provider.NumEndpoints]*url.URL
 	Credential secret.Secret
 	State      *upstream.State
 	// InjectUsage is true for an OpenAI backend whose include_usage is on
@@ -94,7 +94,7 @@ type Target struct {
 // pool, sharing the Backend and so its hot state).
 type Model struct {
 	Name  string
-	Pools [protocol.NumEndpoints][]*Target // sorted by tier, then backend id
+	Pools [provider.NumEndpoints][]*Target // sorted by tier, then backend id
 	// Affinity: requests that name a session are placed by rendezvous
 	// hashing (docs/routing.md "Affinity").
 	Affinity bool
@@ -102,8 +102,8 @@ type Model struct {
 
 // Serves reports whether the model has a target of protocol p, for any
 // endpoint.
-func (m *Model) Serves(p protocol.Protocol) bool {
-	for e := range protocol.NumEndpoints {
+func (m *Model) Serves(p provider.Protocol) bool {
+	for e := range provider.NumEndpoints {
 		if e.Protocol() == p && len(m.Pools[e]) > 0 {
 			return true
 		}
@@ -115,7 +115,7 @@ func (m *Model) Serves(p protocol.Protocol) bool {
 type Table struct {
 	uses   map[upstream.Identity]struct{} // backend identities this table routes to
 	models map[string]*Model
-	names  [protocol.NumProtocols][]string // sorted names of models with a target of that protocol
+	names  [provider.NumProtocols][]string // sorted names of models with a target of that protocol
 }
 
 // Model returns the public model named name.
@@ -135,7 +135,7 @@ func (t *Table) Uses(id upstream.Identity) bool {
 // Names returns the sorted public model names that have at least one
 // target speaking p, for any of its endpoints. The slice must not be
 // modified.
-func (t *Table) Names(p protocol.Protocol) []string { return t.names[p] }
+func (t *Table) Names(p provider.Protocol) []string { return t.names[p] }
 
 // Compile builds a Table from routes that passed
 // [routesnap.ValidateRoutes] with creds as the defined credentials: a
@@ -153,7 +153,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 	backends := make(map[string]*Backend, len(bs))
 	uses := make(map[upstream.Identity]struct{}, len(bs))
 	for i, b := range bs {
-		p, ok := protocol.ParseProtocol(b.Protocol)
+		p, ok := provider.ParseProtocol(b.Protocol)
 		if !ok {
 			return nil, fmt.Errorf("routes: backend %q: unknown protocol %q", b.ID, b.Protocol)
 		}
@@ -173,24 +173,24 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 		cb := &Backend{
 			ID:          b.ID,
 			Protocol:    p,
-			Endpoints:   protocol.DefaultEndpoints(p),
+			Endpoints:   provider.DefaultEndpoints(p),
 			Credential:  cred,
 			State:       reg.Get(id),
-			InjectUsage: p == protocol.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
+			InjectUsage: p == provider.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}
 		if b.Endpoints != nil {
 			// Validation checked the names against the protocol; the
 			// endpoints are not part of the identity, like include_usage.
 			cb.Endpoints = 0
 			for _, name := range b.Endpoints {
-				e, ok := protocol.ParseEndpoint(name)
+				e, ok := provider.ParseEndpoint(name)
 				if !ok || e.Protocol() != p {
 					return nil, fmt.Errorf("routes: backend %q: endpoint %q is not one of protocol %s", b.ID, name, p)
 				}
 				cb.Endpoints |= e.Set()
 			}
 		}
-		for e := range protocol.NumEndpoints {
+		for e := range provider.NumEndpoints {
 			if cb.Endpoints.Has(e) {
 				cb.URL[e] = base + catalog.Spec(e).UpstreamPath
 				eu, err := url.Parse(cb.URL[e])
@@ -229,7 +229,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			if tg.JSONSchema {
 				caps |= CapJSONSchema
 			}
-			for e := range protocol.NumEndpoints {
+			for e := range provider.NumEndpoints {
 				if b.Endpoints.Has(e) {
 					cm.Pools[e] = append(cm.Pools[e], &Target{
 						Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
@@ -249,7 +249,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			})
 			IndexWeights(pool)
 		}
-		for p := range protocol.NumProtocols {
+		for p := range provider.NumProtocols {
 			if cm.Serves(p) {
 				t.names[p] = append(t.names[p], m.Name)
 			}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -42,31 +42,31 @@ func TestCompile(t *testing.T) {
 		Caps                           string
 		InjectUsage                    bool
 	}
-	got := map[protocol.Endpoint][]view{}
+	got := map[provider.Endpoint][]view{}
 	for p, pool := range m.Pools {
 		for _, tg := range pool {
-			got[protocol.Endpoint(p)] = append(got[protocol.Endpoint(p)], view{tg.Backend.ID, tg.Backend.URL[p], tg.ProviderModel, string(tg.ProviderModelJSON), tg.Weight, tg.Tier, tg.Caps.String(), tg.Backend.InjectUsage})
+			got[provider.Endpoint(p)] = append(got[provider.Endpoint(p)], view{tg.Backend.ID, tg.Backend.URL[p], tg.ProviderModel, string(tg.ProviderModelJSON), tg.Weight, tg.Tier, tg.Caps.String(), tg.Backend.InjectUsage})
 		}
 	}
-	want := map[protocol.Endpoint][]view{
-		protocol.Chat: {
+	want := map[provider.Endpoint][]view{
+		provider.Chat: {
 			{"oa-a", "https://a.example/v1/chat/completions", "m-a", `"m-a"`, 3, 0, "tools,json_schema", true}, // include_usage absent: on
 			{"oa-b", "https://b.example/v1/chat/completions", "m-b", `"m-b"`, 1, 1, "", false},                 // include_usage = false
 		},
-		protocol.Messages: {
+		provider.Messages: {
 			{"an", "https://an.example/v1/messages", `claude "x"`, `"claude \"x\""`, 2, 0, "stream", false}, // never for anthropic
 		},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("pools (-got +want):\n%s", diff)
 	}
-	if diff := cmp.Diff(tab.Names(protocol.OpenAI), []string{"mixed", "only-oa"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(provider.OpenAI), []string{"mixed", "only-oa"}); diff != "" {
 		t.Errorf("openai names (-got +want):\n%s", diff)
 	}
-	if diff := cmp.Diff(tab.Names(protocol.Anthropic), []string{"mixed"}); diff != "" {
+	if diff := cmp.Diff(tab.Names(provider.Anthropic), []string{"mixed"}); diff != "" {
 		t.Errorf("anthropic names (-got +want):\n%s", diff)
 	}
-	if m.Pools[protocol.Chat][0].Backend.Credential.Reveal() != "secret" || m.Pools[protocol.Chat][0].Backend.State.Cap() != 3 {
+	if m.Pools[provider.Chat][0].Backend.Credential.Reveal() != "secret" || m.Pools[provider.Chat][0].Backend.State.Cap() != 3 {
 		t.Error("credential not resolved")
 	}
 }
@@ -77,7 +77,7 @@ func TestStateSurvivesRecompile(t *testing.T) {
 	b := compile(t, staticDoc(), reg)
 	ma, _ := a.Model("only-oa")
 	mb, _ := b.Model("only-oa")
-	if ma.Pools[protocol.Chat][0].Backend.State != mb.Pools[protocol.Chat][0].Backend.State {
+	if ma.Pools[provider.Chat][0].Backend.State != mb.Pools[provider.Chat][0].Backend.State {
 		t.Fatal("an unchanged backend got fresh state on recompile")
 	}
 	var h Holder

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/protocol"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
 
@@ -106,7 +106,7 @@ func TestIndexWeightsTiers(t *testing.T) {
 	for p, pool := range m.Pools {
 		for _, tg := range pool {
 			if x := tg.TierWeights; x == nil || x.Len() != 1 || x.Total() != tg.Weight {
-				t.Errorf("%v pool, target %s: Compile did not index its tier of one", protocol.Endpoint(p), tg.Backend.ID)
+				t.Errorf("%v pool, target %s: Compile did not index its tier of one", provider.Endpoint(p), tg.Backend.ID)
 			}
 		}
 	}

@@ -78,9 +78,6 @@
 // any; the fetched bytes, envelope included, are what is persisted, so a
 // restart verifies the last good copy again.
 //
-// [DiffRoutes] and [DiffAuthz] describe what changed between two documents
-// for `scootgate check` (digests are never printed).
-//
 // # Caveats
 //
 // A source reports "changed" relative to its previous Fetch, not to what

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -31,7 +31,7 @@ func (t *Tracer) Recording(ctx context.Context) bool {
 // off) it does nothing. It reads ev and keeps nothing of it; only ids,
 // model names, counts and the closed-set words of the event, and the
 // outcome's bounded response model and finish reasons, reach the span.
-func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event, out usage.Outcome) {
+func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event, out provider.Outcome) {
 	q := FromContext(ctx)
 	if t == nil || q == nil || ev == nil {
 		return

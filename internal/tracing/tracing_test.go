@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/usage"
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -170,7 +170,7 @@ func TestRequestAndAttemptSpans(t *testing.T) {
 		Usage:         &usageevent.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 1000},
 		ProviderUsage: json.RawMessage(`{"prompt_tokens":1200,"secret-body":"canary"}`),
 	}
-	tr.Attempt(ctx, ev, usage.Outcome{Model: "gpt-4o-2024-08-06-answered", FinishReasons: []string{"stop", "length"}})
+	tr.Attempt(ctx, ev, provider.Outcome{Model: "gpt-4o-2024-08-06-answered", FinishReasons: []string{"stop", "length"}})
 	q.End(200, "sg-1")
 	stop()
 
@@ -253,8 +253,8 @@ func TestSampling(t *testing.T) {
 		if (q != nil) != tt.want || (FromContext(ctx) != nil) != tt.want {
 			t.Errorf("%s: traced %v, want %v", tt.name, q != nil, tt.want)
 		}
-		tr.Attempt(ctx, &usageevent.Event{}, usage.Outcome{}) // untraced: nothing
-		q.End(200, "")                                        // nil-safe
+		tr.Attempt(ctx, &usageevent.Event{}, provider.Outcome{}) // untraced: nothing
+		q.End(200, "")                                           // nil-safe
 	}
 	// The ratio is applied to a uniform draw.
 	n := 0
@@ -336,7 +336,7 @@ func BenchmarkRequestWithAttempt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		q, ctx := tr.StartRequest(r, "/v1/chat/completions")
-		tr.Attempt(ctx, ev, usage.Outcome{})
+		tr.Attempt(ctx, ev, provider.Outcome{})
 		q.End(200, "sg-1")
 		<-tr.queue
 		<-tr.queue

@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"testing"
 	"time"
 
@@ -77,5 +78,39 @@ func TestNewEvent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestNewEventID(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 123_456_789, time.UTC)
+	seen := map[string]bool{}
+	for range 1000 {
+		id := usage.NewEventID(now)
+		if !uuidV7.MatchString(id) {
+			t.Fatalf("NewEventID = %q, not a canonical UUIDv7", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewEventID repeated %q", id)
+		}
+		seen[id] = true
+		// The first 48 bits are the Unix time in milliseconds.
+		if got, want := id[:8]+id[9:13], "01a226bf497b"; got != want {
+			t.Fatalf("time prefix = %s, want %s (%d ms)", got, want, now.UnixMilli())
+		}
+		e := &usageevent.Event{
+			Schema: usageevent.Schema, NodeID: "n", RequestID: "r", TenantID: "t", KeyID: "k",
+			PublicModel: "m", ProviderModel: "m", Backend: "b", Protocol: usageevent.ProtocolOpenAI,
+			Attempt: 1, SendState: usageevent.SendResponseReceived, HTTPStatus: 200,
+			StartedAt: time.Unix(1, 0), Usage: &usageevent.Usage{}, ProviderUsage: json.RawMessage(`{}`),
+		}
+		e.EventID = id
+		if err := e.Validate(); err != nil {
+			t.Fatalf("an event with id %q is invalid: %v", id, err)
+		}
+	}
+	if id := usage.NewEventID(time.Unix(-5, 0)); id[:13] != "00000000-0000" {
+		t.Errorf("a time before 1970 gives prefix %s, want zero", id[:13])
 	}
 }

@@ -23,8 +23,8 @@ internal/poll.(*FD).Read(0x2a29cf1c4180, {0x2a29cf22a000, 0x1000, 0x1000})
 	/usr/local/go/src/internal/poll/fd_unix.go:165 +0x2ae
 net.(*netFD).Read(0x2a29cf1c4180, {0x2a29cf22a000?, 0x0?, 0x0?})
 	/usr/local/go/src/net/fd_posix.go:68 +0x25
-github.com/scootgate/scootgate/internal/proxy.(*call).relayStream(0x1, 0x2)
-	/w/internal/proxy/completion.go:520 +0x97e
+github.com/scootgate/scootgate/internal/gateway.(*call).relayStream(0x1, 0x2)
+	/w/internal/gateway/relay.go:520 +0x97e
 net/http.(*conn).serve(0x2a29cee41320, {0xba2e78, 0x2a29ceef3080})
 	/usr/local/go/src/net/http/server.go:2067 +0x690
 created by net/http.(*Server).Serve in goroutine 34

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+)
+
+func TestDiffRoutes(t *testing.T) {
+	old := &routesnap.Snapshot{
+		Schema: 1, Version: 41,
+		Backends: []routesnap.Backend{
+			{ID: "oa-1", Protocol: "openai", BaseURL: "https://a.example/v1", Credential: "c1", MaxInflightPerNode: 256},
+			{ID: "gone", Protocol: "openai", BaseURL: "https://gone.example/v1", Credential: "c1", MaxInflightPerNode: 1},
+			{ID: "same", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8},
+		},
+		Models: []routesnap.Model{
+			{Name: "gpt", Targets: []routesnap.Target{
+				{Backend: "oa-1", Model: "gpt-x", Weight: 100, Stream: true},
+				{Backend: "gone", Model: "gpt-x", Weight: 1},
+				{Backend: "same", Model: "claude", Weight: 1},
+			}},
+			{Name: "retired", Targets: []routesnap.Target{{Backend: "oa-1", Model: "old", Weight: 1}}},
+		},
+	}
+	off := false
+	new := &routesnap.Snapshot{
+		Schema: 1, Version: 42,
+		Backends: []routesnap.Backend{
+			{ID: "oa-1", Protocol: "openai", BaseURL: "https://b.example/v1", Credential: "c1", MaxInflightPerNode: 512, Endpoints: []string{"chat_completions", "responses"}},
+			{ID: "oa-2", Protocol: "openai", BaseURL: "https://u:p@two.example/v1?k=v", Credential: "c3", MaxInflightPerNode: 64},
+			{ID: "same", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8, Endpoints: []string{"messages"}},
+			{ID: "an-2", Protocol: "anthropic", BaseURL: "https://s.example/v1", Credential: "c2", MaxInflightPerNode: 8, Endpoints: []string{"messages", "count_tokens"}},
+		},
+		Models: []routesnap.Model{
+			{Name: "gpt", Targets: []routesnap.Target{
+				{Backend: "oa-1", Model: "gpt-x", Weight: 90, Stream: true, Tools: true, Tier: 1},
+				{Backend: "oa-2", Model: "gpt-x", Weight: 10, Stream: true, JSONSchema: true, Tier: 2},
+				{Backend: "same", Model: "claude", Weight: 1},
+			}, Affinity: &off},
+			{Name: "new-model", Targets: []routesnap.Target{{Backend: "oa-2", Model: "n", Weight: 1}, {Backend: "oa-1", Model: "n", Weight: 1}}, Affinity: &off},
+		},
+	}
+	got := diffRoutes(old, new).String()
+	want := `routes: version 41 -> 42: 10 changes
++ backend an-2 (anthropic https://s.example/v1, credential c2, max_inflight_per_node 8, endpoints messages,count_tokens)
+- backend gone
+~ backend oa-1: base_url https://a.example/v1 -> https://b.example/v1; max_inflight_per_node 256 -> 512; endpoints chat_completions -> chat_completions,responses
++ backend oa-2 (openai https://two.example/v1, credential c3, max_inflight_per_node 64)
+~ model gpt: affinity true -> false
++ model new-model (2 targets, affinity off)
+- model retired (1 target)
+- target gpt -> gone/gpt-x
+~ target gpt -> oa-1/gpt-x: weight 100 -> 90; tools false -> true; tier 0 -> 1
++ target gpt -> oa-2/gpt-x (weight 10, stream, json_schema, tier 2)
+`
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("diff mismatch (-got +want):\n%s", diff)
+	}
+	if got := diffRoutes(old, old).String(); got != "routes: version 41 -> 41: no changes\n" {
+		t.Errorf("self diff = %q", got)
+	}
+}
+
+func TestDiffAuthz(t *testing.T) {
+	exp := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		dA = "d1bd6a372daf2838113796bcdb5b3a21c27e86bb91741beb6b6e0335ac1d221f"
+		dB = "4b8825d233af905cd4221e89182af177bd5d847ab73118f94b2bb8234b2d899c"
+		dC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	)
+	old := &authsnap.Snapshot{Schema: 1, Version: 7, Keys: []authsnap.Key{
+		{KeyID: "k_rotated", TenantID: "t1", Digest: dA},
+		{KeyID: "k_revoked", TenantID: "t1", Digest: dB},
+		{KeyID: "k_limited", TenantID: "t1", Digest: dC, Models: []string{"a"}},
+	}}
+	new := &authsnap.Snapshot{Schema: 1, Version: 8, Keys: []authsnap.Key{
+		{KeyID: "k_rotated", TenantID: "t2", Digest: dB},
+		{KeyID: "k_limited", TenantID: "t1", Digest: dC, ExpiresAt: &exp, Disabled: true},
+		{KeyID: "k_new", TenantID: "t3", Digest: dA, Models: []string{}},
+	}}
+	got := diffAuthz(old, new).String()
+	want := `authz: version 7 -> 8: 4 changes
+~ key k_limited: models [a] -> all; expires never -> 2027-01-01T00:00:00Z; disabled false -> true
++ key k_new (tenant t3, models [], expires never)
+- key k_revoked
+~ key k_rotated: digest changed; tenant t1 -> t2
+`
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("diff mismatch (-got +want):\n%s", diff)
+	}
+	for _, d := range []string{dA, dB, dC, dA[:8], dB[:8]} {
+		if strings.Contains(got, d) {
+			t.Errorf("diff shows a digest (or its prefix %.8s)", d)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestEndpointRefusals: a request whose model has no backend serving its
+// endpoint, or no backend of its protocol, is refused in the endpoint's
+// shape before anything leaves the node (the provider's counter stays 0);
+// the stateful Responses endpoints are a 404 that says why.
+func TestEndpointRefusals(t *testing.T) {
+	h, prov := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string // OpenAI code, or Anthropic error type
+	}{
+		{"responses on a chat-only backend", "POST", "/v1/responses", `{"model":"gpt","input":"hi"}`, 400, "endpoint_not_served"},
+		{"embeddings on a chat-only backend", "POST", "/v1/embeddings", `{"model":"gpt","input":"hi"}`, 400, "endpoint_not_served"},
+		{"count_tokens on a messages-only backend", "POST", "/v1/messages/count_tokens", `{"model":"claude","messages":[]}`, 400, "invalid_request_error"},
+		{"embeddings of an anthropic model", "POST", "/v1/embeddings", `{"model":"claude","input":"hi"}`, 400, "protocol_mismatch"},
+		{"ambiguous stream on responses", "POST", "/v1/responses", `{"model":"gpt-all","stream":true,"Stream":false}`, 400, "ambiguous_member"},
+		{"ambiguous text.format.type", "POST", "/v1/responses", `{"model":"gpt-all","text":{"format":{"type":"json_schema","Type":"text"}}}`, 400, "ambiguous_member"},
+		{"ambiguous count_tokens tools", "POST", "/v1/messages/count_tokens", `{"model":"claude-all","tools":[{}],"TOOLS":[]}`, 400, "invalid_request_error"},
+		{"embeddings with a duplicate model", "POST", "/v1/embeddings", `{"model":"gpt-all","model":"other"}`, 400, "invalid_model"},
+		{"responses needing tools no target offers", "POST", "/v1/responses", `{"model":"gpt-all","tools":[{"type":"function"}],"input":"x"}`, 400, "capability_not_offered"},
+		{"responses needing json_schema no target offers", "POST", "/v1/responses", `{"model":"gpt-all","text":{"format":{"type":"json_schema"}},"input":"x"}`, 400, "capability_not_offered"},
+		{"count_tokens with tools no target offers", "POST", "/v1/messages/count_tokens", `{"model":"claude-all","tools":[{}],"messages":[]}`, 400, "invalid_request_error"},
+		{"GET a stored response", "GET", "/v1/responses/resp_123", "", 404, "stateful_endpoint_not_supported"},
+		{"cancel a stored response", "POST", "/v1/responses/resp_123/cancel", "", 404, "stateful_endpoint_not_supported"},
+		{"conversations", "POST", "/v1/conversations", "{}", 404, "stateful_endpoint_not_supported"},
+		{"compaction is stateless, not served", "POST", "/v1/responses/compact", "{}", 404, "not_found"},
+		{"responses is POST only", "GET", "/v1/responses", "", 405, "method_not_allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
+			anthropicShape := strings.HasPrefix(tt.path, "/v1/messages")
+			if anthropicShape {
+				req.Header.Set("Anthropic-Version", "2023-06-01")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, data)
+			}
+			var doc struct {
+				Type  string `json:"type"`
+				Error struct {
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+					Message string  `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatalf("not JSON: %s", data)
+			}
+			got := doc.Error.Type
+			if !anthropicShape && doc.Error.Code != nil {
+				got = *doc.Error.Code
+			}
+			if got != tt.code {
+				t.Fatalf("code %q, want %q: %s", got, tt.code, data)
+			}
+			if anthropicShape && (doc.Type != "error" || resp.Header.Get("Request-Id") != resp.Header.Get("X-Request-Id")) {
+				t.Fatalf("not the Anthropic shape with request-id: %s %v", data, resp.Header)
+			}
+			if tt.code == "stateful_endpoint_not_supported" && !strings.Contains(doc.Error.Message, "provider account that stored them") {
+				t.Fatalf("the 404 does not say why: %s", doc.Error.Message)
+			}
+		})
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Fatalf("the provider saw %d requests; every refusal must happen before egress", n)
+	}
+}
+
+// TestModelByID: GET /v1/models/{id} answers in the shape the list would,
+// and 404 in that shape for a model the list would not hold.
+func TestModelByID(t *testing.T) {
+	h, _ := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tt := range []struct {
+		id        string
+		anthropic bool
+		status    int
+		want      string
+	}{
+		{"gpt", false, 200, `"object":"model"`},
+		{"gpt", true, 404, `"not_found_error"`},
+		{"claude", true, 200, `"type":"model"`},
+		{"claude", false, 404, `"model_not_found"`},
+		{"nope", false, 404, `"model_not_found"`},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/models/"+tt.id, nil)
+		if tt.anthropic {
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(data), tt.want) {
+			t.Errorf("GET /v1/models/%s (anthropic %v) = %d %s; want %d with %s", tt.id, tt.anthropic, resp.StatusCode, data, tt.status, tt.want)
+		}
+	}
+}

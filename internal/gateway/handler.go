@@ -1,0 +1,338 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
+	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// Authenticator resolves a request's client key (implemented by *authz.Store).
+type Authenticator interface {
+	Authenticate(h http.Header, now time.Time) (*authz.Principal, error)
+}
+
+// Picker chooses a target and takes its in-flight slot (implemented by the
+// balance package). tried lists targets this request already attempted.
+type Picker interface {
+	Pick(pool []*routes.Target, need routes.Caps, tried []*routes.Target) (balance.Lease, bool)
+}
+
+// SessionPicker is a Picker that also places requests that name a
+// session by their key (implemented by *balance.Affinity; docs/routing.md
+// "Affinity"). With key 0 it balances and says balance.Keyless.
+type SessionPicker interface {
+	PickKey(pool []*routes.Target, need routes.Caps, tried []*routes.Target, key balance.Key) (balance.Lease, balance.Placement, bool)
+}
+
+// Recorder takes a finished attempt's usage event (implemented by
+// *usage.Recorder). Record must not block.
+type Recorder interface {
+	Record(ev *usageevent.Event)
+}
+
+// Tracer turns a finished attempt's usage event into a span under the
+// request's span in ctx (implemented by *tracing.Tracer). It must not
+// block. Recording reports whether ctx carries a span to record into:
+// only then does the request path read the answer's outcome (response
+// model, finish reasons) for Attempt.
+type Tracer interface {
+	Recording(ctx context.Context) bool
+	Attempt(ctx context.Context, ev *usageevent.Event, out provider.Outcome)
+}
+
+// Observer takes the request path's measurements (implemented by
+// *metrics.Metrics; label values are closed sets or config ids).
+type Observer interface {
+	ObserveRequest(endpoint provider.Endpoint, status int, sendState provider.SendState, d time.Duration, stream bool)
+	ObserveModels(status int, d time.Duration)
+	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
+}
+
+// Options configures a Handler. All fields are required unless noted.
+type Options struct {
+	Auth      Authenticator
+	Routes    *routes.Holder
+	Picker    Picker
+	Transport http.RoundTripper // the egress transport; never a direct one
+
+	BodyLimit int64
+	// BodyReadTimeout bounds reading the whole request body (0 = none).
+	BodyReadTimeout time.Duration
+	// BodyDeadlineSet says that the server in front already holds every
+	// request body to BodyReadTimeout (GuardBody sets the
+	// connection's read deadline as the request arrives and clears it at
+	// the body's end): the handler then sets no deadline of its own, a
+	// pair of deadline changes per request, and BodyReadTimeout only names
+	// the limit in the 408.
+	BodyDeadlineSet bool
+	MaxAttempts     int
+	FirstByte       time.Duration
+	StreamIdle      time.Duration
+	NonStreamTotal  time.Duration
+	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
+	// ping event (Anthropic) after this much provider silence.
+	StreamKeepalive time.Duration
+
+	// InjectStreamUsage asks OpenAI providers for stream usage the client
+	// did not request (stream_options.include_usage) and hides the extra
+	// usage-only chunk from the client (docs/usage-events.md). It is the node-wide
+	// switch: a request is only rewritten when its backend's
+	// routes.Backend.InjectUsage (include_usage, OpenAI only) is on too.
+	InjectStreamUsage bool
+	// Recorder receives one usage event per provider attempt; nil = off.
+	Recorder Recorder
+	// Tracer, when set, receives the same event with the request's
+	// context, for the attempt's trace span; nil = off.
+	Tracer Tracer
+	// NodeID is stamped on every usage event.
+	NodeID string
+	// Observer receives metrics; nil = off.
+	Observer Observer
+	// Refused, when set, is told of every request the node refused by
+	// itself with a 4xx before any provider attempt (the app logs them,
+	// rate-limited). It must not block.
+	Refused func(Refusal)
+
+	Logger   *slog.Logger
+	Draining func() bool      // optional; adds Connection: close while draining
+	Now      func() time.Time // optional; time.Now
+}
+
+// Handler is the public API handler.
+type Handler struct {
+	o       Options
+	started time.Time
+}
+
+// New returns a Handler.
+func New(o Options) *Handler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Draining == nil {
+		o.Draining = func() bool { return false }
+	}
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = 1
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{o: o, started: o.Now()}
+}
+
+// statusWriter remembers the status sent, for the request metric.
+// Unwrap keeps http.ResponseController (flush) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	code   string // the code of the error the node wrote itself (apierr), if any
+}
+
+// NoteError implements apierr.Noter.
+func (s *statusWriter) NoteError(e *apierr.Error) {
+	if s.status == 0 {
+		s.code = e.Code
+	}
+}
+
+// Refusal is a request the node refused by itself with a 4xx before any
+// provider attempt (bad or missing key, model not allowed, unknown model
+// or endpoint, bad body, body too large), for the refusal log.
+type Refusal struct {
+	RequestID string
+	Path      string // the URL path, never the query; "[redacted]" if it holds the request's key
+	Model     string // the model the request asked for; "" when not read; "[redacted]" as Path
+	Status    int
+	Reason    string // the error code sent: invalid_api_key, model_not_found, not_found, …
+}
+
+// noteRefusal reports the request to Options.Refused when the node
+// answered it with its own 4xx error.
+func (h *Handler) noteRefusal(w *statusWriter, r *http.Request, rid, model string) {
+	if h.o.Refused == nil || w.code == "" || w.status < 400 || w.status > 499 {
+		return
+	}
+	h.o.Refused(Refusal{
+		RequestID: rid, Path: withoutKey(r.URL.Path, r.Header), Model: withoutKey(model, r.Header),
+		Status: w.status, Reason: w.code,
+	})
+}
+
+// withoutKey returns s, or "[redacted]" when s contains a credential the
+// request carries (a client that put its key in the path or the model).
+func withoutKey(s string, h http.Header) string {
+	for _, v := range h.Values("Authorization") {
+		if scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "bearer") {
+			v = strings.TrimSpace(tok)
+		}
+		if v != "" && strings.Contains(s, v) {
+			return "[redacted]"
+		}
+	}
+	for _, v := range h.Values("X-Api-Key") {
+		if v = strings.TrimSpace(v); v != "" && strings.Contains(s, v) {
+			return "[redacted]"
+		}
+	}
+	return s
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, time.Duration, bool) {}
+func (nopObserver) ObserveModels(int, time.Duration)                                               {}
+func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)                         {}
+
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := h.o.Now()
+	ctx := r.Context()
+	spec := catalog.ByPath(r.URL.Path)
+	var (
+		c   *call
+		w   *statusWriter
+		api *provider.API
+	)
+	if spec != nil {
+		c = &call{} // the writer inside: one allocation for both
+		w = &c.sw
+		api = catalog.API(spec.Endpoint.Protocol())
+	} else {
+		w = &statusWriter{}
+		api = catalog.Claiming(r.Header)
+	}
+	w.ResponseWriter = rw
+	rid := newRequestID()
+	w.Header().Set("X-Request-Id", rid)
+	if api.RequestIDHeader != "" {
+		// The API's SDKs read an error's request id from here.
+		w.Header().Set(api.RequestIDHeader, rid)
+	}
+	if h.o.Draining() && r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
+	}
+	if spec != nil {
+		h.serveEndpoint(ctx, c, r, spec, api, rid)
+		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
+		h.noteRefusal(w, r, rid, c.req.Model)
+		return
+	}
+	model := ""
+	defer func() { h.noteRefusal(w, r, rid, model) }()
+	path := r.URL.Path
+	for _, a := range catalog.APIs() {
+		if code, msg, ok := a.NotRouted(path); ok {
+			apierr.NotFound(code, msg).Write(w, api, rid) // in the client's shape
+			return
+		}
+	}
+	switch {
+	case path == "/v1/models":
+		h.serveModels(w, r, api, rid)
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
+	case strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix):
+		model = path[len(modelPrefix):]
+		h.serveModel(w, r, api, rid, model)
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
+	case path == "/":
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code
+			return
+		}
+		apierr.NotFound("not_found", "no such endpoint").Write(w, api, rid)
+	default:
+		apierr.NotFound("not_found", "no such endpoint: "+path).Write(w, api, rid)
+	}
+}
+
+// authenticate answers 401 itself when the key is missing or not valid.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (*authz.Principal, bool) {
+	p, err := h.o.Auth.Authenticate(r.Header, h.o.Now())
+	if err == nil {
+		return p, true
+	}
+	msg := "invalid API key"
+	switch {
+	case errors.Is(err, authz.ErrMissingKey):
+		msg = "missing API key: send Authorization: Bearer <key> or x-api-key"
+	case errors.Is(err, authz.ErrExpired):
+		msg = "API key expired"
+	}
+	apierr.Unauthorized(msg).Write(w, api, rid)
+	return nil, false
+}
+
+// readBody enforces the body limit before anything leaves the node (docs/api.md "Body limit").
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apierr.Error) {
+	tooLarge := func() *apierr.Error {
+		return apierr.TooLarge("request body exceeds the limit of " + strconv.FormatInt(h.o.BodyLimit, 10) + " bytes")
+	}
+	if r.ContentLength > h.o.BodyLimit {
+		return nil, tooLarge()
+	}
+	size := 4096
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
+	}
+	if h.o.BodyReadTimeout > 0 && !h.o.BodyDeadlineSet {
+		// A body trickled at 1 byte/s must not hold a request slot forever
+		// (docs/api.md "Body limit"). The deadline is cleared once the body is in, so a
+		// long stream answer is not cut by it.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
+	}
+	buf, err := readAll(http.MaxBytesReader(w, r.Body, h.o.BodyLimit), size, int(h.o.BodyLimit)+1)
+	if err == nil {
+		return buf, nil
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &apierr.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
+			Msg: "request body not received within " + h.o.BodyReadTimeout.String()}
+	}
+	return nil, apierr.BadRequest("body_read_failed", "could not read the request body")
+}
+
+// ErrShutdown is the cause the node cancels request contexts with
+// (context.CancelCauseFunc) when it cuts the requests still running at
+// the end of a drain or on a second signal. An attempt whose context ends
+// with this cause was cut by the node, not abandoned by its client.
+var ErrShutdown = errors.New("the node is shutting down")

@@ -1,0 +1,419 @@
+package gateway
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/sse"
+)
+
+// Bounds of what the node holds of a provider's answer.
+const (
+	// maxProviderBody bounds a non-stream provider answer held in memory.
+	maxProviderBody = 64 << 20
+	// maxEventBytes bounds one SSE event read from a provider.
+	maxEventBytes = 16 << 20
+)
+
+// readProviderBody reads a non-stream answer up to maxProviderBody+1 bytes,
+// sizing the buffer from Content-Length when the provider sent one (not
+// io.ReadAll's doubling from 512 bytes).
+func readProviderBody(body io.Reader, contentLength int64) ([]byte, error) {
+	size := int64(4096)
+	if contentLength >= 0 && contentLength <= maxProviderBody {
+		size = contentLength + 1 // +1: EOF is seen without growing
+	}
+	return readAll(body, int(size), maxProviderBody+1)
+}
+
+// readAll is io.ReadAll starting from a buffer of capacity size, reading at
+// most limit bytes (io.LimitReader without its allocation).
+func readAll(r io.Reader, size, limit int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, limit))
+	for {
+		if len(buf) == limit {
+			return buf, nil
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow only when full
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// isEventStream reports whether a Content-Type value names
+// text/event-stream, parameters ignored. It is mime.ParseMediaType's answer
+// for every well-formed value without its map allocation; a value with
+// malformed parameters, which ParseMediaType rejects, still counts as a
+// stream here when its media type is text/event-stream.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// relayWhole reads a non-stream answer completely, then sends it: the
+// client never sees half a JSON document.
+func (c *call) relayWhole(ctx context.Context, a *attempt) {
+	resp := a.resp
+	data, err := readProviderBody(a.answer, resp.ContentLength)
+	a.timer.stop()
+	if err == nil && len(data) > maxProviderBody {
+		err = errors.New("provider answer exceeds the size limit")
+	}
+	if err != nil {
+		a.err, a.stage = err, stageResponseBody
+		c.failBeforeCommit(ctx, a)
+		return
+	}
+	if resp.StatusCode/100 != 2 {
+		a.quota = c.api.QuotaExhausted(resp.StatusCode, data)
+		if a.quota || resp.StatusCode == http.StatusTooManyRequests {
+			a.retryAfter = c.api.RetryAfter(resp.Header, c.h.o.Now())
+		}
+		a.stage = stageProviderStatus
+	} else {
+		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
+		if c.spec.BodyOutcome != nil && c.traced(ctx) {
+			a.outcome = c.spec.BodyOutcome(data)
+		}
+	}
+	w := c.w
+	copyResponseHeaders(w.Header(), resp.Header, c.api)
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(resp.StatusCode)
+	a.status, a.committed = resp.StatusCode, true
+	if _, err := w.Write(data); err != nil {
+		a.stage, a.err = stageClientWrite, err
+	}
+}
+
+// relayStream holds the status until the first event is in, then passes
+// every event through with its exact bytes, flushing whenever the next
+// event has not arrived complete yet: events that came in one read leave
+// in one write, and none waits for more input. With a keepalive
+// configured, a provider that sent its 200 and then stays silent (a
+// reasoning model thinking before its first event) gets the client's 200
+// committed by the first keepalive, so that idle limits of load balancers
+// do not cut the connection; from then on a failure ends the stream in
+// band, as any failure after the first event does.
+//
+// ctx is the attempt's: its cause names a timeout.
+func (c *call) relayStream(ctx context.Context, a *attempt) {
+	h, ss, resp := c.h, c.spec.Stream, a.resp
+	tracker := ss.NewTracker(a.hide)
+	var outcome provider.OutcomeTracker // nil unless traced
+	if ss.NewOutcome != nil && c.traced(ctx) {
+		outcome = ss.NewOutcome()
+	}
+	defer func() {
+		a.usage, a.rawUsage, a.hasUsage = tracker.Usage()
+		if outcome != nil {
+			a.outcome = outcome.Outcome()
+		}
+	}()
+
+	w := c.w
+	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
+		copyResponseHeaders(w.Header(), resp.Header, c.api)
+		w.Header().Del("Content-Length")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	}}
+	defer out.close()
+	if h.o.StreamKeepalive > 0 {
+		// Before the first event an SSE comment, which every SSE parser
+		// skips: a protocol ping (Anthropic's event: ping) before
+		// message_start is not something clients expect.
+		out.startKeepalive(h.o.StreamKeepalive, preFirstKeepalive)
+	}
+
+	rd := sse.NewReader(a.answer, maxEventBytes)
+	rd.KnownTypes(ss.Types)
+	ev, err := rd.Next()
+	a.timer.stop()
+	if err != nil {
+		a.err, a.stage = err, stageFirstEvent
+		if !out.settle() {
+			c.failBeforeCommit(ctx, a) // nothing went to the client yet
+			return
+		}
+		a.status, a.committed = http.StatusOK, true
+		c.endStream(ctx, a, out, err, 0, stageFirstEvent)
+		return
+	}
+	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
+	defer idle.Stop()
+	out.commit(ss.Keepalive)
+	a.status, a.committed = http.StatusOK, true
+
+	relayed := 0
+	for {
+		done, failed := ss.Terminal(&ev)
+		if outcome != nil {
+			outcome.Observe(&ev)
+		}
+		if !tracker.Observe(&ev) {
+			if werr := out.write(ev.Raw); werr != nil {
+				a.stage, a.err = stageClientCancelled, werr
+				return
+			}
+			relayed++
+		}
+		if failed {
+			a.stage = stageProviderStreamError // the provider's own in-band error, passed through
+		}
+		// Events that arrived together leave in one write: flush unless
+		// the next event is already complete in the reader's buffer, so
+		// that no event waits for bytes that have not arrived.
+		more := !done && rd.Buffered()
+		if !more {
+			if werr := out.flush(); werr != nil {
+				a.stage, a.err = stageClientCancelled, werr
+				return
+			}
+		}
+		if done {
+			_, _ = io.CopyN(io.Discard, a.answer, 4<<10) // let the connection be reused
+			return
+		}
+		ev, err = rd.Next()
+		if err != nil {
+			break
+		}
+		if !more {
+			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
+		}
+	}
+	c.endStream(ctx, a, out, err, relayed, stageStream)
+}
+
+// endStream ends a committed stream whose provider side failed with err
+// after relayed events: with the in-band error, unless the client is gone.
+// stage is the failure stage when no more specific one applies.
+func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err error, relayed int, failed stage) {
+	if c.cutByNode() {
+		// Cut at the end of the drain or by a second signal: the client is
+		// still there and must learn that the answer is incomplete.
+		a.stage, a.err = stageShutdown, ErrShutdown
+		_ = out.event((&apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}).InBand(c.spec, c.rid, relayed))
+		return
+	}
+	if c.r.Context().Err() != nil {
+		a.stage, a.err = stageClientCancelled, c.r.Context().Err()
+		return
+	}
+	// docs/api.md "Streams": a stream without its terminator is a failure; say so in
+	// band and never fake [DONE] / message_stop / response.completed.
+	a.stage = failed
+	msg := "the provider stream ended without its terminator"
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errIdleTimeout):
+		msg = "the provider stream was idle beyond the limit"
+		a.stage, a.err = stageTimeout, cause
+	case errors.Is(cause, errFirstByteTimeout):
+		msg = "the provider sent no event within the first-byte limit"
+		a.stage, a.err = stageTimeout, cause
+	case err == io.EOF:
+		a.err = errors.New("missing terminator")
+	default:
+		a.err = err
+	}
+	_ = out.event((&apierr.Error{Status: 502, Msg: msg}).InBand(c.spec, c.rid, relayed))
+}
+
+// streamWriter serialises the relay loop's events and the keepalive
+// timer's pings onto one ResponseWriter. Pings are flushed at once; the
+// relay flushes events when it has no further one at hand. The first
+// write of either commits the response (header).
+type streamWriter struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	header func() // sets the headers and writes the 200; called once, under mu
+
+	mu        sync.Mutex
+	committed bool        // guarded by mu: header has run
+	closed    bool        // guarded by mu: the handler has returned or is returning
+	ka        *time.Timer // nil when keepalive is off
+	every     time.Duration
+	ping      []byte // guarded by mu: what a keepalive writes
+	dirty     bool   // guarded by mu: written since the last flush
+}
+
+// preFirstKeepalive is the keepalive before a stream's first event.
+var preFirstKeepalive = []byte(": keepalive\n\n")
+
+// commitLocked writes the status and headers once. s.mu must be held.
+func (s *streamWriter) commitLocked() {
+	if !s.committed {
+		s.committed = true
+		s.header()
+	}
+}
+
+// commit writes the status and headers now unless a keepalive did, and
+// makes ping the keepalive from now on.
+func (s *streamWriter) commit(ping []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitLocked()
+	s.ping = ping
+}
+
+// settle is for a stream that failed before its first event: if nothing
+// was written yet it stops the keepalive for good and reports false (the
+// caller answers with a plain error); if a keepalive already committed
+// the 200 it reports true (the caller must end the stream in band).
+func (s *streamWriter) settle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed {
+		return true
+	}
+	s.closed = true
+	if s.ka != nil {
+		s.ka.Stop()
+	}
+	return false
+}
+
+// event writes b and flushes, with whatever write left unflushed.
+func (s *streamWriter) event(b []byte) error {
+	if err := s.write(b); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// write writes b without flushing it: the caller flushes when no further
+// event is at hand (the ResponseWriter's buffer may still send part of it
+// when it fills).
+func (s *streamWriter) write(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitLocked()
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	s.dirty = true
+	return nil
+}
+
+// flush sends what write left in the ResponseWriter's buffer, if anything.
+func (s *streamWriter) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
+		return nil
+	}
+	s.dirty = false
+	if s.ka != nil {
+		s.ka.Reset(s.every)
+	}
+	return s.rc.Flush()
+}
+
+func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
+	s.every = every
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ping = ping
+	s.ka = time.AfterFunc(every, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return
+		}
+		s.commitLocked()
+		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
+			s.dirty = false
+			s.ka.Reset(every)
+		}
+	})
+}
+
+// close stops the keepalive; after it returns nothing writes to w.
+func (s *streamWriter) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.ka != nil {
+		s.ka.Stop()
+	}
+}
+
+// copyResponseHeaders copies the provider headers a client may see
+// (docs/api.md "Headers"): content type, Retry-After, the headers the
+// provider API lists (its retry advice and rate-limit state), and the
+// provider's request id renamed so that X-Request-Id stays ours. Never
+// Set-Cookie, never Content-Encoding (decodedBody removed any encoding).
+func copyResponseHeaders(dst, src http.Header, api *provider.API) {
+	for k, v := range src {
+		if k == "Content-Type" || k == "Retry-After" || listed(k, api.ResponseHeaders) {
+			dst[k] = v
+		}
+	}
+	// The first of the API's request id headers the provider sent,
+	// whatever the map order.
+	for _, k := range api.ProviderRequestID {
+		if v := src[k]; len(v) > 0 {
+			dst["X-Provider-Request-Id"] = v
+			return
+		}
+	}
+}
+
+// listed reports whether the canonical header name k is one of names or
+// starts with one of them that ends in "-".
+func listed(k string, names []string) bool {
+	for _, n := range names {
+		if k == n || (strings.HasSuffix(n, "-") && strings.HasPrefix(k, n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// errUnknownEncoding is a provider answer in a content encoding other than
+// gzip.
+var errUnknownEncoding = errors.New("provider answer has a content encoding the node cannot decode")
+
+// decodedBody returns the provider's answer without its content encoding.
+// The node never sends Accept-Encoding, yet some providers (or the CDN in
+// front of them) gzip anyway: gzip is decoded, so the client gets readable
+// JSON and the node reads its usage; any other encoding is
+// errUnknownEncoding (docs/api.md "Status codes": 502
+// upstream_bad_encoding). The decoded size stays bounded by the readers
+// downstream (maxProviderBody, maxEventBytes).
+func decodedBody(resp *http.Response, body io.Reader) (io.Reader, error) {
+	ce := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
+	switch {
+	case ce == "" || strings.EqualFold(ce, "identity"):
+		return body, nil
+	case strings.EqualFold(ce, "gzip") || strings.EqualFold(ce, "x-gzip"):
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip answer: %w", err)
+		}
+		resp.Header.Del("Content-Encoding")
+		resp.ContentLength = -1 // the header counted the compressed bytes
+		return zr, nil
+	}
+	return nil, fmt.Errorf("%w: %q", errUnknownEncoding, ce)
+}

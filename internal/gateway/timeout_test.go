@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// TestNonStreamLimits: a non-stream answer is cut by the nearer of
+// first_byte and non_stream_total, with a 504, a timeout stage and the
+// limit that fired named in the log (docs/api.md "Timeouts").
+func TestNonStreamLimits(t *testing.T) {
+	tests := []struct {
+		name             string
+		firstByte, total time.Duration
+		want             error
+	}{
+		{"first byte nearer", 100 * time.Millisecond, 5 * time.Second, errFirstByteTimeout},
+		{"total nearer", 5 * time.Second, 100 * time.Millisecond, errTotalTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			rec := &events{}
+			h, _ := newHandler(t, Options{FirstByte: tt.firstByte, NonStreamTotal: tt.total, Recorder: rec,
+				Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"[[hang]]"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusGatewayTimeout {
+				t.Fatalf("status %d, want 504", resp.StatusCode)
+			}
+			if evs := rec.all(); len(evs) != 1 || evs[0].FailureStage != usageevent.StageTimeout {
+				t.Fatalf("usage events %+v, want one with stage timeout", evs)
+			}
+			if !strings.Contains(logs.String(), `"error":"`+tt.want.Error()+`"`) {
+				t.Fatalf("the log does not name %q:\n%s", tt.want, logs.String())
+			}
+		})
+	}
+}
+
+// TestStreamAnswerToNonStreamRequest: a provider that answers a non-stream
+// request with an event stream has the whole exchange bounded by
+// non_stream_total, although its first event stopped the first-byte
+// timer: the stream is cut in band, never finished.
+func TestStreamAnswerToNonStreamRequest(t *testing.T) {
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 100 { // 2 s of events, then the terminator
+			if _, err := fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%d\"}}]}\n\n", i); err != nil || rc.Flush() != nil {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer prov.Close()
+	h := newHandlerAt(t, Options{NonStreamTotal: 200 * time.Millisecond}, prov.URL)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(data), "[DONE]") || !strings.Contains(string(data), "without its terminator") {
+		t.Fatalf("a stream answer to a non-stream request ran past non_stream_total:\n%.300s", data)
+	}
+}
+
+// TestSlowBodyAfterHeaders: first_byte ends at the response headers
+// (docs/api.md "Timeouts"); a non-stream body that takes longer than
+// first_byte after them is bounded by non_stream_total only.
+func TestSlowBodyAfterHeaders(t *testing.T) {
+	const firstByte = 100 * time.Millisecond
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select { // the body comes well after first_byte
+		case <-time.After(3 * firstByte):
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer prov.Close()
+	h := newHandlerAt(t, Options{FirstByte: firstByte, NonStreamTotal: 10 * time.Second}, prov.URL)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "late") {
+		t.Fatalf("status %d, body %.200s: a body after the headers was cut by first_byte", resp.StatusCode, data)
+	}
+}

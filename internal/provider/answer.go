@@ -1,0 +1,70 @@
+package provider
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What the provider packages share to read a provider's answer.
+
+// RetryAfter reads the Retry-After header of an answer, as seconds or an
+// HTTP date (RFC 9110 §10.2.3). Zero when absent, invalid or past.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// ErrorDoc is what an error answer says went wrong, in the members the
+// OpenAI and Anthropic shapes share: {"error":{"type","code","message"}}.
+// Code is the string value of error.code, "" when it is not a string.
+type ErrorDoc struct {
+	Type    string
+	Code    string
+	Message string
+}
+
+// ReadError reads an error answer's ErrorDoc; ok is false when body is not
+// a JSON object (a member of another type reads as "").
+func ReadError(body []byte) (e ErrorDoc, ok bool) {
+	var doc struct {
+		Error struct {
+			Type    json.RawMessage `json:"type"`
+			Code    json.RawMessage `json:"code"`
+			Message json.RawMessage `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return ErrorDoc{}, false
+	}
+	str := func(raw json.RawMessage) string {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	return ErrorDoc{Type: str(doc.Error.Type), Code: str(doc.Error.Code), Message: str(doc.Error.Message)}, true
+}
+
+// Mentions reports whether s contains one of words.
+func Mentions(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,128 @@
+package catalog_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
+)
+
+// TestAPIsComplete: every API of the catalog fills every field the
+// request path calls, lists only endpoints of its own protocol, and every
+// endpoint has a Spec the request path can run.
+func TestAPIsComplete(t *testing.T) {
+	seen := map[provider.Endpoint]bool{}
+	for _, a := range catalog.APIs() {
+		if a.Claims == nil || a.ErrorBody == nil || a.NotRouted == nil || a.RetryAfter == nil ||
+			a.QuotaExhausted == nil || a.ListModels == nil || a.GetModel == nil || len(a.ProviderRequestID) == 0 {
+			t.Errorf("%v: an API field is missing: %+v", a.Protocol, a)
+		}
+		if catalog.API(a.Protocol) != a {
+			t.Errorf("catalog.API(%v) is not the listed API", a.Protocol)
+		}
+		for _, s := range a.Endpoints {
+			if s.Endpoint.Protocol() != a.Protocol {
+				t.Errorf("%v lists %v, an endpoint of %v", a.Protocol, s.Endpoint, s.Endpoint.Protocol())
+			}
+			if s.Inspect == nil || s.Header == nil || s.BodyUsage == nil || s.Path == "" || s.UpstreamPath == "" {
+				t.Errorf("%v: a Spec field is missing", s.Endpoint)
+			}
+			if st := s.Stream; st != nil && (st.Terminal == nil || st.NewTracker == nil || st.InBandError == nil || len(st.Keepalive) == 0) {
+				t.Errorf("%v: a StreamSpec field is missing", s.Endpoint)
+			}
+			seen[s.Endpoint] = true
+		}
+	}
+	for e := range provider.NumEndpoints {
+		if !seen[e] {
+			t.Errorf("no API serves %v", e)
+		}
+	}
+}
+
+// TestRetryAfter: each API's reading of a provider's retry advice.
+// Retry-After is seconds or an HTTP date; OpenAI's retry-after-ms wins
+// over it; the Anthropic API has no such header.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		h         map[string]string
+		openai    time.Duration
+		anthropic time.Duration
+	}{
+		{"absent", nil, 0, 0},
+		{"seconds", map[string]string{"Retry-After": "7"}, 7 * time.Second, 7 * time.Second},
+		{"fractional seconds", map[string]string{"Retry-After": "0.5"}, 500 * time.Millisecond, 500 * time.Millisecond},
+		{"ms", map[string]string{"Retry-After": "7", "Retry-After-Ms": "1200"}, 1200 * time.Millisecond, 7 * time.Second},
+		{"bad ms", map[string]string{"Retry-After": "7", "Retry-After-Ms": "soon"}, 7 * time.Second, 7 * time.Second},
+		{"http date", map[string]string{"Retry-After": now.Add(30 * time.Second).Format(http.TimeFormat)}, 30 * time.Second, 30 * time.Second},
+		{"past date", map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, 0, 0},
+		{"garbage", map[string]string{"Retry-After": "soon"}, 0, 0},
+		{"negative", map[string]string{"Retry-After": "-3"}, 0, 0},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.h {
+			h.Set(k, v)
+		}
+		for p, want := range map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic} {
+			if got := catalog.API(p).RetryAfter(h, now); got != want {
+				t.Errorf("%s, %v: RetryAfter = %v, want %v", tt.name, p, got, want)
+			}
+		}
+	}
+}
+
+// TestQuotaExhaustedWhateverTheStatus: quota and balance exhaustion as
+// providers send it (OpenAI's 429 insufficient_quota, Anthropic's 400
+// credit balance, DeepSeek's 402 through either API), and the answers
+// that only quote the words or are rate limits.
+func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
+	tests := []struct {
+		name              string
+		status            int
+		body              string
+		openai, anthropic bool
+	}{
+		{"anthropic 400 credit balance", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, false, true},
+		{"deepseek 402", 402, `{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}`, true, true},
+		{"deepseek 402 in chinese", 402, `{"error":{"message":"余额不足","type":"unknown_error"}}`, true, true},
+		{"402 without a body", 402, ``, true, true},
+		{"openai 429 insufficient_quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, true, false},
+		{"429 code insufficient_quota", 429, `{"error":{"message":"x","type":"requests","code":"insufficient_quota"}}`, true, false},
+		{"openai 429 rate limit", 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, false, false},
+		{"anthropic 429 rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`, false, false},
+		{"429 credit balance", 429, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API"}}`, false, true},
+		{"429 balance in chinese", 429, `{"error":{"message":"账户余额不足","code":"1113"}}`, true, true},
+		{"429 billing", 429, `{"error":{"message":"billing_hard_limit_reached"}}`, true, true},
+		{"429 not json, balance", 429, `not json 余额不足`, true, true},
+		{"429 not json", 429, `not json`, false, false},
+		{"400 that quotes the words", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages.0: unknown field 'Your credit balance is too low'"}}`, false, false},
+		{"400 other", 400, `{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}`, false, false},
+		{"400 not json", 400, `Your credit balance is too low`, false, false},
+		{"403 with the words", 403, `{"error":{"message":"Your credit balance is too low"}}`, false, false},
+		{"500 with the words", 500, `{"error":{"message":"余额不足"}}`, false, false},
+	}
+	for _, tt := range tests {
+		for p, want := range map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic} {
+			if got := catalog.API(p).QuotaExhausted(tt.status, []byte(tt.body)); got != want {
+				t.Errorf("%s, %v: QuotaExhausted(%d) = %v, want %v", tt.name, p, tt.status, got, want)
+			}
+		}
+	}
+}
+
+// TestClaiming: a request no endpoint serves is answered in the Anthropic
+// shape when it carries anthropic-version, in the default (OpenAI) shape
+// otherwise.
+func TestClaiming(t *testing.T) {
+	if got := catalog.Claiming(http.Header{"Anthropic-Version": {"2023-06-01"}}); got.Protocol != provider.Anthropic {
+		t.Errorf("with anthropic-version: %v", got.Protocol)
+	}
+	if got := catalog.Claiming(http.Header{}); got.Protocol != provider.OpenAI {
+		t.Errorf("without: %v", got.Protocol)
+	}
+}

@@ -1,0 +1,67 @@
+// Package catalog lists the provider APIs the node serves, and through
+// them every endpoint, by Endpoint and by client path. Adding a provider
+// API is one folder under internal/provider and one line in apis
+// (docs/architecture.md "Adding a provider API").
+package catalog
+
+import (
+	"net/http"
+
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/openai"
+)
+
+// apis lists the provider APIs, the default shape first: it answers the
+// requests no API claims.
+var apis = []*provider.API{
+	openai.API,
+	anthropic.API,
+}
+
+// Indexes built from apis once; read-only afterwards.
+var (
+	byProtocol [provider.NumProtocols]*provider.API
+	byEndpoint [provider.NumEndpoints]*provider.Spec
+)
+
+func init() {
+	for _, a := range apis {
+		byProtocol[a.Protocol] = a
+		for _, s := range a.Endpoints {
+			byEndpoint[s.Endpoint] = s
+		}
+	}
+}
+
+// APIs returns every provider API, the default first. The slice is shared:
+// do not modify it.
+func APIs() []*provider.API { return apis }
+
+// API returns the provider API of protocol p.
+func API(p provider.Protocol) *provider.API { return byProtocol[p] }
+
+// Spec returns the description of e.
+func Spec(e provider.Endpoint) *provider.Spec { return byEndpoint[e] }
+
+// ByPath returns the endpoint whose client path is path, or nil.
+func ByPath(path string) *provider.Spec {
+	for _, s := range byEndpoint {
+		if s.Path == path {
+			return s
+		}
+	}
+	return nil
+}
+
+// Claiming returns the API whose clients send a request that is not for
+// an endpoint (the model list, an unknown path): the first that claims
+// its headers, else the default.
+func Claiming(h http.Header) *provider.API {
+	for _, a := range apis[1:] {
+		if a.Claims(h) {
+			return a
+		}
+	}
+	return apis[0]
+}

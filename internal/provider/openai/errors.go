@@ -1,0 +1,113 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// ErrorType returns the OpenAI error "type" for a status.
+func ErrorType(status int) string {
+	switch {
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// ErrorBody renders a gateway error in the OpenAI shape:
+// {"error":{"message":…,"type":…,"param":null,"code":…}} (code null when "").
+func ErrorBody(status int, code, msg string) []byte {
+	oe := errorObject{Message: msg, Type: ErrorType(status)}
+	if code != "" {
+		oe.Code = &code
+	}
+	b, err := json.Marshal(errorBody{Error: oe})
+	if err != nil { // unreachable: only strings are marshalled
+		return []byte(`{"error":{"message":"internal error","type":"server_error"}}`)
+	}
+	return b
+}
+
+// StatefulPath reports whether path is one of the stateful Responses or
+// Conversations endpoints (a stored response, its input items, its
+// cancellation, a conversation). Those are bound to the provider account
+// that stored the object, which a node routing each request on its own
+// cannot find again. /v1/responses/compact and /v1/responses/input_tokens
+// are stateless but not served: they are plain unknown paths.
+func StatefulPath(path string) bool {
+	switch path {
+	case "/v1/responses/compact", "/v1/responses/input_tokens":
+		return false
+	}
+	return hasPathPrefix(path, "/v1/responses/") || path == "/v1/conversations" || hasPathPrefix(path, "/v1/conversations/")
+}
+
+func hasPathPrefix(path, prefix string) bool {
+	return len(path) > len(prefix) && path[:len(prefix)] == prefix
+}
+
+// notRouted is StatefulPath with the 404's code and message.
+func notRouted(path string) (code, msg string, ok bool) {
+	if !StatefulPath(path) {
+		return "", "", false
+	}
+	return "stateful_endpoint_not_supported", "ScootGate does not serve " + path +
+		": stored responses and conversations belong to the provider account that stored them, " +
+		"and this gateway routes each request on its own to any backend of a pool, so it cannot find them again. " +
+		"Send the whole conversation with each POST /v1/responses (store: false), or see the gateway's docs/api.md", true
+}
+
+// retryAfter reads an OpenAI answer's retry advice: retry-after-ms, then
+// Retry-After ([provider.RetryAfter]). Zero when absent or invalid.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	return provider.RetryAfter(h, now)
+}
+
+// quotaMarkers are words of OpenAI and OpenAI-compatible providers for
+// "the account is out of money or quota", as opposed to a rate limit.
+var quotaMarkers = []string{"insufficient_quota", "billing_", "余额不足"}
+
+// quotaExhausted reports whether an answer says the account's quota or
+// balance is used up (docs/failures.md "Quota exhaustion"):
+//
+//   - 402 Payment Required, always (DeepSeek's "Insufficient Balance" /
+//     "余额不足"; no provider uses 402 for anything else);
+//   - 429 whose error type or code is insufficient_quota, or whose message
+//     (the body, when it is not an error document) names a billing or
+//     balance problem.
+func quotaExhausted(status int, body []byte) bool {
+	switch status {
+	case http.StatusPaymentRequired:
+		return true
+	case http.StatusTooManyRequests:
+		e, ok := provider.ReadError(body)
+		if !ok {
+			return provider.Mentions(string(body), quotaMarkers)
+		}
+		return e.Type == "insufficient_quota" || e.Code == "insufficient_quota" || provider.Mentions(e.Message, quotaMarkers)
+	}
+	return false
+}

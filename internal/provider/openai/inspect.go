@@ -1,0 +1,173 @@
+package openai
+
+import (
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// The members Inspect reads, per endpoint. Index constants follow each.
+var (
+	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options")
+	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
+	embNames          = provider.NewNames("model")
+	formatNames       = provider.NewNames("format")
+	includeUsageNames = provider.NewNames("include_usage")
+)
+
+const (
+	cModel = iota
+	cStream
+	cTools
+	cFunctions
+	cResponseFormat
+	cPromptCacheKey
+	cStreamOptions
+	cNum
+)
+
+const (
+	rModel = iota
+	rStream
+	rTools
+	rText
+	rPromptCacheKey
+	rNum
+)
+
+// inspectChat reads model, stream, tools/functions (tools capability),
+// response_format.type == "json_schema" (json_schema capability), the
+// session key prompt_cache_key, and, for a stream, how to ask for its
+// usage ([askUsage]).
+func inspectChat(body []byte) (provider.Request, *provider.BodyError) {
+	var v [cNum][]byte
+	var at [cNum]int
+	f := provider.Found{Vals: v[:], At: at[:]}
+	r, berr := provider.ScanRequest(body, chatNames, &f)
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[cStream]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
+		if r.AskUsage, berr = askUsage(v[cStreamOptions], at[cStreamOptions], f.Tail); berr != nil {
+			return provider.Request{}, berr
+		}
+	}
+	if provider.NonEmptyArray(v[cTools]) || provider.NonEmptyArray(v[cFunctions]) {
+		r.Need |= provider.CapTools
+	}
+	schema, berr := provider.TypeIs(v[cResponseFormat], "response_format", "json_schema")
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	if schema {
+		r.Need |= provider.CapJSONSchema
+	}
+	r.SessionKey = v[cPromptCacheKey]
+	return r, nil
+}
+
+var (
+	jsonTrue = []byte("true")
+
+	// The edits that ask for stream usage: a stream_options member for a
+	// body without one, a stream_options value for one that is null, an
+	// include_usage member for a stream_options object without one (with
+	// and without the comma that separates it from a member before it).
+	addOptions      = []byte(`,"stream_options":{"include_usage":true}`)
+	optionsValue    = []byte(`{"include_usage":true}`)
+	addIncludeUsage = []byte(`,"include_usage":true`)
+	onlyInclude     = []byte(`"include_usage":true`)
+)
+
+// askUsage returns the edit that makes a Chat Completions stream report
+// its usage (stream_options.include_usage true; docs/usage-events.md), or
+// an empty Edit when the client asked for usage itself. opts is the
+// stream_options value (nil when absent) at offset at; tail is where a new
+// top-level member goes. The edit changes only those bytes:
+//
+//   - stream_options absent: `"stream_options":{"include_usage":true}` is
+//     added after the last member;
+//   - stream_options null: its value becomes {"include_usage":true};
+//   - stream_options an object without include_usage: `"include_usage":true`
+//     is added after its last member;
+//   - include_usage false or null: it becomes true;
+//   - include_usage true: no edit (the client asked);
+//   - stream_options or include_usage of another type: no edit. The
+//     provider rejects such a request; the gateway does not correct it.
+//
+// include_usage decides what the client sees, so a twin of it in another
+// letter case, or a second one, is refused as for every member the node
+// reads.
+func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
+	switch {
+	case opts == nil: // a body with "stream" has a member before the new one
+		return provider.Edit{At: tail, End: tail, Value: addOptions}, nil
+	case string(opts) == "null":
+		return provider.Edit{At: at, End: at + len(opts), Value: optionsValue}, nil
+	case !provider.Object(opts):
+		return provider.Edit{}, nil
+	}
+	var v [1][]byte
+	var vat [1]int
+	f := provider.Found{Vals: v[:], At: vat[:]}
+	if berr, _ := provider.Scan(opts, "stream_options", includeUsageNames, &f); berr != nil {
+		return provider.Edit{}, berr
+	}
+	inc := v[0]
+	switch string(inc) {
+	case "":
+		add := addIncludeUsage
+		if f.Empty {
+			add = onlyInclude
+		}
+		return provider.Edit{At: at + f.Tail, End: at + f.Tail, Value: add}, nil
+	case "false", "null":
+		start := at + vat[0]
+		return provider.Edit{At: start, End: start + len(inc), Value: jsonTrue}, nil
+	}
+	return provider.Edit{}, nil // true (the client asked), or not a boolean
+}
+
+// inspectResponses reads model, stream, tools (tools capability),
+// text.format.type == "json_schema" (json_schema capability) and the
+// session key prompt_cache_key.
+func inspectResponses(body []byte) (provider.Request, *provider.BodyError) {
+	var v [rNum][]byte
+	var at [rNum]int
+	r, berr := provider.ScanRequest(body, respNames, &provider.Found{Vals: v[:], At: at[:]})
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[rStream]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
+	}
+	if provider.NonEmptyArray(v[rTools]) {
+		r.Need |= provider.CapTools
+	}
+	format, berr := provider.Nested(v[rText], "text", formatNames)
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	schema, berr := provider.TypeIs(format, "text.format", "json_schema")
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	if schema {
+		r.Need |= provider.CapJSONSchema
+	}
+	r.SessionKey = v[rPromptCacheKey]
+	return r, nil
+}
+
+// inspectEmbeddings reads the model only: embeddings never stream and
+// need no capability.
+func inspectEmbeddings(body []byte) (provider.Request, *provider.BodyError) {
+	var v [1][]byte
+	var at [1]int
+	return provider.ScanRequest(body, embNames, &provider.Found{Vals: v[:], At: at[:]})
+}

@@ -1,0 +1,123 @@
+// Package openai is everything the node knows about the OpenAI API and
+// the providers compatible with it: the endpoints it forwards (Chat
+// Completions, Responses, Embeddings), which body members decide routing,
+// which headers go up and come back, how a stream ends and fails, where
+// usage is and how the node asks for it, the error document, what a quota
+// answer says, retry advice, and the model list. [API] is its catalog
+// entry.
+//
+// # Streams
+//
+// Chat Completions streams are `data: {chunk}` events ended by
+// `data: [DONE]`; an in-band failure is `data: {"error":{…}}`. Responses
+// streams name every event (`event: response.output_text.delta` with the
+// same "type" in the data) and end with one of response.completed,
+// response.incomplete or response.failed; there is no [DONE]. The
+// Responses API reports a failure mid-stream with an `error` event,
+// {"type":"error","code":…,"message":…,"param":…,"sequence_number":…};
+// the official SDKs parse it as the stream's error event (openai-go:
+// ResponseErrorEvent), and it is what the node sends when it must cut a
+// Responses stream. It never sends a response.completed it did not receive.
+package openai
+
+import (
+	"net/http"
+
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// API is the OpenAI API's catalog entry.
+var API = &provider.API{
+	Protocol:  provider.OpenAI,
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings},
+	// The OpenAI shape is the catalog's default: it answers every request
+	// no other API claims.
+	Claims:            func(http.Header) bool { return false },
+	ErrorBody:         func(status int, code, msg, _ string) []byte { return ErrorBody(status, code, msg) },
+	NotRouted:         notRouted,
+	ResponseHeaders:   []string{"Retry-After-Ms", "X-Ratelimit-"},
+	ProviderRequestID: []string{"X-Request-Id"},
+	RetryAfter:        retryAfter,
+	QuotaExhausted:    quotaExhausted,
+	ListModels:        listModels,
+	GetModel:          getModel,
+}
+
+// Chat is POST /v1/chat/completions.
+var Chat = &provider.Spec{
+	Endpoint:     provider.Chat,
+	Method:       http.MethodPost,
+	Path:         "/v1/chat/completions",
+	UpstreamPath: "/chat/completions",
+	Inspect:      inspectChat,
+	Header:       Header,
+	BodyUsage:    ChatBodyUsage,
+	BodyOutcome:  ChatBodyOutcome,
+	Stream: &provider.StreamSpec{
+		Terminal:    chatTerminal,
+		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
+		NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
+		InBandError: chatInBand,
+		Keepalive:   keepalive,
+	},
+}
+
+// Responses is POST /v1/responses. The stateful Responses endpoints
+// (/v1/responses/{id} and below) are not routed: see [StatefulPath].
+var Responses = &provider.Spec{
+	Endpoint:     provider.Responses,
+	Method:       http.MethodPost,
+	Path:         "/v1/responses",
+	UpstreamPath: "/responses",
+	Inspect:      inspectResponses,
+	Header:       Header,
+	// Codex CLI sends its session id in Session-Id (and the same value in
+	// Thread-Id, X-Client-Request-Id and X-Codex-Turn-Metadata).
+	SessionHeaders: []string{"Session-Id", "Thread-Id"},
+	BodyUsage:      ResponsesBodyUsage,
+	BodyOutcome:    ResponsesBodyOutcome,
+	Stream: &provider.StreamSpec{
+		Terminal:    ResponsesTerminal,
+		NewTracker:  func(bool) provider.Tracker { return NewResponsesStream() },
+		NewOutcome:  func() provider.OutcomeTracker { return &ResponsesOutcome{} },
+		InBandError: responsesInBand,
+		Keepalive:   keepalive,
+		Types:       responsesTypes,
+	},
+}
+
+// Embeddings is POST /v1/embeddings: JSON only, usage.prompt_tokens.
+var Embeddings = &provider.Spec{
+	Endpoint:     provider.Embeddings,
+	Method:       http.MethodPost,
+	Path:         "/v1/embeddings",
+	UpstreamPath: "/embeddings",
+	Inspect:      inspectEmbeddings,
+	Header:       Header,
+	BodyUsage:    ChatBodyUsage,
+	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
+}
+
+// requestHeaders lists the client headers that may reach the provider.
+// Everything else is dropped: client auth, cookies, hop-by-hop,
+// x-forwarded-*, Idempotency-Key (it would let Go's transport re-send a
+// POST on a reused connection), Accept-Encoding (the transport owns
+// compression), OpenAI-Organization/-Project (they name the client's
+// account, not ours).
+var requestHeaders = [...]string{"Content-Type", "Accept", "User-Agent", "Openai-Beta"}
+
+// Header builds an OpenAI provider request's headers from scratch: the
+// allowlisted client headers and `Authorization: Bearer <credential>`.
+func Header(client http.Header, credential string) http.Header {
+	h := make(http.Header, 6)
+	for _, k := range requestHeaders {
+		if v := client[k]; len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Authorization", "Bearer "+credential)
+	return h
+}

@@ -1,0 +1,180 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// Token usage of the OpenAI API (docs/usage-events.md "Token usage"):
+//
+//	          Chat Completions, Embeddings                Responses
+//	input     prompt_tokens (already includes cached)     input_tokens (the same)
+//	output    completion_tokens                           output_tokens
+//	cache rd  prompt_tokens_details.cached_tokens          input_tokens_details.cached_tokens
+//	cache wr  0 (not reported)                            0
+//	reasoning completion_tokens_details.reasoning_tokens   output_tokens_details.reasoning_tokens
+//
+// Chat Completions streams report usage only when asked
+// (stream_options.include_usage): the node asks when the client did not
+// (Request.AskUsage) and then hides the usage-only chunk from it. Responses
+// streams carry it in the response object of their terminal event.
+
+var (
+	chatKeys      = [4]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	responsesKeys = [4]string{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
+)
+
+// normalize derives the normalized counts from a usage object whose four
+// members are named by keys (input, output, input details, output
+// details): the input already includes the cached tokens, the output the
+// reasoning tokens.
+func normalize(obj []byte, keys *[4]string) usageevent.Usage {
+	v := provider.Lookup4(obj, *keys)
+	return provider.Clamp(usageevent.Usage{
+		InputTokens:     provider.Count(v[0]),
+		OutputTokens:    provider.Count(v[1]),
+		CacheReadTokens: provider.Inner(v[2], "cached_tokens"),
+		ReasoningTokens: provider.Inner(v[3], "reasoning_tokens"),
+	})
+}
+
+func normalizeChat(obj []byte) usageevent.Usage      { return normalize(obj, &chatKeys) }
+func normalizeResponses(obj []byte) usageevent.Usage { return normalize(obj, &responsesKeys) }
+
+// ChatBodyUsage returns the usage of a non-stream Chat Completions or
+// Embeddings answer: the normalized counts, a copy of the provider's usage
+// object, and true; or false when the body has none.
+func ChatBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
+	return provider.BodyUsage(body, normalizeChat)
+}
+
+// ResponsesBodyUsage returns the usage of a non-stream Responses answer
+// (the response object's top-level usage), like [ChatBodyUsage].
+func ResponsesBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
+	return provider.BodyUsage(body, normalizeResponses)
+}
+
+// ChatStream follows a Chat Completions stream: it keeps the last usage
+// object the provider sent and tells the relay which chunk to hide. It is
+// not safe for concurrent use; one stream, one tracker.
+type ChatStream struct {
+	hideUsageChunk bool
+	raw            []byte // copy of the last usage object seen; reused
+	seen           bool
+}
+
+// NewChatStream returns a tracker for one stream. hideUsageChunk says that
+// the node asked for usage the client did not (Request.AskUsage was
+// applied): the usage-only chunk is then hidden from the client
+// (docs/api.md "Streams").
+func NewChatStream(hideUsageChunk bool) *ChatStream {
+	return &ChatStream{hideUsageChunk: hideUsageChunk}
+}
+
+var usageKey = []byte(`"usage"`)
+
+// Observe looks at the next event of the stream, in order, and reports
+// whether the relay must not pass it to the client. ev is not kept.
+//
+// A chunk whose top-level "usage" is an object updates the usage (the last
+// one wins: OpenAI sends one, some compatible servers repeat a cumulative
+// one on every chunk). Such a chunk is hidden only when hideUsageChunk is
+// set and it is the usage-only chunk: "choices" absent, null or empty, and
+// no "error" member. A chunk that carries usage together with choices is
+// never hidden, because it carries content too; a client that did not ask
+// for usage then sees its usage member, as it would without the gateway.
+// Comments, "[DONE]", malformed chunks and chunks without usage are never
+// hidden.
+//
+// Almost every chunk of a stream that asked for usage says "usage":null:
+// those are settled by a byte search ([provider.MayHaveValue]) without
+// parsing, and no chunk without usage allocates.
+func (s *ChatStream) Observe(ev *sse.Event) (hide bool) {
+	if !provider.MayHaveValue(ev.Data, usageKey) {
+		return false
+	}
+	raw, ok, err := jsonedit.Lookup(ev.Data, "usage")
+	if err != nil || !ok || !provider.Usable(raw) {
+		return false
+	}
+	s.raw = append(s.raw[:0], raw...)
+	s.seen = true
+	return s.hideUsageChunk && usageOnly(ev.Data)
+}
+
+// Usage returns the normalized usage, a copy of the last usage object the
+// provider sent, and true; or false when the stream carried none (the
+// client did not ask and the node did not either, or the stream ended
+// before the usage chunk).
+func (s *ChatStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
+	if !s.seen {
+		return usageevent.Usage{}, nil, false
+	}
+	return normalizeChat(s.raw), bytes.Clone(s.raw), true
+}
+
+var jsonNull = []byte("null")
+
+// usageOnly reports whether a chunk with a usage object is the usage-only
+// chunk: no choices to show and no error.
+func usageOnly(chunk []byte) bool {
+	if _, ok, _ := jsonedit.Lookup(chunk, "error"); ok {
+		return false
+	}
+	choices, ok, err := jsonedit.Lookup(chunk, "choices")
+	if err != nil {
+		return false
+	}
+	return !ok || bytes.Equal(choices, jsonNull) || isEmptyArray(choices)
+}
+
+// isEmptyArray reports whether raw, a valid JSON value, is [] (with any
+// white space inside).
+func isEmptyArray(raw []byte) bool {
+	return len(raw) >= 2 && raw[0] == '[' && !provider.NonEmptyArray(raw)
+}
+
+// ResponsesStream follows a Responses stream. Usage arrives once, in the
+// response object of the terminal event (response.completed,
+// response.incomplete or response.failed); the response objects of earlier
+// events (response.created, response.in_progress) say "usage":null. The
+// tracker keeps the last usage object of any event's "response", so it
+// needs no list of event types. It never hides an event. One stream, one
+// tracker.
+type ResponsesStream struct {
+	raw []byte // copy of the last usage object seen; nil until one is
+}
+
+// NewResponsesStream returns a tracker for one Responses stream.
+func NewResponsesStream() *ResponsesStream { return &ResponsesStream{} }
+
+// Observe looks at the next event of the stream, in order. An event
+// without a usage object (every delta) costs a byte search.
+func (s *ResponsesStream) Observe(ev *sse.Event) (hide bool) {
+	if !provider.MayHaveValue(ev.Data, usageKey) {
+		return false
+	}
+	resp, ok, err := jsonedit.Lookup(ev.Data, "response")
+	if err != nil || !ok || !provider.Object(resp) {
+		return false
+	}
+	if raw, ok, err := jsonedit.Lookup(resp, "usage"); err == nil && ok && provider.Usable(raw) {
+		s.raw = append(s.raw[:0], raw...)
+	}
+	return false
+}
+
+// Usage returns the normalized usage, a copy of the provider's usage
+// object, and true; or false when the stream ended before an event carried
+// one.
+func (s *ResponsesStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
+	if s.raw == nil {
+		return usageevent.Usage{}, nil, false
+	}
+	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
+}

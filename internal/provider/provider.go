@@ -1,0 +1,286 @@
+// Package provider is what every provider API the node forwards shares:
+// the protocol pools, the client endpoints of each, the capabilities a
+// request can need, how far an attempt got ([SendState]), what inspection
+// reads from a request body ([Request]), and the description types through
+// which a provider API tells the request path everything it needs to know
+// ([API], [Spec]).
+//
+// # Basics
+//
+// A [Protocol] is a provider wire API and a pool of backends: OpenAI
+// (OpenAI-compatible) or Anthropic. The pools are never mixed and a body is
+// never converted from one to the other. An [Endpoint] is one client entry
+// point of a protocol (chat completions, responses, embeddings, messages,
+// count_tokens); backends declare the set of endpoints they serve
+// ([EndpointSet]). The names of protocols and endpoints are the ones used in
+// the node's TOML, in routing snapshots, in usage events and in metrics.
+//
+// Each provider API is one package below this one (provider/openai,
+// provider/anthropic) that owns everything its wire format implies: the
+// endpoints' [Spec] values, inspection, header allowlists, how a stream
+// ends and fails, error documents, model listing, quota markers, retry
+// advice and usage parsing. Its [API] value is one line of
+// provider/catalog. The request path (internal/gateway) runs one attempt
+// loop for every endpoint, driven by the Spec, and never switches on the
+// protocol itself. docs/architecture.md "Adding a provider API" lists the
+// steps.
+//
+// # Request bodies
+//
+// A Spec's Inspect reads only the members that decide where a request may go
+// (model, stream, capability members) or that name a session (the session
+// key). Every such member must appear once and in its exact spelling:
+// encoding/json and other parsers match member names case-insensitively or
+// let the last duplicate win, so a body with "stream":true and
+// "Stream":false could be read one way by the node and the other way by the
+// provider. [Scan] refuses those bodies.
+//
+// Inspect walks the body once and notes where the members it will edit are
+// ([Request.ModelAt], [Request.AskUsage]), so that an attempt rewrites the
+// body in one copy without walking it again ([Request.Rewrite]).
+package provider
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// Protocol is a provider wire API and the pool of backends that speak it.
+type Protocol uint8
+
+const (
+	OpenAI Protocol = iota
+	Anthropic
+	// NumProtocols is the number of protocols, for arrays indexed by one.
+	NumProtocols
+)
+
+// Protocol names, as written in the node's TOML, routing snapshots
+// (pkg/routesnap) and usage events (pkg/usageevent).
+const (
+	NameOpenAI    = usageevent.ProtocolOpenAI
+	NameAnthropic = usageevent.ProtocolAnthropic
+)
+
+func (p Protocol) String() string {
+	if p == Anthropic {
+		return NameAnthropic
+	}
+	return NameOpenAI
+}
+
+// ParseProtocol maps a protocol name to its Protocol.
+func ParseProtocol(s string) (Protocol, bool) {
+	switch s {
+	case NameOpenAI:
+		return OpenAI, true
+	case NameAnthropic:
+		return Anthropic, true
+	}
+	return 0, false
+}
+
+// Endpoint is one client endpoint of a protocol.
+type Endpoint uint8
+
+const (
+	Chat        Endpoint = iota // OpenAI POST /v1/chat/completions
+	Messages                    // Anthropic POST /v1/messages
+	Responses                   // OpenAI POST /v1/responses
+	Embeddings                  // OpenAI POST /v1/embeddings
+	CountTokens                 // Anthropic POST /v1/messages/count_tokens
+	// NumEndpoints is the number of endpoints, for arrays indexed by one.
+	NumEndpoints
+)
+
+// endpointInfo is what every layer must agree on about an endpoint: its
+// name and its protocol. Paths and behaviour are in the provider packages.
+var endpointInfo = [NumEndpoints]struct {
+	name  string
+	proto Protocol
+}{
+	Chat:        {usageevent.EndpointChatCompletions, OpenAI},
+	Messages:    {usageevent.EndpointMessages, Anthropic},
+	Responses:   {usageevent.EndpointResponses, OpenAI},
+	Embeddings:  {usageevent.EndpointEmbeddings, OpenAI},
+	CountTokens: {usageevent.EndpointCountTokens, Anthropic},
+}
+
+// String returns the endpoint's name: "chat_completions", "messages",
+// "responses", "embeddings" or "count_tokens".
+func (e Endpoint) String() string { return endpointInfo[e].name }
+
+// Protocol returns the protocol the endpoint belongs to.
+func (e Endpoint) Protocol() Protocol { return endpointInfo[e].proto }
+
+// ParseEndpoint maps an endpoint name to its Endpoint.
+func ParseEndpoint(s string) (Endpoint, bool) {
+	for e := range NumEndpoints {
+		if endpointInfo[e].name == s {
+			return e, true
+		}
+	}
+	return 0, false
+}
+
+// EndpointNames lists the endpoint names of protocol p, defaults first.
+func EndpointNames(p Protocol) []string {
+	var out []string
+	for e := range NumEndpoints {
+		if endpointInfo[e].proto == p {
+			out = append(out, endpointInfo[e].name)
+		}
+	}
+	return out
+}
+
+// EndpointSet is a set of endpoints.
+type EndpointSet uint32
+
+// Set returns the set holding only e.
+func (e Endpoint) Set() EndpointSet { return 1 << e }
+
+// Has reports whether s holds e.
+func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
+
+// DefaultEndpoints is what a backend of protocol p serves when it does not
+// say: chat completions for OpenAI, messages for Anthropic. Responses,
+// embeddings and count_tokens are opt-in: not every compatible provider
+// serves them.
+func DefaultEndpoints(p Protocol) EndpointSet {
+	if p == Anthropic {
+		return Messages.Set()
+	}
+	return Chat.Set()
+}
+
+func (s EndpointSet) String() string {
+	var parts []string
+	for e := range NumEndpoints {
+		if s.Has(e) {
+			parts = append(parts, e.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Caps is a set of capabilities a request can need and a target can offer.
+type Caps uint8
+
+const (
+	CapStream Caps = 1 << iota
+	CapTools
+	CapJSONSchema
+)
+
+// Has reports whether c offers every capability in need.
+func (c Caps) Has(need Caps) bool { return c&need == need }
+
+func (c Caps) String() string {
+	var parts []string
+	if c&CapStream != 0 {
+		parts = append(parts, "stream")
+	}
+	if c&CapTools != 0 {
+		parts = append(parts, "tools")
+	}
+	if c&CapJSONSchema != 0 {
+		parts = append(parts, "json_schema")
+	}
+	return strings.Join(parts, ",")
+}
+
+// Request is what the node knows about a client body after Inspect.
+type Request struct {
+	Model  string
+	Stream bool
+	Need   Caps
+	// SessionKey is the raw JSON value of the member that names the
+	// client's conversation (OpenAI prompt_cache_key, Anthropic
+	// metadata.user_id), nil when absent. It aliases the body. It must
+	// never be logged or published; see [Session].
+	SessionKey []byte
+
+	// ModelAt is where the model's JSON value is in the body, [start, end):
+	// the one member every attempt rewrites.
+	ModelAt [2]int
+	// AskUsage, when its Value is set, is the edit that asks the provider
+	// for the stream usage the client did not ask for (OpenAI
+	// stream_options.include_usage; docs/usage-events.md). The request
+	// path applies it only where the node and the backend allow it, and
+	// then hides the usage-only chunk the client did not expect.
+	AskUsage Edit
+}
+
+// Edit replaces the bytes [At, End) of a body with Value (an insertion when
+// At == End).
+type Edit struct {
+	At, End int
+	Value   []byte
+}
+
+// Rewrite returns the body of one attempt: body with the model value
+// replaced by model (a JSON string) and, when askUsage is set, the
+// AskUsage edit applied. Every other byte is body's. It is the one copy of
+// the body an attempt makes; body is not modified.
+func (r *Request) Rewrite(body, model []byte, askUsage bool) []byte {
+	edits := [2]Edit{{At: r.ModelAt[0], End: r.ModelAt[1], Value: model}}
+	n := 1
+	if askUsage && r.AskUsage.Value != nil {
+		edits[1], n = r.AskUsage, 2
+		if edits[1].At < edits[0].At {
+			edits[0], edits[1] = edits[1], edits[0]
+		}
+	}
+	size := len(body)
+	for _, e := range edits[:n] {
+		size += len(e.Value) - (e.End - e.At)
+	}
+	out := make([]byte, 0, size)
+	prev := 0
+	for _, e := range edits[:n] {
+		out = append(out, body[prev:e.At]...)
+		out = append(out, e.Value...)
+		prev = e.End
+	}
+	return append(out, body[prev:]...)
+}
+
+// Session returns what names r's session for prompt-cache affinity
+// (docs/routing.md "Affinity"): the body's session member when it is a
+// non-empty JSON string (its contents, when unescaped) or any other
+// non-null value (its bytes), otherwise the first non-empty one of the
+// endpoint's session headers (Spec.SessionHeaders, canonical names). Both
+// are empty when the request names no session. It does not allocate.
+func Session(r *Request, h http.Header, headers []string) (body []byte, header string) {
+	if k := r.SessionKey; len(k) > 0 && string(k) != "null" && string(k) != `""` {
+		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' && bytes.IndexByte(k, '\\') < 0 {
+			k = k[1 : len(k)-1]
+		}
+		return k, ""
+	}
+	for _, name := range headers {
+		if v := h[name]; len(v) > 0 && v[0] != "" {
+			return nil, v[0]
+		}
+	}
+	return nil, ""
+}
+
+// BodyError is a request the node refuses: always a 400 in the
+// endpoint's error shape. Code is the OpenAI error code.
+type BodyError struct {
+	Code string
+	Msg  string
+}
+
+func (e *BodyError) Error() string { return e.Msg }
+
+// Problemf returns a BodyError.
+func Problemf(code, format string, args ...any) *BodyError {
+	return &BodyError{Code: code, Msg: fmt.Sprintf(format, args...)}
+}

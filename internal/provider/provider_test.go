@@ -1,0 +1,120 @@
+package provider_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
+	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// TestNamesMatchContracts keeps the endpoint and protocol names of the
+// node, of routing snapshots and of the catalog in step.
+func TestNamesMatchContracts(t *testing.T) {
+	for p := range provider.NumProtocols {
+		if got, want := provider.EndpointNames(p), routesnap.Endpoints(p.String()); !slices.Equal(got, want) {
+			t.Errorf("%v endpoints: node %v, routesnap %v", p, got, want)
+		}
+		if d := provider.DefaultEndpoints(p).String(); d != routesnap.Endpoints(p.String())[0] {
+			t.Errorf("%v default endpoints %q, routesnap lists %q first", p, d, routesnap.Endpoints(p.String())[0])
+		}
+	}
+	for e := range provider.NumEndpoints {
+		spec := catalog.Spec(e)
+		if spec == nil || spec.Endpoint != e {
+			t.Fatalf("catalog.Spec(%v) = %v", e, spec)
+		}
+		if catalog.ByPath(spec.Path) != spec {
+			t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
+		}
+		if got, ok := provider.ParseEndpoint(e.String()); !ok || got != e {
+			t.Errorf("ParseEndpoint(%q) = %v, %v", e.String(), got, ok)
+		}
+	}
+}
+
+// TestSessionHeadersStayHome: the headers agent clients name their session
+// in never reach a provider (they are not in any allowlist).
+func TestSessionHeadersStayHome(t *testing.T) {
+	for e := range provider.NumEndpoints {
+		spec := catalog.Spec(e)
+		client := http.Header{}
+		for _, s := range catalog.Spec(provider.Responses).SessionHeaders {
+			client.Set(s, "sess-1")
+		}
+		for _, s := range catalog.Spec(provider.Messages).SessionHeaders {
+			client.Set(s, "sess-1")
+		}
+		client.Set("X-Codex-Turn-Metadata", `{"session_id":"sess-1"}`)
+		client.Set("X-Client-Request-Id", "sess-1")
+		for k, v := range spec.Header(client, "cred") {
+			if slices.Contains(v, "sess-1") || strings.Contains(strings.Join(v, ","), "sess-1") {
+				t.Errorf("%v forwards %s", e, k)
+			}
+		}
+	}
+}
+
+// TestSession: the body's session member comes first (a plain JSON string
+// by its contents, anything else by its bytes; null and "" are none), then
+// the endpoint's session headers in order.
+func TestSession(t *testing.T) {
+	names := []string{"Session-Id", "Thread-Id"}
+	tests := []struct {
+		name       string
+		key        string
+		hdr        http.Header
+		wantBody   string
+		wantHeader string
+	}{
+		{"string", `"s-1"`, nil, "s-1", ""},
+		{"escaped string kept whole", `"s\u002d1"`, nil, `"s\u002d1"`, ""},
+		{"object by its bytes", `{"a":1}`, nil, `{"a":1}`, ""},
+		{"body before headers", `"s-1"`, http.Header{"Session-Id": {"h"}}, "s-1", ""},
+		{"null is none", `null`, http.Header{"Session-Id": {"h"}}, "", "h"},
+		{"empty string is none", `""`, http.Header{"Thread-Id": {"t"}}, "", "t"},
+		{"header order", ``, http.Header{"Thread-Id": {"t"}, "Session-Id": {"h"}}, "", "h"},
+		{"empty header skipped", ``, http.Header{"Session-Id": {""}, "Thread-Id": {"t"}}, "", "t"},
+		{"other headers ignored", ``, http.Header{"X-Claude-Code-Session-Id": {"c"}}, "", ""},
+		{"none", ``, nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := provider.Request{}
+			if tt.key != "" {
+				r.SessionKey = []byte(tt.key)
+			}
+			body, header := provider.Session(&r, tt.hdr, names)
+			if string(body) != tt.wantBody || header != tt.wantHeader {
+				t.Errorf("Session = %q, %q; want %q, %q", body, header, tt.wantBody, tt.wantHeader)
+			}
+		})
+	}
+	r := provider.Request{SessionKey: []byte(`"s-1"`)}
+	h := http.Header{"Session-Id": {"h"}}
+	if n := testing.AllocsPerRun(100, func() { provider.Session(&r, h, names) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
+
+// TestSendStateNames: the send states are written with the usage event's
+// names, and a value outside the set never passes for one of them.
+func TestSendStateNames(t *testing.T) {
+	want := map[provider.SendState]string{
+		provider.NoAttempt:        "none",
+		provider.NotSent:          usageevent.SendDefinitelyNotSent,
+		provider.PossiblySent:     usageevent.SendPossiblySent,
+		provider.ResponseReceived: usageevent.SendResponseReceived,
+		provider.NumSendStates:    "send_state(4)",
+		provider.SendState(200):   "send_state(200)",
+	}
+	for s, w := range want {
+		if got := s.String(); got != w {
+			t.Errorf("SendState(%d).String() = %q, want %q", uint8(s), got, w)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package provider
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// API describes one provider wire API to the request path: its protocol,
+// its endpoints, and everything about its answers that is not per
+// endpoint. A provider package exports one; provider/catalog lists them.
+// Every function field is safe for concurrent use and keeps none of its
+// arguments.
+type API struct {
+	Protocol  Protocol
+	Endpoints []*Spec
+
+	// Claims reports whether a request that no endpoint of any API serves
+	// (the model list, an unknown path) comes from a client of this API,
+	// so that the answer takes its shape and model list. At most one API
+	// claims a request; the catalog's default answers the rest.
+	Claims func(h http.Header) bool
+	// RequestIDHeader, when set, is the header in which the API's SDKs look
+	// for a request id: every answer of the API carries the node's request
+	// id there as well as in X-Request-Id.
+	RequestIDHeader string
+	// ErrorBody renders a gateway error as the API's error document. code
+	// is the OpenAI-style error code; an API whose shape has none ignores
+	// it.
+	ErrorBody func(status int, code, msg, requestID string) []byte
+	// NotRouted reports whether path is an endpoint of the API that the
+	// node knows and does not route, with the message for the 404 and its
+	// code (OpenAI's stored responses: docs/api.md "Endpoints").
+	NotRouted func(path string) (code, msg string, ok bool)
+
+	// ResponseHeaders lists the provider headers a client of the API may
+	// see, besides Content-Type and Retry-After: exact canonical names
+	// (retry advice) and canonical prefixes ending in "-" (rate-limit
+	// state). Never Set-Cookie.
+	ResponseHeaders []string
+	// ProviderRequestID lists the headers in which the API's providers name
+	// their request id, the preferred first; the first present is relayed
+	// as X-Provider-Request-Id, so that X-Request-Id stays the node's.
+	ProviderRequestID []string
+	// RetryAfter reads the provider's retry advice from an answer's
+	// headers; zero when there is none.
+	RetryAfter func(h http.Header, now time.Time) time.Duration
+	// QuotaExhausted reports whether an error answer says that the
+	// account's quota or balance is used up, as opposed to a rate limit or
+	// a problem with the request (docs/failures.md "Quota exhaustion").
+	QuotaExhausted func(status int, body []byte) bool
+
+	// ListModels renders the answer of GET /v1/models: names are the
+	// public models of the protocol the key may use, sorted; query holds
+	// the API's paging parameters; created is when the node started. A
+	// paging parameter out of range is a BodyError.
+	ListModels func(names []string, query url.Values, created time.Time) ([]byte, *BodyError)
+	// GetModel renders the answer of GET /v1/models/{name}.
+	GetModel func(name string, created time.Time) []byte
+}
+
+// Spec describes one endpoint to the request path. Every function field is
+// safe for concurrent use and does not keep its arguments.
+type Spec struct {
+	Endpoint Endpoint
+	Method   string
+	// Path is the client path, matched exactly (the query is ignored, so
+	// /v1/messages?beta=true is /v1/messages).
+	Path string
+	// UpstreamPath is appended to a backend's base URL.
+	UpstreamPath string
+
+	// Inspect validates a body and reads what routing and the attempt's
+	// rewrite need from it.
+	Inspect func(body []byte) (Request, *BodyError)
+	// Header builds the provider request's headers from the client's: only
+	// the allowlisted ones, plus the backend's credential.
+	Header func(client http.Header, credential string) http.Header
+	// SessionHeaders are the client headers in which the agent clients of
+	// this endpoint name their session (as observed from Codex CLI and
+	// Claude Code). Like Request.SessionKey they name the session for
+	// prompt-cache affinity ([Session]); they are never forwarded and never
+	// logged.
+	SessionHeaders []string
+
+	// BodyUsage reads the usage of a successful non-stream answer.
+	BodyUsage func(body []byte) (usageevent.Usage, json.RawMessage, bool)
+	// BodyOutcome, when non-nil, reads the response model and finish
+	// reasons of a successful non-stream answer; called only for a traced
+	// attempt.
+	BodyOutcome func(body []byte) Outcome
+	// Stream is nil for an endpoint that never streams; a provider answer
+	// in SSE there is relayed as a whole body.
+	Stream *StreamSpec
+}
+
+// StreamSpec is how an endpoint's SSE stream is followed and ended.
+type StreamSpec struct {
+	// Terminal reports whether ev completes the stream (nothing after it
+	// matters), and whether it is the provider's own failure report.
+	Terminal func(ev *sse.Event) (done, failed bool)
+	// NewTracker returns the usage tracker of one stream; hide says that
+	// the request's AskUsage edit was applied, so the usage-only chunk the
+	// client did not ask for must not reach it.
+	NewTracker func(hide bool) Tracker
+	// NewOutcome, when non-nil, returns the outcome tracker of one traced
+	// stream.
+	NewOutcome func() OutcomeTracker
+	// InBandError is the event that ends a stream the node must cut after
+	// the 200 was sent (status is the one a non-stream answer would have
+	// had); n is the number of events already relayed. Never a terminator.
+	InBandError func(status int, code, msg, requestID string, n int) []byte
+	// Keepalive is written after a long provider silence; clients ignore it.
+	Keepalive []byte
+	// Types lists the "event:" types the endpoint's streams carry, the
+	// commonest first, so that reading them allocates nothing
+	// (sse.Reader.KnownTypes). Other types still pass.
+	Types []string
+}
+
+// Tracker follows a stream as it passes and keeps its usage.
+type Tracker interface {
+	// Observe looks at the next event and reports whether the relay must
+	// not pass it to the client.
+	Observe(ev *sse.Event) (hide bool)
+	Usage() (usageevent.Usage, json.RawMessage, bool)
+}
+
+// OutcomeTracker follows a stream for the provider's response model and
+// finish reasons ([Outcome]), for trace spans. The request path makes one
+// only for a traced attempt.
+type OutcomeTracker interface {
+	Observe(ev *sse.Event)
+	Outcome() Outcome
+}

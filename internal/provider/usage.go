@@ -1,0 +1,171 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// What the provider packages share to read token usage (docs/usage-events.md
+// "Token usage"). One convention for every provider (pkg/usageevent.Usage):
+// InputTokens is the total input, cache reads and writes included; cache
+// reads and writes are parts of it and ReasoningTokens is part of
+// OutputTokens. Nothing is counted twice. Each provider package maps its
+// own usage object onto it.
+//
+// A count that is absent, null, negative or not an integer reads as 0
+// (integral floats such as 12.0 are accepted). A part larger than its whole
+// (cached tokens above the prompt's) is clamped to the whole by [Clamp], so
+// every event validates; the provider's own numbers stay in the raw object.
+
+// MaxRawUsageBytes bounds a provider usage object the node keeps. A larger
+// one is ignored as if the provider had reported no usage: it would push
+// the event past the MQTT payload limit, and no real provider sends one
+// (theirs are a few hundred bytes).
+const MaxRawUsageBytes = 16 << 10
+
+// Clamp enforces the subset rules of usageevent.Usage on provider numbers
+// that break them.
+func Clamp(u usageevent.Usage) usageevent.Usage {
+	u.CacheReadTokens = min(u.CacheReadTokens, u.InputTokens)
+	u.CacheWriteTokens = min(u.CacheWriteTokens, u.InputTokens-u.CacheReadTokens)
+	u.ReasoningTokens = min(u.ReasoningTokens, u.OutputTokens)
+	return u
+}
+
+// AddSat adds two non-negative counts, saturating at math.MaxInt64.
+func AddSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Lookup4 returns, for each of keys, what jsonedit.Lookup(obj, key) returns
+// (the value of the last top-level member of that name, nil when there is
+// none), in one pass over obj instead of one per key; all nil when obj is
+// malformed, where every Lookup fails.
+func Lookup4(obj []byte, keys [4]string) (vals [4][]byte) {
+	it, err := jsonedit.Members(obj)
+	if err != nil {
+		return vals
+	}
+	for {
+		m, ok, err := it.Next()
+		if err != nil {
+			return [4][]byte{}
+		}
+		if !ok {
+			return vals
+		}
+		for i, k := range keys {
+			if m.KeyIs(k) {
+				vals[i] = m.Value
+			}
+		}
+	}
+}
+
+// Inner returns the count at the top-level member key of raw, 0 when raw is
+// not an object (absent, null) or has no such count.
+func Inner(raw []byte, key string) int64 {
+	if !Object(raw) {
+		return 0
+	}
+	v, ok, err := jsonedit.Lookup(raw, key)
+	if err != nil || !ok {
+		return 0
+	}
+	return Count(v)
+}
+
+// Count reads a JSON number that is a non-negative integer. Some
+// OpenAI-compatible servers write counts as floats ("12.0"); those are
+// accepted when integral. Anything else is 0.
+func Count(raw []byte) int64 {
+	var n int64
+	digits := true
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			digits = false
+			break
+		}
+		if n > (math.MaxInt64-int64(c-'0'))/10 {
+			return math.MaxInt64 // saturate: JSON allows any size
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if digits && len(raw) > 0 {
+		return n
+	}
+	if len(raw) == 0 || raw[0] == '-' || raw[0] == '"' {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	switch {
+	case err != nil || f != math.Trunc(f):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(f)
+}
+
+// Usable reports whether raw is a usage object worth keeping: an object of
+// at most MaxRawUsageBytes.
+func Usable(raw []byte) bool { return Object(raw) && len(raw) <= MaxRawUsageBytes }
+
+// BodyUsage reads the top-level usage object of a non-stream answer: the
+// normalized counts, a copy of the provider's object, and true; or false
+// when the body has none (an error answer, or not JSON).
+func BodyUsage(body []byte, normalize func([]byte) usageevent.Usage) (usageevent.Usage, json.RawMessage, bool) {
+	raw, ok, err := jsonedit.Lookup(body, "usage")
+	if err != nil || !ok || !Usable(raw) {
+		return usageevent.Usage{}, nil, false
+	}
+	return normalize(raw), bytes.Clone(raw), true
+}
+
+// NoUsage is BodyUsage for an endpoint whose answers carry no token usage.
+func NoUsage([]byte) (usageevent.Usage, json.RawMessage, bool) {
+	return usageevent.Usage{}, nil, false
+}
+
+var jsonNull = []byte("null")
+
+// MayHaveValue is the cheap filter in front of a JSON scan of a stream
+// event: it reports false when data certainly has no non-null member named
+// by key (a member name with its quotes, such as `"usage"`), because every
+// occurrence of key is followed by :null. The bytes of a quoted name cannot
+// occur inside a JSON string (its quotes would be escaped), so only a key
+// or a string value of that text matches; a key spelled with escapes
+// ("us\u0061ge") is not recognised.
+func MayHaveValue(data, key []byte) bool {
+	for {
+		i := bytes.Index(data, key)
+		if i < 0 {
+			return false
+		}
+		data = skipSpace(data[i+len(key):])
+		if len(data) == 0 || data[0] != ':' {
+			return true // the string value, or malformed: look closer
+		}
+		data = skipSpace(data[1:])
+		if !bytes.HasPrefix(data, jsonNull) {
+			return true
+		}
+		data = data[len(jsonNull):]
+	}
+}
+
+// skipSpace drops leading JSON white space (RFC 8259 §2).
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}
