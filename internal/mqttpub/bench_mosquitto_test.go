@@ -185,8 +185,8 @@ func countWith(b *testing.B, p *Publisher, reads, writes *atomic.Int64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lc.wrap = func(c net.Conn, end func(), pace gatherer) net.Conn {
-		return newPacedConn(&countingConn{Conn: c, reads: reads, writes: writes}, end, quiesce, pace)
+	lc.wrap = func(c net.Conn, end func()) net.Conn {
+		return newGenConn(&countingConn{Conn: c, reads: reads, writes: writes}, end, quiesce)
 	}
 	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
 		l, err := dialLink(ctx, lc, gen)

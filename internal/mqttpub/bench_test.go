@@ -88,10 +88,10 @@ func BenchmarkAppendToAck(b *testing.B) {
 func BenchmarkDrainConn(b *testing.B) {
 	for _, conn := range []struct {
 		name string
-		wrap func(net.Conn, func(), gatherer) net.Conn
+		wrap func(net.Conn, func()) net.Conn
 	}{
-		{"unbuffered", func(c net.Conn, end func(), _ gatherer) net.Conn { return &unbufferedConn{Conn: c, end: end} }},
-		{"genConn", func(c net.Conn, end func(), pace gatherer) net.Conn { return newPacedConn(c, end, quiesce, pace) }},
+		{"unbuffered", func(c net.Conn, end func()) net.Conn { return &unbufferedConn{Conn: c, end: end} }},
+		{"genConn", func(c net.Conn, end func()) net.Conn { return newGenConn(c, end, quiesce) }},
 	} {
 		// window=1: one publish at a time, nothing to coalesce (the worst
 		// case for the flusher handoff).
@@ -108,8 +108,8 @@ func BenchmarkDrainConn(b *testing.B) {
 					b.Fatal(err)
 				}
 				var reads, writes atomic.Int64
-				lc.wrap = func(c net.Conn, end func(), pace gatherer) net.Conn {
-					return conn.wrap(&countingConn{Conn: c, reads: &reads, writes: &writes}, end, pace)
+				lc.wrap = func(c net.Conn, end func()) net.Conn {
+					return conn.wrap(&countingConn{Conn: c, reads: &reads, writes: &writes}, end)
 				}
 				p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
 					l, err := dialLink(ctx, lc, gen)
@@ -174,9 +174,6 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(b)
 }
-
-// NetConn is the socket, for the receive low-water mark.
-func (c *countingConn) NetConn() net.Conn { return c.Conn }
 
 // unbufferedConn is genConn before buffering (commit 9977a63), the
 // baseline: every paho Read and Write goes to the socket.

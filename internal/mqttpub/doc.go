@@ -46,11 +46,10 @@
 // broker withholds delays no other row.
 // TestPartialAcksLeaveExactlyTheUnacked (every third PUBACK withheld)
 // checks that exactly the unacknowledged rows stay in the outbox. paho
-// writes through genConn, which buffers reads and coalesces writes
-// (genconn.go); the drain loop corks it while it publishes a burst, so
-// that the burst leaves in one write, and while the drain keeps up with
-// the outbox a cycle's PUBACKs are read when the next burst goes out (at
-// most 250 ms later) rather than waking the process on their own.
+// reads and writes through genConn (genconn.go): reads go through a
+// buffer, so a burst of PUBACKs costs one read, and writes are batched,
+// and corked while the drain loop publishes a burst, so that the burst
+// leaves in one write.
 //
 // # Connection generations
 //

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -22,41 +21,7 @@ const (
 	// blocks beyond it, which is paho's backpressure; a connection holds at
 	// most twice this (the bytes pending and the batch being written).
 	maxPending = 256 << 10
-	// gatherHold bounds how long a read waits for the drain's next burst
-	// while PUBACKs are awaited (see genConn, "Gathering reads"): more
-	// than the outbox's default commit interval, so that at a steady rate
-	// the next burst, not the bound, ends the wait.
-	gatherHold = 250 * time.Millisecond
-	// gatherLowat is the socket's receive low-water mark while a read
-	// waits for the next burst: more than the PUBACKs of half the default
-	// window (4 bytes each), so that they gather in the kernel without
-	// waking the process. A larger window may wake it once per this many
-	// bytes, which is only a wakeup.
-	gatherLowat = 16 << 10
 )
-
-// gatherer paces a genConn's reads: while on reports true, a read(2)
-// first waits for the next burst of publishes (kick), at most hold. The
-// zero value does not pace. timer is the clock; tests fake it.
-type gatherer struct {
-	hold time.Duration
-	on   func() bool
-	// timer returns a channel that receives once d has passed, and a
-	// function that stops it.
-	timer func(d time.Duration) (<-chan time.Time, func() bool)
-}
-
-// realGatherer paces by gatherHold on the system clock while on is true.
-func realGatherer(on func() bool) gatherer {
-	return gatherer{
-		hold: gatherHold,
-		on:   on,
-		timer: func(d time.Duration) (<-chan time.Time, func() bool) {
-			t := time.NewTimer(d)
-			return t.C, t.Stop
-		},
-	}
-}
 
 // errConnClosed is what Write returns after Close. It wraps net.ErrClosed
 // so that paho, which matches "use of closed network connection" in the
@@ -122,28 +87,7 @@ var errConnClosed = fmt.Errorf("mqttpub: write: %w", net.ErrClosed)
 // still held when the burst ended. Cork never holds up a Write (a full
 // buffer is written regardless) or Close.
 //
-// # Gathering reads
-//
-// Some brokers (mochi, for one) write every PUBACK as it is ready, and a
-// reader that waits on the socket wakes as the first one arrives, and
-// again for later ones: every drain cycle cost the process wakeups of its
-// own, on top of the commit's. With a gatherer that is on (at most half
-// the drain's window is in flight, and publishes await their PUBACK), a
-// Read that would read the socket first waits for the next burst of
-// publishes (kick) and reads then, in the wakeup that burst's commit
-// already cost: the PUBACKs of a cycle are handled one cycle later, at
-// most gatherHold later. A gatherer that turns off (a backlog, which fills
-// the window, or a window filling up) kicks the waiting reader, so a drain
-// that needs its window back is not held up. Close ends a wait at once.
-//
-// Waiting for the kick does not keep the socket from waking the process:
-// each PUBACK segment that arrives while it sleeps in the poller wakes it,
-// for nothing, and brokers (Mosquitto among them) send a burst's PUBACKs
-// in several segments. So while a read waits for the burst, the socket's
-// receive low-water mark is raised (gatherLowat) and the PUBACKs gather
-// in the kernel unannounced; it is back at one byte before the read goes
-// to the socket, so a read never waits on the socket with the mark raised.
-// The end of the connection is reported regardless of the mark.
+// # Close
 //
 // Close writes what is pending first, for at most linger (and within the
 // deadlines above), then closes the socket and waits for the flusher to
@@ -159,14 +103,6 @@ type genConn struct {
 	room   chan struct{} // cap 1: the flusher took the pending bytes, or ended
 	hurry  chan struct{} // closed by abort: Close stops waiting for the flusher
 	done   chan struct{} // closed when the flusher has returned
-	quit   chan struct{} // closed when the socket is closed: a paced Read stops waiting
-	pace   gatherer
-	kickc  chan struct{}     // cap 1: kick was called
-	lowat  func(n int) error // sets the socket's receive low-water mark; nil if not a socket
-
-	raised bool // the low-water mark is gatherLowat; only the reader uses it
-
-	kicks atomic.Uint64 // bursts published: kick calls so far
 
 	ended     sync.Once // runs end
 	shut      sync.Once // the body of Close
@@ -187,15 +123,8 @@ type genConn struct {
 }
 
 // newGenConn wraps conn and starts its flusher. end runs once, when the
-// connection ends; Close waits at most linger for pending bytes. Its reads
-// are not paced; see newPacedConn.
+// connection ends; Close waits at most linger for pending bytes.
 func newGenConn(conn net.Conn, end func(), linger time.Duration) *genConn {
-	return newPacedConn(conn, end, linger, gatherer{})
-}
-
-// newPacedConn is newGenConn with its reads paced by pace ("Gathering
-// reads" above).
-func newPacedConn(conn net.Conn, end func(), linger time.Duration, pace gatherer) *genConn {
 	c := &genConn{
 		Conn:   conn,
 		end:    end,
@@ -205,12 +134,6 @@ func newPacedConn(conn net.Conn, end func(), linger time.Duration, pace gatherer
 		room:   make(chan struct{}, 1),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
-		quit:   make(chan struct{}),
-		pace:   pace,
-		kickc:  make(chan struct{}, 1),
-	}
-	if pace.hold > 0 {
-		c.lowat = socketLowat(conn)
 	}
 	go c.flush()
 	return c
@@ -226,11 +149,6 @@ func poke(ch chan struct{}) {
 }
 
 func (c *genConn) Read(b []byte) (int, error) {
-	if c.pace.hold > 0 && c.br.Buffered() == 0 && c.pace.on() {
-		c.quiet(true)
-		c.awaitBurst() // cut short by a close: the read fails at once
-	}
-	c.quiet(false)
 	n, err := c.br.Read(b)
 	if err != nil {
 		c.ended.Do(c.end)
@@ -398,53 +316,7 @@ func (c *genConn) fail(err error) {
 func (c *genConn) closeConn() {
 	c.connOnce.Do(func() {
 		c.closeErr = c.Conn.Close()
-		close(c.quit)
 	})
-}
-
-// kick tells a paced reader that a burst of publishes went out: it stops
-// waiting and reads the PUBACKs of the bursts before, which are there by
-// now.
-func (c *genConn) kick() {
-	c.kicks.Add(1)
-	poke(c.kickc)
-}
-
-// awaitBurst waits for a kick that comes after it started (a kick left
-// from the burst whose PUBACKs are awaited does not count), at most
-// pace.hold, or until the socket is closed.
-func (c *genConn) awaitBurst() {
-	seen := c.kicks.Load()
-	t, stop := c.pace.timer(c.pace.hold)
-	defer stop()
-	for {
-		select {
-		case <-c.kickc:
-			if c.kicks.Load() != seen {
-				return
-			}
-		case <-t:
-			return
-		case <-c.quit:
-			return
-		}
-	}
-}
-
-// quiet raises the socket's receive low-water mark (on) or lowers it back
-// to one byte ("Gathering reads"). A failure is ignored: a mark that
-// could not be raised only costs wakeups, and one that cannot be lowered
-// belongs to a closed socket, whose read fails at once.
-func (c *genConn) quiet(on bool) {
-	if c.lowat == nil || c.raised == on {
-		return
-	}
-	c.raised = on
-	n := 1
-	if on {
-		n = gatherLowat
-	}
-	_ = c.lowat(n)
 }
 
 // SetWriteDeadline sets the deadline for the bytes of later Writes (see

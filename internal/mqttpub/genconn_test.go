@@ -2,6 +2,7 @@ package mqttpub
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -532,6 +533,124 @@ func TestGenConnBufferedReads(t *testing.T) {
 	}
 	if r := probe.reads.Load(); r != 1 {
 		t.Errorf("%d socket reads for a CONNACK and %d PUBACKs; want 1", r, n)
+	}
+}
+
+// TestGenConnCorkHolds: Writes made while corked reach the socket in one
+// write at uncork, and later Writes go out as they come again.
+func TestGenConnCorkHolds(t *testing.T) {
+	client, server := tcpPair(t)
+	var early atomic.Bool // a socket write happened before uncork
+	var uncorked atomic.Bool
+	probe := &probeConn{Conn: client, onWrite: func(int64) {
+		if !uncorked.Load() {
+			early.Store(true)
+		}
+	}}
+	g := newGenConn(probe, func() {}, waitLimit)
+	got := readAll(server)
+
+	g.cork()
+	var want bytes.Buffer
+	for i := range 50 {
+		p := fmt.Appendf(nil, "<%d>", i)
+		want.Write(p)
+		if _, err := g.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uncorked.Store(true)
+	g.uncork()
+	if _, err := g.Write([]byte("<after>")); err != nil {
+		t.Fatal(err)
+	}
+	want.WriteString("<after>")
+	if err := closeWithin(t, g); err != nil {
+		t.Fatal(err)
+	}
+	if data := recv(t, got); !bytes.Equal(data, want.Bytes()) {
+		t.Fatalf("peer read %q; want %q", data, want.Bytes())
+	}
+	if early.Load() {
+		t.Error("the socket was written while corked")
+	}
+	batches, _ := probe.recorded()
+	if len(batches) == 0 || !bytes.HasPrefix(batches[0], []byte("<0><1>")) || !bytes.Contains(batches[0], []byte("<49>")) {
+		t.Errorf("first socket write %q; want the 50 corked Writes together", batches[0])
+	}
+}
+
+// TestGenConnCorkNeverBlocks: a corked connection still writes a full
+// buffer (Write must never wait on uncork, or paho's outgoing goroutine
+// and the drain loop publishing into it would deadlock), and Close writes
+// what a cork held.
+func TestGenConnCorkNeverBlocks(t *testing.T) {
+	client, server := tcpPair(t)
+	g := newGenConn(client, func() {}, waitLimit)
+	got := readAll(server)
+	g.cork()
+	big := bytes.Repeat([]byte("x"), 2*maxPending+5)
+	done := make(chan error, 1)
+	go func() { _, err := g.Write(big); done <- err }()
+	if err := recv(t, done); err != nil {
+		t.Fatalf("corked Write of %d bytes: %v", len(big), err)
+	}
+	if _, err := g.Write([]byte("tail")); err != nil {
+		t.Fatal(err)
+	}
+	if err := closeWithin(t, g); err != nil { // still corked
+		t.Fatal(err)
+	}
+	want := append(big, "tail"...)
+	if data := recv(t, got); !bytes.Equal(data, want) {
+		t.Fatalf("peer read %d bytes; want %d (the corked bytes written by Close)", len(data), len(want))
+	}
+	if _, err := g.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Write after Close = %v; want net.ErrClosed", err)
+	}
+}
+
+// TestBurstLeavesTogether: a drain cycle's burst of publishes reaches the
+// broker in at most three socket writes: the corked burst, and the one or
+// two packets paho's goroutines still held at flush. Without the cork,
+// paho's writes and the flusher take turns and the burst leaves in about
+// one write per three packets.
+func TestBurstLeavesTogether(t *testing.T) {
+	addr, _ := startMochi(t, "127.0.0.1:0", newAckHook())
+	p := newPublisher(t, newFakeSource(), testOptions(addr, "t"))
+	lc, err := check(&p.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads, writes atomic.Int64
+	lc.wrap = func(c net.Conn, end func()) net.Conn {
+		return newGenConn(&countingConn{Conn: c, reads: &reads, writes: &writes}, end, quiesce)
+	}
+	l, err := dialLink(context.Background(), lc, &p.gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+
+	const burst = 50
+	before := writes.Load() // CONNECT
+	toks := make([]token, 0, burst)
+	for i := range burst {
+		toks = append(toks, l.publish(fmt.Appendf(nil, "event %d", i)))
+	}
+	l.flush()
+	for i, tok := range toks {
+		select {
+		case <-tok.Done():
+		case <-time.After(waitLimit):
+			t.Fatalf("no PUBACK for publish %d", i)
+		}
+		if err := tok.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load() - before; n > 3 {
+		t.Errorf("a burst of %d publishes took %d socket writes; want at most 3", burst, n)
 	}
 }
 

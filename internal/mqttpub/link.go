@@ -32,11 +32,6 @@ type link interface {
 	// flush sends the packets publish held back; the drain loop calls it
 	// after each burst of publishes.
 	flush()
-	// pace tells the link whether PUBACKs may wait to be read until the
-	// next burst: true while at most half the window is in flight, false
-	// while a backlog (which fills the window) or a filling window needs
-	// them now.
-	pace(bool)
 	// acks receives after publishes completed (coalesced, capacity 1), so
 	// that one wakeup judges every publish completed by then; nil if the
 	// link has no such signal, and the loop waits on the oldest publish
@@ -73,13 +68,10 @@ type linkConfig struct {
 	// paho.mqtt.golang#563 turns it on, to prove the generation check catches
 	// a token completed across paho's own reconnect.
 	autoReconnect bool
-	// wrap replaces newPacedConn around each dialled connection; nil in
-	// production. pace is the gatherer production would use. Benchmarks
-	// use it to count system calls and to run the unbuffered baseline.
-	wrap func(conn net.Conn, end func(), pace gatherer) net.Conn
-	// hold replaces gatherHold; 0 in production. A test sets it longer
-	// than itself, to see what happens when no next burst comes.
-	hold time.Duration
+	// wrap replaces newGenConn around each dialled connection; nil in
+	// production. Benchmarks use it to count system calls and to run the
+	// unbuffered baseline.
+	wrap func(conn net.Conn, end func()) net.Conn
 }
 
 // pahoLink is a link on one paho client that is connected exactly once:
@@ -110,16 +102,7 @@ type pahoLink struct {
 	conns   []net.Conn // every connection dialled; guarded by mu
 	aborted bool       // set by abort; no new connection is kept; guarded by mu
 
-	corked  bool        // publish corked the connection; only the drain loop's goroutine uses it
-	relaxed atomic.Bool // pace is on: the connection may gather PUBACKs
-}
-
-// burstConn is a connection that sends bursts together and can be told
-// one went out (genConn).
-type burstConn interface {
-	cork()
-	uncork()
-	kick()
+	corked bool // publish corked the connection; only the drain loop's goroutine uses it
 }
 
 // dialLink connects a fresh paho client and returns it as a link. ctx
@@ -199,14 +182,10 @@ func (l *pahoLink) open(ctx context.Context, c *linkConfig) (net.Conn, error) {
 	}
 	l.gen.Add(1) // a new connection: tokens published before it are stale
 	var gc net.Conn
-	pace := realGatherer(l.gathering)
-	if c.hold > 0 {
-		pace.hold = c.hold
-	}
 	if c.wrap != nil {
-		gc = c.wrap(conn, l.connEnded, pace)
+		gc = c.wrap(conn, l.connEnded)
 	} else {
-		gc = newPacedConn(conn, l.connEnded, quiesce, pace)
+		gc = newGenConn(conn, l.connEnded, quiesce)
 	}
 	l.conns = append(l.conns, gc)
 	return gc, nil
@@ -256,10 +235,9 @@ func (l *pahoLink) publish(payload []byte) token {
 	return t
 }
 
-// flush uncorks the connection and tells a reader waiting for the next
-// burst that it went out: the PUBACKs of the bursts before it are read
-// now, in the same wakeup. paho may still hold the last one or two packets
-// of the burst in its own goroutines; they are written as they arrive.
+// flush uncorks the connection, so that the burst goes out in one write.
+// paho may still hold the last one or two packets of the burst in its own
+// goroutines; they are written as they arrive.
 func (l *pahoLink) flush() {
 	if !l.corked {
 		return
@@ -267,47 +245,18 @@ func (l *pahoLink) flush() {
 	l.corked = false
 	if c := l.burstConn(); c != nil {
 		c.uncork()
-		c.kick()
 	}
 }
 
-// pace sets whether PUBACKs may gather; turning it off wakes a reader
-// that waits for the next burst, so that the drain's window is freed now.
-func (l *pahoLink) pace(on bool) {
-	if l.relaxed.Swap(on) && !on {
-		l.kick()
-	}
-}
-
-// kick wakes a reader that waits for the next burst.
-func (l *pahoLink) kick() {
-	if c := l.burstConn(); c != nil {
-		c.kick()
-	}
-}
-
-// gathering reports whether the connection should gather PUBACKs: pace
-// is on, and publishes await their PUBACK. With none awaited, a read waits
-// on the socket for whatever the broker sends next (a PINGRESP, or the
-// connection's end).
-func (l *pahoLink) gathering() bool {
-	if !l.relaxed.Load() {
-		return false
-	}
-	l.amu.Lock()
-	n := len(l.sent)
-	l.amu.Unlock()
-	return n > 0
-}
-
-// burstConn returns the connection paho uses now, if it is a burstConn.
-func (l *pahoLink) burstConn() burstConn {
+// burstConn returns the connection paho uses now if it is a genConn,
+// which sends a burst together; nil otherwise (a benchmark's baseline).
+func (l *pahoLink) burstConn() *genConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) == 0 {
 		return nil
 	}
-	c, _ := l.conns[len(l.conns)-1].(burstConn)
+	c, _ := l.conns[len(l.conns)-1].(*genConn)
 	return c
 }
 

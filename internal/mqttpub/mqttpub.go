@@ -458,11 +458,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				p.published.Add(1)
 			}
 			l.flush()
-			// PUBACKs may wait for the next burst while the window is at
-			// most half full. A read that filled the window (a backlog) or
-			// a window filling up needs them now, and a full one would wait
-			// for a burst that cannot come.
-			l.pace(len(inflight) <= p.o.Window/2)
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
 					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
@@ -509,13 +504,11 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 	}
 }
 
-// finish settles the publishes in flight when Run is stopped: PUBACKs
-// that already came are read now (they may be waiting for a next burst
-// that will not come), and those still on their way get up to quiesce to
-// arrive, so that a node that stops replays as few delivered rows as it
-// can after its restart.
+// finish settles the publishes in flight when Run is stopped: the rows
+// whose PUBACK already came are deleted, and those still on their way get
+// up to quiesce to arrive, so that a node that stops replays as few
+// delivered rows as it can after its restart.
 func (p *Publisher) finish(l link, inflight *[]pending) {
-	l.pace(false)
 	t := time.NewTimer(quiesce)
 	defer t.Stop()
 	acked := l.acks()
