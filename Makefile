@@ -10,13 +10,20 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-run: ## start the dev stack: fake provider + SOCKS5 egress + node on 127.0.0.1:8080
-	$(GO) run ./cmd/scootgate-dev
+# run builds first and says so: a cold `go run` compiles for minutes
+# without a word (README.md "First run"). The binary goes to bin/, which
+# is git-ignored.
+run: ## build bin/scootgate-dev, then start the dev stack: fake provider + SOCKS5 egress + node on 127.0.0.1:8080
+	@echo "building the dev stack into bin/scootgate-dev (a first run downloads modules and compiles: a few minutes on 2 cores)..."
+	$(GO) build -o bin/scootgate-dev ./cmd/scootgate-dev
+	@echo "starting the dev stack (Ctrl-C stops it)..."
+	./bin/scootgate-dev
 
 build: ## build bin/scootgate
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/scootgate ./cmd/scootgate
 
 test: vet ## vet, then every test under the race detector (the CI command)
+	@echo "testing: building every package with the race detector, then running its tests (a first run compiles for many minutes on 2 cores)..."
 	$(GO) test -race -count=1 $(PKGS)
 
 check: fmt-check lint test ## fmt-check + staticcheck + vet + race tests
@@ -34,6 +41,7 @@ fmt-check: ## fail if gofmt would change a file
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet: ## go vet
+	@echo "vetting: type-checking every package (a first run downloads modules and compiles them: several minutes on 2 cores)..."
 	$(GO) vet $(PKGS)
 
 # staticcheck at a pinned version, built by the go command (no install step,

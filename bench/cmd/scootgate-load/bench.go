@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -61,11 +62,13 @@ type options struct {
 	noiseBudget time.Duration // total time for quiet waits and discarded runs
 	stalls      string        // host stall tracing: "auto" | "on" | "off"
 
-	pin     bool
-	profile string
-	nodeLog bool
-	keep    bool
-	maxTime time.Duration
+	pin            bool
+	sutGOGC        int   // GOGC of every system under test; -1: off
+	sutMemLimitMiB int64 // GOMEMLIMIT of every system under test; 0: none
+	profile        string
+	nodeLog        bool
+	keep           bool
+	maxTime        time.Duration
 }
 
 // Target keys, in report order.
@@ -100,6 +103,7 @@ type target struct {
 type bench struct {
 	o     options
 	pin   pinning
+	sut   sutRuntime // every system under test's CPU and runtime settings
 	dir   string
 	prov  *child // fake provider + MQTT broker
 	proxy *child // SOCKS5 + CONNECT proxies
@@ -136,9 +140,10 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	b := &bench{
 		o: o, pin: pin, dir: dir,
 		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
-		rep: newReport(o, pin),
+		sut: newSUTRuntime(pin, o.sutGOGC, o.sutMemLimitMiB),
 	}
-	b.logf("scootgate-load: %s; work dir %s", pin, dir)
+	b.rep = newReport(o, pin, b.sut)
+	b.logf("scootgate-load: %s; systems under test: %s; work dir %s", pin, b.sut, dir)
 	var why string
 	if b.stalls, why, err = newStallTracer(ctx, o.stalls, pin, dir); err != nil {
 		return nil, err
@@ -150,15 +155,20 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 		b.logf("host stalls: not traced: %s", why)
 	}
 
-	b.prov, err = startChild(ctx, pin, pin.side, "provider", "provider", []string{
+	cmd, err := childCommand(pin, pin.side, "provider", []string{
 		"-delay", o.delay.String(), "-events", fmt.Sprint(o.events), "-event-gap", o.eventGap.String(),
-	}, b.env, dir)
+	}, b.env)
 	if err != nil {
 		return nil, err
 	}
+	if b.prov, err = startChild(ctx, "provider", cmd, dir); err != nil {
+		return nil, err
+	}
 	defer b.prov.stop()
-	b.proxy, err = startChild(ctx, pin, pin.side, "proxy", "proxy", nil, b.env, dir)
-	if err != nil {
+	if cmd, err = childCommand(pin, pin.side, "proxy", nil, b.env); err != nil {
+		return nil, err
+	}
+	if b.proxy, err = startChild(ctx, "proxy", cmd, dir); err != nil {
 		return nil, err
 	}
 	defer b.proxy.stop()
@@ -191,12 +201,34 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	return b.rep, nil
 }
 
-// startTarget starts one system under test on the SUT CPU.
+// startTarget starts one system under test on the SUT CPU and checks
+// that it runs with the runtime settings every system under test has.
 func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, error) {
 	name := key + tag
+	cmd, err := b.targetCommand(key, tag)
+	if err != nil {
+		return nil, err
+	}
+	c, err := startChild(ctx, name, cmd, b.dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.sut.check(c.ready.Runtime); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &target{key: key, proc: c, client: newClient(), base: "http://" + c.ready.API}, nil
+}
+
+// targetCommand is the command of one system under test: its role and
+// flags differ by key, its CPU and runtime settings (b.sut) never do.
+func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
+	name := key + tag
+	role := "node"
 	var args []string
 	switch key {
 	case keyBaseline:
+		role = "baseline"
 		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress}
 	default:
 		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit}
@@ -229,11 +261,7 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 	if tag == "-idle" {
 		args = append(args, "-idle-profile")
 	}
-	c, err := startChild(ctx, b.pin, b.pin.sut, name, map[bool]string{true: "baseline", false: "node"}[key == keyBaseline], args, b.env, b.dir)
-	if err != nil {
-		return nil, err
-	}
-	return &target{key: key, proc: c, client: newClient(), base: "http://" + c.ready.API}, nil
+	return childCommand(b.pin, b.pin.sut, role, args, append(slices.Clone(b.env), b.sut.env()...))
 }
 
 func newClient() *http.Client {

@@ -32,6 +32,9 @@ type readyLine struct {
 	SOCKS    string `json:"socks,omitempty"`    // upstream: SOCKS5 proxy host:port
 	Connect  string `json:"connect,omitempty"`  // upstream: CONNECT proxy host:port
 	Broker   string `json:"broker,omitempty"`   // upstream: MQTT broker host:port
+	// Runtime is what a system under test runs with (node, baseline),
+	// checked against every other's by the harness (sutruntime.go).
+	Runtime *sutRuntime `json:"runtime,omitempty"`
 }
 
 // sutStats is a system under test's /stats: allocation counters, read

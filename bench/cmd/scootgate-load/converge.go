@@ -221,8 +221,12 @@ func startFleetNode(ctx context.Context, o convergeOptions, work string, cp *cps
 		return nil, err
 	}
 	log := filepath.Join(dir, "node.log")
-	c, err := startChild(ctx, pinning{}, -1, fmt.Sprintf("node-%02d", i), "node", []string{"-config", cfg, "-log", log},
-		[]string{providerKeyEnv + "=fake-provider-key-for-load"}, dir)
+	cmd, err := childCommand(pinning{}, -1, "node", []string{"-config", cfg, "-log", log},
+		[]string{providerKeyEnv + "=fake-provider-key-for-load"})
+	if err != nil {
+		return nil, err
+	}
+	c, err := startChild(ctx, fmt.Sprintf("node-%02d", i), cmd, dir)
 	if err != nil {
 		return nil, err
 	}

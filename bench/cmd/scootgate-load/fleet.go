@@ -123,9 +123,9 @@ type child struct {
 	err   error         // Wait's result, set before done closes
 }
 
-// startChild starts this executable with -role=role on cpu (-1: unpinned)
-// and waits for its ready line.
-func startChild(ctx context.Context, p pinning, cpu int, name, role string, args []string, env []string, logDir string) (*child, error) {
+// childCommand is this executable with -role=role on cpu (-1: unpinned),
+// with env added to the harness's environment (a later entry wins).
+func childCommand(p pinning, cpu int, role string, args, env []string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -134,14 +134,20 @@ func startChild(ctx context.Context, p pinning, cpu int, name, role string, args
 	if p.on() && cpu >= 0 {
 		argv = append([]string{p.taskset, "-c", strconv.Itoa(cpu)}, argv...)
 	}
-	c := &child{name: name, log: filepath.Join(logDir, name+".stderr"), done: make(chan struct{})}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd, nil
+}
+
+// startChild starts cmd (from childCommand) as name, its stderr in logDir,
+// and waits for its ready line.
+func startChild(ctx context.Context, name string, cmd *exec.Cmd, logDir string) (*child, error) {
+	c := &child{name: name, cmd: cmd, log: filepath.Join(logDir, name+".stderr"), done: make(chan struct{})}
 	logFile, err := os.Create(c.log)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	c.cmd = exec.Command(argv[0], argv[1:]...)
-	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stderr = logFile
 	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {

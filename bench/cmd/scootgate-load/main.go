@@ -20,7 +20,10 @@
 //
 // With taskset available and two CPUs, the system under test runs alone on
 // the first CPU; the provider, the proxy and the harness (the load
-// generator) share the second. The harness then runs, all on 127.0.0.1:
+// generator) share the second. Every system under test, node or baseline,
+// gets the same CPU, GOMAXPROCS, GOGC and GOMEMLIMIT from one place and
+// reports what it got (sutruntime.go). The harness then runs, all on
+// 127.0.0.1:
 //
 //  1. interleaved rounds of open-loop runs on each of -paths (chat
 //     completions, Anthropic messages, Responses): non-stream at each
@@ -157,6 +160,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
 	fs.StringVar(&o.stalls, "stalls", "auto", "trace host stalls (another process holding a harness CPU for 1 ms or more) with perf and read the tail targets without the waits and gaps they overlap: auto (when perf can trace), on (required), off")
 	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
+	fs.IntVar(&o.sutGOGC, "sut-gogc", 100, "GOGC of every system under test, node and baseline alike (-1: off)")
+	fs.Int64Var(&o.sutMemLimitMiB, "sut-gomemlimit", 0, "GOMEMLIMIT of every system under test in MiB, node and baseline alike (0: none)")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of every system under test, node variants included (off when empty)")
 	fs.BoolVar(&o.nodeLog, "node-log", true, "let the node write its per-request JSON log (to a file), as in production")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, child logs, node logs) for inspection")
@@ -219,6 +224,8 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-stalls: %q is not auto, on or off", o.stalls)
 	case o.maxTime <= 0:
 		return o, errors.New("-max-time must be positive")
+	case o.sutMemLimitMiB < 0 || o.sutMemLimitMiB > math.MaxInt64>>20:
+		return o, errors.New("-sut-gomemlimit must be 0 (none) or a positive number of MiB")
 	}
 	if o.profile != "" {
 		if err := os.MkdirAll(o.profile, 0o755); err != nil {

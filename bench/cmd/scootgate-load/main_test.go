@@ -157,7 +157,7 @@ func TestConnectRefused(t *testing.T) {
 func TestChecks(t *testing.T) {
 	o := options{delay: time.Millisecond, eventGap: 5 * time.Millisecond, rounds: 2,
 		paths: []string{pathOpenAI}, rates: []float64{500}, streamRates: []float64{200}}
-	r := newReport(o, pinning{})
+	r := newReport(o, pinning{}, sutRuntime{})
 	p := apiPaths[pathOpenAI]
 	ns, st := scenarioName(p, false, 500), scenarioName(p, true, 200)
 	const ms, n = time.Millisecond, 10
@@ -250,7 +250,7 @@ func TestChecks(t *testing.T) {
 // host stalls overlapped, and say what the ratio was with it.
 func TestTailChecksOutsideStalls(t *testing.T) {
 	o := options{eventGap: 5 * time.Millisecond, rounds: 1, paths: []string{pathOpenAI}, streamRates: []float64{200}}
-	r := newReport(o, pinning{})
+	r := newReport(o, pinning{}, sutRuntime{})
 	st := scenarioName(apiPaths[pathOpenAI], true, 200)
 	const ms = time.Millisecond
 	run := func(stalled int) sample {
@@ -371,6 +371,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-variants", "node-usage-off,node-usage-off"},
 		{"-variants", "node-usage-off", "-search-targets", "baseline,node-tracing"},
 		{"-stalls", "yes"},
+		{"-sut-gomemlimit", "-1"},
+		{"-sut-gomemlimit", "9223372036854775807"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

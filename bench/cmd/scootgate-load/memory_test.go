@@ -79,7 +79,7 @@ func TestBreakdown(t *testing.T) {
 		t.Errorf("stack per goroutine = %v KiB, want 16/3", got)
 	}
 
-	r := newReport(options{}, pinning{})
+	r := newReport(options{}, pinning{}, sutRuntime{})
 	r.Idle = []idleResult{
 		{Target: keyBaseline, Requested: 10, Streams: 10, Opened: 10, Breakdown: memBreakdown{RSSKiB: 30, ClassKiB: map[string]float64{"heap/stacks": 12}}},
 		{Target: keyNode, Requested: 10, Streams: 10, Opened: 10, Breakdown: b},

@@ -34,6 +34,7 @@ type report struct {
 
 type setup struct {
 	Pinning       string        `json:"pinning"`
+	SUTRuntime    sutRuntime    `json:"sut_runtime"` // every system under test's, node and baseline alike
 	Egress        string        `json:"egress"`
 	ProviderDelay time.Duration `json:"provider_delay_ns"`
 	Rounds        int           `json:"rounds"`
@@ -184,14 +185,14 @@ type check struct {
 	Note string `json:"note,omitempty"`
 }
 
-func newReport(o options, p pinning) *report {
+func newReport(o options, p pinning, sut sutRuntime) *report {
 	return &report{
 		Started:   time.Now(),
 		Commit:    gitDescribe(),
 		GoVersion: runtime.Version(),
 		CPUModel:  cpuModel(),
 		Setup: setup{
-			Pinning: p.String(), Egress: o.egress, ProviderDelay: o.delay, Rounds: o.rounds, Duration: o.duration,
+			Pinning: p.String(), SUTRuntime: sut, Egress: o.egress, ProviderDelay: o.delay, Rounds: o.rounds, Duration: o.duration,
 			Paths: o.paths, Rates: o.rates, StreamRates: o.streamRates, Events: o.events, EventGap: o.eventGap, NodeLog: o.nodeLog,
 			IdleStreams: o.idleStreams, SearchStep: o.searchDuration, SearchP99: o.searchP99,
 			SearchFactor: o.searchFactor, SearchConfirm: o.searchConfirm,
@@ -639,7 +640,7 @@ func (r *report) markdown() string {
 	s := r.Setup
 	p("# ScootGate load run %s", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	p("")
-	p("Commit `%s`, %s, %s. %s.", r.Commit, r.GoVersion, r.CPUModel, s.Pinning)
+	p("Commit `%s`, %s, %s. %s. Every system under test, node and baseline alike: %s.", r.Commit, r.GoVersion, r.CPUModel, s.Pinning, s.SUTRuntime)
 	p("Egress through a loopback %s proxy; provider latency %v before headers; streams: %d content events %v apart, with each API's own events around them (chat completions: role, finish, usage, [DONE]; messages: message_start … message_stop; responses: response.created … response.completed).",
 		s.Egress, s.ProviderDelay, s.Events, s.EventGap)
 	var labels []string

@@ -116,7 +116,8 @@ func runNode(args []string) error {
 		Logger:  logger,
 		BaseDir: filepath.Dir(*cfgPath),
 		Listening: func(api, _ net.Addr) {
-			readyErr = printReady(readyLine{Control: control, API: api.String()})
+			rt := readRuntime()
+			readyErr = printReady(readyLine{Control: control, API: api.String(), Runtime: &rt})
 		},
 	})
 	return errors.Join(err, readyErr)
@@ -170,7 +171,8 @@ func runBaseline(args []string) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if err := printReady(readyLine{Control: control, API: ln.Addr().String()}); err != nil {
+	rt := readRuntime()
+	if err := printReady(readyLine{Control: control, API: ln.Addr().String(), Runtime: &rt}); err != nil {
 		return err
 	}
 	select {
