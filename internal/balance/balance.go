@@ -167,8 +167,9 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 }
 
 // scanFirstCost is the cost of one proposal (P2C.sample) in units of
-// the cost a scan (filter.list) spends on one target, as measured by
-// BenchmarkSelectorBaseline: about 20 ns against 1.3 ns.
+// the cost a scan (filter.list) spends on one target, as measured when
+// the scan was written (BenchmarkPickMostlyFull): about 20 ns against
+// 1.3 ns.
 const scanFirstCost = 15
 
 // scanFirst reports whether a P2C pick on an indexed tier of n targets
