@@ -3,6 +3,7 @@ package balance
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -200,8 +201,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 // order1 is the session's first choice with every target eligible and
 // idle: the first in its hash order.
 func order1(pool []*routes.Target, key Key) string {
-	s := newSession(key, filter{now: pool[0].Backend.State.Now()}, DefaultLoadFactor)
-	i, _ := s.next(pool, weightIndex(pool), 0, -1)
+	i, _ := next(pool, 0, key, math.Inf(1), -1)
 	return pool[i].Backend.ID
 }
 

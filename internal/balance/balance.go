@@ -112,8 +112,7 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 		// The index keeps states, capabilities and weights contiguous:
 		// no Target or Backend is read but to compare it with tried.
 		states := x.States()
-		_, caps, ws := x.Hashes()
-		caps, ws = caps[:len(states)], ws[:len(states)]
+		caps, ws := x.Caps()[:len(states)], x.Weights()[:len(states)]
 		for i, st := range states {
 			// At its cap is the commonest reason a scan passes a target
 			// over, and the cheapest to test: one atomic load beside an
@@ -128,7 +127,7 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 			// now) to the bit without the conversions.
 			w := ws[i] * st.EffectiveWeight(1, now)
 			if l.n == maxListed {
-				if need&^x.Rendezvous().Common == 0 {
+				if need&^x.Common() == 0 {
 					x.SetScanFirst(false)
 				}
 				return false
@@ -139,7 +138,7 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 		}
 		// A pick that any target could take sees how much of the tier's
 		// weight is available, and leaves the hint for the next.
-		if need&^x.Rendezvous().Common == 0 {
+		if need&^x.Common() == 0 {
 			x.SetScanFirst(scanFirst(l.total, float64(x.Total()), len(states)))
 		}
 		return true
@@ -167,8 +166,9 @@ func (f *filter) list(tier []*routes.Target, l *listing) bool {
 }
 
 // scanFirstCost is the cost of one proposal (P2C.sample) in units of
-// the cost a scan (filter.list) spends on one target, as measured by
-// BenchmarkSelectorBaseline: about 20 ns against 1.3 ns.
+// the cost a scan (filter.list) spends on one target, as measured when
+// the scan was written (BenchmarkPickMostlyFull): about 20 ns against
+// 1.3 ns.
 const scanFirstCost = 15
 
 // scanFirst reports whether a P2C pick on an indexed tier of n targets
@@ -206,8 +206,7 @@ func (l *listing) draw(x float64, skip int) int {
 // eligibleAt is eligible(tier[i], …) for the indexed tier of x, read
 // from the index where it can be.
 func (f *filter) eligibleAt(x *routes.WeightIndex, tier []*routes.Target, i int) bool {
-	_, caps, _ := x.Hashes()
-	return caps[i]&f.need == f.need && ready(x.States()[i], f.now) && (len(f.tried) == 0 || !contains(f.tried, tier[i]))
+	return x.Caps()[i]&f.need == f.need && ready(x.States()[i], f.now) && (len(f.tried) == 0 || !contains(f.tried, tier[i]))
 }
 
 // ready is st.Ready(now), with the test that rules out a backend at its
@@ -220,7 +219,7 @@ func ready(st *upstream.State, now upstream.Instant) bool {
 // weightAt is f.weight(tier[i]) for the indexed tier of x, read from the
 // index where it can be.
 func (f *filter) weightAt(x *routes.WeightIndex, tier []*routes.Target, i int) float64 {
-	_, caps, ws := x.Hashes()
+	caps, ws := x.Caps(), x.Weights()
 	if caps[i]&f.need != f.need || (len(f.tried) > 0 && contains(f.tried, tier[i])) {
 		return 0
 	}

@@ -53,35 +53,25 @@
 // [Affinity] is prompt-cache affinity (docs/routing.md "Affinity"): a
 // request with a session key ([SessionKey], namespaced by the client key)
 // is placed by weighted rendezvous hashing over the capability-matching
-// targets of the lowest tier with an eligible target. The key falls in
-// one of 2¹⁶ buckets (its top 16 bits), and each target's rank comes
-// from a hash of the bucket's seed and the target's identity (backend id
-// and provider model, routes.TargetHash): one 64×64→128-bit multiply, of
-// seed ⊕ identity by the xor of second seeds of both, its halves xored
-// (wyhash's multiply-and-fold; see affinity.go), with the targets' seeds
-// precomputed in the tier's index, so every node that holds the same
-// table computes the same order without sharing anything, and a target
-// that joins or leaves moves only the sessions whose first choice it is.
-// The walk down that order takes the first target that is eligible and
-// not overloaded: one with more than ⌈c × (m + 1)⌉ requests in flight,
-// where m is its weight's share of the in-flight requests of the tier's
-// eligible targets (the mean, when weights are equal) and c the load
-// factor (consistent hashing with bounded loads, Mirrokni, Thorup and
-// Zadimoghaddam 2018). A spill therefore lands on the same second choice
-// every time. The placement (affinity, or a spill and why) is returned for
-// logs, usage events and metrics. A request without a key goes to the
-// fallback picker unchanged. In-flight counts are node-local, so nodes can
-// disagree only while a target is over the bound. A tier of equal weights
-// is ordered by the integer hashes alone; unequal weights by −ln(u) ÷ w,
-// computed with IEEE-754 basic operations only (not math.Log, whose last
-// bit differs between amd64 and arm64), so a fleet that mixes
-// architectures agrees too. The first choice of a weighted tier is found
-// with about one logarithm per pick: integer lower and upper bounds of
-// each score rule out the other targets. Since the order is the bucket's,
-// a tier of 16 targets or more remembers each bucket's first choice once
-// computed (routes.FirstChoices, 128 KiB, allocated by the tier's first
-// keyed pick), and a pick whose first choice can take the request reads
-// it in O(1).
+// targets of the lowest tier with an eligible target. Each target scores
+// w ÷ −ln u, u uniform in (0, 1) from routes.Mix64 of the session key xor
+// the target's identity hash (backend id and provider model,
+// routes.TargetHash), and the targets are tried highest score first, so
+// every node that holds the same table computes the same order without
+// sharing anything, and a target that joins or leaves moves only the
+// sessions whose first choice it is. The walk down that order takes the
+// first target that is eligible and not overloaded: one with more than
+// ⌈c × (m + 1)⌉ requests in flight, where m is its weight's share of the
+// in-flight requests of the tier's eligible targets (the mean, when
+// weights are equal) and c the load factor (consistent hashing with
+// bounded loads, Mirrokni, Thorup and Zadimoghaddam 2018). A spill
+// therefore lands on the same second choice every time. The placement
+// (affinity, or a spill and why) is returned for logs, usage events and
+// metrics. A request without a key goes to the fallback picker unchanged.
+// In-flight counts are node-local, so nodes can disagree only while a
+// target is over the bound. A pick scores the tier once, and once more
+// for each step of a spill: a logarithm a target, with nothing
+// precomputed or remembered.
 //
 // [RetryAfter] computes the Retry-After of the 503 sent when nothing is
 // eligible (docs/api.md "Status codes"): the earliest moment any capability-matching target

@@ -1,8 +1,6 @@
 package routes
 
 import (
-	"math"
-	"sort"
 	"sync/atomic"
 
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -38,21 +36,13 @@ type WeightIndex struct {
 	cum   []int   // cum[i]: sum of the weights of targets 0..i
 	guide []int   // guide[k]: the target holding ⌈k·Total/m⌉ (at most Total − 1), the first integer of bucket k of m
 	scale float64 // m / Total: bucket k holds [k·Total/m, (k+1)·Total/m)
-	// uniform: every target of the tier has the same weight, so weighted
-	// rendezvous hashing may compare raw hashes.
-	uniform bool
-	// The targets' HashID, Caps and Weight, contiguous: rendezvous hashing
-	// scores every target of a tier, and this keeps the loop in a few
-	// cache lines instead of one Target per step.
-	hash []uint64
-	caps []Caps
-	w    []float64
-	rv   Rendezvous
-	// Each target's backend state (nil for a target without a backend),
-	// contiguous, for the pickers' scans.
+	// Each target's Caps, Weight and backend state (nil for a target
+	// without a backend), contiguous, for the pickers' scans, and the
+	// capabilities every target offers.
+	caps   []Caps
+	w      []float64
 	states []*upstream.State
-	// firsts is the memo of FirstChoices, allocated by its first call.
-	firsts atomic.Pointer[FirstChoices]
+	common Caps
 	// scanFirst is the hint of ScanFirst, on a cache line of its own so
 	// that setting it does not evict what every pick reads.
 	_         [64]byte
@@ -75,75 +65,6 @@ func (x *WeightIndex) SetScanFirst(v bool) {
 	}
 }
 
-// FirstBuckets is the number of entries of a FirstChoices memo.
-const FirstBuckets = 1 << 16
-
-// FirstChoices is a memo package balance keeps per tier: entry k holds
-// 1 + the index of the first choice of affinity bucket k when every
-// target is eligible, or 0 until it has been computed; 16 bits each, two
-// to a word, 128 KiB. Each entry is a pure function of the tier, so
-// concurrent writers store the same value.
-type FirstChoices [FirstBuckets / 2]atomic.Uint32
-
-// FirstMax is the most targets a tier may have for a FirstChoices entry
-// to name any of them.
-const FirstMax = 1<<16 - 2
-
-// Get returns entry k.
-func (f *FirstChoices) Get(k uint32) uint32 {
-	return f[k/2].Load() >> (k % 2 * 16) & 0xffff
-}
-
-// Set sets entry k, which must be 0, to v ≤ FirstMax + 1.
-func (f *FirstChoices) Set(k, v uint32) {
-	w, shift := &f[k/2], k%2*16
-	for {
-		old := w.Load()
-		if old>>shift&0xffff != 0 || w.CompareAndSwap(old, old|v<<shift) {
-			return
-		}
-	}
-}
-
-// FirstChoices returns the tier's memo, allocating it on the first call:
-// tiers that never see a keyed pick never hold one.
-func (x *WeightIndex) FirstChoices() *FirstChoices {
-	if f := x.firsts.Load(); f != nil {
-		return f
-	}
-	x.firsts.CompareAndSwap(nil, new(FirstChoices))
-	return x.firsts.Load()
-}
-
-// Rendezvous is a tier's targets as weighted rendezvous hashing (package
-// balance) reads them: heaviest first, equal weights in tier order (so a
-// tier of equal weights is in tier order), contiguous. Immutable.
-type Rendezvous struct {
-	Index []int32         // the target's index in the tier
-	Keys  []RendezvousKey // what the weighted screen reads, one struct per target
-	// Each target's HashID and SecondSeed again, in two arrays: the loop
-	// over a tier of equal weights runs faster over these than over Keys.
-	Hash, Seed2 []uint64
-	Inv         []uint64  // ⌊(2⁶⁴ − 1) ÷ weight⌋, the weight's reciprocal in 0.64 fixed point; 0 for a weight ≤ 0
-	Caps        []Caps    // the target's capabilities
-	Weight      []float64 // the target's weight
-	Common      Caps      // the capabilities every target of the tier offers
-	// Positive is how many targets have a weight > 0: the first Positive
-	// (the others can never be chosen).
-	Positive int
-}
-
-// RendezvousKey is one target's HashID, SecondSeed(HashID) and weight (0
-// for a weight ≤ 0), side by side for the loop that scores every target.
-type RendezvousKey struct {
-	Hash, Seed2, W uint64
-}
-
-// SecondSeed derives a target's second 64-bit seed for rendezvous hashing
-// from its HashID (package balance mixes a session key with both). Like
-// HashID it depends on the target's identity alone.
-func SecondSeed(hashID uint64) uint64 { return Mix64(hashID ^ 0x9e3779b97f4a7c15) }
-
 // guidePerTarget is m/n, the buckets per target: more buckets mean fewer
 // boundaries in each, so the walk after the guide usually takes no step.
 const guidePerTarget = 4
@@ -153,22 +74,17 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 	n := len(tier)
 	m := guidePerTarget * n
 	x := &WeightIndex{cum: make([]int, n), guide: make([]int, m),
-		hash: make([]uint64, n), caps: make([]Caps, n), w: make([]float64, n),
-		states: make([]*upstream.State, n)}
+		caps: make([]Caps, n), w: make([]float64, n), states: make([]*upstream.State, n), common: ^Caps(0)}
 	sum := 0
-	x.uniform = true
 	for i, t := range tier {
 		sum += max(t.Weight, 0)
 		x.cum[i] = sum
-		if t.Weight != tier[0].Weight {
-			x.uniform = false
-		}
-		x.hash[i], x.caps[i], x.w[i] = t.HashID, t.Caps, float64(t.Weight)
+		x.caps[i], x.w[i] = t.Caps, float64(t.Weight)
+		x.common &= t.Caps
 		if t.Backend != nil {
 			x.states[i] = t.Backend.State
 		}
 	}
-	x.rv = newRendezvous(tier)
 	if sum == 0 {
 		return x
 	}
@@ -187,44 +103,16 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 // Len returns the number of targets indexed.
 func (x *WeightIndex) Len() int { return len(x.cum) }
 
-// Uniform reports whether every indexed target has the same weight.
-func (x *WeightIndex) Uniform() bool { return x.uniform }
+// Caps returns the targets' capabilities, in order. The slice must not
+// be modified.
+func (x *WeightIndex) Caps() []Caps { return x.caps }
 
-// Hashes returns the targets' HashID, Caps and Weight, in order, for
-// rendezvous hashing. The slices must not be modified.
-func (x *WeightIndex) Hashes() (hash []uint64, caps []Caps, weight []float64) {
-	return x.hash, x.caps, x.w
-}
+// Weights returns the targets' weights, in order. The slice must not be
+// modified.
+func (x *WeightIndex) Weights() []float64 { return x.w }
 
-// newRendezvous lays out tier for rendezvous hashing.
-func newRendezvous(tier []*Target) Rendezvous {
-	n := len(tier)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return tier[order[a]].Weight > tier[order[b]].Weight })
-	rv := Rendezvous{Index: make([]int32, n), Keys: make([]RendezvousKey, n), Hash: make([]uint64, n), Seed2: make([]uint64, n),
-		Inv: make([]uint64, n), Caps: make([]Caps, n), Weight: make([]float64, n),
-		Common: ^Caps(0)}
-	for j, i := range order {
-		t := tier[i]
-		rv.Index[j], rv.Keys[j] = int32(i), RendezvousKey{Hash: t.HashID, Seed2: SecondSeed(t.HashID)}
-		rv.Hash[j], rv.Seed2[j] = rv.Keys[j].Hash, rv.Keys[j].Seed2
-		rv.Caps[j], rv.Weight[j] = t.Caps, float64(t.Weight)
-		if t.Weight > 0 {
-			rv.Positive++
-			rv.Keys[j].W = uint64(t.Weight)
-			rv.Inv[j] = math.MaxUint64 / uint64(t.Weight)
-		}
-		rv.Common &= t.Caps
-	}
-	return rv
-}
-
-// Rendezvous returns the tier laid out for rendezvous hashing. It must
-// not be modified.
-func (x *WeightIndex) Rendezvous() *Rendezvous { return &x.rv }
+// Common returns the capabilities every target of the tier offers.
+func (x *WeightIndex) Common() Caps { return x.common }
 
 // States returns each target's backend state, in order (nil for a target
 // without a backend). The slice must not be modified.

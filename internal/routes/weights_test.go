@@ -2,8 +2,6 @@ package routes
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -112,74 +110,25 @@ func TestIndexWeightsTiers(t *testing.T) {
 	}
 }
 
-// TestRendezvousLayout: the index lays a tier out for rendezvous hashing
-// heaviest first, equal weights in tier order, with each target's index,
-// seeds, capabilities, weights and fixed-point reciprocal, the
-// capabilities they all share, and the targets of weight ≤ 0 last; and it
-// keeps each target's backend state.
-func TestRendezvousLayout(t *testing.T) {
+// TestIndexLayout: the index keeps each target's capabilities, weight
+// and backend state in tier order, and the capabilities they all share.
+func TestIndexLayout(t *testing.T) {
 	reg := upstream.NewRegistry(upstream.Options{})
 	weights := []int{2, 5, 0, 2, 7, 1}
 	caps := []Caps{CapTools | CapStream, CapTools, CapTools, CapTools | CapJSONSchema, CapTools, CapTools | CapStream}
 	pool := make([]*Target, len(weights))
 	for i, w := range weights {
 		id := fmt.Sprintf("b%d", i)
-		pool[i] = &Target{Weight: w, Caps: caps[i], HashID: TargetHash(id, "m"),
-			Backend: &Backend{ID: id, State: reg.Get(upstream.Identity{ID: id, Cap: 1})}}
+		pool[i] = &Target{Weight: w, Caps: caps[i], Backend: &Backend{ID: id, State: reg.Get(upstream.Identity{ID: id, Cap: 1})}}
 	}
 	IndexWeights(pool)
 	x := pool[0].TierWeights
-	rv := x.Rendezvous()
-	if want := []int32{4, 1, 0, 3, 5, 2}; !slices.Equal(rv.Index, want) {
-		t.Fatalf("Index = %v, want %v", rv.Index, want)
-	}
-	if rv.Positive != 5 || rv.Common != CapTools {
-		t.Errorf("Positive %d, Common %v; want 5, tools", rv.Positive, rv.Common)
-	}
-	for j, i := range rv.Index {
-		tg, w := pool[i], uint64(weights[i])
-		if rv.Keys[j] != (RendezvousKey{tg.HashID, SecondSeed(tg.HashID), w}) || rv.Hash[j] != tg.HashID || rv.Seed2[j] != SecondSeed(tg.HashID) || rv.Caps[j] != tg.Caps || rv.Weight[j] != float64(tg.Weight) {
-			t.Errorf("position %d (target %d): hash, seed, caps or weight not the target's", j, i)
-		}
-		if w == 0 {
-			if rv.Inv[j] != 0 {
-				t.Errorf("target %d of weight 0: Inv %d, want 0", i, rv.Inv[j])
-			}
-			continue
-		}
-		// Inv = ⌊(2⁶⁴ − 1) ÷ w⌋: Inv·w ≤ 2⁶⁴ − 1 < (Inv + 1)·w.
-		if hi, lo := bits.Mul64(rv.Inv[j], w); hi != 0 || math.MaxUint64-lo >= w {
-			t.Errorf("target %d: Inv %d is not ⌊(2⁶⁴ − 1) ÷ %d⌋", i, rv.Inv[j], w)
-		}
+	if !slices.Equal(x.Caps(), caps) || x.Common() != CapTools {
+		t.Errorf("Caps %v, Common %v; want %v, tools", x.Caps(), x.Common(), caps)
 	}
 	for i, st := range x.States() {
-		if st != pool[i].Backend.State {
-			t.Errorf("States()[%d] is not target %d's state", i, i)
-		}
-	}
-}
-
-// TestFirstChoices: the memo's 16-bit entries are independent of their
-// neighbours in the same word, start at 0, and a set entry stays as it
-// was set.
-func TestFirstChoices(t *testing.T) {
-	x := newWeightIndex([]*Target{{Weight: 1}, {Weight: 2}})
-	f := x.FirstChoices()
-	if x.FirstChoices() != f {
-		t.Fatal("a second call returned another memo")
-	}
-	for _, k := range []uint32{0, 1, 2, FirstBuckets - 2, FirstBuckets - 1} {
-		if f.Get(k) != 0 {
-			t.Fatalf("entry %d: %d before it was set", k, f.Get(k))
-		}
-	}
-	f.Set(1, FirstMax+1)
-	f.Set(0, 7)
-	f.Set(1, 3) // already set: kept
-	f.Set(FirstBuckets-1, 2)
-	for k, want := range map[uint32]uint32{0: 7, 1: FirstMax + 1, 2: 0, FirstBuckets - 2: 0, FirstBuckets - 1: 2} {
-		if got := f.Get(k); got != want {
-			t.Errorf("entry %d: %d, want %d", k, got, want)
+		if st != pool[i].Backend.State || x.Weights()[i] != float64(weights[i]) {
+			t.Errorf("target %d: state or weight not the target's", i)
 		}
 	}
 }
