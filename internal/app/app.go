@@ -52,7 +52,6 @@ import (
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
-	"github.com/scootgate/scootgate/internal/rawconn"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/tracing"
@@ -647,7 +646,6 @@ func (n *node) listenAPI() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen.api: %w", err)
 	}
-	ln = rawconn.Listener{Listener: ln} // under TLS too: it carries the records
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {
 			const why = "API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted"

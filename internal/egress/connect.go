@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"os"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/rawconn"
 )
 
 // aLongTimeAgo is a deadline in the past: setting it unblocks pending I/O.
@@ -28,7 +26,6 @@ func (d *Dialer) connect(ctx context.Context, p *egressProxy, target string) (ne
 	if err != nil {
 		return nil, StageProxyDial, fmt.Errorf("dial proxy: %w", err)
 	}
-	raw = rawconn.Wrap(raw)
 	conn, stage, err := handshakeConnect(ctx, raw, p, target)
 	if err != nil {
 		raw.Close()

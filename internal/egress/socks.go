@@ -7,8 +7,6 @@ import (
 	"net"
 
 	"golang.org/x/net/proxy"
-
-	"github.com/scootgate/scootgate/internal/rawconn"
 )
 
 // socks5 opens a SOCKS5 tunnel to target through p with golang.org/x/net/proxy
@@ -61,7 +59,7 @@ func (f *socksForward) DialContext(ctx context.Context, network, addr string) (n
 	if err != nil {
 		return nil, err
 	}
-	f.tap = &socksTap{Conn: rawconn.Wrap(c)}
+	f.tap = &socksTap{Conn: c}
 	return f.tap, nil
 }
 
