@@ -13,9 +13,11 @@ import (
 	"github.com/scootgate/scootgate/internal/provider/openai"
 )
 
-// TestResponseHeaders: a client sees the content type, Retry-After, its
-// API's retry advice and rate-limit state, and its API's provider request
-// id as X-Provider-Request-Id; never cookies, never another API's headers.
+// TestResponseHeaders: a client sees the content type, Retry-After, the
+// retry advice and rate-limit state its API lists, and the provider's
+// request id as X-Provider-Request-Id (x-request-id winning over
+// request-id, whatever the map order); never cookies, never anything
+// else.
 func TestResponseHeaders(t *testing.T) {
 	src := http.Header{
 		"Content-Type": {"application/json"}, "Retry-After": {"2"}, "Retry-After-Ms": {"1500"},
@@ -23,14 +25,22 @@ func TestResponseHeaders(t *testing.T) {
 		"X-Request-Id": {"req_openai"}, "Request-Id": {"req_anthropic"},
 		"Set-Cookie": {"s=1"}, "Server": {"x"}, "Content-Encoding": {"gzip"},
 	}
+	only := http.Header{"Request-Id": {"req_anthropic"}}
+	for _, api := range []*provider.API{openai.API, anthropic.API} {
+		dst := http.Header{}
+		copyResponseHeaders(dst, only, api)
+		if got := dst.Get("X-Provider-Request-Id"); got != "req_anthropic" {
+			t.Errorf("%v: request-id alone: X-Provider-Request-Id = %q", api.Protocol, got)
+		}
+	}
 	for _, tc := range []struct {
 		api  *provider.API
 		want http.Header
 	}{
 		{openai.API, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"2"}, "Retry-After-Ms": {"1500"},
-			"X-Ratelimit-Remaining-Requests": {"9"}, "X-Provider-Request-Id": {"req_openai"}}},
-		{anthropic.API, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"2"},
-			"Anthropic-Ratelimit-Requests-Remaining": {"8"}, "X-Provider-Request-Id": {"req_anthropic"}}},
+			"X-Ratelimit-Remaining-Requests": {"9"}, "Anthropic-Ratelimit-Requests-Remaining": {"8"}, "X-Provider-Request-Id": {"req_openai"}}},
+		{anthropic.API, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"2"}, "Retry-After-Ms": {"1500"},
+			"X-Ratelimit-Remaining-Requests": {"9"}, "Anthropic-Ratelimit-Requests-Remaining": {"8"}, "X-Provider-Request-Id": {"req_openai"}}},
 	} {
 		for range 20 { // map order changes between iterations
 			dst := http.Header{}

@@ -68,3 +68,48 @@ func Mentions(s string, words []string) bool {
 	}
 	return false
 }
+
+// QuotaRules is how an API's providers say that the account's quota or
+// balance is used up, as opposed to a rate limit or a problem with the
+// request (docs/failures.md "Quota exhaustion"). Each provider package
+// keeps its own; [QuotaRules.Exhausted] applies them.
+type QuotaRules struct {
+	// Codes are error types or codes that mean it on a 429.
+	Codes []string
+	// Words are phrases that mean it in a 429's error message (or its
+	// body, when it is not an error document).
+	Words []string
+	// CreditPrefix begins the message of a 400 that means it. Only the
+	// beginning: a 400's message can quote the client's request, and a
+	// tenant must not be able to word a request so that its error takes
+	// the backend from every tenant for the quota cooldown.
+	CreditPrefix string
+}
+
+// Exhausted reports whether an answer says the quota or balance is used
+// up: a 402 always (no provider uses it for anything else), a 429 by its
+// codes or words, a 400 by its message's beginning.
+func (q *QuotaRules) Exhausted(status int, body []byte) bool {
+	switch status {
+	case http.StatusPaymentRequired:
+		return true
+	case http.StatusTooManyRequests:
+		e, ok := ReadError(body)
+		if !ok {
+			return Mentions(string(body), q.Words)
+		}
+		for _, c := range q.Codes {
+			if e.Type == c || e.Code == c {
+				return true
+			}
+		}
+		return Mentions(e.Message, q.Words)
+	case http.StatusBadRequest:
+		if q.CreditPrefix == "" {
+			return false
+		}
+		e, ok := ReadError(body)
+		return ok && strings.HasPrefix(e.Message, q.CreditPrefix)
+	}
+	return false
+}

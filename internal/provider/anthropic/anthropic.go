@@ -30,10 +30,13 @@ var API = &provider.API{
 	RequestIDHeader:   "Request-Id",
 	ErrorBody:         func(status int, _, msg, requestID string) []byte { return ErrorBody(status, msg, requestID) },
 	NotRouted:         func(string) (string, string, bool) { return "", "", false },
-	ResponseHeaders:   []string{"Anthropic-Ratelimit-"},
-	ProviderRequestID: []string{"Request-Id"},
+	// Anthropic's own headers, and what compatible providers that also
+	// speak the OpenAI API send (x-ratelimit-*, x-request-id, which wins
+	// when both ids come, as it always has).
+	ResponseHeaders:   []string{"Anthropic-Ratelimit-", "X-Ratelimit-", "Retry-After-Ms"},
+	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        provider.RetryAfter,
-	QuotaExhausted:    quotaExhausted,
+	QuotaExhausted:    quota.Exhausted,
 	ListModels:        listModels,
 	GetModel:          getModel,
 }

@@ -2,8 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"net/http"
-	"strings"
 
 	"github.com/scootgate/scootgate/internal/provider"
 )
@@ -59,36 +57,12 @@ func ErrorBody(status int, msg, requestID string) []byte {
 	return b
 }
 
-// quotaMarkers are words of Anthropic and Anthropic-compatible providers
-// for "the account is out of money or quota", as opposed to a rate limit.
-var quotaMarkers = []string{"credit balance is too low", "billing_", "余额不足"}
-
-// creditTooLow begins Anthropic's 400 for an account without credit.
-const creditTooLow = "Your credit balance is too low"
-
-// quotaExhausted reports whether an answer says the account's quota or
-// balance is used up (docs/failures.md "Quota exhaustion"):
-//
-//   - 402 Payment Required, always (no provider uses it for anything else);
-//   - 429 whose message (the body, when it is not an error document) names
-//     a billing or balance problem;
-//   - 400 whose error message begins with "Your credit balance is too low".
-//     Only the beginning: a 400's message can quote the client's request,
-//     and a tenant must not be able to word a request so that its error
-//     takes the backend from every tenant for the quota cooldown.
-func quotaExhausted(status int, body []byte) bool {
-	switch status {
-	case http.StatusPaymentRequired:
-		return true
-	case http.StatusTooManyRequests:
-		e, ok := provider.ReadError(body)
-		if !ok {
-			return provider.Mentions(string(body), quotaMarkers)
-		}
-		return provider.Mentions(e.Message, quotaMarkers)
-	case http.StatusBadRequest:
-		e, ok := provider.ReadError(body)
-		return ok && strings.HasPrefix(e.Message, creditTooLow)
-	}
-	return false
+// quota is how Anthropic and the providers compatible with it say that
+// the account is out of credit: Anthropic's 400 "Your credit balance is
+// too low", and the words of compatible providers (DeepSeek's "余额不足",
+// OpenAI-style insufficient_quota and billing errors).
+var quota = provider.QuotaRules{
+	Codes:        []string{"insufficient_quota"},
+	Words:        []string{"insufficient_quota", "billing_", "credit balance is too low", "余额不足"},
+	CreditPrefix: "Your credit balance is too low",
 }

@@ -78,8 +78,9 @@ func TestRetryAfter(t *testing.T) {
 
 // TestQuotaExhaustedWhateverTheStatus: quota and balance exhaustion as
 // providers send it (OpenAI's 429 insufficient_quota, Anthropic's 400
-// credit balance, DeepSeek's 402 through either API), and the answers
-// that only quote the words or are rate limits.
+// credit balance, DeepSeek's 402), through either API (compatible
+// providers use the other's words), and the answers that only quote the
+// words or are rate limits.
 func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 	tests := []struct {
 		name              string
@@ -87,15 +88,15 @@ func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 		body              string
 		openai, anthropic bool
 	}{
-		{"anthropic 400 credit balance", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, false, true},
+		{"anthropic 400 credit balance", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, true, true},
 		{"deepseek 402", 402, `{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}`, true, true},
 		{"deepseek 402 in chinese", 402, `{"error":{"message":"余额不足","type":"unknown_error"}}`, true, true},
 		{"402 without a body", 402, ``, true, true},
-		{"openai 429 insufficient_quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, true, false},
-		{"429 code insufficient_quota", 429, `{"error":{"message":"x","type":"requests","code":"insufficient_quota"}}`, true, false},
+		{"openai 429 insufficient_quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, true, true},
+		{"429 code insufficient_quota", 429, `{"error":{"message":"x","type":"requests","code":"insufficient_quota"}}`, true, true},
 		{"openai 429 rate limit", 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, false, false},
 		{"anthropic 429 rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`, false, false},
-		{"429 credit balance", 429, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API"}}`, false, true},
+		{"429 credit balance", 429, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API"}}`, true, true},
 		{"429 balance in chinese", 429, `{"error":{"message":"账户余额不足","code":"1113"}}`, true, true},
 		{"429 billing", 429, `{"error":{"message":"billing_hard_limit_reached"}}`, true, true},
 		{"429 not json, balance", 429, `not json 余额不足`, true, true},

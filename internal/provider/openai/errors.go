@@ -86,28 +86,12 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return provider.RetryAfter(h, now)
 }
 
-// quotaMarkers are words of OpenAI and OpenAI-compatible providers for
-// "the account is out of money or quota", as opposed to a rate limit.
-var quotaMarkers = []string{"insufficient_quota", "billing_", "余额不足"}
-
-// quotaExhausted reports whether an answer says the account's quota or
-// balance is used up (docs/failures.md "Quota exhaustion"):
-//
-//   - 402 Payment Required, always (DeepSeek's "Insufficient Balance" /
-//     "余额不足"; no provider uses 402 for anything else);
-//   - 429 whose error type or code is insufficient_quota, or whose message
-//     (the body, when it is not an error document) names a billing or
-//     balance problem.
-func quotaExhausted(status int, body []byte) bool {
-	switch status {
-	case http.StatusPaymentRequired:
-		return true
-	case http.StatusTooManyRequests:
-		e, ok := provider.ReadError(body)
-		if !ok {
-			return provider.Mentions(string(body), quotaMarkers)
-		}
-		return e.Type == "insufficient_quota" || e.Code == "insufficient_quota" || provider.Mentions(e.Message, quotaMarkers)
-	}
-	return false
+// quota is how OpenAI and the providers compatible with it say that the
+// account is out of quota or money: OpenAI's insufficient_quota and
+// billing errors, DeepSeek's 402 and "余额不足", and Anthropic's
+// credit-balance 400 from its OpenAI-compatible endpoint.
+var quota = provider.QuotaRules{
+	Codes:        []string{"insufficient_quota"},
+	Words:        []string{"insufficient_quota", "billing_", "credit balance is too low", "余额不足"},
+	CreditPrefix: "Your credit balance is too low",
 }

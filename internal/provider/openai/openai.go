@@ -35,10 +35,13 @@ var API = &provider.API{
 	Claims:            func(http.Header) bool { return false },
 	ErrorBody:         func(status int, code, msg, _ string) []byte { return ErrorBody(status, code, msg) },
 	NotRouted:         notRouted,
-	ResponseHeaders:   []string{"Retry-After-Ms", "X-Ratelimit-"},
-	ProviderRequestID: []string{"X-Request-Id"},
+	// OpenAI's own headers first; compatible providers send others' too
+	// (Anthropic's OpenAI-compatible endpoint its anthropic-ratelimit-*
+	// and request-id).
+	ResponseHeaders:   []string{"Retry-After-Ms", "X-Ratelimit-", "Anthropic-Ratelimit-"},
+	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        retryAfter,
-	QuotaExhausted:    quotaExhausted,
+	QuotaExhausted:    quota.Exhausted,
 	ListModels:        listModels,
 	GetModel:          getModel,
 }
