@@ -26,10 +26,10 @@ var API = &provider.API{
 	// Anthropic clients always send anthropic-version: a request the node
 	// does not route (the model list, an unknown path) that carries it is
 	// answered in the Anthropic shape.
-	Claims:            func(h http.Header) bool { return h.Get("Anthropic-Version") != "" },
-	RequestIDHeader:   "Request-Id",
-	ErrorBody:         func(status int, _, msg, requestID string) []byte { return ErrorBody(status, msg, requestID) },
-	NotRouted:         func(string) (string, string, bool) { return "", "", false },
+	Claims:          func(h http.Header) bool { return h.Get("Anthropic-Version") != "" },
+	RequestIDHeader: "Request-Id",
+	ErrorBody:       func(status int, _, msg, requestID string) []byte { return ErrorBody(status, msg, requestID) },
+	NotRouted:       func(string) (string, string, bool) { return "", "", false },
 	// Anthropic's own headers, and what compatible providers that also
 	// speak the OpenAI API send (x-ratelimit-*, x-request-id, which wins
 	// when both ids come, as it always has).
