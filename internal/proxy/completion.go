@@ -22,7 +22,6 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/jsonedit"
-	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/sse"
@@ -844,58 +843,54 @@ func (c *call) event(a *attempt) *usageevent.Event {
 	})
 }
 
-// log writes the attempt's request line: as a logline.Line when the
-// logger's handler writes them (the node's), else through slog.
+// log writes the attempt's request line (docs/operations.md "Logs").
+// The attributes go in one array on the stack: LogAttrs copies what does
+// not fit in the record into a slice of its own.
 func (c *call) log(a *attempt) {
 	level := slog.LevelInfo
 	if a.err != nil {
 		level = slog.LevelWarn
 	}
 	ctx := c.r.Context()
-	if lh := c.h.lines; lh != nil {
-		// time.Now, as slog stamps its records.
-		if l := lh.Line(ctx, time.Now(), level, "request"); l != nil {
-			c.logFields(l, a)
-			l.End()
-		}
-		return
-	}
 	if !c.h.o.Logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make(logline.Attrs, 0, 14)
-	c.logFields(&attrs, a)
+	var buf [14]slog.Attr
+	attrs := c.logFields(buf[:0], a)
 	c.h.o.Logger.LogAttrs(ctx, level, "request", attrs...)
 }
 
-// logFields are the request line's fields (docs/operations.md "Logs").
-func (c *call) logFields(f logline.Fields, a *attempt) {
+// logFields appends the request line's fields to attrs.
+func (c *call) logFields(attrs []slog.Attr, a *attempt) []slog.Attr {
 	backend := ""
 	if a.target != nil {
 		backend = a.target.Backend.ID
 	}
-	f.String("request_id", c.rid)
-	f.String("path", c.r.URL.Path)
-	f.String("model", c.req.Model)
-	f.Bool("stream", c.req.Stream)
-	f.String("backend", backend)
-	f.Int("attempt", int64(a.n))
-	f.String("send_state", a.state.String())
-	f.Int("status", int64(a.status))
-	f.Float("ttfb_ms", ms(a.ttfb))
-	f.Float("duration_ms", ms(c.h.o.Now().Sub(c.start)))
-	f.String("placement", a.placement.String())
+	attrs = append(attrs,
+		slog.String("request_id", c.rid),
+		slog.String("path", c.r.URL.Path),
+		slog.String("model", c.req.Model),
+		slog.Bool("stream", c.req.Stream),
+		slog.String("backend", backend),
+		slog.Int("attempt", a.n),
+		slog.String("send_state", a.state.String()),
+		slog.Int("status", a.status),
+		slog.Float64("ttfb_ms", ms(a.ttfb)),
+		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start))),
+		slog.String("placement", a.placement.String()),
+	)
 	if c.session != 0 {
 		// A short hash, so that turns of one session can be followed in
 		// the log; never the key (it may carry a user id).
-		f.String("session", strconv.FormatUint(uint64(c.session)>>40, 16))
+		attrs = append(attrs, slog.String("session", strconv.FormatUint(uint64(c.session)>>40, 16)))
 	}
 	if a.stage != "" {
-		f.String("stage", a.stage)
+		attrs = append(attrs, slog.String("stage", a.stage))
 	}
 	if a.err != nil {
-		f.String("error", errorText(a.err))
+		attrs = append(attrs, slog.String("error", errorText(a.err)))
 	}
+	return attrs
 }
 
 // errorText is an error for the log without the request URL that Go's

@@ -15,7 +15,6 @@ import (
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
-	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/protocol"
 	"github.com/scootgate/scootgate/internal/protocol/catalog"
 	"github.com/scootgate/scootgate/internal/protocol/openai"
@@ -121,13 +120,6 @@ type Options struct {
 type Handler struct {
 	o       Options
 	started time.Time
-	lines   lineHandler // Logger's handler when it writes lines itself, else nil
-}
-
-// lineHandler is a log handler that writes a line from appended fields
-// without a slog.Record (implemented by *logline.Handler, the node's).
-type lineHandler interface {
-	Line(ctx context.Context, t time.Time, level slog.Level, msg string) *logline.Line
 }
 
 // New returns a Handler.
@@ -144,11 +136,7 @@ func New(o Options) *Handler {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	h := &Handler{o: o, started: o.Now()}
-	if o.Logger != nil {
-		h.lines, _ = o.Logger.Handler().(lineHandler)
-	}
-	return h
+	return &Handler{o: o, started: o.Now()}
 }
 
 // maxProviderBody bounds a non-stream provider answer held in memory.
