@@ -2,6 +2,7 @@ package logline
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -29,5 +30,53 @@ func TestLevel(t *testing.T) {
 	log.Info("shown")
 	if got := buf.String(); strings.Contains(got, "hidden") || !strings.Contains(got, `"msg":"shown"`) {
 		t.Fatalf("lines %q", got)
+	}
+}
+
+// BenchmarkRequestLine is the node's request line (11 fields) written as
+// the request path writes it: slog.Logger.LogAttrs from an array.
+func BenchmarkRequestLine(b *testing.B) {
+	log := slog.New(NewHandler(discard{}, nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		var buf [14]slog.Attr
+		attrs := append(buf[:0],
+			slog.String("request_id", "sg-4f2a9c0d1e3b5a7c9e1f3a5b"),
+			slog.String("path", "/v1/chat/completions"),
+			slog.String("model", "gpt-4o-mini"),
+			slog.Bool("stream", false),
+			slog.String("backend", "openai-primary"),
+			slog.Int("attempt", 1),
+			slog.String("send_state", "response_received"),
+			slog.Int("status", 200),
+			slog.Float64("ttfb_ms", 412.387),
+			slog.Float64("duration_ms", 1534.021),
+			slog.String("placement", "balanced"),
+		)
+		log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestLevelText: levels, built-in or an attribute's value, read as slog
+// writes them without the node's options, custom levels included.
+func TestLevelText(t *testing.T) {
+	handle := func(h slog.Handler, l slog.Level) {
+		r := slog.NewRecord(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), l, "m", 0)
+		r.AddAttrs(slog.Any("custom", l+1))
+		if err := h.Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError, slog.LevelInfo + 2, slog.LevelError + 4} {
+		var got, want bytes.Buffer
+		handle(NewHandler(&got, slog.LevelDebug), l)
+		handle(slog.NewJSONHandler(&want, &slog.HandlerOptions{Level: slog.LevelDebug}), l)
+		if got.String() != want.String() {
+			t.Errorf("level %v: %s, slog %s", l, got.Bytes(), want.Bytes())
+		}
 	}
 }
