@@ -13,10 +13,11 @@ import (
 // and above (nil: slog.LevelInfo). Durations are written in Go's readable
 // form ("1m30s", "250ms") rather than as integer nanoseconds.
 func NewHandler(w io.Writer, level slog.Leveler) *slog.JSONHandler {
-	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDuration})
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: replaceAttr})
 }
 
-func readableDuration(_ []string, a slog.Attr) slog.Attr {
+// replaceAttr writes durations as Go writes them, and levels as strings.
+func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindDuration:
 		a.Value = slog.StringValue(a.Value.Duration().String())
