@@ -1,7 +1,7 @@
 package usage
 
 import (
-	"sync"
+	"encoding/json"
 	"sync/atomic"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -11,9 +11,7 @@ import (
 // must never block; false means the event was dropped (docs/usage-events.md
 // drop_newest).
 //
-// Append must copy payload if it keeps it (outbox.Store.Append does): the
-// Recorder encodes into a pooled buffer and reuses it as soon as Append
-// returns.
+// Append must copy payload if it keeps it (outbox.Store.Append does).
 type Appender interface {
 	Append(payload []byte) bool
 }
@@ -27,12 +25,7 @@ type Recorder struct {
 	recorded atomic.Uint64 // accepted by the outbox
 	dropped  atomic.Uint64 // refused by the outbox (full, failing)
 	oversize atomic.Uint64 // larger than the broker limit: refused before the outbox
-	invalid  atomic.Uint64 // failed Validate: a gateway bug, counted and dropped
-
-	// bufs holds *[]byte encode buffers (pointers, so that Put does not
-	// allocate). A buffer goes back once Append has returned: Appender
-	// implementations copy what they keep.
-	bufs sync.Pool
+	invalid  atomic.Uint64 // failed Validate or json.Marshal: a gateway bug, counted and dropped
 }
 
 // RecorderStats are the recorder's counters.
@@ -53,14 +46,10 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 		r.invalid.Add(1)
 		return
 	}
-	bp := r.getBuf()
-	defer r.putBuf(bp)
-	// appendJSON writes the bytes json.Marshal would (the encoding stored
-	// events always had), without reflection and, into a pooled buffer,
-	// without allocating; it relies on the Validate above.
-	data, err := appendJSON((*bp)[:0], ev)
-	*bp = data
+	data, err := json.Marshal(ev)
 	if err != nil {
+		// What Validate lets through and JSON cannot hold: a started_at
+		// outside RFC 3339's years, an empty (not nil) provider_usage.
 		r.invalid.Add(1)
 		return
 	}
@@ -73,27 +62,6 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 	} else {
 		r.dropped.Add(1)
 	}
-}
-
-// maxPooledBuf is the largest buffer put back in the pool. Events are
-// usually under 1 KiB; one with a huge provider_usage should not pin its
-// buffer there.
-const maxPooledBuf = 64 << 10
-
-func (r *Recorder) getBuf() *[]byte {
-	if bp, ok := r.bufs.Get().(*[]byte); ok {
-		return bp
-	}
-	b := make([]byte, 0, 1024)
-	return &b
-}
-
-func (r *Recorder) putBuf(bp *[]byte) {
-	if cap(*bp) > maxPooledBuf {
-		return
-	}
-	*bp = (*bp)[:0]
-	r.bufs.Put(bp)
 }
 
 // Stats returns the counters.

@@ -3,9 +3,7 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,45 +91,10 @@ func benchEvent() *usageevent.Event {
 	}
 }
 
-// recordReflect is Record as it was before appendJSON: the baseline for
-// BenchmarkRecord.
-func (r *Recorder) recordReflect(ev *usageevent.Event) {
-	if ev.Validate() != nil {
-		r.invalid.Add(1)
-		return
-	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		r.invalid.Add(1)
-		return
-	}
-	if r.maxPayload > 0 && len(data) > r.maxPayload {
-		r.oversize.Add(1)
-		return
-	}
-	if r.out.Append(data) {
-		r.recorded.Add(1)
-	} else {
-		r.dropped.Add(1)
-	}
-}
-
-// BenchmarkRecord runs Record beside its json.Marshal baseline, and
-// Validate alone (both include it).
+// BenchmarkRecord runs Record, and Validate alone (Record includes it).
 func BenchmarkRecord(b *testing.B) {
 	ev := benchEvent()
-	b.Run("json.Marshal", func(b *testing.B) {
-		out := &copyAppender{}
-		r := NewRecorder(out, 1<<20)
-		b.ReportAllocs()
-		for b.Loop() {
-			r.recordReflect(ev)
-		}
-		if r.Stats().Recorded == 0 {
-			b.Fatal("nothing recorded")
-		}
-	})
-	b.Run("AppendJSON", func(b *testing.B) {
+	b.Run("Record", func(b *testing.B) {
 		out := &copyAppender{}
 		r := NewRecorder(out, 1<<20)
 		b.ReportAllocs()
@@ -152,101 +115,29 @@ func BenchmarkRecord(b *testing.B) {
 	})
 }
 
-// raceEnabled is set by race_test.go: sync.Pool drops some Puts under the
-// race detector, so allocation counts mean nothing there.
-var raceEnabled bool
-
-// TestRecordAllocs: with a warm pool, recording an event allocates nothing
-// (the outbox's own copy aside).
-func TestRecordAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items under the race detector")
-	}
-	out := &copyAppender{}
-	r := NewRecorder(out, 1<<20)
-	ev := benchEvent()
-	r.Record(ev)
-	if n := testing.AllocsPerRun(100, func() { r.Record(ev) }); n != 0 {
-		t.Errorf("Record: %v allocations, want 0", n)
-	}
-}
-
-// lockedAppender keeps a copy of every payload, from any goroutine.
-type lockedAppender struct {
-	mu  sync.Mutex
-	got [][]byte // guarded by mu
-}
-
-func (l *lockedAppender) Append(p []byte) bool {
-	c := bytes.Clone(p)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.got = append(l.got, c)
-	return true
-}
-
-// TestRecordPayload: Record appends exactly json.Marshal's bytes (the
-// encoding replays and consumers saw before appendJSON), also when several
-// goroutines share the buffer pool and events of very different sizes
-// pass through it (a 100 KiB provider_usage is not pooled afterwards).
-func TestRecordPayload(t *testing.T) {
-	var evs []*usageevent.Event
-	for i := range 64 {
-		ev := benchEvent()
-		ev.EventID = NewEventID(time.Unix(1700000000+int64(i), 0))
-		ev.RequestID = fmt.Sprintf("sg-<%d>&\u2028", i)
-		ev.TTFBMs = float64(i) / 7
-		ev.StartedAt = ev.StartedAt.Add(time.Duration(i) * time.Nanosecond).In(time.FixedZone("X", i*900))
-		switch i % 4 {
-		case 1:
-			ev.Usage, ev.ProviderUsage = nil, nil
-		case 2:
-			ev.ProviderUsage = json.RawMessage(`{ "note": "<big>` + strings.Repeat("x", 100<<10) + `" }`)
-		case 3:
-			ev.ProviderUsage = json.RawMessage("{\n  \"a\" : \"\u2028&\"\n}")
-		}
-		evs = append(evs, ev)
-	}
-	out := &lockedAppender{}
-	r := NewRecorder(out, 0)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := w; i < len(evs); i += 4 {
-				r.Record(evs[i])
+// TestRecordUnencodable: an event that passes Validate but that JSON
+// cannot hold is counted invalid and never reaches the outbox.
+func TestRecordUnencodable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(e *usageevent.Event)
+	}{
+		{"year 10000", func(e *usageevent.Event) { e.StartedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"zone 24h", func(e *usageevent.Event) { e.StartedAt = e.StartedAt.In(time.FixedZone("X", 24*3600)) }},
+		{"empty provider_usage", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := validEvent()
+			tc.change(ev)
+			if err := ev.Validate(); err != nil {
+				t.Fatalf("the case must pass Validate: %v", err)
+			}
+			out := &sliceAppender{accept: true}
+			r := NewRecorder(out, 0)
+			r.Record(ev)
+			if st := r.Stats(); st != (RecorderStats{Invalid: 1}) || len(out.got) != 0 {
+				t.Fatalf("stats %+v, %d appended; want 1 invalid, none appended", st, len(out.got))
 			}
 		})
-	}
-	wg.Wait()
-
-	if st := r.Stats(); st != (RecorderStats{Recorded: uint64(len(evs))}) {
-		t.Fatalf("stats %+v, want %d recorded", st, len(evs))
-	}
-	want := map[string]bool{}
-	for _, ev := range evs {
-		b, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[string(b)] = true
-	}
-	for _, p := range out.got {
-		if !want[string(p)] {
-			t.Errorf("payload is not json.Marshal of any recorded event: %.200q", p)
-		}
-		delete(want, string(p))
-	}
-	if len(want) != 0 {
-		t.Errorf("%d events missing from the payloads", len(want))
-	}
-}
-
-// TestRecordBufferBound: a buffer grown past maxPooledBuf is not kept.
-func TestRecordBufferBound(t *testing.T) {
-	r := NewRecorder(&copyAppender{}, 0)
-	big := make([]byte, 0, maxPooledBuf+1)
-	r.putBuf(&big)
-	if got := r.bufs.Get(); got != nil {
-		t.Fatalf("pool kept a %d-byte buffer", cap(*got.(*[]byte)))
 	}
 }

@@ -2,6 +2,7 @@ package usageevent
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -140,7 +141,7 @@ func (e *Event) Validate() error {
 		add("provider_usage", "must be set when usage is set")
 	}
 	if hasRaw {
-		if v := bytes.TrimSpace(e.ProviderUsage); !validJSON(v) || v[0] != '{' {
+		if v := bytes.TrimSpace(e.ProviderUsage); !json.Valid(v) || v[0] != '{' {
 			add("provider_usage", "must be a JSON object or null")
 		}
 	}

@@ -206,6 +206,11 @@ func TestValidate(t *testing.T) {
 			want:   []usageevent.Problem{{Path: "provider_usage", Msg: "must be a JSON object or null"}},
 		},
 		{
+			name:   "provider usage two objects",
+			mutate: func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":1} {"b":2}`) },
+			want:   []usageevent.Problem{{Path: "provider_usage", Msg: "must be a JSON object or null"}},
+		},
+		{
 			name: "negative counts",
 			mutate: func(e *usageevent.Event) {
 				e.Usage = &usageevent.Usage{InputTokens: -1, OutputTokens: -1, CacheReadTokens: -1, CacheWriteTokens: -1, ReasoningTokens: -1}

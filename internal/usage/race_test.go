@@ -1,5 +1,0 @@
-//go:build race
-
-package usage
-
-func init() { raceEnabled = true }
