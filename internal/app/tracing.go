@@ -23,11 +23,18 @@ func newTracer(cfg *config.Config, o Options) *tracing.Tracer {
 }
 
 // traceRoute names a request's route for its span: a client endpoint's
-// fixed path, /v1/models/{id}, or "other" (never the client's own path,
-// which could hold anything).
+// fixed path (the endpoint's name when its path names the model),
+// /v1/models/{id}, or "other" (never the client's own path, which could
+// hold anything).
 func traceRoute(path string) string {
+	if spec, _ := catalog.ByPath(path); spec != nil {
+		if spec.Path == "" {
+			return spec.Endpoint.String()
+		}
+		return path
+	}
 	switch {
-	case catalog.ByPath(path) != nil, path == "/v1/models":
+	case path == "/v1/models":
 		return path
 	case strings.HasPrefix(path, "/v1/models/"):
 		return "/v1/models/{id}"

@@ -93,7 +93,7 @@ type attempt struct {
 
 // serveEndpoint serves the request for spec with c, whose writer c.sw is
 // set up.
-func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, api *provider.API, rid string) {
+func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, pathModel string, api *provider.API, rid string) {
 	w := &c.sw
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, api, rid, h.o.Now()
 	if r.Method != spec.Method {
@@ -107,7 +107,7 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
-		if c.req, berr = spec.Inspect(c.body); berr == nil {
+		if c.req, berr = spec.Inspect(c.body, pathModel); berr == nil {
 			c.route(ctx)
 			return
 		}
@@ -231,7 +231,10 @@ func offers(pool []*routes.Target, need routes.Caps) bool {
 func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	t := l.Target
 	a := &attempt{n: n, target: t, lease: l, started: c.h.o.Now()}
-	u := t.Backend.Upstream[c.spec.Endpoint]
+	u := t.Upstream // the endpoint's path names the model
+	if u == nil {
+		u = t.Backend.Upstream[c.spec.Endpoint]
+	}
 	if u == nil { // the pool holds only targets that serve the endpoint: a bug
 		a.state, a.stage, a.err = provider.NotSent, stageInternal, errors.New("backend has no URL for the endpoint")
 		c.failAttempt(a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
@@ -242,7 +245,11 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	// usage-only chunk it then did not expect. The body is copied once,
 	// with the model rewritten (docs/api.md).
 	a.hide = c.req.AskUsage.Value != nil && c.h.o.InjectStreamUsage && t.Backend.InjectUsage
-	body := c.req.Rewrite(c.body, t.ProviderModelJSON, a.hide)
+	model := t.ProviderModelJSON
+	if c.spec.Match != nil {
+		model = nil // the model is in the URL
+	}
+	body := c.req.Rewrite(c.body, model, t.ProviderModelNamedJSON, a.hide)
 	a.reqBytes = int64(len(body))
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
@@ -253,7 +260,11 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	defer a.timer.stop()
 
 	header := c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
-	resp, err := c.h.o.Transport.RoundTrip(upstreamRequest(ctx, c.spec.Method, u, body, header))
+	query := ""
+	if c.spec.UpstreamQuery != nil {
+		query = c.spec.UpstreamQuery(c.r.URL.Query())
+	}
+	resp, err := c.h.o.Transport.RoundTrip(upstreamRequest(ctx, c.spec.Method, u, query, body, header))
 	if err != nil {
 		c.sendFailed(ctx, a, err)
 		return a
@@ -368,11 +379,15 @@ func (x *exchangeTimer) left() time.Duration { return x.total - time.Since(x.sen
 func (x *exchangeTimer) stop() { x.t.Stop() }
 
 // upstreamRequest is what http.NewRequestWithContext(ctx, method,
-// u.String(), bytes.NewReader(body)) returns with header as its Header,
-// without parsing the URL again, and without GetBody: the transport must
-// never replay a POST (docs/architecture.md "Go traps").
-func upstreamRequest(ctx context.Context, method string, u *url.URL, body []byte, header http.Header) *http.Request {
+// u.String(), bytes.NewReader(body)) returns with header as its Header and
+// query as its query, without parsing the URL again, and without GetBody:
+// the transport must never replay a POST (docs/architecture.md "Go
+// traps").
+func upstreamRequest(ctx context.Context, method string, u *url.URL, query string, body []byte, header http.Header) *http.Request {
 	uc := *u // u is the backend's, shared
+	if query != "" {
+		uc.RawQuery = query
+	}
 	rb := &bytesBody{}
 	rb.Reset(body)
 	r := http.Request{

@@ -220,7 +220,7 @@ func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)      
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
 	ctx := r.Context()
-	spec := catalog.ByPath(r.URL.Path)
+	spec, pathModel := catalog.ByPath(r.URL.Path)
 	var (
 		c   *call
 		w   *statusWriter
@@ -245,7 +245,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
 	if spec != nil {
-		h.serveEndpoint(ctx, c, r, spec, api, rid)
+		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
 		return

@@ -114,11 +114,11 @@ func BenchmarkPrepare(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bb.body)))
 			for b.Loop() {
-				r, berr := openai.Chat.Inspect(bb.body)
+				r, berr := openai.Chat.Inspect(bb.body, "")
 				if berr != nil {
 					b.Fatal(berr)
 				}
-				if out := r.Rewrite(bb.body, model, true); len(out) <= len(bb.body) {
+				if out := r.Rewrite(bb.body, model, nil, true); len(out) <= len(bb.body) {
 					b.Fatal("no edit")
 				}
 			}

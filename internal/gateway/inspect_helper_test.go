@@ -22,7 +22,7 @@ func inspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 	if p == provider.Anthropic {
 		spec = anthropic.Messages
 	}
-	r, berr := spec.Inspect(body)
+	r, berr := spec.Inspect(body, "")
 	if berr != nil {
 		return request{}, apierr.BadRequest(berr.Code, berr.Msg)
 	}

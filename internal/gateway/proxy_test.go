@@ -255,7 +255,7 @@ func BenchmarkNonStream(b *testing.B) {
 	}
 	for _, p := range benchPaths {
 		mod, _ := h.o.Routes.Load().Model(p.model)
-		spec := catalog.ByPath(p.path)
+		spec, _ := catalog.ByPath(p.path)
 		target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
 		if err != nil {
 			b.Fatal(err)

@@ -163,7 +163,7 @@ func wiredHandler(b *testing.B) *Handler {
 // path, and returns that target and the provider's answer, to be replayed.
 func recordAnswer(b *testing.B, h *Handler, rt http.RoundTripper, path, model, body string) (*url.URL, http.Header, []byte) {
 	mod, _ := h.o.Routes.Load().Model(model)
-	spec := catalog.ByPath(path)
+	spec, _ := catalog.ByPath(path)
 	target, err := url.Parse(mod.Pools[spec.Endpoint][0].Backend.URL[spec.Endpoint])
 	if err != nil {
 		b.Fatal(err)

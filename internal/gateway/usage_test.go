@@ -213,8 +213,8 @@ func TestUsageEvents(t *testing.T) {
 			}
 			// The endpoint is recorded; a possibly-sent failure is attempted
 			// once and the client told not to retry.
-			if want := catalog.ByPath(tt.path).Endpoint.String(); ev.Endpoint != want {
-				t.Errorf("event endpoint %q, want %q", ev.Endpoint, want)
+			if spec, _ := catalog.ByPath(tt.path); ev.Endpoint != spec.Endpoint.String() {
+				t.Errorf("event endpoint %q, want %q", ev.Endpoint, spec.Endpoint.String())
 			}
 			if tt.want.SendState == "possibly_sent" {
 				if n := prov.RequestCount(); n != 1 {

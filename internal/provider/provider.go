@@ -206,8 +206,14 @@ type Request struct {
 	SessionKey []byte
 
 	// ModelAt is where the model's JSON value is in the body, [start, end):
-	// the one member every attempt rewrites.
+	// the one member every attempt rewrites, for an endpoint whose path
+	// does not name the model.
 	ModelAt [2]int
+	// Named lists further places in the body, in order, where a string
+	// names the model as "models/{model}" (Gemini's nested and batch
+	// requests): each JSON string, quotes included, is rewritten to name
+	// the target's provider model the same way.
+	Named [][2]int
 	// AskUsage, when its Value is set, is the edit that asks the provider
 	// for the stream usage the client did not ask for (OpenAI
 	// stream_options.include_usage; docs/usage-events.md). The request
@@ -223,26 +229,41 @@ type Edit struct {
 	Value   []byte
 }
 
-// Rewrite returns the body of one attempt: body with the model value
-// replaced by model (a JSON string) and, when askUsage is set, the
-// AskUsage edit applied. Every other byte is body's. It is the one copy of
-// the body an attempt makes; body is not modified.
-func (r *Request) Rewrite(body, model []byte, askUsage bool) []byte {
-	edits := [2]Edit{{At: r.ModelAt[0], End: r.ModelAt[1], Value: model}}
-	n := 1
+// Rewrite returns the body of one attempt: body with the model value at
+// ModelAt replaced by model (a JSON string; nil for an endpoint whose path
+// names the model), every Named string replaced by named (the JSON string
+// "models/{provider model}"), and, when askUsage is set, the AskUsage edit
+// applied. Every other byte is body's. It is the one copy of the body an
+// attempt makes; body is not modified, and is returned itself when there
+// is nothing to edit.
+func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
+	var buf [4]Edit
+	edits := buf[:0]
+	if model != nil {
+		edits = append(edits, Edit{At: r.ModelAt[0], End: r.ModelAt[1], Value: model})
+	}
+	for _, at := range r.Named {
+		edits = append(edits, Edit{At: at[0], End: at[1], Value: named})
+	}
 	if askUsage && r.AskUsage.Value != nil {
-		edits[1], n = r.AskUsage, 2
-		if edits[1].At < edits[0].At {
-			edits[0], edits[1] = edits[1], edits[0]
+		edits = append(edits, r.AskUsage)
+	}
+	if len(edits) == 0 {
+		return body
+	}
+	// Few edits, nearly in order: an insertion sort by offset.
+	for i := 1; i < len(edits); i++ {
+		for j := i; j > 0 && edits[j].At < edits[j-1].At; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
 	size := len(body)
-	for _, e := range edits[:n] {
+	for _, e := range edits {
 		size += len(e.Value) - (e.End - e.At)
 	}
 	out := make([]byte, 0, size)
 	prev := 0
-	for _, e := range edits[:n] {
+	for _, e := range edits {
 		out = append(out, body[prev:e.At]...)
 		out = append(out, e.Value...)
 		prev = e.End

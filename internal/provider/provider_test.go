@@ -28,7 +28,7 @@ func TestNamesMatchContracts(t *testing.T) {
 		if spec == nil || spec.Endpoint != e {
 			t.Fatalf("catalog.Spec(%v) = %v", e, spec)
 		}
-		if catalog.ByPath(spec.Path) != spec {
+		if got, _ := catalog.ByPath(spec.Path); got != spec {
 			t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
 		}
 		if got, ok := provider.ParseEndpoint(e.String()); !ok || got != e {
@@ -116,5 +116,39 @@ func TestSendStateNames(t *testing.T) {
 		if got := s.String(); got != w {
 			t.Errorf("SendState(%d).String() = %q, want %q", uint8(s), got, w)
 		}
+	}
+}
+
+// TestRewrite: the edits of an attempt, in any order of discovery, applied
+// in one copy; no copy at all when there is nothing to edit.
+func TestRewrite(t *testing.T) {
+	body := []byte(`{"a":{"model":"models/pub"},"model":"pub","b":[{"model":"models/pub"}],"stream":true}`)
+	r := provider.Request{
+		ModelAt:  [2]int{36, 41},
+		Named:    [][2]int{{14, 26}, {56, 68}},
+		AskUsage: provider.Edit{At: 84, End: 84, Value: []byte(`,"x":1`)},
+	}
+	if string(body[36:41]) != `"pub"` || string(body[14:26]) != `"models/pub"` || string(body[56:68]) != `"models/pub"` || body[84] != '}' {
+		t.Fatal("test offsets do not match the body")
+	}
+	tests := []struct {
+		name         string
+		model, named []byte
+		ask          bool
+		want         string
+	}{
+		{"all", []byte(`"real"`), []byte(`"models/real"`), true,
+			`{"a":{"model":"models/real"},"model":"real","b":[{"model":"models/real"}],"stream":true,"x":1}`},
+		{"model in the path", nil, []byte(`"models/real"`), false,
+			`{"a":{"model":"models/real"},"model":"pub","b":[{"model":"models/real"}],"stream":true}`},
+	}
+	for _, tt := range tests {
+		if got := string(r.Rewrite(body, tt.model, tt.named, tt.ask)); got != tt.want {
+			t.Errorf("%s: Rewrite = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	none := provider.Request{}
+	if got := none.Rewrite(body, nil, nil, true); &got[0] != &body[0] {
+		t.Error("nothing to edit, but the body was copied")
 	}
 }

@@ -69,14 +69,28 @@ type Spec struct {
 	Endpoint Endpoint
 	Method   string
 	// Path is the client path, matched exactly (the query is ignored, so
-	// /v1/messages?beta=true is /v1/messages).
+	// /v1/messages?beta=true is /v1/messages). It is empty for an
+	// endpoint whose path names the model: Match serves it instead.
 	Path string
-	// UpstreamPath is appended to a backend's base URL.
+	// Match, when set, reports whether a client path is this endpoint's
+	// and reads the public model it names (Gemini's
+	// /v1beta/models/{model}:generateContent). Only paths in canonical
+	// form match.
+	Match func(path string) (model string, ok bool)
+	// UpstreamPath is appended to a backend's base URL. In an endpoint
+	// with Match, "{model}" in it stands for the target's provider model,
+	// path-escaped.
 	UpstreamPath string
+	// UpstreamQuery, when set, gives the query of the provider request
+	// from the client's. Without it no query is sent: a client's query
+	// can carry its key.
+	UpstreamQuery func(client url.Values) string
 
 	// Inspect validates a body and reads what routing and the attempt's
-	// rewrite need from it.
-	Inspect func(body []byte) (Request, *BodyError)
+	// rewrite need from it. pathModel is the model Match read from the
+	// path ("" for an endpoint without Match); a body that names another
+	// model is refused.
+	Inspect func(body []byte, pathModel string) (Request, *BodyError)
 	// Header builds the provider request's headers from the client's: only
 	// the allowlisted ones, plus the backend's credential.
 	Header func(client http.Header, credential string) http.Header

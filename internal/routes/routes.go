@@ -75,7 +75,16 @@ type Target struct {
 	// ProviderModelJSON is ProviderModel as a JSON string literal, ready
 	// for the byte-faithful rewrite of the request's "model".
 	ProviderModelJSON []byte
-	Weight            int
+	// ProviderModelNamedJSON is "models/" + ProviderModel as a JSON string
+	// literal, for the bodies that name the model that way
+	// (provider.Request.Named).
+	ProviderModelNamedJSON []byte
+	// Upstream is the provider URL of this target's endpoint when the
+	// endpoint's path names the model (provider.Spec.Match): the
+	// backend's URL with the provider model in it. nil otherwise: the
+	// backend's Upstream serves every model.
+	Upstream *url.URL
+	Weight   int
 	Caps              Caps
 	Tier              int
 	// TierWeights indexes the weights of this target's tier of its pool;
@@ -193,12 +202,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 		for e := range provider.NumEndpoints {
 			if cb.Endpoints.Has(e) {
 				cb.URL[e] = base + catalog.Spec(e).UpstreamPath
-				eu, err := url.Parse(cb.URL[e])
+				eu, err := parseUpstream(cb.URL[e], "")
 				if err != nil {
 					return nil, fmt.Errorf("routes: backends[%d].base_url: not a valid URL with the path of %s", i, e)
 				}
-				// As http.NewRequest: "host:" is "host".
-				eu.Host = strings.TrimSuffix(eu.Host, ":")
 				cb.Upstream[e] = eu
 			}
 		}
@@ -219,6 +226,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			if err != nil {
 				return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
 			}
+			named, err := json.Marshal("models/" + tg.Model)
+			if err != nil {
+				return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+			}
 			var caps Caps
 			if tg.Stream {
 				caps |= CapStream
@@ -230,13 +241,20 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 				caps |= CapJSONSchema
 			}
 			for e := range provider.NumEndpoints {
-				if b.Endpoints.Has(e) {
-					cm.Pools[e] = append(cm.Pools[e], &Target{
-						Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted,
-						Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
-						HashID: TargetHash(b.ID, tg.Model),
-					})
+				if !b.Endpoints.Has(e) {
+					continue
 				}
+				target := &Target{
+					Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted, ProviderModelNamedJSON: named,
+					Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
+					HashID: TargetHash(b.ID, tg.Model),
+				}
+				if catalog.Spec(e).Match != nil {
+					if target.Upstream, err = parseUpstream(b.URL[e], tg.Model); err != nil {
+						return nil, fmt.Errorf("routes: models.%q.targets[%d]: model %q does not make a valid URL", m.Name, i, tg.Model)
+					}
+				}
+				cm.Pools[e] = append(cm.Pools[e], target)
 			}
 		}
 		for e := range cm.Pools {
@@ -304,3 +322,18 @@ func (h *Holder) Load() *Table { return h.p.Load() }
 
 // Store publishes t; requests that already loaded the old table keep it.
 func (h *Holder) Store(t *Table) { h.p.Store(t) }
+
+// parseUpstream parses an upstream URL, with model, path-escaped, in place
+// of "{model}" when the endpoint's path names the model.
+func parseUpstream(raw, model string) (*url.URL, error) {
+	if model != "" {
+		raw = strings.Replace(raw, "{model}", url.PathEscape(model), 1)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	// As http.NewRequest: "host:" is "host".
+	u.Host = strings.TrimSuffix(u.Host, ":")
+	return u, nil
+}

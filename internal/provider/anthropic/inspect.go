@@ -25,7 +25,7 @@ const (
 // output_config.format.type or the older beta top-level output_format.type
 // == "json_schema" (json_schema capability) and the session key
 // metadata.user_id.
-func inspectMessages(body []byte) (provider.Request, *provider.BodyError) {
+func inspectMessages(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [mNum][]byte
 	var at [mNum]int
 	r, berr := provider.ScanRequest(body, msgNames, &provider.Found{Vals: v[:], At: at[:]})
@@ -49,7 +49,7 @@ func inspectMessages(body []byte) (provider.Request, *provider.BodyError) {
 
 // inspectCountTokens is inspectMessages without stream and session key:
 // the same model, tools and output format decide the targets.
-func inspectCountTokens(body []byte) (provider.Request, *provider.BodyError) {
+func inspectCountTokens(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [4][]byte
 	var at [4]int
 	r, berr := provider.ScanRequest(body, countNames, &provider.Found{Vals: v[:], At: at[:]})

@@ -44,14 +44,23 @@ func API(p provider.Protocol) *provider.API { return byProtocol[p] }
 // Spec returns the description of e.
 func Spec(e provider.Endpoint) *provider.Spec { return byEndpoint[e] }
 
-// ByPath returns the endpoint whose client path is path, or nil.
-func ByPath(path string) *provider.Spec {
+// ByPath returns the endpoint whose client path is path, or nil, and
+// the model the path names for an endpoint whose path names one
+// (provider.Spec.Match).
+func ByPath(path string) (spec *provider.Spec, model string) {
 	for _, s := range byEndpoint {
-		if s.Path == path {
-			return s
+		if s.Path != "" && s.Path == path {
+			return s, ""
 		}
 	}
-	return nil
+	for _, s := range byEndpoint {
+		if s.Match != nil {
+			if m, ok := s.Match(path); ok {
+				return s, m
+			}
+		}
+	}
+	return nil, ""
 }
 
 // Claiming returns the API whose clients send a request that is not for

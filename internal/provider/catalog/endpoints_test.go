@@ -40,19 +40,19 @@ func TestEveryEndpointInspects(t *testing.T) {
 	}
 	everySpec(t, func(t *testing.T, _ *provider.API, s *provider.Spec) {
 		for _, c := range refused {
-			if _, berr := s.Inspect([]byte(c.body)); berr == nil || berr.Code != c.code {
+			if _, berr := s.Inspect([]byte(c.body), ""); berr == nil || berr.Code != c.code {
 				t.Errorf("Inspect(%s) = %v, want %s", c.body, berr, c.code)
 			}
 		}
 		body := []byte("{ \"input\" : [1, \"model\"],\n \"model\" :\"public-\\u006d\" , \"z\":{\"model\":\"inner\"}}")
-		r, berr := s.Inspect(body)
+		r, berr := s.Inspect(body, "")
 		if berr != nil {
 			t.Fatalf("Inspect: %v", berr)
 		}
 		if r.Model != "public-m" {
 			t.Errorf("model %q, want the decoded public-m", r.Model)
 		}
-		got := r.Rewrite(body, []byte(`"real"`), true)
+		got := r.Rewrite(body, []byte(`"real"`), nil, true)
 		want := "{ \"input\" : [1, \"model\"],\n \"model\" :\"real\" , \"z\":{\"model\":\"inner\"}}"
 		if string(got) != want {
 			t.Errorf("Rewrite = %s, want %s", got, want)

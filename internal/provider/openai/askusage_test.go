@@ -37,7 +37,7 @@ func inject(body []byte) (out []byte, injected bool, err error) {
 		return body, false, nil
 	}
 	r := provider.Request{AskUsage: e}
-	return r.Rewrite(body, nil, true), true, nil
+	return r.Rewrite(body, nil, nil, true), true, nil
 }
 
 var injectNames = provider.NewNames("stream", "stream_options")
@@ -126,7 +126,7 @@ func TestAskUsageRefusesTwins(t *testing.T) {
 		`{"model":"m","stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`,
 		`{"model":"m","stream":true,"stream_options":{"include_usage":false,"Include_Usage":true}}`,
 	} {
-		_, berr := inspectChat([]byte(in))
+		_, berr := inspectChat([]byte(in), "")
 		if berr == nil || berr.Code != "ambiguous_member" {
 			t.Errorf("inspectChat(%s) = %v, want an ambiguous_member refusal", in, berr)
 		}
@@ -137,19 +137,19 @@ func TestAskUsageRefusesTwins(t *testing.T) {
 // replaced and the usage edit applied, in one allocation.
 func TestRewriteIsOneCopy(t *testing.T) {
 	body := []byte(`{"model":"public","messages":[{"role":"user","content":"hi"}],"stream":true}`)
-	r, berr := inspectChat(body)
+	r, berr := inspectChat(body, "")
 	if berr != nil {
 		t.Fatal(berr)
 	}
 	model := []byte(`"gpt-4o-2024-08-06"`)
 	want := `{"model":"gpt-4o-2024-08-06","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`
-	if got := string(r.Rewrite(body, model, true)); got != want {
+	if got := string(r.Rewrite(body, model, nil, true)); got != want {
 		t.Errorf("Rewrite = %s, want %s", got, want)
 	}
-	if got, want := string(r.Rewrite(body, model, false)), `{"model":"gpt-4o-2024-08-06","messages":[{"role":"user","content":"hi"}],"stream":true}`; got != want {
+	if got, want := string(r.Rewrite(body, model, nil, false)), `{"model":"gpt-4o-2024-08-06","messages":[{"role":"user","content":"hi"}],"stream":true}`; got != want {
 		t.Errorf("Rewrite without usage = %s, want %s", got, want)
 	}
-	if n := testing.AllocsPerRun(100, func() { r.Rewrite(body, model, true) }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { r.Rewrite(body, model, nil, true) }); n != 1 {
 		t.Errorf("Rewrite: %v allocations, want 1", n)
 	}
 }

@@ -37,7 +37,7 @@ const (
 // response_format.type == "json_schema" (json_schema capability), the
 // session key prompt_cache_key, and, for a stream, how to ask for its
 // usage ([askUsage]).
-func inspectChat(body []byte) (provider.Request, *provider.BodyError) {
+func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [cNum][]byte
 	var at [cNum]int
 	f := provider.Found{Vals: v[:], At: at[:]}
@@ -133,7 +133,7 @@ func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
 // inspectResponses reads model, stream, tools (tools capability),
 // text.format.type == "json_schema" (json_schema capability) and the
 // session key prompt_cache_key.
-func inspectResponses(body []byte) (provider.Request, *provider.BodyError) {
+func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [rNum][]byte
 	var at [rNum]int
 	r, berr := provider.ScanRequest(body, respNames, &provider.Found{Vals: v[:], At: at[:]})
@@ -166,7 +166,7 @@ func inspectResponses(body []byte) (provider.Request, *provider.BodyError) {
 
 // inspectEmbeddings reads the model only: embeddings never stream and
 // need no capability.
-func inspectEmbeddings(body []byte) (provider.Request, *provider.BodyError) {
+func inspectEmbeddings(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [1][]byte
 	var at [1]int
 	return provider.ScanRequest(body, embNames, &provider.Found{Vals: v[:], At: at[:]})

@@ -112,7 +112,7 @@ func TestInspectResponses(t *testing.T) {
 		{body: `{"model":"m","prompt_cache_key":"a","prompt_cache_key":"b"}`, refuse: "prompt_cache_key"},
 		{body: `{"model":"m","Model":"x"}`, refuse: "model"},
 	} {
-		r, berr := Responses.Inspect([]byte(tt.body))
+		r, berr := Responses.Inspect([]byte(tt.body), "")
 		switch {
 		case tt.refuse != "":
 			if berr == nil || !strings.Contains(berr.Msg, `"`+tt.refuse+`"`) {
@@ -125,10 +125,10 @@ func TestInspectResponses(t *testing.T) {
 		}
 	}
 	// Embeddings read the model only, exactly once.
-	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","input":"x","stream":true,"Stream":1}`)); berr != nil {
+	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","input":"x","stream":true,"Stream":1}`), ""); berr != nil {
 		t.Errorf("embeddings refused members it does not read: %s", berr.Msg)
 	}
-	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","MODEL":"n"}`)); berr == nil {
+	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","MODEL":"n"}`), ""); berr == nil {
 		t.Error("embeddings accepted a differently cased model")
 	}
 }
