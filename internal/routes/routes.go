@@ -85,8 +85,8 @@ type Target struct {
 	// backend's Upstream serves every model.
 	Upstream *url.URL
 	Weight   int
-	Caps              Caps
-	Tier              int
+	Caps     Caps
+	Tier     int
 	// TierWeights indexes the weights of this target's tier of its pool;
 	// every target of the tier shares it. Compile sets it (IndexWeights);
 	// nil means unset, and pickers then scan the tier.
