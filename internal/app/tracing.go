@@ -28,10 +28,7 @@ func newTracer(cfg *config.Config, o Options) *tracing.Tracer {
 // hold anything).
 func traceRoute(path string) string {
 	if spec, _ := catalog.ByPath(path); spec != nil {
-		if spec.Path == "" {
-			return spec.Endpoint.String()
-		}
-		return path
+		return spec.Route()
 	}
 	switch {
 	case path == "/v1/models":

@@ -129,8 +129,11 @@ func (c *call) failAttempt(a *attempt, e *apierr.Error) {
 // route resolves the model to a pool and runs the attempt loop.
 func (c *call) route(ctx context.Context) {
 	req := c.req
+	// The model as answers may quote it: never a value that holds the
+	// caller's own key (a client that put its key in the model).
+	shown := withoutKey(req.Model, c.r.Header)
 	if !c.principal.Allows(req.Model) {
-		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.Model)))
+		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", shown)))
 		return
 	}
 	table := c.h.o.Routes.Load() // pinned for the whole request (docs/snapshots.md)
@@ -140,23 +143,23 @@ func (c *call) route(ctx context.Context) {
 	}
 	m, ok := table.Model(req.Model)
 	if !ok {
-		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.Model)))
+		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", shown)))
 		return
 	}
 	pool := m.Pools[c.spec.Endpoint]
 	switch {
 	case len(pool) > 0:
 	case !m.Serves(c.api.Protocol):
-		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.Model, c.spec.Path)))
+		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", shown, c.spec.Route())))
 		return
 	default:
 		// Not every provider of a protocol serves every endpoint: backends
 		// declare theirs, and nothing is sent to one that does not.
-		c.fail(apierr.BadRequest("endpoint_not_served", fmt.Sprintf("model %q has no backend that serves %s", req.Model, c.spec.Path)))
+		c.fail(apierr.BadRequest("endpoint_not_served", fmt.Sprintf("model %q has no backend that serves %s", shown, c.spec.Route())))
 		return
 	}
 	if !offers(pool, req.Need) {
-		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", req.Model, req.Need)))
+		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", shown, req.Need)))
 		return
 	}
 
@@ -187,12 +190,12 @@ func (c *call) route(ctx context.Context) {
 		// moment a target can take traffic again, and x-should-retry: true.
 		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
 		a := attempt{state: provider.NotSent, stage: stageSelect, placement: placement}
-		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
+		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", shown), wait))
 		c.log(ctx, &a)
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
-	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.Model), false))
+	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", shown), false))
 }
 
 // sessionKey returns the hash of the request's session key within its

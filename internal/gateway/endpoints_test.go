@@ -38,6 +38,11 @@ func TestEndpointRefusals(t *testing.T) {
 		{"conversations", "POST", "/v1/conversations", "{}", 404, "stateful_endpoint_not_supported"},
 		{"compaction is stateless, not served", "POST", "/v1/responses/compact", "{}", 404, "not_found"},
 		{"responses is POST only", "GET", "/v1/responses", "", 405, "method_not_allowed"},
+		// A path rule in a load balancer in front sees the path as sent:
+		// the node serves an endpoint only at its path written plainly.
+		{"percent-encoded slash", "POST", "/v1/chat%2fcompletions", `{"model":"gpt-all","messages":[]}`, 400, "non_canonical_path"},
+		{"percent-encoded letter", "POST", "/v1/chat/%63ompletions", `{"model":"gpt-all","messages":[]}`, 400, "non_canonical_path"},
+		{"percent-encoded upper-case hex", "POST", "/v1/embedding%73", `{"model":"gpt-all","input":"x"}`, 400, "non_canonical_path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +121,31 @@ func TestModelByID(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tt.status || !strings.Contains(string(data), tt.want) {
 			t.Errorf("GET /v1/models/%s (anthropic %v) = %d %s; want %d with %s", tt.id, tt.anthropic, resp.StatusCode, data, tt.status, tt.want)
+		}
+	}
+}
+
+// TestAnswersNeverQuoteTheKey: a client that puts its own key in the
+// model (or the model id of GET /v1/models/{id}) does not get it back in
+// the error body.
+func TestAnswersNeverQuoteTheKey(t *testing.T) {
+	h, _ := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/chat/completions", `{"model":"x-sk-client-secret-y","messages":[]}`},
+		{"GET", "/v1/models/x-sk-client-secret", ""},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer sk-client-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || strings.Contains(string(data), "sk-client-secret") {
+			t.Errorf("%s %s: %d %s; want a 404 without the key", tc.method, tc.path, resp.StatusCode, data)
 		}
 	}
 }

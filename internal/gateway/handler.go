@@ -244,6 +244,17 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if h.o.Draining() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
+	if spec != nil && r.URL.RawPath != "" {
+		// docs/api.md "Endpoints": an endpoint is served at its path as
+		// written, never at a percent-encoded spelling of it that a path
+		// rule in front (a load balancer, a WAF) would not recognise.
+		// RawPath is set only when the path as sent is not the plain
+		// encoding of the decoded one.
+		apierr.BadRequest("non_canonical_path", "the request path must be written without percent-encoding").Write(w, api, rid)
+		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, provider.NoAttempt, h.o.Now().Sub(start), false)
+		h.noteRefusal(w, r, rid, "")
+		return
+	}
 	if spec != nil {
 		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)

@@ -49,6 +49,14 @@ func TestInspect(t *testing.T) {
 		{name: "model not a string", body: `{"model":42}`, wantCode: "invalid_model"},
 		{name: "empty model", body: `{"model":""}`, wantCode: "invalid_model"},
 		{name: "stream not bool", body: `{"model":"m","stream":"yes"}`, wantCode: "invalid_stream"},
+		{name: "stream NUL twin", body: `{"model":"m","stream\u0000":true}`, wantCode: "ambiguous_member", wantMsg: `"stream"`},
+		{name: "functions dotless i twin", body: `{"model":"m","funct\u0131ons":[{"name":"f"}]}`, wantCode: "ambiguous_member", wantMsg: `"functions"`},
+		{name: "a dotted I elsewhere is no twin", body: `{"model":"m","T\u0130ools":[]}`, want: request{model: "m"}},
+		{name: "model NUL twin", body: `{"model":"m","model\u0000x":"n"}`, wantCode: "invalid_model"},
+		{name: "metadata.user_id dotless i twin", proto: provider.Anthropic, body: `{"model":"m","metadata":{"user_\u0131d":"u"}}`, wantCode: "ambiguous_member", wantMsg: `"metadata.user_id"`},
+		{name: "include_usage not a boolean", body: `{"model":"m","stream":true,"stream_options":{"include_usage":0}}`, wantCode: "invalid_stream_options"},
+		{name: "stream_options not an object", body: `{"model":"m","stream":true,"stream_options":[]}`, wantCode: "invalid_stream_options"},
+		{name: "stream_options of a non-stream request", body: `{"model":"m","stream_options":{"include_usage":0}}`, want: request{model: "m"}},
 		{name: "array body", body: `[1,2]`, wantCode: "invalid_json", wantMsg: "JSON object"},
 		{name: "empty body", body: ``, wantCode: "invalid_json", wantMsg: "empty"},
 		{name: "syntax error with position", body: "{\n  \"model\": \"m\",\n  oops\n}", wantCode: "invalid_json", wantMsg: "line 3, column 3"},
@@ -471,6 +479,15 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 			if err := refAmbiguous(so.StreamOptions, "stream_options", []string{"include_usage"}); err != nil {
 				return request{}, err
 			}
+			// What decides whether the client sees usage must be what it
+			// seems: an object (or null) with a boolean (or null).
+			var opts map[string]json.RawMessage
+			if !refIsNull(so.StreamOptions) && json.Unmarshal(so.StreamOptions, &opts) != nil {
+				return request{}, apierr.BadRequest("invalid_stream_options", `field "stream_options" must be an object`)
+			}
+			if inc, ok := opts["include_usage"]; ok && !refIsNull(inc) && string(inc) != "true" && string(inc) != "false" {
+				return request{}, apierr.BadRequest("invalid_stream_options", `field "stream_options.include_usage" must be a boolean`)
+			}
 		}
 	}
 	// Anthropic has no legacy "functions": only OpenAI reads it.
@@ -513,6 +530,14 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 // with encoding/json's tokenizer and reports the first one that repeats a
 // name or spells it in another case (strings.EqualFold), with the message
 // provider.Scan gives.
+// laxKey is key as a C-string reader (cut at the first NUL) and a
+// locale-aware lower-casing (the Turkish dotless and dotted I as "i") read
+// it.
+func laxKey(key string) string {
+	key, _, _ = strings.Cut(key, "\x00")
+	return strings.NewReplacer("\u0131", "i", "\u0130", "i").Replace(key)
+}
+
 func refAmbiguous(raw json.RawMessage, parent string, names []string) *apierr.Error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '{' {
@@ -542,6 +567,8 @@ func refAmbiguous(raw json.RawMessage, parent string, names []string) *apierr.Er
 				seen[name] = true
 			case strings.EqualFold(key, name):
 				what = "has a differently cased twin"
+			case strings.EqualFold(laxKey(key), name):
+				what = "has a twin that some readers take for it"
 			}
 			if what == "" {
 				continue

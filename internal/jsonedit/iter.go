@@ -114,6 +114,57 @@ func (m Member) KeyFold(name string) bool {
 	return i == len(key) && j == len(name)
 }
 
+// KeyLike reports whether the member's key, unescaped, would be read as
+// name by a lax reader: KeyFold's case folding, and also a key cut at its
+// first NUL (as a C string is: "stream\u0000" is "stream") and the Turkish
+// dotless and dotted I (U+0131, U+0130) read as "i" (as a locale-aware
+// lower-casing does: "funct\u0131ons" is "functions"). A key that is
+// exactly name is alike too.
+func (m Member) KeyLike(name string) bool {
+	key := m.RawKey
+	i, j := 0, 0
+	for j < len(name) {
+		if i >= len(key) {
+			return false
+		}
+		var kr rune
+		switch kc := key[i]; {
+		case kc == '\\':
+			kr, i = decodeEscape(key, i)
+		case kc < utf8.RuneSelf:
+			kr = rune(kc)
+			i++
+		default:
+			var size int
+			kr, size = utf8.DecodeRune(key[i:])
+			i += size
+		}
+		switch kr {
+		case 0:
+			return false // the key ends here for a C-string reader: shorter than name
+		case '\u0131', '\u0130':
+			kr = 'i'
+		}
+		nr, size := utf8.DecodeRuneInString(name[j:])
+		j += size
+		if foldRune(kr) != foldRune(nr) {
+			return false
+		}
+	}
+	if i == len(key) {
+		return true
+	}
+	// name is read; what is left of the key must start with a NUL.
+	if key[i] == 0 {
+		return true
+	}
+	if key[i] == '\\' {
+		r, _ := decodeEscape(key, i)
+		return r == 0
+	}
+	return false
+}
+
 func upperASCII(c byte) byte {
 	if 'a' <= c && c <= 'z' {
 		return c - ('a' - 'A')

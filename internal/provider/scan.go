@@ -52,7 +52,9 @@ type Found struct {
 //
 // A name that appears twice, or a member whose key differs from a name only
 // in letter case (under the case folding encoding/json uses to match struct
-// fields: "Stream", "STREAM" and "ſtream" all fold to "stream"), is refused
+// fields: "Stream", "STREAM" and "ſtream" all fold to "stream") or in what
+// lax readers ignore (a NUL and what follows it, the Turkish dotless or
+// dotted I for "i": jsonedit.Member.KeyLike), is refused
 // with a *BodyError naming the member by its path (parent + "." + name, or
 // name when parent is ""): the node reads the exact member once, a provider
 // might read the other one. Keys are compared unescaped, so "mod\u0065l" is
@@ -102,6 +104,12 @@ func Scan(obj []byte, parent string, names *Names, f *Found) (bodyErr *BodyError
 			}
 			if m.KeyFold(name) {
 				bodyErr = ambiguous(parent, name, "has a differently cased twin")
+				break
+			}
+			if m.KeyLike(name) {
+				// "stream\u0000", "funct\u0131ons": a C-string or
+				// locale-aware reader takes it for the member.
+				bodyErr = ambiguous(parent, name, "has a twin that some readers take for it")
 				break
 			}
 		}

@@ -112,6 +112,16 @@ type Spec struct {
 	Stream *StreamSpec
 }
 
+// Route names the endpoint where a client path is not a name (messages,
+// traces, logs): its Path, or, when its path names the model, its
+// endpoint's name.
+func (s *Spec) Route() string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return s.Endpoint.String()
+}
+
 // StreamSpec is how an endpoint's SSE stream is followed and ended.
 type StreamSpec struct {
 	// Terminal reports whether ev completes the stream (nothing after it

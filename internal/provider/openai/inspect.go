@@ -94,8 +94,10 @@ var (
 //     is added after its last member;
 //   - include_usage false or null: it becomes true;
 //   - include_usage true: no edit (the client asked);
-//   - stream_options or include_usage of another type: no edit. The
-//     provider rejects such a request; the gateway does not correct it.
+//   - stream_options of another type than object or null, or include_usage
+//     of another type than boolean or null: a 400. A lax provider would
+//     read `"include_usage":0` as false and send no usage; the node
+//     promised to ask for it.
 //
 // include_usage decides what the client sees, so a twin of it in another
 // letter case, or a second one, is refused as for every member the node
@@ -107,7 +109,7 @@ func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
 	case string(opts) == "null":
 		return provider.Edit{At: at, End: at + len(opts), Value: optionsValue}, nil
 	case !provider.Object(opts):
-		return provider.Edit{}, nil
+		return provider.Edit{}, &provider.BodyError{Code: "invalid_stream_options", Msg: `field "stream_options" must be an object`}
 	}
 	var v [1][]byte
 	var vat [1]int
@@ -126,8 +128,10 @@ func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
 	case "false", "null":
 		start := at + vat[0]
 		return provider.Edit{At: start, End: start + len(inc), Value: jsonTrue}, nil
+	case "true":
+		return provider.Edit{}, nil // the client asked
 	}
-	return provider.Edit{}, nil // true (the client asked), or not a boolean
+	return provider.Edit{}, &provider.BodyError{Code: "invalid_stream_options", Msg: `field "stream_options.include_usage" must be a boolean`}
 }
 
 // inspectResponses reads model, stream, tools (tools capability),
