@@ -264,3 +264,38 @@ func TestIterAllocs(t *testing.T) {
 		t.Errorf("iteration allocations = %v, want 0", got)
 	}
 }
+
+func TestKeyLike(t *testing.T) {
+	tests := []struct {
+		key, name string
+		want      bool
+	}{
+		{`stream`, "stream", true},
+		{`Stream`, "stream", true},       // KeyFold's folding
+		{`stream\u0000`, "stream", true}, // a C string ends at the NUL
+		{`stream\u0000x`, "stream", true},
+		{`strea\u0000m`, "stream", false},
+		{`\u0000stream`, "stream", false},
+		{`funct\u0131ons`, "functions", true}, // U+0131 LATIN SMALL LETTER DOTLESS I
+		{`funct\u0130ons`, "functions", true}, // U+0130 LATIN CAPITAL LETTER I WITH DOT ABOVE
+		{`functıons`, "functions", true},
+		{`funct\u0131ons\u0000`, "functions", true},
+		{`streams`, "stream", false},
+		{`strea`, "stream", false},
+		{`tools`, "stream", false},
+	}
+	for _, tc := range tests {
+		doc := []byte(`{"` + tc.key + `":0}`)
+		it, err := jsonedit.Members(doc)
+		if err != nil {
+			t.Fatalf("Members(%q): %v", doc, err)
+		}
+		m, _, err := it.Next()
+		if err != nil {
+			t.Fatalf("Next(%q): %v", doc, err)
+		}
+		if got := m.KeyLike(tc.name); got != tc.want {
+			t.Errorf("KeyLike(%q, %q) = %v, want %v", tc.key, tc.name, got, tc.want)
+		}
+	}
+}
