@@ -142,7 +142,7 @@ func TestDevSnapshots(t *testing.T) {
 	}
 	var st authz.Store
 	st.Swap(ix)
-	if _, err := st.Authenticate(http.Header{"Authorization": {"Bearer " + DemoKey}}, time.Now()); err != nil {
+	if _, err := st.Authenticate(http.Header{"Authorization": {"Bearer " + DemoKey}}, nil, time.Now()); err != nil {
 		t.Errorf("demo key rejected: %v", err)
 	}
 	if etag, ok := cpserver.ETag(read("routes.json")); !ok || etag != `"1"` {

@@ -99,7 +99,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.store.Authenticate(tt.h, tt.now)
+			got, err := tt.store.Authenticate(tt.h, nil, tt.now)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Authenticate error = %v, want %v", err, tt.wantErr)
 			}
@@ -154,14 +154,14 @@ func TestCompile(t *testing.T) {
 	*doc.Keys[3].ExpiresAt = now.Add(-time.Hour)
 	st := &authz.Store{}
 	st.Swap(ix)
-	p, err := st.Authenticate(bearer(keyList), now)
+	p, err := st.Authenticate(bearer(keyList), nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !p.Allows("demo-gpt") || p.Allows("edited") {
 		t.Errorf("index shares the allowlist with the document: %v", p.Models)
 	}
-	if _, err := st.Authenticate(bearer(keyExpiring), now); err != nil {
+	if _, err := st.Authenticate(bearer(keyExpiring), nil, now); err != nil {
 		t.Errorf("index shares expires_at with the document: %v", err)
 	}
 }
@@ -193,7 +193,7 @@ func TestStore(t *testing.T) {
 		t.Errorf("after Swap mismatch (-got +want):\n%s", diff)
 	}
 	st.Swap(nil)
-	if _, err := st.Authenticate(bearer(keyAll), now); !errors.Is(err, authz.ErrNoSnapshot) {
+	if _, err := st.Authenticate(bearer(keyAll), nil, now); !errors.Is(err, authz.ErrNoSnapshot) {
 		t.Errorf("after Swap(nil): error = %v, want ErrNoSnapshot", err)
 	}
 }
@@ -231,7 +231,7 @@ func TestStoreConcurrentSwap(t *testing.T) {
 					default:
 					}
 				}
-				p, err := st.Authenticate(bearer(keyAll), now)
+				p, err := st.Authenticate(bearer(keyAll), nil, now)
 				if err != nil {
 					t.Errorf("Authenticate during swaps: %v", err)
 					return
@@ -257,10 +257,10 @@ func TestStoreConcurrentSwap(t *testing.T) {
 	wg.Wait()
 
 	// Only the last index's own key works now.
-	if _, err := st.Authenticate(bearer(fmt.Sprintf("sk-own-%d", versions)), now); err != nil {
+	if _, err := st.Authenticate(bearer(fmt.Sprintf("sk-own-%d", versions)), nil, now); err != nil {
 		t.Errorf("newest key rejected: %v", err)
 	}
-	if _, err := st.Authenticate(bearer("sk-own-1"), now); !errors.Is(err, authz.ErrUnknownKey) {
+	if _, err := st.Authenticate(bearer("sk-own-1"), nil, now); !errors.Is(err, authz.ErrUnknownKey) {
 		t.Errorf("key from a replaced index: error = %v, want ErrUnknownKey", err)
 	}
 }
@@ -289,7 +289,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := st.Authenticate(bc.h, now); !errors.Is(err, bc.wantErr) {
+				if _, err := st.Authenticate(bc.h, nil, now); !errors.Is(err, bc.wantErr) {
 					b.Fatalf("Authenticate: %v", err)
 				}
 			}
@@ -304,7 +304,7 @@ func TestAuthenticateDoesNotAllocate(t *testing.T) {
 	st.Swap(mustCompile(t, testSnapshot(1)))
 	long := strings.Repeat("k", authz.MaxKeyLength)
 	for _, h := range []http.Header{bearer(keyAll), bearer(long), {"X-Api-Key": {keyList}}} {
-		if n := testing.AllocsPerRun(100, func() { _, _ = st.Authenticate(h, now) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { _, _ = st.Authenticate(h, nil, now) }); n != 0 {
 			t.Errorf("Authenticate allocates %v times per call", n)
 		}
 	}

@@ -65,7 +65,7 @@ func TestLoadFixtures(t *testing.T) {
 		GPT, Free bool // Allows("demo-gpt"), Allows("free-model")
 	}
 	check := func(t *testing.T, key string, at time.Time) result {
-		p, err := st.Authenticate(http.Header{"X-Api-Key": {key}}, at)
+		p, err := st.Authenticate(http.Header{"X-Api-Key": {key}}, nil, at)
 		if err != nil {
 			return result{Err: err.Error()}
 		}
@@ -128,16 +128,16 @@ func TestSecretsNeverInErrors(t *testing.T) {
 
 	// Authenticate, every failure.
 	empty := &authz.Store{}
-	collect(empty.Authenticate(bearer(canary), now))
+	collect(empty.Authenticate(bearer(canary), nil, now))
 	st := &authz.Store{}
 	exp := now.Add(-time.Hour)
 	st.Swap(mustCompile(t, &authsnap.Snapshot{Schema: 1, Version: 1, Keys: []authsnap.Key{
 		{KeyID: "k_exp", TenantID: "t", Digest: digest, ExpiresAt: &exp},
 	}}))
-	collect(st.Authenticate(bearer(canary), now))
-	collect(st.Authenticate(bearer(canary+"x"), now))
-	collect(st.Authenticate(bearer(canary+" "+canary), now))
-	collect(st.Authenticate(http.Header{"X-Api-Key": {canary + "\x00"}}, now))
+	collect(st.Authenticate(bearer(canary), nil, now))
+	collect(st.Authenticate(bearer(canary+"x"), nil, now))
+	collect(st.Authenticate(bearer(canary+" "+canary), nil, now))
+	collect(st.Authenticate(http.Header{"X-Api-Key": {canary + "\x00"}}, nil, now))
 
 	// Compile and decode documents that hold the digest.
 	dup := &authsnap.Snapshot{Schema: 1, Version: 2, Keys: []authsnap.Key{

@@ -9,21 +9,26 @@ import (
 // are well under 200 bytes; the bound keeps hashing cheap and garbage out.
 const MaxKeyLength = 512
 
-// ExtractKey returns the client key a request presents (docs/authorization.md "Presenting a key"):
+// ExtractKey returns the client key a request presents
+// (docs/authorization.md "Presenting a key"), the first of, in order:
 //
 //   - Authorization: Bearer <key>. The scheme is case-insensitive; spaces
 //     and tabs around the header value and between scheme and key are
 //     ignored. A Bearer credential decides the outcome: when it is empty or
-//     holds more than one token, ok is false and x-api-key is not
-//     consulted, because Bearer wins over x-api-key.
-//   - Otherwise x-api-key: <key>, with surrounding spaces and tabs ignored.
-//     Authorization with another scheme (Basic, …) is ignored, so clients
-//     that send both still work.
+//     holds more than one token, ok is false and nothing else is
+//     consulted, because Bearer wins. Authorization with another scheme
+//     (Basic, …) is ignored, so clients that send both still work.
+//   - x-api-key: <key> (the Anthropic SDKs), then x-goog-api-key: <key>
+//     (the Gemini SDKs), with surrounding spaces and tabs ignored.
+//   - query, the values of the query parameter that the request's API
+//     names for a key (Gemini's ?key=); nil for an API without one. The
+//     request path never forwards a client's query, and never logs it.
 //
 // A key must be 1 to [MaxKeyLength] bytes of visible ASCII (0x21–0x7E): no
-// whitespace, control characters or non-ASCII bytes. A repeated
-// Authorization or x-api-key header is ambiguous and yields ok false.
-func ExtractKey(h http.Header) (key string, ok bool) {
+// whitespace, control characters or non-ASCII bytes. A repeated header or
+// query parameter is ambiguous and yields ok false; the first place that
+// is present decides.
+func ExtractKey(h http.Header, query []string) (key string, ok bool) {
 	if vs := h.Values("Authorization"); len(vs) > 0 {
 		if len(vs) > 1 {
 			return "", false
@@ -32,11 +37,20 @@ func ExtractKey(h http.Header) (key string, ok bool) {
 			return checked(key)
 		}
 	}
-	vs := h.Values("X-Api-Key")
-	if len(vs) != 1 {
+	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key"} {
+		switch vs := h.Values(name); len(vs) {
+		case 0:
+			continue
+		case 1:
+			return checked(trimOWS(vs[0]))
+		default:
+			return "", false
+		}
+	}
+	if len(query) != 1 {
 		return "", false
 	}
-	return checked(trimOWS(vs[0]))
+	return checked(query[0])
 }
 
 // checked returns key, true if it is a valid key, and "", false otherwise.

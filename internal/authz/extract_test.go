@@ -71,7 +71,7 @@ func TestExtractKey(t *testing.T) {
 	}
 	for _, tt := range extractCases {
 		t.Run(tt.name, func(t *testing.T) {
-			key, ok := authz.ExtractKey(header(tt.auth, tt.apiKey))
+			key, ok := authz.ExtractKey(header(tt.auth, tt.apiKey), nil)
 			if diff := cmp.Diff(result{key, ok}, result{tt.wantKey, tt.wantOK}); diff != "" {
 				t.Errorf("ExtractKey mismatch (-got +want):\n%s", diff)
 			}
@@ -90,7 +90,7 @@ func TestExtractKeyRepeatedHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if key, ok := authz.ExtractKey(tt.h); ok || key != "" {
+			if key, ok := authz.ExtractKey(tt.h, nil); ok || key != "" {
 				t.Errorf("ExtractKey = %q, %v; want \"\", false", key, ok)
 			}
 		})
@@ -106,7 +106,7 @@ func FuzzExtractKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, auth, apiKey string) {
 		h := http.Header{"Authorization": {auth}, "X-Api-Key": {apiKey}}
-		key, ok := authz.ExtractKey(h)
+		key, ok := authz.ExtractKey(h, nil)
 		if !ok {
 			if key != "" {
 				t.Fatalf("not ok but key %q returned", key)
@@ -125,4 +125,35 @@ func FuzzExtractKey(f *testing.F) {
 			t.Fatalf("key %q comes from neither header", key)
 		}
 	})
+}
+
+// TestExtractKeyGoogAndQuery: the Gemini SDKs' x-goog-api-key and the
+// API's key query parameter, after the other two, each once.
+func TestExtractKeyGoogAndQuery(t *testing.T) {
+	tests := []struct {
+		name    string
+		h       http.Header
+		query   []string
+		wantKey string
+		wantOK  bool
+	}{
+		{"x-goog-api-key", http.Header{"X-Goog-Api-Key": {" sk-g "}}, nil, "sk-g", true},
+		{"query", http.Header{}, []string{"sk-q"}, "sk-q", true},
+		{"bearer before all", http.Header{"Authorization": {"Bearer sk-a"}, "X-Goog-Api-Key": {"sk-g"}}, []string{"sk-q"}, "sk-a", true},
+		{"x-api-key before x-goog-api-key", http.Header{"X-Api-Key": {"sk-b"}, "X-Goog-Api-Key": {"sk-g"}}, nil, "sk-b", true},
+		{"x-goog-api-key before the query", http.Header{"X-Goog-Api-Key": {"sk-g"}}, []string{"sk-q"}, "sk-g", true},
+		{"two x-goog-api-key", http.Header{"X-Goog-Api-Key": {"sk-g", "sk-h"}}, nil, "", false},
+		{"two query keys", http.Header{}, []string{"sk-q", "sk-r"}, "", false},
+		{"a bad x-goog-api-key does not fall back", http.Header{"X-Goog-Api-Key": {"sk g"}}, []string{"sk-q"}, "", false},
+		{"empty query key", http.Header{}, []string{""}, "", false},
+		{"query key with a space", http.Header{}, []string{"sk q"}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, ok := authz.ExtractKey(tt.h, tt.query)
+			if key != tt.wantKey || ok != tt.wantOK {
+				t.Errorf("ExtractKey = %q, %v; want %q, %v", key, ok, tt.wantKey, tt.wantOK)
+			}
+		})
+	}
 }

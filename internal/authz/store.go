@@ -31,17 +31,19 @@ func (s *Store) Version() uint64 {
 // Loaded reports whether an index is loaded (readiness, docs/authorization.md).
 func (s *Store) Loaded() bool { return s.ix.Load() != nil }
 
-// Authenticate returns the principal for the key in h, checked against the
+// Authenticate returns the principal for the key in h or query (the
+// values of the API's key query parameter, nil for none; see
+// [ExtractKey]), checked against the
 // index current at the call and the time now. Errors are the sentinels in
 // errors.go; all of them mean 401. Neither the key nor its digest appears
 // in an error. The package doc explains why the map lookup is safe against
 // timing attacks.
-func (s *Store) Authenticate(h http.Header, now time.Time) (*Principal, error) {
+func (s *Store) Authenticate(h http.Header, query []string, now time.Time) (*Principal, error) {
 	ix := s.ix.Load() // pinned for this call
 	if ix == nil {
 		return nil, ErrNoSnapshot
 	}
-	key, ok := ExtractKey(h)
+	key, ok := ExtractKey(h, query)
 	if !ok {
 		return nil, ErrMissingKey
 	}

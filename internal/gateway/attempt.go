@@ -131,7 +131,7 @@ func (c *call) route(ctx context.Context) {
 	req := c.req
 	// The model as answers may quote it: never a value that holds the
 	// caller's own key (a client that put its key in the model).
-	shown := withoutKey(req.Model, c.r.Header)
+	shown := withoutKey(req.Model, c.r)
 	if !c.principal.Allows(req.Model) {
 		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", shown)))
 		return

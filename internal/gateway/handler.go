@@ -22,7 +22,7 @@ import (
 
 // Authenticator resolves a request's client key (implemented by *authz.Store).
 type Authenticator interface {
-	Authenticate(h http.Header, now time.Time) (*authz.Principal, error)
+	Authenticate(h http.Header, query []string, now time.Time) (*authz.Principal, error)
 }
 
 // Picker chooses a target and takes its in-flight slot (implemented by the
@@ -171,25 +171,40 @@ func (h *Handler) noteRefusal(w *statusWriter, r *http.Request, rid, model strin
 		return
 	}
 	h.o.Refused(Refusal{
-		RequestID: rid, Path: withoutKey(r.URL.Path, r.Header), Model: withoutKey(model, r.Header),
+		RequestID: rid, Path: withoutKey(r.URL.Path, r), Model: withoutKey(model, r),
 		Status: w.status, Reason: w.code,
 	})
 }
 
 // withoutKey returns s, or "[redacted]" when s contains a credential the
-// request carries (a client that put its key in the path or the model).
-func withoutKey(s string, h http.Header) string {
-	for _, v := range h.Values("Authorization") {
+// request carries (a client that put its key in the path or the model):
+// any place authz.ExtractKey reads a key from, and a "key" query
+// parameter.
+func withoutKey(s string, r *http.Request) string {
+	holds := func(v string) bool {
+		v = strings.TrimSpace(v)
+		return v != "" && strings.Contains(s, v)
+	}
+	for _, v := range r.Header.Values("Authorization") {
 		if scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "bearer") {
-			v = strings.TrimSpace(tok)
+			v = tok
 		}
-		if v != "" && strings.Contains(s, v) {
+		if holds(v) {
 			return "[redacted]"
 		}
 	}
-	for _, v := range h.Values("X-Api-Key") {
-		if v = strings.TrimSpace(v); v != "" && strings.Contains(s, v) {
-			return "[redacted]"
+	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key"} {
+		for _, v := range r.Header.Values(name) {
+			if holds(v) {
+				return "[redacted]"
+			}
+		}
+	}
+	if strings.Contains(r.URL.RawQuery, "key=") {
+		for _, v := range r.URL.Query()["key"] {
+			if holds(v) {
+				return "[redacted]"
+			}
 		}
 	}
 	return s
@@ -291,7 +306,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // authenticate answers 401 itself when the key is missing or not valid.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (*authz.Principal, bool) {
-	p, err := h.o.Auth.Authenticate(r.Header, h.o.Now())
+	var query []string
+	if api.QueryKey != "" {
+		query = r.URL.Query()[api.QueryKey]
+	}
+	p, err := h.o.Auth.Authenticate(r.Header, query, h.o.Now())
 	if err == nil {
 		return p, true
 	}

@@ -69,7 +69,7 @@ func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, api *provid
 	}
 	m, found := table.Model(name)
 	if !found || !allows(name) || !m.Serves(api.Protocol) {
-		apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", withoutKey(name, r.Header))).Write(w, api, rid)
+		apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", withoutKey(name, r))).Write(w, api, rid)
 		return
 	}
 	writeJSON(w, api.GetModel(name, h.started))

@@ -34,7 +34,7 @@ import (
 // allowAll is a hand-written fake Authenticator.
 type allowAll struct{}
 
-func (allowAll) Authenticate(http.Header, time.Time) (*authz.Principal, error) {
+func (allowAll) Authenticate(http.Header, []string, time.Time) (*authz.Principal, error) {
 	return &authz.Principal{KeyID: "k", TenantID: "t"}, nil
 }
 

@@ -24,6 +24,10 @@ type API struct {
 	// so that the answer takes its shape and model list. At most one API
 	// claims a request; the catalog's default answers the rest.
 	Claims func(h http.Header) bool
+	// QueryKey, when set, is the query parameter in which the API's clients
+	// may present their key (Gemini's "key"), after the headers
+	// (authz.ExtractKey). The node never forwards a client's query.
+	QueryKey string
 	// RequestIDHeader, when set, is the header in which the API's SDKs look
 	// for a request id: every answer of the API carries the node's request
 	// id there as well as in X-Request-Id.

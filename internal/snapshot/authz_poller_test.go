@@ -54,7 +54,7 @@ func TestAuthzPoller(t *testing.T) {
 	src := &scriptedSource{}
 	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "authz", Source: src, Decode: authzDecoder(st), StaleAfter: time.Minute})
 	works := func(raw string) bool {
-		_, err := st.Authenticate(http.Header{"Authorization": {"Bearer " + raw}}, t0)
+		_, err := st.Authenticate(http.Header{"Authorization": {"Bearer " + raw}}, nil, t0)
 		return err == nil
 	}
 
