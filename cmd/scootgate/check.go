@@ -344,7 +344,7 @@ func decodeRoutes(data []byte, creds map[string]secret.Secret, checkCreds bool) 
 }
 
 // decodeAuthz decodes and checks an authorization snapshot as the node
-// does (authz.SnapshotDecoder).
+// does (internal/app authzDecoder).
 func decodeAuthz(data []byte) (*authsnap.Snapshot, error) {
 	doc, err := authsnap.Decode(data)
 	if err != nil {

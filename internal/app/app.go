@@ -228,7 +228,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	// Signed unwraps DSSE envelopes and, with verify_keys, requires them
 	// (docs/snapshots.md "Signed snapshots").
-	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authz.SnapshotDecoder(n.authz))
+	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz))
 	if _, err := newPoller("authz", cfg.Authz.Source, authzDecode); err != nil {
 		return nil, err
 	}

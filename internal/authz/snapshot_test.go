@@ -24,14 +24,22 @@ func encode(t *testing.T, doc *authsnap.Snapshot) []byte {
 	return data
 }
 
-// decodeApply runs the authorization snapshot through the decoder the
-// node's poller uses, and applies it when it validates.
+// decodeApply takes an authorization snapshot the way the node's poller
+// does: decode, validate the whole document, compile, swap.
 func decodeApply(st *authz.Store, data []byte) error {
-	_, apply, err := authz.SnapshotDecoder(st)(data)
+	doc, err := authsnap.Decode(data)
 	if err != nil {
 		return err
 	}
-	return apply()
+	if err := doc.Validate(); err != nil {
+		return err
+	}
+	ix, err := authz.Compile(doc)
+	if err != nil {
+		return err
+	}
+	st.Swap(ix)
+	return nil
 }
 
 const fixtures = "../../testdata/authz"

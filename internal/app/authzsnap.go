@@ -1,14 +1,16 @@
-package authz
+package app
 
 import (
+	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
-// SnapshotDecoder adapts the authorization snapshot to a snapshot.Poller:
+// authzDecoder adapts the authorization snapshot to a snapshot.Poller:
 // decode and validate the whole document, then (when the poller's version
-// rules accept it) compile and swap it into st in one step (docs/authorization.md, docs/snapshots.md).
-func SnapshotDecoder(st *Store) snapshot.DecodeFunc {
+// rules accept it) compile and swap it into st in one step
+// (docs/authorization.md, docs/snapshots.md).
+func authzDecoder(st *authz.Store) snapshot.DecodeFunc {
 	return func(data []byte) (uint64, func() error, error) {
 		doc, err := authsnap.Decode(data)
 		if err != nil {
@@ -18,7 +20,7 @@ func SnapshotDecoder(st *Store) snapshot.DecodeFunc {
 			return 0, nil, err
 		}
 		return doc.Version, func() error {
-			ix, err := Compile(doc)
+			ix, err := authz.Compile(doc)
 			if err != nil {
 				return err
 			}
