@@ -5,9 +5,12 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,7 +37,7 @@ func signedExamples(t *testing.T) map[string][]byte {
 	authz := readFile(t, filepath.Join(authzDir, "valid.json"))
 	tampered := snapsign.Sign(snapsign.RoutesPayloadType, routes, key)
 	tampered.Payload = base64.StdEncoding.EncodeToString(bytes.Replace(routes, []byte(`"version": 42`), []byte(`"version": 43`), 1))
-	return map[string][]byte{
+	examples := map[string][]byte{
 		"test-only.pub":           snapsign.MarshalPublicKey(key.Public().(ed25519.PublicKey)),
 		"other.pub":               snapsign.MarshalPublicKey(other.Public().(ed25519.PublicKey)),
 		"routes.signed.json":      snapsign.Sign(snapsign.RoutesPayloadType, routes, key).Marshal(),
@@ -45,6 +48,77 @@ func signedExamples(t *testing.T) map[string][]byte {
 		"routes.two-sigs.json":    snapsign.Sign(snapsign.RoutesPayloadType, routes, other, key).Marshal(),
 		"authz.no-signature.json": snapsign.Sign(snapsign.AuthzPayloadType, authz).Marshal(),
 	}
+	maps.Copy(examples, hostileEnvelopes(routes, authz, key, other))
+	return examples
+}
+
+// hostileEnvelopes are the files of testdata/signed/hostile: envelopes
+// that name a member twice in one object, or beside a twin in another
+// letter case, so that the node and a DSSE reader that decodes into a Go
+// struct (case-insensitive names, the last duplicate wins) would each find
+// a valid signature but read different envelopes. The node must refuse
+// every one; the twin follows the member the node reads, so a struct
+// reader sees the twin.
+func hostileEnvelopes(routes, authz []byte, key, other ed25519.PrivateKey) map[string][]byte {
+	routes142 := bytes.Replace(routes, []byte(`"version": 42`), []byte(`"version": 142`), 1)
+	b64 := func(b []byte) string { return strconv.Quote(base64.StdEncoding.EncodeToString(b)) }
+	sig := func(k ed25519.PrivateKey, typ string, doc []byte) string {
+		return b64(ed25519.Sign(k, snapsign.PAE(typ, doc)))
+	}
+	keyid := func(k ed25519.PrivateKey) string {
+		return strconv.Quote(snapsign.KeyID(k.Public().(ed25519.PublicKey)))
+	}
+	routesType, authzType := strconv.Quote(snapsign.RoutesPayloadType), strconv.Quote(snapsign.AuthzPayloadType)
+	one := func(k ed25519.PrivateKey, typ string, doc []byte) string {
+		return `[{"keyid": ` + keyid(k) + `, "sig": ` + sig(k, typ, doc) + `}]`
+	}
+	two := `[{"keyid": ` + keyid(key) + `, "sig": ` + sig(key, snapsign.RoutesPayloadType, routes) + `}, {"keyid": ` + keyid(key) + `, "sig": ` + sig(key, snapsign.RoutesPayloadType, routes142) + `}]`
+	withSig := func(members string) string {
+		return `[{` + members + `}]`
+	}
+	return map[string][]byte{
+		"hostile/payload-case-twin.json": object(
+			"payloadType", routesType, "payload", b64(routes), "Payload", b64(routes142), "signatures", two),
+		"hostile/payload-duplicate.json": object(
+			"payloadType", routesType, "payload", b64(routes), "payload", b64(routes142), "signatures", two),
+		"hostile/payload-type-case-twin.json": object(
+			"payloadType", routesType, "PayloadType", authzType, "payload", b64(routes),
+			"signatures", `[{"sig": `+sig(key, snapsign.RoutesPayloadType, routes)+`}, {"sig": `+sig(key, snapsign.AuthzPayloadType, routes)+`}]`),
+		"hostile/envelope-case-twins.json": object(
+			"payloadType", routesType, "payload", b64(routes), "signatures", one(key, snapsign.RoutesPayloadType, routes),
+			"PayloadType", authzType, "Payload", b64(authz), "Signatures", one(key, snapsign.AuthzPayloadType, authz)),
+		"hostile/sig-case-twin.json": object(
+			"payloadType", routesType, "payload", b64(routes),
+			"signatures", withSig(`"keyid": `+keyid(key)+`, "sig": `+sig(key, snapsign.RoutesPayloadType, routes)+`, "Sig": `+sig(other, snapsign.RoutesPayloadType, routes))),
+		"hostile/sig-duplicate.json": object(
+			"payloadType", routesType, "payload", b64(routes),
+			"signatures", withSig(`"keyid": `+keyid(key)+`, "sig": `+sig(key, snapsign.RoutesPayloadType, routes)+`, "sig": `+sig(other, snapsign.RoutesPayloadType, routes))),
+		"hostile/sig-long-s.json": object(
+			"payloadType", routesType, "payload", b64(routes),
+			"signatures", withSig(`"keyid": `+keyid(key)+`, "sig": `+sig(key, snapsign.RoutesPayloadType, routes)+`, "\u017fig": `+sig(other, snapsign.RoutesPayloadType, routes))),
+		"hostile/keyid-case-twin.json": object(
+			"payloadType", routesType, "payload", b64(routes),
+			"signatures", withSig(`"keyid": `+keyid(key)+`, "KeyID": `+keyid(other)+`, "sig": `+sig(key, snapsign.RoutesPayloadType, routes))),
+		"hostile/keyid-kelvin.json": object(
+			"payloadType", routesType, "payload", b64(routes),
+			"signatures", withSig(`"keyid": `+keyid(key)+`, "\u212aeyid": `+keyid(other)+`, "sig": `+sig(key, snapsign.RoutesPayloadType, routes))),
+	}
+}
+
+// object writes a JSON object of name and raw value pairs, in order and
+// repeats included, one member a line.
+func object(pairs ...string) []byte {
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for i := 0; i < len(pairs); i += 2 {
+		fmt.Fprintf(&b, "  %q: %s", pairs[i], pairs[i+1])
+		if i+2 < len(pairs) {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
 }
 
 // TestSignedExamples keeps testdata/signed in step with the signer
@@ -75,6 +149,17 @@ func TestSignedExamples(t *testing.T) {
 		{"--authz", "authz.as-routes.json", 1, "wrong payload type"},
 		{"--authz", "authz.no-signature.json", 1, "has no signatures"},
 		{"--authz", "../authz/valid.json", 1, "not a signed envelope"},
+		// Validly signed for a reader that folds case or keeps the last
+		// duplicate; refused, naming the member.
+		{"--routes", "hostile/payload-case-twin.json", 1, `Payload: unknown member; did you mean "payload"?`},
+		{"--routes", "hostile/payload-duplicate.json", 1, `payload: duplicate member`},
+		{"--routes", "hostile/payload-type-case-twin.json", 1, `PayloadType: unknown member; did you mean "payloadType"?`},
+		{"--routes", "hostile/envelope-case-twins.json", 1, `PayloadType: unknown member; did you mean "payloadType"?`},
+		{"--routes", "hostile/sig-case-twin.json", 1, `signatures[0].Sig: unknown member; did you mean "sig"?`},
+		{"--routes", "hostile/sig-duplicate.json", 1, `signatures[0].sig: duplicate member`},
+		{"--routes", "hostile/sig-long-s.json", 1, `signatures[0]["\u017fig"]: unknown member; did you mean "sig"?`},
+		{"--routes", "hostile/keyid-case-twin.json", 1, `signatures[0].KeyID: unknown member; did you mean "keyid"?`},
+		{"--routes", "hostile/keyid-kelvin.json", 1, `signatures[0]["\u212aeyid"]: unknown member; did you mean "keyid"?`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, "", "check", tc.kind, filepath.Join(signedDir, tc.file), "--verify-key", pub)
@@ -83,6 +168,15 @@ func TestSignedExamples(t *testing.T) {
 			}
 			if code == 0 && !strings.Contains(stdout, "signature verified") {
 				t.Errorf("stdout = %q", stdout)
+			}
+			if !strings.HasPrefix(tc.file, "hostile/") {
+				return
+			}
+			// Without --verify-key the envelope is still decoded, and
+			// refused the same way.
+			code, stdout, stderr = runCmd(t, "", "check", tc.kind, filepath.Join(signedDir, tc.file))
+			if code != tc.code || !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("without --verify-key: exit %d, want %d; stderr %q, want %q; stdout %q", code, tc.code, stderr, tc.wantErr, stdout)
 			}
 		})
 	}

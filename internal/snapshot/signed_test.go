@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -171,4 +173,48 @@ func BenchmarkSigned(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSignedRefusesHostileEnvelopes: an envelope that names a member twice,
+// or beside a twin in another letter case (testdata/signed/hostile), is
+// refused before decode runs, with or without trusted keys, and the error
+// names the member. A DSSE reader decoding into a Go struct would find a
+// valid signature on each, over another payload, payload type or
+// signature than the one the node reads.
+func TestSignedRefusesHostileEnvelopes(t *testing.T) {
+	text, err := os.ReadFile("../../testdata/signed/test-only.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := snapsign.ParsePublicKeys(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, member := range map[string]string{
+		"payload-case-twin.json":      "Payload",
+		"payload-duplicate.json":      "payload",
+		"payload-type-case-twin.json": "PayloadType",
+		"envelope-case-twins.json":    "PayloadType",
+		"sig-case-twin.json":          "signatures[0].Sig",
+		"sig-duplicate.json":          "signatures[0].sig",
+		"sig-long-s.json":             `signatures[0]["\u017fig"]`,
+		"keyid-case-twin.json":        "signatures[0].KeyID",
+		"keyid-kelvin.json":           `signatures[0]["\u212aeyid"]`,
+	} {
+		data, err := os.ReadFile(filepath.Join("../../testdata/signed/hostile", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, keys := range [][]ed25519.PublicKey{trusted, nil} {
+			decoded := false
+			decode := snapshot.Signed(snapsign.RoutesPayloadType, keys, func([]byte) (uint64, func() error, error) {
+				decoded = true
+				return 42, func() error { return nil }, nil
+			})
+			_, _, err := decode(data)
+			if !errors.Is(err, snapshot.ErrSignature) || !strings.Contains(err.Error(), member+": ") || decoded {
+				t.Errorf("%s with %d trusted key(s): err = %v (decode ran: %v), want ErrSignature naming %s", file, len(keys), err, decoded, member)
+			}
+		}
+	}
 }

@@ -20,7 +20,10 @@
 // against every signature and never trusts a key because of its keyid.
 // Any standard DSSE signer produces envelopes Verify accepts (standard or
 // URL-safe base64, padded or not, unknown members ignored), and [Sign]
-// produces envelopes any standard DSSE verifier accepts.
+// produces envelopes any standard DSSE verifier accepts. [Decode] reads
+// member names exactly: a name twice in one object, or beside a twin in
+// another letter case ("Payload", "Sig"), is an error, since a reader
+// that decodes into a struct would read the twin, and so another envelope.
 //
 // Keys are PEM, as OpenSSL writes them: a PKCS#8 "PRIVATE KEY" block
 // (openssl genpkey -algorithm ed25519) and a PKIX "PUBLIC KEY" block

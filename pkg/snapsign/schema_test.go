@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scootgate/scootgate/internal/schematest"
 	"github.com/scootgate/scootgate/pkg/snapsign"
 )
 
@@ -110,6 +111,57 @@ func TestExamplesMatchSchema(t *testing.T) {
 			if !b64.MatchString(sig.Sig) {
 				t.Errorf("%s: sig %q does not match the schema", f, sig.Sig)
 			}
+		}
+	}
+}
+
+// TestSchemaConformance: a JSON Schema validator with
+// proto/envelope.schema.json and Decode agree on the member names of every
+// envelope in testdata/signed, the hostile ones included, and a few built
+// here: the same envelopes are refused for a name twice in one object or
+// in another letter case, and unknown members are accepted by both.
+func TestSchemaConformance(t *testing.T) {
+	schema := schematest.MustLoad("../../proto/envelope.schema.json")
+	files, err := filepath.Glob("../../testdata/signed/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile, err := filepath.Glob("../../testdata/signed/hostile/*.json")
+	if err != nil || len(hostile) == 0 {
+		t.Fatalf("no hostile envelopes: %v", err)
+	}
+	docs := map[string][]byte{}
+	for _, f := range append(files, hostile...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[f] = data
+	}
+	signed := docs["../../testdata/signed/routes.signed.json"]
+	edit := func(old, new string) []byte {
+		t.Helper()
+		if !strings.Contains(string(signed), old) {
+			t.Fatalf("routes.signed.json has no %q", old)
+		}
+		return []byte(strings.Replace(string(signed), old, new, 1))
+	}
+	for name, d := range map[string][]byte{
+		"(built) unknown members":          edit(`"payload":`, `"extra": {"Payload": 1}, "payload":`),
+		"(built) unknown signature member": edit(`"sig":`, `"keyidx": "a", "sig":`),
+		"(built) PAYLOADTYPE":              edit(`"payload":`, `"PAYLOADTYPE": 1, "payload":`),
+		"(built) escaped payload twice":    edit(`"payload":`, `"p\u0061yload": "", "payload":`),
+		"(built) Signatures, empty":        edit(`"payload":`, `"Signatures": [], "payload":`),
+		"(built) keyid missing":            edit(`"keyid":`, `"note":`),
+		"(built) sig missing":              edit(`"sig":`, `"note":`),
+	} {
+		docs[name] = d
+	}
+	for name, d := range docs {
+		schemaErr := schema.Check(d)
+		_, err := snapsign.Decode(d)
+		if (schemaErr == nil) != (err == nil) {
+			t.Errorf("%s: schema %s; Decode error %v", name, schematest.Short(schemaErr), err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
@@ -111,19 +112,29 @@ func IsEnvelope(data []byte) bool {
 	return ok && strictString(raw, &typ) == nil
 }
 
+// envelopeShape is the members Decode reads, all required but keyid;
+// other members are allowed (DSSE parsing rules), but not in another
+// letter case.
+var envelopeShape = contract.ShapeOf(reflect.TypeFor[Envelope]()).Open().Required()
+
 // Decode reads an envelope with the DSSE parsing rules: payload,
 // payloadType, signatures and each signature's sig are required (they
 // may be empty), keyid is optional, unknown members are ignored. Member
-// names are matched exactly (encoding/json alone would also take
-// "PayloadType"); a name that appears twice in one object, or a string
-// that is not well-formed Unicode, is an error. Errors wrap
-// [ErrNotEnvelope].
+// names are matched exactly, as proto/envelope.schema.json reads them: a
+// name that appears twice in one object, at any depth, a name that
+// differs from one of these only in letter case ("Payload", "Sig",
+// "KeyID", or a look-alike under Unicode case folding such as
+// "\u017fig"), or a string that is not well-formed Unicode, is an error
+// naming the member. Errors wrap [ErrNotEnvelope].
 func Decode(data []byte) (*Envelope, error) {
-	// A name twice in one object ("payload" twice) is refused, as the
-	// snapshots inside are: the last one wins here, the first in some
-	// other DSSE implementations, which would verify one payload and
-	// apply another.
-	if l, ok, syntax := contract.Exact(data, nil); !ok && !syntax {
+	// Two readers must never see two envelopes in one document. Go's
+	// encoding/json matches "Payload" to a payload field and keeps the
+	// last of two duplicates; other DSSE implementations keep the first.
+	// Both of an envelope's readings may carry a valid signature (a
+	// signer signs two payloads and lists both signatures), so a DSSE
+	// reader that decodes into a struct would verify and audit another
+	// payload, payload type or signature than the one this node applies.
+	if l, ok, syntax := contract.Exact(data, envelopeShape); !ok && !syntax {
 		return nil, fmt.Errorf("%w: %s", ErrNotEnvelope, l.Text(""))
 	}
 	var top map[string]json.RawMessage

@@ -20,7 +20,9 @@ var eventRules = []struct {
 }{
 	{"cache_read_tokens + cache_write_tokens <= input_tokens", regexp.MustCompile(`usage: cache_read_tokens \+ cache_write_tokens must not exceed input_tokens`)},
 	{"reasoning_tokens <= output_tokens", regexp.MustCompile(`usage\.reasoning_tokens: must not exceed output_tokens`)},
-	{"an integer member is written without a fraction or exponent", regexp.MustCompile(`^usageevent: decode: json: cannot unmarshal number [-+0-9.eE]+ into Go struct field [A-Za-z.]+ of type int(64)?$`)},
+	// Only a number written with a fraction or an exponent: an integer
+	// out of the Go type's range is the schema's maximum, not this rule.
+	{"an integer member is written without a fraction or exponent", regexp.MustCompile(`^usageevent: decode: [a-z_]+(\.[a-z_]+)*: expected an integer, got number -?[0-9]+(\.[0-9]+([eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)$`)},
 }
 
 // explained reports which rule err is, or "".
@@ -72,6 +74,14 @@ func eventDocs(t *testing.T) map[string][]byte {
 		"(built) duplicate in provider_usage":   edit(`"provider_usage": {`, `"provider_usage": {"x": 1, "x": 2,`),
 		"(built) unknown member":                edit(`"tenant_id":`, `"added_later": {"a": [1]}, "tenant_id":`),
 		"(built) attempt written 1.0":           edit(`"attempt": 1`, `"attempt": 1.0`),
+		"(built) schema written 2.0":            edit(`"schema": 2`, `"schema": 2.0`),
+		"(built) response_bytes written 1E87":   edit(`"response_bytes": 1187`, `"response_bytes": 1E87`),
+		"(built) response_bytes above int64":    edit(`"response_bytes": 1187`, `"response_bytes": 9223372036854775808`),
+		"(built) response_bytes at int64 max":   edit(`"response_bytes": 1187`, `"response_bytes": 9223372036854775807`),
+		"(built) input_tokens above int64":      edit(`"input_tokens": `, `"input_tokens": 99999999999999999999, "x": `),
+		"(built) attempt above int32":           edit(`"attempt": 1`, `"attempt": 2147483648`),
+		"(built) ttfb_ms beyond float64":        edit(`"ttfb_ms": `, `"ttfb_ms": 1e400, "x": `),
+		"(built) ttfb_ms rounding to max float": edit(`"ttfb_ms": `, `"ttfb_ms": 1.7976931348623158e308, "x": `),
 		"(built) lowercase z in started_at":     edit(`Z"`, `z"`),
 		"(built) escaped T in started_at":       edit(`T`, `\u0054`),
 		"(built) one-digit hour in started_at":  regexp.MustCompile(`T\d\d:`).ReplaceAll(base, []byte("T1:")),

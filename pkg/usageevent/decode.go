@@ -5,26 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
 )
 
 // DecodeError reports a member name [Decode] refuses (one that appears
 // twice in one object, at any depth, or one that differs from a member of
-// [Event] only in letter case) or a started_at not spelled as the schema's
-// date-time pattern says.
+// [Event] only in letter case), a started_at not spelled as the schema's
+// date-time pattern says, or a member whose value its Go field cannot
+// hold (a string for a number; 1.0, 1E87 or 9223372036854775808 for an
+// int64; 1e400 for a float64).
 type DecodeError struct {
 	// Path names the offending member, such as "usage.Input_Tokens".
 	Path string
-	// Line and Column (1-based, column in bytes) locate the member name.
+	// Line and Column (1-based, column in bytes) locate the member name;
+	// both are 0 when not known.
 	Line, Column int
 	// Msg says what is wrong.
 	Msg string
+	// Err is the encoding/json error behind a value of the wrong type
+	// (a *json.UnmarshalTypeError), or nil.
+	Err error
 }
 
 func (e *DecodeError) Error() string {
 	return contract.Located{Path: e.Path, Line: e.Line, Column: e.Column, Msg: e.Msg}.Text("usageevent: decode: ")
 }
+
+// Unwrap returns Err.
+func (e *DecodeError) Unwrap() error { return e.Err }
 
 // eventFields is Event without its methods, for Decode.
 type eventFields Event
@@ -52,10 +62,15 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 // match names case-insensitively, so a consumer would count what a schema
 // validator of the same document does not.) Otherwise, a document
 // whose schema is not [Schema] returns an error wrapping
-// [ErrUnsupportedSchema] before anything else is checked. Malformed JSON and
-// members of the wrong JSON type return the encoding/json error, wrapped; an
-// event that decodes but breaks a rule returns a [*ValidationError]. On any
-// error the event is nil.
+// [ErrUnsupportedSchema] before anything else is checked. Malformed JSON
+// returns the encoding/json error, wrapped. A member of the wrong JSON type,
+// or a number its Go field cannot hold, returns a [*DecodeError] naming the
+// member and wrapping the encoding/json error: an integer member written
+// with a fraction or exponent (1.0, 1E87: integers to the JSON Schema, not to
+// Go), an int64 beyond 9223372036854775807, or a float64 member of 2^1024 -
+// 2^970 or more (the schema's maxima say the same). An event that decodes
+// but breaks a rule returns a [*ValidationError]. On any error the event is
+// nil.
 //
 // A provider_usage of null decodes to a nil ProviderUsage.
 func Decode(data []byte) (*Event, error) {
@@ -69,6 +84,11 @@ func Decode(data []byte) (*Event, error) {
 		return nil, errors.New("usageevent: decode: expected an object, got null")
 	}
 	var schema int
+	if head.Schema != nil && json.Unmarshal(*head.Schema, &schema) != nil && isNumber(*head.Schema) {
+		// 2.0 or 2e0: the integer 2 to the schema's "const", a spelling
+		// error here, as for every integer member; not another schema.
+		return nil, typeError(json.Unmarshal(*head.Schema, &schema), "schema")
+	}
 	if head.Schema == nil || json.Unmarshal(*head.Schema, &schema) != nil || schema != Schema {
 		got := "missing"
 		if head.Schema != nil {
@@ -90,7 +110,7 @@ func Decode(data []byte) (*Event, error) {
 		StartedAt json.RawMessage `json:"started_at"` // shadows Event's
 	}{eventFields: (*eventFields)(&e)}
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, fmt.Errorf("usageevent: decode: %w", err)
+		return nil, typeError(err, "")
 	}
 	if w.StartedAt != nil && string(w.StartedAt) != "null" {
 		t, ok := contract.ParseTime(w.StartedAt)
@@ -106,4 +126,28 @@ func Decode(data []byte) (*Event, error) {
 		return nil, err
 	}
 	return &e, nil
+}
+
+// typeError turns an encoding/json type error, a value its Go field cannot
+// hold, into a [*DecodeError] naming the member (path, or the field
+// encoding/json names) and the value: "response_bytes: expected an
+// integer, got number 1E87". Any other error is wrapped as it is.
+func typeError(err error, path string) error {
+	var typ *json.UnmarshalTypeError
+	if !errors.As(err, &typ) {
+		return fmt.Errorf("usageevent: decode: %w", err)
+	}
+	l := contract.JSONError(nil, "", err)
+	if path == "" {
+		// Decode reads into a wrapper that embeds eventFields; that
+		// name is no member of the document.
+		path = strings.TrimPrefix(l.Path, "eventFields.")
+	}
+	return &DecodeError{Path: path, Msg: l.Msg, Err: err}
+}
+
+// isNumber reports whether raw is a JSON number.
+func isNumber(raw json.RawMessage) bool {
+	raw = raw[contract.ContentStart(raw):]
+	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
 }

@@ -142,6 +142,11 @@ func TestDecode(t *testing.T) {
 		{name: "member in another letter case", data: withMember(`"Tenant_ID":"t_other"`), wantErr: isDecodeError("Tenant_ID", `unknown member; did you mean "tenant_id"?`)},
 		{name: "duplicate inside provider_usage", data: bytes.Replace(valid, []byte(`"provider_usage":{`), []byte(`"provider_usage":{"x":1,"x":2,`), 1), wantErr: isDecodeError("provider_usage.x", "duplicate member (each name may appear once)")},
 		{name: "usage member in another letter case", data: bytes.Replace(valid, []byte(`"usage":{`), []byte(`"usage":{"INPUT_TOKENS":0,`), 1), wantErr: isDecodeError("usage.INPUT_TOKENS", `unknown member; did you mean "input_tokens"?`)},
+		{name: "integer written with an exponent", data: bytes.Replace(valid, []byte(`"response_bytes":700`), []byte(`"response_bytes":1E87`), 1), wantErr: isTypeError("response_bytes", "expected an integer, got number 1E87")},
+		{name: "integer beyond int64", data: bytes.Replace(valid, []byte(`"response_bytes":700`), []byte(`"response_bytes":9223372036854775808`), 1), wantErr: isTypeError("response_bytes", "expected an integer from -9223372036854775808 to 9223372036854775807, got number 9223372036854775808")},
+		{name: "token count written with a fraction", data: bytes.Replace(valid, []byte(`"input_tokens":10`), []byte(`"input_tokens":10.0`), 1), wantErr: isTypeError("usage.input_tokens", "expected an integer, got number 10.0")},
+		{name: "milliseconds beyond float64", data: bytes.Replace(valid, []byte(`"ttfb_ms":12.5`), []byte(`"ttfb_ms":1e400`), 1), wantErr: isTypeError("ttfb_ms", "expected a number within the range of a float64, got number 1e400")},
+		{name: "schema written 2.0", data: bytes.Replace(valid, []byte(`"schema":2`), []byte(`"schema":2.0`), 1), wantErr: isTypeError("schema", "expected an integer, got number 2.0")},
 		{name: "invalid meaning", data: bytes.Replace(valid, []byte(`"authoritative":false`), []byte(`"authoritative":true`), 1), wantErr: func(err error) bool { return errors.As(err, &invalid) }},
 	}
 	for _, tc := range tests {
@@ -160,6 +165,16 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode = %v, %v; not the error expected", e, err)
 			}
 		})
+	}
+}
+
+// isTypeError matches a value its Go field cannot hold: a *DecodeError
+// naming the member, which still unwraps to encoding/json's error.
+func isTypeError(path, msg string) func(error) bool {
+	return func(err error) bool {
+		var de *usageevent.DecodeError
+		var typ *json.UnmarshalTypeError
+		return errors.As(err, &de) && de.Path == path && de.Msg == msg && errors.As(err, &typ)
 	}
 }
 

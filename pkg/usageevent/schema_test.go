@@ -3,6 +3,7 @@ package usageevent_test
 import (
 	"encoding/json"
 	"maps"
+	"math"
 	"os"
 	"reflect"
 	"slices"
@@ -31,6 +32,7 @@ type jsonSchema struct {
 	MinLength            *int                   `json:"minLength"`
 	MaxLength            *int                   `json:"maxLength"`
 	Minimum              *json.Number           `json:"minimum"`
+	Maximum              *json.Number           `json:"maximum"`
 	Pattern              string                 `json:"pattern"`
 	Description          string                 `json:"description"`
 }
@@ -95,6 +97,12 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		{"failure_stage", p["failure_stage"].Pattern, "^$|^[a-z][a-z0-9_]{0," + strconv.Itoa(usageevent.MaxStageLength-1) + "}$"},
 		{"event_id", p["event_id"].Pattern, "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
 		{"attempt minimum", p["attempt"].Minimum, ptr(json.Number("1"))},
+		// The maxima are what the Go fields hold, so that a number the
+		// schema accepts decodes.
+		{"attempt maximum", p["attempt"].Maximum, ptr(json.Number(strconv.Itoa(usageevent.MaxAttempt)))},
+		{"request_bytes maximum", p["request_bytes"].Maximum, ptr(json.Number(strconv.FormatInt(math.MaxInt64, 10)))},
+		{"response_bytes maximum", p["response_bytes"].Maximum, ptr(json.Number(strconv.FormatInt(math.MaxInt64, 10)))},
+		{"count maximum", root.Defs["count"].Maximum, ptr(json.Number(strconv.FormatInt(math.MaxInt64, 10)))},
 	} {
 		if diff := cmp.Diff(c.got, c.want); diff != "" {
 			t.Errorf("%s mismatch (-schema +Go):\n%s", c.member, diff)

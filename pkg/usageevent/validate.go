@@ -17,6 +17,11 @@ const MaxStringLength = 256
 // MaxStageLength is the longest failure stage, in bytes.
 const MaxStageLength = 64
 
+// MaxAttempt is the highest attempt number, the schema's maximum: the
+// largest a Go int holds on every platform, so that an event valid on one
+// is valid on all.
+const MaxAttempt = math.MaxInt32
+
 // Problem is one reason a document is invalid: a member path and what is
 // wrong there.
 type Problem = contract.Problem
@@ -38,7 +43,7 @@ func (e *ValidationError) Error() string {
 //   - node_id, request_id, tenant_id, key_id, public_model,
 //     provider_model and backend are 1–[MaxStringLength] characters without
 //     control characters;
-//   - protocol and send_state are known values, attempt is at least 1;
+//   - protocol and send_state are known values, attempt is 1–[MaxAttempt];
 //   - failure_stage is "" or 1–[MaxStageLength] of [a-z0-9_] starting with
 //     a letter, and "" only with send_state response_received;
 //   - http_status is 0 or 100–599;
@@ -88,8 +93,11 @@ func (e *Event) Validate() error {
 	if e.Endpoint != "" && !isStage(e.Endpoint) {
 		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
 	}
-	if e.Attempt < 1 {
+	switch {
+	case e.Attempt < 1:
 		add("attempt", "must be at least 1")
+	case e.Attempt > MaxAttempt:
+		add("attempt", "must be at most %d", MaxAttempt)
 	}
 	switch e.SendState {
 	case SendDefinitelyNotSent, SendPossiblySent, SendResponseReceived:

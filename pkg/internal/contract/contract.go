@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -91,7 +92,7 @@ func JSONError(data []byte, path string, err error) Located {
 		line, col := Position(data, int(syntax.Offset)-1)
 		return Located{Line: line, Column: col, Path: path, Msg: syntax.Error()}
 	case errors.As(err, &typ):
-		return Located{Path: joinPath(path, typ.Field), Msg: "expected " + jsonKind(typ.Type) + ", got " + typ.Value}
+		return Located{Path: joinPath(path, typ.Field), Msg: "expected " + jsonKind(typ.Type) + outOfRange(typ) + ", got " + typ.Value}
 	default:
 		// DisallowUnknownFields reports `json: unknown field "x"` as a
 		// plain error; its text is the most precise message there is.
@@ -112,6 +113,32 @@ func joinPath(prefix, field string) string {
 	}
 }
 
+// outOfRange names the range of a number type when the value is a number
+// it cannot hold: for an integer type, an integer written plainly
+// (" from -128 to 127"), since "expected an integer, got number 300" would
+// puzzle a reader; for a float type, any number (1e400). Otherwise "".
+func outOfRange(typ *json.UnmarshalTypeError) string {
+	lit, ok := strings.CutPrefix(typ.Value, "number ")
+	switch {
+	case !ok || typ.Type == nil:
+		return ""
+	case typ.Type.Kind() == reflect.Float32 || typ.Type.Kind() == reflect.Float64:
+		return " within the range of a " + typ.Type.Kind().String()
+	case strings.ContainsAny(lit, ".eE"):
+		return ""
+	}
+	switch typ.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		hi := int64(math.MaxInt64 >> (64 - typ.Type.Bits()))
+		return fmt.Sprintf(" from %d to %d", -hi-1, hi)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if !strings.HasPrefix(lit, "-") {
+			return fmt.Sprintf(" up to %d", uint64(math.MaxUint64>>(64-typ.Type.Bits())))
+		}
+	}
+	return ""
+}
+
 // jsonKind describes the JSON value that decodes into a Go type.
 func jsonKind(t reflect.Type) string {
 	if t == nil {
@@ -126,6 +153,8 @@ func jsonKind(t reflect.Type) string {
 		return "an integer"
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
 	case reflect.Slice, reflect.Array:
 		return "an array"
 	case reflect.Struct, reflect.Map, reflect.Pointer:

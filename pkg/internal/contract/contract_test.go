@@ -38,3 +38,32 @@ func TestJSONError(t *testing.T) {
 		t.Errorf("Text = %q", got)
 	}
 }
+
+// TestJSONErrorNumbers: a number its field cannot hold is described by
+// what the field takes, with the range when the number is a plainly
+// written integer out of it.
+func TestJSONErrorNumbers(t *testing.T) {
+	var v struct {
+		I64 int64   `json:"i64"`
+		I8  int8    `json:"i8"`
+		U64 uint64  `json:"u64"`
+		F   float64 `json:"f"`
+	}
+	for _, tc := range []struct {
+		doc, want string
+	}{
+		{`{"i64": 1E87}`, "i64: expected an integer, got number 1E87"},
+		{`{"i64": 1.0}`, "i64: expected an integer, got number 1.0"},
+		{`{"i64": 9223372036854775808}`, "i64: expected an integer from -9223372036854775808 to 9223372036854775807, got number 9223372036854775808"},
+		{`{"i8": -129}`, "i8: expected an integer from -128 to 127, got number -129"},
+		{`{"u64": -1}`, "u64: expected a non-negative integer, got number -1"},
+		{`{"u64": 18446744073709551616}`, "u64: expected a non-negative integer up to 18446744073709551615, got number 18446744073709551616"},
+		{`{"f": 1e400}`, "f: expected a number within the range of a float64, got number 1e400"},
+		{`{"f": "x"}`, "f: expected a number, got string"},
+	} {
+		err := json.Unmarshal([]byte(tc.doc), &v)
+		if got := JSONError(nil, "", err).Text(""); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.doc, got, tc.want)
+		}
+	}
+}
