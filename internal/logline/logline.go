@@ -1,5 +1,6 @@
 // Package logline builds the node's log handler: log/slog's JSON handler
-// with durations written as Go writes them (docs/operations.md "Logs").
+// with durations written as Go writes them, and with the Unicode controls
+// that reorder text shown as escapes (docs/operations.md "Logs").
 // cmd/scootgate, internal/app and the load harness all log through it, so
 // a line looks the same whoever wrote it.
 package logline
@@ -7,6 +8,8 @@ package logline
 import (
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 )
 
 // NewHandler returns the node's handler writing JSON lines to w at level
@@ -16,9 +19,18 @@ func NewHandler(w io.Writer, level slog.Leveler) *slog.JSONHandler {
 	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: replaceAttr})
 }
 
-// replaceAttr writes durations as Go writes them, and levels as strings.
+// replaceAttr writes durations as Go writes them, levels as strings, and
+// strings without bidirectional controls.
 func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
+	case slog.KindString:
+		// A path or model a client chose may hold U+202E and its kin: in
+		// a terminal or a log viewer they reorder what follows, so a line
+		// could read as something it is not. encoding/json escapes the
+		// C0 controls and U+2028/2029 but not these.
+		if s := a.Value.String(); strings.ContainsFunc(s, reorders) {
+			a.Value = slog.StringValue(escapeReordering(s))
+		}
 	case slog.KindDuration:
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	case slog.KindAny:
@@ -31,4 +43,33 @@ func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// reorders reports whether r is a Unicode control that changes the
+// display order of text: the bidirectional embeddings, overrides and
+// isolates, the directional marks, and the Arabic letter mark.
+func reorders(r rune) bool {
+	switch {
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	case r == '\u200e', r == '\u200f', r == '\u061c':
+		return true
+	}
+	return false
+}
+
+// escapeReordering writes each reordering control of s as the six
+// characters \uXXXX, so the line shows it instead of obeying it.
+func escapeReordering(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for _, r := range s {
+		if reorders(r) {
+			b.WriteString(`\u`)
+			b.WriteString(strconv.FormatInt(int64(r)+0x10000, 16)[1:])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -80,3 +80,23 @@ func TestLevelText(t *testing.T) {
 		}
 	}
 }
+
+// TestReorderingControlsEscaped: a string a client chose (a path, a model)
+// cannot reorder the line it is written in: the bidirectional controls are
+// written as \uXXXX text, the rest of the string as it was.
+func TestReorderingControlsEscaped(t *testing.T) {
+	var buf bytes.Buffer
+	lg := slog.New(NewHandler(&buf, nil))
+	lg.Info("request", "path", "/v1/models/abc\u202egpj.exe", "model", "m\u2066x\u2069\u200f\u061c", "plain", "héllo")
+	line := buf.String()
+	for _, r := range "\u202e\u2066\u2069\u200f\u061c" {
+		if strings.ContainsRune(line, r) {
+			t.Errorf("line holds U+%04X raw: %q", r, line)
+		}
+	}
+	for _, want := range []string{`"path":"/v1/models/abc\\u202egpj.exe"`, `"model":"m\\u2066x\\u2069\\u200f\\u061c"`, `"plain":"héllo"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %s", line, want)
+		}
+	}
+}
