@@ -309,8 +309,8 @@ var metadataAddrs = map[netip.Addr]bool{
 //     metadata services live, e.g. 169.254.169.254), not a known metadata
 //     service name or address (metadata.google.internal, fd00:ec2::254, …),
 //     in any IPv6 spelling that stands for one (IPv4-mapped, IPv4-
-//     compatible, NAT64, 6to4, Teredo: [64:ff9b::a9fe:a9fe] is
-//     169.254.169.254 behind a NAT64 gateway),
+//     compatible, SIIT's IPv4-translated, NAT64, 6to4, Teredo, ISATAP:
+//     [64:ff9b::a9fe:a9fe] is 169.254.169.254 behind a NAT64 gateway),
 //     not an unspecified or multicast address;
 //   - a host name is ASCII letters, digits, '-' and '_' in dot-separated
 //     labels of 1–63 characters, and does not end in a numeric label (such
@@ -407,6 +407,10 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 		return []netip.Addr{last} // 64:ff9b:1::/48
 	case b[0] == 0x20 && b[1] == 0x02:
 		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))} // 2002:V4::/48
+	case [10]byte(b[:10]) == [10]byte{8: 0xff, 9: 0xff} && b[10] == 0 && b[11] == 0:
+		return []netip.Addr{last} // ::ffff:0:V4, SIIT's IPv4-translated
+	case (b[8] == 0 || b[8] == 0x02) && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe:
+		return []netip.Addr{last} // ISATAP interface identifier: PREFIX::[2]00:5efe:V4
 	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0:
 		client := [4]byte(b[12:16])
 		for i := range client {

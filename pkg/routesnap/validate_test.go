@@ -263,6 +263,11 @@ func TestCheckBaseURL(t *testing.T) {
 		{"https://[2002:a9fe:a9fe:1::1]/", embedLinkLocal},
 		{"https://[2001:0:a9fe:a9fe::1]/", embedLinkLocal},                  // Teredo server
 		{"https://[2001:0:4136:e378:8000:63bf:5601:5601]/", embedLinkLocal}, // Teredo client 169.254.169.254, inverted
+		{"https://[::ffff:0:a9fe:a9fe]/", embedLinkLocal},                   // SIIT IPv4-translated
+		{"https://[::ffff:0:169.254.169.254]/", embedLinkLocal},             // the same, dotted
+		{"https://[2001:db8::5efe:a9fe:a9fe]/", embedLinkLocal},             // ISATAP
+		{"https://[2001:db8:1::200:5efe:a9fe:a9fe]/", embedLinkLocal},       // ISATAP, universal bit
+		{"https://[2001:db8::5efe:a01:203]/v1", ""},                         // ISATAP of 10.1.2.3
 		{"https://[64:ff9b::6464:64c8]/", embedMeta},                        // 100.100.100.200
 		{"https://[2002:c000:00c0::]/", embedMeta},                          // 192.0.0.192
 		{"https://[64:ff9b::a01:203]/v1", ""},                               // 10.1.2.3 behind NAT64
