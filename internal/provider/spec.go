@@ -21,9 +21,10 @@ type API struct {
 
 	// Claims reports whether a request that no endpoint of any API serves
 	// (the model list, an unknown path) comes from a client of this API,
-	// so that the answer takes its shape and model list. At most one API
-	// claims a request; the catalog's default answers the rest.
-	Claims func(h http.Header) bool
+	// by its headers, path or query, so that the answer takes its shape
+	// and model list. The catalog asks the APIs in its order; its default
+	// answers the requests no API claims.
+	Claims func(r *http.Request) bool
 	// RequestIDHeader, when set, is the header in which the API's SDKs look
 	// for a request id: every answer of the API carries the node's request
 	// id there as well as in X-Request-Id.
