@@ -109,15 +109,19 @@
 //	env = "OPENAI_API_KEY"
 //
 //	[backends.openai-1]                 # docs/routing.md "Models and targets"; id: 1-64 of [A-Za-z0-9._-]
-//	protocol = "openai"                 # "openai" | "anthropic"
+//	protocol = "openai"                 # "openai" | "anthropic" | "gemini"
 //	base_url = "https://api.openai.com/v1"   # + each endpoint's path (/chat/completions, /responses, …)
 //	credential = "openai-main"
 //	max_inflight_per_node = 256         # 1..100000 (docs/failures.md)
 //	include_usage = true                # openai only; default true; see the rules below (docs/usage-events.md)
 //	endpoints = ["chat_completions", "responses", "embeddings"]
-//	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic);
-//	                                    # anthropic: "messages", "count_tokens"; a model's requests to an
-//	                                    # endpoint go only to backends that list it (docs/api.md)
+//	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic),
+//	                                    # ["generate_content", "stream_generate_content"] (gemini);
+//	                                    # anthropic: "messages", "count_tokens"; gemini: those two and
+//	                                    # "gemini_count_tokens", "embed_content", "batch_embed_contents";
+//	                                    # a model's requests to an endpoint go only to backends that list
+//	                                    # it (docs/api.md). A gemini base_url ends before "models":
+//	                                    # "https://generativelanguage.googleapis.com/v1beta"
 //
 //	[[models."gpt-4o".targets]]         # public model name: 1-256 characters, no control characters
 //	backend = "openai-1"
@@ -202,7 +206,7 @@
 //     names a [backends.*]; a model has at least one target, and no two of
 //     its targets share backend and model. Credentials nothing references
 //     are allowed (route snapshots may use them, docs/snapshots.md).
-//   - include_usage is rejected on an anthropic backend: it only applies to
+//   - include_usage is rejected on an anthropic or gemini backend: it only applies to
 //     OpenAI streams. The node injects stream_options.include_usage only
 //     when both it (default true) and usage.openai_include_usage are true.
 //   - With routes.source = "static" (the default), at least one backend and

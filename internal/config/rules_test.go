@@ -599,14 +599,14 @@ func TestRulesBackends(t *testing.T) {
 			want: []Problem{{"backends.b1.base_url", "must not contain user info; the backend's credential is named by credential"}},
 		},
 		{
-			name: "unknown protocol", edits: []string{backendProt, `protocol = "gemini"`},
-			want: []Problem{{"backends.b1.protocol", `must be "openai" or "anthropic"`}},
+			name: "unknown protocol", edits: []string{backendProt, `protocol = "cohere"`},
+			want: []Problem{{"backends.b1.protocol", `must be "openai", "anthropic" or "gemini"`}},
 		},
 		{
 			name:  "everything missing",
 			edits: []string{backendProt, "", backendBase, "", backendCred, "", backendCap, ""},
 			want: []Problem{
-				{"backends.b1.protocol", `missing; expected "openai" or "anthropic"`},
+				{"backends.b1.protocol", `missing; expected "openai", "anthropic" or "gemini"`},
 				{"backends.b1.base_url", `missing; expected an https:// URL like "https://api.openai.com/v1"`},
 				{"backends.b1.credential", "missing; expected the name of a [credentials.<name>]"},
 				{"backends.b1.max_inflight_per_node", "missing; expected an integer 1..100000"},

@@ -460,7 +460,7 @@ func (v *validator) backends(root *table) []routesnap.Backend {
 			out = append(out, b) // declared; its type is reported
 			continue
 		}
-		b.Protocol, _ = t.str("protocol", `"openai" or "anthropic"`)
+		b.Protocol, _ = t.str("protocol", `"openai", "anthropic" or "gemini"`)
 		b.BaseURL, _ = t.str("base_url", `an https:// URL like "https://api.openai.com/v1"`)
 		b.Credential, _ = t.str("credential", "the name of a [credentials.<name>]")
 		if n, ok := t.integer("max_inflight_per_node", "an integer 1..100000", math.MinInt64, math.MaxInt64); ok {

@@ -247,7 +247,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		api = catalog.API(spec.Endpoint.Protocol())
 	} else {
 		w = &statusWriter{}
-		api = catalog.Claiming(r.Header)
+		api = catalog.Claiming(r)
 	}
 	w.ResponseWriter = rw
 	rid := newRequestID()

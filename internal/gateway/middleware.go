@@ -230,7 +230,7 @@ func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid) // docs/api.md "Headers": always our own id
 		l.log.Debug("request refused: concurrent request limit", "request_id", rid, "limit", l.max)
-		l.refusal.Write(w, catalog.Claiming(r.Header), rid)
+		l.refusal.Write(w, catalog.Claiming(r), rid)
 		return
 	}
 	defer l.inflight.Add(-1)

@@ -121,7 +121,8 @@ func TestLabelSetsClosed(t *testing.T) {
 		outcomes = append(outcomes, o.String())
 	}
 	sets := map[string][]string{
-		"endpoint":   {"chat_completions", "messages", "responses", "embeddings", "count_tokens", "models", "unknown"},
+		"endpoint": {"chat_completions", "messages", "responses", "embeddings", "count_tokens",
+			"generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents", "models", "unknown"},
 		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,

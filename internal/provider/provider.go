@@ -8,15 +8,15 @@
 // # Basics
 //
 // A [Protocol] is a provider wire API and a pool of backends: OpenAI
-// (OpenAI-compatible) or Anthropic. The pools are never mixed and a body is
+// (OpenAI-compatible), Anthropic or Gemini. The pools are never mixed and a body is
 // never converted from one to the other. An [Endpoint] is one client entry
 // point of a protocol (chat completions, responses, embeddings, messages,
-// count_tokens); backends declare the set of endpoints they serve
+// count_tokens, Gemini's generate_content and the others); backends declare the set of endpoints they serve
 // ([EndpointSet]). The names of protocols and endpoints are the ones used in
 // the node's TOML, in routing snapshots, in usage events and in metrics.
 //
 // Each provider API is one package below this one (provider/openai,
-// provider/anthropic) that owns everything its wire format implies: the
+// provider/anthropic, provider/gemini) that owns everything its wire format implies: the
 // endpoints' [Spec] values, inspection, header allowlists, how a stream
 // ends and fails, error documents, model listing, quota markers, retry
 // advice and usage parsing. Its [API] value is one line of
@@ -55,6 +55,7 @@ type Protocol uint8
 const (
 	OpenAI Protocol = iota
 	Anthropic
+	Gemini
 	// NumProtocols is the number of protocols, for arrays indexed by one.
 	NumProtocols
 )
@@ -64,11 +65,15 @@ const (
 const (
 	NameOpenAI    = usageevent.ProtocolOpenAI
 	NameAnthropic = usageevent.ProtocolAnthropic
+	NameGemini    = usageevent.ProtocolGemini
 )
 
 func (p Protocol) String() string {
-	if p == Anthropic {
+	switch p {
+	case Anthropic:
 		return NameAnthropic
+	case Gemini:
+		return NameGemini
 	}
 	return NameOpenAI
 }
@@ -80,6 +85,8 @@ func ParseProtocol(s string) (Protocol, bool) {
 		return OpenAI, true
 	case NameAnthropic:
 		return Anthropic, true
+	case NameGemini:
+		return Gemini, true
 	}
 	return 0, false
 }
@@ -88,11 +95,16 @@ func ParseProtocol(s string) (Protocol, bool) {
 type Endpoint uint8
 
 const (
-	Chat        Endpoint = iota // OpenAI POST /v1/chat/completions
-	Messages                    // Anthropic POST /v1/messages
-	Responses                   // OpenAI POST /v1/responses
-	Embeddings                  // OpenAI POST /v1/embeddings
-	CountTokens                 // Anthropic POST /v1/messages/count_tokens
+	Chat                  Endpoint = iota // OpenAI POST /v1/chat/completions
+	Messages                              // Anthropic POST /v1/messages
+	Responses                             // OpenAI POST /v1/responses
+	Embeddings                            // OpenAI POST /v1/embeddings
+	CountTokens                           // Anthropic POST /v1/messages/count_tokens
+	GenerateContent                       // Gemini POST /v1beta/models/{model}:generateContent
+	StreamGenerateContent                 // Gemini POST /v1beta/models/{model}:streamGenerateContent
+	GeminiCountTokens                     // Gemini POST /v1beta/models/{model}:countTokens
+	EmbedContent                          // Gemini POST /v1beta/models/{model}:embedContent
+	BatchEmbedContents                    // Gemini POST /v1beta/models/{model}:batchEmbedContents
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -108,10 +120,18 @@ var endpointInfo = [NumEndpoints]struct {
 	Responses:   {usageevent.EndpointResponses, OpenAI},
 	Embeddings:  {usageevent.EndpointEmbeddings, OpenAI},
 	CountTokens: {usageevent.EndpointCountTokens, Anthropic},
+
+	GenerateContent:       {usageevent.EndpointGenerateContent, Gemini},
+	StreamGenerateContent: {usageevent.EndpointStreamGenerateContent, Gemini},
+	GeminiCountTokens:     {usageevent.EndpointGeminiCountTokens, Gemini},
+	EmbedContent:          {usageevent.EndpointEmbedContent, Gemini},
+	BatchEmbedContents:    {usageevent.EndpointBatchEmbedContents, Gemini},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
-// "responses", "embeddings" or "count_tokens".
+// "responses", "embeddings", "count_tokens", "generate_content",
+// "stream_generate_content", "gemini_count_tokens", "embed_content" or
+// "batch_embed_contents".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -148,12 +168,17 @@ func (e Endpoint) Set() EndpointSet { return 1 << e }
 func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 
 // DefaultEndpoints is what a backend of protocol p serves when it does not
-// say: chat completions for OpenAI, messages for Anthropic. Responses,
-// embeddings and count_tokens are opt-in: not every compatible provider
-// serves them.
+// say: chat completions for OpenAI, messages for Anthropic,
+// generate_content and stream_generate_content for Gemini (one model
+// generating, answered whole or streamed: Google's SDKs and agents use
+// both). Responses, embeddings and the token counts are opt-in: not every
+// compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
-	if p == Anthropic {
+	switch p {
+	case Anthropic:
 		return Messages.Set()
+	case Gemini:
+		return GenerateContent.Set() | StreamGenerateContent.Set()
 	}
 	return Chat.Set()
 }

@@ -19,8 +19,9 @@ func TestNamesMatchContracts(t *testing.T) {
 		if got, want := provider.EndpointNames(p), routesnap.Endpoints(p.String()); !slices.Equal(got, want) {
 			t.Errorf("%v endpoints: node %v, routesnap %v", p, got, want)
 		}
-		if d := provider.DefaultEndpoints(p).String(); d != routesnap.Endpoints(p.String())[0] {
-			t.Errorf("%v default endpoints %q, routesnap lists %q first", p, d, routesnap.Endpoints(p.String())[0])
+		d := provider.DefaultEndpoints(p).String()
+		if n := strings.Count(d, ",") + 1; d != strings.Join(routesnap.Endpoints(p.String())[:n], ",") {
+			t.Errorf("%v default endpoints %q, routesnap lists %v first", p, d, routesnap.Endpoints(p.String())[:n])
 		}
 	}
 	for e := range provider.NumEndpoints {
@@ -28,8 +29,21 @@ func TestNamesMatchContracts(t *testing.T) {
 		if spec == nil || spec.Endpoint != e {
 			t.Fatalf("catalog.Spec(%v) = %v", e, spec)
 		}
-		if got, _ := catalog.ByPath(spec.Path); got != spec {
-			t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
+		if spec.Match == nil {
+			if got, _ := catalog.ByPath(spec.Path); got != spec {
+				t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
+			}
+		}
+		// An endpoint whose path names the model: the client path is the
+		// upstream path under the API version, the model in it.
+		for _, v := range []string{"/v1beta", "/v1"} {
+			if spec.Match == nil {
+				break
+			}
+			path := v + strings.Replace(spec.UpstreamPath, "{model}", "m-1", 1)
+			if got, m := catalog.ByPath(path); got != spec || m != "m-1" {
+				t.Errorf("ByPath(%q) = %v, %q; want the %v spec and m-1", path, got, m, e)
+			}
 		}
 		if got, ok := provider.ParseEndpoint(e.String()); !ok || got != e {
 			t.Errorf("ParseEndpoint(%q) = %v, %v", e.String(), got, ok)

@@ -21,9 +21,10 @@ type API struct {
 
 	// Claims reports whether a request that no endpoint of any API serves
 	// (the model list, an unknown path) comes from a client of this API,
-	// so that the answer takes its shape and model list. At most one API
-	// claims a request; the catalog's default answers the rest.
-	Claims func(h http.Header) bool
+	// by its headers, path or query, so that the answer takes its shape
+	// and model list. The catalog asks the APIs in its order; its default
+	// answers the requests no API claims.
+	Claims func(r *http.Request) bool
 	// QueryKey, when set, is the query parameter in which the API's clients
 	// may present their key (Gemini's "key"), after the headers
 	// (authz.ExtractKey). The node never forwards a client's query.

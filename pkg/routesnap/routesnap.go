@@ -24,11 +24,12 @@ const (
 	MaxTier = 1<<31 - 1
 )
 
-// Backend protocols (docs/routing.md "Models and targets"). The two are separate pools: a request is
+// Backend protocols (docs/routing.md "Models and targets"). They are separate pools: a request is
 // only ever sent to a backend of its endpoint's protocol (docs/api.md).
 const (
 	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
 	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
+	ProtocolGemini    = "gemini"    // POST {base_url}/models/{model}:generateContent
 )
 
 // Snapshot is one complete routing snapshot.
@@ -43,7 +44,7 @@ type Snapshot struct {
 // Backend is one provider endpoint (docs/routing.md "Models and targets").
 type Backend struct {
 	ID       string `json:"id"`       // unique; 1–64 of [A-Za-z0-9._-]
-	Protocol string `json:"protocol"` // [ProtocolOpenAI] or [ProtocolAnthropic]
+	Protocol string `json:"protocol"` // [ProtocolOpenAI], [ProtocolAnthropic] or [ProtocolGemini]
 	// BaseURL is an absolute https:// URL (http:// only for a loopback
 	// host) without user info, query or fragment; the endpoint path is
 	// appended to it.
@@ -63,7 +64,9 @@ type Backend struct {
 	IncludeUsage *bool `json:"include_usage,omitempty"`
 	// Endpoints lists the client endpoints this backend serves; nil
 	// (absent) means the protocol's default, [EndpointChatCompletions] for
-	// openai and [EndpointMessages] for anthropic. Not every compatible
+	// openai, [EndpointMessages] for anthropic, and
+	// [EndpointGenerateContent] with [EndpointStreamGenerateContent] for
+	// gemini. Not every compatible
 	// provider serves every endpoint, so the others are opt-in: a request
 	// whose model has no backend serving its endpoint is refused before
 	// anything leaves the node. Present means at least one, no repeats,
@@ -79,9 +82,16 @@ const (
 	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
+
+	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
+	EndpointGenerateContent       = "generate_content"        // :generateContent
+	EndpointStreamGenerateContent = "stream_generate_content" // :streamGenerateContent
+	EndpointGeminiCountTokens     = "gemini_count_tokens"     // :countTokens
+	EndpointEmbedContent          = "embed_content"           // :embedContent
+	EndpointBatchEmbedContents    = "batch_embed_contents"    // :batchEmbedContents
 )
 
-// Endpoints returns the endpoint names of a protocol, its default first;
+// Endpoints returns the endpoint names of a protocol, its defaults first;
 // nil for an unknown protocol.
 func Endpoints(protocol string) []string {
 	switch protocol {
@@ -89,6 +99,9 @@ func Endpoints(protocol string) []string {
 		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
+	case ProtocolGemini:
+		return []string{EndpointGenerateContent, EndpointStreamGenerateContent,
+			EndpointGeminiCountTokens, EndpointEmbedContent, EndpointBatchEmbedContents}
 	}
 	return nil
 }

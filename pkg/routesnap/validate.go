@@ -70,10 +70,11 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //     nothing, and it would turn every request into a 404);
 //   - backend ids and credential names pass [ValidID]; backend ids are
 //     unique;
-//   - protocol is [ProtocolOpenAI] or [ProtocolAnthropic];
+//   - protocol is [ProtocolOpenAI], [ProtocolAnthropic] or [ProtocolGemini];
 //   - base_url is acceptable to [CheckBaseURL];
 //   - max_inflight_per_node is 1..[MaxInflight];
-//   - include_usage is absent on an [ProtocolAnthropic] backend;
+//   - include_usage is absent on a backend of another protocol than
+//     [ProtocolOpenAI];
 //   - endpoints, when present, lists at least one endpoint, each one of
 //     [Endpoints] of the backend's protocol, none twice;
 //   - model names (public and provider) pass [CheckModelName]; public
@@ -125,8 +126,8 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		} else {
 			ids[b.ID] = i
 		}
-		if b.Protocol != ProtocolOpenAI && b.Protocol != ProtocolAnthropic {
-			v.add(path+".protocol", "must be %q or %q", ProtocolOpenAI, ProtocolAnthropic)
+		if Endpoints(b.Protocol) == nil {
+			v.add(path+".protocol", "must be %q, %q or %q", ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini)
 		}
 		if err := CheckBaseURL(b.BaseURL); err != nil {
 			v.add(path+".base_url", "%s", err.Msg)
@@ -141,7 +142,7 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		if b.MaxInflightPerNode < 1 || b.MaxInflightPerNode > MaxInflight {
 			v.add(path+".max_inflight_per_node", "must be 1..%d, got %d", MaxInflight, b.MaxInflightPerNode)
 		}
-		if b.IncludeUsage != nil && b.Protocol == ProtocolAnthropic {
+		if b.IncludeUsage != nil && (b.Protocol == ProtocolAnthropic || b.Protocol == ProtocolGemini) {
 			v.add(path+".include_usage", "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
 		}
 		v.endpoints(path+".endpoints", b)

@@ -28,6 +28,7 @@ const (
 const (
 	ProtocolOpenAI    = "openai"    // OpenAI Chat Completions
 	ProtocolAnthropic = "anthropic" // Anthropic Messages
+	ProtocolGemini    = "gemini"    // Gemini API (generateContent and the others)
 )
 
 // Endpoints: the client endpoint of the attempt. Unlike protocols the set
@@ -41,6 +42,12 @@ const (
 	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
+
+	EndpointGenerateContent       = "generate_content"        // POST /v1beta/models/{model}:generateContent
+	EndpointStreamGenerateContent = "stream_generate_content" // POST /v1beta/models/{model}:streamGenerateContent
+	EndpointGeminiCountTokens     = "gemini_count_tokens"     // POST /v1beta/models/{model}:countTokens
+	EndpointEmbedContent          = "embed_content"           // POST /v1beta/models/{model}:embedContent
+	EndpointBatchEmbedContents    = "batch_embed_contents"    // POST /v1beta/models/{model}:batchEmbedContents
 )
 
 // Placements: how the attempt's target was chosen (docs/routing.md
@@ -95,7 +102,7 @@ type Event struct {
 	PublicModel   string `json:"public_model"`   // the model name the client asked for
 	ProviderModel string `json:"provider_model"` // the model name sent to the provider
 	Backend       string `json:"backend"`        // backend id from the node's route configuration
-	Protocol      string `json:"protocol"`       // ProtocolOpenAI or ProtocolAnthropic
+	Protocol      string `json:"protocol"`       // ProtocolOpenAI, ProtocolAnthropic or ProtocolGemini
 	// Endpoint is the client endpoint (one of the Endpoint* constants or a
 	// newer one). Nodes always set it; it is absent only from events
 	// written before it existed (see the Endpoint* constants).

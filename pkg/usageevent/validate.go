@@ -86,9 +86,9 @@ func (e *Event) Validate() error {
 		}
 	}
 	switch e.Protocol {
-	case ProtocolOpenAI, ProtocolAnthropic:
+	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 	default:
-		add("protocol", "must be %q or %q", ProtocolOpenAI, ProtocolAnthropic)
+		add("protocol", "must be %q, %q or %q", ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini)
 	}
 	if e.Endpoint != "" && !isStage(e.Endpoint) {
 		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)

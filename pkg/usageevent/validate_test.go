@@ -128,7 +128,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "enums and numbers",
 			mutate: func(e *usageevent.Event) {
-				e.Protocol = "gemini"
+				e.Protocol = "Gemini"
 				e.Attempt = 0
 				e.SendState = "sent"
 				e.FailureStage = "Stream"
@@ -137,7 +137,7 @@ func TestValidate(t *testing.T) {
 				e.StartedAt = time.Time{}
 			},
 			want: []usageevent.Problem{
-				{Path: "protocol", Msg: `must be "openai" or "anthropic"`},
+				{Path: "protocol", Msg: `must be "openai", "anthropic" or "gemini"`},
 				{Path: "attempt", Msg: "must be at least 1"},
 				{Path: "send_state", Msg: `must be "definitely_not_sent", "possibly_sent" or "response_received"`},
 				{Path: "failure_stage", Msg: "must be 1-64 of [a-z0-9_] starting with a letter"},

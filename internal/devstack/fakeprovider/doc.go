@@ -5,7 +5,7 @@
 //
 // # Basics
 //
-// A [Provider] is an [http.Handler] that speaks the two wire formats the
+// A [Provider] is an [http.Handler] that speaks the three wire formats the
 // gateway forwards (docs/api.md), faithfully enough that the official Go SDKs
 // (openai-go/v3, anthropic-sdk-go/v2) parse its answers:
 //
@@ -25,6 +25,14 @@
 //   - POST /v1/messages/count_tokens: {"input_tokens": words}.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
+//   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's
+//     generateContent, streamGenerateContent (SSE with ?alt=sse, one chunk
+//     per piece, the last with finishReason STOP and the whole
+//     usageMetadata; without alt=sse one JSON array of the chunks; its
+//     in-band error is a chunk with a top-level "error"), countTokens
+//     ({"totalTokens": words}), embedContent and batchEmbedContents (8-dimension
+//     vectors); GET /v1beta/models lists the models in Google's shape. The
+//     model is the path's; the prompt is the last user content's text.
 //
 // The reply is "echo: " followed by the text of the last user message (the
 // directives below removed, runs of white space collapsed), split into pieces
@@ -42,12 +50,17 @@
 //	Anthropic: input_tokens = words, cache_read_input_tokens = cache_read,
 //	           cache_creation_input_tokens = cache_write,
 //	           output_tokens = pieces + reasoning (message_start says 1)
+//	Gemini:    promptTokenCount = words + cache_read, cachedContentTokenCount = cache_read,
+//	           candidatesTokenCount = pieces, thoughtsTokenCount = reasoning
+//	           (on the last chunk; earlier chunks carry the prompt counts)
 //
 // Credentials: when [Options.OpenAIKey] is set, /v1/chat/completions needs
 // `Authorization: Bearer <key>`; when [Options.AnthropicKey] is set,
 // /v1/messages needs `x-api-key: <key>` or `Authorization: Bearer <key>` (the
-// current Anthropic SDK sends the latter, docs/api.md "Client surface details"). A wrong key is a 401 in
-// the protocol's error shape; /v1/messages without anthropic-version is a 400.
+// current Anthropic SDK sends the latter, docs/api.md "Client surface details"); when
+// [Options.GeminiKey] is set, the Gemini paths need `x-goog-api-key: <key>` or
+// `?key=<key>`. A wrong key is a 401 in the protocol's error shape (Google itself
+// answers 400 API_KEY_INVALID); /v1/messages without anthropic-version is a 400.
 //
 // # Scripting
 //
@@ -56,7 +69,8 @@
 // dev demo scriptable from curl:
 //
 //	[[status=429]] [[retry_after=7]]  error in the protocol's shape (+ Retry-After)
-//	[[quota]]                         429, OpenAI code insufficient_quota
+//	[[quota]]                         429, OpenAI code insufficient_quota (Gemini: a daily
+//	                                  quota's RESOURCE_EXHAUSTED with its QuotaFailure)
 //	[[delay_ms=N]]                    wait before the status line
 //	[[hang]]                          never answer; return when the request context ends
 //	[[reset=after_body]]              read the body, then close the TCP connection with RST

@@ -20,10 +20,11 @@ import (
 // Protocol names the wire format of a request.
 type Protocol string
 
-// The two protocol pools (docs/api.md).
+// The protocol pools (docs/api.md).
 const (
 	OpenAI    Protocol = "openai"
 	Anthropic Protocol = "anthropic"
+	Gemini    Protocol = "gemini"
 )
 
 // maxBody bounds how much of a request body the fake reads (the gateway's
@@ -42,6 +43,9 @@ type Options struct {
 	// AnthropicKey, when set, is the key /v1/messages requires in x-api-key
 	// (or Authorization: Bearer).
 	AnthropicKey string
+	// GeminiKey, when set, is the key the Gemini paths require in
+	// x-goog-api-key (or ?key=).
+	GeminiKey string
 	// Models lists the ids GET /v1/models returns (default: gpt-4o-mini and
 	// claude-sonnet-4-5). Any model is accepted on the chat endpoints.
 	Models []string
@@ -260,6 +264,14 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	in, parseErr := parseBody(body)
+	prompt, words, inputs := in.prompt(), in.words(), in.inputs()
+	if proto == Gemini {
+		// The model is in the path; the stream is the method's, in SSE
+		// only when asked.
+		_, in.Model, _ = geminiRoute(r.URL.Path)
+		in.Stream = k == kindStreamGenerate && r.URL.Query().Get("alt") == "sse"
+		prompt, words, inputs = parseGemini(body)
+	}
 	req := p.record(Request{
 		Protocol:     proto,
 		Method:       r.Method,
@@ -269,7 +281,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model:        in.Model,
 		Stream:       in.Stream,
 		IncludeUsage: in.StreamOptions.IncludeUsage,
-		Prompt:       in.prompt(),
+		Prompt:       prompt,
 	})
 	seq := req.Seq
 	shape := proto // the error shape
@@ -294,13 +306,13 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case readErr != nil:
 		return // the client went away
-	case !p.authorized(proto, r.Header):
+	case !p.authorized(proto, r.Header) && !(proto == Gemini && p.o.GeminiKey != "" && same(r.URL.Query().Get("key"), p.o.GeminiKey)):
 		fail(http.StatusUnauthorized, "")
 		return
 	case proto == Anthropic && r.Header.Get("anthropic-version") == "":
 		fail(http.StatusBadRequest, "anthropic-version: header is required")
 		return
-	case r.URL.Path == "/v1/models":
+	case k == kindModels:
 		p.writeModels(w, proto, seq)
 		return
 	case parseErr != nil:
@@ -321,19 +333,22 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		model:        in.Model,
 		created:      p.o.Clock(),
 		pieces:       split("echo: "+echo, b.Chunks),
-		words:        in.words(),
+		words:        words,
 		b:            b,
-		stream:       in.Stream && (k == kindChat || k == kindMessages || k == kindResponses),
+		stream:       in.Stream && (k == kindChat || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
 		includeUsage: in.StreamOptions.IncludeUsage,
-		inputs:       in.inputs(),
+		inputs:       inputs,
 	})
 }
 
 // authorized checks the protocol's credential header when a key is set.
 func (p *Provider) authorized(proto Protocol, h http.Header) bool {
 	bearer, _ := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	if proto == OpenAI {
+	switch proto {
+	case OpenAI:
 		return p.o.OpenAIKey == "" || same(bearer, p.o.OpenAIKey)
+	case Gemini:
+		return p.o.GeminiKey == "" || same(h.Get("x-goog-api-key"), p.o.GeminiKey)
 	}
 	return p.o.AnthropicKey == "" || same(h.Get("x-api-key"), p.o.AnthropicKey) || same(bearer, p.o.AnthropicKey)
 }
@@ -393,6 +408,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	if !rp.stream {
 		var body []byte
 		switch k {
+		case kindGenerate, kindStreamGenerate, kindGeminiCount, kindEmbedContent, kindBatchEmbed:
+			body = geminiBody(k, rp)
 		case kindChat:
 			body = openAICompletion(rp)
 		case kindResponses:
@@ -421,6 +438,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 		events, errEvent = openAIStream(rp), openAIErrorEvent()
 	case kindResponses:
 		events, errEvent = responsesStream(rp), responsesErrorEvent()
+	case kindStreamGenerate:
+		events, errEvent = geminiStream(rp), geminiErrorEvent()
 	default:
 		events, errEvent = anthropicStream(rp), anthropicErrorEvent(rp.seq)
 	}
@@ -443,9 +462,12 @@ func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, 
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
 	}
 	var body []byte
-	if proto == Anthropic {
+	switch proto {
+	case Anthropic:
 		body = anthropicError(e, seq)
-	} else {
+	case Gemini:
+		body = geminiError(e)
+	default:
 		body = openAIError(e)
 	}
 	writeBody(w, e.status, body, false)
@@ -455,9 +477,12 @@ func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, 
 func (p *Provider) writeModels(w http.ResponseWriter, proto Protocol, seq int64) {
 	p.setHeaders(w.Header(), proto, seq)
 	var body []byte
-	if proto == Anthropic {
+	switch proto {
+	case Anthropic:
 		body = anthropicModels(p.o.Models, p.o.Clock())
-	} else {
+	case Gemini:
+		body = geminiModels(p.o.Models)
+	default:
 		body = openAIModels(p.o.Models, p.o.Clock())
 	}
 	writeBody(w, http.StatusOK, body, false)
@@ -470,6 +495,9 @@ func (p *Provider) setHeaders(h http.Header, proto Protocol, seq int64) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Set-Cookie", "__cf_bm=fakeprovider; path=/; HttpOnly; Secure; SameSite=None")
 	id := fmt.Sprintf("req_fake%06d", seq)
+	if proto == Gemini {
+		return // Google's answers carry no request id or rate-limit headers
+	}
 	if proto == Anthropic {
 		reset := p.o.Clock().Add(time.Minute).UTC().Format(time.RFC3339)
 		h.Set("Request-Id", id)

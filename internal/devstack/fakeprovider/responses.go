@@ -176,6 +176,11 @@ const (
 	kindEmbeddings
 	kindCountTokens
 	kindModels
+	kindGenerate
+	kindStreamGenerate
+	kindGeminiCount
+	kindEmbedContent
+	kindBatchEmbed
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -196,6 +201,11 @@ func route(r *http.Request) (Protocol, string, kind) {
 			return Anthropic, http.MethodGet, kindModels
 		}
 		return OpenAI, http.MethodGet, kindModels
+	case "/v1beta/models":
+		return Gemini, http.MethodGet, kindModels
+	}
+	if k, _, ok := geminiRoute(r.URL.Path); ok {
+		return Gemini, http.MethodPost, k
 	}
 	return "", http.MethodPost, kindNone
 }

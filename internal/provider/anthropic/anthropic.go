@@ -26,7 +26,7 @@ var API = &provider.API{
 	// Anthropic clients always send anthropic-version: a request the node
 	// does not route (the model list, an unknown path) that carries it is
 	// answered in the Anthropic shape.
-	Claims:          func(h http.Header) bool { return h.Get("Anthropic-Version") != "" },
+	Claims:          func(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" },
 	RequestIDHeader: "Request-Id",
 	ErrorBody:       func(status int, _, msg, requestID string) []byte { return ErrorBody(status, msg, requestID) },
 	NotRouted:       func(string) (string, string, bool) { return "", "", false },

@@ -2,6 +2,8 @@ package catalog_test
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +28,11 @@ func TestAPIsComplete(t *testing.T) {
 			if s.Endpoint.Protocol() != a.Protocol {
 				t.Errorf("%v lists %v, an endpoint of %v", a.Protocol, s.Endpoint, s.Endpoint.Protocol())
 			}
-			if s.Inspect == nil || s.Header == nil || s.BodyUsage == nil || s.Path == "" || s.UpstreamPath == "" {
-				t.Errorf("%v: a Spec field is missing", s.Endpoint)
+			if s.Inspect == nil || s.Header == nil || s.BodyUsage == nil || (s.Path == "") == (s.Match == nil) || s.UpstreamPath == "" {
+				t.Errorf("%v: a Spec field is missing (or both Path and Match are set)", s.Endpoint)
+			}
+			if s.Match != nil && strings.Count(s.UpstreamPath, "{model}") != 1 {
+				t.Errorf("%v: the path names the model, but the upstream path %q does not", s.Endpoint, s.UpstreamPath)
 			}
 			if st := s.Stream; st != nil && (st.Terminal == nil || st.NewTracker == nil || st.InBandError == nil || len(st.Keepalive) == 0) {
 				t.Errorf("%v: a StreamSpec field is missing", s.Endpoint)
@@ -51,7 +56,7 @@ func TestRetryAfter(t *testing.T) {
 		name      string
 		h         map[string]string
 		openai    time.Duration
-		anthropic time.Duration
+		anthropic time.Duration // and gemini: Retry-After only
 	}{
 		{"absent", nil, 0, 0},
 		{"seconds", map[string]string{"Retry-After": "7"}, 7 * time.Second, 7 * time.Second},
@@ -68,7 +73,7 @@ func TestRetryAfter(t *testing.T) {
 		for k, v := range tt.h {
 			h.Set(k, v)
 		}
-		for p, want := range map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic} {
+		for p, want := range map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.anthropic} {
 			if got := catalog.API(p).RetryAfter(h, now); got != want {
 				t.Errorf("%s, %v: RetryAfter = %v, want %v", tt.name, p, got, want)
 			}
@@ -83,32 +88,41 @@ func TestRetryAfter(t *testing.T) {
 // words or are rate limits.
 func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 	tests := []struct {
-		name              string
-		status            int
-		body              string
-		openai, anthropic bool
+		name                      string
+		status                    int
+		body                      string
+		openai, anthropic, gemini bool
 	}{
-		{"anthropic 400 credit balance", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, true, true},
-		{"deepseek 402", 402, `{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}`, true, true},
-		{"deepseek 402 in chinese", 402, `{"error":{"message":"余额不足","type":"unknown_error"}}`, true, true},
-		{"402 without a body", 402, ``, true, true},
-		{"openai 429 insufficient_quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, true, true},
-		{"429 code insufficient_quota", 429, `{"error":{"message":"x","type":"requests","code":"insufficient_quota"}}`, true, true},
-		{"openai 429 rate limit", 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, false, false},
-		{"anthropic 429 rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`, false, false},
-		{"429 credit balance", 429, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API"}}`, true, true},
-		{"429 balance in chinese", 429, `{"error":{"message":"账户余额不足","code":"1113"}}`, true, true},
-		{"429 billing", 429, `{"error":{"message":"billing_hard_limit_reached"}}`, true, true},
-		{"429 not json, balance", 429, `not json 余额不足`, true, true},
-		{"429 not json", 429, `not json`, false, false},
-		{"400 that quotes the words", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages.0: unknown field 'Your credit balance is too low'"}}`, false, false},
-		{"400 other", 400, `{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}`, false, false},
-		{"400 not json", 400, `Your credit balance is too low`, false, false},
-		{"403 with the words", 403, `{"error":{"message":"Your credit balance is too low"}}`, false, false},
-		{"500 with the words", 500, `{"error":{"message":"余额不足"}}`, false, false},
+		{"anthropic 400 credit balance", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, true, true, false},
+		{"deepseek 402", 402, `{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}`, true, true, true},
+		{"deepseek 402 in chinese", 402, `{"error":{"message":"余额不足","type":"unknown_error"}}`, true, true, true},
+		{"402 without a body", 402, ``, true, true, true},
+		{"openai 429 insufficient_quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, true, true, false},
+		{"429 code insufficient_quota", 429, `{"error":{"message":"x","type":"requests","code":"insufficient_quota"}}`, true, true, false},
+		{"openai 429 rate limit", 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, false, false, false},
+		{"anthropic 429 rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`, false, false, false},
+		{"429 credit balance", 429, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API"}}`, true, true, false},
+		{"429 balance in chinese", 429, `{"error":{"message":"账户余额不足","code":"1113"}}`, true, true, true},
+		{"429 billing", 429, `{"error":{"message":"billing_hard_limit_reached"}}`, true, true, false},
+		{"429 not json, balance", 429, `not json 余额不足`, true, true, true},
+		{"429 not json", 429, `not json`, false, false, false},
+		{"400 that quotes the words", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages.0: unknown field 'Your credit balance is too low'"}}`, false, false, false},
+		{"400 other", 400, `{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}`, false, false, false},
+		{"400 not json", 400, `Your credit balance is too low`, false, false, false},
+		{"403 with the words", 403, `{"error":{"message":"Your credit balance is too low"}}`, false, false, false},
+		{"500 with the words", 500, `{"error":{"message":"余额不足"}}`, false, false, false},
+		// Gemini: a QuotaFailure comes with per-minute limits too; only a
+		// daily quota, or used-up credits, is exhaustion.
+		{"gemini 429 daily quota", 429, geminiQuota("GenerateRequestsPerDayPerProjectPerModel-FreeTier"), false, false, true},
+		{"gemini 429 per-minute quota", 429, geminiQuota("GenerateRequestsPerMinutePerProjectPerModel-FreeTier"), false, false, false},
+		{"gemini 429 daily in ErrorInfo", 429, `{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","metadata":{"quota_limit":"Gemini25ProRequestsPerDay"}}]}}`, false, false, true},
+		{"gemini 429 without details", 429, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`, false, false, false},
+		{"gemini 429 prepaid credits", 429, `{"error":{"code":429,"message":"Your prepayment credits are depleted. Please go to AI Studio to manage your project and billing.","status":"RESOURCE_EXHAUSTED"}}`, false, false, true},
+		{"gemini 429 daily, in a stream array", 429, "[" + geminiQuota("GenerateRequestsPerDayPerProjectPerModel") + "]", false, false, true},
+		{"gemini 400 daily quota", 400, geminiQuota("GenerateRequestsPerDayPerProjectPerModel"), false, false, false},
 	}
 	for _, tt := range tests {
-		for p, want := range map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic} {
+		for p, want := range map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.gemini} {
 			if got := catalog.API(p).QuotaExhausted(tt.status, []byte(tt.body)); got != want {
 				t.Errorf("%s, %v: QuotaExhausted(%d) = %v, want %v", tt.name, p, tt.status, got, want)
 			}
@@ -116,14 +130,42 @@ func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 	}
 }
 
+// geminiQuota is Google's 429 for a quota, with a QuotaFailure naming it:
+// the message asks to check billing even for a per-minute limit.
+func geminiQuota(quotaID string) string {
+	return `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[` +
+		`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"` + quotaID + `"}]},` +
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36s"}]}}`
+}
+
 // TestClaiming: a request no endpoint serves is answered in the Anthropic
-// shape when it carries anthropic-version, in the default (OpenAI) shape
-// otherwise.
+// shape when it carries anthropic-version, in the Gemini shape when it
+// carries Google's key or SDK header, a key in the query or a Gemini-only
+// path, in the default (OpenAI) shape otherwise.
 func TestClaiming(t *testing.T) {
-	if got := catalog.Claiming(http.Header{"Anthropic-Version": {"2023-06-01"}}); got.Protocol != provider.Anthropic {
-		t.Errorf("with anthropic-version: %v", got.Protocol)
+	tests := []struct {
+		name, target string
+		header       http.Header
+		want         provider.Protocol
+	}{
+		{"anthropic-version", "/v1/models", http.Header{"Anthropic-Version": {"2023-06-01"}}, provider.Anthropic},
+		{"nothing", "/v1/models", nil, provider.OpenAI},
+		{"x-goog-api-key", "/v1/models", http.Header{"X-Goog-Api-Key": {"k"}}, provider.Gemini},
+		{"x-goog-api-client", "/v1/models", http.Header{"X-Goog-Api-Client": {"google-genai-sdk/1.30.0 gl-go/1.26"}}, provider.Gemini},
+		{"v1beta path", "/v1beta/models", nil, provider.Gemini},
+		{"v1beta unknown path", "/v1beta/nothing", nil, provider.Gemini},
+		{"upload path", "/upload/v1beta/files", nil, provider.Gemini},
+		{"key in the query", "/v1/models?key=k", nil, provider.Gemini},
+		{"another parameter", "/v1/models?monkey=1", nil, provider.OpenAI},
+		{"v1beta-like path", "/v1betas", nil, provider.OpenAI},
 	}
-	if got := catalog.Claiming(http.Header{}); got.Protocol != provider.OpenAI {
-		t.Errorf("without: %v", got.Protocol)
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, tt.target, nil)
+		for k, v := range tt.header {
+			r.Header[k] = v
+		}
+		if got := catalog.Claiming(r); got.Protocol != tt.want {
+			t.Errorf("%s: Claiming = %v, want %v", tt.name, got.Protocol, tt.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/gemini"
 	"github.com/scootgate/scootgate/internal/provider/openai"
 )
 
@@ -17,6 +18,7 @@ import (
 var apis = []*provider.API{
 	openai.API,
 	anthropic.API,
+	gemini.API,
 }
 
 // Indexes built from apis once; read-only afterwards.
@@ -65,10 +67,10 @@ func ByPath(path string) (spec *provider.Spec, model string) {
 
 // Claiming returns the API whose clients send a request that is not for
 // an endpoint (the model list, an unknown path): the first that claims
-// its headers, else the default.
-func Claiming(h http.Header) *provider.API {
+// it, else the default.
+func Claiming(r *http.Request) *provider.API {
 	for _, a := range apis[1:] {
-		if a.Claims(h) {
+		if a.Claims(r) {
 			return a
 		}
 	}

@@ -20,41 +20,74 @@ func everySpec(t *testing.T, f func(t *testing.T, api *provider.API, s *provider
 }
 
 // TestEveryEndpointInspects: the rules every endpoint's inspection
-// follows, whatever its API: the model is a required, non-empty string
-// that appears once and in its exact spelling, the body is a JSON object,
-// and the rewrite changes the model's bytes and nothing else.
+// follows, whatever its API: the body is a JSON object; a "model" member
+// appears once and in its exact spelling; the model is a required,
+// non-empty string in the body, or, for an endpoint whose path names it,
+// the path's, which a body "model" must name too; and the rewrite changes
+// the model's bytes and nothing else.
 func TestEveryEndpointInspects(t *testing.T) {
+	const pathModel = "public-m"
 	refused := []struct {
-		body, code string
+		body string
+		code string // for an endpoint whose body names the model
+		path string // for one whose path does; "" = accepted
 	}{
-		{`{"messages":[]}`, "missing_model"},
-		{`{"model":""}`, "invalid_model"},
-		{`{"model":7}`, "invalid_model"},
-		{`{"model":"a","model":"b"}`, "invalid_model"},
-		{`{"model":"a","Model":"b"}`, "invalid_model"},
-		{`{"MODEL":"a","model":"b"}`, "invalid_model"},
-		{`[{"model":"a"}]`, "invalid_json"},
-		{`{"model":"a"`, "invalid_json"},
-		{``, "invalid_json"},
-		{`null`, "invalid_json"},
+		{`{"messages":[]}`, "missing_model", ""},
+		{`{"model":""}`, "invalid_model", "invalid_model"},
+		{`{"model":7}`, "invalid_model", "invalid_model"},
+		{`{"model":null}`, "invalid_model", "invalid_model"},
+		{`{"model":"other"}`, "", "invalid_model"},
+		{`{"model":"models/other"}`, "", "invalid_model"},
+		{`{"model":"public-m"}`, "", ""},
+		{`{"model":"models/public-m"}`, "", ""},
+		{`{"model":"a","model":"b"}`, "invalid_model", "invalid_model"},
+		{`{"model":"public-m","model":"public-m"}`, "invalid_model", "invalid_model"},
+		{`{"model":"a","Model":"b"}`, "invalid_model", "invalid_model"},
+		{`{"MODEL":"a","model":"b"}`, "invalid_model", "invalid_model"},
+		{`{"Model":"public-m"}`, "invalid_model", "invalid_model"},
+		{`[{"model":"a"}]`, "invalid_json", "invalid_json"},
+		{`{"model":"a"`, "invalid_json", "invalid_json"},
+		{``, "invalid_json", "invalid_json"},
+		{`null`, "invalid_json", "invalid_json"},
 	}
 	everySpec(t, func(t *testing.T, _ *provider.API, s *provider.Spec) {
+		pm := ""
+		if s.Match != nil {
+			pm = pathModel
+		}
 		for _, c := range refused {
-			if _, berr := s.Inspect([]byte(c.body), ""); berr == nil || berr.Code != c.code {
-				t.Errorf("Inspect(%s) = %v, want %s", c.body, berr, c.code)
+			want := c.code
+			if s.Match != nil {
+				want = c.path
+			}
+			_, berr := s.Inspect([]byte(c.body), pm)
+			switch {
+			case want == "" && berr != nil:
+				t.Errorf("Inspect(%s) = %v, want accepted", c.body, berr)
+			case want != "" && (berr == nil || berr.Code != want):
+				t.Errorf("Inspect(%s) = %v, want %s", c.body, berr, want)
 			}
 		}
 		body := []byte("{ \"input\" : [1, \"model\"],\n \"model\" :\"public-\\u006d\" , \"z\":{\"model\":\"inner\"}}")
-		r, berr := s.Inspect(body, "")
+		model, named := []byte(`"real"`), []byte(`"models/real"`)
+		want := "{ \"input\" : [1, \"model\"],\n \"model\" :\"real\" , \"z\":{\"model\":\"inner\"}}"
+		if s.Match != nil {
+			// The model is in the path: the attempt passes no model, and a
+			// body member that names it names the provider model as
+			// "models/{model}".
+			model, want = nil, "{ \"input\" : [1, \"model\"],\n \"model\" :\"models/real\" , \"z\":{\"model\":\"inner\"}}"
+			if _, berr := s.Inspect(body, ""); berr == nil {
+				t.Error("Inspect without the path's model accepted the body")
+			}
+		}
+		r, berr := s.Inspect(body, pm)
 		if berr != nil {
 			t.Fatalf("Inspect: %v", berr)
 		}
 		if r.Model != "public-m" {
 			t.Errorf("model %q, want the decoded public-m", r.Model)
 		}
-		got := r.Rewrite(body, []byte(`"real"`), nil, true)
-		want := "{ \"input\" : [1, \"model\"],\n \"model\" :\"real\" , \"z\":{\"model\":\"inner\"}}"
-		if string(got) != want {
+		if got := r.Rewrite(body, model, named, true); string(got) != want {
 			t.Errorf("Rewrite = %s, want %s", got, want)
 		}
 	})

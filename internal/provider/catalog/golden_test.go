@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/gemini"
 	"github.com/scootgate/scootgate/internal/provider/openai"
 	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -37,8 +38,10 @@ func newTracker(t testing.TB, name string, hide bool) tracker {
 		return openai.NewChatStream(hide)
 	case strings.HasPrefix(name, "anthropic_"):
 		return anthropic.NewStream()
+	case strings.HasPrefix(name, "gemini_"):
+		return gemini.NewStream()
 	}
-	t.Fatalf("transcript %s: name must start with openai_ or anthropic_", name)
+	t.Fatalf("transcript %s: name must start with openai_, anthropic_ or gemini_", name)
 	return nil
 }
 
@@ -55,6 +58,9 @@ func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, re
 		hidden []int
 		n      int
 		end    string
+		// Gemini streams have no terminator event of their own: the
+		// report says which chunks end the stream or report a failure.
+		terminal []string
 	)
 	for {
 		ev, err := rd.Next()
@@ -69,6 +75,14 @@ func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, re
 			}
 			break
 		}
+		if strings.HasPrefix(name, "gemini_") {
+			switch done, failed := gemini.Terminal(&ev); {
+			case done:
+				terminal = append(terminal, fmt.Sprintf("%d done", n))
+			case failed:
+				terminal = append(terminal, fmt.Sprintf("%d failed", n))
+			}
+		}
 		if tr.Observe(&ev) {
 			hidden = append(hidden, n)
 		} else {
@@ -79,6 +93,9 @@ func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, re
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "events: %d\nend: %s\nhidden: %v\n", n, end, hidden)
+	if strings.HasPrefix(name, "gemini_") {
+		fmt.Fprintf(&b, "terminal: %v\n", terminal)
+	}
 	u, raw, ok := tr.Usage()
 	if !ok {
 		if u != (usageevent.Usage{}) || raw != nil {

@@ -32,7 +32,7 @@ var API = &provider.API{
 	Endpoints: []*provider.Spec{Chat, Responses, Embeddings},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
-	Claims:    func(http.Header) bool { return false },
+	Claims:    func(*http.Request) bool { return false },
 	ErrorBody: func(status int, code, msg, _ string) []byte { return ErrorBody(status, code, msg) },
 	NotRouted: notRouted,
 	// OpenAI's own headers first; compatible providers send others' too
