@@ -33,15 +33,18 @@ const (
 	limitedKey      = "sk-canary-limited-0b8e2f44"
 	openAIProvKey   = "pk-canary-openai-51b2e7"
 	anthropProvKey  = "pk-canary-anthropic-88c1d0"
+	geminiProvKey   = "pk-canary-gemini-3e94a7"
 	proxyUser       = "sgtest"
 	proxyPassword   = "proxy-canary-pass-6d1f"
 	openAIModel     = "demo-gpt"
 	anthropicModel  = "demo-claude"
 	openAIProvModel = "fake-gpt-1"
+	geminiModel     = "demo-gemini"
+	geminiProvModel = "fake-gemini-1"
 	anthProvModel   = "fake-claude-1"
 )
 
-var canaries = []string{clientKey, limitedKey, openAIProvKey, anthropProvKey, proxyPassword}
+var canaries = []string{clientKey, limitedKey, openAIProvKey, anthropProvKey, geminiProvKey, proxyPassword}
 
 // logBuffer collects the node's log output, for tests that check what it
 // says (tests wait on events, not on log lines).
@@ -170,6 +173,9 @@ type stackOptions struct {
 	bodyLimit      int    // limits.body_bytes (default 1 MiB)
 	limits         string // more [limits] keys, one per line
 	extraTOML      string
+	// gemini adds a Gemini backend "gm" on the fake provider, serving all
+	// five Gemini endpoints, and the model demo-gemini on it.
+	gemini bool
 	// second adds a second OpenAI backend "oa2" (its own fake provider,
 	// s.prov2) as a demo-gpt target of weight 1; weight is the first
 	// target's weight (default 1).
@@ -241,7 +247,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		o.bodyLimit = 1 << 20
 	}
 	s := &stack{t: t, logs: newLogBuffer(), events: newEventLog(), dir: t.TempDir()}
-	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, Script: o.script})
+	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script})
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -269,6 +275,27 @@ weight = 1
 stream = true
 tools = true
 `, s.prov2URL, o.cap, openAIModel, openAIProvModel)
+	}
+
+	if o.gemini {
+		o.extraTOML += fmt.Sprintf(`
+[credentials.gm]
+env = "TEST_GEMINI_KEY"
+[backends.gm]
+protocol = "gemini"
+base_url = "%s/v1beta"
+credential = "gm"
+max_inflight_per_node = %d
+endpoints = ["generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents"]
+[models.%s]
+[[models.%s.targets]]
+backend = "gm"
+model = %q
+weight = 1
+stream = true
+tools = true
+json_schema = true
+`, strings.TrimSuffix(s.provURL, "/v1"), o.cap, geminiModel, geminiModel, geminiProvModel)
 	}
 
 	proxyTOML, realProxyPassword := "", ""
@@ -409,7 +436,7 @@ outbox_path = %q
 		toml = strings.Replace(toml, fmt.Sprintf("state_dir = %q", filepath.Join(dir, "state")), fmt.Sprintf("state_dir = %q", o.stateDir), 1)
 	}
 	env := map[string]string{
-		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
+		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_GEMINI_KEY": geminiProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
 	}
 	cfg, err := config.Parse([]byte(toml), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)

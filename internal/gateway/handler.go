@@ -285,14 +285,17 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if name, ok := catalog.ModelsPath(path); ok {
+		model = name
+		if name == "" {
+			h.serveModels(w, r, api, rid)
+		} else {
+			h.serveModel(w, r, api, rid, name)
+		}
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
+		return
+	}
 	switch {
-	case path == "/v1/models":
-		h.serveModels(w, r, api, rid)
-		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
-	case strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix):
-		model = path[len(modelPrefix):]
-		h.serveModel(w, r, api, rid, model)
-		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
 	case path == "/":
 		if r.Method == http.MethodHead {
 			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code

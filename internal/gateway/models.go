@@ -11,9 +11,6 @@ import (
 	"github.com/scootgate/scootgate/internal/routes"
 )
 
-// modelPrefix starts GET /v1/models/{id}.
-const modelPrefix = "/v1/models/"
-
 // modelsRequest authenticates a GET on the model list or one model and
 // loads the table; it answers the failure itself.
 func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (func(string) bool, *routes.Table, bool) {

@@ -59,6 +59,10 @@ type API struct {
 	// a problem with the request (docs/failures.md "Quota exhaustion").
 	QuotaExhausted func(status int, body []byte) bool
 
+	// ModelsPaths are the paths of the API's model list; "PATH/{name}"
+	// gets one model (OpenAI and Anthropic: /v1/models; Gemini:
+	// /v1beta/models and /v1/models). The request's API answers.
+	ModelsPaths []string
 	// ListModels renders the answer of GET /v1/models: names are the
 	// public models of the protocol the key may use, sorted; query holds
 	// the API's paging parameters; created is when the node started. A

@@ -37,6 +37,7 @@ var API = &provider.API{
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        provider.RetryAfter,
 	QuotaExhausted:    quota.Exhausted,
+	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,
 	GetModel:          getModel,
 }

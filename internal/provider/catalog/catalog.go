@@ -76,3 +76,20 @@ func Claiming(r *http.Request) *provider.API {
 	}
 	return apis[0]
 }
+
+// ModelsPath reports whether path is a model list path of some API
+// (provider.API.ModelsPaths), and the model it names when it asks for one
+// ("" for the list).
+func ModelsPath(path string) (name string, ok bool) {
+	for _, a := range apis {
+		for _, base := range a.ModelsPaths {
+			if path == base {
+				return "", true
+			}
+			if len(path) > len(base)+1 && path[len(base)] == '/' && path[:len(base)] == base {
+				return path[len(base)+1:], true
+			}
+		}
+	}
+	return "", false
+}

@@ -58,6 +58,7 @@ var API = &provider.API{
 	// the request path reads headers only.
 	RetryAfter:     provider.RetryAfter,
 	QuotaExhausted: quotaExhausted,
+	ModelsPaths:    []string{"/v1beta/models", "/v1/models"},
 	ListModels:     listModels,
 	GetModel:       getModel,
 }

@@ -1,0 +1,160 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/genai"
+
+	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/pkg/usageevent"
+)
+
+// geminiClient is Google's Gen AI SDK for Go pointed at the node, with the
+// client key as the SDK sends it (x-goog-api-key).
+func geminiClient(t *testing.T, s *stack, key string) *genai.Client {
+	t.Helper()
+	c, err := genai.NewClient(t.Context(), &genai.ClientConfig{
+		APIKey:      key,
+		Backend:     genai.BackendGeminiAPI,
+		HTTPClient:  &http.Client{},
+		HTTPOptions: genai.HTTPOptions{BaseURL: s.api + "/", APIVersion: "v1beta"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestGeminiSDK: Google's Gen AI SDK for Go works through the node
+// unchanged: generate, stream, count tokens, embed (one and a batch), get
+// and list models, and errors in Google's shape. The provider sees its own
+// model in the path, its own key, never the client's, and one usage event
+// per call lands in the outbox with the usage the SDK saw.
+func TestGeminiSDK(t *testing.T) {
+	s := startStack(t, stackOptions{gemini: true})
+	c := geminiClient(t, s, clientKey)
+	ctx := t.Context()
+
+	resp, err := c.Models.GenerateContent(ctx, geminiModel, genai.Text("one two three"), nil)
+	if err != nil {
+		t.Fatalf("GenerateContent: %v", err)
+	}
+	if got := resp.Text(); !strings.Contains(got, "one two three") {
+		t.Errorf("GenerateContent text %q", got)
+	}
+	if resp.UsageMetadata == nil || resp.UsageMetadata.PromptTokenCount != 3 {
+		t.Errorf("GenerateContent usage %+v", resp.UsageMetadata)
+	}
+
+	var text strings.Builder
+	chunks := 0
+	for chunk, err := range c.Models.GenerateContentStream(ctx, geminiModel, genai.Text("stream me please"), nil) {
+		if err != nil {
+			t.Fatalf("GenerateContentStream: %v", err)
+		}
+		chunks++
+		text.WriteString(chunk.Text())
+	}
+	if chunks < 2 || !strings.Contains(text.String(), "stream me please") {
+		t.Errorf("stream: %d chunks, text %q", chunks, text.String())
+	}
+
+	count, err := c.Models.CountTokens(ctx, geminiModel, genai.Text("four words right here"), nil)
+	if err != nil || count.TotalTokens != 4 {
+		t.Fatalf("CountTokens = %+v, %v", count, err)
+	}
+	one, err := c.Models.EmbedContent(ctx, geminiModel, genai.Text("embed this"), nil)
+	if err != nil || len(one.Embeddings) != 1 || len(one.Embeddings[0].Values) == 0 {
+		t.Fatalf("EmbedContent = %+v, %v", one, err)
+	}
+	two, err := c.Models.EmbedContent(ctx, geminiModel, []*genai.Content{genai.NewContentFromText("a", genai.RoleUser), genai.NewContentFromText("b", genai.RoleUser)}, nil)
+	if err != nil || len(two.Embeddings) != 2 {
+		t.Fatalf("EmbedContent (batch) = %+v, %v", two, err)
+	}
+
+	// The Go SDK embeds through batchEmbedContents even for one content;
+	// embedContent as other clients send it, with the key in ?key=.
+	if r := s.do(http.MethodPost, "/v1beta/models/"+geminiModel+":embedContent?key="+clientKey, nil,
+		`{"content":{"parts":[{"text":"embed this"}]}}`); r.status != 200 || !strings.Contains(r.body, `"embedding"`) {
+		t.Fatalf("embedContent with ?key=: %d %s", r.status, r.body)
+	}
+
+	m, err := c.Models.Get(ctx, geminiModel, nil)
+	if err != nil || m.Name != "models/"+geminiModel {
+		t.Fatalf("Models.Get = %+v, %v", m, err)
+	}
+	page, err := c.Models.List(ctx, nil)
+	if err != nil {
+		t.Fatalf("Models.List: %v", err)
+	}
+	var names []string
+	for _, m := range page.Items {
+		names = append(names, m.Name)
+	}
+	if strings.Join(names, ",") != "models/"+geminiModel {
+		t.Errorf("Models.List = %v, want only the Gemini model", names)
+	}
+
+	_, err = c.Models.GenerateContent(ctx, "no-such-model", genai.Text("hi"), nil)
+	var apiErr genai.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 404 || apiErr.Status != "NOT_FOUND" {
+		t.Errorf("unknown model: %v, want a 404 NOT_FOUND in Google's shape", err)
+	}
+	_, err = geminiClient(t, s, "sk-not-a-key").Models.GenerateContent(ctx, geminiModel, genai.Text("hi"), nil)
+	if !errors.As(err, &apiErr) || apiErr.Code != 401 {
+		t.Errorf("bad key: %v, want a 401", err)
+	}
+
+	for _, r := range s.prov.Requests() {
+		if !strings.Contains(r.Path, "/models/"+geminiProvModel+":") {
+			t.Errorf("the provider saw %s, not its own model", r.Path)
+		}
+		if got := r.Header.Get("X-Goog-Api-Key"); got != geminiProvKey {
+			t.Errorf("%s: provider key %q", r.Path, got)
+		}
+		if strings.Contains(r.Path+strings.Join(r.Header.Values("Authorization"), ""), clientKey) || strings.Contains(string(r.Body), geminiModel) {
+			t.Errorf("%s: the client's key or public model reached the provider", r.Path)
+		}
+	}
+
+	s.shutdown()
+	st, err := outbox.Open(outbox.Options{Path: filepath.Join(s.dir, "outbox.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Read(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := map[string]int{}
+	for _, rec := range recs {
+		ev, err := usageevent.Decode(rec.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Protocol != usageevent.ProtocolGemini || ev.ProviderModel != geminiProvModel {
+			t.Errorf("event %s %s %s", ev.Protocol, ev.Endpoint, ev.ProviderModel)
+		}
+		endpoints[ev.Endpoint]++
+		if ev.Endpoint == usageevent.EndpointGenerateContent && (ev.Usage == nil || ev.Usage.InputTokens != 3) {
+			t.Errorf("generate_content usage %+v", ev.Usage)
+		}
+		if ev.Endpoint == usageevent.EndpointStreamGenerateContent && (ev.Usage == nil || ev.Usage.InputTokens != 3 || !ev.Stream) {
+			t.Errorf("stream_generate_content usage %+v stream %v", ev.Usage, ev.Stream)
+		}
+	}
+	want := map[string]int{
+		usageevent.EndpointGenerateContent: 1, usageevent.EndpointStreamGenerateContent: 1,
+		usageevent.EndpointGeminiCountTokens: 1, usageevent.EndpointEmbedContent: 1, usageevent.EndpointBatchEmbedContents: 2,
+	}
+	for e, n := range want {
+		if endpoints[e] != n {
+			t.Errorf("%d events for %s, want %d (all: %v)", endpoints[e], e, n, endpoints)
+		}
+	}
+}
