@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,6 +70,7 @@ const (
 	// like real provider keys.
 	fakeOpenAIKey    = "fake-openai-provider-key"
 	fakeAnthropicKey = "fake-anthropic-provider-key"
+	fakeGeminiKey    = "fake-gemini-provider-key"
 )
 
 func main() {
@@ -83,7 +85,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey})
+	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey, GeminiKey: fakeGeminiKey})
 	if _, err := prov.Start(providerAddr); err != nil {
 		return fmt.Errorf("fake provider on %s: %w", providerAddr, err)
 	}
@@ -121,6 +123,7 @@ func run() error {
 	}
 	os.Setenv("SCOOTGATE_DEV_OPENAI_KEY", fakeOpenAIKey)
 	os.Setenv("SCOOTGATE_DEV_ANTHROPIC_KEY", fakeAnthropicKey)
+	os.Setenv("SCOOTGATE_DEV_GEMINI_KEY", fakeGeminiKey)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
@@ -209,7 +212,8 @@ func writeSnapshots(dir string, now time.Time) error {
 
 // devRoutes: demo-gpt (chat completions and responses) and demo-embed
 // (embeddings) on the fake provider's OpenAI side, demo-claude (messages
-// and count_tokens) on its Anthropic side, with the credentials dev.toml
+// and count_tokens) on its Anthropic side, demo-gemini (every Gemini
+// method) on its Gemini side, with the credentials dev.toml
 // defines; demo-pool and demo-claude-pool spread over three backends each,
 // so that balancing and prompt-cache affinity show in the usage events.
 func devRoutes(now time.Time) routesnap.Snapshot {
@@ -250,6 +254,10 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 			{ID: "fake-openai-capped", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: cappedCap,
 				Endpoints: []string{routesnap.EndpointChatCompletions}},
+			// Gemini's base URL ends before "models", at the API version.
+			{ID: "fake-gemini", Protocol: routesnap.ProtocolGemini, BaseURL: strings.TrimSuffix(base, "/v1") + "/v1beta", Credential: "fake-gemini", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointGenerateContent, routesnap.EndpointStreamGenerateContent,
+					routesnap.EndpointGeminiCountTokens, routesnap.EndpointEmbedContent, routesnap.EndpointBatchEmbedContents}},
 		},
 		Models: []routesnap.Model{
 			{Name: "demo-gpt", Targets: []routesnap.Target{
@@ -260,6 +268,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-embed", Targets: []routesnap.Target{
 				{Backend: "fake-openai-embed", Model: "fake-embedding-1", Weight: 1},
+			}},
+			{Name: "demo-gemini", Targets: []routesnap.Target{
+				{Backend: "fake-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
 			}},
 			{Name: "demo-capped", Targets: []routesnap.Target{
 				{Backend: "fake-openai-capped", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -307,7 +318,8 @@ func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
-                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens;
+                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens,
+                demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz
@@ -326,6 +338,10 @@ Try:
   curl -sN http://%[1]s/v1/messages -H 'x-api-key: %[6]s' -H 'anthropic-version: 2023-06-01' \
     -H 'Content-Type: application/json' \
     -d '{"model":"demo-claude","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+
+  curl -sN 'http://%[1]s/v1beta/models/demo-gemini:streamGenerateContent?alt=sse' \
+    -H 'x-goog-api-key: %[6]s' -H 'Content-Type: application/json' \
+    -d '{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}'
 
   curl -sN http://%[1]s/v1/responses -H 'Authorization: Bearer %[6]s' \
     -H 'Content-Type: application/json' -d '{"model":"demo-gpt","stream":true,"input":"hello"}'

@@ -31,6 +31,7 @@ func TestParseDevConfig(t *testing.T) {
 	env := fakeEnv(map[string]string{
 		"SCOOTGATE_DEV_OPENAI_KEY":    "dev-openai",
 		"SCOOTGATE_DEV_ANTHROPIC_KEY": "dev-anthropic",
+		"SCOOTGATE_DEV_GEMINI_KEY":    "dev-gemini",
 	})
 	got, err := Parse(readTestdata(t, "dev.toml"), env, fakeFS(nil))
 	if err != nil {
@@ -42,6 +43,7 @@ func TestParseDevConfig(t *testing.T) {
 	want.Credentials = map[string]secret.Secret{
 		"fake-openai":    secret.New("dev-openai"),
 		"fake-anthropic": secret.New("dev-anthropic"),
+		"fake-gemini":    secret.New("dev-gemini"),
 	}
 	// Backends and models come from the dev control plane's routing snapshot.
 	want.ControlPlane.PollInterval = 2 * time.Second
@@ -239,6 +241,7 @@ source = "file:authz.json"
 func TestLoadDev(t *testing.T) {
 	t.Setenv("SCOOTGATE_DEV_OPENAI_KEY", "dev-openai")
 	t.Setenv("SCOOTGATE_DEV_ANTHROPIC_KEY", "dev-anthropic")
+	t.Setenv("SCOOTGATE_DEV_GEMINI_KEY", "dev-gemini")
 	c, err := Load(filepath.Join(testdata, "dev.toml"))
 	if err != nil {
 		t.Fatalf("Load(dev.toml): %v", err)
