@@ -342,8 +342,10 @@ grace = %q
 %s
 [credentials.oa]
 env = "TEST_OPENAI_KEY"
+hosts = ["127.0.0.1"]
 [credentials.an]
 env = "TEST_ANTHROPIC_KEY"
+hosts = ["127.0.0.1"]
 #STATIC-ROUTES#
 [backends.oa]
 protocol = "openai"
