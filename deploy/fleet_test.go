@@ -33,7 +33,7 @@ func fleetConfigs(t *testing.T) []*config.Config {
 	var cfgs []*config.Config
 	for _, n := range fleetNodes {
 		path := filepath.Join(dir, "node-"+n+".toml")
-		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "@N@", n)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(strings.NewReplacer("@N@", n, "@PROVIDER_HOST@", "api.openai.com").Replace(string(tmpl))), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cfg, err := config.Load(path)

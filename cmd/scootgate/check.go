@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/scootgate/scootgate/internal/config"
-	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -164,7 +164,8 @@ func (c *checker) config(path string, fetch bool) {
 			if err != nil {
 				return 0, err
 			}
-			doc, err := decodeRoutes(data, cfg.Credentials, true)
+			policy := cfg.CredentialPolicy()
+			doc, err := decodeRoutes(data, &policy)
 			if err != nil {
 				return 0, err
 			}
@@ -206,18 +207,19 @@ func (c *checker) source(kind, s, baseDir string, o snapshot.HTTPOptions, signed
 // routesFile checks a routing snapshot file, with the credential names of
 // cfgPath's config when given, and compares it with prevPath when given.
 func (c *checker) routesFile(path, prevPath, cfgPath string) {
-	var creds map[string]secret.Secret
+	var policy *credential.Policy
 	if cfgPath != "" {
 		cfg, ok := c.loadConfig(cfgPath)
 		if !ok {
 			return
 		}
-		creds = cfg.Credentials
+		p := cfg.CredentialPolicy()
+		policy = &p
 	}
-	decode := func(data []byte) (*routesnap.Snapshot, error) { return decodeRoutes(data, creds, cfgPath != "") }
+	decode := func(data []byte) (*routesnap.Snapshot, error) { return decodeRoutes(data, policy) }
 	// The previous document was accepted already; only its own rules are
 	// checked (the credentials it named may be gone from the config).
-	decodePrev := func(data []byte) (*routesnap.Snapshot, error) { return decodeRoutes(data, nil, false) }
+	decodePrev := func(data []byte) (*routesnap.Snapshot, error) { return decodeRoutes(data, nil) }
 	describe := func(d *routesnap.Snapshot) string {
 		if cfgPath == "" {
 			return fmt.Sprintf("routes version %d; credential names not checked without --config", d.Version)
@@ -325,15 +327,17 @@ func versionRule(prev, cur uint64, changed bool) string {
 }
 
 // decodeRoutes decodes and checks a routing snapshot as the node does
-// before it applies one: its own rules, and, when checkCreds is set, that
-// every credential it names is defined in creds.
-func decodeRoutes(data []byte, creds map[string]secret.Secret, checkCreds bool) (*routesnap.Snapshot, error) {
+// before it applies one: its own rules, and, with a policy (the node's
+// config), the node's credential policy: every credential defined, each
+// sent only to a host it lists, no plaintext backend behind a proxy off
+// loopback.
+func decodeRoutes(data []byte, policy *credential.Policy) (*routesnap.Snapshot, error) {
 	doc, err := routesnap.Decode(data)
 	if err != nil {
 		return nil, err
 	}
-	if checkCreds {
-		err = doc.ValidateCredentials(func(name string) bool { _, ok := creds[name]; return ok })
+	if policy != nil {
+		err = policy.Validate(doc)
 	} else {
 		err = doc.Validate()
 	}

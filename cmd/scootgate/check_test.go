@@ -66,15 +66,24 @@ func validAuthz(t *testing.T) *authsnap.Snapshot {
 	return doc
 }
 
+// fixtureHosts are the base_url hosts of the routing fixtures
+// (testdata/routesnap); every credential nodeConfig defines may go to each.
+var fixtureHosts = []string{"api.openai.com", "eu.api.openai.com", "api.anthropic.com", "an.example", "b.example", "b2.example", "c.example", "oa.example"}
+
 // nodeConfig writes a node config naming the two snapshot sources and
-// defining the credentials in creds (values from the environment).
+// defining the credentials in creds (values from the environment), each
+// allowed to fixtureHosts.
 func nodeConfig(t *testing.T, dir, routesSource, authzSource string, creds ...string) string {
 	t.Helper()
 	toml := "node_id = \"check-test\"\n[[egress.proxies]]\nname = \"p\"\nurl = \"socks5://127.0.0.1:11080\"\n"
+	hosts, err := json.Marshal(fixtureHosts) // a JSON array of strings is a TOML array
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range creds {
 		env := "SG_CHECK_TEST_" + strings.ToUpper(strings.ReplaceAll(c, "-", "_"))
 		t.Setenv(env, "secret-value-of-"+c)
-		toml += fmt.Sprintf("[credentials.%s]\nenv = %q\n", c, env)
+		toml += fmt.Sprintf("[credentials.%s]\nenv = %q\nhosts = %s\n", c, env, hosts)
 	}
 	if routesSource != "static" {
 		toml += fmt.Sprintf("[routes]\nsource = %q\n", routesSource)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/schematest"
 	"github.com/scootgate/scootgate/internal/secret"
 )
@@ -83,9 +84,9 @@ func TestSchemaConformance(t *testing.T) {
 
 	dir := t.TempDir()
 	cfg := nodeConfig(t, dir, "static", "file:"+filepath.Join(authzDir, "valid.json"), conformanceCreds...)
-	creds := map[string]secret.Secret{}
+	policy := credential.Policy{Credentials: map[string]credential.Credential{}}
 	for _, c := range conformanceCreds {
-		creds[c] = secret.New("x")
+		policy.Credentials[c] = credential.Credential{Secret: secret.New("x"), Hosts: fixtureHosts}
 	}
 
 	kinds := []struct {
@@ -99,7 +100,7 @@ func TestSchemaConformance(t *testing.T) {
 		{
 			name: "routes", schema: "../../proto/routesnap.schema.json",
 			docs: conformanceDocs(t, routesDir, routeExtra), rules: schematest.RouteRules,
-			node:  func(b []byte) error { _, err := decodeRoutes(b, creds, true); return err },
+			node:  func(b []byte) error { _, err := decodeRoutes(b, &policy); return err },
 			check: []string{"--config", cfg, "--routes"},
 		},
 		{

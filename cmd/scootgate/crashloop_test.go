@@ -272,6 +272,7 @@ name = "socks"
 url = %q
 [credentials.c]
 env = "SG_CRASHLOOP_PROVIDER_KEY"
+hosts = ["127.0.0.1"]
 [backends.b]
 protocol = "openai"
 base_url = %q

@@ -114,7 +114,7 @@ func cmdSign(args []string, stdout, stderr io.Writer) int {
 	if *kind == "" {
 		*kind = detectKind(data)
 	}
-	payloadType, check := snapsign.RoutesPayloadType, func(b []byte) error { _, err := decodeRoutes(b, nil, false); return err }
+	payloadType, check := snapsign.RoutesPayloadType, func(b []byte) error { _, err := decodeRoutes(b, nil); return err }
 	if *kind == "authz" {
 		payloadType, check = snapsign.AuthzPayloadType, func(b []byte) error { _, err := decodeAuthz(b); return err }
 	}

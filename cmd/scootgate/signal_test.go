@@ -78,6 +78,7 @@ name = "dead"
 url = "socks5://%s"
 [credentials.c]
 env = "SG_SIGNAL_TEST_KEY"
+hosts = ["127.0.0.1"]
 [backends.b]
 protocol = "openai"
 base_url = "http://127.0.0.1:1/v1"

@@ -94,7 +94,7 @@ snapshots() {
 	             "weight": 1, "stream": true, "tools": true}]}]}
 	EOF
 	"$run/bin/scootgate" check --authz "$run/cp/.authz.json.tmp" >/dev/null
-	"$run/bin/scootgate" check --routes "$run/cp/.routes.json.tmp" >/dev/null
+	"$run/bin/scootgate" check --routes "$run/cp/.routes.json.tmp" --config "$run/node-1.toml" >/dev/null
 	mv "$run/cp/.authz.json.tmp" "$run/cp/authz.json"
 	mv "$run/cp/.routes.json.tmp" "$run/cp/routes.json"
 }
@@ -111,11 +111,14 @@ up() {
 	PROVIDER_MODEL=${PROVIDER_MODEL:-gpt-4o-mini}
 	mkdir -p "$run/bin" "$run/cp" "$run/tmp"
 	go build -o "$run/bin/scootgate" ./cmd/scootgate
-	[[ -f $run/cp/routes.json ]] || snapshots
+	# The provider key may only be sent to PROVIDER_BASE_URL's host.
+	[[ $PROVIDER_BASE_URL =~ ^https?://([^/:]+|\[[^]/]+\]) ]] || die "PROVIDER_BASE_URL: expected http(s)://host..."
+	provider_host=${BASH_REMATCH[1]}
 	for n in "${nodes[@]}"; do
 		mkdir -p "$run/node-$n"
-		sed "s/@N@/$n/g" "$here/node.toml.in" >"$run/node-$n.toml"
+		sed -e "s/@N@/$n/g" -e "s/@PROVIDER_HOST@/$provider_host/g" "$here/node.toml.in" >"$run/node-$n.toml"
 	done
+	[[ -f $run/cp/routes.json ]] || snapshots
 	cp "$here/haproxy.cfg" "$here/nginx.conf" "$here/mosquitto.conf" "$here/tinyproxy.conf" "$run/"
 	# A local provider over plaintext needs its port opened for CONNECT.
 	if [[ $PROVIDER_BASE_URL =~ ^http://127\.0\.0\.1:([0-9]+) ]]; then
@@ -154,7 +157,9 @@ status() {
 publish() {
 	local kind=$1 file=$2
 	[[ $kind == routes || $kind == authz ]] || die "publish routes|authz FILE"
-	"$run/bin/scootgate" check "--$kind" "$file" --previous "$run/cp/$kind.json"
+	local cfg=()
+	[[ $kind == routes ]] && cfg=(--config "$run/node-1.toml") # the node's credentials and their hosts
+	"$run/bin/scootgate" check "--$kind" "$file" --previous "$run/cp/$kind.json" "${cfg[@]}"
 	cp "$file" "$run/cp/.$kind.json.tmp"
 	mv "$run/cp/.$kind.json.tmp" "$run/cp/$kind.json"
 	echo "published; nodes apply it within poll_interval (2 s)"

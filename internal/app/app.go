@@ -184,6 +184,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.warnPlaintextProxies()
 	reg := upstream.NewRegistry(upstreamOptions(cfg))
 	var holder routes.Holder
 
@@ -240,7 +241,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		holder.Store(table)
 	} else if _, err := newPoller("routes", cfg.Routes.Source,
 		snapshot.Signed(snapsign.RoutesPayloadType, cfg.Routes.VerifyKeys,
-			n.pruneModelsAfter(routesDecoder(&holder, cfg.Credentials, reg), &holder))); err != nil {
+			n.pruneModelsAfter(routesDecoder(&holder, cfg.CredentialPolicy(), reg), &holder))); err != nil {
 		return nil, err
 	}
 
@@ -474,6 +475,28 @@ func newPicker(b config.Balance) *balance.Affinity {
 		fallback = &balance.WeightedRandom{}
 	}
 	return &balance.Affinity{Fallback: fallback, LoadFactor: b.AffinityLoadFactor}
+}
+
+// warnPlaintextProxies says, at every start, that the explicit opt-in to
+// plaintext egress proxies off loopback (egress.insecure_plaintext_proxy)
+// is on, and which proxies it lets the node use, in the log and on
+// /readyz (docs/egress.md "Which legs are encrypted").
+func (n *node) warnPlaintextProxies() {
+	if !n.cfg.Egress.InsecurePlaintextProxy {
+		return
+	}
+	names := []string{}
+	for _, p := range n.cfg.Egress.Proxies {
+		if p.PlaintextRemote() {
+			names = append(names, p.Name)
+		}
+	}
+	const why = "egress proxies reached in plaintext over the network by explicit opt-in (egress.insecure_plaintext_proxy): " +
+		"the connection to them is unencrypted; provider requests inside it stay TLS, and plaintext backends are refused"
+	n.log.Warn(why, "proxies", names)
+	if len(names) > 0 {
+		n.health.SetDetail("egress", why)
+	}
 }
 
 func newDialer(cfg *config.Config, onFailure func(*egress.NotSentError)) (*egress.Dialer, error) {

@@ -14,7 +14,6 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/routes"
-	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -136,7 +135,7 @@ func TestPruneModelsAfterSwap(t *testing.T) {
 	n := &node{metrics: metrics.New(metrics.Options{NoRuntime: true})}
 	var holder routes.Holder
 	reg := upstream.NewRegistry(upstream.Options{})
-	decode := n.pruneModelsAfter(routesDecoder(&holder, map[string]secret.Secret{"c": secret.New("k")}, reg), &holder)
+	decode := n.pruneModelsAfter(routesDecoder(&holder, policyOf([]string{"api.example.com"}, "c"), reg), &holder)
 	apply := func(version uint64, models ...string) {
 		t.Helper()
 		doc := routesnap.Snapshot{Schema: routesnap.Schema, Version: version, Backends: []routesnap.Backend{{

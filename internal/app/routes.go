@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/routes"
-	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
@@ -26,32 +26,24 @@ func staticRoutes(cfg *config.Config, reg *upstream.Registry) (*routes.Table, er
 	return t, nil
 }
 
-// definedIn returns whether a credential name is defined in creds (the
-// node's [credentials]; a routing snapshot names credentials, never
-// carries them).
-func definedIn(creds map[string]secret.Secret) func(string) bool {
-	return func(name string) bool {
-		_, ok := creds[name]
-		return ok
-	}
-}
-
 // routesDecoder returns the [snapshot.DecodeFunc] of the routes poller: it
-// decodes and checks a document (routesnap.Decode, then
-// ValidateCredentials with the node's credentials; no side effects), and
-// its apply func compiles the document against reg and stores the Table
-// in h. Requests that loaded the previous Table finish with it.
-func routesDecoder(h *routes.Holder, creds map[string]secret.Secret, reg *upstream.Registry) snapshot.DecodeFunc {
+// decodes and checks a document (routesnap.Decode, then the node's
+// credential policy: every credential defined, each sent only to a host it
+// lists, no plaintext backend behind a proxy off loopback; no side
+// effects), and its apply func compiles the document against reg and
+// stores the Table in h. Requests that loaded the previous Table finish
+// with it. A document that fails is rejected whole: nothing of it is used.
+func routesDecoder(h *routes.Holder, policy credential.Policy, reg *upstream.Registry) snapshot.DecodeFunc {
 	return func(data []byte) (uint64, func() error, error) {
 		doc, err := routesnap.Decode(data)
 		if err != nil {
 			return 0, nil, err
 		}
-		if err := doc.ValidateCredentials(definedIn(creds)); err != nil {
+		if err := policy.Validate(doc); err != nil {
 			return 0, nil, err
 		}
 		return doc.Version, func() error {
-			t, err := routes.Compile(doc.Backends, doc.Models, creds, reg)
+			t, err := routes.Compile(doc.Backends, doc.Models, policy.Credentials, reg)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
@@ -27,6 +28,7 @@ name = "p"
 url = "socks5://127.0.0.1:1080"
 [credentials.c]
 env = "K"
+hosts = ["a.example", "b.example", "an.example"]
 [backends.oa-b]
 protocol = "openai"
 base_url = "https://b.example/v1/"
@@ -119,7 +121,7 @@ func TestStaticRoutesMatchSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var h routes.Holder
-	_, apply, err := routesDecoder(&h, cfg.Credentials, upstream.NewRegistry(upstream.Options{}))([]byte(snapshotJSON))
+	_, apply, err := routesDecoder(&h, cfg.CredentialPolicy(), upstream.NewRegistry(upstream.Options{}))([]byte(snapshotJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestStaticAndSnapshotProblemsMatch(t *testing.T) {
 		t.Fatalf("config.Parse = %v; want a *config.Error", err)
 	}
 	badJSON := replaceOnce(t, replaceOnce(t, snapshotJSON, `"weight": 3`, `"weight": 0`), `b.example/v1/", "credential": "c"`, `b.example/v1/", "credential": "nope"`)
-	_, _, err = routesDecoder(new(routes.Holder), map[string]secret.Secret{"c": secret.New("s")}, upstream.NewRegistry(upstream.Options{}))([]byte(badJSON))
+	_, _, err = routesDecoder(new(routes.Holder), policyOf([]string{"a.example", "b.example", "an.example"}, "c"), upstream.NewRegistry(upstream.Options{}))([]byte(badJSON))
 	var ve *routesnap.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("decode = %v; want a *routesnap.ValidationError", err)
@@ -173,11 +175,13 @@ func TestStaticAndSnapshotProblemsMatch(t *testing.T) {
 
 func TestRoutesDecoder(t *testing.T) {
 	var h routes.Holder
-	creds := map[string]secret.Secret{"c": secret.New("s")}
-	decode := routesDecoder(&h, creds, upstream.NewRegistry(upstream.Options{}))
+	decode := routesDecoder(&h, policyOf([]string{"a.example", "b.example", "an.example"}, "c"), upstream.NewRegistry(upstream.Options{}))
 	good := []byte(snapshotJSON)
 	bad := []byte(replaceOnce(t, snapshotJSON, `b.example/v1/", "credential": "c"`, `b.example/v1/", "credential": "nope"`))
-	for name, data := range map[string][]byte{"truncated": good[:len(good)-1], "unknown credential": bad} {
+	// docs/egress.md "Where a credential may go": a document can name a
+	// credential only for the hosts the node lists for it.
+	elsewhere := []byte(replaceOnce(t, snapshotJSON, `https://b.example/v1/`, `https://collector.example/v1/`))
+	for name, data := range map[string][]byte{"truncated": good[:len(good)-1], "unknown credential": bad, "credential to an unlisted host": elsewhere} {
 		if _, apply, err := decode(data); err == nil || apply != nil {
 			t.Errorf("%s: decode = %v, %v; want an error and no apply", name, apply != nil, err)
 		}
@@ -230,7 +234,7 @@ func largeSnapshot(models, targets int) *routesnap.Snapshot {
 // compile, swap; the goal is at most 200 ms for 10k models × 3 targets.
 // The request path never waits on it: it only loads the Holder's pointer.
 func BenchmarkSnapshotApply(b *testing.B) {
-	creds := map[string]secret.Secret{"cred-0": secret.New("a"), "cred-1": secret.New("b"), "cred-2": secret.New("c")}
+	creds := policyOf([]string{"*.example.com"}, "cred-0", "cred-1", "cred-2")
 	for _, size := range []struct{ models, targets int }{{100, 3}, {10000, 3}} {
 		data, err := json.Marshal(largeSnapshot(size.models, size.targets))
 		if err != nil {
@@ -253,6 +257,16 @@ func BenchmarkSnapshotApply(b *testing.B) {
 			}
 		})
 	}
+}
+
+// policyOf is a credential policy whose credentials names may each go to
+// hosts, with loopback egress only.
+func policyOf(hosts []string, names ...string) credential.Policy {
+	p := credential.Policy{Credentials: map[string]credential.Credential{}}
+	for _, n := range names {
+		p.Credentials[n] = credential.Credential{Secret: secret.New("secret-of-" + n), Hosts: hosts}
+	}
+	return p
 }
 
 func replaceOnce(t *testing.T, s, old, new string) string {

@@ -281,6 +281,7 @@ tools = true
 		o.extraTOML += fmt.Sprintf(`
 [credentials.gm]
 env = "TEST_GEMINI_KEY"
+hosts = ["127.0.0.1"]
 [backends.gm]
 protocol = "gemini"
 base_url = "%s/v1beta"
@@ -369,8 +370,10 @@ grace = %q
 %s
 [credentials.oa]
 env = "TEST_OPENAI_KEY"
+hosts = ["127.0.0.1"]
 [credentials.an]
 env = "TEST_ANTHROPIC_KEY"
+hosts = ["127.0.0.1"]
 #STATIC-ROUTES#
 [backends.oa]
 protocol = "openai"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
@@ -88,7 +89,7 @@ func fleetSnapshot(n int) ([]routesnap.Backend, []routesnap.Model) {
 // random streams), choose the same target for every session key.
 func TestAffinityFleetDeterminism(t *testing.T) {
 	bs, ms := fleetSnapshot(7)
-	creds := map[string]secret.Secret{"c": secret.New("x")}
+	creds := map[string]credential.Credential{"c": {Secret: secret.New("x"), Hosts: []string{"127.0.0.1"}}}
 	const nodes = 5
 	pools := make([][]*routes.Target, nodes)
 	pickers := make([]*Affinity, nodes)

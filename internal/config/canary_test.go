@@ -120,12 +120,12 @@ source = "file:/a"
 
 func TestNoSecretInPrintedConfig(t *testing.T) {
 	doc := edit(t, base, proxyURL, proxyURL+"\nusername = \"u\"\npassword = { env = \"PW\" }") +
-		"[credentials.c2]\nfile = \"/secret/k\"\n"
+		"[credentials.c2]\nfile = \"/secret/k\"\nhosts = [\"a.example\"]\n"
 	c, err := Parse([]byte(doc), canaryEnvFunc(), canaryFS())
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if c.Credentials["c1"].Reveal() != canaryEnv || c.Credentials["c2"].Reveal() != canaryFile || c.Egress.Proxies[0].Password.Reveal() != canaryEnv {
+	if c.Credentials["c1"].Secret.Reveal() != canaryEnv || c.Credentials["c2"].Secret.Reveal() != canaryFile || c.Egress.Proxies[0].Password.Reveal() != canaryEnv {
 		t.Fatal("secrets were not loaded; the test would prove nothing")
 	}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {

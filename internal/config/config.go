@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
@@ -38,10 +39,10 @@ type Config struct {
 	Breaker  Breaker  // see balance.go
 	Cooldown Cooldown // see balance.go
 	Egress   Egress
-	// Credentials maps a credential name to its value, loaded at parse time
-	// (docs/snapshots.md: snapshots reference these names; values never leave the node
-	// config).
-	Credentials map[string]secret.Secret
+	// Credentials maps a credential name to its value, loaded at parse time,
+	// and the hosts it may be sent to (docs/snapshots.md: snapshots reference
+	// these names; values never leave the node config).
+	Credentials map[string]credential.Credential
 	// Backends and Models are the static routes ([backends] and [models]),
 	// decoded into the routing snapshot's own types and checked by its own
 	// rules (routesnap.ValidateRoutes), so that both route sources compile
@@ -128,6 +129,31 @@ type Egress struct {
 	// ProviderCAFile, when set, is a PEM bundle trusted for provider
 	// certificates in addition to the system roots.
 	ProviderCAFile string
+	// InsecurePlaintextProxy is the explicit opt-in to a socks5:// or
+	// http:// proxy on a non-loopback address: the leg to the proxy is then
+	// unencrypted (the provider TLS inside it is not). Logged at every start.
+	InsecurePlaintextProxy bool
+}
+
+// PlaintextRemote reports whether the node reaches p over the network
+// without TLS: a socks5:// or http:// proxy that is not on loopback.
+func (p Proxy) PlaintextRemote() bool {
+	return p.URL != nil && p.URL.Scheme != "https" && !loopback(p.URL.Hostname())
+}
+
+// CredentialPolicy returns where this node lets its credentials go: each
+// only to its hosts, and no http:// backend unless every egress proxy is
+// on loopback (docs/egress.md "Where a credential may go"). Static routes
+// passed it at load; a routing snapshot must pass it before it is applied.
+func (c *Config) CredentialPolicy() credential.Policy {
+	p := credential.Policy{Credentials: c.Credentials}
+	for i, x := range c.Egress.Proxies {
+		if x.URL != nil && !loopback(x.URL.Hostname()) {
+			p.RemoteProxy, p.RemoteProxyPath = x.Name, index("egress.proxies", i)+".url"
+			break
+		}
+	}
+	return p
 }
 
 // Proxy is one egress proxy.
@@ -287,7 +313,7 @@ func parse(data []byte, getenv func(string) (string, bool), readFile func(string
 		// Decoding into a map only fails on syntax; keep the contract anyway.
 		return nil, &Error{Problems: []Problem{{Msg: "cannot decode TOML: " + err.Error()}}}
 	}
-	v := validator{getenv: getenv, readFile: readFile, dir: dir}
+	v := validator{getenv: getenv, readFile: readFile, dir: dir, badHosts: map[string]bool{}}
 	c := v.config(newTable(&v.ps, "", doc))
 	if len(v.ps.list) > 0 {
 		return nil, &Error{Problems: v.ps.list}

@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/secret"
 )
 
@@ -40,10 +41,10 @@ func TestParseDevConfig(t *testing.T) {
 	want := Defaults()
 	want.NodeID = "dev-1"
 	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11090")}}}
-	want.Credentials = map[string]secret.Secret{
-		"fake-openai":    secret.New("dev-openai"),
-		"fake-anthropic": secret.New("dev-anthropic"),
-		"fake-gemini":    secret.New("dev-gemini"),
+	want.Credentials = map[string]credential.Credential{
+		"fake-openai":    {Secret: secret.New("dev-openai"), Hosts: []string{"127.0.0.1"}},
+		"fake-anthropic": {Secret: secret.New("dev-anthropic"), Hosts: []string{"127.0.0.1"}},
+		"fake-gemini":    {Secret: secret.New("dev-gemini"), Hosts: []string{"127.0.0.1"}},
 	}
 	// Backends and models come from the dev control plane's routing snapshot.
 	want.ControlPlane.PollInterval = 2 * time.Second
@@ -72,9 +73,9 @@ func TestParseExampleConfig(t *testing.T) {
 		{Name: "local-socks", URL: mustURL(t, "socks5://127.0.0.1:11080"), Username: "scootgate", Password: secret.New("socks-pw")},
 		{Name: "egress-tls", URL: mustURL(t, "https://egress.internal.example:3129"), Username: "scootgate", Password: secret.New("egress-pw")},
 	}}
-	want.Credentials = map[string]secret.Secret{
-		"openai-main":    secret.New("openai-key"),
-		"anthropic-main": secret.New("anthropic-key"),
+	want.Credentials = map[string]credential.Credential{
+		"openai-main":    {Secret: secret.New("openai-key"), Hosts: []string{"api.openai.com", "eu.api.openai.com"}},
+		"anthropic-main": {Secret: secret.New("anthropic-key"), Hosts: []string{"api.anthropic.com"}},
 	}
 	want.Backends = []routesnap.Backend{
 		{ID: "anthropic-1", Protocol: routesnap.ProtocolAnthropic, BaseURL: "https://api.anthropic.com/v1", Credential: "anthropic-main", MaxInflightPerNode: 128},
@@ -188,6 +189,7 @@ ca_file = "ca.pem"
 ca_file = "ca.pem"
 [credentials.c1]
 file = "secrets/openai"
+hosts = ["api.example.com"]
 [backends.b1]
 protocol = "openai"
 base_url = "https://api.example.com/v1/"
@@ -211,7 +213,7 @@ source = "file:authz.json"
 	type view struct {
 		Listen      Listen
 		Egress      Egress
-		Credentials map[string]secret.Secret
+		Credentials map[string]credential.Credential
 		BaseURL     string
 		Authz       Authz
 	}
@@ -227,7 +229,7 @@ source = "file:authz.json"
 			}},
 			ProviderCAFile: filepath.Join(dir, "ca.pem"),
 		},
-		Credentials: map[string]secret.Secret{"c1": secret.New("file-key")},
+		Credentials: map[string]credential.Credential{"c1": {Secret: secret.New("file-key"), Hosts: []string{"api.example.com"}}},
 		BaseURL:     "https://api.example.com/v1/",
 		Authz:       Authz{Source: "file:" + filepath.Join(dir, "authz.json")},
 	}
@@ -277,7 +279,7 @@ func TestLoadRelativePath(t *testing.T) {
 	if diff := cmp.Diff(c.Authz.Source, "file:"+filepath.Join(dir, "authz.json")); diff != "" {
 		t.Errorf("authz source (-got +want):\n%s", diff)
 	}
-	if c.Credentials["c1"].Reveal() != "k1" {
+	if c.Credentials["c1"].Secret.Reveal() != "k1" {
 		t.Errorf("credential c1 was not read from the relative file")
 	}
 }
@@ -348,7 +350,30 @@ func TestInvalidFiles(t *testing.T) {
 			file: "plaintext-non-loopback.toml",
 			want: []Problem{
 				{"egress.proxies[0].password", "would cross the network in cleartext to a non-loopback proxy; use an https:// proxy URL (TLS to the proxy) or a proxy on a loopback address"},
+				{"egress.proxies[0].url", "plaintext http:// proxy on a non-loopback address: the connection to it is unencrypted; use an https:// proxy (TLS to the proxy), a proxy on loopback, or set egress.insecure_plaintext_proxy = true (docs/egress.md)"},
 				{"backends.openai-1.base_url", "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
+			},
+		},
+		{
+			file: "plaintext-remote-proxy.toml",
+			want: []Problem{
+				{"egress.proxies[1].url", "plaintext socks5:// proxy on a non-loopback address: the connection to it is unencrypted; use an https:// proxy (TLS to the proxy), a proxy on loopback, or set egress.insecure_plaintext_proxy = true (docs/egress.md)"},
+				{"backends.local.base_url", `plaintext http:// backend, but egress proxy "lan-socks" (egress.proxies[1].url) is not on loopback: the request and its credential would leave this machine unencrypted; use https://, or only loopback egress proxies`},
+			},
+		},
+		{
+			file: "credential-hosts.toml",
+			want: []Problem{
+				{"credentials.empty-hosts.hosts", "empty; expected at least one host this credential may be sent to"},
+				{"credentials.no-hosts.hosts", `missing; expected the hosts this credential may be sent to, like ["api.openai.com", "*.openai.azure.com"] (docs/egress.md)`},
+				{"credentials.openai-main.hosts[1]", "duplicate of hosts[0]"},
+				{"credentials.openai-main.hosts[2]", `"*.com" would match every name under the public suffix "com", which anyone can register; list the hosts, or a wildcard under a domain its owner controls`},
+				{"credentials.openai-main.hosts[3]", `"api.*.com": a wildcard is only allowed as a whole first label, "*.example.com"`},
+				{"credentials.openai-main.hosts[4]", `"https://api.openai.com" is not a host name; write the host alone, without scheme or path`},
+				{"credentials.openai-main.hosts[5]", `"api.openai.com:443": expected a host name without a port (a listed host may be reached on any port)`},
+				{"credentials.openai-main.hosts[6]", `"bücher.example": write an internationalised name in punycode ("xn--…"), as base_url does`},
+				{"credentials.openai-main.hosts[7]", `empty; expected a host name like "api.openai.com"`},
+				{"backends.mispaired.credential", `backend "mispaired" sends credential "anthropic-main" to host "api.openai.com", which the node's credentials.anthropic-main.hosts does not list`},
 			},
 		},
 		{

@@ -120,7 +120,7 @@ func TestRulesRoutesSource(t *testing.T) {
 			want: []Problem{{"backends", notAllowed}, {"models", notAllowed}},
 		},
 		{
-			name: "snapshot routes without any credentials", edits: append(noStatic, "[credentials.c1]\nenv = \"C1\"\n", ""),
+			name: "snapshot routes without any credentials", edits: append(noStatic, "[credentials.c1]\nenv = \"C1\"\n"+credHosts+"\n", ""),
 			add:  "[routes]\nsource = \"file:routes.json\"\n",
 			view: routes, wantView: view{Routes{Source: "file:routes.json"}, 0, 0},
 		},

@@ -95,6 +95,9 @@
 //	disabled_probe = "10m"              # 1s..168h: a backend disabled by a provider 401/403 gets one probe
 //	                                    #   request after this; any answer but 401/403 re-enables it
 //
+//	[egress]
+//	insecure_plaintext_proxy = false    # true: socks5:// / http:// proxies off loopback allowed (warned at every start)
+//
 //	[[egress.proxies]]                  # at least one, tried in order (docs/egress.md)
 //	name = "local-socks"                # 1-64 of [A-Za-z0-9._-], unique
 //	url = "socks5://127.0.0.1:11080"    # socks5:// | http:// | https:// (TLS to the proxy); host:port only
@@ -107,6 +110,9 @@
 //
 //	[credentials.openai-main]           # exactly one of env / file
 //	env = "OPENAI_API_KEY"
+//	hosts = ["api.openai.com", "*.openai.azure.com"]  # required: where it may be sent; exact host, IP
+//	                                    #   or "*." + domain (one or more labels, not the domain itself);
+//	                                    #   no port; any case; IDNs in punycode (docs/egress.md)
 //
 //	[backends.openai-1]                 # docs/routing.md "Models and targets"; id: 1-64 of [A-Za-z0-9._-]
 //	protocol = "openai"                 # "openai" | "anthropic" | "gemini"
@@ -192,11 +198,24 @@
 //     A trailing "/" is dropped when the routes are compiled.
 //   - docs/egress.md: at least one egress proxy; there is no direct connection. A
 //     proxy URL carries no user info (credentials go in username/password).
-//     A plaintext proxy (socks5:// or http://) is allowed, since the provider
-//     connection inside the tunnel is TLS, but not with a password unless the
-//     proxy is on a loopback address: HTTP CONNECT Basic and SOCKS5
+//     A plaintext proxy (socks5:// or http://) must be on a loopback address
+//     unless egress.insecure_plaintext_proxy = true, and never carries a
+//     password unless it is on loopback: HTTP CONNECT Basic and SOCKS5
 //     username/password authentication both send it in cleartext. Use an
 //     https:// proxy for that.
+//   - docs/egress.md "Which legs are encrypted": an http:// backend (static or
+//     in a routing snapshot) only while every egress proxy is on loopback:
+//     the proxy resolves the backend's host, so its loopback is the proxy's
+//     machine, and the request, credential included, is plaintext inside the
+//     tunnel. Reported at backends.<id>.base_url, naming the proxy.
+//   - docs/egress.md "Where a credential may go": every credential has hosts,
+//     at least one entry, each accepted by credential.ParseHost, none twice
+//     (in normal form); required for static routes too, so that no table the
+//     node compiles can send a credential to a host its owner did not list.
+//     A backend whose base_url host its credential does not list is a
+//     problem at backends.<id>.credential (not repeated when the
+//     credential's own hosts list has a problem). [Config.CredentialPolicy]
+//     is the same check for routing snapshots.
 //   - docs/operations.md: a plaintext API listener on a non-loopback address needs
 //     listen.insecure_plaintext = true (TLS terminated in front of the node).
 //   - CA bundles and the TLS key pair are read and parsed at load time, so

@@ -118,7 +118,7 @@ func checkInvariants(t *testing.T, c *Config) {
 		}
 	}
 	for name, s := range c.Credentials {
-		if s.IsZero() {
+		if s.Secret.IsZero() {
 			t.Fatalf("credential %q: empty value accepted", name)
 		}
 	}

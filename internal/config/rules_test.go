@@ -1,8 +1,6 @@
 package config
 
 import (
-	"github.com/scootgate/scootgate/pkg/routesnap"
-
 	"errors"
 	"strings"
 	"testing"
@@ -10,7 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // base is the smallest valid document; each rule case edits it.
@@ -22,6 +22,7 @@ url = "socks5://127.0.0.1:1080"
 
 [credentials.c1]
 env = "C1"
+hosts = ["api.example.com", "x.example", "127.0.0.1", "127.0.0.2", "localhost", "::1"]
 
 [backends.b1]
 protocol = "openai"
@@ -45,6 +46,7 @@ const (
 	proxyName   = `name = "p1"`
 	proxyURL    = `url = "socks5://127.0.0.1:1080"`
 	credEnv     = `env = "C1"`
+	credHosts   = `hosts = ["api.example.com", "x.example", "127.0.0.1", "127.0.0.2", "localhost", "::1"]`
 	backendBase = `base_url = "https://api.example.com/v1"`
 	backendProt = `protocol = "openai"`
 	backendCred = `credential = "c1"`
@@ -333,9 +335,14 @@ func TestRulesLimitsTimeoutsDrainBalance(t *testing.T) {
 func TestRulesEgress(t *testing.T) {
 	proxies := func(c *Config) any { return c.Egress }
 	const cleartext = "would cross the network in cleartext to a non-loopback proxy; use an https:// proxy URL (TLS to the proxy) or a proxy on a loopback address"
+	const optIn = "[egress]\ninsecure_plaintext_proxy = true\n"
+	plainProxy := func(scheme string) string {
+		return "plaintext " + scheme + ":// proxy on a non-loopback address: the connection to it is unencrypted; " +
+			"use an https:// proxy (TLS to the proxy), a proxy on loopback, or set egress.insecure_plaintext_proxy = true (docs/egress.md)"
+	}
 	runRules(t, []ruleCase{
 		{
-			name: "several proxies in order", view: proxies,
+			name: "several proxies in order", view: proxies, edits: []string{"[[egress.proxies]]\n" + proxyName, optIn + "[[egress.proxies]]\n" + proxyName},
 			add: "[[egress.proxies]]\nname = \"p2\"\nurl = \"https://proxy.example.com:3129/\"\nusername = \"u\"\npassword = { env = \"PROXY_PW\" }\nca_file = \"/ca.pem\"\n" +
 				"[[egress.proxies]]\nname = \"p3\"\nurl = \"http://proxy.example.com:3128\"\n" +
 				"[egress.provider_tls]\nca_file = \"/ca.pem\"\n",
@@ -345,8 +352,53 @@ func TestRulesEgress(t *testing.T) {
 					{Name: "p2", URL: mustURL(t, "https://proxy.example.com:3129"), Username: "u", Password: secret.New("pw"), CAFile: "/ca.pem"},
 					{Name: "p3", URL: mustURL(t, "http://proxy.example.com:3128")},
 				},
-				ProviderCAFile: "/ca.pem",
+				ProviderCAFile:         "/ca.pem",
+				InsecurePlaintextProxy: true,
 			},
+		},
+		{
+			name:  "plaintext proxy off loopback",
+			edits: []string{proxyURL, `url = "socks5://10.0.0.5:1080"`},
+			want:  []Problem{{"egress.proxies[0].url", plainProxy("socks5")}},
+		},
+		{
+			name:  "plaintext proxy off loopback by name",
+			edits: []string{proxyURL, `url = "http://proxy.internal:3128"`},
+			want:  []Problem{{"egress.proxies[0].url", plainProxy("http")}},
+		},
+		{
+			name: "plaintext proxy off loopback with the opt-in", view: proxies,
+			edits:    []string{proxyURL, `url = "socks5://10.0.0.5:1080"`, "[[egress.proxies]]\n" + proxyName, optIn + "[[egress.proxies]]\n" + proxyName},
+			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "socks5://10.0.0.5:1080")}}, InsecurePlaintextProxy: true},
+		},
+		{
+			name: "the opt-in does not let a password cross in cleartext",
+			edits: []string{proxyURL, `url = "socks5://10.0.0.5:1080"` + "\nusername = \"u\"\npassword = { env = \"PROXY_PW\" }",
+				"[[egress.proxies]]\n" + proxyName, optIn + "[[egress.proxies]]\n" + proxyName},
+			want: []Problem{{"egress.proxies[0].password", cleartext}},
+		},
+		{
+			name: "the opt-in is a boolean", edits: []string{"[[egress.proxies]]\n" + proxyName, "[egress]\ninsecure_plaintext_proxy = \"yes\"\n[[egress.proxies]]\n" + proxyName},
+			want: []Problem{{"egress.insecure_plaintext_proxy", "expected a boolean, got a string"}},
+		},
+		{
+			name: "http:// backend through a loopback proxy", view: func(c *Config) any { return c.Backends[0].BaseURL },
+			edits:    []string{backendBase, `base_url = "http://127.0.0.1:18080/v1"`},
+			wantView: "http://127.0.0.1:18080/v1",
+		},
+		{
+			name: "http:// backend through a TLS proxy off loopback",
+			edits: []string{backendBase, `base_url = "http://127.0.0.1:18080/v1"`,
+				proxyURL, proxyURL + "\n[[egress.proxies]]\nname = \"p2\"\nurl = \"https://proxy.example.com:3129\""},
+			want: []Problem{{"backends.b1.base_url", `plaintext http:// backend, but egress proxy "p2" (egress.proxies[1].url) is not on loopback: ` +
+				"the request and its credential would leave this machine unencrypted; use https://, or only loopback egress proxies"}},
+		},
+		{
+			name: "http:// backend with the plaintext opt-in is still refused",
+			edits: []string{backendBase, `base_url = "http://localhost:18080/v1"`, proxyURL, `url = "socks5://10.0.0.5:1080"`,
+				"[[egress.proxies]]\n" + proxyName, optIn + "[[egress.proxies]]\n" + proxyName},
+			want: []Problem{{"backends.b1.base_url", `plaintext http:// backend, but egress proxy "p1" (egress.proxies[0].url) is not on loopback: ` +
+				"the request and its credential would leave this machine unencrypted; use https://, or only loopback egress proxies"}},
 		},
 		{
 			name: "inline array of proxies", view: proxies,
@@ -430,12 +482,12 @@ func TestRulesEgress(t *testing.T) {
 		{
 			name:  "password over plaintext HTTP to a remote proxy",
 			edits: []string{proxyURL, `url = "http://proxy.example.com:3128"` + "\nusername = \"u\"\npassword = { env = \"PROXY_PW\" }"},
-			want:  []Problem{{"egress.proxies[0].password", cleartext}},
+			want:  []Problem{{"egress.proxies[0].password", cleartext}, {"egress.proxies[0].url", plainProxy("http")}},
 		},
 		{
 			name:  "password over SOCKS5 to a remote proxy",
 			edits: []string{proxyURL, `url = "socks5://10.0.0.5:1080"` + "\nusername = \"u\"\npassword = { env = \"PROXY_PW\" }"},
-			want:  []Problem{{"egress.proxies[0].password", cleartext}},
+			want:  []Problem{{"egress.proxies[0].password", cleartext}, {"egress.proxies[0].url", plainProxy("socks5")}},
 		},
 		{
 			name:  "password whose value failed to load is still checked",
@@ -443,6 +495,7 @@ func TestRulesEgress(t *testing.T) {
 			want: []Problem{
 				{"egress.proxies[0].password.env", `secret: environment variable "NOPE" is unset`},
 				{"egress.proxies[0].password", cleartext},
+				{"egress.proxies[0].url", plainProxy("socks5")},
 			},
 		},
 		{
@@ -473,8 +526,13 @@ func TestRulesCredentials(t *testing.T) {
 	runRules(t, []ruleCase{
 		{
 			name: "env and file; unused credentials are fine", view: creds,
-			add:      "[credentials.c2]\nfile = \"/secret/crlf\"\n[credentials.c3]\nenv = \"C2\"\n",
-			wantView: map[string]secret.Secret{"c1": secret.New("k1"), "c2": secret.New("file-secret"), "c3": secret.New("k2")},
+			add: "[credentials.c2]\nfile = \"/secret/crlf\"\nhosts = [\"a.example\"]\n" +
+				"[credentials.c3]\nenv = \"C2\"\nhosts = [\"*.B.Example.\", \"[::FFFF:127.0.0.1]\"]\n",
+			wantView: map[string]credential.Credential{
+				"c1": {Secret: secret.New("k1"), Hosts: []string{"api.example.com", "x.example", "127.0.0.1", "127.0.0.2", "localhost", "::1"}},
+				"c2": {Secret: secret.New("file-secret"), Hosts: []string{"a.example"}},
+				"c3": {Secret: secret.New("k2"), Hosts: []string{"*.b.example", "127.0.0.1"}},
+			},
 		},
 		{
 			name: "both env and file", edits: []string{credEnv, credEnv + "\nfile = \"/secret/crlf\""},
@@ -484,7 +542,7 @@ func TestRulesCredentials(t *testing.T) {
 			name: "neither env nor file", edits: []string{credEnv, `path = "/x"`},
 			want: []Problem{
 				{"credentials.c1", `missing; expected exactly one of env = "NAME" or file = "PATH"`},
-				{"credentials.c1.path", "unknown key; expected one of: env, file"},
+				{"credentials.c1.path", "unknown key; expected one of: env, file, hosts"},
 			},
 		},
 		{
@@ -520,11 +578,11 @@ func TestRulesCredentials(t *testing.T) {
 			want: []Problem{{"credentials.c1.env", "expected a string, got an integer"}},
 		},
 		{
-			name: "invalid name", add: "[credentials.\"c 2\"]\nenv = \"C2\"\n",
+			name: "invalid name", add: "[credentials.\"c 2\"]\nenv = \"C2\"\nhosts = [\"a.example\"]\n",
 			want: []Problem{{`credentials."c 2"`, "invalid credential name; expected 1-64 characters from [A-Za-z0-9._-]"}},
 		},
 		{
-			name: "not a table", edits: []string{"[credentials.c1]\n" + credEnv, "[credentials]\nc1 = \"sk-inline\""},
+			name: "not a table", edits: []string{"[credentials.c1]\n" + credEnv + "\n" + credHosts, "[credentials]\nc1 = \"sk-inline\""},
 			want: []Problem{{"credentials.c1", "expected a table, got a string"}},
 		},
 	})

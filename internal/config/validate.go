@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
@@ -43,6 +44,9 @@ type validator struct {
 	dir      string // base for relative paths; "" leaves them as written
 	// routePaths are the TOML paths of the decoded backends and models.
 	routePaths routePaths
+	// badHosts are the paths of the credentials whose hosts list has a
+	// problem: a backend using one is not reported again.
+	badHosts map[string]bool
 }
 
 // resolve makes a relative path relative to the config file's directory.
@@ -82,7 +86,7 @@ func (v *validator) config(root *table) *Config {
 	if v.controlPlaneSections(root, &c) { // [control_plane], [routes]: controlplane.go; true = static routes
 		c.Backends = v.backends(root)
 		c.Models = v.models(root)
-		v.checkRoutes(c.Backends, c.Models, c.Credentials)
+		v.checkRoutes(c.Backends, c.Models, c.CredentialPolicy())
 	}
 	if t, ok := root.sub("authz", `an [authz] table with source = "file:<path>"`); ok {
 		v.authz(t, &c.Authz)
@@ -243,6 +247,18 @@ func (v *validator) egress(t *table, e *Egress) {
 		}
 		e.Proxies = append(e.Proxies, p)
 	}
+	if b, ok := t.boolean("insecure_plaintext_proxy"); ok {
+		e.InsecurePlaintextProxy = b
+	}
+	for i, p := range e.Proxies {
+		if p.PlaintextRemote() && !e.InsecurePlaintextProxy {
+			// docs/egress.md "Which legs are encrypted": the provider TLS
+			// inside the tunnel hides the request, but not which provider is
+			// asked, and a proxy that is not the one configured sees it all.
+			v.ps.add(index(t.at("proxies"), i)+".url", "plaintext %s:// proxy on a non-loopback address: the connection to it is unencrypted; "+
+				"use an https:// proxy (TLS to the proxy), a proxy on loopback, or set egress.insecure_plaintext_proxy = true (docs/egress.md)", p.URL.Scheme)
+		}
+	}
 	if pt, ok := section(t, "provider_tls"); ok {
 		if f, ok := pt.str("ca_file", ""); ok && f != "" {
 			e.ProviderCAFile = v.caFile(pt, "ca_file", f)
@@ -307,8 +323,8 @@ func (v *validator) proxy(t *table) Proxy {
 }
 
 // proxyURL checks an egress proxy URL: socks5, http or https, host and port,
-// nothing else. A plaintext proxy is fine without a password: the provider
-// connection inside the tunnel is still TLS (docs/egress.md).
+// nothing else. Whether a plaintext one may be on the network is decided
+// for the whole [egress] (egress.insecure_plaintext_proxy).
 func (v *validator) proxyURL(path, raw string) *url.URL {
 	u, ok := v.absURL(path, raw, "a socks5://, http:// or https:// URL", "socks5", "http", "https")
 	if !ok {
@@ -371,12 +387,13 @@ func (v *validator) caFile(t *table, key, f string) string {
 	return p
 }
 
-func (v *validator) credentials(root *table) map[string]secret.Secret {
-	creds := map[string]secret.Secret{}
+func (v *validator) credentials(root *table) map[string]credential.Credential {
+	creds := map[string]credential.Credential{}
 	entries, _ := root.entries("credentials", "")
 	for _, e := range entries {
 		if e.t == nil {
-			creds[e.name] = secret.Secret{} // declared; its type is reported
+			creds[e.name] = credential.Credential{} // declared; its type is reported
+			v.badHosts[join("credentials", e.name)] = true
 			continue
 		}
 		if !routesnap.ValidID(e.name) {
@@ -384,9 +401,52 @@ func (v *validator) credentials(root *table) map[string]secret.Secret {
 		}
 		// Declared names resolve even when their value fails to load, so a
 		// missing variable is reported once, at the credential.
-		creds[e.name] = v.secretRefTable(e.t)
+		hosts := v.credentialHosts(e.t)
+		creds[e.name] = credential.Credential{Secret: v.secretRefTable(e.t), Hosts: hosts}
 	}
 	return creds
+}
+
+// credentialHosts reads a credential's hosts list: required, at least one
+// entry, each a pattern credential.ParseHost accepts, none twice. It is
+// required for every credential, static routes included: the list is what
+// stops a routing document from sending the credential elsewhere, and in
+// the node's own routes it catches a key paired with another provider's
+// backend (docs/egress.md "Where a credential may go").
+func (v *validator) credentialHosts(t *table) []string {
+	before := len(v.ps.list)
+	defer func() {
+		if len(v.ps.list) > before {
+			v.badHosts[t.path] = true
+		}
+	}()
+	list, ok := t.strs("hosts", `a list of host names like ["api.openai.com"]`)
+	if !ok {
+		if !t.has("hosts") {
+			v.ps.add(t.at("hosts"), `missing; expected the hosts this credential may be sent to, like ["api.openai.com", "*.openai.azure.com"] (docs/egress.md)`)
+		}
+		return nil
+	}
+	if len(list) == 0 {
+		v.ps.add(t.at("hosts"), "empty; expected at least one host this credential may be sent to")
+		return nil
+	}
+	out := make([]string, 0, len(list))
+	seen := make(map[string]int, len(list)) // normal form → index in list
+	for i, s := range list {
+		h, err := credential.ParseHost(s)
+		if err != nil {
+			v.ps.add(index(t.at("hosts"), i), "%v", err)
+			continue
+		}
+		if j, dup := seen[h]; dup {
+			v.ps.add(index(t.at("hosts"), i), "duplicate of hosts[%d]", j)
+			continue
+		}
+		seen[h] = i
+		out = append(out, h)
+	}
+	return out
 }
 
 // secretRef reads key of t as a secret reference table.
@@ -536,21 +596,26 @@ type routePaths struct {
 }
 
 // checkRoutes checks the decoded routes with the routing snapshot's own rules
-// (routesnap.ValidateRoutes: the same rules, messages and limits as a
-// snapshot's) and reports each problem at its TOML key path. A problem at
-// or under a path that decoding already reported (a missing key, a wrong
-// type, an entry that is not a table) is dropped: one problem, not a
-// cascade.
-func (v *validator) checkRoutes(backends []routesnap.Backend, models []routesnap.Model, creds map[string]secret.Secret) {
-	defined := func(name string) bool { _, ok := creds[name]; return ok }
-	err := routesnap.ValidateRoutes(backends, models, defined)
+// and the node's credential policy (policy.ValidateRoutes: the same rules,
+// messages and limits as a snapshot's) and reports each problem at its TOML
+// key path. A problem at or under a path that decoding already reported (a
+// missing key, a wrong type, an entry that is not a table), or at a
+// backend's credential whose hosts list was reported, is dropped: one
+// problem, not a cascade.
+func (v *validator) checkRoutes(backends []routesnap.Backend, models []routesnap.Model, policy credential.Policy) {
+	err := policy.ValidateRoutes(backends, models)
 	var ve *routesnap.ValidationError
 	if !errors.As(err, &ve) {
 		return
 	}
-	reported := make([]string, len(v.ps.list))
+	reported := make([]string, len(v.ps.list), len(v.ps.list)+len(backends))
 	for i, p := range v.ps.list {
 		reported[i] = p.Path
+	}
+	for i, b := range backends {
+		if v.badHosts[join("credentials", b.Credential)] && i < len(v.routePaths.backends) {
+			reported = append(reported, v.routePaths.backends[i]+".credential")
+		}
 	}
 	for _, p := range ve.Problems {
 		path := v.routePaths.toml(p.Path)

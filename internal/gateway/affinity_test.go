@@ -50,7 +50,7 @@ func TestAffinityPlacement(t *testing.T) {
 	}
 	defer prov.Close()
 	var doc strings.Builder
-	doc.WriteString("node_id = \"n\"\n[[egress.proxies]]\nname = \"p\"\nurl = \"socks5://127.0.0.1:1080\"\n[credentials.c]\nenv = \"K\"\n[authz]\nsource = \"file:/dev/null\"\n")
+	doc.WriteString("node_id = \"n\"\n[[egress.proxies]]\nname = \"p\"\nurl = \"socks5://127.0.0.1:1080\"\n[credentials.c]\nenv = \"K\"\nhosts = [\"127.0.0.1\"]\n[authz]\nsource = \"file:/dev/null\"\n")
 	for i := range 5 {
 		fmt.Fprintf(&doc, "[backends.b%d]\nprotocol = \"openai\"\nbase_url = %q\ncredential = \"c\"\nmax_inflight_per_node = 100\nendpoints = [\"chat_completions\", \"responses\"]\n", i, base)
 	}

@@ -70,6 +70,7 @@ name = "p"
 url = "socks5://127.0.0.1:1080"
 [credentials.c]
 env = "K"
+hosts = ["127.0.0.1"]
 [backends.oa]
 protocol = "openai"
 base_url = "` + base + `"

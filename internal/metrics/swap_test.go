@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
@@ -22,7 +23,7 @@ import (
 func TestBackendGaugesAfterSwap(t *testing.T) {
 	reg := newRegistry(clock.NewFake(time.Time{}), false)
 	var holder routes.Holder
-	creds := map[string]secret.Secret{"cred": secret.New("sk-canary-cred")}
+	creds := map[string]credential.Credential{"cred": {Secret: secret.New("sk-canary-cred"), Hosts: []string{"api.example.com"}}}
 	// apply swaps in a table as the routes poller does: compile, store,
 	// then prune what the new table no longer uses.
 	apply := func(capacity int) {

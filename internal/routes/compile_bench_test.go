@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -38,7 +39,11 @@ func largeSnapshot(models, targets int) *routesnap.Snapshot {
 	return s
 }
 
-var benchCreds = map[string]secret.Secret{"cred-0": secret.New("a"), "cred-1": secret.New("b"), "cred-2": secret.New("c")}
+var benchCreds = map[string]credential.Credential{
+	"cred-0": {Secret: secret.New("a"), Hosts: []string{"*.example.com"}},
+	"cred-1": {Secret: secret.New("b"), Hosts: []string{"*.example.com"}},
+	"cred-2": {Secret: secret.New("c"), Hosts: []string{"*.example.com"}},
+}
 
 // BenchmarkCompile measures what compiling a validated routing snapshot
 // costs (the poller validates and compiles off the request path, which

@@ -8,13 +8,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
-var testCreds = map[string]secret.Secret{"c": secret.New("secret"), "c2": secret.New("other")}
+// testCreds may go to any host of the tests: *.example.
+var testCreds = map[string]credential.Credential{
+	"c":  {Secret: secret.New("secret"), Hosts: []string{"*.example"}},
+	"c2": {Secret: secret.New("other"), Hosts: []string{"*.example"}},
+}
 
 // staticDoc is a small routing snapshot with both protocols, tiers,
 // capabilities and include_usage.
@@ -46,7 +51,10 @@ func TestCompileFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds := map[string]secret.Secret{"openai-main": secret.New("a"), "anthropic-main": secret.New("b")}
+	creds := map[string]credential.Credential{
+		"openai-main":    {Secret: secret.New("a"), Hosts: []string{"api.openai.com", "eu.api.openai.com"}},
+		"anthropic-main": {Secret: secret.New("b"), Hosts: []string{"api.anthropic.com"}},
+	}
 	if err := doc.ValidateCredentials(hasCred(creds)); err != nil {
 		t.Fatal(err)
 	}
@@ -168,5 +176,31 @@ func TestSwapPinsInFlight(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestCompileRefusesUnlistedHost: Compile is where a backend gets its
+// credential, so it refuses to pair one with a host the credential does
+// not list, whatever validation was skipped before it (docs/egress.md
+// "Where a credential may go").
+func TestCompileRefusesUnlistedHost(t *testing.T) {
+	creds := map[string]credential.Credential{"c": {Secret: secret.New("sk-compile-canary"), Hosts: []string{"api.example.com"}}}
+	ms := []routesnap.Model{{Name: "m", Targets: []routesnap.Target{{Backend: "b", Model: "x", Weight: 1}}}}
+	for _, tt := range []struct {
+		base, wantErr string
+	}{
+		{base: "https://API.Example.com.:8443/v1"},
+		{base: "https://collector.example/v1", wantErr: `routes: backend "b": credential "c" may not be sent to host "collector.example"`},
+		{base: "https://api.example.com.collector.example/v1", wantErr: `routes: backend "b": credential "c" may not be sent to host "api.example.com.collector.example"`},
+	} {
+		bs := []routesnap.Backend{{ID: "b", Protocol: "openai", BaseURL: tt.base, Credential: "c", MaxInflightPerNode: 1}}
+		_, err := Compile(bs, ms, creds, upstream.NewRegistry(upstream.Options{}))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.wantErr {
+			t.Errorf("Compile(%s) = %q, want %q", tt.base, got, tt.wantErr)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/secret"
@@ -147,18 +148,21 @@ func (t *Table) Uses(id upstream.Identity) bool {
 func (t *Table) Names(p provider.Protocol) []string { return t.names[p] }
 
 // Compile builds a Table from routes that passed
-// [routesnap.ValidateRoutes] with creds as the defined credentials: a
-// routing snapshot's, or a node's static configuration, which decodes into
-// the same types. reg supplies the hot state of each backend by identity.
-// The few problems that would make the Table unusable are errors here too;
-// validation reports them all, with the paths of the document they came
-// from.
+// [routesnap.ValidateRoutes] with creds as the defined credentials and the
+// node's [credential.Policy]: a routing snapshot's, or a node's static
+// configuration, which decodes into the same types. reg supplies the hot
+// state of each backend by identity. The few problems that would make the
+// Table unusable are errors here too, and so is a credential paired with a
+// host it does not list: this is where a backend gets its credential, so
+// no table can send one elsewhere (docs/egress.md "Where a credential may
+// go"). Validation reports them all, with the paths of the document they
+// came from.
 //
 // A backend keeps its hot state (in-flight count, EWMA, breaker, disabled)
 // across tables as long as its identity is unchanged: id, protocol, base
 // URL (without trailing "/"), credential name and max_inflight_per_node
 // ([upstream.Identity]); include_usage is not part of it.
-func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secret.Secret, reg *upstream.Registry) (*Table, error) {
+func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]credential.Credential, reg *upstream.Registry) (*Table, error) {
 	backends := make(map[string]*Backend, len(bs))
 	uses := make(map[upstream.Identity]struct{}, len(bs))
 	for i, b := range bs {
@@ -175,6 +179,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			// The URL is not quoted: it could carry credentials.
 			return nil, fmt.Errorf("routes: backends[%d].base_url: not a valid URL", i)
 		}
+		if !cred.Allows(u.Hostname()) {
+			return nil, fmt.Errorf("routes: backend %q: credential %q may not be sent to host %q", b.ID, b.Credential, credential.Host(u.Hostname()))
+		}
 		// The endpoint path is appended, so "…/v1/" and "…/v1" are one URL.
 		base := strings.TrimRight(u.String(), "/")
 		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflightPerNode}
@@ -183,7 +190,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]secr
 			ID:          b.ID,
 			Protocol:    p,
 			Endpoints:   provider.DefaultEndpoints(p),
-			Credential:  cred,
+			Credential:  cred.Secret,
 			State:       reg.Get(id),
 			InjectUsage: p == provider.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}

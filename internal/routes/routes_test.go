@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
-	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
@@ -25,7 +25,7 @@ func compile(t *testing.T, doc *routesnap.Snapshot, reg *upstream.Registry) *Tab
 	return tab
 }
 
-func hasCred(creds map[string]secret.Secret) func(string) bool {
+func hasCred(creds map[string]credential.Credential) func(string) bool {
 	return func(name string) bool { _, ok := creds[name]; return ok }
 }
 

@@ -257,6 +257,7 @@ url = "socks5://127.0.0.1:9"
 
 [credentials.fake]
 env = %q
+hosts = ["api.example.com"]
 
 [routes]
 source = %q

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -78,6 +79,7 @@ url = %q
 
 [credentials.fake]
 env = %q
+hosts = [%[13]q]
 
 [backends.fake]
 protocol = "openai"
@@ -122,7 +124,17 @@ outbox_path = "outbox.db"
 max_events = 10000000
 max_bytes = 8589934592
 %[12]s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit)
+		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider))
+}
+
+// providerHost is the host of the fake provider's URL: the one host the
+// node may send its credential to (docs/egress.md "Where a credential may go").
+func providerHost(provider string) string {
+	u, err := url.Parse(provider)
+	if err != nil {
+		return provider // the node refuses the config and says why
+	}
+	return u.Hostname()
 }
 
 // writeNodeDir writes a node's config and authorization snapshot into dir
