@@ -99,6 +99,18 @@ base_url = "` + base + `"
 credential = "c"
 max_inflight_per_node = 1000
 endpoints = ["messages", "count_tokens"]
+[backends.gm]
+protocol = "gemini"
+base_url = "` + strings.TrimSuffix(base, "/v1") + `/v1beta"
+credential = "c"
+max_inflight_per_node = 1000
+endpoints = ["generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents"]
+[models.gemini]
+[[models.gemini.targets]]
+backend = "gm"
+model = "provider-gemini"
+weight = 1
+stream = true
 [models.gpt-all]
 [[models.gpt-all.targets]]
 backend = "oa-all"

@@ -155,6 +155,31 @@ func TestUsageEvents(t *testing.T) {
 			want: want{Status: 200, SendState: "response_received", ClientSees: `{"input_tokens":3}`},
 		},
 		{
+			name: "gemini generateContent: usage from usageMetadata",
+			path: "/v1beta/models/gemini:generateContent",
+			body: `{"contents":[{"role":"user","parts":[{"text":"one two three"}]}]}`,
+			want: want{Status: 200, SendState: "response_received", Input: 3, Output: 3, HasUsage: true, ClientSees: `"usageMetadata"`},
+		},
+		{
+			name: "gemini stream: complete at finishReason, usage from the last chunk",
+			path: "/v1beta/models/gemini:streamGenerateContent?alt=sse",
+			body: `{"contents":[{"role":"user","parts":[{"text":"one two [[chunks=2]]"}]}]}`,
+			want: want{Status: 200, SendState: "response_received", Input: 3, Output: 2, HasUsage: true, ClientSees: `"finishReason":"STOP"`},
+		},
+		{
+			name: "gemini stream cut: in-band error in Google's shape, stage stream",
+			path: "/v1beta/models/gemini:streamGenerateContent?alt=sse",
+			body: `{"contents":[{"role":"user","parts":[{"text":"one two [[cut=after_events:2]]"}]}]}`,
+			want: want{Status: 200, SendState: "response_received", Stage: "stream", Input: 3, HasUsage: true,
+				ClientSees: `"status":"INTERNAL"`, ClientLacks: `"finishReason"`},
+		},
+		{
+			name: "gemini reset after body is possibly sent",
+			path: "/v1/models/gemini:generateContent",
+			body: `{"contents":[{"role":"user","parts":[{"text":"[[reset=after_body]]"}]}]}`,
+			want: want{Status: 502, SendState: "possibly_sent", Stage: "send"},
+		},
+		{
 			name: "count_tokens reset after body is possibly sent",
 			path: "/v1/messages/count_tokens",
 			body: `{"model":"claude-all","messages":[{"role":"user","content":"[[reset=after_body]]"}]}`,
@@ -213,7 +238,8 @@ func TestUsageEvents(t *testing.T) {
 			}
 			// The endpoint is recorded; a possibly-sent failure is attempted
 			// once and the client told not to retry.
-			if spec, _ := catalog.ByPath(tt.path); ev.Endpoint != spec.Endpoint.String() {
+			path, _, _ := strings.Cut(tt.path, "?")
+			if spec, _ := catalog.ByPath(path); ev.Endpoint != spec.Endpoint.String() {
 				t.Errorf("event endpoint %q, want %q", ev.Endpoint, spec.Endpoint.String())
 			}
 			if tt.want.SendState == "possibly_sent" {
