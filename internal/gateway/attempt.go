@@ -70,6 +70,7 @@ type attempt struct {
 	providerStatus int           // the provider's HTTP status, 0 if none
 	retryAfter     time.Duration // the provider's retry advice on a 429
 	quota          bool          // an answer that says the quota or balance is gone
+	authRefused    bool          // an answer that says the backend's credential was refused
 
 	reqBytes  int64
 	respBytes int64
@@ -500,7 +501,7 @@ func (a *attempt) result() upstream.Result {
 		r.Outcome = upstream.EgressFault
 	case a.state != provider.ResponseReceived:
 		// Unreachable through the proxy, provider TLS, reset, timeout.
-	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden:
+	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden || a.authRefused:
 		r.Outcome = upstream.AuthRejected
 	case a.quota: // an answer that says so (provider.API.QuotaExhausted)
 		r.Outcome, r.RetryAfter = upstream.QuotaExhausted, a.retryAfter

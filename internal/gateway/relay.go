@@ -82,6 +82,13 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		c.failBeforeCommit(ctx, a)
 		return
 	}
+	if resp.StatusCode/100 != 2 && c.api.CredentialRefused != nil && c.api.CredentialRefused(resp.StatusCode, data) {
+		// The backend's credential was refused, in a status other than
+		// 401/403: as in answered, never the client's problem.
+		a.stage, a.authRefused = stageProviderAuth, true
+		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
+		return
+	}
 	if resp.StatusCode/100 != 2 {
 		a.quota = c.api.QuotaExhausted(resp.StatusCode, data)
 		if a.quota || resp.StatusCode == http.StatusTooManyRequests {

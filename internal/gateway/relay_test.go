@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -64,5 +66,55 @@ func TestUnknownContentEncodingRefused(t *testing.T) {
 	resp := &http.Response{Header: http.Header{"Content-Encoding": {"identity"}}}
 	if _, err := decodedBody(resp, strings.NewReader("x")); err != nil {
 		t.Errorf("identity: %v", err)
+	}
+}
+
+// TestGeminiBadKeyIsTheGatewaysProblem: Google answers a refused API key
+// with a 400 (reason API_KEY_INVALID), not a 401. The client's request was
+// fine: it gets a 502 upstream_auth_failed, never the provider's 400, and
+// the backend is disabled as for a 401. A 400 about the request itself
+// passes through and disables nothing.
+func TestGeminiBadKeyIsTheGatewaysProblem(t *testing.T) {
+	badKey := `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`
+	badRequest := `{"error":{"code":400,"message":"API_KEY_INVALID is not a valid role","status":"INVALID_ARGUMENT"}}`
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		disabled   bool
+	}{
+		{"refused key", badKey, 502, true},
+		{"a bad request that quotes the words", badRequest, 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(400)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer prov.Close()
+			h := newHandlerAt(t, Options{}, prov.URL+"/v1")
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1beta/models/gemini:generateContent", "application/json",
+				strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, data)
+			}
+			passed := string(data) == tc.body // the provider's answer, as received
+			if passed == tc.disabled {
+				t.Errorf("body %s (passed through: %v)", data, passed)
+			}
+			m, _ := h.o.Routes.Load().Model("gemini")
+			disabled := m.Pools[provider.GenerateContent][0].Backend.State.Disabled()
+			if disabled != tc.disabled {
+				t.Errorf("backend disabled %v, want %v", disabled, tc.disabled)
+			}
+		})
 	}
 }

@@ -54,6 +54,12 @@ type API struct {
 	// RetryAfter reads the provider's retry advice from an answer's
 	// headers; zero when there is none.
 	RetryAfter func(h http.Header, now time.Time) time.Duration
+	// CredentialRefused, when set, reports whether an error answer other
+	// than a 401 or 403 says that the backend's own credential was refused
+	// (Gemini answers a bad key with a 400 API_KEY_INVALID). Such an answer
+	// is the gateway's problem, not the client's: the client gets a 502
+	// and the backend is disabled, as for a 401 (docs/failures.md).
+	CredentialRefused func(status int, body []byte) bool
 	// QuotaExhausted reports whether an error answer says that the
 	// account's quota or balance is used up, as opposed to a rate limit or
 	// a problem with the request (docs/failures.md "Quota exhaustion").

@@ -86,6 +86,7 @@ type googleError struct {
 		Status  string `json:"status"`
 		Details []struct {
 			Type       string `json:"@type"`
+			Reason     string `json:"reason"`
 			Violations []struct {
 				QuotaID string `json:"quotaId"`
 			} `json:"violations"`
@@ -145,6 +146,27 @@ func quotaExhausted(status int, body []byte) bool {
 		}
 	}
 	return provider.Mentions(e.Error.Message, quotaWords)
+}
+
+// credentialRefused reports whether an answer says the backend's API key
+// was refused: Google answers an invalid or expired key with a 400
+// INVALID_ARGUMENT whose google.rpc.ErrorInfo reason is API_KEY_INVALID
+// (or API_KEY_EXPIRED), not with a 401. Only the reason decides: a
+// message can quote the client's request.
+func credentialRefused(status int, body []byte) bool {
+	if status != http.StatusBadRequest {
+		return false
+	}
+	var e googleError
+	if json.Unmarshal(body, &e) != nil {
+		return false
+	}
+	for _, d := range e.Error.Details {
+		if d.Reason == "API_KEY_INVALID" || d.Reason == "API_KEY_EXPIRED" {
+			return true
+		}
+	}
+	return false
 }
 
 // notRoutedCollections are the Gemini API's stored resources: they belong

@@ -56,11 +56,12 @@ var API = &provider.API{
 	ProviderRequestID: []string{"X-Request-Id"},
 	// Google states its retry advice in the body (google.rpc.RetryInfo);
 	// the request path reads headers only.
-	RetryAfter:     provider.RetryAfter,
-	QuotaExhausted: quotaExhausted,
-	ModelsPaths:    []string{"/v1beta/models", "/v1/models"},
-	ListModels:     listModels,
-	GetModel:       getModel,
+	RetryAfter:        provider.RetryAfter,
+	CredentialRefused: credentialRefused,
+	QuotaExhausted:    quotaExhausted,
+	ModelsPaths:       []string{"/v1beta/models", "/v1/models"},
+	ListModels:        listModels,
+	GetModel:          getModel,
 }
 
 // GenerateContent is POST /v1beta/models/{model}:generateContent.
