@@ -335,9 +335,10 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 		c.relayStream(ctx, a)
 		return
 	}
-	if !c.req.Stream {
-		a.timer.headersIn()
-	}
+	// Relayed whole (a JSON answer, also to a stream request, such as
+	// Gemini's JSON-array stream): from the headers on, non_stream_total
+	// bounds it, never first_byte.
+	a.timer.headersIn()
 	c.relayWhole(ctx, a)
 }
 

@@ -124,3 +124,39 @@ func TestSlowBodyAfterHeaders(t *testing.T) {
 		t.Fatalf("status %d, body %.200s: a body after the headers was cut by first_byte", resp.StatusCode, data)
 	}
 }
+
+// TestJSONStreamAfterHeaders: a stream request answered in JSON (Gemini's
+// streamGenerateContent without alt=sse, a JSON array) is relayed whole
+// and, once the headers are in, bounded by non_stream_total like any
+// whole answer: a long answer is not cut at first_byte after the provider
+// already ran it.
+func TestJSONStreamAfterHeaders(t *testing.T) {
+	const firstByte = 100 * time.Millisecond
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `[{"candidates":[{"content":{"parts":[{"text":"one"}]}}]}`)
+		_ = http.NewResponseController(w).Flush()
+		select { // the rest of the array comes well after first_byte
+		case <-time.After(3 * firstByte):
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, `,{"candidates":[{"content":{"parts":[{"text":" two"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"totalTokenCount":3}}]`)
+	}))
+	defer prov.Close()
+	h := newHandlerAt(t, Options{FirstByte: firstByte, NonStreamTotal: 10 * time.Second}, prov.URL+"/v1")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1beta/models/gemini:streamGenerateContent", "application/json",
+		strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"finishReason":"STOP"`) {
+		t.Fatalf("status %d, body %.200s: a JSON stream was cut by first_byte", resp.StatusCode, data)
+	}
+}
