@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -147,5 +148,43 @@ func TestAnswersNeverQuoteTheKey(t *testing.T) {
 		if resp.StatusCode != 404 || strings.Contains(string(data), "sk-client-secret") {
 			t.Errorf("%s %s: %d %s; want a 404 without the key", tc.method, tc.path, resp.StatusCode, data)
 		}
+	}
+}
+
+// TestHostileRequests: the request bodies and paths of the last
+// hostile-input review (testdata/hostile/requests.json), each refused
+// before anything is sent, with the code that says why.
+func TestHostileRequests(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/hostile/requests.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Finding, Method, Path, Body, Code string
+		Status                            int
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	h, prov := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.Method, srv.URL+c.Path, strings.NewReader(c.Body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.Status || !strings.Contains(string(body), c.Code) {
+			t.Errorf("%s: %d %s, want %d with %s", c.Finding, resp.StatusCode, body, c.Status, c.Code)
+		}
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Errorf("the provider saw %d requests; every refusal must happen before egress", n)
 	}
 }
