@@ -121,6 +121,12 @@ func TestAffinityPlacement(t *testing.T) {
 		{"Codex Session-Id header", func(s string) usageevent.Event {
 			return post("/v1/responses", `{"model":"pool","input":"hi"}`, "Session-Id", s)
 		}},
+		{"opencode X-Session-Affinity header on chat", func(s string) usageevent.Event {
+			return post("/v1/chat/completions", chat("pool", ""), "X-Session-Affinity", s)
+		}},
+		{"opencode X-Session-Id header on chat", func(s string) usageevent.Event {
+			return post("/v1/chat/completions", chat("pool", ""), "X-Session-Id", s)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

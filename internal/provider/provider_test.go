@@ -63,6 +63,9 @@ func TestSessionHeadersStayHome(t *testing.T) {
 		for _, s := range catalog.Spec(provider.Messages).SessionHeaders {
 			client.Set(s, "sess-1")
 		}
+		for _, s := range catalog.Spec(provider.Chat).SessionHeaders {
+			client.Set(s, "sess-1")
+		}
 		client.Set("X-Codex-Turn-Metadata", `{"session_id":"sess-1"}`)
 		client.Set("X-Client-Request-Id", "sess-1")
 		for k, v := range spec.Header(client, "cred") {

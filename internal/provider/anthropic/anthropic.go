@@ -51,8 +51,9 @@ var Messages = &provider.Spec{
 	UpstreamPath: "/messages",
 	Inspect:      inspectMessages,
 	Header:       Header,
-	// Claude Code names its session here (and in metadata.user_id).
-	SessionHeaders: []string{"X-Claude-Code-Session-Id"},
+	// Claude Code names its session here (and in metadata.user_id);
+	// opencode in X-Session-Affinity and X-Session-Id.
+	SessionHeaders: []string{"X-Claude-Code-Session-Id", "X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      BodyUsage,
 	BodyOutcome:    BodyOutcome,
 	Stream: &provider.StreamSpec{

@@ -55,8 +55,11 @@ var Chat = &provider.Spec{
 	UpstreamPath: "/chat/completions",
 	Inspect:      inspectChat,
 	Header:       Header,
-	BodyUsage:    ChatBodyUsage,
-	BodyOutcome:  ChatBodyOutcome,
+	// opencode names its session in X-Session-Affinity and X-Session-Id
+	// (after prompt_cache_key in the body).
+	SessionHeaders: []string{"X-Session-Affinity", "X-Session-Id"},
+	BodyUsage:      ChatBodyUsage,
+	BodyOutcome:    ChatBodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    chatTerminal,
 		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
@@ -76,8 +79,9 @@ var Responses = &provider.Spec{
 	Inspect:      inspectResponses,
 	Header:       Header,
 	// Codex CLI sends its session id in Session-Id (and the same value in
-	// Thread-Id, X-Client-Request-Id and X-Codex-Turn-Metadata).
-	SessionHeaders: []string{"Session-Id", "Thread-Id"},
+	// Thread-Id, X-Client-Request-Id and X-Codex-Turn-Metadata); opencode
+	// in X-Session-Affinity and X-Session-Id.
+	SessionHeaders: []string{"Session-Id", "Thread-Id", "X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      ResponsesBodyUsage,
 	BodyOutcome:    ResponsesBodyOutcome,
 	Stream: &provider.StreamSpec{
