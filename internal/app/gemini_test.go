@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/genai"
 
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -156,5 +158,73 @@ func TestGeminiSDK(t *testing.T) {
 		if endpoints[e] != n {
 			t.Errorf("%d events for %s, want %d (all: %v)", endpoints[e], e, n, endpoints)
 		}
+	}
+}
+
+// TestGeminiAnswersCoolTarget: the failure rules hold on the Gemini path
+// as on the others, through a whole node. Google's daily-quota 429 is
+// passed through and rests the target, so the next requests go to the
+// other target (that it rests it for cooldown.quota rather than a rate
+// limit's cooldown is the catalog tables' case); an ordinary 400 about the
+// request is passed through and rests nothing.
+func TestGeminiAnswersCoolTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		b        fakeprovider.Behaviour
+		status   int
+		wantCool bool
+	}{
+		{"daily quota", fakeprovider.Behaviour{Quota: true}, 429, true},
+		{"an ordinary 400", fakeprovider.Behaviour{Status: 400, ErrorMessage: "Invalid value at 'contents[0].role'"}, 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var first atomic.Bool
+			s := startStack(t, stackOptions{gemini: true, weight: 1000,
+				extraTOML: `
+[backends.gm2]
+protocol = "gemini"
+base_url = "#GEMINI_BASE#"
+credential = "gm"
+max_inflight_per_node = 16
+endpoints = ["generate_content"]
+[[models.demo-gemini.targets]]
+backend = "gm2"
+model = "fake-gemini-2"
+weight = 1
+`,
+				script: func(r fakeprovider.Request) *fakeprovider.Behaviour {
+					if r.Model == geminiProvModel && first.CompareAndSwap(false, true) {
+						return &tc.b
+					}
+					return nil
+				},
+			})
+			c := geminiClient(t, s, clientKey)
+			_, err := c.Models.GenerateContent(t.Context(), geminiModel, genai.Text("hi"), nil)
+			var apiErr genai.APIError
+			if !errors.As(err, &apiErr) || apiErr.Code != tc.status {
+				t.Fatalf("first answer %v, want the provider's %d passed through", err, tc.status)
+			}
+			for range 5 {
+				if _, err := c.Models.GenerateContent(t.Context(), geminiModel, genai.Text("hi"), nil); err != nil {
+					t.Fatalf("after the answer: %v", err)
+				}
+			}
+			// Weight 1000 against 1: without a cooldown the first target
+			// takes the next requests too.
+			n := 0
+			for _, r := range s.prov.Requests() {
+				if strings.Contains(r.Path, "/models/"+geminiProvModel+":") {
+					n++
+				}
+			}
+			want := 6
+			if tc.wantCool {
+				want = 1
+			}
+			if n != want {
+				t.Fatalf("first target received %d requests, want %d", n, want)
+			}
+		})
 	}
 }

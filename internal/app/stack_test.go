@@ -174,7 +174,8 @@ type stackOptions struct {
 	limits         string // more [limits] keys, one per line
 	extraTOML      string
 	// gemini adds a Gemini backend "gm" on the fake provider, serving all
-	// five Gemini endpoints, and the model demo-gemini on it.
+	// five Gemini endpoints, and the model demo-gemini on it (its target of
+	// weight weight, like the first OpenAI one).
 	gemini bool
 	// second adds a second OpenAI backend "oa2" (its own fake provider,
 	// s.prov2) as a demo-gpt target of weight 1; weight is the first
@@ -278,13 +279,17 @@ tools = true
 	}
 
 	if o.gemini {
+		// "#GEMINI_BASE#" in extraTOML stands for the fake provider's
+		// Gemini base URL, for tests that add backends of their own.
+		geminiBase := strings.TrimSuffix(s.provURL, "/v1") + "/v1beta"
+		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#GEMINI_BASE#", geminiBase)
 		o.extraTOML += fmt.Sprintf(`
 [credentials.gm]
 env = "TEST_GEMINI_KEY"
 hosts = ["127.0.0.1"]
 [backends.gm]
 protocol = "gemini"
-base_url = "%s/v1beta"
+base_url = %q
 credential = "gm"
 max_inflight_per_node = %d
 endpoints = ["generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents"]
@@ -292,11 +297,11 @@ endpoints = ["generate_content", "stream_generate_content", "gemini_count_tokens
 [[models.%s.targets]]
 backend = "gm"
 model = %q
-weight = 1
+weight = %d
 stream = true
 tools = true
 json_schema = true
-`, strings.TrimSuffix(s.provURL, "/v1"), o.cap, geminiModel, geminiModel, geminiProvModel)
+`, geminiBase, o.cap, geminiModel, geminiModel, geminiProvModel, o.weight)
 	}
 
 	proxyTOML, realProxyPassword := "", ""
