@@ -299,11 +299,17 @@ func (c *genConn) uncork() {
 }
 
 // fail ends the connection because a write failed: end runs first, then
-// the error is stored for every later Write, then the socket is closed so
-// that paho's reader fails now rather than at the next keepalive.
+// the error is stored for every later Write (both under mu), then the
+// socket is closed so that paho's reader fails now rather than at the
+// next keepalive.
 func (c *genConn) fail(err error) {
-	c.ended.Do(c.end)
+	// The end is announced before anyone can see err (paho must not
+	// complete a token because of a failure its generation does not
+	// know of), and both happen under mu: once the end is seen, a Write
+	// sees err too, never a connection that still takes bytes. end only
+	// bumps a counter; it must not take mu.
 	c.mu.Lock()
+	c.ended.Do(c.end)
 	if c.err == nil {
 		c.err = err
 	}
