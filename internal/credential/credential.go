@@ -126,9 +126,9 @@ func ParseHost(s string) (string, error) {
 		return fail("%q: expected a host name without a port (a listed host may be reached on any port)", s)
 	case !ascii(suffix):
 		return fail("%q: write an internationalised name in punycode (\"xn--…\"), as base_url does", s)
-	case !validHostname(suffix):
+	case !routesnap.ValidHostname(suffix):
 		return fail("%q is not a host name: expected ASCII letters, digits, '-' and '_' in dot-separated labels of 1-63 characters", s)
-	case endsInNumber(suffix):
+	case routesnap.EndsInNumber(suffix):
 		return fail("%q ends in a numeric label; expected a host name or an IP address", s)
 	}
 	if wildcard {
@@ -147,37 +147,6 @@ func ascii(s string) bool {
 		}
 	}
 	return true
-}
-
-// validHostname reports whether name (lower case, without a trailing dot)
-// is a syntactically valid DNS name, by the rule base_url hosts follow.
-func validHostname(name string) bool {
-	if name == "" || len(name) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(name, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := range len(label) {
-			switch c := label[i]; {
-			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
-			default:
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// endsInNumber reports whether the last label of name is a number, which
-// resolvers read as an IPv4 address (base_url refuses such hosts too).
-func endsInNumber(name string) bool {
-	last := name[strings.LastIndexByte(name, '.')+1:]
-	if h, ok := strings.CutPrefix(last, "0x"); ok {
-		return strings.Trim(h, "0123456789abcdef") == ""
-	}
-	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // Policy is what a node decides about a routing document's backends before

@@ -368,9 +368,9 @@ func CheckBaseURL(raw string) *URLError {
 	} else {
 		name := strings.TrimSuffix(strings.ToLower(host), ".")
 		switch {
-		case !validHostname(name):
+		case !ValidHostname(name):
 			return fail("invalid host name; expected ASCII letters, digits, '-' and '_' in dot-separated labels (IDNs in punycode)")
-		case endsInNumber(name):
+		case EndsInNumber(name):
 			return fail("numeric host that is not a valid IP address")
 		case metadataHosts[name]:
 			return fail("cloud metadata service host; not allowed")
@@ -422,9 +422,9 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 	return nil
 }
 
-// validHostname reports whether name (lower case, without a trailing dot)
+// ValidHostname reports whether name (lower case, without a trailing dot)
 // is a syntactically valid DNS name.
-func validHostname(name string) bool {
+func ValidHostname(name string) bool {
 	if name == "" || len(name) > 253 {
 		return false
 	}
@@ -443,10 +443,10 @@ func validHostname(name string) bool {
 	return true
 }
 
-// endsInNumber reports whether the last label of name is a number (decimal,
+// EndsInNumber reports whether the last label of name is a number (decimal,
 // or hex with 0x): the WHATWG URL standard then parses the whole host as
 // an IPv4 address, and so do inet_aton-based resolvers.
-func endsInNumber(name string) bool {
+func EndsInNumber(name string) bool {
 	last := name[strings.LastIndexByte(name, '.')+1:]
 	if h, ok := strings.CutPrefix(last, "0x"); ok {
 		last = h
