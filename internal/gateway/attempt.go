@@ -71,6 +71,7 @@ type attempt struct {
 	retryAfter     time.Duration // the provider's retry advice on a 429
 	quota          bool          // an answer that says the quota or balance is gone
 	authRefused    bool          // an answer that says the backend's credential was refused
+	aboutRequest   bool          // an error answer about this request alone (provider.API.AboutRequest)
 
 	reqBytes  int64
 	respBytes int64
@@ -307,10 +308,11 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	a.ttfb = c.h.o.Now().Sub(a.started)
 	a.counter = countingReader{r: resp.Body, n: &a.respBytes}
 
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+	if resp.StatusCode == http.StatusUnauthorized {
 		// The gateway's credential was refused; the client's key is fine
-		// (docs/api.md "Status codes"): never show the client a 401/403
-		// for this.
+		// (docs/api.md "Status codes"): never show the client a 401 for
+		// this. A 403 is read first (relayWhole): it may be about the
+		// model rather than the credential.
 		a.stage = stageProviderAuth
 		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return
@@ -502,8 +504,13 @@ func (a *attempt) result() upstream.Result {
 		r.Outcome = upstream.EgressFault
 	case a.state != provider.ResponseReceived:
 		// Unreachable through the proxy, provider TLS, reset, timeout.
-	case a.providerStatus == http.StatusUnauthorized || a.providerStatus == http.StatusForbidden || a.authRefused:
+	case a.providerStatus == http.StatusUnauthorized || a.authRefused:
 		r.Outcome = upstream.AuthRejected
+	case a.aboutRequest:
+		// The provider refused this request, not the backend: the
+		// backend rests for no one (docs/failures.md "Refusals about one
+		// request").
+		r.Outcome = upstream.ProviderError
 	case a.quota: // an answer that says so (provider.API.QuotaExhausted)
 		r.Outcome, r.RetryAfter = upstream.QuotaExhausted, a.retryAfter
 	case a.providerStatus == http.StatusTooManyRequests:

@@ -82,9 +82,20 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		c.failBeforeCommit(ctx, a)
 		return
 	}
-	if resp.StatusCode/100 != 2 && c.api.CredentialRefused != nil && c.api.CredentialRefused(resp.StatusCode, data) {
-		// The backend's credential was refused, in a status other than
-		// 401/403: as in answered, never the client's problem.
+	failed := resp.StatusCode/100 != 2
+	a.aboutRequest = failed && c.api.AboutRequest != nil && c.api.AboutRequest(resp.StatusCode, data)
+	switch {
+	case resp.StatusCode == http.StatusForbidden && a.aboutRequest:
+		// The backend's credential may not use this model: the
+		// operator's routing, not the client's key and not the backend,
+		// which serves its other models.
+		a.stage = stageProviderStatus
+		c.failAttempt(a, apierr.BadGateway("upstream_model_refused", "the provider refused this backend access to the model; its other models are unaffected", true))
+		return
+	case resp.StatusCode == http.StatusForbidden || failed && c.api.CredentialRefused != nil && c.api.CredentialRefused(resp.StatusCode, data):
+		// The backend's credential was refused (a 403, or Gemini's 400
+		// API_KEY_INVALID): as a 401 in answered, never the client's
+		// problem.
 		a.stage, a.authRefused = stageProviderAuth, true
 		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return
@@ -103,6 +114,11 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
+	if a.aboutRequest {
+		// A request refused for its size fails the same way every time:
+		// the SDKs that would re-send a 429 read this and do not.
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true

@@ -13,6 +13,7 @@ import (
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
 	"github.com/scootgate/scootgate/internal/provider/openai"
+	"github.com/scootgate/scootgate/internal/routes"
 )
 
 // TestResponseHeaders: a client sees the content type, Retry-After, the
@@ -114,6 +115,95 @@ func TestGeminiBadKeyIsTheGatewaysProblem(t *testing.T) {
 			disabled := m.Pools[provider.GenerateContent][0].Backend.State.Disabled()
 			if disabled != tc.disabled {
 				t.Errorf("backend disabled %v, want %v", disabled, tc.disabled)
+			}
+		})
+	}
+}
+
+// TestRefusalsAboutOneRequest: a provider answer about the one request —
+// OpenAI's 429 for a request too large for the per-minute limit, its 403
+// for a model the project may not use — rests the backend for no one; the
+// same statuses about the backend (a rate limit reached, a refused
+// credential, Anthropic's permission_error) still cool or disable it. The
+// bodies are the providers' own.
+func TestRefusalsAboutOneRequest(t *testing.T) {
+	const (
+		tooLarge = `{"error":{"message":"Request too large for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Requested 48000. ` +
+			`The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",` +
+			`"type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+		rateLimited = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1. ` +
+			`Please try again in 20s.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+		noModel = "{\"error\":{\"message\":\"Project `proj_abc` does not have access to model `gpt-4.1-2025-04-14`\"," +
+			`"type":"invalid_request_error","param":null,"code":"model_not_found"}}`
+		region = `{"error":{"code":"unsupported_country_region_territory","message":"Country, region, or territory not supported",` +
+			`"param":null,"type":"request_forbidden"}}`
+		// A message a client could provoke by quoting words: only the
+		// provider's own code and message start count.
+		quoted          = `{"error":{"message":"Invalid value: 'Request too large for the model_not_found'","type":"invalid_request_error","param":null,"code":"rate_limit_exceeded"}}`
+		anthropicDenied = `{"type":"error","error":{"type":"permission_error","message":"Permission denied"},"request_id":"req_011"}`
+	)
+	type state struct{ cooling, disabled bool }
+	for _, tc := range []struct {
+		name, path, model, body string
+		status                  int
+		wantStatus              int
+		wantCode                string // "" when the provider's answer is relayed as received
+		wantRetry               string // x-should-retry
+		want                    state
+	}{
+		{"openai request too large", "/v1/chat/completions", "gpt", tooLarge, 429, 429, "", "false", state{}},
+		{"openai rate limit reached", "/v1/chat/completions", "gpt", rateLimited, 429, 429, "", "", state{cooling: true}},
+		{"openai 429 quoting the words", "/v1/chat/completions", "gpt", quoted, 429, 429, "", "", state{cooling: true}},
+		{"openai model not allowed", "/v1/chat/completions", "gpt", noModel, 403, 502, "upstream_model_refused", "false", state{}},
+		{"openai region refused", "/v1/chat/completions", "gpt", region, 403, 502, "upstream_auth_failed", "true", state{disabled: true}},
+		{"openai 403 not a document", "/v1/chat/completions", "gpt", "forbidden", 403, 502, "upstream_auth_failed", "true", state{disabled: true}},
+		{"anthropic permission error", "/v1/messages", "claude", anthropicDenied, 403, 502, "", "true", state{disabled: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer prov.Close()
+			h := newHandlerAt(t, Options{}, prov.URL+"/v1")
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			body := `{"model":"` + tc.model + `","messages":[{"role":"user","content":"hi"}]}`
+			if tc.path == "/v1/messages" {
+				body = `{"model":"` + tc.model + `","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+			}
+			resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.wantStatus, data)
+			}
+			if tc.wantCode == "" && tc.wantStatus == tc.status && string(data) != tc.body {
+				t.Errorf("body %s, want the provider's answer as received", data)
+			}
+			if tc.wantCode != "" {
+				if e, _ := provider.ReadError(data); e.Code != tc.wantCode {
+					t.Errorf("code %q, want %q: %s", e.Code, tc.wantCode, data)
+				}
+			}
+			if got := resp.Header.Get("X-Should-Retry"); got != tc.wantRetry {
+				t.Errorf("x-should-retry %q, want %q", got, tc.wantRetry)
+			}
+			m, _ := h.o.Routes.Load().Model(tc.model)
+			var pool []*routes.Target
+			for _, p := range m.Pools {
+				if len(p) > 0 {
+					pool = p
+					break
+				}
+			}
+			v := pool[0].Backend.State.View()
+			if got := (state{cooling: !v.CooldownUntil.IsZero(), disabled: v.Disabled}); got != tc.want {
+				t.Errorf("backend %+v, want %+v", got, tc.want)
 			}
 		})
 	}

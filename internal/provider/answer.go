@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,6 +111,45 @@ func (q *QuotaRules) Exhausted(status int, body []byte) bool {
 		}
 		e, ok := ReadError(body)
 		return ok && strings.HasPrefix(e.Message, q.CreditPrefix)
+	}
+	return false
+}
+
+// RequestRules is how an API's providers say that an error answer is
+// about the one request, not about the backend: a 429 that refuses the
+// request for its size alone, or a 403 saying that the backend's
+// credential may not use the model the request names. Such an answer
+// neither cools nor disables the backend for everyone else
+// (docs/failures.md "Refusals about one request"). Each provider package
+// keeps its own; [RequestRules.AboutRequest] applies them.
+//
+// Every rule reads what only the provider writes (an error code, the
+// beginning of a message): a client must not be able to word a request so
+// that its error reads as about the backend, nor the other way round.
+type RequestRules struct {
+	// TooLargePrefix begins the message of a 429 that refuses the request
+	// because it alone exceeds a per-minute limit (OpenAI "Request too
+	// large for …"): a retry never fits, and smaller requests still do.
+	TooLargePrefix string
+	// ModelCodes are error codes that, on a 403, say the credential may
+	// not use this model (OpenAI model_not_found, "Project … does not have
+	// access to model …"), as opposed to a refused credential.
+	ModelCodes []string
+}
+
+// AboutRequest reports whether an error answer is about the request (see
+// [RequestRules]).
+func (q *RequestRules) AboutRequest(status int, body []byte) bool {
+	switch status {
+	case http.StatusTooManyRequests:
+		if q.TooLargePrefix == "" {
+			return false
+		}
+		e, ok := ReadError(body)
+		return ok && strings.HasPrefix(e.Message, q.TooLargePrefix)
+	case http.StatusForbidden:
+		e, ok := ReadError(body)
+		return ok && e.Code != "" && slices.Contains(q.ModelCodes, e.Code)
 	}
 	return false
 }

@@ -64,6 +64,11 @@ type API struct {
 	// account's quota or balance is used up, as opposed to a rate limit or
 	// a problem with the request (docs/failures.md "Quota exhaustion").
 	QuotaExhausted func(status int, body []byte) bool
+	// AboutRequest, when set, reports whether an error answer is about
+	// the one request (its size, the model it names) and not about the
+	// backend: the backend is neither cooled nor disabled for it
+	// (docs/failures.md "Refusals about one request"). Nil: no answer is.
+	AboutRequest func(status int, body []byte) bool
 
 	// ModelsPaths are the paths of the API's model list; "PATH/{name}"
 	// gets one model (OpenAI and Anthropic: /v1/models; Gemini:

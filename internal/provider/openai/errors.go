@@ -95,3 +95,15 @@ var quota = provider.QuotaRules{
 	Words:        []string{"insufficient_quota", "billing_", "credit balance is too low", "余额不足"},
 	CreditPrefix: "Your credit balance is too low",
 }
+
+// aboutRequest is how OpenAI says an error is about one request: a 429
+// "Request too large for gpt-4o in organization org-… on tokens per min
+// (TPM): Limit 30000, Requested 48000. The input or output tokens must be
+// reduced in order to run successfully." refuses that request for its size
+// while smaller ones still fit; a 403 with code model_not_found ("Project
+// `proj_…` does not have access to model `gpt-4.1`") refuses the model, not
+// the key, which serves its other models.
+var aboutRequest = provider.RequestRules{
+	TooLargePrefix: "Request too large for ",
+	ModelCodes:     []string{"model_not_found"},
+}

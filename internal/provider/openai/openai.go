@@ -42,6 +42,7 @@ var API = &provider.API{
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        retryAfter,
 	QuotaExhausted:    quota.Exhausted,
+	AboutRequest:      aboutRequest.AboutRequest,
 	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,
 	GetModel:          getModel,
