@@ -54,6 +54,13 @@ func TestAffinityPlacement(t *testing.T) {
 	for i := range 5 {
 		fmt.Fprintf(&doc, "[backends.b%d]\nprotocol = \"openai\"\nbase_url = %q\ncredential = \"c\"\nmax_inflight_per_node = 100\nendpoints = [\"chat_completions\", \"responses\"]\n", i, base)
 	}
+	for i := range 5 {
+		fmt.Fprintf(&doc, "[backends.g%d]\nprotocol = \"gemini\"\nbase_url = %q\ncredential = \"c\"\nmax_inflight_per_node = 100\nendpoints = [\"generate_content\", \"stream_generate_content\"]\n", i, strings.TrimSuffix(base, "/v1")+"/v1beta")
+	}
+	doc.WriteString("[models.gpool]\n")
+	for i := range 5 {
+		fmt.Fprintf(&doc, "[[models.gpool.targets]]\nbackend = \"g%d\"\nmodel = \"m\"\nweight = 1\nstream = true\n", i)
+	}
 	for _, m := range []string{"pool", "plain"} {
 		fmt.Fprintf(&doc, "[models.%s]\n", m)
 		if m == "plain" {
@@ -126,6 +133,9 @@ func TestAffinityPlacement(t *testing.T) {
 		}},
 		{"opencode X-Session-Id header on chat", func(s string) usageevent.Event {
 			return post("/v1/chat/completions", chat("pool", ""), "X-Session-Id", s)
+		}},
+		{"Gemini CLI installation id", func(s string) usageevent.Event {
+			return post("/v1beta/models/gpool:generateContent", `{"contents":[{"parts":[{"text":"hi"}]}]}`, "X-Gemini-Api-Privileged-User-Id", s)
 		}},
 	}
 	for _, tc := range cases {

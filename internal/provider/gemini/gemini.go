@@ -74,21 +74,31 @@ var GenerateContent = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    BodyUsage,
 	BodyOutcome:  BodyOutcome,
+	// Gemini names no session in the body.
+	SessionHeaders: sessionHeaders,
 }
+
+// sessionHeaders are where Gemini clients name a session, none in the
+// body. Gemini CLI sends no session id, only its installation id (one per
+// user's home), so one user's turns share a backend and its prompt cache;
+// the bounded-load spill keeps a busy user from piling onto it.
+// opencode's headers come after it.
+var sessionHeaders = []string{"X-Gemini-Api-Privileged-User-Id", "X-Session-Affinity", "X-Session-Id"}
 
 // StreamGenerateContent is POST /v1beta/models/{model}:streamGenerateContent.
 // With alt=sse the answer is SSE; without it Google streams one JSON array,
 // which the node relays whole.
 var StreamGenerateContent = &provider.Spec{
-	Endpoint:      provider.StreamGenerateContent,
-	Method:        http.MethodPost,
-	Match:         matcher("streamGenerateContent"),
-	UpstreamPath:  "/models/{model}:streamGenerateContent",
-	UpstreamQuery: streamQuery,
-	Inspect:       inspectStream,
-	Header:        Header,
-	BodyUsage:     BodyUsage,
-	BodyOutcome:   BodyOutcome,
+	Endpoint:       provider.StreamGenerateContent,
+	Method:         http.MethodPost,
+	Match:          matcher("streamGenerateContent"),
+	UpstreamPath:   "/models/{model}:streamGenerateContent",
+	UpstreamQuery:  streamQuery,
+	Inspect:        inspectStream,
+	Header:         Header,
+	BodyUsage:      BodyUsage,
+	BodyOutcome:    BodyOutcome,
+	SessionHeaders: sessionHeaders,
 	Stream: &provider.StreamSpec{
 		Terminal:    Terminal,
 		NewTracker:  func(bool) provider.Tracker { return NewStream() },
