@@ -104,6 +104,9 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		a.quota = c.api.QuotaExhausted(resp.StatusCode, data)
 		if a.quota || resp.StatusCode == http.StatusTooManyRequests {
 			a.retryAfter = c.api.RetryAfter(resp.Header, c.h.o.Now())
+			if a.retryAfter == 0 && c.api.BodyRetryAfter != nil {
+				a.retryAfter = c.api.BodyRetryAfter(data)
+			}
 		}
 		a.stage = stageProviderStatus
 	} else {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -206,5 +207,39 @@ func TestRefusalsAboutOneRequest(t *testing.T) {
 				t.Errorf("backend %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGeminiRetryInfoCools: Google puts its retry advice in the 429's
+// body, not in Retry-After; the target rests for what it says (36 s here),
+// not for the default rate-limit cooldown.
+func TestGeminiRetryInfoCools(t *testing.T) {
+	const body = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[` +
+		`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},` +
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36s"}]}}`
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(429)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer prov.Close()
+	h := newHandlerAt(t, Options{}, prov.URL+"/v1")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	before := time.Now()
+	resp, err := http.Post(srv.URL+"/v1beta/models/gemini:generateContent", "application/json",
+		strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || string(data) != body {
+		t.Fatalf("status %d, body %s: want Google's 429 as received", resp.StatusCode, data)
+	}
+	m, _ := h.o.Routes.Load().Model("gemini")
+	until := m.Pools[provider.GenerateContent][0].Backend.State.View().CooldownUntil
+	if rest := until.Sub(before); rest < 35*time.Second || rest > 37*time.Second {
+		t.Errorf("the target rests %v, want the 36 s Google asked for", rest)
 	}
 }

@@ -54,6 +54,10 @@ type API struct {
 	// RetryAfter reads the provider's retry advice from an answer's
 	// headers; zero when there is none.
 	RetryAfter func(h http.Header, now time.Time) time.Duration
+	// BodyRetryAfter, when set, reads retry advice that the API states in
+	// an error answer's body (Google's google.rpc.RetryInfo); the request
+	// path asks it when the headers carry none. Zero when there is none.
+	BodyRetryAfter func(body []byte) time.Duration
 	// CredentialRefused, when set, reports whether an error answer other
 	// than a 401 or 403 says that the backend's own credential was refused
 	// (Gemini answers a bad key with a 400 API_KEY_INVALID). Such an answer

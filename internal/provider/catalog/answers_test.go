@@ -81,6 +81,49 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestBodyRetryAfter: Google states retry advice in the error body
+// (google.rpc.RetryInfo, a protobuf Duration); the other APIs state none
+// there.
+func TestBodyRetryAfter(t *testing.T) {
+	retry := func(delay string) string {
+		return `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[` +
+			`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":` + delay + `}]}}`
+	}
+	tests := []struct {
+		name, body string
+		gemini     time.Duration
+	}{
+		{"quota answer", geminiQuota("GenerateRequestsPerMinutePerProjectPerModel"), 36 * time.Second},
+		{"in a stream array", "[" + geminiQuota("GenerateRequestsPerMinutePerProjectPerModel") + "]", 36 * time.Second},
+		{"fraction", retry(`"0.5s"`), 500 * time.Millisecond},
+		{"nanos", retry(`"37.516744915s"`), 37516744915 * time.Nanosecond},
+		{"capped at a day", retry(`"999999999s"`), 24 * time.Hour},
+		{"zero", retry(`"0s"`), 0},
+		{"negative", retry(`"-3s"`), 0},
+		{"no unit", retry(`"36"`), 0},
+		{"another unit", retry(`"36m"`), 0},
+		{"not a string", retry(`36`), 0},
+		{"NaN", retry(`"NaNs"`), 0},
+		{"no RetryInfo", `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`, 0},
+		{"another detail's field", `{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.Help","retryDelay":"36s"}]}}`, 0},
+		{"not json", `retryDelay 36s`, 0},
+	}
+	for _, tt := range tests {
+		for _, p := range []provider.Protocol{provider.OpenAI, provider.Anthropic, provider.Gemini} {
+			var got, want time.Duration
+			if f := catalog.API(p).BodyRetryAfter; f != nil {
+				got = f([]byte(tt.body))
+			}
+			if p == provider.Gemini {
+				want = tt.gemini
+			}
+			if got != want {
+				t.Errorf("%s, %v: BodyRetryAfter = %v, want %v", tt.name, p, got, want)
+			}
+		}
+	}
+}
+
 // TestQuotaExhaustedWhateverTheStatus: quota and balance exhaustion as
 // providers send it (OpenAI's 429 insufficient_quota, Anthropic's 400
 // credit balance, DeepSeek's 402), through either API (compatible

@@ -3,7 +3,9 @@ package gemini
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/scootgate/scootgate/internal/provider"
 )
@@ -90,7 +92,8 @@ type googleError struct {
 			Violations []struct {
 				QuotaID string `json:"quotaId"`
 			} `json:"violations"`
-			Metadata map[string]string `json:"metadata"`
+			Metadata   map[string]string `json:"metadata"`
+			RetryDelay string            `json:"retryDelay"`
 		} `json:"details"`
 	} `json:"error"`
 }
@@ -124,15 +127,8 @@ func quotaExhausted(status int, body []byte) bool {
 	default:
 		return false
 	}
-	var e googleError
-	b := body
-	if len(b) > 0 && b[0] == '[' { // a streamGenerateContent error without alt=sse
-		var arr []json.RawMessage
-		if json.Unmarshal(b, &arr) == nil && len(arr) > 0 {
-			b = arr[0]
-		}
-	}
-	if json.Unmarshal(b, &e) != nil {
+	e, ok := readGoogleError(body)
+	if !ok {
 		return provider.Mentions(string(body), quotaWords)
 	}
 	for _, d := range e.Error.Details {
@@ -229,4 +225,46 @@ func storedPath(path string) bool {
 		return strings.HasPrefix(path, "/v1beta/") || (c != "files" && c != "batches")
 	}
 	return false
+}
+
+// readGoogleError reads a Gemini error answer: one error document, or an
+// array holding one (streamGenerateContent without alt=sse).
+func readGoogleError(body []byte) (e googleError, ok bool) {
+	if len(body) > 0 && body[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
+			body = arr[0]
+		}
+	}
+	return e, json.Unmarshal(body, &e) == nil
+}
+
+// maxRetryDelay bounds the advice read from a body; the request path caps
+// cooldowns further (docs/failures.md "Cooldowns").
+const maxRetryDelay = 24 * time.Hour
+
+// retryDelay reads the retry advice Google states in an error's body, not
+// in Retry-After: a google.rpc.RetryInfo detail whose retryDelay is a
+// protobuf Duration in its JSON form ("36s", "0.5s"). Zero when there is
+// none or it is not a positive duration.
+func retryDelay(body []byte) time.Duration {
+	e, ok := readGoogleError(body)
+	if !ok {
+		return 0
+	}
+	for _, d := range e.Error.Details {
+		if d.Type != "type.googleapis.com/google.rpc.RetryInfo" {
+			continue
+		}
+		num, ok := strings.CutSuffix(d.RetryDelay, "s")
+		if !ok {
+			return 0
+		}
+		secs, err := strconv.ParseFloat(num, 64)
+		if err != nil || !(secs > 0) {
+			return 0
+		}
+		return time.Duration(min(secs, maxRetryDelay.Seconds()) * float64(time.Second))
+	}
+	return 0
 }

@@ -54,9 +54,9 @@ var API = &provider.API{
 	// front of Gemini send OpenAI-style ones.
 	ResponseHeaders:   []string{"X-Ratelimit-"},
 	ProviderRequestID: []string{"X-Request-Id"},
-	// Google states its retry advice in the body (google.rpc.RetryInfo);
-	// the request path reads headers only.
+	// Google states its retry advice in the body (google.rpc.RetryInfo).
 	RetryAfter:        provider.RetryAfter,
+	BodyRetryAfter:    retryDelay,
 	CredentialRefused: credentialRefused,
 	QuotaExhausted:    quotaExhausted,
 	ModelsPaths:       []string{"/v1beta/models", "/v1/models"},
