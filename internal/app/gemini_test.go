@@ -228,3 +228,82 @@ weight = 1
 		})
 	}
 }
+
+// TestGeminiSendStates: the send-state, breaker and disable rules hold on
+// the Gemini path as on the others, through a whole node with two Gemini
+// backends on two providers: a CONNECT the proxy refuses is re-picked
+// (nothing was sent), a reset after the body is never re-sent and the
+// client is told not to retry, a cut stream ends with an in-band error in
+// Google's shape and no finishReason, and a refused credential is a 502
+// that disables the backend.
+func TestGeminiSendStates(t *testing.T) {
+	const gen = "/v1beta/models/" + geminiModel + ":generateContent"
+	body := func(text string) string { return `{"contents":[{"parts":[{"text":"` + text + `"}]}]}` }
+	key := map[string]string{"X-Goog-Api-Key": clientKey}
+
+	t.Run("proxy refuses: re-picked", func(t *testing.T) {
+		var blocked int
+		s := startStack(t, stackOptions{gemini: true, second: true, weight: 1000, egress: "connect",
+			connectAllow: func(_ string, p int) bool { return p != blocked }})
+		blocked = port(t, s.provURL)
+		if r := s.do(http.MethodPost, gen, key, body("hi")); r.status != 200 {
+			t.Fatalf("status %d, want 200 after a re-pick: %s", r.status, r.body)
+		}
+		if n := s.prov.ConnCount(); n != 0 {
+			t.Errorf("the refused provider accepted %d connections", n)
+		}
+		if n := s.prov2.RequestCount(); n != 1 {
+			t.Errorf("the other provider got %d requests, want 1", n)
+		}
+	})
+
+	t.Run("reset after the body: sent once", func(t *testing.T) {
+		s := startStack(t, stackOptions{gemini: true, second: true, weight: 1000, attempts: 3})
+		r := s.do(http.MethodPost, gen, key, body("x [[reset=after_body]]"))
+		if r.status != 502 || r.header.Get("X-Should-Retry") != "false" || !strings.Contains(r.body, `"reason":"UPSTREAM_FAILED"`) {
+			t.Fatalf("status %d x-should-retry %q body %s, want a 502 in Google's shape, not to be retried", r.status, r.header.Get("X-Should-Retry"), r.body)
+		}
+		if n := s.prov.RequestCount(); n != 1 {
+			t.Errorf("the reset provider received %d attempts, want 1", n)
+		}
+		if n := s.prov2.RequestCount(); n != 0 {
+			t.Errorf("a possibly-sent request was re-sent to the other backend (%d)", n)
+		}
+	})
+
+	t.Run("cut stream: in-band error", func(t *testing.T) {
+		s := startStack(t, stackOptions{gemini: true})
+		r := s.do(http.MethodPost, "/v1beta/models/"+geminiModel+":streamGenerateContent?alt=sse", key, body("a b c d [[cut=after_events:2]]"))
+		if r.status != 200 {
+			t.Fatalf("status %d, want the committed 200", r.status)
+		}
+		if !strings.HasSuffix(r.body, "\n\n") || !strings.Contains(r.body, `data: {"error":{"code":`) {
+			t.Fatalf("the stream does not end with an in-band error:\n%s", r.body)
+		}
+		if strings.Contains(r.body, "finishReason") {
+			t.Fatalf("a cut stream carries a finishReason:\n%s", r.body)
+		}
+	})
+
+	t.Run("refused credential: disabled", func(t *testing.T) {
+		var first atomic.Bool
+		s := startStack(t, stackOptions{gemini: true, second: true, weight: 1000,
+			script: func(fakeprovider.Request) *fakeprovider.Behaviour {
+				if first.CompareAndSwap(false, true) {
+					return &fakeprovider.Behaviour{Status: 401}
+				}
+				return nil
+			}})
+		if r := s.do(http.MethodPost, gen, key, body("hi")); r.status != 502 {
+			t.Fatalf("status %d, want 502 (never the provider's 401)", r.status)
+		}
+		for i := range 3 {
+			if r := s.do(http.MethodPost, gen, key, body("hi")); r.status != 200 {
+				t.Fatalf("request %d after the 401: status %d, want 200 from the other backend", i, r.status)
+			}
+		}
+		if n := s.prov.RequestCount(); n != 1 {
+			t.Errorf("the disabled backend received %d requests, want only the first", n)
+		}
+	})
+}

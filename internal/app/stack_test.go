@@ -258,7 +258,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		o.weight = 1
 	}
 	if o.second {
-		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey})
+		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, GeminiKey: geminiProvKey})
 		if s.prov2URL, err = s.prov2.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +302,23 @@ stream = true
 tools = true
 json_schema = true
 `, geminiBase, o.cap, geminiModel, geminiModel, geminiProvModel, o.weight)
+		if o.second {
+			o.extraTOML += fmt.Sprintf(`
+[backends.gm2]
+protocol = "gemini"
+base_url = %q
+credential = "gm"
+max_inflight_per_node = %d
+endpoints = ["generate_content", "stream_generate_content"]
+[[models.%s.targets]]
+backend = "gm2"
+model = %q
+weight = 1
+stream = true
+tools = true
+json_schema = true
+`, strings.TrimSuffix(s.prov2URL, "/v1")+"/v1beta", o.cap, geminiModel, geminiProvModel)
+		}
 	}
 
 	proxyTOML, realProxyPassword := "", ""
