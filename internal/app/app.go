@@ -307,15 +307,19 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	// Traces (off by default): the proxy adds attempt spans under the
 	// request span that traced starts.
-	gw := gateway.New(popts)
-	var handler http.Handler = gw
+	var gw *gateway.Handler
+	var handler http.Handler
 	if n.tracer = newTracer(cfg, o); n.tracer != nil {
 		popts.Tracer = n.tracer
 		n.metrics.RegisterTraces(func() metrics.TraceStats {
 			st := n.tracer.Stats()
 			return metrics.TraceStats{Exported: st.Exported, Dropped: st.Dropped, Failed: st.Failed}
 		})
+		gw = gateway.New(popts)
 		handler = traced(gw, n.tracer)
+	} else {
+		gw = gateway.New(popts)
+		handler = gw
 	}
 	limited := gateway.LimitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
 	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs

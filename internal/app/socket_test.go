@@ -226,7 +226,6 @@ func TestSocketErrors(t *testing.T) {
 	}
 }
 
-
 // TestSocketDrain: a socket that is idle when the node drains is closed
 // with 1001 (going away), a close frame, not a dropped connection.
 func TestSocketDrain(t *testing.T) {

@@ -68,7 +68,7 @@ func socketHeader(upgrade http.Header) http.Header {
 // "stream": true in place of any stream member the client sent (in the
 // WebSocket mode every answer streams). "type" is the member the node
 // decides on, so a second one, or one in another letter case, is refused
-// (docs/api.md "Exact decoding").
+// (docs/api.md "Responses over WebSocket").
 func socketFrame(frame []byte) ([]byte, bool, *provider.BodyError) {
 	it, err := jsonedit.Members(frame)
 	if err != nil {
