@@ -171,6 +171,7 @@ type node struct {
 	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
 	tracer    *tracing.Tracer           // nil when tracing is off
 	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
+	gw        *gateway.Handler          // inside limited; owns the WebSocket connections
 	api       *http.Server
 	hsrv      *http.Server
 }
@@ -246,11 +247,13 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 
 	popts := gateway.Options{
-		Auth:            n.authz,
-		Routes:          &holder,
-		Picker:          newPicker(cfg.Balance),
-		Transport:       dialer.Transport(),
-		BodyLimit:       cfg.Limits.BodyBytes,
+		Auth:      n.authz,
+		Routes:    &holder,
+		Picker:    newPicker(cfg.Balance),
+		Transport: dialer.Transport(),
+		BodyLimit: cfg.Limits.BodyBytes,
+		// An idle WebSocket is closed like an idle keep-alive connection.
+		SocketIdle:      cfg.Limits.IdleTimeout,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		BodyDeadlineSet: true, // guardBody, below
 		MaxAttempts:     cfg.Limits.MaxAttempts,
@@ -304,6 +307,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	// Traces (off by default): the proxy adds attempt spans under the
 	// request span that traced starts.
+	var gw *gateway.Handler
 	var handler http.Handler
 	if n.tracer = newTracer(cfg, o); n.tracer != nil {
 		popts.Tracer = n.tracer
@@ -311,11 +315,15 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			st := n.tracer.Stats()
 			return metrics.TraceStats{Exported: st.Exported, Dropped: st.Dropped, Failed: st.Failed}
 		})
-		handler = traced(gateway.New(popts), n.tracer)
+		gw = gateway.New(popts)
+		handler = traced(gw, n.tracer)
 	} else {
-		handler = gateway.New(popts)
+		gw = gateway.New(popts)
+		handler = gw
 	}
 	limited := gateway.LimitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
+	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
+	n.gw = gw
 	n.metrics.RegisterClient(func() metrics.ClientStats {
 		inflight, limit, refused := limited.Stats()
 		return metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}
@@ -744,7 +752,14 @@ func (n *node) drain(cancelBase context.CancelCauseFunc) (aborted bool) {
 			case <-stop:
 			}
 		}()
+		// WebSocket connections are hijacked: Shutdown neither sees nor
+		// waits for them. They are told to go away as it starts, and
+		// waited for within the same grace.
+		n.api.RegisterOnShutdown(n.gw.GoingAway)
 		err = n.api.Shutdown(graceCtx)
+		if err == nil {
+			err = n.gw.WaitSockets(graceCtx)
+		}
 		close(stop)
 		cancel()
 		aborted = closed(abort)
@@ -781,6 +796,10 @@ func (n *node) cut(cancelBase context.CancelCauseFunc) {
 	for n.limited.InFlight() > 0 && time.Now().Before(deadline) {
 		<-t.C
 	}
+	n.gw.GoingAway() // after a second signal Shutdown never ran
+	wctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	_ = n.gw.WaitSockets(wctx)
 	if left := n.limited.InFlight(); left > 0 {
 		n.log.Warn("requests still running after the cut; closing their connections", "requests", left)
 	}

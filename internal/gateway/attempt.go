@@ -99,6 +99,10 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	w := &c.sw
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, api, rid, h.o.Now()
 	if r.Method != spec.Method {
+		if spec.Socket != nil && websocketUpgrade(r) {
+			h.serveSocket(ctx, c, r, spec, api, rid)
+			return
+		}
 		apierr.MethodNotAllowed("use "+spec.Method).Write(w, api, rid)
 		return
 	}

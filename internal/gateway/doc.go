@@ -18,6 +18,10 @@
 //     an attempt's outcome feeds the backend's hot state and its usage
 //     event.
 //   - relay.go: whole answers and streams, the headers a client sees.
+//   - socket.go: an endpoint with a provider.SocketSpec over WebSocket
+//     (the Responses API's WebSocket mode): each frame runs the same
+//     request path with a writer that turns the answer into frames; the
+//     sockets' idle bound, concurrency slot and drain.
 //   - stage.go: the failure stages, a typed enum with its wire names in
 //     one place; log.go: the request log line.
 //

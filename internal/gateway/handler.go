@@ -107,6 +107,10 @@ type Options struct {
 	// rate-limited). It must not block.
 	Refused func(Refusal)
 
+	// SocketIdle closes a WebSocket connection on which no answer has
+	// run for this long (0: two minutes).
+	SocketIdle time.Duration
+
 	Logger   *slog.Logger
 	Draining func() bool      // optional; adds Connection: close while draining
 	Now      func() time.Time // optional; time.Now
@@ -116,6 +120,8 @@ type Options struct {
 type Handler struct {
 	o       Options
 	started time.Time
+	limit   *ConcurrencyLimit // set by UseLimit; nil: sockets count nowhere
+	sockets sockets
 }
 
 // New returns a Handler.

@@ -237,6 +237,24 @@ func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.next.ServeHTTP(w, r)
 }
 
+// acquire takes a slot for an answer on a WebSocket connection, as
+// ServeHTTP does for a request; false (counted as refused) at the cap.
+func (l *ConcurrencyLimit) acquire() bool {
+	if l.inflight.Add(1) > l.max {
+		l.inflight.Add(-1)
+		l.refused.Add(1)
+		return false
+	}
+	return true
+}
+
+// release gives a slot back.
+func (l *ConcurrencyLimit) release() { l.inflight.Add(-1) }
+
+// hold takes a slot back whatever the cap, for ServeHTTP to give back
+// when an upgraded request, which released its slot, returns.
+func (l *ConcurrencyLimit) hold() { l.inflight.Add(1) }
+
 // Stats reports the requests being served (a refused one is never
 // counted in them), the cap, and how many were refused so far.
 func (l *ConcurrencyLimit) Stats() (inflight int64, limit int, refused uint64) {

@@ -134,6 +134,41 @@ type Spec struct {
 	// Stream is nil for an endpoint that never streams; a provider answer
 	// in SSE there is relayed as a whole body.
 	Stream *StreamSpec
+	// Socket, when set, says that the endpoint is also served over
+	// WebSocket at its path (a GET with Upgrade: websocket): every client
+	// frame that asks for an answer is one request sent over HTTP as a
+	// stream, and the stream's events go back as frames.
+	Socket *SocketSpec
+}
+
+// SocketSpec is how an endpoint is served over WebSocket.
+type SocketSpec struct {
+	// Header is what the client's upgrade request headers stand for in
+	// the HTTP request of each frame, before Spec.Header filters them:
+	// the WebSocket-only values gone, a JSON body that streams.
+	Header func(upgrade http.Header) http.Header
+	// Frame reads a client text frame. It returns the body of the HTTP
+	// request the frame stands for (a stream request), or skip for a frame
+	// that asks for nothing and gets no answer, or the reason the frame is
+	// refused.
+	Frame func(frame []byte) (body []byte, skip bool, err *BodyError)
+	// ErrorEvent is the frame that carries an error answer: status, the
+	// error document the endpoint answers with over HTTP, and the headers
+	// the client would have seen.
+	ErrorEvent func(status int, body []byte, header http.Header) []byte
+	// Whole is the frame that carries a successful answer the provider
+	// sent whole instead of as a stream.
+	Whole func(body []byte) []byte
+	// Continue lets a frame build on the answer before it on the same
+	// socket, where the provider's own WebSocket mode keeps that answer in
+	// memory and HTTP does not (nil: frames go as they are). last is what
+	// Remember kept; body is the frame's request body, returned expanded
+	// to stand on its own when it builds on last.
+	Continue func(body, last []byte) []byte
+	// Remember is what a completed answer leaves for the next frame's
+	// Continue: body is the request sent, done the data of the stream's
+	// terminal event. nil keeps nothing.
+	Remember func(body, done []byte) []byte
 }
 
 // Route names the endpoint where a client path is not a name (messages,

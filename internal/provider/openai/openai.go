@@ -93,6 +93,7 @@ var Responses = &provider.Spec{
 		Keepalive:   keepalive,
 		Types:       responsesTypes,
 	},
+	Socket: responsesSocket,
 }
 
 // Embeddings is POST /v1/embeddings: JSON only, usage.prompt_tokens.

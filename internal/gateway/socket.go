@@ -1,0 +1,474 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/scootgate/scootgate/internal/apierr"
+	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// An endpoint with a provider.SocketSpec is also served over WebSocket
+// (docs/api.md "Responses over WebSocket"): the upgrade is authenticated
+// as any request, then every client frame that asks for an answer runs
+// the request path of one HTTP stream request (route, pick, attempts,
+// usage events), and the stream's events go back as frames. Only the
+// writer differs: a socketSink in place of the client's ResponseWriter.
+
+// errClientGone is the cause a frame's context ends with when its socket
+// broke or the client closed it.
+var errClientGone = errors.New("the client closed the socket")
+
+// defaultSocketIdle bounds an idle socket when Options.SocketIdle is 0.
+const defaultSocketIdle = 2 * time.Minute
+
+// sockets tracks the open sockets of a Handler, for the drain: hijacked
+// connections are invisible to http.Server.Shutdown.
+type sockets struct {
+	mu    sync.Mutex
+	open  map[*socket]struct{} // guarded by mu
+	going bool                 // guarded by mu: GoingAway was called
+	wg    sync.WaitGroup
+}
+
+func (ss *sockets) add(s *socket) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.going {
+		return false
+	}
+	if ss.open == nil {
+		ss.open = make(map[*socket]struct{})
+	}
+	ss.open[s] = struct{}{}
+	ss.wg.Add(1)
+	return true
+}
+
+func (ss *sockets) remove(s *socket) {
+	ss.mu.Lock()
+	delete(ss.open, s)
+	ss.mu.Unlock()
+	ss.wg.Done()
+}
+
+// GoingAway starts the drain of the WebSocket connections (the node calls
+// it when it stops accepting): no new socket is accepted, an idle socket
+// is closed at once with status 1001 (going away), a busy one when its
+// answer is complete.
+func (h *Handler) GoingAway() {
+	ss := &h.sockets
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.going = true
+	for s := range ss.open {
+		s.awayOnce.Do(func() { close(s.away) })
+	}
+}
+
+// WaitSockets waits until every socket is closed, or ctx is done (its
+// error is then returned). Sockets still open then end with their
+// request context: cancelling the base context with ErrShutdown ends
+// their answers with the in-band error and closes them.
+func (h *Handler) WaitSockets(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { // owned: ends when the last socket ends, which ctx's cut forces
+		h.sockets.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// UseLimit makes the WebSocket connections count against l only while an
+// answer runs: the upgrade request holds l's slot until the upgrade, an
+// idle socket none (docs/api.md "Connection limit").
+func (h *Handler) UseLimit(l *ConcurrencyLimit) { h.limit = l }
+
+// socket is one accepted WebSocket connection.
+type socket struct {
+	// immutable
+	h         *Handler
+	conn      *websocket.Conn
+	upgrade   *http.Request
+	header    http.Header // what each frame's request carries (SocketSpec.Header)
+	spec      *provider.Spec
+	api       *provider.API
+	principal *authz.Principal
+
+	away     chan struct{} // closed by GoingAway
+	awayOnce sync.Once
+
+	last []byte // what the last completed answer left (SocketSpec.Remember); main loop only
+}
+
+// clientFrame is one frame read from the client, or the read's error.
+type clientFrame struct {
+	typ  websocket.MessageType
+	data []byte
+	err  error
+}
+
+// serveSocket authenticates a WebSocket upgrade like any request (401
+// before the upgrade), accepts it and serves its frames.
+func (h *Handler) serveSocket(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, api *provider.API, rid string) {
+	w := &c.sw
+	principal, ok := h.authenticate(w, r, api, rid)
+	if !ok {
+		return
+	}
+	s := &socket{
+		h: h, upgrade: r, header: spec.Socket.Header(r.Header), spec: spec, api: api,
+		principal: principal, away: make(chan struct{}),
+	}
+	if !h.sockets.add(s) {
+		apierr.Unavailable("the node is shutting down", time.Second).Write(w, api, rid)
+		return
+	}
+	defer h.sockets.remove(s)
+	// No browser origin check: a browser cannot put the API key in an
+	// upgrade request's headers, and the node has no cookie or other
+	// ambient credential a cross-site page could ride on (docs/api.md
+	// "Responses over WebSocket"). Compression is not offered: it costs
+	// the node CPU on every frame and the client's deflate state memory.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept answered the client (400, 426)
+	}
+	s.conn = conn
+	// A frame is a request body: the same limit. A larger frame closes
+	// the socket with 1009 (message too big).
+	conn.SetReadLimit(h.o.BodyLimit)
+	if h.limit != nil {
+		h.limit.release() // an idle socket holds no request slot
+		defer h.limit.hold()
+	}
+	s.run(ctx)
+}
+
+// run reads frames and serves them one at a time until the client
+// closes, the socket idles beyond the limit, or the node drains.
+func (s *socket) run(ctx context.Context) {
+	frames := make(chan clientFrame)
+	stop := make(chan struct{})
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() { // owned: ends when the connection is closed, below
+		defer rwg.Done()
+		// Reading is not bound to ctx: a cancelled read context closes the
+		// connection without a close frame; run closes it itself.
+		rctx := context.WithoutCancel(ctx)
+		for {
+			typ, data, err := s.conn.Read(rctx)
+			select {
+			case frames <- clientFrame{typ, data, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	code, reason := websocket.StatusNormalClosure, ""
+	defer func() {
+		close(stop)
+		_ = s.conn.Close(code, reason)
+		rwg.Wait()
+	}()
+
+	idleFor := s.h.o.SocketIdle
+	if idleFor <= 0 {
+		idleFor = defaultSocketIdle
+	}
+	idle := time.NewTimer(idleFor)
+	defer idle.Stop()
+	var (
+		next      = frames      // nil while a frame waits for the running answer
+		pending   *clientFrame  // that frame
+		running   chan struct{} // non-nil while an answer runs
+		cancelRun context.CancelCauseFunc
+		away      = s.away
+		leaving   bool
+	)
+	// serve starts the answer to a text frame, or answers a frame that
+	// asks for none.
+	serve := func(f clientFrame) {
+		if f.typ != websocket.MessageText {
+			s.refuse(ctx, apierr.BadRequest("invalid_frame", "frames must be text (JSON)"))
+			return
+		}
+		body, skip, berr := s.spec.Socket.Frame(f.data)
+		switch {
+		case skip:
+			return
+		case berr != nil:
+			s.refuse(ctx, apierr.BadRequest(berr.Code, berr.Msg))
+			return
+		}
+		idle.Stop()
+		rctx, cancel := context.WithCancelCause(ctx)
+		cancelRun = cancel
+		done := make(chan struct{})
+		running = done
+		go func() { // owned: run waits for done before it returns
+			defer close(done)
+			defer cancel(nil)
+			s.serveFrame(rctx, body)
+		}()
+	}
+	for {
+		select {
+		case f := <-next:
+			switch {
+			case f.err != nil:
+				if running != nil {
+					cancelRun(errClientGone)
+					<-running
+				}
+				code = websocket.CloseStatus(f.err)
+				if code == -1 {
+					code = websocket.StatusAbnormalClosure
+				}
+				return
+			case running != nil:
+				// One answer at a time, in order, as the provider's
+				// WebSocket mode runs them: a frame sent before the last
+				// answer was accounted for (its terminal event can reach
+				// the client first) waits, and reading waits with it.
+				pending, next = &f, nil
+			default:
+				serve(f)
+			}
+		case <-running:
+			running = nil
+			if leaving {
+				code, reason = websocket.StatusGoingAway, "the node is shutting down"
+				return
+			}
+			idle.Reset(idleFor)
+			if pending != nil {
+				f := *pending
+				pending, next = nil, frames
+				serve(f)
+			}
+		case <-idle.C:
+			code, reason = websocket.StatusNormalClosure, "idle timeout"
+			return
+		case <-away:
+			away = nil
+			if running == nil {
+				code, reason = websocket.StatusGoingAway, "the node is shutting down"
+				return
+			}
+			leaving = true
+		case <-ctx.Done():
+			// Cut at the end of the drain: the running answer ends with
+			// the in-band error (its context is a child of ctx).
+			if running != nil {
+				<-running
+			}
+			code, reason = websocket.StatusGoingAway, "the node is shutting down"
+			return
+		}
+	}
+}
+
+// refuse sends the error event of a frame the node refuses by itself.
+func (s *socket) refuse(ctx context.Context, e *apierr.Error) {
+	sk := &socketSink{s: s, ctx: ctx, header: http.Header{}}
+	sk.header.Set("X-Request-Id", newRequestID())
+	e.Write(sk, s.api, sk.header.Get("X-Request-Id"))
+	sk.end()
+}
+
+// serveFrame runs the request path for one frame's body, with a
+// socketSink as the client's writer.
+func (s *socket) serveFrame(ctx context.Context, body []byte) {
+	h, spec := s.h, s.spec
+	start := h.o.Now()
+	c := &call{}
+	sk := &socketSink{s: s, ctx: ctx, header: make(http.Header, 4)}
+	defer sk.end()
+	c.sw.ResponseWriter = sk
+	w := &c.sw
+	rid := newRequestID()
+	sk.header.Set("X-Request-Id", rid)
+	if h.limit != nil {
+		if !h.limit.acquire() {
+			h.limit.refusal.Write(w, s.api, rid)
+			return
+		}
+		defer h.limit.release()
+	}
+	if spec.Socket.Continue != nil {
+		body = spec.Socket.Continue(body, s.last)
+	}
+	s.last = nil
+	r := s.upgrade.WithContext(ctx) // the frame's request: POST with the frame's headers
+	r.Method, r.Header, r.Body, r.ContentLength = spec.Method, s.header, http.NoBody, int64(len(body))
+	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, s.api, rid, start
+	c.principal, c.body = s.principal, body
+	if int64(len(body)) > h.o.BodyLimit {
+		apierr.TooLarge("the request exceeds the body limit").Write(w, s.api, rid)
+	} else {
+		var berr *provider.BodyError
+		if c.req, berr = spec.Inspect(body, ""); berr == nil {
+			c.route(ctx)
+		} else {
+			apierr.BadRequest(berr.Code, berr.Msg).Write(w, s.api, rid)
+		}
+	}
+	h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), true)
+	h.noteRefusal(w, r, rid, c.req.Model)
+	if spec.Socket.Remember != nil && sk.status == http.StatusOK && sk.streamed {
+		s.last = spec.Socket.Remember(body, sk.lastData)
+	}
+}
+
+// socketSink is the client's writer for one frame: what the request path
+// writes as an HTTP answer goes out as frames. A stream's events each
+// become one text frame, their data exactly; an error answer, written
+// whole, becomes the endpoint's error event when the frame's request
+// ends (end); so does a whole successful answer, as SocketSpec.Whole.
+type socketSink struct {
+	s      *socket
+	ctx    context.Context
+	header http.Header
+	status int
+	held   []byte // an answer written whole, sent by end
+	err    error  // the first failed frame write
+
+	streamed bool   // an event went out
+	lastData []byte // the data of the last event sent
+}
+
+func (sk *socketSink) Header() http.Header { return sk.header }
+
+func (sk *socketSink) WriteHeader(code int) {
+	if sk.status == 0 {
+		sk.status = code
+	}
+}
+
+// Write takes an answer's bytes: whole events of a 200 stream (the relay
+// writes one event, keepalive or in-band error per call), or part of a
+// whole answer.
+func (sk *socketSink) Write(b []byte) (int, error) {
+	if sk.status == 0 {
+		sk.status = http.StatusOK
+	}
+	if sk.err != nil {
+		return 0, sk.err
+	}
+	if sk.status != http.StatusOK || !isEventStream(sk.header.Get("Content-Type")) {
+		sk.held = append(sk.held, b...)
+		return len(b), nil
+	}
+	for data := range eventData(b) {
+		if err := sk.frame(data); err != nil {
+			return 0, err
+		}
+		sk.streamed, sk.lastData = true, data
+	}
+	return len(b), nil
+}
+
+// FlushError is what http.ResponseController.Flush calls: every frame is
+// already sent when Write returns.
+func (sk *socketSink) FlushError() error { return sk.err }
+
+// frame sends one text frame. A client that reads nothing for stream_idle
+// fails it, which ends the answer as a client disconnect.
+func (sk *socketSink) frame(data []byte) error {
+	ctx, cancel := context.WithTimeout(sk.ctx, sk.s.h.o.StreamIdle)
+	defer cancel()
+	if err := sk.s.conn.Write(ctx, websocket.MessageText, data); err != nil {
+		sk.err = err
+		return err
+	}
+	return nil
+}
+
+// end sends what the answer left for the end: the error event of an
+// error answer, or a whole answer as its terminal event.
+func (sk *socketSink) end() {
+	ss := sk.s.spec.Socket
+	switch {
+	case sk.err != nil || sk.streamed || sk.status == 0:
+	case sk.status == http.StatusOK:
+		_ = sk.frame(ss.Whole(sk.held))
+	default:
+		_ = sk.frame(ss.ErrorEvent(sk.status, sk.held, sk.header))
+	}
+}
+
+// eventData yields the data of each event in b, a run of whole SSE
+// events as the relay writes them (WHATWG: "data" lines joined with LF,
+// one space after the colon dropped; comments and events without data
+// yield nothing).
+func eventData(b []byte) func(yield func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		var data []byte
+		has := false
+		for len(b) > 0 {
+			line := b
+			next := len(b)
+			if i := bytes.IndexAny(b, "\r\n"); i >= 0 {
+				line, next = b[:i], i+1
+				if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+					next++
+				}
+			}
+			b = b[next:]
+			if len(line) == 0 {
+				if has && !yield(data) {
+					return
+				}
+				data, has = nil, false
+				continue
+			}
+			field, value, _ := strings.Cut(string(line), ":")
+			if field != "data" {
+				continue
+			}
+			value = strings.TrimPrefix(value, " ")
+			if has {
+				data = append(data, '\n')
+			}
+			data, has = append(data, value...), true
+		}
+		if has {
+			yield(data)
+		}
+	}
+}
+
+// websocketUpgrade reports whether r asks for a WebSocket (RFC 6455 §4.2.1).
+func websocketUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet && headerHasToken(r.Header, "Connection", "upgrade") &&
+		headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,279 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// The Responses API's WebSocket mode (docs/api.md "Responses over
+// WebSocket"), as Codex CLI speaks it: the client opens a WebSocket on
+// /v1/responses and sends one {"type":"response.create", …} frame per
+// answer, whose other members are the HTTP create body; the server sends
+// each event of the answer's stream as one text frame, its SSE data
+// exactly, and an error as {"type":"error","status":…,"error":{…}}.
+// Codex also sends {"type":"response.processed"} acknowledgements, which
+// get no answer.
+var responsesSocket = &provider.SocketSpec{
+	Header:     socketHeader,
+	Frame:      socketFrame,
+	ErrorEvent: socketErrorEvent,
+	Whole:      socketWhole,
+	Continue:   socketContinue,
+	Remember:   socketRemember,
+}
+
+// socketBeta is the OpenAI-Beta token that asks for the WebSocket mode;
+// the HTTP request of a frame is not in that mode.
+const socketBeta = "responses_websockets="
+
+// socketHeader is the upgrade request's headers as the HTTP request of
+// each frame carries them: the WebSocket handshake headers gone, the
+// OpenAI-Beta token of the WebSocket mode removed, and a JSON body that
+// asks for a stream. The session headers stay (affinity reads them);
+// Header's allowlist still decides what reaches the provider.
+func socketHeader(upgrade http.Header) http.Header {
+	h := upgrade.Clone()
+	for k := range h {
+		if strings.HasPrefix(k, "Sec-Websocket-") {
+			delete(h, k)
+		}
+	}
+	h.Del("Upgrade")
+	h.Del("Connection")
+	h.Del("Openai-Beta")
+	for _, v := range upgrade.Values("Openai-Beta") {
+		var keep []string
+		for tok := range strings.SplitSeq(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" && !strings.HasPrefix(tok, socketBeta) {
+				keep = append(keep, tok)
+			}
+		}
+		if len(keep) > 0 {
+			h.Add("Openai-Beta", strings.Join(keep, ","))
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	return h
+}
+
+// socketFrame reads a client frame. A response.create frame becomes the
+// HTTP create body: its members byte for byte without "type", and
+// "stream": true in place of any stream member the client sent (in the
+// WebSocket mode every answer streams). "type" is the member the node
+// decides on, so a second one, or one in another letter case, is refused
+// (docs/api.md "Responses over WebSocket").
+func socketFrame(frame []byte) ([]byte, bool, *provider.BodyError) {
+	it, err := jsonedit.Members(frame)
+	if err != nil {
+		return nil, false, provider.Problemf("invalid_json", "a frame must be a JSON object")
+	}
+	var typ []byte
+	out := make([]byte, 0, len(frame)+16)
+	out = append(out, '{')
+	for {
+		m, ok, err := it.Next()
+		if err != nil {
+			return nil, false, provider.Problemf("invalid_json", "a frame must be a JSON object")
+		}
+		if !ok {
+			break
+		}
+		switch {
+		case m.KeyIs("type"):
+			if typ != nil {
+				return nil, false, provider.Problemf("duplicate_member", `member "type" appears more than once`)
+			}
+			typ = m.Value
+			continue
+		case m.KeyLike("type"):
+			return nil, false, provider.Problemf("duplicate_member", `member "type" appears in another letter case`)
+		case m.KeyLike("stream"):
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, m.RawKey...)
+		out = append(out, '"', ':')
+		out = append(out, m.Value...)
+	}
+	switch {
+	case typ == nil:
+		return nil, false, provider.Problemf("missing_required_parameter", `a frame needs a "type"`)
+	case jsonedit.EqualString(typ, "response.create"):
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		return append(out, `"stream":true}`...), false, nil
+	case jsonedit.EqualString(typ, "response.processed"):
+		return nil, true, nil
+	}
+	return nil, false, provider.Problemf("unsupported_event", "only response.create frames are served; got type %s", typ)
+}
+
+// socketError is the WebSocket mode's error event. Codex reads status and
+// error, and headers for its retry advice.
+type socketError struct {
+	Type    string            `json:"type"`
+	Status  int               `json:"status"`
+	Error   json.RawMessage   `json:"error"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// socketErrorEvent wraps an error answer: the error object of the OpenAI
+// error document, or a generic one for a body in another shape.
+func socketErrorEvent(status int, body []byte, header http.Header) []byte {
+	obj, ok, err := jsonedit.Lookup(body, "error")
+	if err != nil || !ok || len(obj) == 0 || obj[0] != '{' {
+		obj, _, _ = jsonedit.Lookup(ErrorBody(status, "upstream_error", fmt.Sprintf("the provider answered with status %d", status)), "error")
+	}
+	ev := socketError{Type: "error", Status: status, Error: obj}
+	for k, v := range header {
+		if len(v) > 0 && socketErrorHeader(k) {
+			if ev.Headers == nil {
+				ev.Headers = make(map[string]string, 4)
+			}
+			ev.Headers[strings.ToLower(k)] = v[0]
+		}
+	}
+	b, err := json.Marshal(ev)
+	if err != nil { // unreachable: obj is a JSON object
+		return []byte(`{"type":"error","status":500,"error":{"message":"internal error","type":"server_error"}}`)
+	}
+	return b
+}
+
+// socketErrorHeader reports whether an answer header goes into the error
+// event: the request ids and the retry advice.
+func socketErrorHeader(k string) bool {
+	switch k {
+	case "X-Request-Id", "X-Provider-Request-Id", "Retry-After", "Retry-After-Ms", "X-Should-Retry":
+		return true
+	}
+	return strings.HasPrefix(k, "X-Ratelimit-")
+}
+
+// socketWhole is a whole successful answer (a provider that ignored
+// "stream": true) as the stream's terminal event.
+func socketWhole(body []byte) []byte {
+	out := make([]byte, 0, len(body)+48)
+	out = append(out, `{"type":"response.completed","response":`...)
+	out = append(out, body...)
+	return append(out, '}')
+}
+
+// socketLast is what a completed answer leaves on the socket: its id, and
+// the input and output items, which a next frame naming the id as
+// previous_response_id builds on.
+type socketLast struct {
+	ID    json.RawMessage   `json:"id"`
+	Items []json.RawMessage `json:"items"`
+}
+
+// socketRemember keeps the items of a completed answer: the request's
+// input (an array; a string input keeps nothing) and the response's
+// output. In the WebSocket mode the provider keeps them in memory for the
+// socket, even with "store": false, and Codex then sends only the new
+// items with previous_response_id; over HTTP the node must send them all.
+func socketRemember(body, done []byte) []byte {
+	typ, _, _ := jsonedit.Lookup(done, "type")
+	if !jsonedit.EqualString(typ, "response.completed") {
+		return nil
+	}
+	resp, _, _ := jsonedit.Lookup(done, "response")
+	id, _, _ := jsonedit.Lookup(resp, "id")
+	output, _, _ := jsonedit.Lookup(resp, "output")
+	input, _, _ := jsonedit.Lookup(body, "input")
+	if _, ok := jsonedit.Unquote(id); !ok {
+		return nil
+	}
+	last := socketLast{ID: id}
+	for _, arr := range [...][]byte{input, output} {
+		it, err := jsonedit.Elements(arr)
+		if err != nil {
+			return nil
+		}
+		for {
+			v, _, ok, err := it.Next()
+			if err != nil {
+				return nil
+			}
+			if !ok {
+				break
+			}
+			last.Items = append(last.Items, v)
+		}
+	}
+	b, err := json.Marshal(last)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// socketContinue expands a frame that builds on the socket's last answer
+// (previous_response_id is its id) into a request that stands on its own:
+// input is the last answer's items and then the frame's own, and
+// previous_response_id is null. Any other frame goes as it is: a
+// previous_response_id the socket does not know is the provider's to
+// resolve (a stored response).
+func socketContinue(body, last []byte) []byte {
+	prev, ok, err := jsonedit.Lookup(body, "previous_response_id")
+	if err != nil || !ok || len(last) == 0 {
+		return body
+	}
+	var l socketLast
+	if json.Unmarshal(last, &l) != nil || !bytes.Equal(prev, l.ID) {
+		return body
+	}
+	input, ok, _ := jsonedit.Lookup(body, "input")
+	items := l.Items
+	if ok {
+		switch input[0] {
+		case '[':
+			it, err := jsonedit.Elements(input)
+			if err != nil {
+				return body
+			}
+			for {
+				v, _, more, err := it.Next()
+				if err != nil {
+					return body
+				}
+				if !more {
+					break
+				}
+				items = append(items, v)
+			}
+		case '"':
+			items = append(items, json.RawMessage(`{"type":"message","role":"user","content":`+string(input)+`}`))
+		default:
+			return body
+		}
+	}
+	all, err := json.Marshal(items)
+	if err != nil {
+		return body
+	}
+	out, _, err := jsonedit.Replace(body, "input", all)
+	if err != nil {
+		return body
+	}
+	if !ok {
+		if out, err = jsonedit.Insert(out, "input", all); err != nil {
+			return body
+		}
+	}
+	if out, _, err = jsonedit.Replace(out, "previous_response_id", []byte("null")); err != nil {
+		return body
+	}
+	return out
+}
