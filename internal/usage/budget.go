@@ -6,7 +6,7 @@ import (
 )
 
 // The budget of each key for attempts its client cancelled before anything
-// was sent (docs/usage-events.md "Cancelled before sending"): their events,
+// was sent (docs/usage-events.md "Attempts that reached no provider"): their events,
 // and their request log lines, are kept up to CancelBurst at once and
 // CancelRate a second after that; the rest are counted, not recorded.
 // Such an attempt reached no provider and carries no usage, so what is
