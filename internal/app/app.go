@@ -415,6 +415,8 @@ func (n *node) openOutbox() {
 		MaxEvents:      u.MaxEvents,
 		MaxBytes:       u.MaxBytes,
 		CommitInterval: u.CommitInterval,
+		MaxUnsynced:    u.CrashWindowEvents,
+		MaxUnsyncedAge: u.CrashWindow,
 		Logger:         n.log,
 	})
 	if err != nil {

@@ -22,6 +22,12 @@ type Usage struct {
 	// CommitInterval is the group-commit window: at most about one fsync
 	// per interval, never one per event (docs/usage-events.md "Outbox bounds").
 	CommitInterval time.Duration
+	// CrashWindowEvents and CrashWindow bound what a crash can lose: the
+	// events accepted but not yet on disk, by count and by the age of the
+	// oldest. When the disk is slower than that, new events are dropped
+	// and counted (docs/usage-events.md "Crash bound").
+	CrashWindowEvents int
+	CrashWindow       time.Duration
 	// OpenAIIncludeUsage injects stream_options.include_usage into OpenAI
 	// streaming requests whose client did not ask for it, and hides the
 	// extra usage-only chunk from that client (docs/usage-events.md).
@@ -39,6 +45,14 @@ const (
 	defaultOutboxEvents   = 100000
 	defaultOutboxBytes    = 256 << 20
 	defaultCommitInterval = 100 * time.Millisecond
+	minCrashWindowEvents  = 16
+	maxCrashWindowEvents  = 1_000_000
+	minCrashWindow        = 100 * time.Millisecond
+	maxCrashWindow        = time.Minute
+	// The outbox's defaults (outbox.DefaultMaxUnsynced and
+	// DefaultMaxUnsyncedAge), repeated so that config does not import it.
+	defaultCrashWindowEvents = 4096
+	defaultCrashWindow       = 2 * time.Second
 )
 
 // defaultUsage is the [usage] part of Defaults.
@@ -49,6 +63,8 @@ func defaultUsage() Usage {
 		MaxEvents:          defaultOutboxEvents,
 		MaxBytes:           defaultOutboxBytes,
 		CommitInterval:     defaultCommitInterval,
+		CrashWindowEvents:  defaultCrashWindowEvents,
+		CrashWindow:        defaultCrashWindow,
 		OpenAIIncludeUsage: true,
 	}
 }
@@ -81,6 +97,16 @@ func (v *validator) usage(t *table, u *Usage) {
 		u.MaxBytes = n
 	}
 	v.durationRange(t, "commit_interval", minCommitInterval, maxCommitInterval, &u.CommitInterval)
+	if n, ok := t.integer("crash_window_events", "", minCrashWindowEvents, maxCrashWindowEvents); ok {
+		u.CrashWindowEvents = int(n)
+	}
+	if t.has("crash_window") {
+		v.durationRange(t, "crash_window", minCrashWindow, maxCrashWindow, &u.CrashWindow)
+		if u.CrashWindow <= u.CommitInterval {
+			// Every event would be refused before its commit was due.
+			v.ps.add(t.at("crash_window"), "%s is not longer than commit_interval (%s)", u.CrashWindow, u.CommitInterval)
+		}
+	}
 	if b, ok := t.boolean("openai_include_usage"); ok {
 		u.OpenAIIncludeUsage = b
 	}

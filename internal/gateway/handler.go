@@ -17,6 +17,7 @@ import (
 	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -122,6 +123,9 @@ type Handler struct {
 	started time.Time
 	limit   *ConcurrencyLimit // set by UseLimit; nil: sockets count nowhere
 	sockets sockets
+	// cancelLogs is each key's budget of request lines for attempts its
+	// client cancelled before anything was sent (log.go).
+	cancelLogs *usage.KeyBudget
 }
 
 // New returns a Handler.
@@ -141,7 +145,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{o: o, started: o.Now()}
+	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst)}
 }
 
 // statusWriter remembers the status sent, for the request metric.

@@ -6,9 +6,15 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // log writes the attempt's request line (docs/operations.md "Logs").
+// Lines of attempts cancelled by their client before anything was sent
+// are limited per key (usage.CancelRate, usage.CancelBurst): a client
+// that opens and resets requests by the thousand gets a few lines a
+// second, the next of which says how many were left out.
 func (c *call) log(ctx context.Context, a *attempt) {
 	level := slog.LevelInfo
 	if a.err != nil {
@@ -18,12 +24,19 @@ func (c *call) log(ctx context.Context, a *attempt) {
 	if !lg.Enabled(ctx, level) {
 		return
 	}
+	var suppressed uint64
+	if a.state == provider.NotSent && a.stage == stageClientCancelled {
+		var ok bool
+		if ok, suppressed = c.h.cancelLogs.Take(c.principal.KeyID, c.h.o.Now()); !ok {
+			return
+		}
+	}
 	backend := ""
 	if a.target != nil {
 		backend = a.target.Backend.ID
 	}
-	// A fixed array: at most 14 attributes, none allocated for the slice.
-	var buf [14]slog.Attr
+	// A fixed array: at most 15 attributes, none allocated for the slice.
+	var buf [15]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("request_id", c.rid),
 		slog.String("path", c.r.URL.Path),
@@ -47,6 +60,9 @@ func (c *call) log(ctx context.Context, a *attempt) {
 	}
 	if a.err != nil {
 		attrs = append(attrs, slog.String("error", errorText(a.err)))
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 	}
 	lg.LogAttrs(ctx, level, "request", attrs...)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/logline"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/usage"
 )
 
 // TestRequestLine: each attempt writes one request line through the
@@ -107,4 +111,48 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// TestCancelledNotSentLinesLimited: request lines of attempts cancelled by
+// their client before anything was sent are limited per key: a flooding
+// key gets its burst, then a line per refill that counts the lines left
+// out, and another key's lines, and the flooding key's other lines, are
+// all written.
+func TestCancelledNotSentLinesLimited(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var logs syncBuffer
+	h := New(Options{Now: func() time.Time { return at }, Logger: slog.New(logline.NewHandler(&logs, nil))})
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	call := func(key string, state provider.SendState, st stage) {
+		c := &call{h: h, r: r, rid: "sg-1", start: at, principal: &authz.Principal{KeyID: key}}
+		c.log(t.Context(), &attempt{n: 1, state: state, stage: st})
+	}
+	for range 1000 {
+		call("flood", provider.NotSent, stageClientCancelled)
+	}
+	for range 5 {
+		call("other", provider.NotSent, stageClientCancelled)
+		call("flood", provider.NotSent, stageConnect)
+		call("flood", provider.PossiblySent, stageClientCancelled)
+	}
+	at = at.Add(time.Second / usage.CancelRate) // one line's worth of refill
+	call("flood", provider.NotSent, stageClientCancelled)
+
+	count := map[string]int{}
+	var last string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `"stage":"client_cancelled"`) && strings.Contains(l, `"send_state":"definitely_not_sent"`) {
+			count["cancelled-not-sent"]++
+			last = l
+			continue
+		}
+		count["other"]++
+	}
+	want := map[string]int{"cancelled-not-sent": usage.CancelBurst + 5 + 1, "other": 10}
+	if diff := cmp.Diff(count, want); diff != "" {
+		t.Errorf("request lines (-got +want):\n%s", diff)
+	}
+	if wantS := fmt.Sprintf(`"suppressed":%d`, 1000-usage.CancelBurst); !strings.Contains(last, wantS) {
+		t.Errorf("the line after the refill: %s; want it to hold %s", last, wantS)
+	}
 }

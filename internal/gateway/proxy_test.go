@@ -307,6 +307,8 @@ func (d *discardAppender) Append(p []byte) bool {
 	return true
 }
 
+func (d *discardAppender) AppendNotSent(p []byte) bool { return d.Append(p) }
+
 func provURL(tb testing.TB, h *Handler) string {
 	tb.Helper()
 	m, _ := h.o.Routes.Load().Model("gpt")

@@ -159,11 +159,15 @@
 //	scootgate_outbox_appended_total                     counter  events accepted
 //	scootgate_outbox_dropped_total{reason}              counter  events refused, drop_newest (docs/usage-events.md): full (at
 //	                                                             max events or bytes), queue (writer behind),
-//	                                                             failing (disk errors), closed (after shutdown)
+//	                                                             not_sent (a definitely-not-sent event beyond
+//	                                                             its share of the crash window), failing (disk
+//	                                                             errors), closed (after shutdown)
 //	scootgate_outbox_committed_total                    counter  events written to disk
 //	scootgate_outbox_deleted_total                      counter  events removed after delivery
 //	scootgate_outbox_commits_total                      counter  write transactions, one fsync each
 //	scootgate_outbox_quarantined                        gauge    1 when a corrupt file was moved aside at start
+//	scootgate_outbox_unsynced                           gauge    events accepted, not yet on disk: what a crash loses
+//	scootgate_outbox_unsynced_age_seconds               gauge    age of the oldest of them; 0 when none
 //
 // # MQTT (read from the publisher's stats at scrape time)
 //
@@ -179,7 +183,9 @@
 //
 //	scootgate_usage_events_total{result}                counter  recorded (handed to the outbox), dropped (the
 //	                                                             outbox refused it), oversize (over the broker
-//	                                                             limit), invalid (failed validation)
+//	                                                             limit), invalid (failed validation),
+//	                                                             over_key_budget (cancelled before sending, beyond
+//	                                                             the key's budget: counted, not recorded)
 //
 // # Caveats
 //

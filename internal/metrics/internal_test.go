@@ -38,10 +38,10 @@ func TestStateCollectorPedantic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 7 backend + 5 snapshot (no age: never reached) + 12 outbox + 7 MQTT
-	// + 4 usage + 2 health + 3 client
-	if n != 40 {
-		t.Errorf("series = %d, want 40", n)
+	// 7 backend + 5 snapshot (no age: never reached) + 15 outbox + 7 MQTT
+	// + 5 usage + 2 health + 3 client
+	if n != 44 {
+		t.Errorf("series = %d, want 44", n)
 	}
 }
 

@@ -78,7 +78,8 @@ type stateDescs struct {
 	snapshotFetchErrors, snapshotStale *prometheus.Desc
 
 	outboxDepth, outboxBytes, outboxOldestAge, outboxAppended, outboxDropped,
-	outboxCommitted, outboxDeleted, outboxCommits, outboxQuarantined *prometheus.Desc
+	outboxCommitted, outboxDeleted, outboxCommits, outboxQuarantined,
+	outboxUnsynced, outboxUnsyncedAge *prometheus.Desc
 
 	mqttConnected, mqttPublished, mqttAcked, mqttReconnects,
 	mqttConnectFailures, mqttOversize, mqttInFlight *prometheus.Desc
@@ -118,6 +119,8 @@ func newStateDescs() stateDescs {
 		outboxDeleted:     newDesc("scootgate_outbox_deleted_total", "Usage events removed from disk after delivery."),
 		outboxCommits:     newDesc("scootgate_outbox_commits_total", "Outbox write transactions (one fsync each)."),
 		outboxQuarantined: newDesc("scootgate_outbox_quarantined", "1 when a corrupt outbox file was moved aside at start."),
+		outboxUnsynced:    newDesc("scootgate_outbox_unsynced", "Usage events accepted but not yet on disk: what a crash now would lose."),
+		outboxUnsyncedAge: newDesc("scootgate_outbox_unsynced_age_seconds", "How long ago the oldest usage event not yet on disk was accepted; 0 when none."),
 
 		mqttConnected:       newDesc("scootgate_mqtt_connected", "1 when a connection to the MQTT broker is up."),
 		mqttPublished:       newDesc("scootgate_mqtt_published_total", "Usage events published (QoS 1), replays included."),
@@ -127,7 +130,7 @@ func newStateDescs() stateDescs {
 		mqttOversize:        newDesc("scootgate_mqtt_oversize_total", "Usage events larger than the broker's payload limit, dropped unpublished."),
 		mqttInFlight:        newDesc("scootgate_mqtt_inflight", "Publishes awaiting their PUBACK."),
 
-		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid.", "result"),
+		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid, over_key_budget.", "result"),
 
 		ready:    newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
 		draining: newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
@@ -147,6 +150,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotSigRejections, d.snapshotFetchErrors, d.snapshotStale,
 		d.outboxDepth, d.outboxBytes, d.outboxOldestAge, d.outboxAppended, d.outboxDropped,
 		d.outboxCommitted, d.outboxDeleted, d.outboxCommits, d.outboxQuarantined,
+		d.outboxUnsynced, d.outboxUnsyncedAge,
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents,
@@ -191,6 +195,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(d, st.Dropped, "dropped")
 		e.counter(d, st.Oversize, "oversize")
 		e.counter(d, st.Invalid, "invalid")
+		e.counter(d, st.OverKeyBudget, "over_key_budget")
 	}
 	if h := src.health; h != nil {
 		e.gauge(c.d.ready, boolValue(h.ready()))
@@ -331,11 +336,14 @@ func (c *stateCollector) collectOutbox(e emitter, src sources) {
 	e.counter(c.d.outboxAppended, st.Appended)
 	e.counter(c.d.outboxDropped, st.Dropped.Full, "full")
 	e.counter(c.d.outboxDropped, st.Dropped.Queue, "queue")
+	e.counter(c.d.outboxDropped, st.Dropped.NotSent, "not_sent")
 	e.counter(c.d.outboxDropped, st.Dropped.Failing, "failing")
 	e.counter(c.d.outboxDropped, st.Dropped.Closed, "closed")
 	e.counter(c.d.outboxCommitted, st.Committed)
 	e.counter(c.d.outboxDeleted, st.Deleted)
 	e.counter(c.d.outboxCommits, st.Commits)
+	e.gauge(c.d.outboxUnsynced, float64(st.Unsynced))
+	e.gauge(c.d.outboxUnsyncedAge, st.UnsyncedAge.Seconds())
 	// The quarantine path is never exported, only that there is one.
 	e.gauge(c.d.outboxQuarantined, boolValue(st.Quarantined != ""))
 }

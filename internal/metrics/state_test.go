@@ -300,8 +300,8 @@ func TestOutbox(t *testing.T) {
 	m := newMetrics(t)
 	m.RegisterOutbox(func() outbox.Stats {
 		return outbox.Stats{
-			Depth: 12, Bytes: 3456, OldestAge: 1500 * time.Millisecond, Appended: 100,
-			Dropped:   outbox.Dropped{Full: 1, Queue: 2, Failing: 3, Closed: 4},
+			Depth: 12, Unsynced: 7, UnsyncedAge: 250 * time.Millisecond, Bytes: 3456, OldestAge: 1500 * time.Millisecond, Appended: 100,
+			Dropped:   outbox.Dropped{Full: 1, Queue: 2, NotSent: 5, Failing: 3, Closed: 4},
 			Committed: 90, Deleted: 78, Commits: 9,
 			Quarantined: "/var/lib/scootgate/outbox.db.corrupt-sk-canary",
 		}
@@ -330,6 +330,7 @@ scootgate_outbox_depth 12
 scootgate_outbox_dropped_total{reason="closed"} 4
 scootgate_outbox_dropped_total{reason="failing"} 3
 scootgate_outbox_dropped_total{reason="full"} 1
+scootgate_outbox_dropped_total{reason="not_sent"} 5
 scootgate_outbox_dropped_total{reason="queue"} 2
 # HELP scootgate_outbox_oldest_age_seconds Age of the oldest event in the outbox; 0 when empty.
 # TYPE scootgate_outbox_oldest_age_seconds gauge
@@ -337,7 +338,13 @@ scootgate_outbox_oldest_age_seconds 1.5
 # HELP scootgate_outbox_quarantined 1 when a corrupt outbox file was moved aside at start.
 # TYPE scootgate_outbox_quarantined gauge
 scootgate_outbox_quarantined 1
-`, "scootgate_outbox_appended_total", "scootgate_outbox_bytes", "scootgate_outbox_commits_total",
+# HELP scootgate_outbox_unsynced Usage events accepted but not yet on disk: what a crash now would lose.
+# TYPE scootgate_outbox_unsynced gauge
+scootgate_outbox_unsynced 7
+# HELP scootgate_outbox_unsynced_age_seconds How long ago the oldest usage event not yet on disk was accepted; 0 when none.
+# TYPE scootgate_outbox_unsynced_age_seconds gauge
+scootgate_outbox_unsynced_age_seconds 0.25
+`, "scootgate_outbox_unsynced", "scootgate_outbox_unsynced_age_seconds", "scootgate_outbox_appended_total", "scootgate_outbox_bytes", "scootgate_outbox_commits_total",
 		"scootgate_outbox_committed_total", "scootgate_outbox_deleted_total", "scootgate_outbox_depth",
 		"scootgate_outbox_dropped_total", "scootgate_outbox_oldest_age_seconds", "scootgate_outbox_quarantined")
 }
@@ -348,7 +355,7 @@ func TestMQTTAndUsage(t *testing.T) {
 		return metrics.MQTTStats{Connected: true, Published: 10, Acked: 9, Reconnects: 2, ConnectFailures: 5, Oversize: 1, InFlight: 1}
 	})
 	m.RegisterUsage(func() usage.RecorderStats {
-		return usage.RecorderStats{Recorded: 10, Dropped: 2, Oversize: 1, Invalid: 3}
+		return usage.RecorderStats{Recorded: 10, Dropped: 2, Oversize: 1, Invalid: 3, OverKeyBudget: 6}
 	})
 	compare(t, m, `
 # HELP scootgate_mqtt_acked_total Usage events acknowledged by the broker (PUBACK) and deleted from the outbox.
@@ -372,10 +379,11 @@ scootgate_mqtt_published_total 10
 # HELP scootgate_mqtt_reconnects_total Broker connections established after the first one.
 # TYPE scootgate_mqtt_reconnects_total counter
 scootgate_mqtt_reconnects_total 2
-# HELP scootgate_usage_events_total Usage events by what the recorder did with them: recorded, dropped, oversize, invalid.
+# HELP scootgate_usage_events_total Usage events by what the recorder did with them: recorded, dropped, oversize, invalid, over_key_budget.
 # TYPE scootgate_usage_events_total counter
 scootgate_usage_events_total{result="dropped"} 2
 scootgate_usage_events_total{result="invalid"} 3
+scootgate_usage_events_total{result="over_key_budget"} 6
 scootgate_usage_events_total{result="oversize"} 1
 scootgate_usage_events_total{result="recorded"} 10
 `, "scootgate_mqtt_acked_total", "scootgate_mqtt_connect_failures_total", "scootgate_mqtt_connected",

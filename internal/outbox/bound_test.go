@@ -1,6 +1,9 @@
 package outbox
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,13 +154,18 @@ func TestCommitDueAfterSlowCommit(t *testing.T) {
 }
 
 // TestUnsyncedBoundByCount: with the disk stuck in a commit, Append accepts
-// at most MaxUnsynced events that are not on disk; the rest are dropped and
-// counted, never queued behind the disk.
+// at most MaxUnsynced less the definitely-not-sent share of events that are
+// not on disk; the rest are dropped and counted, never queued behind the
+// disk. The commit after the stall takes every event that waited.
 func TestUnsyncedBoundByCount(t *testing.T) {
+	const window = 256
+	const bound = window - window/notSentShare
 	w := newFakeWall()
 	st := newStall()
-	h := hooks{wall: w, beforeCommit: st.hook}
-	s := newStore(t, Options{}, h)
+	h, commits := commitLog()
+	h.wall = w
+	h.beforeCommit = st.hook
+	s := newStore(t, Options{MaxUnsynced: window}, h)
 	t.Cleanup(st.unblock)
 
 	accepted := 0
@@ -168,22 +176,24 @@ func TestUnsyncedBoundByCount(t *testing.T) {
 		if i == DefaultMaxBatch-1 {
 			recv(t, st.entered) // the first 64 are in a commit that does not end
 		}
-		if u := s.Stats().Unsynced; u > DefaultMaxUnsynced {
-			t.Fatalf("after %d appends: %d unsynced events, bound %d", i+1, u, DefaultMaxUnsynced)
+		if u := s.Stats().Unsynced; u > bound {
+			t.Fatalf("after %d appends: %d unsynced events, bound %d", i+1, u, bound)
 		}
 	}
-	if accepted != DefaultMaxUnsynced {
-		t.Errorf("accepted %d while the disk was stuck, want %d", accepted, DefaultMaxUnsynced)
+	if accepted != bound {
+		t.Errorf("accepted %d while the disk was stuck, want %d", accepted, bound)
 	}
-	if got := s.Stats().Dropped; got != (Dropped{Queue: uint64(1000 - DefaultMaxUnsynced)}) {
-		t.Errorf("Dropped = %+v, want Queue %d", got, 1000-DefaultMaxUnsynced)
+	if got := s.Stats().Dropped; got != (Dropped{Queue: uint64(1000 - bound)}) {
+		t.Errorf("Dropped = %+v, want Queue %d", got, 1000-bound)
 	}
 	st.unblock()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := recv(t, commits); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := s.Stats().Committed; got != DefaultMaxUnsynced {
-		t.Errorf("Committed = %d, want every accepted event (%d)", got, DefaultMaxUnsynced)
+	if got := s.Stats(); got.Committed != bound || got.Commits != 2 {
+		t.Errorf("Committed %d in %d commits, want every accepted event (%d) in 2: the stuck one and one for all that waited", got.Committed, got.Commits, bound)
 	}
 }
 
@@ -198,7 +208,7 @@ func TestUnsyncedBoundByAge(t *testing.T) {
 	h.beforeCommit = st.hook
 	s := newStore(t, Options{}, h)
 	t.Cleanup(st.unblock)
-	maxAge := DefaultCommitInterval + DefaultCommitAllowance
+	maxAge := DefaultMaxUnsyncedAge
 
 	s.Append(payload(0)) // at 0
 	recv(t, w.set)
@@ -257,4 +267,120 @@ func TestDeleteCommittedWithinWindow(t *testing.T) {
 	if got := s.Stats(); got.Deleted != 1 || got.Depth != 0 {
 		t.Errorf("Deleted %d, Depth %d; want 1, 0", got.Deleted, got.Depth)
 	}
+}
+
+// TestSentAdmittedOverNotSent: with the disk stuck, definitely-not-sent
+// events fill their share of the crash window and are then dropped; an
+// event that may have reached a provider is still accepted, and stays
+// accepted until its own part of the window is full.
+func TestSentAdmittedOverNotSent(t *testing.T) {
+	const window = 64
+	const share = window / notSentShare
+	w := newFakeWall()
+	st := newStall()
+	h := hooks{wall: w, beforeCommit: st.hook}
+	s := newStore(t, Options{MaxUnsynced: window, MaxBatch: 1}, h)
+	t.Cleanup(st.unblock)
+
+	if !s.AppendNotSent(payload(0)) {
+		t.Fatal("first AppendNotSent = false")
+	}
+	recv(t, st.entered) // the writer holds it and is stuck
+	notSent := 1
+	for i := 1; i < 1000; i++ {
+		if s.AppendNotSent(payload(i)) {
+			notSent++
+		}
+	}
+	if notSent != share {
+		t.Errorf("accepted %d definitely-not-sent events, want their share %d", notSent, share)
+	}
+	sent := 0
+	for i := range 1000 {
+		if s.Append(payload(1000 + i)) {
+			sent++
+		}
+	}
+	if sent != window-share {
+		t.Errorf("accepted %d events with the not-sent share full, want %d", sent, window-share)
+	}
+	if got, want := s.Stats().Dropped, (Dropped{NotSent: 1000 - share, Queue: 1000 - (window - share)}); got != want {
+		t.Errorf("Dropped = %+v, want %+v", got, want)
+	}
+	if got := s.Stats().Unsynced; got != window {
+		t.Errorf("Unsynced = %d, want the whole window %d", got, window)
+	}
+	st.unblock()
+}
+
+// TestUnsyncedAge: Stats reports how long ago the oldest event not yet on
+// disk was accepted, counted through its commit, and 0 once it is on disk.
+func TestUnsyncedAge(t *testing.T) {
+	w := newFakeWall()
+	st := newStall()
+	h, commits := commitLog()
+	h.wall = w
+	h.beforeCommit = st.hook
+	s := newStore(t, Options{}, h)
+	t.Cleanup(st.unblock)
+
+	if got := s.Stats().UnsyncedAge; got != 0 {
+		t.Errorf("empty: UnsyncedAge %v, want 0", got)
+	}
+	s.Append(payload(0))
+	recv(t, w.set)
+	w.Advance(DefaultCommitInterval)
+	recv(t, st.entered)
+	w.Advance(300 * time.Millisecond)
+	if got, want := s.Stats().UnsyncedAge, DefaultCommitInterval+300*time.Millisecond; got != want {
+		t.Errorf("during a slow commit: UnsyncedAge %v, want %v", got, want)
+	}
+	st.unblock()
+	if err := recv(t, commits); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats(); got.UnsyncedAge != 0 || got.Unsynced != 0 {
+		t.Errorf("after the commit: UnsyncedAge %v, Unsynced %d; want 0, 0", got.UnsyncedAge, got.Unsynced)
+	}
+}
+
+// TestDropLogRateLimited: drops because the crash window is full say why
+// in one log line per interval, which counts the drops since the last.
+func TestDropLogRateLimited(t *testing.T) {
+	w := newFakeWall()
+	st := newStall()
+	var logs bytes.Buffer
+	h := hooks{wall: w, beforeCommit: st.hook}
+	s := newStore(t, Options{MaxUnsynced: 16, MaxBatch: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, h)
+	t.Cleanup(st.unblock)
+
+	s.Append(payload(0))
+	recv(t, st.entered)
+	lines := func() []string {
+		var out []string
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, "crash window full") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for i := range 100 {
+		s.Append(payload(i + 1)) // 13 more fit, 87 are dropped
+	}
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "dropped=1 ") {
+		t.Fatalf("after the first drops: %d lines %q, want 1 saying dropped=1", len(got), got)
+	}
+	w.Advance(dropLogInterval - time.Nanosecond)
+	s.Append(payload(200))
+	if got := lines(); len(got) != 1 {
+		t.Fatalf("within the interval: %d lines, want still 1", len(got))
+	}
+	w.Advance(time.Nanosecond)
+	s.Append(payload(201))
+	got := lines()
+	if len(got) != 2 || !strings.Contains(got[1], "dropped=88 ") || !strings.Contains(got[1], "reason=") {
+		t.Fatalf("after the interval: %q, want a second line counting the 88 drops since the first", got)
+	}
+	st.unblock()
 }

@@ -37,18 +37,22 @@
 // writer falls behind (a contended CPU, an fsync stuck behind other
 // writes on the disk):
 //
-//   - by count: at most MaxUnsynced events (default 4×MaxBatch = 256) are
-//     unsynced at any moment;
+//   - by count: at most MaxUnsynced events (default 4096) are unsynced at
+//     any moment; events of attempts that definitely reached no provider
+//     ([Store.AppendNotSent]) may hold 1/8 of them, the rest are kept
+//     for the others (Dropped.NotSent past that share);
 //   - by age: once the oldest unsynced event was accepted MaxUnsyncedAge
-//     ago (default CommitInterval + 1 s = 1.1 s), new events are
-//     refused until its commit has ended.
+//     ago (default 2 s), new events are refused until its commit has
+//     ended.
 //
 // Past either bound Append drops the new event and counts it
 // (Dropped.Queue): when the disk cannot keep up, the node drops and counts
-// rather than let the backlog a crash would lose grow. So a crash loses at
-// most 256 events, all accepted within 1.1 s of each other; at a
-// moderate rate, the events of the last window. [Stats].Unsynced is that
-// number now. A crash also loses the events of attempts still in flight
+// rather than let the backlog a crash would lose grow, and logs why at
+// most once per 10 s. So a crash loses at most 4096 events, all accepted
+// within 2 s of each other; on a healthy disk, the events of the last
+// commit window. The defaults hold commits of up to ~1 s at 1,600
+// events/s (BenchmarkSlowCommit). [Stats].Unsynced and UnsyncedAge are
+// the window's fill now. A crash also loses the events of attempts still in flight
 // (they are recorded when the attempt ends), and of responses finished so
 // recently that their event had not reached Append yet.
 //
@@ -73,6 +77,7 @@
 //   - Full: the outbox is at a bound (the broker has been away a while);
 //   - Queue: the writer is behind, at MaxUnsynced or MaxUnsyncedAge (the
 //     disk is slower than the event rate; see the crash bound above);
+//   - NotSent: an AppendNotSent event beyond its share of MaxUnsynced;
 //   - Failing: a commit failed (disk full, file unwritable, bbolt panicked);
 //     the events of that commit are dropped, and for the next second Append
 //     drops new events too, then lets them through to try the disk again;

@@ -77,6 +77,16 @@ func (ts *tstore) Append(p []byte) bool {
 	return ok
 }
 
+func (ts *tstore) AppendNotSent(p []byte) bool {
+	ok := ts.Store.AppendNotSent(p)
+	if ok {
+		ts.trues.Add(1)
+	} else {
+		ts.falses.Add(1)
+	}
+	return ok
+}
+
 func (ts *tstore) Delete(seqs ...uint64) error {
 	ts.mu.Lock()
 	for _, q := range seqs {

@@ -22,16 +22,29 @@ const (
 	DefaultMaxBytes       = 256 << 20
 	DefaultCommitInterval = 100 * time.Millisecond
 	DefaultMaxBatch       = 64
-	DefaultMaxUnsynced    = 4 * DefaultMaxBatch
 	DefaultLockTimeout    = 5 * time.Second
 
-	// DefaultCommitAllowance is added to CommitInterval to give the
-	// default MaxUnsyncedAge: how long one commit may take before new
-	// events are refused. fsyncs on a busy 2-core host stall past 100 ms
-	// now and then (a 10-minute soak dropped 1-125 events with 100 ms);
-	// above ~230 events/s the count bound is the tighter one anyway.
-	DefaultCommitAllowance = time.Second
+	// DefaultMaxUnsynced and DefaultMaxUnsyncedAge are the crash window.
+	// While a commit runs, the events of the next one queue, so at a rate
+	// R with commits taking D the window must hold about 2·R·D events
+	// accepted 2·D apart. The defaults hold commits of up to ~1 s at
+	// 1,600 events/s (BenchmarkSlowCommit: no drops with +500 ms per
+	// commit at 1,000 and 1,600 events/s, where the old 256 events and
+	// 1.1 s dropped 72 % and 80 %).
+	DefaultMaxUnsynced    = 4096
+	DefaultMaxUnsyncedAge = 2 * time.Second
 )
+
+// notSentShare is the part of MaxUnsynced that definitely-not-sent events
+// (AppendNotSent) may hold: 1/notSentShare of it. The rest is kept for
+// events that may have reached a provider, so a flood of the former never
+// drops one of the latter.
+const notSentShare = 8
+
+// dropLogInterval spaces the log lines that say why events are dropped
+// because the crash window is full: the first drop logs at once, later ones
+// are counted into the next line.
+const dropLogInterval = 10 * time.Second
 
 // failingBackoff is how long Append refuses events after a failed commit
 // before it lets events through again to find out whether the disk is back.
@@ -64,13 +77,15 @@ type Options struct {
 	MaxBatch       int           // a commit starts at once when this many events wait (default 64)
 	LockTimeout    time.Duration // bounded wait for the file lock (default 5s)
 
-	// The crash bound. An accepted event is unsynced until its commit has
-	// been fsynced; a kill -9 or power loss loses the unsynced events.
+	// The crash window. An accepted event is unsynced until its commit
+	// has been fsynced; a kill -9 or power loss loses the unsynced events.
 	// Append drops new events (Dropped.Queue) rather than let them exceed
-	// MaxUnsynced events (default 4×MaxBatch = 256), or join a backlog
-	// whose oldest event was accepted MaxUnsyncedAge ago (default
-	// CommitInterval + 1s): so when the disk cannot keep up, the node
-	// drops and counts instead of growing what a crash would lose.
+	// MaxUnsynced events (default 4096), or join a backlog whose oldest
+	// event was accepted MaxUnsyncedAge ago (default 2s): so when the disk
+	// cannot keep up, the node drops and counts instead of growing what a
+	// crash would lose. Definitely-not-sent events (AppendNotSent) may hold
+	// 1/8 of MaxUnsynced; events that may have reached a provider (Append)
+	// the other 7/8, whatever the former do.
 	MaxUnsynced    int
 	MaxUnsyncedAge time.Duration
 
@@ -109,7 +124,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	def(&o.MaxEvents, DefaultMaxEvents)
 	def(&o.MaxBatch, DefaultMaxBatch)
-	def(&o.MaxUnsynced, 4*o.MaxBatch)
+	def(&o.MaxUnsynced, DefaultMaxUnsynced)
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
@@ -117,7 +132,15 @@ func (o Options) withDefaults() (Options, error) {
 		o.CommitInterval = DefaultCommitInterval
 	}
 	if o.MaxUnsyncedAge == 0 {
-		o.MaxUnsyncedAge = o.CommitInterval + DefaultCommitAllowance
+		o.MaxUnsyncedAge = DefaultMaxUnsyncedAge
+	}
+	if o.MaxUnsynced < 2 {
+		// One event for each class: a smaller window could hold no
+		// definitely-not-sent event, or none of the others.
+		errs = append(errs, fmt.Errorf("outbox: Options.MaxUnsynced is %d; want at least 2", o.MaxUnsynced))
+	}
+	if len(errs) > 0 {
+		return o, errors.Join(errs...)
 	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
@@ -141,26 +164,28 @@ type Record struct {
 // Dropped counts events refused, by reason. Each is a drop_newest (docs/usage-events.md).
 type Dropped struct {
 	Full    uint64 // the outbox was at MaxEvents or MaxBytes
-	Queue   uint64 // the writer is behind: MaxUnsynced or MaxUnsyncedAge reached
+	Queue   uint64 // the writer is behind: the crash window (MaxUnsynced or MaxUnsyncedAge) is full
+	NotSent uint64 // a definitely-not-sent event (AppendNotSent) beyond its share of the crash window
 	Failing uint64 // a commit failed (the event was in it), or Append came while failing
 	Closed  uint64 // Append after Close
 }
 
 // Total is the sum over all reasons.
-func (d Dropped) Total() uint64 { return d.Full + d.Queue + d.Failing + d.Closed }
+func (d Dropped) Total() uint64 { return d.Full + d.Queue + d.NotSent + d.Failing + d.Closed }
 
 // Stats is a snapshot of a Store's state and counters, ready to be exported
 // as metrics (scootgate_outbox_*).
 type Stats struct {
-	Depth     int           // rows on disk, including rows deleted but not yet committed
-	Unsynced  int           // events accepted but not yet on disk: what a crash now would lose
-	Bytes     int64         // payload bytes of those rows
-	OldestAge time.Duration // age of the oldest row; 0 when empty
-	Appended  uint64        // events Append accepted (returned true)
-	Dropped   Dropped
-	Committed uint64 // rows written
-	Deleted   uint64 // rows removed after delivery
-	Commits   uint64 // write transactions, each one fsync
+	Depth       int           // rows on disk, including rows deleted but not yet committed
+	Unsynced    int           // events accepted but not yet on disk: what a crash now would lose
+	UnsyncedAge time.Duration // how long ago the oldest of them was accepted; 0 when none is
+	Bytes       int64         // payload bytes of the rows on disk
+	OldestAge   time.Duration // age of the oldest row; 0 when empty
+	Appended    uint64        // events Append accepted (returned true)
+	Dropped     Dropped
+	Committed   uint64 // rows written
+	Deleted     uint64 // rows removed after delivery
+	Commits     uint64 // write transactions, each one fsync
 	// Quarantined is the path a corrupt file was moved to at Open, or "".
 	Quarantined string
 }
@@ -181,8 +206,9 @@ type hooks struct {
 // item is one accepted event on its way to the writer: the encoded row
 // value, and when Append accepted it on the writer's clock.
 type item struct {
-	val []byte
-	at  time.Time
+	val     []byte
+	at      time.Time
+	notSent bool // from AppendNotSent: bounded by its share of the crash window
 }
 
 // Store is the outbox. All methods are safe for concurrent use.
@@ -207,23 +233,31 @@ type Store struct {
 	// for a commit; committing counts the events of the commit running
 	// now, committingSince is when its oldest was accepted. Together they
 	// are the unsynced events, bounded by MaxUnsynced and MaxUnsyncedAge.
-	queue           []item
-	committing      int
-	committingSince time.Time
-	pendingSince    time.Time // when pending became non-empty (writer clock)
-	failing         bool
-	retryAt         time.Time           // Append refuses events until then while failing
-	resRows         int                 // rows on disk + events queued: bounded by MaxEvents
-	resBytes        int64               // their payload bytes: bounded by MaxBytes
-	depth           int                 // rows on disk
-	bytes           int64               // their payload bytes
-	oldest          int64               // append time (unix nanos) of the first row on disk
-	pending         map[uint64]struct{} // deleted, waiting for the next commit
-	deleting        map[uint64]struct{} // deleted, in the commit running now
-	spare           map[uint64]struct{} // empty; the next pending map (writer's turn-taking)
-	pendingMax      uint64              // the largest seq in pending, 0 if empty
-	deletingMax     uint64              // the largest seq in deleting, 0 if empty
-	stats           Stats               // counters only; the rest is filled in by Stats
+	// queuedNotSent and committingNotSent count the definitely-not-sent
+	// events among them.
+	queue             []item
+	committing        int
+	committingSince   time.Time
+	queuedNotSent     int
+	committingNotSent int
+	// dropLogAt is when a full crash window may be logged again;
+	// dropsUnlogged counts the drops since the last line.
+	dropLogAt     time.Time
+	dropsUnlogged uint64
+	pendingSince  time.Time // when pending became non-empty (writer clock)
+	failing       bool
+	retryAt       time.Time           // Append refuses events until then while failing
+	resRows       int                 // rows on disk + events queued: bounded by MaxEvents
+	resBytes      int64               // their payload bytes: bounded by MaxBytes
+	depth         int                 // rows on disk
+	bytes         int64               // their payload bytes
+	oldest        int64               // append time (unix nanos) of the first row on disk
+	pending       map[uint64]struct{} // deleted, waiting for the next commit
+	deleting      map[uint64]struct{} // deleted, in the commit running now
+	spare         map[uint64]struct{} // empty; the next pending map (writer's turn-taking)
+	pendingMax    uint64              // the largest seq in pending, 0 if empty
+	deletingMax   uint64              // the largest seq in deleting, 0 if empty
+	stats         Stats               // counters only; the rest is filled in by Stats
 }
 
 // Open opens (or creates) the outbox file and starts its writer goroutine,
@@ -287,15 +321,27 @@ func open(o Options, h hooks) (*Store, error) {
 // Append queues payload (copied) for the next group commit and returns at
 // once: it never waits for the disk or for the writer. It returns false when
 // the event is dropped (drop_newest, counted in Stats.Dropped): the outbox
-// is at a bound, the writer is behind (MaxUnsynced events not yet on disk,
-// or the oldest of them accepted MaxUnsyncedAge ago), commits are failing,
-// or the Store is closed.
+// is at a bound, the writer is behind (the crash window is full: as many
+// events not yet on disk as their class may hold, or the oldest of them
+// accepted MaxUnsyncedAge ago), commits are failing, or the Store is
+// closed.
 //
 // Bounds count queued events too, so an accepted event always fits. It can
 // still be dropped later if its commit fails (Dropped.Failing); nothing
 // accepted is lost without being counted, and Close writes every accepted
 // event to disk.
-func (s *Store) Append(payload []byte) bool {
+//
+// Append is for events that may have reached a provider; those that
+// definitely did not go through AppendNotSent.
+func (s *Store) Append(payload []byte) bool { return s.append(payload, false) }
+
+// AppendNotSent is Append for the event of an attempt that definitely
+// reached no provider. Such events may hold 1/8 of the crash window
+// (MaxUnsynced); past that they are dropped (Dropped.NotSent), and they
+// never take room from events appended with Append.
+func (s *Store) AppendNotSent(payload []byte) bool { return s.append(payload, true) }
+
+func (s *Store) append(payload []byte, notSent bool) bool {
 	now := s.o.Clock.Now()
 	at := s.wall.Now()
 	val := make([]byte, timeLen+len(payload))
@@ -304,48 +350,108 @@ func (s *Store) Append(payload []byte) bool {
 	n := int64(len(payload))
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
 	case s.closed:
 		s.stats.Dropped.Closed++
+		s.mu.Unlock()
 		return false
 	case s.failing && now.Before(s.retryAt):
 		s.stats.Dropped.Failing++
+		s.mu.Unlock()
 		return false
 	case s.resRows >= s.o.MaxEvents || s.resBytes+n > s.o.MaxBytes:
 		s.stats.Dropped.Full++
-		return false
-	case s.behindLocked(at):
-		s.stats.Dropped.Queue++
+		s.mu.Unlock()
 		return false
 	}
-	s.queue = append(s.queue, item{val: val, at: at})
+	if why := s.behindLocked(at, notSent); why != "" {
+		if notSent {
+			s.stats.Dropped.NotSent++
+		} else {
+			s.stats.Dropped.Queue++
+		}
+		s.dropLocked(at, why)
+		return false
+	}
+	s.queue = append(s.queue, item{val: val, at: at, notSent: notSent})
+	if notSent {
+		s.queuedNotSent++
+	}
 	if q := len(s.queue); q == 1 || q == s.o.MaxBatch {
 		s.poke() // a deadline to set, or a batch to commit now
 	}
 	s.resRows++
 	s.resBytes += n
 	s.stats.Appended++
+	s.mu.Unlock()
 	return true
 }
 
-// behindLocked reports whether the unsynced backlog is at its bound: by
-// count, or because its oldest event was accepted MaxUnsyncedAge before at.
-// s.mu must be held.
-func (s *Store) behindLocked(at time.Time) bool {
-	if s.committing+len(s.queue) >= s.o.MaxUnsynced {
-		return true
+// Reasons a full crash window gives (behindLocked).
+const (
+	behindAge     = "the oldest unsynced event is as old as the crash window"
+	behindCount   = "the crash window holds as many events as it may"
+	behindNotSent = "definitely-not-sent events fill their share of the crash window"
+)
+
+// behindLocked says why the unsynced backlog is at its bound for a new
+// event of its class at at, or returns "": by age, when its oldest event
+// was accepted MaxUnsyncedAge before at; by count, when the class holds as
+// many as it may. s.mu must be held.
+func (s *Store) behindLocked(at time.Time, notSent bool) string {
+	if oldest, ok := s.oldestUnsyncedLocked(); ok && at.Sub(oldest) >= s.o.MaxUnsyncedAge {
+		return behindAge
 	}
-	var oldest time.Time
+	share := s.notSentShare()
+	ns := s.committingNotSent + s.queuedNotSent
+	if notSent {
+		if ns >= share {
+			return behindNotSent
+		}
+		return ""
+	}
+	if s.committing+len(s.queue)-ns >= s.o.MaxUnsynced-share {
+		return behindCount
+	}
+	return ""
+}
+
+// notSentShare is how many unsynced events AppendNotSent may hold.
+func (s *Store) notSentShare() int { return max(1, s.o.MaxUnsynced/notSentShare) }
+
+// oldestUnsyncedLocked returns when the oldest unsynced event was
+// accepted, on the writer's clock, if there is one. s.mu must be held.
+func (s *Store) oldestUnsyncedLocked() (time.Time, bool) {
 	switch {
 	case s.committing > 0:
-		oldest = s.committingSince
+		return s.committingSince, true
 	case len(s.queue) > 0:
-		oldest = s.queue[0].at
-	default:
-		return false
+		return s.queue[0].at, true
 	}
-	return at.Sub(oldest) >= s.o.MaxUnsyncedAge
+	return time.Time{}, false
+}
+
+// dropLocked logs that the crash window is full, at most once per
+// dropLogInterval, and unlocks s.mu (the line is written without it).
+func (s *Store) dropLocked(at time.Time, why string) {
+	s.dropsUnlogged++
+	if at.Before(s.dropLogAt) {
+		s.mu.Unlock()
+		return
+	}
+	s.dropLogAt = at.Add(dropLogInterval)
+	oldest, _ := s.oldestUnsyncedLocked()
+	args := []any{
+		"path", s.o.Path, "reason", why,
+		"dropped", s.dropsUnlogged, "unsynced", s.committing + len(s.queue),
+		"unsynced_not_sent", s.committingNotSent + s.queuedNotSent,
+		"unsynced_age", at.Sub(oldest).Round(time.Millisecond),
+		"crash_window_events", s.o.MaxUnsynced, "crash_window", s.o.MaxUnsyncedAge,
+		"committing", s.committing,
+	}
+	s.dropsUnlogged = 0
+	s.mu.Unlock()
+	s.o.Logger.Warn("outbox: crash window full; dropping new usage events", args...)
 }
 
 // Read returns up to limit committed rows with Seq > after, in Seq (FIFO)
@@ -481,6 +587,9 @@ func (s *Store) Stats() Stats {
 	st.Depth = s.depth
 	st.Bytes = s.bytes
 	st.Unsynced = s.committing + len(s.queue)
+	if oldest, ok := s.oldestUnsyncedLocked(); ok {
+		st.UnsyncedAge = max(0, s.wall.Now().Sub(oldest))
+	}
 	if s.depth > 0 {
 		st.OldestAge = max(0, now.Sub(time.Unix(0, s.oldest)))
 	}

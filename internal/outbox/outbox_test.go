@@ -228,7 +228,8 @@ func TestBoundFreedByDelete(t *testing.T) {
 // stuck: at MaxUnsynced it drops (counted) instead of waiting.
 func TestAppendNeverBlocks(t *testing.T) {
 	st := newStall()
-	s := newStore(t, Options{MaxUnsynced: 5, MaxUnsyncedAge: time.Hour, MaxBatch: 1}, hooks{beforeCommit: st.hook})
+	// 6: one slot for definitely-not-sent events, five for these.
+	s := newStore(t, Options{MaxUnsynced: 6, MaxUnsyncedAge: time.Hour, MaxBatch: 1}, hooks{beforeCommit: st.hook})
 	t.Cleanup(st.unblock) // before the harness closes the store
 	if !s.Append(payload(0)) {
 		t.Fatal("first Append = false")
@@ -276,7 +277,7 @@ func TestAppendNeverBlocks(t *testing.T) {
 func TestCloseFlushes(t *testing.T) {
 	const n = 5000
 	path := filepath.Join(t.TempDir(), "outbox.db")
-	s := newStore(t, Options{Path: path, CommitInterval: time.Hour, MaxUnsynced: n, MaxUnsyncedAge: time.Hour}, hooks{})
+	s := newStore(t, Options{Path: path, CommitInterval: time.Hour, MaxUnsynced: 2 * n, MaxUnsyncedAge: time.Hour}, hooks{})
 	var want []string
 	for i := range n {
 		if !s.Append(payload(i)) {
@@ -588,7 +589,7 @@ func TestQuarantine(t *testing.T) {
 		// No crash bound: a writer that falls behind on a busy machine
 		// must not drop rows, or "truncated to half" could cut a file
 		// small enough to stay valid.
-		s, err := Open(Options{Path: path, MaxUnsynced: n + 1, MaxUnsyncedAge: time.Hour})
+		s, err := Open(Options{Path: path, MaxUnsynced: 2 * n, MaxUnsyncedAge: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -737,7 +738,7 @@ func TestOptions(t *testing.T) {
 	o.Clock, o.Logger = nil, nil
 	want := Options{
 		Path: "p", MaxEvents: 100000, MaxBytes: 256 << 20, CommitInterval: 100 * time.Millisecond,
-		MaxBatch: 64, MaxUnsynced: 256, MaxUnsyncedAge: 1100 * time.Millisecond, LockTimeout: 5 * time.Second,
+		MaxBatch: 64, MaxUnsynced: 4096, MaxUnsyncedAge: 2 * time.Second, LockTimeout: 5 * time.Second,
 	}
 	if diff := cmp.Diff(o, want); diff != "" {
 		t.Errorf("defaults (-got +want):\n%s", diff)

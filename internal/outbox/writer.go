@@ -52,6 +52,7 @@ func (s *Store) run() {
 		batch := s.queue
 		s.queue = spare[:0]
 		s.committing = len(batch)
+		s.committingNotSent, s.queuedNotSent = s.queuedNotSent, 0
 		if len(batch) > 0 {
 			s.committingSince = batch[0].at
 		}
@@ -186,6 +187,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	deletingMax := s.deletingMax
 	s.deletingMax = 0
 	s.committing = 0
+	s.committingNotSent = 0
 	if err != nil {
 		if len(dels) > 0 && len(s.pending) == 0 {
 			s.pendingSince = s.wall.Now() // try them again one window later

@@ -3,17 +3,21 @@ package usage
 import (
 	"encoding/json"
 	"sync/atomic"
+	"time"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Appender is where encoded events go: the outbox (*outbox.Store). Append
-// must never block; false means the event was dropped (docs/usage-events.md
-// drop_newest).
+// takes the events of attempts that may have reached a provider,
+// AppendNotSent those of attempts that definitely did not; the outbox
+// never drops the former to make room for the latter. Neither may block;
+// false means the event was dropped (docs/usage-events.md drop_newest).
 //
-// Append must copy payload if it keeps it (outbox.Store.Append does).
+// Both must copy payload if they keep it (outbox.Store does).
 type Appender interface {
 	Append(payload []byte) bool
+	AppendNotSent(payload []byte) bool
 }
 
 // Recorder encodes an attempt's event once (so replays are byte-identical)
@@ -22,7 +26,12 @@ type Recorder struct {
 	out        Appender
 	maxPayload int
 
+	// cancels is each key's budget for the events of attempts its client
+	// cancelled before anything was sent.
+	cancels *KeyBudget
+
 	recorded atomic.Uint64 // accepted by the outbox
+	overKey  atomic.Uint64 // cancelled before sending, beyond the key's budget: counted, not recorded
 	dropped  atomic.Uint64 // refused by the outbox (full, failing)
 	oversize atomic.Uint64 // larger than the broker limit: refused before the outbox
 	invalid  atomic.Uint64 // failed Validate or json.Marshal: a gateway bug, counted and dropped
@@ -31,13 +40,18 @@ type Recorder struct {
 // RecorderStats are the recorder's counters.
 type RecorderStats struct {
 	Recorded, Dropped, Oversize, Invalid uint64
+	// OverKeyBudget counts the events of attempts cancelled by their
+	// client before anything was sent that were beyond their key's budget
+	// (CancelRate, CancelBurst) and so were counted here instead of
+	// recorded.
+	OverKeyBudget uint64
 }
 
 // NewRecorder returns a Recorder. maxPayload is the largest encoded event
 // the broker will take (docs/usage-events.md "MQTT acknowledgement": brokers may ack and drop larger ones, so
 // such an event is refused here and counted).
 func NewRecorder(out Appender, maxPayload int) *Recorder {
-	return &Recorder{out: out, maxPayload: maxPayload}
+	return &Recorder{out: out, maxPayload: maxPayload, cancels: NewKeyBudget(CancelRate, CancelBurst)}
 }
 
 // Record validates, encodes and appends ev.
@@ -45,6 +59,18 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 	if ev.Validate() != nil {
 		r.invalid.Add(1)
 		return
+	}
+	notSent := ev.SendState == usageevent.SendDefinitelyNotSent
+	if notSent && ev.FailureStage == usageevent.StageClientCancelled {
+		// A client that opens and resets requests by the thousand must
+		// not fill the outbox with their events: past its key's budget
+		// they are only counted. The event's own end time keeps the
+		// budget on the request path's clock.
+		end := ev.StartedAt.Add(time.Duration(ev.DurationMs * float64(time.Millisecond)))
+		if ok, _ := r.cancels.Take(ev.KeyID, end); !ok {
+			r.overKey.Add(1)
+			return
+		}
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -57,7 +83,13 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 		r.oversize.Add(1)
 		return
 	}
-	if r.out.Append(data) {
+	appended := false
+	if notSent {
+		appended = r.out.AppendNotSent(data)
+	} else {
+		appended = r.out.Append(data)
+	}
+	if appended {
 		r.recorded.Add(1)
 	} else {
 		r.dropped.Add(1)
@@ -69,5 +101,6 @@ func (r *Recorder) Stats() RecorderStats {
 	return RecorderStats{
 		Recorded: r.recorded.Load(), Dropped: r.dropped.Load(),
 		Oversize: r.oversize.Load(), Invalid: r.invalid.Load(),
+		OverKeyBudget: r.overKey.Load(),
 	}
 }

@@ -3,6 +3,7 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +14,19 @@ import (
 )
 
 type sliceAppender struct {
-	accept bool
-	got    [][]byte
+	accept  bool
+	got     [][]byte
+	notSent []bool // got[i] came through AppendNotSent
 }
 
-func (s *sliceAppender) Append(p []byte) bool {
+func (s *sliceAppender) Append(p []byte) bool { return s.add(p, false) }
+
+func (s *sliceAppender) AppendNotSent(p []byte) bool { return s.add(p, true) }
+
+func (s *sliceAppender) add(p []byte, notSent bool) bool {
 	if s.accept {
 		s.got = append(s.got, bytes.Clone(p)) // Append must copy (Appender)
+		s.notSent = append(s.notSent, notSent)
 	}
 	return s.accept
 }
@@ -74,6 +81,8 @@ func (c *copyAppender) Append(p []byte) bool {
 	c.last = append(c.last[:0], p...)
 	return true
 }
+
+func (c *copyAppender) AppendNotSent(p []byte) bool { return c.Append(p) }
 
 // benchEvent is a typical stream attempt with usage.
 func benchEvent() *usageevent.Event {
@@ -139,5 +148,86 @@ func TestRecordUnencodable(t *testing.T) {
 				t.Fatalf("stats %+v, %d appended; want 1 invalid, none appended", st, len(out.got))
 			}
 		})
+	}
+}
+
+// TestRecordSendStateClass: events of attempts that may have reached a
+// provider go through Append, those that definitely did not through
+// AppendNotSent, so the outbox can keep room for the former.
+func TestRecordSendStateClass(t *testing.T) {
+	out := &sliceAppender{accept: true}
+	r := NewRecorder(out, 0)
+	for _, st := range []string{usageevent.SendResponseReceived, usageevent.SendPossiblySent, usageevent.SendDefinitelyNotSent} {
+		ev := validEvent()
+		ev.SendState = st
+		switch st {
+		case usageevent.SendPossiblySent:
+			ev.HTTPStatus, ev.FailureStage = 502, usageevent.StageSend
+		case usageevent.SendDefinitelyNotSent:
+			ev.HTTPStatus, ev.FailureStage = 0, usageevent.StageConnect
+		}
+		r.Record(ev)
+	}
+	if st := r.Stats(); st.Recorded != 3 {
+		t.Fatalf("stats %+v; want 3 recorded", st)
+	}
+	if diff := cmp.Diff(out.notSent, []bool{false, false, true}); diff != "" {
+		t.Errorf("through AppendNotSent (-got +want):\n%s", diff)
+	}
+}
+
+// TestRecordCancelBudget: one key's attempts cancelled before sending are
+// recorded up to its budget and counted beyond it; another key's, and
+// other attempts of the same key, are recorded all the same, and the
+// budget refills with the events' own clock.
+func TestRecordCancelBudget(t *testing.T) {
+	out := &sliceAppender{accept: true}
+	r := NewRecorder(out, 0)
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	cancelled := func(key string, at time.Time) *usageevent.Event {
+		ev := validEvent()
+		ev.KeyID, ev.StartedAt = key, at
+		ev.SendState, ev.FailureStage, ev.HTTPStatus = usageevent.SendDefinitelyNotSent, usageevent.StageClientCancelled, 0
+		return ev
+	}
+	for range 1000 {
+		r.Record(cancelled("flood", start))
+	}
+	for range 5 {
+		r.Record(cancelled("other", start))
+		ok := validEvent()
+		ok.KeyID, ok.StartedAt = "flood", start
+		r.Record(ok)
+	}
+	// Half a second later a flood key has CancelRate/2 tokens again.
+	for range 10 {
+		r.Record(cancelled("flood", start.Add(500*time.Millisecond)))
+	}
+	want := RecorderStats{Recorded: CancelBurst + 10 + CancelRate/2, OverKeyBudget: 1000 - CancelBurst + 10 - CancelRate/2}
+	if diff := cmp.Diff(r.Stats(), want); diff != "" {
+		t.Errorf("stats (-got +want):\n%s", diff)
+	}
+}
+
+// TestKeyBudgetBounded: keys whose bucket has refilled are forgotten once
+// the budget holds many keys, so its memory follows the active keys.
+func TestKeyBudgetBounded(t *testing.T) {
+	kb := NewKeyBudget(1, 2)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 10 * pruneAt {
+		now = now.Add(100 * time.Millisecond) // each key is full again 2s after its Take
+		if ok, _ := kb.Take(fmt.Sprint("k", i), now); !ok {
+			t.Fatalf("key %d: first Take refused", i)
+		}
+	}
+	if n := len(kb.keys); n > pruneAt {
+		t.Errorf("holds %d keys after 10×%d one-off keys; want at most %d", n, pruneAt, pruneAt)
+	}
+	// A refused Take is reported with the next allowed one.
+	for range 3 {
+		kb.Take("busy", now)
+	}
+	if ok, refused := kb.Take("busy", now.Add(time.Second)); !ok || refused != 1 {
+		t.Errorf("Take after a refusal = %v, %d; want true, 1", ok, refused)
 	}
 }
