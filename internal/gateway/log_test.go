@@ -36,7 +36,9 @@ func TestRequestLine(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"gpt","messages":[{"role":"user","content":"[[status=429]]"}]}`},
 	}
 	var logs syncBuffer
-	hd, _ := newHandler(t, Options{Now: now, FirstByte: 50 * time.Millisecond, Logger: slog.New(logline.NewHandler(&logs, nil))})
+	// FirstByte ends the [[hang]] request; it is long enough that the
+	// others answer within it on a loaded machine.
+	hd, _ := newHandler(t, Options{Now: now, FirstByte: time.Second, Logger: slog.New(logline.NewHandler(&logs, nil))})
 	srv := httptest.NewServer(hd)
 	defer srv.Close()
 	for _, r := range reqs {
