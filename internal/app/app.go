@@ -457,6 +457,7 @@ func (n *node) newPublisher() error {
 		Password:       m.Password,
 		TLS:            tlsCfg,
 		Window:         m.Window,
+		BatchMax:       m.BatchMax,
 		MaxPayload:     m.MaxPayload,
 		KeepAlive:      m.KeepAlive,
 		ConnectTimeout: m.ConnectTimeout,

@@ -205,6 +205,7 @@ type Authz struct {
 //	mqtt.broker                "" (delivery off)
 //	mqtt.topic                 "scootgate/usage"
 //	mqtt.window                1024
+//	mqtt.batch_max             1 (one event per message)
 //	mqtt.max_payload           262144 (256 KiB)
 //	mqtt.keepalive             30s
 //	mqtt.connect_timeout       10s
@@ -257,7 +258,7 @@ func Defaults() Config {
 		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
 		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: 60 * time.Second, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 		MQTT: MQTT{
-			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, MaxPayload: 256 << 10,
+			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, BatchMax: 1, MaxPayload: 256 << 10,
 			KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
 		},
 		Tracing:      Tracing{SampleRatio: 1, Interval: 5 * time.Second},

@@ -22,6 +22,7 @@ type MQTT struct {
 	Password       secret.Secret
 	CAFile         string        // PEM roots for an ssl:// broker; "" = system roots
 	Window         int           // publishes in flight (PUBACK not yet seen)
+	BatchMax       int           // events per message; 1 = one each, above 1 = newline-delimited batches to Topic + "/batch"
 	MaxPayload     int           // larger events are deleted unpublished and counted; keep below the broker's limit
 	KeepAlive      time.Duration // MQTT keepalive; a dead link is noticed within ~1.5× this
 	ConnectTimeout time.Duration // dial + TLS + CONNECT/CONNACK
@@ -30,6 +31,7 @@ type MQTT struct {
 // Ranges of the [mqtt] keys (documented in the package doc).
 const (
 	maxMQTTWindow     = 65535     // MQTT packet identifiers
+	maxMQTTBatch      = 1000      // events in one batched message
 	maxMQTTPayload    = 255 << 20 // below MQTT's largest packet (268435455 bytes), with room for the topic
 	maxMQTTString     = 65535     // MQTT UTF-8 string length
 	minMQTTKeepAlive  = time.Second
@@ -105,6 +107,9 @@ func (v *validator) mqtt(t *table, m *MQTT) {
 	}
 	if n, ok := t.integer("window", "", 1, maxMQTTWindow); ok {
 		m.Window = int(n)
+	}
+	if n, ok := t.integer("batch_max", "", 1, maxMQTTBatch); ok {
+		m.BatchMax = int(n)
 	}
 	if n, ok := t.integer("max_payload", "", 1, maxMQTTPayload); ok {
 		m.MaxPayload = int(n)

@@ -21,12 +21,12 @@ func TestRulesMQTT(t *testing.T) {
 		{
 			name: "every key set",
 			add: "[mqtt]\nbroker = \"ssl://mqtt.example.com:8883/\"\ntopic = \"fleet/a/usage\"\nusername = \"u\"\n" +
-				"password = { env = \"PROXY_PW\" }\nca_file = \"/ca.pem\"\nwindow = 1024\nmax_payload = 65536\n" +
+				"password = { env = \"PROXY_PW\" }\nca_file = \"/ca.pem\"\nwindow = 1024\nbatch_max = 200\nmax_payload = 65536\n" +
 				"keepalive = \"1m\"\nconnect_timeout = \"3s\"\n",
 			view: view,
 			wantView: MQTT{
 				Broker: "ssl://mqtt.example.com:8883", Topic: "fleet/a/usage", Username: "u", Password: secret.New("pw"),
-				CAFile: "/ca.pem", Window: 1024, MaxPayload: 65536, KeepAlive: time.Minute, ConnectTimeout: 3 * time.Second,
+				CAFile: "/ca.pem", Window: 1024, BatchMax: 200, MaxPayload: 65536, KeepAlive: time.Minute, ConnectTimeout: 3 * time.Second,
 			},
 		},
 		{
@@ -71,16 +71,17 @@ func TestRulesMQTT(t *testing.T) {
 		},
 		{
 			name: "out of range and malformed",
-			add: "[mqtt]\nbroker = \"tcp://127.0.0.1:1883\"\ntopic = \"usage/#\"\nca_file = \"/ca.pem\"\nwindow = 0\n" +
+			add: "[mqtt]\nbroker = \"tcp://127.0.0.1:1883\"\ntopic = \"usage/#\"\nca_file = \"/ca.pem\"\nwindow = 0\nbatch_max = 1001\n" +
 				"max_payload = 267386881\nkeepalive = \"1500ms\"\nconnect_timeout = \"11m\"\nqos = 2\n",
 			want: []Problem{
 				{"mqtt.topic", "must not contain the wildcards + or #"},
 				{"mqtt.ca_file", "only applies to ssl:// brokers"},
 				{"mqtt.window", "0 is out of range; expected 1..65535"},
+				{"mqtt.batch_max", "1001 is out of range; expected 1..1000"},
 				{"mqtt.max_payload", "267386881 is out of range; expected 1..267386880"},
 				{"mqtt.connect_timeout", "11m0s is too large; expected at most 10m0s"},
 				{"mqtt.keepalive", "1.5s is not a whole number of seconds (MQTT counts keepalive in seconds)"},
-				{"mqtt.qos", "unknown key; expected one of: broker, ca_file, connect_timeout, keepalive, max_payload, password, topic, username, window"},
+				{"mqtt.qos", "unknown key; expected one of: batch_max, broker, ca_file, connect_timeout, keepalive, max_payload, password, topic, username, window"},
 			},
 		},
 		{

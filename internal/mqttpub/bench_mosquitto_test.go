@@ -262,8 +262,9 @@ func copyFile(b *testing.B, from, to string) {
 // BenchmarkUsageSteady is a node serving 2000 requests/s: one 400-byte
 // usage event per request appended to an empty outbox (default commit
 // options), for 5 s per iteration, with the publisher connected to the
-// real Mosquitto ("paho") or to a closed port ("down": the broker unreachable, the
-// outbox absorbing every event). cpu-us/event is this process's CPU per
+// real Mosquitto ("paho": one message per event; "batch": batched, at
+// most benchBatchMax events a message) or to a closed port ("down": the
+// broker unreachable, the outbox absorbing every event). cpu-us/event is this process's CPU per
 // event while the events are appended (the wait for the last PUBACKs
 // after them is not counted); the broker's cost per request is the
 // difference between a connected variant and "down". The variants
@@ -279,9 +280,13 @@ func BenchmarkUsageSteady(b *testing.B) { usageSteady(b, 2000, 10_000) }
 // every allocation in the process (the broker is out of process).
 func BenchmarkUsageSteady500(b *testing.B) { usageSteady(b, 500, 1000) }
 
+// benchBatchMax is the "batch" variant's [mqtt] batch_max.
+const benchBatchMax = 100
+
 func usageSteady(b *testing.B, rate, events int) {
 	addr := mosquittoAddr(b)
-	variants := []string{"paho", "down"}
+	variants := []string{"paho", "batch", "down"}
+	msgs := map[string]float64{}
 	cpu := map[string]float64{}
 	mallocs := map[string]float64{}
 	dropped := map[string]float64{}
@@ -304,6 +309,9 @@ func usageSteady(b *testing.B, rate, events int) {
 			// those, "down" redials ~100 times a second, and that work,
 			// counted in its CPU, hid the broker's cost.
 			o.BackoffMin, o.BackoffMax = DefaultBackoffMin, DefaultBackoffMax
+			if v == "batch" {
+				o.BatchMax = benchBatchMax
+			}
 			p := newPublisher(b, ob, o)
 			var reads, writes atomic.Int64
 			countWith(b, p, &reads, &writes)
@@ -337,6 +345,7 @@ func usageSteady(b *testing.B, rate, events int) {
 				b.Fatalf("%s: %d connection attempts in a %d s run, want at most %d", v, attempts, events/rate, most)
 			}
 			dials[v] += float64(attempts)
+			msgs[v] += float64(st.Published)
 			if v != "down" {
 				eventually(b, "every event acknowledged", func() bool { return p.Stats().Acked >= uint64(events-refused) })
 			}
@@ -353,6 +362,9 @@ func usageSteady(b *testing.B, rate, events int) {
 		b.ReportMetric(cpu[v]/n/1e3, v+"-cpu-us/event")
 		b.ReportMetric(mallocs[v]/n, v+"-allocs/event")
 		b.ReportMetric(dials[v]/float64(b.N), v+"-dials/run")
+		if v != "down" {
+			b.ReportMetric(msgs[v]/n, v+"-msgs/event")
+		}
 		if dropped[v] > 0 {
 			b.ReportMetric(dropped[v]/float64(b.N), v+"-dropped/op")
 		}
@@ -364,6 +376,7 @@ func usageSteady(b *testing.B, rate, events int) {
 	b.ReportMetric((csw["paho"]-csw["down"])/n, "paho-attached-switches/event")
 	b.ReportMetric((cpu["paho"]-cpu["down"])/n/1e3, "paho-attached-cpu-us/event")
 	b.ReportMetric((mallocs["paho"]-mallocs["down"])/n, "paho-attached-allocs/event")
+	b.ReportMetric((cpu["batch"]-cpu["down"])/n/1e3, "batch-attached-cpu-us/event")
 }
 
 // labeled runs f with the pprof label variant=v, which the goroutines it

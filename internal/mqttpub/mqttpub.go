@@ -17,6 +17,7 @@ import (
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Record is one outbox row. Its Payload is published as is, and kept by
@@ -50,6 +51,9 @@ const (
 	// Full jitter spreads a fleet over those 2 s; a node retrying a dead
 	// broker every 0–2 s costs a refused TCP connection each time.
 	DefaultBackoffMax = 2 * time.Second
+	// DefaultBatchMax is one event per message, the framing every
+	// consumer reads.
+	DefaultBatchMax = 1
 )
 
 // Limits checked by New.
@@ -59,6 +63,10 @@ const (
 	// MaxMaxPayload keeps a PUBLISH below MQTT's largest packet (a
 	// remaining length of 268,435,455 bytes) with room for the topic.
 	MaxMaxPayload = 255 << 20
+	// MaxBatchMax bounds the events of one batched message: beyond a few
+	// hundred the broker's cost per event no longer falls, and a message
+	// is what a consumer must handle whole.
+	MaxBatchMax = 1000
 )
 
 // idlePoll re-reads the outbox when nothing else happened for this long, so
@@ -89,6 +97,13 @@ type Options struct {
 	// and then drop a message above its own limit (mosquitto
 	// message_size_limit), so keep this below the broker's limit.
 	MaxPayload int
+	// BatchMax is the most events in one message. 1 (the default) sends
+	// each event as its own message to Topic. Above 1, the events read
+	// together go out as newline-delimited batches to Topic +
+	// usageevent.BatchTopicSuffix (consumers read them with
+	// usageevent.DecodeBatch), each at most MaxPayload bytes; a batch's rows are
+	// deleted together on its PUBACK.
+	BatchMax int
 	// KeepAlive is the MQTT keepalive; a dead link is noticed within about
 	// 1.5 times it.
 	KeepAlive time.Duration
@@ -187,6 +202,9 @@ func setDefaults(o *Options) {
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
 	}
+	if o.BatchMax == 0 {
+		o.BatchMax = DefaultBatchMax
+	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
@@ -253,6 +271,12 @@ func check(o *Options) (*linkConfig, error) {
 	if o.Window < 1 || o.Window > MaxWindow {
 		bad("window %d out of range 1..%d", o.Window, MaxWindow)
 	}
+	if o.BatchMax < 1 || o.BatchMax > MaxBatchMax {
+		bad("batch max %d out of range 1..%d", o.BatchMax, MaxBatchMax)
+	}
+	if o.BatchMax > 1 && len(o.Topic)+len(usageevent.BatchTopicSuffix) > 65535 {
+		bad("topic is too long for its batch suffix")
+	}
 	if o.MaxPayload < 1 || o.MaxPayload > MaxMaxPayload {
 		bad("max payload %d out of range 1..%d", o.MaxPayload, MaxMaxPayload)
 	}
@@ -294,10 +318,14 @@ func check(o *Options) (*linkConfig, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	topic := o.Topic
+	if o.BatchMax > 1 {
+		topic += usageevent.BatchTopicSuffix
+	}
 	return &linkConfig{
 		broker:         &url.URL{Scheme: u.Scheme, Host: u.Host},
 		clientID:       o.ClientID,
-		topic:          o.Topic,
+		topic:          topic,
 		username:       o.Username,
 		password:       o.Password.Reveal(),
 		tls:            tc,
@@ -405,9 +433,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // pending is one publish awaiting its PUBACK.
 type pending struct {
-	seq uint64
-	tok token
-	gen uint64 // connection generation when it was published
+	seq  uint64   // the row published, or the first row of a batch
+	more []uint64 // a batch's other rows
+	tok  token
+	gen  uint64 // connection generation when it was published
 }
 
 // drain runs one connection: it replays the Source from its first row,
@@ -435,27 +464,47 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, ErrConnectionLost
 			}
 			was := len(inflight)
-			recs, err := p.src.Read(cursor, p.o.Window-len(inflight))
+			recs, err := p.src.Read(cursor, (p.o.Window-len(inflight))*p.o.BatchMax)
 			if err != nil {
 				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
 			}
 			caughtUp = len(recs) == 0
 			var drop []uint64
+			var b batch
 			for _, r := range recs {
 				if done(l.lost()) {
 					break // publishing into a dead connection only wastes the window; returns above
 				}
-				cursor = r.Seq
-				if len(r.Payload) > p.o.MaxPayload {
+				if len(r.Payload) > p.o.MaxPayload-p.framing() {
 					// Refuse before publishing: the broker could
 					// ack and drop it, and it could never be delivered.
+					cursor = r.Seq
 					drop = append(drop, r.Seq)
 					p.log.Warn("usage event larger than mqtt max_payload; dropped unpublished", "seq", r.Seq, "bytes", len(r.Payload), "max_payload", p.o.MaxPayload)
 					continue
 				}
-				g := p.gen.Load()
-				inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: g})
-				p.published.Add(1)
+				if p.o.BatchMax == 1 {
+					cursor = r.Seq
+					inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: p.gen.Load()})
+					p.published.Add(1)
+					continue
+				}
+				if b.rows == p.o.BatchMax || len(b.payload)+len(r.Payload)+1 > p.o.MaxPayload {
+					inflight = append(inflight, p.publishBatch(l, &b))
+				}
+				if len(inflight) == p.o.Window {
+					break // the rest is read again when PUBACKs free the window
+				}
+				if b.rows == 0 {
+					// Sized from the first row: events of one node are
+					// alike, and a larger one only grows it once.
+					b.payload = make([]byte, 0, min(p.o.MaxPayload, p.o.BatchMax*(len(r.Payload)+1)))
+				}
+				cursor = r.Seq
+				b.add(r)
+			}
+			if b.rows > 0 {
+				inflight = append(inflight, p.publishBatch(l, &b))
 			}
 			l.flush()
 			if len(drop) > 0 {
@@ -502,6 +551,42 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			return progressed, ErrAckTimeout
 		}
 	}
+}
+
+// framing is what a row costs besides its payload in a message: the
+// newline that ends each event of a batch.
+func (p *Publisher) framing() int {
+	if p.o.BatchMax > 1 {
+		return 1
+	}
+	return 0
+}
+
+// batch gathers rows into one message: each payload followed by "\n".
+type batch struct {
+	payload []byte
+	first   uint64
+	more    []uint64
+	rows    int
+}
+
+func (b *batch) add(r Record) {
+	if b.rows == 0 {
+		b.first = r.Seq
+	} else {
+		b.more = append(b.more, r.Seq)
+	}
+	b.payload = append(append(b.payload, r.Payload...), '\n')
+	b.rows++
+}
+
+// publishBatch publishes b and empties it. The payload is not reused: the
+// client holds it until the PUBACK.
+func (p *Publisher) publishBatch(l link, b *batch) pending {
+	e := pending{seq: b.first, more: b.more, tok: l.publish(b.payload), gen: p.gen.Load()}
+	p.published.Add(1)
+	*b = batch{}
+	return e
 }
 
 // finish settles the publishes in flight when Run is stopped: the rows
@@ -561,7 +646,7 @@ func (p *Publisher) settle(inflight *[]pending) (int, error) {
 			keep = append(keep, q[i:]...)
 			break
 		}
-		seqs = append(seqs, e.seq)
+		seqs = append(append(seqs, e.seq), e.more...)
 	}
 	p.acks = seqs
 	if len(seqs) == 0 {

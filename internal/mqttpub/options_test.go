@@ -50,7 +50,7 @@ func TestNewDefaults(t *testing.T) {
 	}
 	want := Options{
 		Broker: "tcp://127.0.0.1:1883", ClientID: "scootgate-n", Topic: "scootgate/usage",
-		Window: 1024, MaxPayload: 256 << 10, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
+		Window: 1024, BatchMax: 1, MaxPayload: 256 << 10, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
 		AckTimeout: 30 * time.Second, BackoffMin: 500 * time.Millisecond, BackoffMax: 2 * time.Second,
 	}
 	got := p.o

@@ -1,6 +1,7 @@
 package usageevent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,4 +151,50 @@ func typeError(err error, path string) error {
 func isNumber(raw json.RawMessage) bool {
 	raw = raw[contract.ContentStart(raw):]
 	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
+}
+
+// BatchTopicSuffix ends the topic of batched messages: a node configured
+// to batch (`[mqtt] batch_max` above 1) publishes every message to its
+// topic plus this suffix, and only batches there.
+const BatchTopicSuffix = "/batch"
+
+// BatchError reports the event of a batch that [DecodeBatch] refused.
+type BatchError struct {
+	Line int   // 1-based line of the message
+	Err  error // what Decode said of it
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("batch line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns Err.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// DecodeBatch reads a batched message (one published to a topic ending in
+// [BatchTopicSuffix]): events as published singly, each followed by a
+// newline, in outbox order. Every line is decoded as by [Decode]; an empty
+// message, an empty line or a last event without its newline is an error
+// (a cut message, never a valid batch).
+//
+// On an error the events decoded before it are returned with it, so a
+// consumer can keep them and set the rest of the message aside: a batch is
+// acknowledged to the node as a whole, and every event in it carries its
+// own event_id for de-duplication.
+func DecodeBatch(data []byte) ([]*Event, error) {
+	if len(data) == 0 {
+		return nil, &BatchError{Line: 1, Err: errors.New("empty message")}
+	}
+	if data[len(data)-1] != '\n' {
+		return nil, &BatchError{Line: bytes.Count(data, []byte{'\n'}) + 1, Err: errors.New("the last event does not end with a newline: the message is cut")}
+	}
+	evs := make([]*Event, 0, bytes.Count(data, []byte{'\n'}))
+	for line := 1; len(data) > 0; line++ {
+		i := bytes.IndexByte(data, '\n')
+		ev, err := Decode(data[:i])
+		if err != nil {
+			return evs, &BatchError{Line: line, Err: err}
+		}
+		evs = append(evs, ev)
+		data = data[i+1:]
+	}
+	return evs, nil
 }

@@ -224,3 +224,57 @@ func TestConsumerGuideExample(t *testing.T) {
 		t.Errorf("guide example differs from testdata/usage/openai_nonstream_success.json (-guide +example):\n%s", diff)
 	}
 }
+
+// TestDecodeBatch: a batched message is events as published singly, each
+// ending in a newline; a cut message, an empty line or a bad event is an
+// error naming its line, with the events before it returned.
+func TestDecodeBatch(t *testing.T) {
+	ex := examples(t)
+	compact := func(name string) []byte {
+		var b bytes.Buffer
+		if err := json.Compact(&b, ex[name]); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	a, b := compact("openai_nonstream_success.json"), compact("openai_nonstream_success.json")
+	b = bytes.Replace(b, []byte(`"event_id":"01a226bf`), []byte(`"event_id":"b1a226bf`), 1)
+	join := func(lines ...[]byte) []byte {
+		var out []byte
+		for _, l := range lines {
+			out = append(append(out, l...), '\n')
+		}
+		return out
+	}
+	evs, err := usageevent.DecodeBatch(join(a, b))
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("DecodeBatch = %d events, %v", len(evs), err)
+	}
+	if evs[0].EventID[0] != '0' || evs[1].EventID[0] != 'b' {
+		t.Errorf("events out of order: %s, %s", evs[0].EventID, evs[1].EventID)
+	}
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		line     int
+		eventsOK int
+	}{
+		{"empty", nil, 1, 0},
+		{"cut after the first event", append(join(a), b[:len(b)/2]...), 2, 0},
+		{"no final newline", append(join(a), b...), 2, 0},
+		{"empty line", join(a, nil, b), 2, 1},
+		{"a bad event", join(a, []byte(`{"schema":2}`)), 2, 1},
+		{"a twin member", join(bytes.Replace(a, []byte(`{`), []byte(`{"schema":2,`), 1)), 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := usageevent.DecodeBatch(tc.data)
+			var be *usageevent.BatchError
+			if !errors.As(err, &be) || be.Line != tc.line {
+				t.Fatalf("err = %v, want a BatchError at line %d", err, tc.line)
+			}
+			if len(evs) != tc.eventsOK {
+				t.Errorf("%d events returned with the error, want %d", len(evs), tc.eventsOK)
+			}
+		})
+	}
+}
