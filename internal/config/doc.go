@@ -123,6 +123,7 @@
 //	endpoints = ["chat_completions", "responses", "embeddings"]
 //	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic),
 //	                                    # ["generate_content", "stream_generate_content"] (gemini);
+//	                                    # openai also "responses_compact", "responses_input_tokens";
 //	                                    # anthropic: "messages", "count_tokens"; gemini: those two and
 //	                                    # "gemini_count_tokens", "embed_content", "batch_embed_contents";
 //	                                    # a model's requests to an endpoint go only to backends that list

@@ -13,8 +13,10 @@ func operation(endpoint string) string {
 	switch endpoint {
 	case usageevent.EndpointEmbeddings:
 		return "embeddings"
-	case usageevent.EndpointCountTokens:
+	case usageevent.EndpointCountTokens, usageevent.EndpointResponsesInputTokens:
 		return "count_tokens"
+	case usageevent.EndpointResponsesCompact:
+		return "compact"
 	}
 	return "chat" // chat completions, messages, responses
 }

@@ -48,6 +48,9 @@ const (
 	EndpointGeminiCountTokens     = "gemini_count_tokens"     // POST /v1beta/models/{model}:countTokens
 	EndpointEmbedContent          = "embed_content"           // POST /v1beta/models/{model}:embedContent
 	EndpointBatchEmbedContents    = "batch_embed_contents"    // POST /v1beta/models/{model}:batchEmbedContents
+
+	EndpointResponsesCompact     = "responses_compact"      // POST /v1/responses/compact
+	EndpointResponsesInputTokens = "responses_input_tokens" // POST /v1/responses/input_tokens
 )
 
 // Placements: how the attempt's target was chosen (docs/routing.md
