@@ -76,3 +76,27 @@ func TestLargeSnapshotCompiles(t *testing.T) {
 		t.Errorf("%d model names across protocols, want at least 1000", got)
 	}
 }
+
+// BenchmarkLookup measures the request path's model lookup in a table of
+// 1000 models: an exact name, and a name the table does not hold (which
+// is also what a pattern lookup pays before it scans the patterns).
+func BenchmarkLookup(b *testing.B) {
+	s := largeSnapshot(1000, 2)
+	tab, err := Compile(s.Backends, s.Models, benchCreds, upstream.NewRegistry(upstream.Options{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, model string }{
+		{"exact", "public-model-00500"},
+		{"unknown", "no-such-model-00500"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				benchModel, _ = tab.Model(bc.model)
+			}
+		})
+	}
+}
+
+var benchModel *Model
