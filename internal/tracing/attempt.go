@@ -54,6 +54,9 @@ func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event, out provider
 		num("scootgate.attempt", int64(ev.Attempt)),
 		str("scootgate.send_state", ev.SendState),
 	)
+	if ev.ModelPattern != "" {
+		s.attrs = append(s.attrs, str("scootgate.model_pattern", ev.ModelPattern))
+	}
 	if ev.FailureStage != "" {
 		s.attrs = append(s.attrs, str("scootgate.failure_stage", ev.FailureStage))
 		s.status, s.statusMessage = statusError, ev.FailureStage
