@@ -139,6 +139,11 @@
 //	json_schema = false
 //	tier = 0                            # >= 0, lower preferred (docs/routing.md "Models and targets")
 //
+//	[[models."claude-*".targets]]       # a pattern: a final "*" (docs/routing.md "Aliases and patterns");
+//	backend = "anthropic-1"             #   exact names first, then the longest prefix
+//	model = "claude-*"                  # "*" = what the star matched: here the whole asked name
+//	weight = 1
+//
 //	[authz]
 //	source = "file:/etc/scootgate/authz.json"  # file:<path>, file:///<path> or an https:// URL
 //	verify_keys = ["cp-2026.pub"]       # optional: snapshots must be signed by one of these keys
