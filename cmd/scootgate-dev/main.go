@@ -183,8 +183,12 @@ func (c *consumer) handle(_ string, payload []byte) {
 
 // describe is the one-line summary the dev stack prints per event.
 func describe(ev *usageevent.Event) string {
+	model := ev.PublicModel
+	if ev.ModelPattern != "" {
+		model += " [" + ev.ModelPattern + "]"
+	}
 	line := fmt.Sprintf("usage event %s: %s %s -> %s (%s) attempt %d %s status %d",
-		ev.EventID, ev.Protocol, ev.PublicModel, ev.Backend, ev.ProviderModel, ev.Attempt, ev.SendState, ev.HTTPStatus)
+		ev.EventID, ev.Protocol, model, ev.Backend, ev.ProviderModel, ev.Attempt, ev.SendState, ev.HTTPStatus)
 	if ev.FailureStage != "" {
 		line += " failed at " + ev.FailureStage
 	}
@@ -210,9 +214,11 @@ func writeSnapshots(dir string, now time.Time) error {
 	return writeJSON(filepath.Join(dir, "authz.json"), devAuthz(now))
 }
 
-// devRoutes: demo-gpt (chat completions and responses) and demo-embed
-// (embeddings) on the fake provider's OpenAI side, demo-claude (messages
-// and count_tokens) on its Anthropic side, demo-gemini (every Gemini
+// devRoutes: demo-gpt (chat completions, responses and its compaction and
+// token count) and demo-embed (embeddings) on the fake provider's OpenAI
+// side, demo-claude (messages and count_tokens) on its Anthropic side, the
+// patterns claude-* and gpt-* (every name Claude Code and Codex CLI ask
+// for) on the same backends, demo-gemini (every Gemini
 // method) on its Gemini side, with the credentials dev.toml
 // defines; demo-pool and demo-claude-pool spread over three backends each,
 // so that balancing and prompt-cache affinity show in the usage events.
@@ -247,7 +253,8 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 		// on a backend of its own.
 		Backends: []routesnap.Backend{
 			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
-				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses,
+					routesnap.EndpointResponsesCompact, routesnap.EndpointResponsesInputTokens}},
 			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointEmbeddings}},
 			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
@@ -274,6 +281,15 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-capped", Targets: []routesnap.Target{
 				{Backend: "fake-openai-capped", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+			// Patterns (docs/routing.md "Aliases and patterns"): Claude
+			// Code's and Codex CLI's own model names answer with no model
+			// setting; the fake provider sees the name as asked.
+			{Name: "claude-*", Targets: []routesnap.Target{
+				{Backend: "fake-anthropic", Model: "claude-*", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+			{Name: "gpt-*", Targets: []routesnap.Target{
+				{Backend: "fake-openai", Model: "gpt-*", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
 			}},
 		},
 	}
@@ -321,6 +337,7 @@ ScootGate dev stack is up.
                 demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
+                the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz
   fake provider http://%[3]s   reached only through SOCKS5 %[4]s

@@ -389,9 +389,11 @@ func (n *node) pruneModelsAfter(decode snapshot.DecodeFunc, h *routes.Holder) sn
 	}
 }
 
-// routesTo reports whether t has a target of model on backend.
+// routesTo reports whether t has a target of model on backend. model is
+// a metrics label: an exact name or a pattern entry, never a name a
+// pattern matched (those are counted under the pattern).
 func routesTo(t *routes.Table, model, backend string) bool {
-	m, ok := t.Model(model)
+	m, ok := t.Entry(model)
 	if !ok {
 		return false
 	}

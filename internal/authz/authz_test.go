@@ -124,6 +124,12 @@ func TestPrincipalAllows(t *testing.T) {
 		{"not listed", []string{"demo-gpt"}, "demo-claude", false},
 		{"case-sensitive", []string{"demo-gpt"}, "Demo-GPT", false},
 		{"no prefix match", []string{"demo-gpt"}, "demo-gpt-4", false},
+		{"pattern", []string{"demo-gpt", "claude-*"}, "claude-sonnet-4-5", true},
+		{"pattern needs a character after its prefix", []string{"claude-*"}, "claude-", false},
+		{"pattern is a prefix, not a substring", []string{"claude-*"}, "my-claude-x", false},
+		{"pattern is case-sensitive", []string{"claude-*"}, "Claude-x", false},
+		{"a narrower pattern", []string{"claude-haiku-*"}, "claude-sonnet-4-5", false},
+		{"catch-all", []string{"*"}, "anything", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // Principal is an authenticated key. It is shared by every request that
@@ -23,10 +24,20 @@ type Principal struct {
 	ExpiresAt time.Time
 }
 
-// Allows reports whether the key may use the public model name (exact,
-// case-sensitive match). A caller answers false with 403 (docs/api.md).
+// Allows reports whether the key may use the public model name as asked:
+// an entry of the allowlist is that name (case-sensitive), or a pattern
+// that matches it ("claude-*", docs/authorization.md). A caller answers
+// false with 403 (docs/api.md).
 func (p *Principal) Allows(model string) bool {
-	return p.Models == nil || slices.Contains(p.Models, model)
+	if p.Models == nil {
+		return true
+	}
+	for _, m := range p.Models {
+		if _, ok := routesnap.Match(m, model); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // expired reports whether the key has expired at now: expires_at is the

@@ -82,6 +82,7 @@ func TestParseExampleConfig(t *testing.T) {
 		{ID: "openai-1", Protocol: routesnap.ProtocolOpenAI, BaseURL: "https://api.openai.com/v1", Credential: "openai-main", MaxInflightPerNode: 256, IncludeUsage: new(true)},
 	}
 	want.Models = []routesnap.Model{
+		{Name: "claude-*", Targets: []routesnap.Target{{Backend: "anthropic-1", Model: "claude-*", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
 		{Name: "claude-sonnet", Targets: []routesnap.Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
 		{Name: "gpt-4o", Targets: []routesnap.Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
 	}
@@ -388,8 +389,16 @@ func TestInvalidFiles(t *testing.T) {
 			want: []Problem{
 				{"backends.anthropic-1.endpoints[1]", "expected a string, got an integer"},
 				{"backends.empty.endpoints", "must list at least one endpoint, or be left out for the protocol's default"},
-				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings`},
+				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens`},
 				{"backends.openai-1.endpoints[2]", "duplicate of endpoints[0]"},
+			},
+		},
+		{
+			file: "bad-patterns.toml",
+			want: []Problem{
+				{`models."claude-*-latest"`, `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
+				{"models.gpt-4o.targets[0].model", `"*" stands for what a pattern's star matched, and this model's name is no pattern (a name that ends in "*")`},
+				{`models."openai/*".targets[0].model`, `"*" may appear only once (it stands for what the pattern's star matched)`},
 			},
 		},
 		{

@@ -123,6 +123,7 @@
 //	endpoints = ["chat_completions", "responses", "embeddings"]
 //	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic),
 //	                                    # ["generate_content", "stream_generate_content"] (gemini);
+//	                                    # openai also "responses_compact", "responses_input_tokens";
 //	                                    # anthropic: "messages", "count_tokens"; gemini: those two and
 //	                                    # "gemini_count_tokens", "embed_content", "batch_embed_contents";
 //	                                    # a model's requests to an endpoint go only to backends that list
@@ -137,6 +138,11 @@
 //	tools = true
 //	json_schema = false
 //	tier = 0                            # >= 0, lower preferred (docs/routing.md "Models and targets")
+//
+//	[[models."claude-*".targets]]       # a pattern: a final "*" (docs/routing.md "Aliases and patterns");
+//	backend = "anthropic-1"             #   exact names first, then the longest prefix
+//	model = "claude-*"                  # "*" = what the star matched: here the whole asked name
+//	weight = 1
 //
 //	[authz]
 //	source = "file:/etc/scootgate/authz.json"  # file:<path>, file:///<path> or an https:// URL

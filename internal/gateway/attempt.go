@@ -44,6 +44,8 @@ type call struct {
 	body      []byte
 	req       provider.Request
 	session   balance.Key // 0 = none, or affinity off for the model
+	pattern   string      // the pattern entry that matched req.Model; "" for an exact name
+	star      string      // the part of req.Model the pattern's star matched
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
 
@@ -56,6 +58,7 @@ type call struct {
 type attempt struct {
 	n         int
 	target    *routes.Target
+	model     string        // the provider model sent (the target's, or made from a pattern's star)
 	lease     balance.Lease // the target's in-flight slot, given back by finish
 	placement balance.Placement
 	started   time.Time
@@ -152,6 +155,9 @@ func (c *call) route(ctx context.Context) {
 		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", shown)))
 		return
 	}
+	if m.Pattern { // docs/routing.md "Aliases and patterns"
+		c.pattern, c.star = m.Name, m.Star(req.Model)
+	}
 	pool := m.Pools[c.spec.Endpoint]
 	switch {
 	case len(pool) > 0:
@@ -239,11 +245,17 @@ func offers(pool []*routes.Target, need routes.Caps) bool {
 // status 0 has written nothing and may be re-picked.
 func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	t := l.Target
-	a := &attempt{n: n, target: t, lease: l, started: c.h.o.Now()}
-	u := t.Upstream // the endpoint's path names the model
-	if u == nil {
-		u = t.Backend.Upstream[c.spec.Endpoint]
+	a := &attempt{n: n, target: t, lease: l, started: c.h.o.Now(), model: t.ProviderModel}
+	// The provider model, and the URL when the endpoint's path names it:
+	// compiled, or for a pattern's templated target made from the star.
+	res, err := t.Resolve(c.star, c.spec.Endpoint)
+	if err != nil {
+		a.state, a.stage, a.err = provider.NotSent, stageInternal, err
+		c.failAttempt(a, apierr.BadGateway("bad_backend_url", "the provider model made from the requested name is not usable", false))
+		return a
 	}
+	a.model = res.Model
+	u := res.URL
 	if u == nil { // the pool holds only targets that serve the endpoint: a bug
 		a.state, a.stage, a.err = provider.NotSent, stageInternal, errors.New("backend has no URL for the endpoint")
 		c.failAttempt(a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
@@ -254,11 +266,11 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	// usage-only chunk it then did not expect. The body is copied once,
 	// with the model rewritten (docs/api.md).
 	a.hide = c.req.AskUsage.Value != nil && c.h.o.InjectStreamUsage && t.Backend.InjectUsage
-	model := t.ProviderModelJSON
+	model := res.JSON
 	if c.spec.Match != nil {
 		model = nil // the model is in the URL
 	}
-	body := c.req.Rewrite(c.body, model, t.ProviderModelNamedJSON, a.hide)
+	body := c.req.Rewrite(c.body, model, res.NamedJSON, a.hide)
 	a.reqBytes = int64(len(body))
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
@@ -544,7 +556,8 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		TenantID:      c.principal.TenantID,
 		KeyID:         c.principal.KeyID,
 		PublicModel:   c.req.Model,
-		ProviderModel: a.target.ProviderModel,
+		ModelPattern:  c.pattern,
+		ProviderModel: a.model,
 		Backend:       a.target.Backend.ID,
 		Protocol:      c.api.Protocol.String(),
 		Endpoint:      c.spec.Endpoint.String(),

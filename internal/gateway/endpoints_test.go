@@ -37,7 +37,10 @@ func TestEndpointRefusals(t *testing.T) {
 		{"GET a stored response", "GET", "/v1/responses/resp_123", "", 404, "stateful_endpoint_not_supported"},
 		{"cancel a stored response", "POST", "/v1/responses/resp_123/cancel", "", 404, "stateful_endpoint_not_supported"},
 		{"conversations", "POST", "/v1/conversations", "{}", 404, "stateful_endpoint_not_supported"},
-		{"compaction is stateless, not served", "POST", "/v1/responses/compact", "{}", 404, "not_found"},
+		{"compaction on a chat-only backend", "POST", "/v1/responses/compact", `{"model":"gpt","input":"hi"}`, 400, "endpoint_not_served"},
+		{"input_tokens on a chat-only backend", "POST", "/v1/responses/input_tokens", `{"model":"gpt","input":"hi"}`, 400, "endpoint_not_served"},
+		{"input_tokens without a model", "POST", "/v1/responses/input_tokens", `{"input":"hi"}`, 400, "missing_model"},
+		{"an unknown path below responses is stateful", "POST", "/v1/responses/compact/x", "{}", 404, "stateful_endpoint_not_supported"},
 		{"responses is POST only", "GET", "/v1/responses", "", 405, "method_not_allowed"},
 		// A path rule in a load balancer in front sees the path as sent:
 		// the node serves an endpoint only at its path written plainly.

@@ -229,7 +229,15 @@ func (f *modelFamilies) deleteLocked(k modelKey) {
 
 // observe records one attempt's event.
 func (f *modelFamilies) observe(ev *usageevent.Event) {
-	s := f.series(modelLabel(ev.PublicModel), idLabel(ev.Backend))
+	// A pattern's requests are counted under the pattern, one of the
+	// operator's entries: the names clients ask for are theirs to invent
+	// and would make the series unbounded (docs/routing.md "Aliases and
+	// patterns").
+	model := ev.PublicModel
+	if ev.ModelPattern != "" {
+		model = ev.ModelPattern
+	}
+	s := f.series(modelLabel(model), idLabel(ev.Backend))
 	s.requests[classOf(ev.HTTPStatus)].Inc()
 	if ev.RequestBytes > 0 {
 		s.reqBytes.Add(float64(ev.RequestBytes))

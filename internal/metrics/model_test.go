@@ -138,3 +138,24 @@ scootgate_model_request_bytes_total{backend="oa",model="vendor/model:2024-05"} 1
 scootgate_model_request_bytes_total{backend="oa",model="模型"} 100
 `, "scootgate_model_request_bytes_total")
 }
+
+// TestModelPatternLabel: the attempts of names a pattern matched are
+// counted under the pattern, so that the names clients invent add no
+// series.
+func TestModelPatternLabel(t *testing.T) {
+	m := newMetrics(t)
+	for _, asked := range []string{"claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5-20251001"} {
+		ev := attemptEvent(asked, "an", 200, false)
+		ev.ModelPattern = "claude-*"
+		m.Record(ev)
+	}
+	compare(t, m, `
+# HELP scootgate_model_requests_total Provider attempts by public model, backend and class of the status sent to the client (none: the attempt sent the client nothing).
+# TYPE scootgate_model_requests_total counter
+scootgate_model_requests_total{backend="an",class="2xx",model="claude-*"} 3
+scootgate_model_requests_total{backend="an",class="3xx",model="claude-*"} 0
+scootgate_model_requests_total{backend="an",class="4xx",model="claude-*"} 0
+scootgate_model_requests_total{backend="an",class="5xx",model="claude-*"} 0
+scootgate_model_requests_total{backend="an",class="none",model="claude-*"} 0
+`, "scootgate_model_requests_total")
+}

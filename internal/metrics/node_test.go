@@ -118,6 +118,8 @@ scootgate_requests_total{code="200",endpoint="gemini_count_tokens",send_state="r
 scootgate_requests_total{code="200",endpoint="generate_content",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="messages",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="responses_compact",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="responses_input_tokens",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="stream_generate_content",send_state="response_received"} 1
 `, "scootgate_requests_total")
 }

@@ -122,7 +122,7 @@ func TestLabelSetsClosed(t *testing.T) {
 	}
 	sets := map[string][]string{
 		"endpoint": {"chat_completions", "messages", "responses", "embeddings", "count_tokens",
-			"generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents", "models", "unknown"},
+			"generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents", "responses_compact", "responses_input_tokens", "models", "unknown"},
 		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,

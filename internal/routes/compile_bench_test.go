@@ -76,3 +76,33 @@ func TestLargeSnapshotCompiles(t *testing.T) {
 		t.Errorf("%d model names across protocols, want at least 1000", got)
 	}
 }
+
+// BenchmarkLookup measures the request path's model lookup in a table of
+// 1000 exact models and 20 patterns: an exact name (one map lookup, as
+// before patterns), a name the last pattern matches (the map, then every
+// pattern), and a name nothing matches.
+func BenchmarkLookup(b *testing.B) {
+	s := largeSnapshot(1000, 2)
+	for i := range 20 {
+		s.Models = append(s.Models, routesnap.Model{Name: fmt.Sprintf("family-%02d-*", i),
+			Targets: []routesnap.Target{{Backend: "backend-00", Model: "*", Weight: 1}}})
+	}
+	tab, err := Compile(s.Backends, s.Models, benchCreds, upstream.NewRegistry(upstream.Options{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, model string }{
+		{"exact", "public-model-00500"},
+		{"pattern", "family-19-model"},
+		{"unknown", "no-such-model-00500"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				benchModel, _ = tab.Model(bc.model)
+			}
+		})
+	}
+}
+
+var benchModel *Model

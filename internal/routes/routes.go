@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/provider"
@@ -96,6 +97,49 @@ type Target struct {
 	// identity for rendezvous hashing, the same on every node that holds
 	// the same table. Compile sets it.
 	HashID uint64
+	// Templated says that ProviderModel holds a "*" (a pattern's target,
+	// docs/routing.md "Aliases and patterns"): the model sent is made per
+	// request from the part of the asked name the pattern's star matched
+	// ([Target.Resolve]), and the JSON and URL fields above are unset.
+	Templated bool
+}
+
+// Resolved is what an attempt sends to a target: the provider model, as a
+// JSON string and as the JSON string "models/{model}", and the URL of the
+// endpoint.
+type Resolved struct {
+	Model     string
+	JSON      []byte
+	NamedJSON []byte
+	URL       *url.URL // nil: the backend does not serve the endpoint
+}
+
+// Resolve returns what an attempt on endpoint e sends to t for a request
+// whose pattern's star matched star ("" for an exact name). For a target
+// that is not templated it is the compiled values and allocates nothing;
+// a templated one builds them from [routesnap.Expand].
+func (t *Target) Resolve(star string, e provider.Endpoint) (Resolved, error) {
+	if !t.Templated {
+		u := t.Upstream
+		if u == nil {
+			u = t.Backend.Upstream[e]
+		}
+		return Resolved{Model: t.ProviderModel, JSON: t.ProviderModelJSON, NamedJSON: t.ProviderModelNamedJSON, URL: u}, nil
+	}
+	r := Resolved{Model: routesnap.Expand(t.ProviderModel, star), URL: t.Backend.Upstream[e]}
+	var err error
+	if r.JSON, err = json.Marshal(r.Model); err != nil {
+		return Resolved{}, err
+	}
+	if r.NamedJSON, err = json.Marshal("models/" + r.Model); err != nil {
+		return Resolved{}, err
+	}
+	if catalog.Spec(e).Match != nil && t.Backend.URL[e] != "" {
+		if r.URL, err = parseUpstream(t.Backend.URL[e], r.Model); err != nil {
+			return Resolved{}, err
+		}
+	}
+	return r, nil
 }
 
 // Model is a public model with one candidate pool per endpoint: the
@@ -108,6 +152,21 @@ type Model struct {
 	// Affinity: requests that name a session are placed by rendezvous
 	// hashing (docs/routing.md "Affinity").
 	Affinity bool
+	// Pattern says that Name is a pattern (docs/routing.md "Aliases and
+	// patterns"): Prefix followed by "*". It matches the asked names that
+	// start with Prefix and go on for at least one character; the rest is
+	// what the star stands for in its targets' models ([Model.Star]).
+	Pattern bool
+	Prefix  string
+}
+
+// Star returns the part of the asked name that m's star matched: "" for
+// an exact model. name must be one m matched ([Table.Model]).
+func (m *Model) Star(name string) string {
+	if !m.Pattern {
+		return ""
+	}
+	return name[len(m.Prefix):]
 }
 
 // Serves reports whether the model has a target of protocol p, for any
@@ -124,14 +183,49 @@ func (m *Model) Serves(p provider.Protocol) bool {
 // Table is a compiled, immutable routing table.
 type Table struct {
 	uses   map[upstream.Identity]struct{} // backend identities this table routes to
-	models map[string]*Model
-	names  [provider.NumProtocols][]string // sorted names of models with a target of that protocol
+	models map[string]*Model              // the exact names
+	// patterns are the pattern models, longest prefix first: the first
+	// that matches a name is the most specific.
+	patterns []*Model
+	names    [provider.NumProtocols][]string // sorted exact names of models with a target of that protocol
 }
 
-// Model returns the public model named name.
+// Model returns the public model a request that asks for name uses: the
+// model of that exact name, otherwise the pattern with the longest prefix
+// that matches it (docs/routing.md "Aliases and patterns"). A pattern
+// matches only names that would be valid model names in the routes
+// ([routesnap.CheckModelName]: at most [routesnap.MaxModelNameLength]
+// characters of UTF-8 without control characters), so that what its star
+// stands for, sent to the provider and written into usage events, is
+// one. An exact name costs one map lookup, as it did before patterns.
 func (t *Table) Model(name string) (*Model, bool) {
-	m, ok := t.models[name]
-	return m, ok
+	if m, ok := t.models[name]; ok {
+		return m, true
+	}
+	if len(t.patterns) == 0 || len(name) > utf8.UTFMax*routesnap.MaxModelNameLength || routesnap.CheckModelName(name) != "" {
+		return nil, false
+	}
+	for _, m := range t.patterns {
+		if len(name) > len(m.Prefix) && strings.HasPrefix(name, m.Prefix) {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// Entry returns the model entry named name as the routes name it, exact
+// name or pattern ("claude-*" is the pattern, not a name it matches).
+func (t *Table) Entry(name string) (*Model, bool) {
+	if !routesnap.IsPattern(name) {
+		m, ok := t.models[name]
+		return m, ok
+	}
+	for _, m := range t.patterns {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return nil, false
 }
 
 // Uses reports whether the table routes to the backend with identity id;
@@ -142,9 +236,10 @@ func (t *Table) Uses(id upstream.Identity) bool {
 	return ok
 }
 
-// Names returns the sorted public model names that have at least one
-// target speaking p, for any of its endpoints. The slice must not be
-// modified.
+// Names returns the sorted exact public model names that have at least
+// one target speaking p, for any of its endpoints; patterns are not names
+// a client can list (docs/api.md "Client surface details"). The slice
+// must not be modified.
 func (t *Table) Names(p provider.Protocol) []string { return t.names[p] }
 
 // Compile builds a Table from routes that passed
@@ -221,6 +316,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 	t := &Table{uses: uses, models: make(map[string]*Model, len(ms))}
 	for _, m := range ms {
 		cm := &Model{Name: m.Name, Affinity: m.AffinityOn()}
+		if routesnap.IsPattern(m.Name) {
+			cm.Pattern, cm.Prefix = true, strings.TrimSuffix(m.Name, routesnap.Star)
+		}
 		for i, tg := range m.Targets {
 			b, ok := backends[tg.Backend]
 			if !ok {
@@ -229,13 +327,19 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			if tg.Weight <= 0 {
 				return nil, fmt.Errorf("routes: models.%q.targets[%d]: weight must be > 0", m.Name, i)
 			}
-			quoted, err := json.Marshal(tg.Model)
-			if err != nil {
-				return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+			templated := strings.Contains(tg.Model, routesnap.Star)
+			if templated && !cm.Pattern {
+				return nil, fmt.Errorf("routes: models.%q.targets[%d]: model %q has a \"*\" but the model is no pattern", m.Name, i, tg.Model)
 			}
-			named, err := json.Marshal("models/" + tg.Model)
-			if err != nil {
-				return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+			var quoted, named []byte
+			if !templated {
+				var err error
+				if quoted, err = json.Marshal(tg.Model); err != nil {
+					return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+				}
+				if named, err = json.Marshal("models/" + tg.Model); err != nil {
+					return nil, fmt.Errorf("routes: models.%q.targets[%d]: %w", m.Name, i, err)
+				}
 			}
 			var caps Caps
 			if tg.Stream {
@@ -254,9 +358,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 				target := &Target{
 					Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted, ProviderModelNamedJSON: named,
 					Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
-					HashID: TargetHash(b.ID, tg.Model),
+					HashID: TargetHash(b.ID, tg.Model), Templated: templated,
 				}
-				if catalog.Spec(e).Match != nil {
+				if catalog.Spec(e).Match != nil && !templated {
+					var err error
 					if target.Upstream, err = parseUpstream(b.URL[e], tg.Model); err != nil {
 						return nil, fmt.Errorf("routes: models.%q.targets[%d]: model %q does not make a valid URL", m.Name, i, tg.Model)
 					}
@@ -274,6 +379,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			})
 			IndexWeights(pool)
 		}
+		if cm.Pattern {
+			t.patterns = append(t.patterns, cm)
+			continue
+		}
 		for p := range provider.NumProtocols {
 			if cm.Serves(p) {
 				t.names[p] = append(t.names[p], m.Name)
@@ -284,6 +393,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 	for p := range t.names {
 		sort.Strings(t.names[p])
 	}
+	// Longest prefix first. Two patterns whose prefixes have one length
+	// match no name in common unless the prefixes are equal, which
+	// validation refuses: their order does not matter.
+	sort.Slice(t.patterns, func(i, j int) bool { return len(t.patterns[i].Prefix) > len(t.patterns[j].Prefix) })
 	return t, nil
 }
 

@@ -13,8 +13,10 @@ func operation(endpoint string) string {
 	switch endpoint {
 	case usageevent.EndpointEmbeddings:
 		return "embeddings"
-	case usageevent.EndpointCountTokens:
+	case usageevent.EndpointCountTokens, usageevent.EndpointResponsesInputTokens:
 		return "count_tokens"
+	case usageevent.EndpointResponsesCompact:
+		return "compact"
 	}
 	return "chat" // chat completions, messages, responses
 }
@@ -52,6 +54,9 @@ func (t *Tracer) Attempt(ctx context.Context, ev *usageevent.Event, out provider
 		num("scootgate.attempt", int64(ev.Attempt)),
 		str("scootgate.send_state", ev.SendState),
 	)
+	if ev.ModelPattern != "" {
+		s.attrs = append(s.attrs, str("scootgate.model_pattern", ev.ModelPattern))
+	}
 	if ev.FailureStage != "" {
 		s.attrs = append(s.attrs, str("scootgate.failure_stage", ev.FailureStage))
 		s.status, s.statusMessage = statusError, ev.FailureStage

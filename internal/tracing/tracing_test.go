@@ -379,3 +379,21 @@ func TestShutdownBounded(t *testing.T) {
 		t.Errorf("stats %+v, want the 5 spans failed", st)
 	}
 }
+
+// TestOperation: each endpoint's gen_ai.operation.name.
+func TestOperation(t *testing.T) {
+	got := map[string]string{}
+	for _, e := range []string{
+		usageevent.EndpointChatCompletions, usageevent.EndpointResponses, usageevent.EndpointEmbeddings,
+		usageevent.EndpointCountTokens, usageevent.EndpointResponsesCompact, usageevent.EndpointResponsesInputTokens,
+	} {
+		got[e] = operation(e)
+	}
+	want := map[string]string{
+		"chat_completions": "chat", "responses": "chat", "embeddings": "embeddings",
+		"count_tokens": "count_tokens", "responses_compact": "compact", "responses_input_tokens": "count_tokens",
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("operation (-got +want):\n%s", diff)
+	}
+}

@@ -19,6 +19,7 @@ type Attempt struct {
 	KeyID     string
 
 	PublicModel   string
+	ModelPattern  string // the pattern entry that matched PublicModel; "" for an exact name
 	ProviderModel string
 	Backend       string
 	Protocol      string // usageevent.Protocol*
@@ -69,6 +70,7 @@ func NewEvent(a *Attempt) *usageevent.Event {
 		TenantID:      a.TenantID,
 		KeyID:         a.KeyID,
 		PublicModel:   a.PublicModel,
+		ModelPattern:  a.ModelPattern,
 		ProviderModel: a.ProviderModel,
 		Backend:       a.Backend,
 		Protocol:      a.Protocol,

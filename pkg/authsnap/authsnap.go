@@ -32,7 +32,10 @@ type Key struct {
 	Digest   string `json:"digest"`    // [Digest] of the raw key: 64 lowercase hex characters
 
 	// Models is the allowlist of public model names. nil (omitted or null in
-	// JSON) allows every model; an empty, non-nil slice allows none. The
+	// JSON) allows every model; an empty, non-nil slice allows none. An
+	// entry that ends in "*" is a pattern: it allows every asked name that
+	// starts with the part before the "*" and goes on for at least one
+	// character ("claude-*" allows "claude-sonnet-4-5"). The
 	// omitzero option keeps that distinction when encoding: omitempty would
 	// drop an empty list and turn "no models" into "all models".
 	Models []string `json:"models,omitzero"`

@@ -33,7 +33,10 @@ func (e *ValidationError) Error() string {
 //   - digest is [DigestLength] lowercase hex characters;
 //   - no two keys share a key_id or a digest (a digest must name exactly one
 //     principal);
-//   - model names in an allowlist are non-empty.
+//   - model names in an allowlist are non-empty, with a "*" only as the
+//     last character: such an entry is a pattern that allows every name
+//     that starts with the part before it and goes on for at least one
+//     character (docs/authorization.md).
 func (s *Snapshot) Validate() error {
 	if s == nil {
 		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
@@ -77,8 +80,11 @@ func (s *Snapshot) Validate() error {
 			digests[k.Digest] = i
 		}
 		for m, name := range k.Models {
-			if name == "" {
+			switch i := strings.Index(name, "*"); {
+			case name == "":
 				add(path+".models["+strconv.Itoa(m)+"]", "must be non-empty")
+			case i >= 0 && i != len(name)-1:
+				add(path+".models["+strconv.Itoa(m)+"]", `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`)
 			}
 		}
 	}

@@ -110,6 +110,14 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name:   "allowlist patterns",
+			mutate: func(s *authsnap.Snapshot) { s.Keys[1].Models = []string{"claude-*", "*", "a*b", "**"} },
+			want: []authsnap.Problem{
+				{Path: "keys[1].models[2]", Msg: `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
+				{Path: "keys[1].models[3]", Msg: `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
+			},
+		},
+		{
 			name: "every problem at once",
 			mutate: func(s *authsnap.Snapshot) {
 				s.Schema, s.Version = 0, 0

@@ -83,6 +83,9 @@ const (
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
+	EndpointResponsesCompact     = "responses_compact"      // openai: POST /v1/responses/compact → {base_url}/responses/compact
+	EndpointResponsesInputTokens = "responses_input_tokens" // openai: POST /v1/responses/input_tokens → {base_url}/responses/input_tokens
+
 	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
 	EndpointGenerateContent       = "generate_content"        // :generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // :streamGenerateContent
@@ -96,7 +99,8 @@ const (
 func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
-		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings}
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings,
+			EndpointResponsesCompact, EndpointResponsesInputTokens}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

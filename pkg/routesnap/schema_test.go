@@ -112,10 +112,12 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	if id.MinLength == nil || *id.MinLength != 1 || id.MaxLength == nil || *id.MaxLength != routesnap.MaxIDLength || id.Pattern != "^[A-Za-z0-9._-]+$" {
 		t.Errorf("id does not match Validate's rule (1-%d of [A-Za-z0-9._-])", routesnap.MaxIDLength)
 	}
-	name := root.Defs["modelName"]
-	if name.MinLength == nil || *name.MinLength != 1 || name.MaxLength == nil || *name.MaxLength != routesnap.MaxModelNameLength ||
-		!strings.Contains(name.Pattern, `\x00-\x1f\x7f-\x9f`) {
-		t.Errorf("modelName does not match Validate's rule")
+	for _, def := range []string{"modelName", "providerModelName"} {
+		name := root.Defs[def]
+		if name.MinLength == nil || *name.MinLength != 1 || name.MaxLength == nil || *name.MaxLength != routesnap.MaxModelNameLength ||
+			!strings.Contains(name.Pattern, `\x00-\x1f\x7f-\x9f`) {
+			t.Errorf("%s does not match Validate's rule", def)
+		}
 	}
 	for what, ref := range map[string]string{
 		"backend.id":         backend.Properties["id"].Ref,
@@ -124,7 +126,14 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		"model.name":         model.Properties["name"].Ref,
 		"target.model":       target.Properties["model"].Ref,
 	} {
-		if want := map[bool]string{true: "#/$defs/modelName", false: "#/$defs/id"}[strings.HasSuffix(what, "model") || what == "model.name"]; ref != want {
+		want := "#/$defs/id"
+		switch what {
+		case "model.name":
+			want = "#/$defs/modelName"
+		case "target.model":
+			want = "#/$defs/providerModelName"
+		}
+		if ref != want {
 			t.Errorf("%s uses %q, want %q", what, ref, want)
 		}
 	}

@@ -41,8 +41,8 @@ func TestValidFixture(t *testing.T) {
 	if diff := cmp.Diff(s.GeneratedAt, time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)); diff != "" {
 		t.Errorf("generated_at (-got +want):\n%s", diff)
 	}
-	if len(s.Backends) != 3 || len(s.Models) != 3 {
-		t.Errorf("got %d backends and %d models, want 3 and 3", len(s.Backends), len(s.Models))
+	if len(s.Backends) != 3 || len(s.Models) != 5 {
+		t.Errorf("got %d backends and %d models, want 3 and 5 (two of them patterns)", len(s.Backends), len(s.Models))
 	}
 }
 
@@ -88,8 +88,12 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[0].targets[1]", Msg: "duplicate of targets[0] (same backend and model); merge their weights"},
 			{Path: "models[1].name", Msg: "duplicate of models[0]"},
 		}},
+		"patterns.json": {validate: []routesnap.Problem{
+			{Path: "models[0].targets[0].model", Msg: `"*" stands for what a pattern's star matched, and this model's name is no pattern (a name that ends in "*")`},
+			{Path: "models[2].name", Msg: `duplicate of models[1]: two patterns with the same prefix "claude-" match the same names`},
+		}},
 		"endpoints.json": {validate: []routesnap.Problem{
-			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings`},
+			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens`},
 			{Path: "backends[0].endpoints[2]", Msg: "duplicate of endpoints[0]"},
 			{Path: "backends[1].endpoints", Msg: "must list at least one endpoint, or be left out for the protocol's default"},
 		}},

@@ -78,7 +78,9 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //   - endpoints, when present, lists at least one endpoint, each one of
 //     [Endpoints] of the backend's protocol, none twice;
 //   - model names (public and provider) pass [CheckModelName]; public
-//     names are unique;
+//     names are unique; a public name holds a "*" only as its last
+//     character (a pattern, [IsPattern]), and a provider model holds at
+//     most one, only in a pattern's target ([Expand]);
 //   - every model has at least one target, every target names a backend of
 //     the same list, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
 //     two targets of a model share backend and provider model.
@@ -196,7 +198,13 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 		path := "models[" + strconv.Itoa(i) + "]"
 		if msg := CheckModelName(m.Name); msg != "" {
 			v.add(path+".name", "%s", msg)
-		} else if j, dup := names[m.Name]; dup {
+		} else if msg := checkPatternName(m.Name); msg != "" {
+			v.add(path+".name", "%s", msg)
+		} else if j, dup := names[m.Name]; dup && IsPattern(m.Name) {
+			// Two patterns with one prefix match the same names: neither
+			// would be more specific than the other.
+			v.add(path+".name", "duplicate of models[%d]: two patterns with the same prefix %q match the same names", j, strings.TrimSuffix(m.Name, Star))
+		} else if dup {
 			v.add(path+".name", "duplicate of models[%d]", j)
 		} else {
 			names[m.Name] = i
@@ -214,6 +222,8 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 				v.add(tpath+".backend", "unknown backend %q", t.Backend)
 			}
 			if msg := CheckModelName(t.Model); msg != "" {
+				v.add(tpath+".model", "%s", msg)
+			} else if msg := checkTargetModel(t.Model, IsPattern(m.Name)); msg != "" {
 				v.add(tpath+".model", "%s", msg)
 			}
 			if t.Weight < 1 || t.Weight > MaxWeight {

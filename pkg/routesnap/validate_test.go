@@ -48,6 +48,36 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "patterns and their targets",
+			mutate: func(s *routesnap.Snapshot) {
+				s.Models = append(s.Models,
+					routesnap.Model{Name: "claude-*", Targets: []routesnap.Target{{Backend: "an", Model: "claude-*", Weight: 1}}},
+					routesnap.Model{Name: "claude-haiku-*", Targets: []routesnap.Target{{Backend: "an", Model: "claude-haiku-4-5", Weight: 1}}},
+					routesnap.Model{Name: "openai/*", Targets: []routesnap.Target{{Backend: "oa", Model: "*", Weight: 1}}},
+					routesnap.Model{Name: "*", Targets: []routesnap.Target{{Backend: "oa", Model: "x-*-y", Weight: 1}}},
+				)
+			},
+		},
+		{
+			name: "pattern rules",
+			mutate: func(s *routesnap.Snapshot) {
+				s.Models = append(s.Models,
+					routesnap.Model{Name: "claude-*-latest", Targets: []routesnap.Target{{Backend: "an", Model: "c", Weight: 1}}},
+					routesnap.Model{Name: "**", Targets: []routesnap.Target{{Backend: "an", Model: "c", Weight: 1}}},
+					routesnap.Model{Name: "claude-*", Targets: []routesnap.Target{{Backend: "an", Model: "*-*", Weight: 1}}},
+					routesnap.Model{Name: "claude-*", Targets: []routesnap.Target{{Backend: "an", Model: "c", Weight: 1}}},
+				)
+				s.Models[0].Targets[0].Model = "gpt-*"
+			},
+			want: []routesnap.Problem{
+				{Path: "models[0].targets[0].model", Msg: `"*" stands for what a pattern's star matched, and this model's name is no pattern (a name that ends in "*")`},
+				{Path: "models[2].name", Msg: `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
+				{Path: "models[3].name", Msg: `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
+				{Path: "models[4].targets[0].model", Msg: `"*" may appear only once (it stands for what the pattern's star matched)`},
+				{Path: "models[5].name", Msg: `duplicate of models[4]: two patterns with the same prefix "claude-" match the same names`},
+			},
+		},
+		{
 			name:   "same provider model on two backends is not a duplicate",
 			mutate: func(s *routesnap.Snapshot) { s.Models[1].Targets[1].Backend = "oa" },
 		},

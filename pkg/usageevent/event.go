@@ -48,6 +48,9 @@ const (
 	EndpointGeminiCountTokens     = "gemini_count_tokens"     // POST /v1beta/models/{model}:countTokens
 	EndpointEmbedContent          = "embed_content"           // POST /v1beta/models/{model}:embedContent
 	EndpointBatchEmbedContents    = "batch_embed_contents"    // POST /v1beta/models/{model}:batchEmbedContents
+
+	EndpointResponsesCompact     = "responses_compact"      // POST /v1/responses/compact
+	EndpointResponsesInputTokens = "responses_input_tokens" // POST /v1/responses/input_tokens
 )
 
 // Placements: how the attempt's target was chosen (docs/routing.md
@@ -99,7 +102,14 @@ type Event struct {
 	TenantID  string `json:"tenant_id"`  // owner of the client key, from the authorization snapshot
 	KeyID     string `json:"key_id"`     // id of the client key; never the key itself
 
-	PublicModel   string `json:"public_model"`   // the model name the client asked for
+	PublicModel string `json:"public_model"` // the model name the client asked for
+	// ModelPattern is the pattern model entry that matched PublicModel
+	// ("claude-*", docs/routing.md "Aliases and patterns"); absent when
+	// PublicModel is an exact name of the routes, and in events written
+	// before nodes had patterns (all of them exact names). Unlike
+	// PublicModel it is one of the operator's entries: group by it, not
+	// by the names clients invent.
+	ModelPattern  string `json:"model_pattern,omitempty"`
 	ProviderModel string `json:"provider_model"` // the model name sent to the provider
 	Backend       string `json:"backend"`        // backend id from the node's route configuration
 	Protocol      string `json:"protocol"`       // ProtocolOpenAI, ProtocolAnthropic or ProtocolGemini

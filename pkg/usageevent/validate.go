@@ -42,7 +42,7 @@ func (e *ValidationError) Error() string {
 //   - schema is [Schema] and authoritative is false;
 //   - node_id, request_id, tenant_id, key_id, public_model,
 //     provider_model and backend are 1–[MaxStringLength] characters without
-//     control characters;
+//     control characters, and so is model_pattern when present;
 //   - protocol and send_state are known values, attempt is 1–[MaxAttempt];
 //   - failure_stage is "" or 1–[MaxStageLength] of [a-z0-9_] starting with
 //     a letter, and "" only with send_state response_received;
@@ -89,6 +89,11 @@ func (e *Event) Validate() error {
 	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 	default:
 		add("protocol", "must be %q, %q or %q", ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini)
+	}
+	if e.ModelPattern != "" {
+		if msg := checkString(e.ModelPattern); msg != "" {
+			add("model_pattern", "%s", msg)
+		}
 	}
 	if e.Endpoint != "" && !isStage(e.Endpoint) {
 		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)

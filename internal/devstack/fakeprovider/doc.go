@@ -23,6 +23,10 @@
 //   - POST /v1/embeddings: an embeddings list, one 8-dimension vector per
 //     input, usage.prompt_tokens = words.
 //   - POST /v1/messages/count_tokens: {"input_tokens": words}.
+//   - POST /v1/responses/compact: a response.compaction object (the prompt
+//     as the user message kept, one compaction item) with a Responses usage.
+//   - POST /v1/responses/input_tokens: {"object":"response.input_tokens",
+//     "input_tokens": words}.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

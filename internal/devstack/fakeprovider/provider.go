@@ -418,6 +418,10 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 			body = embeddingsBody(rp, rp.inputs)
 		case kindCountTokens:
 			body = countTokensBody(rp)
+		case kindCompact:
+			body = compactBody(rp)
+		case kindInputTokens:
+			body = inputTokensBody(rp)
 		default:
 			body = anthropicMessage(rp)
 		}

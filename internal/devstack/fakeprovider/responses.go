@@ -7,8 +7,9 @@ import (
 	"net/http"
 )
 
-// Endpoints beyond chat completions and messages: OpenAI Responses and
-// Embeddings, Anthropic count_tokens, in the shapes the APIs' references
+// Endpoints beyond chat completions and messages: OpenAI Responses (with
+// compaction and input token counts) and Embeddings, Anthropic
+// count_tokens, in the shapes the APIs' references
 // document.
 
 // responsesUsage is a Responses usage object: the same numbers as Chat
@@ -165,6 +166,47 @@ func countTokensBody(r reply) []byte {
 	}{r.words})
 }
 
+// compactBody renders a compaction, as POST /v1/responses/compact answers:
+// {"id","object":"response.compaction","created_at","output":[…],"usage"}
+// with the request's prompt as the one user message kept, followed by a
+// compaction item, and a Responses usage object.
+func compactBody(r reply) []byte {
+	type item struct {
+		ID               string          `json:"id"`
+		Type             string          `json:"type"`
+		Role             string          `json:"role,omitempty"`
+		Status           string          `json:"status,omitempty"`
+		Content          []responsesText `json:"content,omitempty"`
+		EncryptedContent string          `json:"encrypted_content,omitempty"`
+	}
+	id, msg := responsesIDs(r.seq)
+	return mustJSON(struct {
+		ID        string          `json:"id"`
+		Object    string          `json:"object"`
+		CreatedAt int64           `json:"created_at"`
+		Output    []item          `json:"output"`
+		Usage     *responsesUsage `json:"usage"`
+	}{
+		ID: id, Object: "response.compaction", CreatedAt: r.created.Unix(),
+		Output: []item{
+			{ID: msg, Type: "message", Role: "user", Status: "completed",
+				Content: []responsesText{{Type: "input_text", Text: r.text(), Annotations: []string{}}}},
+			{ID: fmt.Sprintf("cmp_fake%06d", r.seq), Type: "compaction", EncryptedContent: "fake"},
+		},
+		Usage: responsesUsageOf(r),
+	})
+}
+
+// inputTokensBody renders POST /v1/responses/input_tokens's answer:
+// {"object":"response.input_tokens","input_tokens":N}, N the words of the
+// request.
+func inputTokensBody(r reply) []byte {
+	return mustJSON(struct {
+		Object      string `json:"object"`
+		InputTokens int    `json:"input_tokens"`
+	}{"response.input_tokens", r.words})
+}
+
 // kind is what a path asks for.
 type kind int
 
@@ -181,6 +223,8 @@ const (
 	kindGeminiCount
 	kindEmbedContent
 	kindBatchEmbed
+	kindCompact
+	kindInputTokens
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -192,6 +236,10 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindResponses
 	case "/v1/embeddings":
 		return OpenAI, http.MethodPost, kindEmbeddings
+	case "/v1/responses/compact":
+		return OpenAI, http.MethodPost, kindCompact
+	case "/v1/responses/input_tokens":
+		return OpenAI, http.MethodPost, kindInputTokens
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":

@@ -51,10 +51,11 @@ func ErrorBody(status int, code, msg string) []byte {
 // cancellation, a conversation). Those are bound to the provider account
 // that stored the object, which a node routing each request on its own
 // cannot find again. /v1/responses/compact and /v1/responses/input_tokens
-// are stateless but not served: they are plain unknown paths.
+// are stateless and served ([Compact], [InputTokens]); the catalog matches
+// endpoint paths before it asks this.
 func StatefulPath(path string) bool {
 	switch path {
-	case "/v1/responses/compact", "/v1/responses/input_tokens":
+	case Compact.Path, InputTokens.Path:
 		return false
 	}
 	return hasPathPrefix(path, "/v1/responses/") || path == "/v1/conversations" || hasPathPrefix(path, "/v1/conversations/")

@@ -8,6 +8,7 @@ import (
 var (
 	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options")
 	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
+	respJSONNames     = provider.NewNames("model", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
@@ -31,6 +32,14 @@ const (
 	rText
 	rPromptCacheKey
 	rNum
+)
+
+const (
+	jModel = iota
+	jTools
+	jText
+	jPromptCacheKey
+	jNum
 )
 
 // inspectChat reads model, stream, tools/functions (tools capability),
@@ -165,6 +174,36 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[rPromptCacheKey]
+	return r, nil
+}
+
+// inspectResponsesJSON is inspectResponses for the Responses endpoints
+// that answer in one JSON document (compaction, input token count): the
+// same model, capability members and session key, and no stream. A
+// "stream" member is the provider's to refuse or ignore: the node reads
+// the answer whole either way.
+func inspectResponsesJSON(body []byte, _ string) (provider.Request, *provider.BodyError) {
+	var v [jNum][]byte
+	var at [jNum]int
+	r, berr := provider.ScanRequest(body, respJSONNames, &provider.Found{Vals: v[:], At: at[:]})
+	if berr != nil {
+		return r, berr
+	}
+	if provider.NonEmptyArray(v[jTools]) {
+		r.Need |= provider.CapTools
+	}
+	format, berr := provider.Nested(v[jText], "text", formatNames)
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	schema, berr := provider.TypeIs(format, "text.format", "json_schema")
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	if schema {
+		r.Need |= provider.CapJSONSchema
+	}
+	r.SessionKey = v[jPromptCacheKey]
 	return r, nil
 }
 

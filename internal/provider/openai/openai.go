@@ -1,6 +1,7 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings), which body members decide routing,
+// Completions, Responses with its compaction and input token count,
+// Embeddings), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -29,7 +30,7 @@ import (
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings},
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Compact, InputTokens},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -71,7 +72,9 @@ var Chat = &provider.Spec{
 }
 
 // Responses is POST /v1/responses. The stateful Responses endpoints
-// (/v1/responses/{id} and below) are not routed: see [StatefulPath].
+// (/v1/responses/{id} and below) are not routed: see [StatefulPath];
+// compaction and the input token count are stateless ([Compact],
+// [InputTokens]).
 var Responses = &provider.Spec{
 	Endpoint:     provider.Responses,
 	Method:       http.MethodPost,
@@ -94,6 +97,41 @@ var Responses = &provider.Spec{
 		Types:       responsesTypes,
 	},
 	Socket: responsesSocket,
+}
+
+// Compact is POST /v1/responses/compact: a conversation in, its compacted
+// output items out, in one JSON answer whose usage is a Responses usage
+// object. It is stateless like POST /v1/responses with store false (a
+// previous_response_id in it names a stored response, which only the
+// provider account that stored it can find, as on /v1/responses). Codex
+// CLI calls it to shrink a long conversation, with the session headers of
+// its Responses calls.
+var Compact = &provider.Spec{
+	Endpoint:       provider.ResponsesCompact,
+	Method:         http.MethodPost,
+	Path:           "/v1/responses/compact",
+	UpstreamPath:   "/responses/compact",
+	Inspect:        inspectResponsesJSON,
+	Header:         Header,
+	SessionHeaders: Responses.SessionHeaders,
+	BodyUsage:      ResponsesBodyUsage,
+	BodyOutcome:    ResponsesBodyOutcome, // the model, when the answer names one
+}
+
+// InputTokens is POST /v1/responses/input_tokens: a Responses request in,
+// {"object":"response.input_tokens","input_tokens":N} out. The answer is a
+// count, not a use of the model: it carries no usage object, and the
+// event has none. OpenAI makes the model optional here; the node needs it
+// to route, so a body without one is refused like any other.
+var InputTokens = &provider.Spec{
+	Endpoint:       provider.ResponsesInputTokens,
+	Method:         http.MethodPost,
+	Path:           "/v1/responses/input_tokens",
+	UpstreamPath:   "/responses/input_tokens",
+	Inspect:        inspectResponsesJSON,
+	Header:         Header,
+	SessionHeaders: Responses.SessionHeaders,
+	BodyUsage:      provider.NoUsage,
 }
 
 // Embeddings is POST /v1/embeddings: JSON only, usage.prompt_tokens.
