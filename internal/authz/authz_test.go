@@ -110,6 +110,37 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+// TestCompileLimits: a principal carries its own limits and its
+// tenant's; a tenant the tenants list does not name has none.
+func TestCompileLimits(t *testing.T) {
+	doc := testSnapshot(1)
+	doc.Keys[0].Limits = authsnap.Limits{RequestsPerMinute: 60}
+	doc.Keys[1].Limits = authsnap.Limits{MaxConcurrent: 2}
+	doc.Tenants = []authsnap.Tenant{{TenantID: "t_1", Limits: authsnap.Limits{TokensPerMinute: 1000}}, {TenantID: "t_other"}}
+	st := &authz.Store{}
+	st.Swap(mustCompile(t, doc))
+	type limited struct {
+		Limits, TenantLimits authsnap.Limits
+		Limited              bool
+	}
+	for _, tt := range []struct {
+		key  string
+		want limited
+	}{
+		{keyAll, limited{authsnap.Limits{RequestsPerMinute: 60}, authsnap.Limits{TokensPerMinute: 1000}, true}},
+		{keyList, limited{authsnap.Limits{MaxConcurrent: 2}, authsnap.Limits{TokensPerMinute: 1000}, true}},
+		{keyNone, limited{}}, // t_2 is not listed: no tenant limits
+	} {
+		p, err := st.Authenticate(bearer(tt.key), nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(limited{p.Limits, p.TenantLimits, p.Limited()}, tt.want); diff != "" {
+			t.Errorf("%s: limits mismatch (-got +want):\n%s", p.KeyID, diff)
+		}
+	}
+}
+
 func TestPrincipalAllows(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -21,6 +21,16 @@ type Principal struct {
 	Models []string
 	// ExpiresAt is when the key stops working; zero means never.
 	ExpiresAt time.Time
+	// Limits are the key's own limits and TenantLimits its tenant's
+	// (docs/limits.md); the zero value is unlimited. A tenant the
+	// snapshot's tenants list does not name has no limits.
+	Limits, TenantLimits authsnap.Limits
+}
+
+// Limited reports whether any limit applies to the key's requests, its own
+// or its tenant's: the request path asks the limiter only then.
+func (p *Principal) Limited() bool {
+	return !p.Limits.IsZero() || !p.TenantLimits.IsZero()
 }
 
 // Allows reports whether the key may use the public model name (exact,
@@ -61,6 +71,10 @@ func compile(doc *authsnap.Snapshot) (*Index, error) {
 		generatedAt: doc.GeneratedAt,
 		byDigest:    make(map[[sha256.Size]byte]*Principal, len(doc.Keys)),
 	}
+	tenants := make(map[string]authsnap.Limits, len(doc.Tenants))
+	for _, t := range doc.Tenants {
+		tenants[t.TenantID] = t.Limits
+	}
 	for i, k := range doc.Keys {
 		if k.Disabled {
 			continue
@@ -75,6 +89,9 @@ func compile(doc *authsnap.Snapshot) (*Index, error) {
 			KeyID:    k.KeyID,
 			TenantID: k.TenantID,
 			Models:   slices.Clone(k.Models), // keeps nil (all) apart from empty (none)
+
+			Limits:       k.Limits,
+			TenantLimits: tenants[k.TenantID], // unlisted: zero, no limits
 		}
 		if k.ExpiresAt != nil {
 			p.ExpiresAt = *k.ExpiresAt
