@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -117,8 +118,15 @@ func TestCompileLimits(t *testing.T) {
 	doc.Keys[0].Limits = authsnap.Limits{RequestsPerMinute: 60}
 	doc.Keys[1].Limits = authsnap.Limits{MaxConcurrent: 2}
 	doc.Tenants = []authsnap.Tenant{{TenantID: "t_1", Limits: authsnap.Limits{TokensPerMinute: 1000}}, {TenantID: "t_other"}}
+	lim := limits.New(limits.Options{})
+	b := lim.Bind()
+	ix, err := authz.CompileLimited(doc, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Done()
 	st := &authz.Store{}
-	st.Swap(mustCompile(t, doc))
+	st.Swap(ix)
 	type limited struct {
 		Limits, TenantLimits authsnap.Limits
 		Limited              bool
@@ -137,6 +145,9 @@ func TestCompileLimits(t *testing.T) {
 		}
 		if diff := cmp.Diff(limited{p.Limits, p.TenantLimits, p.Limited()}, tt.want); diff != "" {
 			t.Errorf("%s: limits mismatch (-got +want):\n%s", p.KeyID, diff)
+		}
+		if (p.Limit != nil) != tt.want.Limited {
+			t.Errorf("%s: bound to the limiter: %v, want %v", p.KeyID, p.Limit != nil, tt.want.Limited)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -25,6 +26,9 @@ type Principal struct {
 	// (docs/limits.md); the zero value is unlimited. A tenant the
 	// snapshot's tenants list does not name has no limits.
 	Limits, TenantLimits authsnap.Limits
+	// Limit is the key's hold on the node's limiter, nil when nothing
+	// limits it or the index was compiled without a limiter.
+	Limit *limits.Subject
 }
 
 // Limited reports whether any limit applies to the key's requests, its own
@@ -58,14 +62,23 @@ type Index struct {
 // doc. Disabled keys are left out, so that they are rejected exactly like
 // unknown ones.
 func Compile(doc *authsnap.Snapshot) (*Index, error) {
+	return CompileLimited(doc, nil)
+}
+
+// CompileLimited is Compile that also binds each limited key to the
+// node's limiter (docs/limits.md): b hands out the principals' Limit
+// subjects. The caller ends the bind (Done once the index is to be
+// swapped in, Abort on an error). A nil b binds nothing: every key is
+// unlimited.
+func CompileLimited(doc *authsnap.Snapshot, b *limits.Binder) (*Index, error) {
 	if err := doc.Validate(); err != nil {
 		return nil, fmt.Errorf("authz: compile: %w", err)
 	}
-	return compile(doc)
+	return compile(doc, b)
 }
 
 // compile builds an Index from a validated snapshot.
-func compile(doc *authsnap.Snapshot) (*Index, error) {
+func compile(doc *authsnap.Snapshot, b *limits.Binder) (*Index, error) {
 	ix := &Index{
 		version:     doc.Version,
 		generatedAt: doc.GeneratedAt,
@@ -95,6 +108,9 @@ func compile(doc *authsnap.Snapshot) (*Index, error) {
 		}
 		if k.ExpiresAt != nil {
 			p.ExpiresAt = *k.ExpiresAt
+		}
+		if b != nil {
+			p.Limit = b.Subject(k.KeyID, k.TenantID, p.Limits, p.TenantLimits)
 		}
 		ix.byDigest[d] = p
 	}
