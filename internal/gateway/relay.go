@@ -103,6 +103,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
+	c.limitHeaders(w.Header())
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true
@@ -139,6 +140,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	w := c.w
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
 		copyResponseHeaders(w.Header(), resp.Header, c.api)
+		c.limitHeaders(w.Header())
 		w.Header().Del("Content-Length")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
