@@ -58,15 +58,21 @@ func New(o Options) *Limiter {
 // compile half-way leaves the limiter as it was.
 type Binder struct {
 	l             *Limiter
-	at            int64
 	keys, tenants map[string]*state
+	updates       []update // applied by Done
+}
+
+// update is a bound state's limits as of the snapshot being bound.
+type update struct {
+	s *state
+	c caps
 }
 
 // Bind starts binding a snapshot. It holds the limiter's bind lock until
 // Done or Abort.
 func (l *Limiter) Bind() *Binder {
 	l.mu.Lock()
-	return &Binder{l: l, at: l.since(l.clock.Now()), keys: map[string]*state{}, tenants: map[string]*state{}}
+	return &Binder{l: l, keys: map[string]*state{}, tenants: map[string]*state{}}
 }
 
 // Subject returns the hold on the limiter of a key with the given own and
@@ -92,16 +98,23 @@ func (b *Binder) bind(next, prev map[string]*state, id string, lim authsnap.Limi
 			s = &state{}
 		}
 		next[id] = s
+		// A tenant's limits are the same for each of its keys: the first
+		// is enough.
+		b.updates = append(b.updates, update{s, b.l.effective(lim)})
 	}
-	s.mu.Lock()
-	s.update(b.l.effective(lim), b.at)
-	s.mu.Unlock()
 	return s
 }
 
-// Done makes the bound keys and tenants the limiter's and forgets the
-// others. Requests that hold a forgotten state finish with it.
+// Done applies the snapshot's limits, makes the bound keys and tenants the
+// limiter's and forgets the others. Requests that hold a forgotten state
+// finish with it.
 func (b *Binder) Done() {
+	at := b.l.since(b.l.clock.Now())
+	for _, u := range b.updates {
+		u.s.mu.Lock()
+		u.s.update(u.c, at)
+		u.s.mu.Unlock()
+	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
 	b.l.mu.Unlock()
 }

@@ -267,7 +267,11 @@ func TestBind(t *testing.T) {
 
 	b = l.Bind()
 	a2 := b.Subject("a", "t", one, lim{})
+	b.Subject("c", "t", lim{}, lim{MaxConcurrent: 2})
 	b.Abort()
+	if admit(c) {
+		t.Error("an aborted bind changed the tenant's max_concurrent")
+	}
 	b = l.Bind()
 	c2 := b.Subject("c", "t", lim{}, lim{MaxConcurrent: 1})
 	b.Done()
