@@ -25,10 +25,10 @@ const (
 // Change is one difference between two snapshots.
 type Change struct {
 	Op Op
-	// Kind is "backend", "model", "target" or "key".
+	// Kind is "backend", "model", "target", "key" or "tenant".
 	Kind string
 	// Name identifies the item: a backend id, a model name, a target as
-	// "<model> -> <backend>/<provider model>", or a key id.
+	// "<model> -> <backend>/<provider model>", a key id or a tenant id.
 	Name string
 	// Detail describes an added item, or what changed ("weight 100 -> 90;
 	// tier 0 -> 1"); "" for a removal.
@@ -49,7 +49,7 @@ func (c Change) String() string {
 
 // Diff lists the differences between two snapshots of one kind, for
 // `scootgate check` and the control plane's CI. Changes are ordered by
-// kind (backends, models, targets; or keys), then by name.
+// kind (backends, models, targets; or keys, tenants), then by name.
 type Diff struct {
 	Kind                   string // "routes" or "authz"
 	OldVersion, NewVersion uint64
@@ -187,8 +187,9 @@ func targetSummary(t routesnap.Target) string {
 	return strings.Join(parts, ", ")
 }
 
-// diffAuthz compares two authorization snapshots by key id. A changed
-// digest is reported as "digest changed", never with either digest.
+// diffAuthz compares two authorization snapshots by key id, then their
+// tenants' limits by tenant id. A changed digest is reported as "digest
+// changed", never with either digest.
 func diffAuthz(old, new *authsnap.Snapshot) Diff {
 	d := Diff{Kind: "authz", OldVersion: old.Version, NewVersion: new.Version}
 	oldK := indexBy(old.Keys, func(k authsnap.Key) string { return k.KeyID })
@@ -202,6 +203,9 @@ func diffAuthz(old, new *authsnap.Snapshot) Diff {
 			if n.Disabled {
 				detail += ", disabled"
 			}
+			if !n.Limits.IsZero() {
+				detail += ", limits " + limits(n.Limits)
+			}
 			d.add(Added, "key", id, detail)
 		case !inNew:
 			d.add(Removed, "key", id, "")
@@ -214,10 +218,47 @@ func diffAuthz(old, new *authsnap.Snapshot) Diff {
 			ch.str("models", allowlist(o.Models), allowlist(n.Models))
 			ch.str("expires", expiry(o.ExpiresAt), expiry(n.ExpiresAt))
 			ch.bool("disabled", o.Disabled, n.Disabled)
+			ch.str("limits", limits(o.Limits), limits(n.Limits))
 			d.changed("key", id, ch)
 		}
 	}
+	oldT := indexBy(old.Tenants, func(t authsnap.Tenant) string { return t.TenantID })
+	newT := indexBy(new.Tenants, func(t authsnap.Tenant) string { return t.TenantID })
+	for _, id := range unionKeys(oldT, newT) {
+		o, inOld := oldT[id]
+		n, inNew := newT[id]
+		switch {
+		case !inOld:
+			d.add(Added, "tenant", id, "limits "+limits(n.Limits))
+		case !inNew:
+			// Its keys keep working without tenant limits (docs/limits.md).
+			d.add(Removed, "tenant", id, "")
+		default:
+			var ch changes
+			ch.str("limits", limits(o.Limits), limits(n.Limits))
+			d.changed("tenant", id, ch)
+		}
+	}
 	return d
+}
+
+// limits renders a limits object compactly: "rpm 60, tpm 100000,
+// concurrent 4", or "none".
+func limits(l authsnap.Limits) string {
+	var parts []string
+	if l.RequestsPerMinute > 0 {
+		parts = append(parts, "rpm "+strconv.FormatInt(l.RequestsPerMinute, 10))
+	}
+	if l.TokensPerMinute > 0 {
+		parts = append(parts, "tpm "+strconv.FormatInt(l.TokensPerMinute, 10))
+	}
+	if l.MaxConcurrent > 0 {
+		parts = append(parts, "concurrent "+strconv.FormatInt(l.MaxConcurrent, 10))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func allowlist(models []string) string {

@@ -77,19 +77,28 @@ func TestDiffAuthz(t *testing.T) {
 	old := &authsnap.Snapshot{Schema: 1, Version: 7, Keys: []authsnap.Key{
 		{KeyID: "k_rotated", TenantID: "t1", Digest: dA},
 		{KeyID: "k_revoked", TenantID: "t1", Digest: dB},
-		{KeyID: "k_limited", TenantID: "t1", Digest: dC, Models: []string{"a"}},
+		{KeyID: "k_limited", TenantID: "t1", Digest: dC, Models: []string{"a"}, Limits: authsnap.Limits{RequestsPerMinute: 60}},
+	}, Tenants: []authsnap.Tenant{
+		{TenantID: "t1", Limits: authsnap.Limits{MaxConcurrent: 10}},
+		{TenantID: "t_gone", Limits: authsnap.Limits{TokensPerMinute: 5}},
 	}}
 	new := &authsnap.Snapshot{Schema: 1, Version: 8, Keys: []authsnap.Key{
 		{KeyID: "k_rotated", TenantID: "t2", Digest: dB},
 		{KeyID: "k_limited", TenantID: "t1", Digest: dC, ExpiresAt: &exp, Disabled: true},
-		{KeyID: "k_new", TenantID: "t3", Digest: dA, Models: []string{}},
+		{KeyID: "k_new", TenantID: "t3", Digest: dA, Models: []string{}, Limits: authsnap.Limits{MaxConcurrent: 2}},
+	}, Tenants: []authsnap.Tenant{
+		{TenantID: "t1", Limits: authsnap.Limits{MaxConcurrent: 20, TokensPerMinute: 1000}},
+		{TenantID: "t3", Limits: authsnap.Limits{RequestsPerMinute: 6}},
 	}}
 	got := diffAuthz(old, new).String()
-	want := `authz: version 7 -> 8: 4 changes
-~ key k_limited: models [a] -> all; expires never -> 2027-01-01T00:00:00Z; disabled false -> true
-+ key k_new (tenant t3, models [], expires never)
+	want := `authz: version 7 -> 8: 7 changes
+~ key k_limited: models [a] -> all; expires never -> 2027-01-01T00:00:00Z; disabled false -> true; limits rpm 60 -> none
++ key k_new (tenant t3, models [], expires never, limits concurrent 2)
 - key k_revoked
 ~ key k_rotated: digest changed; tenant t1 -> t2
+~ tenant t1: limits concurrent 10 -> tpm 1000, concurrent 20
++ tenant t3 (limits rpm 6)
+- tenant t_gone
 `
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("diff mismatch (-got +want):\n%s", diff)

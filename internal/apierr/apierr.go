@@ -67,6 +67,17 @@ func Unavailable(msg string, retryAfter time.Duration) *Error {
 	return &Error{Status: 503, Code: "no_target_available", Msg: msg, RetryAfter: retryAfter, ShouldRetry: &yes}
 }
 
+// RateLimited is the 429 for a request over its key's (tenantScope false)
+// or its tenant's limits (docs/limits.md "Refusals"): nothing was sent,
+// and a retry after retryAfter will fit.
+func RateLimited(tenantScope bool, msg string, retryAfter time.Duration) *Error {
+	code := "key_rate_limited"
+	if tenantScope {
+		code = "tenant_rate_limited"
+	}
+	return &Error{Status: 429, Code: code, Msg: msg, RetryAfter: retryAfter, ShouldRetry: &yes}
+}
+
 // BadGateway is a 502. sent reports whether the request may have reached
 // the provider; if so the client is told not to retry (docs/failures.md).
 func BadGateway(code, msg string, possiblySent bool) *Error {
@@ -90,8 +101,12 @@ func MethodNotAllowed(msg string) *Error {
 	return &Error{Status: 405, Code: "method_not_allowed", Msg: msg}
 }
 
-// Body renders the JSON error document of api.
+// Body renders the JSON error document of api, with the retry advice in
+// it where the API's shape has a place for it.
 func (e *Error) Body(api *provider.API, requestID string) []byte {
+	if e.RetryAfter > 0 && api.RetryErrorBody != nil {
+		return api.RetryErrorBody(e.Status, e.Code, e.Msg, requestID, e.RetryAfter)
+	}
 	return api.ErrorBody(e.Status, e.Code, e.Msg, requestID)
 }
 

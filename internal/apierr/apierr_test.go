@@ -47,6 +47,26 @@ func TestShapes(t *testing.T) {
 			wantHeaders: map[string]string{"Retry-After": "1", "X-Should-Retry": "true"},
 		},
 		{
+			name:        "openai 429 key limit",
+			err:         RateLimited(false, "over the key's requests per minute", 20*time.Second),
+			wantBody:    `{"error":{"message":"over the key's requests per minute","type":"rate_limit_exceeded","param":null,"code":"key_rate_limited"}}`,
+			wantHeaders: map[string]string{"Retry-After": "20", "Retry-After-Ms": "20000", "X-Should-Retry": "true"},
+		},
+		{
+			name:        "anthropic 429 tenant limit",
+			err:         RateLimited(true, "over the tenant's tokens per minute", 1500*time.Millisecond),
+			proto:       provider.Anthropic,
+			wantBody:    `{"type":"error","error":{"type":"rate_limit_error","message":"over the tenant's tokens per minute"},"request_id":"sg-1"}`,
+			wantHeaders: map[string]string{"Retry-After": "2", "X-Should-Retry": "true"},
+		},
+		{
+			name:        "gemini 429 carries RetryInfo",
+			err:         RateLimited(false, "over the key's limit", 1500*time.Millisecond),
+			proto:       provider.Gemini,
+			wantBody:    `{"error":{"code":429,"message":"over the key's limit","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"KEY_RATE_LIMITED","domain":"scootgate"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2s"},{"@type":"type.googleapis.com/google.rpc.RequestInfo","requestId":"sg-1"}]}}`,
+			wantHeaders: map[string]string{"Retry-After": "2", "X-Should-Retry": "true"},
+		},
+		{
 			name:        "possibly sent 502 is not retryable",
 			err:         BadGateway("upstream_failed", "failed", true),
 			proto:       provider.Anthropic,

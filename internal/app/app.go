@@ -48,6 +48,7 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/gateway"
 	"github.com/scootgate/scootgate/internal/health"
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/mqttpub"
@@ -230,7 +231,10 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	// Signed unwraps DSSE envelopes and, with verify_keys, requires them
 	// (docs/snapshots.md "Signed snapshots").
-	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz))
+	// Per-key and per-tenant limits: each compiled authorization snapshot
+	// binds its limited keys to the node's limiter (docs/limits.md).
+	lim := limits.New(limits.Options{Share: cfg.Limits.LocalShare})
+	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz, lim))
 	if _, err := newPoller("authz", cfg.Authz.Source, authzDecode); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,13 @@ const (
 	refusalBurst = 20
 	refusalRate  = 5.0 // lines per second once the burst is spent
 	maxLogField  = 256 // bytes of a client-chosen path or model name logged
+
+	// A key over its limits is refused on every request of a retry
+	// loop: one line per key every limitLogEvery, at most (docs/limits.md
+	// "Refusals"), within the bucket above. The set of keys remembered is
+	// bounded; past limitLogKeys it starts over.
+	limitLogEvery = 10 * time.Second
+	limitLogKeys  = 10000
 )
 
 // refusalLog writes one line per request the node refused before routing
@@ -33,10 +40,16 @@ type refusalLog struct {
 	tokens     float64   // guarded by mu
 	last       time.Time // guarded by mu: when tokens was last refilled
 	suppressed uint64    // guarded by mu: refusals not logged since the last line
+
+	// guarded by mu: when each key's last limit refusal was logged, and
+	// how many of its limit refusals were left out since
+	limitLogged map[string]time.Time
+	limitLeft   map[string]uint64
 }
 
 func newRefusalLog(log *slog.Logger, now func() time.Time) *refusalLog {
-	return &refusalLog{log: log, now: now, tokens: refusalBurst, last: now()}
+	return &refusalLog{log: log, now: now, tokens: refusalBurst, last: now(),
+		limitLogged: map[string]time.Time{}, limitLeft: map[string]uint64{}}
 }
 
 // allow takes a token; it returns false and counts the refusal when there
@@ -59,8 +72,35 @@ func (l *refusalLog) allow() (bool, uint64) {
 	return true, n
 }
 
+// allowKey reports whether a limit refusal of key may be logged now, and
+// how many of the key's were left out since its previous line.
+func (l *refusalLog) allowKey(key string) (bool, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if last, ok := l.limitLogged[key]; ok && now.Sub(last) < limitLogEvery {
+		l.limitLeft[key]++
+		return false, 0
+	}
+	if len(l.limitLogged) >= limitLogKeys {
+		clear(l.limitLogged)
+		clear(l.limitLeft)
+	}
+	l.limitLogged[key] = now
+	n := l.limitLeft[key]
+	delete(l.limitLeft, key)
+	return true, n
+}
+
 // Refused is the proxy's Options.Refused.
 func (l *refusalLog) Refused(r gateway.Refusal) {
+	var keyLeft uint64
+	if r.Limit != "" {
+		var ok bool
+		if ok, keyLeft = l.allowKey(r.KeyID); !ok {
+			return
+		}
+	}
 	ok, left := l.allow()
 	if !ok {
 		return
@@ -71,6 +111,12 @@ func (l *refusalLog) Refused(r gateway.Refusal) {
 		slog.String("model", clip(r.Model)),
 		slog.Int("status", r.Status),
 		slog.String("reason", r.Reason),
+	}
+	if r.Limit != "" {
+		attrs = append(attrs, slog.String("key_id", r.KeyID), slog.String("tenant_id", r.TenantID), slog.String("limit", r.Limit))
+		if keyLeft > 0 {
+			attrs = append(attrs, slog.Uint64("key_suppressed", keyLeft))
+		}
 	}
 	if left > 0 {
 		attrs = append(attrs, slog.Uint64("suppressed", left))

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/scootgate/scootgate/internal/gateway"
 )
 
@@ -50,6 +52,51 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	}
 	if strings.Contains(lines[1], "suppressed") {
 		t.Errorf("the count of left-out lines is repeated: %s", lines[1])
+	}
+}
+
+// TestRefusalLogLimitPerKey: a key refused by its limits in a retry loop
+// gets one line per limitLogEvery, whatever the global bucket has left;
+// another key is not held back by it; the next line of the key says how
+// many of its refusals were left out.
+func TestRefusalLogLimitPerKey(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), func() time.Time { return now })
+	refusal := func(key string) gateway.Refusal {
+		return gateway.Refusal{RequestID: "sg-1", Path: "/v1/chat/completions", Model: "gpt", Status: 429,
+			Reason: "key_rate_limited", KeyID: key, TenantID: "t_1", Limit: "requests"}
+	}
+	for range 100 {
+		l.Refused(refusal("k_loop"))
+	}
+	l.Refused(refusal("k_other"))
+	now = now.Add(limitLogEvery - time.Nanosecond)
+	l.Refused(refusal("k_loop"))
+	now = now.Add(time.Nanosecond)
+	l.Refused(refusal("k_loop"))
+
+	type line struct {
+		KeyID      string  `json:"key_id"`
+		TenantID   string  `json:"tenant_id"`
+		Limit      string  `json:"limit"`
+		Suppressed float64 `json:"key_suppressed"`
+	}
+	var got []line
+	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var ln line
+		if err := json.Unmarshal([]byte(s), &ln); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ln)
+	}
+	want := []line{
+		{KeyID: "k_loop", TenantID: "t_1", Limit: "requests"},
+		{KeyID: "k_other", TenantID: "t_1", Limit: "requests"},
+		{KeyID: "k_loop", TenantID: "t_1", Limit: "requests", Suppressed: 100},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("lines (-got +want):\n%s", diff)
 	}
 }
 

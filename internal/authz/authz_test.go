@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -107,6 +108,47 @@ func TestAuthenticate(t *testing.T) {
 				t.Errorf("principal mismatch (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCompileLimits: a principal carries its own limits and its
+// tenant's; a tenant the tenants list does not name has none.
+func TestCompileLimits(t *testing.T) {
+	doc := testSnapshot(1)
+	doc.Keys[0].Limits = authsnap.Limits{RequestsPerMinute: 60}
+	doc.Keys[1].Limits = authsnap.Limits{MaxConcurrent: 2}
+	doc.Tenants = []authsnap.Tenant{{TenantID: "t_1", Limits: authsnap.Limits{TokensPerMinute: 1000}}, {TenantID: "t_other"}}
+	lim := limits.New(limits.Options{})
+	b := lim.Bind()
+	ix, err := authz.CompileLimited(doc, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Done()
+	st := &authz.Store{}
+	st.Swap(ix)
+	type limited struct {
+		Limits, TenantLimits authsnap.Limits
+		Limited              bool
+	}
+	for _, tt := range []struct {
+		key  string
+		want limited
+	}{
+		{keyAll, limited{authsnap.Limits{RequestsPerMinute: 60}, authsnap.Limits{TokensPerMinute: 1000}, true}},
+		{keyList, limited{authsnap.Limits{MaxConcurrent: 2}, authsnap.Limits{TokensPerMinute: 1000}, true}},
+		{keyNone, limited{}}, // t_2 is not listed: no tenant limits
+	} {
+		p, err := st.Authenticate(bearer(tt.key), nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(limited{p.Limits, p.TenantLimits, p.Limited()}, tt.want); diff != "" {
+			t.Errorf("%s: limits mismatch (-got +want):\n%s", p.KeyID, diff)
+		}
+		if (p.Limit != nil) != tt.want.Limited {
+			t.Errorf("%s: bound to the limiter: %v, want %v", p.KeyID, p.Limit != nil, tt.want.Limited)
+		}
 	}
 }
 

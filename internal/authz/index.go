@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 )
@@ -22,6 +23,19 @@ type Principal struct {
 	Models []string
 	// ExpiresAt is when the key stops working; zero means never.
 	ExpiresAt time.Time
+	// Limits are the key's own limits and TenantLimits its tenant's
+	// (docs/limits.md); the zero value is unlimited. A tenant the
+	// snapshot's tenants list does not name has no limits.
+	Limits, TenantLimits authsnap.Limits
+	// Limit is the key's hold on the node's limiter, nil when nothing
+	// limits it or the index was compiled without a limiter.
+	Limit *limits.Subject
+}
+
+// Limited reports whether any limit applies to the key's requests, its own
+// or its tenant's: the request path asks the limiter only then.
+func (p *Principal) Limited() bool {
+	return !p.Limits.IsZero() || !p.TenantLimits.IsZero()
 }
 
 // Allows reports whether the key may use the public model name as asked:
@@ -59,18 +73,31 @@ type Index struct {
 // doc. Disabled keys are left out, so that they are rejected exactly like
 // unknown ones.
 func Compile(doc *authsnap.Snapshot) (*Index, error) {
+	return CompileLimited(doc, nil)
+}
+
+// CompileLimited is Compile that also binds each limited key to the
+// node's limiter (docs/limits.md): b hands out the principals' Limit
+// subjects. The caller ends the bind (Done once the index is to be
+// swapped in, Abort on an error). A nil b binds nothing: every key is
+// unlimited.
+func CompileLimited(doc *authsnap.Snapshot, b *limits.Binder) (*Index, error) {
 	if err := doc.Validate(); err != nil {
 		return nil, fmt.Errorf("authz: compile: %w", err)
 	}
-	return compile(doc)
+	return compile(doc, b)
 }
 
 // compile builds an Index from a validated snapshot.
-func compile(doc *authsnap.Snapshot) (*Index, error) {
+func compile(doc *authsnap.Snapshot, b *limits.Binder) (*Index, error) {
 	ix := &Index{
 		version:     doc.Version,
 		generatedAt: doc.GeneratedAt,
 		byDigest:    make(map[[sha256.Size]byte]*Principal, len(doc.Keys)),
+	}
+	tenants := make(map[string]authsnap.Limits, len(doc.Tenants))
+	for _, t := range doc.Tenants {
+		tenants[t.TenantID] = t.Limits
 	}
 	for i, k := range doc.Keys {
 		if k.Disabled {
@@ -86,9 +113,15 @@ func compile(doc *authsnap.Snapshot) (*Index, error) {
 			KeyID:    k.KeyID,
 			TenantID: k.TenantID,
 			Models:   slices.Clone(k.Models), // keeps nil (all) apart from empty (none)
+
+			Limits:       k.Limits,
+			TenantLimits: tenants[k.TenantID], // unlisted: zero, no limits
 		}
 		if k.ExpiresAt != nil {
 			p.ExpiresAt = *k.ExpiresAt
+		}
+		if b != nil {
+			p.Limit = b.Subject(k.KeyID, k.TenantID, p.Limits, p.TenantLimits)
 		}
 		ix.byDigest[d] = p
 	}

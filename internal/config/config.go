@@ -92,6 +92,12 @@ type Limits struct {
 	// body is read and discarded for at most this long, so that a client
 	// still sending sees the answer instead of a reset. 0 = close at once.
 	LingerTimeout time.Duration
+
+	// LocalShare is the fraction of every per-key and per-tenant limit
+	// this node enforces, in (0, 1] (docs/limits.md "Behind a load
+	// balancer"): behind a balancer that spreads requests over N nodes,
+	// 1/N.
+	LocalShare float64
 }
 
 // Timeouts are the separately configurable timeouts of docs/api.md "Timeouts".
@@ -184,6 +190,7 @@ type Authz struct {
 //	limits.idle_timeout        2m
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
+//	limits.local_share         1 (docs/limits.md)
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
@@ -236,6 +243,7 @@ func Defaults() Config {
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
+			LocalShare:      1,
 		},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,

@@ -23,6 +23,7 @@ func TestRulesServerLimits(t *testing.T) {
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
+				LocalShare:    1,
 			},
 		},
 		{
@@ -34,6 +35,7 @@ func TestRulesServerLimits(t *testing.T) {
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond,
 				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
+				LocalShare:    1,
 			},
 		},
 		{
@@ -45,6 +47,7 @@ func TestRulesServerLimits(t *testing.T) {
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour,
 				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
+				LocalShare:    1,
 			},
 		},
 		{
@@ -69,6 +72,33 @@ func TestRulesServerLimits(t *testing.T) {
 				{"limits.max_concurrent_requests", "1000001 is out of range; expected 1..1000000"},
 				{"limits.linger_timeout", "1m1s is too large; expected at most 1m0s"},
 			},
+		},
+		{
+			name:     "local_share",
+			add:      "[limits]\nlocal_share = 0.25\n",
+			view:     func(c *Config) any { return c.Limits.LocalShare },
+			wantView: 0.25,
+		},
+		{
+			name:     "local_share written as 1",
+			add:      "[limits]\nlocal_share = 1\n",
+			view:     func(c *Config) any { return c.Limits.LocalShare },
+			wantView: 1.0,
+		},
+		{
+			name: "local_share out of range",
+			add:  "[limits]\nlocal_share = 0\n",
+			want: []Problem{{"limits.local_share", "0 is out of range; expected a fraction greater than 0, at most 1 (1/N for N nodes)"}},
+		},
+		{
+			name: "local_share above 1",
+			add:  "[limits]\nlocal_share = 1.5\n",
+			want: []Problem{{"limits.local_share", "1.5 is out of range; expected a fraction greater than 0, at most 1 (1/N for N nodes)"}},
+		},
+		{
+			name: "local_share not a number",
+			add:  "[limits]\nlocal_share = \"1/3\"\n",
+			want: []Problem{{"limits.local_share", "expected a number greater than 0, at most 1, got a string"}},
 		},
 		{
 			name: "wrong types",

@@ -190,6 +190,24 @@ func (v *validator) limits(t *table, l *Limits) {
 		l.MaxConcurrentRequests = int(n)
 	}
 	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
+	if raw, ok := t.get("local_share", ""); ok {
+		r := -1.0
+		switch n := raw.(type) {
+		case float64:
+			r = n
+		case int64:
+			r = float64(n)
+		default:
+			t.mismatch("local_share", "a number greater than 0, at most 1", raw)
+		}
+		switch {
+		case r == -1:
+		case r <= 0 || r > 1:
+			v.ps.add(t.at("local_share"), "%v is out of range; expected a fraction greater than 0, at most 1 (1/N for N nodes)", r)
+		default:
+			l.LocalShare = r
+		}
+	}
 }
 
 func (v *validator) timeouts(t *table, to *Timeouts) {

@@ -17,6 +17,7 @@ import (
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -48,6 +49,13 @@ type call struct {
 	star      string      // the part of req.Model the pattern's star matched
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
+
+	// A limited key's admission (docs/limits.md): the ticket each attempt
+	// debits and the request releases, and the state its answers show.
+	limited  bool
+	ticket   limits.Ticket
+	rl       provider.RateLimits
+	admitted time.Time
 
 	sw statusWriter // w, allocated with the call
 }
@@ -173,6 +181,20 @@ func (c *call) route(ctx context.Context) {
 	if !offers(pool, req.Need) {
 		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", shown, req.Need)))
 		return
+	}
+	// docs/limits.md: a request over its key's or tenant's limits is
+	// refused before anything is sent; an admitted one holds its slots
+	// until it ends, whichever way. Only limited keys pay for this.
+	if sub := c.principal.Limit; sub != nil {
+		c.limited, c.admitted = true, c.h.o.Now()
+		tk, st, ok := sub.Admit(c.admitted)
+		c.rl = rateLimits(&st)
+		if !ok {
+			c.refuseLimited(&st)
+			return
+		}
+		c.ticket = tk
+		defer tk.Release()
 	}
 
 	var tried []*routes.Target
@@ -482,6 +504,61 @@ func (c *call) cancelledStage() stage {
 	return stageClientCancelled
 }
 
+// rateLimits is the limiter's status as the provider API's headers show it.
+func rateLimits(st *limits.Status) provider.RateLimits {
+	w := func(w limits.Window) provider.RateWindow {
+		return provider.RateWindow{Limit: w.Limit, Remaining: w.Remaining, Reset: w.Reset}
+	}
+	return provider.RateLimits{Requests: w(st.Requests), Tokens: w(st.Tokens)}
+}
+
+// limitHeaders shows a limited key its own limits on an answer, in place
+// of any rate-limit headers the provider sent: those describe the
+// provider account every key shares (docs/limits.md "Headers").
+func (c *call) limitHeaders(h http.Header) {
+	if c.limited && c.api.LimitHeaders != nil {
+		c.api.LimitHeaders.Write(h, c.rl, c.admitted)
+	}
+}
+
+// refuseLimited answers the 429 of a limit refusal (docs/limits.md
+// "Refusals"): in the API's shape, with Retry-After the time until a
+// request fits and the limit headers; counted per scope and kind, and
+// noted for the refusal log with the key's id.
+func (c *call) refuseLimited(st *limits.Status) {
+	scope, kind := st.Scope.String(), st.Kind.String()
+	c.h.o.Observer.ObserveLimitRefusal(scope, kind)
+	c.sw.keyID, c.sw.tenantID, c.sw.limit = c.principal.KeyID, c.principal.TenantID, kind
+	c.limitHeaders(c.w.Header())
+	whose := "this API key"
+	if st.Scope == limits.ScopeTenant {
+		whose = "this API key's tenant"
+	}
+	what := "requests per minute"
+	switch st.Kind {
+	case limits.KindTokens:
+		what = "tokens per minute"
+	case limits.KindConcurrency:
+		what = "concurrent requests"
+	}
+	c.fail(apierr.RateLimited(st.Scope == limits.ScopeTenant, whose+" is over its limit of "+what, st.RetryAfter))
+}
+
+// tokens is what an attempt is debited from its key's and tenant's
+// tokens per minute (docs/limits.md "How a node counts"): the usage the provider
+// reported (input + output); an estimate from the request's size when it
+// may have reached the provider and reported none; nothing when it was
+// never sent.
+func (a *attempt) tokens() int64 {
+	switch {
+	case a.hasUsage:
+		return a.usage.InputTokens + a.usage.OutputTokens
+	case a.state == provider.NotSent:
+		return 0
+	}
+	return limits.EstimateTokens(a.reqBytes)
+}
+
 // finish accounts for one attempt: one log line and one usage event
 // (docs/usage-events.md: one event per provider route attempt), after
 // reporting the outcome through the attempt's lease, which gives the
@@ -489,6 +566,9 @@ func (c *call) cancelledStage() stage {
 func (c *call) finish(ctx context.Context, a *attempt) {
 	res := a.result()
 	a.lease.Done(res)
+	if c.limited {
+		c.ticket.Debit(c.h.o.Now(), a.tokens())
+	}
 	c.sendState = a.state
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
 	c.log(ctx, a)

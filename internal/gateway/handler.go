@@ -61,6 +61,9 @@ type Observer interface {
 	ObserveRequest(endpoint provider.Endpoint, status int, sendState provider.SendState, d time.Duration, stream bool)
 	ObserveModels(status int, d time.Duration)
 	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
+	// ObserveLimitRefusal counts a 429 by a per-key or per-tenant limit:
+	// scope "key" or "tenant", kind "requests", "tokens" or "concurrency".
+	ObserveLimitRefusal(scope, kind string)
 }
 
 // Options configures a Handler. All fields are required unless noted.
@@ -154,6 +157,8 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	code   string // the code of the error the node wrote itself (apierr), if any
+
+	keyID, tenantID, limit string // set by a limit refusal, for the refusal log
 }
 
 // NoteError implements apierr.Noter.
@@ -172,6 +177,10 @@ type Refusal struct {
 	Model     string // the model the request asked for; "" when not read; "[redacted]" as Path
 	Status    int
 	Reason    string // the error code sent: invalid_api_key, model_not_found, not_found, …
+	// For a limit refusal (Reason key_rate_limited or tenant_rate_limited):
+	// the key and tenant ids (never the key) and the limit's kind, so that
+	// the log can bound its lines per key.
+	KeyID, TenantID, Limit string
 }
 
 // noteRefusal reports the request to Options.Refused when the node
@@ -183,6 +192,7 @@ func (h *Handler) noteRefusal(w *statusWriter, r *http.Request, rid, model strin
 	h.o.Refused(Refusal{
 		RequestID: rid, Path: withoutKey(r.URL.Path, r), Model: withoutKey(model, r),
 		Status: w.status, Reason: w.code,
+		KeyID: w.keyID, TenantID: w.tenantID, Limit: w.limit,
 	})
 }
 
@@ -241,6 +251,7 @@ type nopObserver struct{}
 func (nopObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, time.Duration, bool) {}
 func (nopObserver) ObserveModels(int, time.Duration)                                               {}
 func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)                         {}
+func (nopObserver) ObserveLimitRefusal(string, string)                                             {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()

@@ -154,7 +154,10 @@ source = "file:/dev/null"
 	}
 	var holder routes.Holder
 	holder.Store(tab)
-	o.Auth, o.Routes, o.Picker = allowAll{}, &holder, &balance.WeightedRandom{}
+	if o.Auth == nil {
+		o.Auth = allowAll{}
+	}
+	o.Routes, o.Picker = &holder, &balance.WeightedRandom{}
 	o.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
 	if o.BodyLimit == 0 {
 		o.BodyLimit = 1 << 20

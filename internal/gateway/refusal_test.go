@@ -57,15 +57,15 @@ func TestRefused(t *testing.T) {
 	do("POST", "/v1/chat/completions", "sk-canary-model", `{"model":"sk-canary-model","messages":[]}`)
 
 	want := []Refusal{
-		{"rid", "/v1/chat/completions", "no-such", 404, "model_not_found"},
-		{"rid", "/v1/chat/completions", "", 400, "invalid_json"},
-		{"rid", "/v1/chat/completions", "", 413, "request_too_large"},
-		{"rid", "/v1/chat/completions", "", 405, "method_not_allowed"},
-		{"rid", "/v1/messages", "gpt", 400, "protocol_mismatch"},
-		{"rid", "/v1/models/no-such", "no-such", 404, "model_not_found"},
-		{"rid", "/v2/nothing", "", 404, "not_found"},
-		{"rid", "[redacted]", "", 404, "not_found"},
-		{"rid", "/v1/chat/completions", "[redacted]", 404, "model_not_found"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "no-such", Status: 404, Reason: "model_not_found"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "", Status: 400, Reason: "invalid_json"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "", Status: 413, Reason: "request_too_large"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "", Status: 405, Reason: "method_not_allowed"},
+		{RequestID: "rid", Path: "/v1/messages", Model: "gpt", Status: 400, Reason: "protocol_mismatch"},
+		{RequestID: "rid", Path: "/v1/models/no-such", Model: "no-such", Status: 404, Reason: "model_not_found"},
+		{RequestID: "rid", Path: "/v2/nothing", Model: "", Status: 404, Reason: "not_found"},
+		{RequestID: "rid", Path: "[redacted]", Model: "", Status: 404, Reason: "not_found"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "[redacted]", Status: 404, Reason: "model_not_found"},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("refusals (-got +want):\n%s", diff)

@@ -117,6 +117,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
+	c.limitHeaders(w.Header())
 	if a.aboutRequest {
 		// A request refused for its size fails the same way every time:
 		// the SDKs that would re-send a 429 read this and do not.
@@ -158,6 +159,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	w := c.w
 	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
 		copyResponseHeaders(w.Header(), resp.Header, c.api)
+		c.limitHeaders(w.Header())
 		w.Header().Del("Content-Length")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)

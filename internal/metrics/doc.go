@@ -80,6 +80,10 @@
 //	    "Affinity"): affinity hits, spills by reason (spill_overloaded,
 //	    spill_unavailable, spill_retry), keyless requests of models with
 //	    affinity on, balanced ones of models with it off. Never a session.
+//	scootgate_limits_refused_total{scope,kind}                counter
+//	    Requests refused with 429 by a per-key or per-tenant limit
+//	    (docs/limits.md "Refusals"): scope key or tenant, kind requests,
+//	    tokens or concurrency. Never a key or tenant id.
 //
 // # Node
 //

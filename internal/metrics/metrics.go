@@ -63,6 +63,7 @@ type Metrics struct {
 	egressErrors *prometheus.CounterVec   // proxy, stage
 	placements   *prometheus.CounterVec   // placement
 	placementSet map[string]string
+	limitRefused *prometheus.CounterVec // scope, kind: closed sets
 	models       *modelFamilies
 
 	state *stateCollector
@@ -110,6 +111,12 @@ func New(o Options) *Metrics {
 		usageevent.PlacementSpillOverloaded, usageevent.PlacementSpillUnavailable, usageevent.PlacementSpillRetry} {
 		m.placementSet[p] = p
 	}
+	// Limit refusals by whose limit and which: never a key or tenant id
+	// in a label (docs/limits.md "Refusals").
+	m.limitRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scootgate_limits_refused_total",
+		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency).",
+	}, []string{"scope", "kind"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "scootgate_request_duration_seconds",
 		Help: "Client request duration, from arrival to the end of the response (the whole stream for streams).",
@@ -126,7 +133,7 @@ func New(o Options) *Metrics {
 	}
 	m.models = newModelFamilies(o.MaxModelSeries)
 	m.state = newStateCollector(m.clock)
-	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.placements, m.state, buildInfo(o.Version))
+	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.placements, m.limitRefused, m.state, buildInfo(o.Version))
 	m.reg.MustRegister(m.models.collectors()...)
 	if !o.NoRuntime {
 		m.reg.MustRegister(
@@ -201,6 +208,21 @@ func (m *Metrics) ObserveAttempt(backend string, outcome upstream.Outcome, ttfb 
 	m.attempts.WithLabelValues(b, outcomeLabel(outcome)).Inc()
 	if ttfb > 0 && outcome == upstream.Success {
 		m.ttfb.WithLabelValues(b).Observe(ttfb.Seconds())
+	}
+}
+
+// ObserveLimitRefusal records one request refused by a per-key or
+// per-tenant limit: scope "key" or "tenant", kind "requests", "tokens" or
+// "concurrency"; anything else is not counted.
+func (m *Metrics) ObserveLimitRefusal(scope, kind string) {
+	if m == nil {
+		return
+	}
+	switch {
+	case scope != "key" && scope != "tenant":
+	case kind != "requests" && kind != "tokens" && kind != "concurrency":
+	default:
+		m.limitRefused.WithLabelValues(scope, kind).Inc()
 	}
 }
 

@@ -49,6 +49,10 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second)
 	m.ObserveAttempt("Bearer sk-canary", upstream.Success, time.Second)
 
+	m.ObserveLimitRefusal("key", "requests")
+	m.ObserveLimitRefusal("tenant", "concurrency")
+	m.ObserveLimitRefusal("k_sk-canary", "requests") // not a scope: not counted
+	m.ObserveLimitRefusal("key", "sk-canary")
 	m.ObserveEgressError("socks-1", egress.StageProxyDial)
 	m.ObserveEgressError("socks5://user:sk-canary@127.0.0.1:1080", egress.StageProxyAuth)
 	m.ObserveEgressError("socks-1", egress.Stage(99))
@@ -131,6 +135,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		"result":     {"recorded", "dropped", "oversize", "invalid", "over_key_budget", "exported", "failed"},
 		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
 		"placement":  {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
+		"scope":      {"key", "tenant"},
 		"type":       {"input", "output", "cache_read", "cache_write", "reasoning"},
 		"le":         nil, // histogram buckets: numbers
 	}
@@ -182,7 +187,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		}
 	}
 	// The hostile inputs above must have been mapped, not dropped.
-	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result", "model", "class", "type"} {
+	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result", "model", "class", "type", "scope"} {
 		if !seen[name] {
 			t.Errorf("no series with label %q; fullMetrics does not cover it", name)
 		}

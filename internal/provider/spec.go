@@ -37,6 +37,14 @@ type API struct {
 	// is the OpenAI-style error code; an API whose shape has none ignores
 	// it.
 	ErrorBody func(status int, code, msg, requestID string) []byte
+	// RetryErrorBody, when set, renders a gateway error that carries
+	// retry advice (a limit refusal, a local 503) with the advice in the
+	// document too, where the API's SDKs read it (Gemini's
+	// google.rpc.RetryInfo); nil: ErrorBody, the advice in headers only.
+	RetryErrorBody func(status int, code, msg, requestID string, retryAfter time.Duration) []byte
+	// LimitHeaders names the headers in which the node shows a limited
+	// key its own rate-limit state (docs/limits.md "Headers").
+	LimitHeaders *RateLimitHeaders
 	// NotRouted reports whether path is an endpoint of the API that the
 	// node knows and does not route, with the message for the 404 and its
 	// code (OpenAI's stored responses: docs/api.md "Endpoints").

@@ -232,6 +232,7 @@ var RouteRules = []Rule{
 var AuthRules = []Rule{
 	{"key_id values are unique", matching(`^keys\[\d+\]\.key_id: duplicate of keys\[\d+\]$`)},
 	{"digest values are unique", matching(`^keys\[\d+\]\.digest: duplicate of keys\[\d+\]$`)},
+	{"tenant_id values in tenants are unique", matching(`^tenants\[\d+\]\.tenant_id: duplicate of tenants\[\d+\]$`)},
 	integerSpelling,
 }
 

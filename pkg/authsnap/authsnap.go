@@ -15,6 +15,9 @@ const (
 	MaxIDLength = 128
 	// DigestLength is the length of a key digest: hex-encoded SHA-256.
 	DigestLength = 2 * sha256.Size
+	// MaxLimit is the largest value of a member of [Limits]: 2^53 − 1,
+	// the largest integer every JSON implementation reads exactly.
+	MaxLimit = 1<<53 - 1
 )
 
 // Snapshot is one complete authorization snapshot.
@@ -23,7 +26,36 @@ type Snapshot struct {
 	Version     uint64    `json:"version"`               // ≥ 1, strictly increasing per publisher
 	GeneratedAt time.Time `json:"generated_at,omitzero"` // informational; zero = not given
 	Keys        []Key     `json:"keys"`                  // required; empty = no key is accepted
+
+	// Tenants holds the limits of the tenants that have any. A tenant that
+	// keys name but that is not listed here has no limits of its own; a
+	// listed tenant that no key names is allowed (and has no effect).
+	Tenants []Tenant `json:"tenants,omitzero"`
 }
+
+// Tenant describes the limits shared by every key of one tenant.
+type Tenant struct {
+	TenantID string `json:"tenant_id"`       // as in [Key.TenantID] (1–128 characters)
+	Limits   Limits `json:"limits,omitzero"` // zero = unlimited
+}
+
+// Limits bounds what a key, or all keys of a tenant together, may do
+// (docs/limits.md). A request must pass both its key's and its tenant's
+// limits. Each member is either 0, meaning no limit of that kind (the
+// member is omitted in JSON), or 1–[MaxLimit]; a document cannot write 0,
+// so that a limit lost in transit never reads as "refuse everything".
+type Limits struct {
+	// RequestsPerMinute bounds the requests admitted per minute.
+	RequestsPerMinute int64 `json:"requests_per_minute,omitzero"`
+	// TokensPerMinute bounds the tokens (input + output, as the provider
+	// reports them) used per minute.
+	TokensPerMinute int64 `json:"tokens_per_minute,omitzero"`
+	// MaxConcurrent bounds the requests in progress at once.
+	MaxConcurrent int64 `json:"max_concurrent,omitzero"`
+}
+
+// IsZero reports whether l sets no limit at all.
+func (l Limits) IsZero() bool { return l == Limits{} }
 
 // Key describes one client API key.
 type Key struct {
@@ -42,6 +74,10 @@ type Key struct {
 
 	ExpiresAt *time.Time `json:"expires_at,omitempty"` // nil = never expires
 	Disabled  bool       `json:"disabled,omitempty"`   // rejected like an unknown key
+
+	// Limits are the key's own limits; the zero value (omitted) is
+	// unlimited. The tenant's limits ([Snapshot.Tenants]) apply as well.
+	Limits Limits `json:"limits,omitzero"`
 }
 
 // Digest returns the digest a snapshot stores for rawKey: the SHA-256 of

@@ -42,6 +42,21 @@ type wireSnapshot struct {
 	Version     uint64            `json:"version"`
 	GeneratedAt json.RawMessage   `json:"generated_at"`
 	Keys        []json.RawMessage `json:"keys"`
+	Tenants     []json.RawMessage `json:"tenants"`
+}
+
+type wireTenant struct {
+	TenantID string      `json:"tenant_id"`
+	Limits   *wireLimits `json:"limits"`
+}
+
+// wireLimits keeps each member a pointer so that a written 0 (refused: it
+// would read as "refuse everything") stays apart from an omitted member
+// (no limit). null is the same as omitted, as for models and expires_at.
+type wireLimits struct {
+	RequestsPerMinute *int64 `json:"requests_per_minute"`
+	TokensPerMinute   *int64 `json:"tokens_per_minute"`
+	MaxConcurrent     *int64 `json:"max_concurrent"`
 }
 
 type wireKey struct {
@@ -51,6 +66,7 @@ type wireKey struct {
 	Models    []string        `json:"models"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
 	Disabled  bool            `json:"disabled"`
+	Limits    *wireLimits     `json:"limits"`
 }
 
 // Decode reads one snapshot document. It rejects anything but exactly one
@@ -103,8 +119,67 @@ func Decode(data []byte) (*Snapshot, error) {
 		}
 		s.Keys[i] = k
 	}
+	if w.Tenants != nil {
+		s.Tenants = make([]Tenant, len(w.Tenants))
+	}
+	for i, raw := range w.Tenants {
+		t, err := decodeTenant(fmt.Sprintf("tenants[%d]", i), raw)
+		if err != nil {
+			return nil, err
+		}
+		s.Tenants[i] = t
+	}
 	return s, nil
 }
+
+// decodeTenant decodes one element of tenants, like decodeKey.
+func decodeTenant(path string, raw json.RawMessage) (Tenant, error) {
+	if string(raw) == "null" {
+		return Tenant{}, &DecodeError{Path: path, Msg: "expected an object, got null"}
+	}
+	var w wireTenant
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Tenant{}, jsonError(nil, path, err)
+	}
+	l, err := w.Limits.limits(path + ".limits")
+	if err != nil {
+		return Tenant{}, err
+	}
+	return Tenant{TenantID: w.TenantID, Limits: l}, nil
+}
+
+// limits converts the wire form; a written value below 1 is an error
+// naming the member. Values above MaxLimit are left to Validate, which
+// checks them for documents built in Go as well.
+func (w *wireLimits) limits(path string) (Limits, error) {
+	if w == nil {
+		return Limits{}, nil
+	}
+	var l Limits
+	for _, m := range []struct {
+		name string
+		src  *int64
+		dst  *int64
+	}{
+		{"requests_per_minute", w.RequestsPerMinute, &l.RequestsPerMinute},
+		{"tokens_per_minute", w.TokensPerMinute, &l.TokensPerMinute},
+		{"max_concurrent", w.MaxConcurrent, &l.MaxConcurrent},
+	} {
+		if m.src == nil {
+			continue
+		}
+		if *m.src < 1 {
+			return Limits{}, &DecodeError{Path: path + "." + m.name, Msg: limitMsg}
+		}
+		*m.dst = *m.src
+	}
+	return l, nil
+}
+
+// limitMsg is the error for a limit below 1.
+const limitMsg = "must be at least 1 (omit the member for no limit)"
 
 // decodeKey decodes one element of keys. raw is already known to be
 // well-formed JSON: the first pass checked the whole document's syntax.
@@ -122,6 +197,10 @@ func decodeKey(path string, raw json.RawMessage) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
+	l, err := w.Limits.limits(path + ".limits")
+	if err != nil {
+		return Key{}, err
+	}
 	return Key{
 		KeyID:     w.KeyID,
 		TenantID:  w.TenantID,
@@ -129,6 +208,7 @@ func decodeKey(path string, raw json.RawMessage) (Key, error) {
 		Models:    w.Models,
 		ExpiresAt: exp,
 		Disabled:  w.Disabled,
+		Limits:    l,
 	}, nil
 }
 

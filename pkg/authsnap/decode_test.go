@@ -84,6 +84,84 @@ func TestDecode(t *testing.T) {
 			want: &authsnap.Snapshot{Schema: 1, Version: 3},
 		},
 		{
+			name: "limits on keys and tenants",
+			doc: `{"schema": 1, "version": 1,
+			       "keys": [{"key_id": "a", "tenant_id": "t", "digest": "x",
+			                 "limits": {"requests_per_minute": 60, "tokens_per_minute": 100000, "max_concurrent": 4}},
+			                {"key_id": "b", "tenant_id": "t", "digest": "x", "limits": {"max_concurrent": 1, "tokens_per_minute": null}},
+			                {"key_id": "c", "tenant_id": "t", "digest": "x", "limits": null},
+			                {"key_id": "d", "tenant_id": "t", "digest": "x", "limits": {}}],
+			       "tenants": [{"tenant_id": "t", "limits": {"requests_per_minute": 9007199254740991}},
+			                   {"tenant_id": "u"}]}`,
+			want: &authsnap.Snapshot{Schema: 1, Version: 1,
+				Keys: []authsnap.Key{
+					{KeyID: "a", TenantID: "t", Digest: "x", Limits: authsnap.Limits{RequestsPerMinute: 60, TokensPerMinute: 100000, MaxConcurrent: 4}},
+					{KeyID: "b", TenantID: "t", Digest: "x", Limits: authsnap.Limits{MaxConcurrent: 1}},
+					{KeyID: "c", TenantID: "t", Digest: "x"},
+					{KeyID: "d", TenantID: "t", Digest: "x"},
+				},
+				Tenants: []authsnap.Tenant{
+					{TenantID: "t", Limits: authsnap.Limits{RequestsPerMinute: authsnap.MaxLimit}},
+					{TenantID: "u"},
+				},
+			},
+		},
+		{
+			name: "tenants null and empty",
+			doc:  `{"keys": [], "tenants": null}`,
+			want: &authsnap.Snapshot{Keys: []authsnap.Key{}},
+		},
+		{
+			name:    "a written zero limit is refused",
+			doc:     `{"keys": [{"limits": {"requests_per_minute": 0}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].limits.requests_per_minute", Msg: "must be at least 1 (omit the member for no limit)"},
+		},
+		{
+			name:    "a negative tenant limit is refused",
+			doc:     `{"keys": [], "tenants": [{"tenant_id": "t"}, {"tenant_id": "u", "limits": {"max_concurrent": -3}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "tenants[1].limits.max_concurrent", Msg: "must be at least 1 (omit the member for no limit)"},
+		},
+		{
+			name:    "a fractional limit",
+			doc:     `{"keys": [{"limits": {"tokens_per_minute": 1.5}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].limits.tokens_per_minute", Msg: "expected an integer, got number 1.5"},
+		},
+		{
+			name:    "a limit written as a string",
+			doc:     `{"keys": [{"limits": {"tokens_per_minute": "100"}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].limits.tokens_per_minute", Msg: "expected an integer, got string"},
+		},
+		{
+			name:    "a limit member twice",
+			doc:     `{"keys": [{"limits": {"max_concurrent": 1, "max_concurrent": 100}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].limits.max_concurrent", Line: 1, Column: 44, Msg: "duplicate member (each name may appear once)"},
+		},
+		{
+			name:    "a limit member in another letter case",
+			doc:     `{"keys": [{"limits": {"max_concurrent": 1, "Max_Concurrent": 100}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "keys[0].limits.Max_Concurrent", Line: 1, Column: 44, Msg: `unknown member; did you mean "max_concurrent"?`},
+		},
+		{
+			name:    "an unknown limit",
+			doc:     `{"keys": [], "tenants": [{"tenant_id": "t", "limits": {"requests_per_hour": 1}}]}`,
+			wantErr: &authsnap.DecodeError{Path: "tenants[0].limits.requests_per_hour", Line: 1, Column: 56, Msg: "unknown member"},
+		},
+		{
+			name:    "tenants twice",
+			doc:     `{"keys": [], "tenants": [], "tenants": [{"tenant_id": "t"}]}`,
+			wantErr: &authsnap.DecodeError{Path: "tenants", Line: 1, Column: 29, Msg: "duplicate member (each name may appear once)"},
+		},
+		{
+			name:    "null tenant",
+			doc:     `{"tenants": [null]}`,
+			wantErr: &authsnap.DecodeError{Path: "tenants[0]", Msg: "expected an object, got null"},
+		},
+		{
+			name:    "tenant not an object",
+			doc:     `{"tenants": [{}, 1]}`,
+			wantErr: &authsnap.DecodeError{Path: "tenants[1]", Msg: "expected an object, got number"},
+		},
+		{
 			name:    "empty input",
 			doc:     " \n ",
 			wantErr: &authsnap.DecodeError{Msg: "empty document"},
@@ -305,8 +383,12 @@ func TestValidFixture(t *testing.T) {
 				Digest:    authsnap.Digest("sk-test-alpha-0123456789abcdef"),
 				Models:    []string{"demo-gpt", "demo-claude"},
 				ExpiresAt: ptr(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+				Limits:    authsnap.Limits{RequestsPerMinute: 600, TokensPerMinute: 200000, MaxConcurrent: 8},
 			},
 			{KeyID: "k_bravo", TenantID: "t_globex", Digest: authsnap.Digest("sk-test-bravo-fedcba9876543210")},
+		},
+		Tenants: []authsnap.Tenant{
+			{TenantID: "t_acme", Limits: authsnap.Limits{RequestsPerMinute: 3000, TokensPerMinute: 1000000}},
 		},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
@@ -342,6 +424,12 @@ func TestInvalidFixtures(t *testing.T) {
 		"bad-expiry.json":         {"keys[0].expires_at: expected an RFC 3339 timestamp string"},
 		"empty-model.json":        {"keys[0].models[1]: must be non-empty"},
 		"truncated.json":          {"line 5, column 49: unexpected end of document"},
+		"duplicate-tenant.json":   {"tenants[1].tenant_id: duplicate of tenants[0]"},
+		"zero-limit.json":         {"keys[0].limits.requests_per_minute: must be at least 1 (omit the member for no limit)"},
+		"case-limits.json":        {`keys[0].limits.MAX_CONCURRENT: unknown member; did you mean "max_concurrent"?`},
+		"duplicate-limit.json":    {"keys[0].limits.tokens_per_minute: duplicate member"},
+		"limit-too-large.json":    {"tenants[0].limits.tokens_per_minute: must be at most 9007199254740991"},
+		"unknown-limit.json":      {"keys[0].limits.requests_per_day: unknown member"},
 		"trailing-garbage.json":   {"line 2, column 1: unexpected data after the document"},
 	}
 	files, err := filepath.Glob(filepath.Join(fixtures, "invalid", "*.json"))

@@ -20,6 +20,11 @@
 // optional; a key is expired from that instant on. A disabled key is
 // rejected exactly like a key that is not listed.
 //
+// A key may carry [Limits] (requests and tokens per minute, concurrent
+// requests), and the optional tenants list gives a tenant limits shared by
+// all its keys; a request must pass both (docs/limits.md). A member that
+// is 0 in Go is no limit and is omitted in JSON, where 0 is refused.
+//
 // The snapshot is complete, not a delta: a key missing from the newest
 // snapshot is revoked (docs/authorization.md). Nodes apply a snapshot only if its version is
 // strictly greater than the one they hold; an equal version means "no

@@ -61,6 +61,8 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	}{
 		{"snapshot", &root, reflect.TypeFor[authsnap.Snapshot]()},
 		{"key", key, reflect.TypeFor[authsnap.Key]()},
+		{"tenant", root.Defs["tenant"], reflect.TypeFor[authsnap.Tenant]()},
+		{"limits", root.Defs["limits"], reflect.TypeFor[authsnap.Limits]()},
 	} {
 		props, required := jsonMembers(tc.typ)
 		gotProps := slices.Sorted(func(yield func(string) bool) {
@@ -107,6 +109,25 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	}
 	if want := "^[0-9a-f]{" + strconv.Itoa(authsnap.DigestLength) + "}$"; key.Properties["digest"].Pattern != want {
 		t.Errorf("digest pattern = %q, want %q", key.Properties["digest"].Pattern, want)
+	}
+	if ts := root.Properties["tenants"]; ts == nil || ts.Items == nil || ts.Items.Ref != "#/$defs/tenant" {
+		t.Error("schema does not describe tenants as an array of #/$defs/tenant")
+	}
+	if root.Defs["tenant"].Properties["tenant_id"].Ref != "#/$defs/id" {
+		t.Error("tenants[].tenant_id does not use #/$defs/id")
+	}
+	for what, l := range map[string]*jsonSchema{"key": key.Properties["limits"], "tenant": root.Defs["tenant"].Properties["limits"]} {
+		if l.Ref != "#/$defs/limits" {
+			t.Errorf("%s limits do not use #/$defs/limits", what)
+		}
+	}
+	for name, m := range root.Defs["limits"].Properties {
+		if m.Ref != "#/$defs/limit" {
+			t.Errorf("limits.%s does not use #/$defs/limit", name)
+		}
+	}
+	if l := root.Defs["limit"]; l.Minimum == nil || *l.Minimum != "1" || l.Maximum == nil || *l.Maximum != json.Number(strconv.FormatInt(authsnap.MaxLimit, 10)) {
+		t.Errorf("limit bounds = %v..%v, want 1..MaxLimit", l.Minimum, l.Maximum)
 	}
 	if m := key.Properties["models"].Items; m == nil || m.MinLength == nil || *m.MinLength != 1 {
 		t.Errorf("model names must have minLength 1")

@@ -37,6 +37,11 @@ func (e *ValidationError) Error() string {
 //     last character: such an entry is a pattern that allows every name
 //     that starts with the part before it and goes on for at least one
 //     character (docs/authorization.md).
+//   - every limit, on a key or a tenant, is 0 (none) or 1–[MaxLimit];
+//   - tenants lists each tenant_id at most once (a tenant with two sets of
+//     limits would be ambiguous). A tenant that keys name but tenants does
+//     not list has no limits of its own; a listed tenant no key names is
+//     allowed, so that a control plane may publish it before its keys.
 func (s *Snapshot) Validate() error {
 	if s == nil {
 		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
@@ -87,12 +92,45 @@ func (s *Snapshot) Validate() error {
 				add(path+".models["+strconv.Itoa(m)+"]", `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`)
 			}
 		}
+		checkLimits(path+".limits", k.Limits, add)
+	}
+
+	tenants := make(map[string]int, len(s.Tenants))
+	for i, t := range s.Tenants {
+		path := "tenants[" + strconv.Itoa(i) + "]"
+		if msg := checkID(t.TenantID); msg != "" {
+			add(path+".tenant_id", "%s", msg)
+		} else if j, dup := tenants[t.TenantID]; dup {
+			add(path+".tenant_id", "duplicate of tenants[%d]", j)
+		} else {
+			tenants[t.TenantID] = i
+		}
+		checkLimits(path+".limits", t.Limits, add)
 	}
 
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}
 	return nil
+}
+
+// checkLimits reports each limit outside 0 (none) and 1–MaxLimit.
+func checkLimits(path string, l Limits, add func(path, format string, args ...any)) {
+	for _, m := range []struct {
+		name string
+		v    int64
+	}{
+		{"requests_per_minute", l.RequestsPerMinute},
+		{"tokens_per_minute", l.TokensPerMinute},
+		{"max_concurrent", l.MaxConcurrent},
+	} {
+		switch {
+		case m.v < 0:
+			add(path+"."+m.name, "must be at least 1 (0 means no limit)")
+		case m.v > MaxLimit:
+			add(path+"."+m.name, "must be at most %d", int64(MaxLimit))
+		}
+	}
 }
 
 // checkID returns what is wrong with a key_id or tenant_id, or "".

@@ -37,6 +37,36 @@ func TestValidate(t *testing.T) {
 			mutate: func(s *authsnap.Snapshot) { s.Keys[0].KeyID = strings.Repeat("é", 128) },
 		},
 		{
+			name: "limits and tenants, a listed tenant no key names, a named tenant not listed",
+			mutate: func(s *authsnap.Snapshot) {
+				s.Keys[0].Limits = authsnap.Limits{RequestsPerMinute: 1, TokensPerMinute: authsnap.MaxLimit, MaxConcurrent: 2}
+				s.Keys[1].TenantID = "t_unlisted"
+				s.Tenants = []authsnap.Tenant{{TenantID: "t_1", Limits: authsnap.Limits{MaxConcurrent: 5}}, {TenantID: "t_spare"}}
+			},
+		},
+		{
+			name: "limits out of range",
+			mutate: func(s *authsnap.Snapshot) {
+				s.Keys[1].Limits = authsnap.Limits{RequestsPerMinute: -1, TokensPerMinute: authsnap.MaxLimit + 1}
+				s.Tenants = []authsnap.Tenant{{TenantID: "t_1", Limits: authsnap.Limits{MaxConcurrent: -5}}}
+			},
+			want: []authsnap.Problem{
+				{Path: "keys[1].limits.requests_per_minute", Msg: "must be at least 1 (0 means no limit)"},
+				{Path: "keys[1].limits.tokens_per_minute", Msg: "must be at most 9007199254740991"},
+				{Path: "tenants[0].limits.max_concurrent", Msg: "must be at least 1 (0 means no limit)"},
+			},
+		},
+		{
+			name: "tenant listed twice, tenant without id",
+			mutate: func(s *authsnap.Snapshot) {
+				s.Tenants = []authsnap.Tenant{{TenantID: "t_1"}, {TenantID: ""}, {TenantID: "t_1", Limits: authsnap.Limits{MaxConcurrent: 1}}}
+			},
+			want: []authsnap.Problem{
+				{Path: "tenants[1].tenant_id", Msg: "required"},
+				{Path: "tenants[2].tenant_id", Msg: "duplicate of tenants[0]"},
+			},
+		},
+		{
 			name:   "schema",
 			mutate: func(s *authsnap.Snapshot) { s.Schema = 2 },
 			want:   []authsnap.Problem{{Path: "schema", Msg: "must be 1, got 2"}},

@@ -19,6 +19,17 @@ import (
 	"github.com/scootgate/scootgate/internal/sse"
 )
 
+// LimitHeaders are Anthropic's rate-limit headers
+// (docs.claude.com/en/api/rate-limits): anthropic-ratelimit-requests-limit,
+// -remaining, -reset (an RFC 3339 instant) and the same for tokens. They
+// replace every rate-limit header the provider sent.
+var LimitHeaders = &provider.RateLimitHeaders{
+	Replace:  []string{"Anthropic-Ratelimit-", "X-Ratelimit-"},
+	Requests: [3]string{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+	Tokens:   [3]string{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	ResetAt:  true,
+}
+
 // API is the Anthropic API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.Anthropic,
@@ -34,6 +45,7 @@ var API = &provider.API{
 	// speak the OpenAI API send (x-ratelimit-*, x-request-id, which wins
 	// when both ids come, as it always has).
 	ResponseHeaders:   []string{"Anthropic-Ratelimit-", "X-Ratelimit-", "Retry-After-Ms"},
+	LimitHeaders:      LimitHeaders,
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        provider.RetryAfter,
 	QuotaExhausted:    quota.Exhausted,

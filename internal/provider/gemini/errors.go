@@ -52,24 +52,37 @@ type errorObject struct {
 	Details []detail `json:"details,omitempty"`
 }
 
-// detail is a google.rpc.ErrorInfo (Reason, Domain) or
-// google.rpc.RequestInfo (RequestID), told apart by Type.
+// detail is a google.rpc.ErrorInfo (Reason, Domain),
+// google.rpc.RequestInfo (RequestID) or google.rpc.RetryInfo (RetryDelay),
+// told apart by Type.
 type detail struct {
-	Type      string `json:"@type"`
-	Reason    string `json:"reason,omitempty"`
-	Domain    string `json:"domain,omitempty"`
-	RequestID string `json:"requestId,omitempty"`
+	Type       string `json:"@type"`
+	Reason     string `json:"reason,omitempty"`
+	Domain     string `json:"domain,omitempty"`
+	RequestID  string `json:"requestId,omitempty"`
+	RetryDelay string `json:"retryDelay,omitempty"`
 }
 
-// ErrorBody renders a gateway error in the Gemini shape:
-// {"error":{"code":N,"message":…,"status":…,"details":[…]}}. code (the
-// node's error code, such as model_not_found) becomes a google.rpc.ErrorInfo
-// whose reason is its upper-case form, in the domain scootgate; the node's
-// request id a google.rpc.RequestInfo.
-func ErrorBody(status int, code, msg, requestID string) []byte {
+// LimitHeaders: Google's API sends no rate-limit headers; a limited key's
+// state goes in OpenAI's names, which the providers behind
+// OpenAI-compatible Gemini endpoints use too.
+var LimitHeaders = &provider.RateLimitHeaders{
+	Replace:  []string{"X-Ratelimit-"},
+	Requests: [3]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	Tokens:   [3]string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+}
+
+// RetryErrorBody is ErrorBody with a google.rpc.RetryInfo whose
+// retryDelay (whole seconds, rounded up) is the retry advice: Google's
+// SDKs and the Gemini CLI read a 429's delay from there.
+func RetryErrorBody(status int, code, msg, requestID string, retryAfter time.Duration) []byte {
 	e := errorObject{Code: status, Message: msg, Status: Status(status)}
 	if code != "" {
 		e.Details = append(e.Details, detail{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: strings.ToUpper(code), Domain: "scootgate"})
+	}
+	if retryAfter > 0 {
+		secs := int64((retryAfter + time.Second - 1) / time.Second)
+		e.Details = append(e.Details, detail{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: strconv.FormatInt(secs, 10) + "s"})
 	}
 	if requestID != "" {
 		e.Details = append(e.Details, detail{Type: "type.googleapis.com/google.rpc.RequestInfo", RequestID: requestID})
@@ -79,6 +92,15 @@ func ErrorBody(status int, code, msg, requestID string) []byte {
 		return []byte(`{"error":{"code":500,"message":"internal error","status":"INTERNAL"}}`)
 	}
 	return b
+}
+
+// ErrorBody renders a gateway error in the Gemini shape:
+// {"error":{"code":N,"message":…,"status":…,"details":[…]}}. code (the
+// node's error code, such as model_not_found) becomes a google.rpc.ErrorInfo
+// whose reason is its upper-case form, in the domain scootgate; the node's
+// request id a google.rpc.RequestInfo.
+func ErrorBody(status int, code, msg, requestID string) []byte {
+	return RetryErrorBody(status, code, msg, requestID, 0)
 }
 
 // googleError is what the node reads of a Gemini error answer.

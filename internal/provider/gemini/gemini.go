@@ -53,6 +53,8 @@ var API = &provider.API{
 	// Google answers carry no rate-limit headers; compatible gateways in
 	// front of Gemini send OpenAI-style ones.
 	ResponseHeaders:   []string{"X-Ratelimit-"},
+	LimitHeaders:      LimitHeaders,
+	RetryErrorBody:    RetryErrorBody,
 	ProviderRequestID: []string{"X-Request-Id"},
 	// Google states its retry advice in the body (google.rpc.RetryInfo).
 	RetryAfter:        provider.RetryAfter,

@@ -9,11 +9,12 @@ import (
 	"github.com/scootgate/scootgate/internal/provider"
 )
 
-// ErrorType returns the OpenAI error "type" for a status.
+// ErrorType returns the OpenAI error "type" for a status. The node's own
+// 429 is a per-key or per-tenant limit (docs/limits.md).
 func ErrorType(status int) string {
 	switch {
 	case status == 429:
-		return "rate_limit_error"
+		return "rate_limit_exceeded"
 	case status >= 500:
 		return "server_error"
 	default:

@@ -41,12 +41,24 @@ var API = &provider.API{
 	// and request-id).
 	ResponseHeaders:   []string{"Retry-After-Ms", "X-Ratelimit-", "Anthropic-Ratelimit-"},
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
+	LimitHeaders:      LimitHeaders,
 	RetryAfter:        retryAfter,
 	QuotaExhausted:    quota.Exhausted,
 	AboutRequest:      aboutRequest.AboutRequest,
 	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,
 	GetModel:          getModel,
+}
+
+// LimitHeaders are OpenAI's rate-limit headers
+// (platform.openai.com/docs/guides/rate-limits): x-ratelimit-limit-requests,
+// x-ratelimit-remaining-requests, x-ratelimit-reset-requests ("1s",
+// "6m0s") and the same for tokens. They replace every rate-limit header
+// the provider sent, its own and Anthropic's.
+var LimitHeaders = &provider.RateLimitHeaders{
+	Replace:  []string{"X-Ratelimit-", "Anthropic-Ratelimit-"},
+	Requests: [3]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	Tokens:   [3]string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
 }
 
 // Chat is POST /v1/chat/completions.

@@ -1,0 +1,47 @@
+// Package limits admits or refuses a request by its key's and its
+// tenant's limits from the authorization snapshot (docs/limits.md).
+//
+// # Basics
+//
+// A [Limiter] keeps, per limited key id and per limited tenant id, two
+// token buckets and a concurrency count. Compiling an authorization
+// snapshot binds each limited key to them ([Limiter.Bind],
+// [Binder.Subject]): the principal holds its [Subject], so a request
+// pays no lookup, only the check. [Subject.Admit] checks the key and its
+// tenant together and either takes from both or from neither: one request
+// from the requests bucket, one concurrency slot, and it requires the
+// tokens bucket to be positive. The returned [Ticket] debits the tokens
+// each attempt used when the attempt ends ([Ticket.Debit]: tokens are
+// known only after the answer) and gives the slots back ([Ticket.Release],
+// once, however the request ends).
+//
+// A key or tenant bound again by the next snapshot keeps its state with
+// its new limits; one not bound again is forgotten, which also bounds
+// memory to the snapshot's limited keys.
+//
+// # Why token buckets
+//
+// A bucket of capacity L that refills at L per minute lets a quiet key use
+// its whole minute at once and then paces it, and, unlike a fixed window,
+// answers exactly when the next request fits: (1 − level) / rate. That is
+// what Retry-After promises. The reset the headers report is when the
+// bucket is full again, (L − level) / rate, which is OpenAI's and
+// Anthropic's meaning of "reset". A sliding log would be as honest but
+// costs memory per request.
+//
+// # Shares
+//
+// Each node enforces local_share of every limit (docs/limits.md "Behind
+// a load balancer"): with N nodes behind a balancer that spreads requests
+// evenly, 1/N makes the fleet's sum the limit. A limit's share is
+// floor(L × share), and at least 1.
+//
+// # Caveats
+//
+// Tokens are debited after the fact, so a key may overshoot its tokens per
+// minute by what the requests admitted while its balance was positive use;
+// the overshoot is paid back before the next request is admitted. State
+// lives in memory: a restart forgets it (buckets start full). Levels are
+// float64: past 2^53 tokens a bucket loses precision, far beyond any real
+// limit.
+package limits

@@ -1,0 +1,423 @@
+package limits
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/pkg/authsnap"
+)
+
+// window is the period every per-minute limit refills over.
+const window = time.Minute
+
+// concurrencyRetry is the Retry-After given for a refusal by max_concurrent:
+// when a slot frees is not known in advance, so the client is told to look
+// again soon.
+const concurrencyRetry = time.Second
+
+// Options configure a Limiter.
+type Options struct {
+	// Share is the fraction of every limit this node enforces, in (0, 1];
+	// 0 means 1 (docs/limits.md "Behind a load balancer").
+	Share float64
+	// Clock is the time source the callers of Admit and Debit read, and
+	// Bind reads; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Limiter holds the state of every limited key and tenant of the current
+// authorization snapshot. It is safe for concurrent use.
+type Limiter struct {
+	// immutable
+	share float64
+	clock clock.Clock
+	epoch time.Time // state times are nanoseconds since epoch
+
+	mu      sync.Mutex        // serializes binds
+	keys    map[string]*state // guarded by mu; the last bind's
+	tenants map[string]*state // guarded by mu; the last bind's
+}
+
+// New returns a Limiter.
+func New(o Options) *Limiter {
+	if o.Share <= 0 || o.Share > 1 {
+		o.Share = 1
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	return &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), keys: map[string]*state{}, tenants: map[string]*state{}}
+}
+
+// Binder hands out the Subjects of one authorization snapshot. A key or
+// tenant bound again keeps its state (what it used this minute, its
+// requests in flight) and takes the new limits; one not bound again is
+// forgotten by Done. Nothing changes until Done: a snapshot that fails to
+// compile half-way leaves the limiter as it was.
+type Binder struct {
+	l             *Limiter
+	keys, tenants map[string]*state
+	updates       []update // applied by Done
+}
+
+// update is a bound state's limits as of the snapshot being bound.
+type update struct {
+	s *state
+	c caps
+}
+
+// Bind starts binding a snapshot. It holds the limiter's bind lock until
+// Done or Abort.
+func (l *Limiter) Bind() *Binder {
+	l.mu.Lock()
+	return &Binder{l: l, keys: map[string]*state{}, tenants: map[string]*state{}}
+}
+
+// Subject returns the hold on the limiter of a key with the given own and
+// tenant limits, or nil when neither limits anything (nothing to check).
+func (b *Binder) Subject(keyID, tenantID string, key, tenant authsnap.Limits) *Subject {
+	if key.IsZero() && tenant.IsZero() {
+		return nil
+	}
+	sub := &Subject{l: b.l}
+	if !key.IsZero() {
+		sub.key = b.bind(b.keys, b.l.keys, keyID, key)
+	}
+	if !tenant.IsZero() {
+		sub.tenant = b.bind(b.tenants, b.l.tenants, tenantID, tenant)
+	}
+	return sub
+}
+
+func (b *Binder) bind(next, prev map[string]*state, id string, lim authsnap.Limits) *state {
+	s := next[id]
+	if s == nil {
+		if s = prev[id]; s == nil {
+			s = &state{}
+		}
+		next[id] = s
+		// A tenant's limits are the same for each of its keys: the first
+		// is enough.
+		b.updates = append(b.updates, update{s, b.l.effective(lim)})
+	}
+	return s
+}
+
+// Done applies the snapshot's limits, makes the bound keys and tenants the
+// limiter's and forgets the others. Requests that hold a forgotten state
+// finish with it.
+func (b *Binder) Done() {
+	at := b.l.since(b.l.clock.Now())
+	for _, u := range b.updates {
+		u.s.mu.Lock()
+		u.s.update(u.c, at)
+		u.s.mu.Unlock()
+	}
+	b.l.keys, b.l.tenants = b.keys, b.tenants
+	b.l.mu.Unlock()
+}
+
+// Abort ends a bind without changing the limiter.
+func (b *Binder) Abort() { b.l.mu.Unlock() }
+
+// Subject is one key's hold on the limiter: its state and its tenant's
+// (nil for a side without limits). It is shared by every request of the
+// key under one snapshot.
+type Subject struct {
+	l           *Limiter
+	key, tenant *state
+}
+
+// Scope says whose limit refused a request.
+type Scope uint8
+
+// Scopes.
+const (
+	ScopeKey Scope = iota + 1
+	ScopeTenant
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopeKey:
+		return "key"
+	case ScopeTenant:
+		return "tenant"
+	}
+	return "none"
+}
+
+// Kind says which limit refused a request.
+type Kind uint8
+
+// Kinds.
+const (
+	KindRequests Kind = iota + 1
+	KindTokens
+	KindConcurrency
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequests:
+		return "requests"
+	case KindTokens:
+		return "tokens"
+	case KindConcurrency:
+		return "concurrency"
+	}
+	return "none"
+}
+
+// Window is one per-minute limit as a client is shown it.
+type Window struct {
+	Limit     int64         // the node's share of the limit; 0 = no such limit
+	Remaining int64         // what the bucket holds now, ≥ 0
+	Reset     time.Duration // until the bucket is full again
+}
+
+// Status is what Admit saw: the binding requests and tokens windows (of the
+// key and its tenant, the one with less remaining) and, on a refusal, why
+// and when a request would fit.
+type Status struct {
+	Requests, Tokens Window
+
+	// Set only on a refusal.
+	Scope      Scope
+	Kind       Kind
+	RetryAfter time.Duration
+}
+
+// Refused reports whether the status is a refusal.
+func (s *Status) Refused() bool { return s.Scope != 0 }
+
+// Ticket is an admitted request's hold on its limits. The zero Ticket
+// (unlimited request) does nothing.
+type Ticket struct {
+	l           *Limiter
+	key, tenant *state // nil when that side has no limits
+}
+
+// Admit checks the key's and its tenant's limits at now and, if both
+// pass, takes one request and one concurrency slot from each. On a refusal
+// nothing is taken and ok is false; st says why. now is the caller's
+// reading of the limiter's clock: the request path has read it already
+// (reading it costs as much as the rest of the check).
+//
+// A nil Subject (nothing limits the key) admits everything and takes
+// nothing.
+func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
+	if sub == nil {
+		return Ticket{}, st, true
+	}
+	l := sub.l
+	at := l.since(now)
+	ks, ts := sub.key, sub.tenant
+	// Key before tenant, always: one lock order for every request.
+	if ks != nil {
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		ks.refill(at)
+		ks.check(ScopeKey, &st)
+	}
+	if ts != nil {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		ts.refill(at)
+		ts.check(ScopeTenant, &st)
+	}
+	if st.Refused() {
+		if ks != nil {
+			ks.report(&st)
+		}
+		if ts != nil {
+			ts.report(&st)
+		}
+		return Ticket{}, st, false
+	}
+	if ks != nil {
+		ks.take()
+		ks.report(&st)
+	}
+	if ts != nil {
+		ts.take()
+		ts.report(&st)
+	}
+	return Ticket{l: l, key: ks, tenant: ts}, st, true
+}
+
+// Debit takes tokens used by one attempt from the key's and the tenant's
+// tokens buckets; now is when the attempt ended. Call it when the attempt
+// ends; the balance may go below zero, and the next request waits until it
+// is positive again.
+func (t Ticket) Debit(now time.Time, tokens int64) {
+	if t.l == nil || tokens <= 0 {
+		return
+	}
+	at := t.l.since(now)
+	for _, s := range [2]*state{t.key, t.tenant} {
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		s.refill(at)
+		if s.tpm > 0 {
+			s.tokLevel -= float64(tokens)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Release gives the concurrency slots back. Call it exactly once, when the
+// request ends, whichever way it ends.
+func (t Ticket) Release() {
+	for _, s := range [2]*state{t.key, t.tenant} {
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}
+}
+
+// EstimateTokens is what an attempt that may have reached the provider but
+// reported no usage is debited: a quarter of its request body's bytes (a
+// common rule of thumb for tokens), at least 1, never 0.
+func EstimateTokens(requestBytes int64) int64 {
+	return max(1, (requestBytes+3)/4)
+}
+
+// Len returns how many keys and tenants have state (for tests).
+func (l *Limiter) Len() (keys, tenants int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys), len(l.tenants)
+}
+
+// since converts a reading of the clock to the states' time.
+func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.epoch)) }
+
+// caps are a subject's limits as this node enforces them.
+type caps struct{ rpm, tpm, conc int64 }
+
+// effective applies the node's share: floor(L × share), at least 1; 0
+// (no limit) stays 0.
+func (l *Limiter) effective(lim authsnap.Limits) caps {
+	f := func(v int64) int64 {
+		if v <= 0 {
+			return 0
+		}
+		if l.share == 1 {
+			return v
+		}
+		return max(1, int64(math.Floor(float64(v)*l.share)))
+	}
+	return caps{f(lim.RequestsPerMinute), f(lim.TokensPerMinute), f(lim.MaxConcurrent)}
+}
+
+// state is one key's or one tenant's buckets and in-flight count.
+type state struct {
+	mu sync.Mutex
+	// guarded by mu
+	caps               // as of the last update
+	reqLevel, tokLevel float64
+	at                 int64 // when the levels were last refilled
+	inflight           int64
+}
+
+// update applies a snapshot's limits, refilling the buckets to now first.
+// A limit that appears starts full; one that shrinks clamps the level.
+func (s *state) update(c caps, now int64) {
+	s.refill(now)
+	if c.rpm != s.rpm {
+		if s.rpm == 0 {
+			s.reqLevel = float64(c.rpm)
+		}
+		s.reqLevel = min(s.reqLevel, float64(c.rpm))
+		s.rpm = c.rpm
+	}
+	if c.tpm != s.tpm {
+		if s.tpm == 0 {
+			s.tokLevel = float64(c.tpm)
+		}
+		s.tokLevel = min(s.tokLevel, float64(c.tpm))
+		s.tpm = c.tpm
+	}
+	s.conc = c.conc
+}
+
+// refill adds what the buckets earned since the last refill, up to their
+// capacities.
+func (s *state) refill(now int64) {
+	if d := now - s.at; d > 0 {
+		el := float64(d) / float64(window)
+		if s.rpm > 0 {
+			s.reqLevel = min(float64(s.rpm), s.reqLevel+el*float64(s.rpm))
+		}
+		if s.tpm > 0 {
+			s.tokLevel = min(float64(s.tpm), s.tokLevel+el*float64(s.tpm))
+		}
+	}
+	if now > s.at {
+		s.at = now
+	}
+}
+
+// check records in st the refusal s would cause, keeping the one with the
+// longest wait: Retry-After is when every limit lets a request through.
+func (s *state) check(scope Scope, st *Status) {
+	refuse := func(k Kind, wait time.Duration) {
+		if !st.Refused() || wait > st.RetryAfter {
+			st.Scope, st.Kind, st.RetryAfter = scope, k, wait
+		}
+	}
+	if s.rpm > 0 && s.reqLevel < 1 {
+		refuse(KindRequests, perMinute(1-s.reqLevel, s.rpm))
+	}
+	if s.tpm > 0 && s.tokLevel <= 0 {
+		// Positive again strictly after -level/rate; a nanosecond on top.
+		refuse(KindTokens, perMinute(-s.tokLevel, s.tpm)+1)
+	}
+	if s.conc > 0 && s.inflight >= s.conc {
+		refuse(KindConcurrency, concurrencyRetry)
+	}
+}
+
+// take holds one request and one slot.
+func (s *state) take() {
+	if s.rpm > 0 {
+		s.reqLevel--
+	}
+	s.inflight++
+}
+
+// report folds s's windows into st, keeping for each kind the one with
+// less remaining: the one that will refuse first.
+func (s *state) report(st *Status) {
+	fold := func(w *Window, capacity int64, level float64) {
+		if capacity == 0 {
+			return
+		}
+		rem := int64(max(0, math.Floor(level)))
+		if w.Limit != 0 && rem >= w.Remaining {
+			return
+		}
+		*w = Window{Limit: capacity, Remaining: rem, Reset: perMinute(float64(capacity)-level, capacity)}
+	}
+	fold(&st.Requests, s.rpm, s.reqLevel)
+	fold(&st.Tokens, s.tpm, s.tokLevel)
+}
+
+// perMinute is how long a bucket refilling capacity per minute takes to
+// earn amount, rounded up to a nanosecond. A thousandth of a nanosecond
+// of floating-point noise is ignored, so that 1 request of 3 per minute
+// reads 20s, not 20.000000001s.
+func perMinute(amount float64, capacity int64) time.Duration {
+	if amount <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(amount*float64(window)/float64(capacity) - 1e-3))
+}
