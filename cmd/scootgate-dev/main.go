@@ -221,11 +221,14 @@ func writeSnapshots(dir string, now time.Time) error {
 // for) on the same backends, demo-gemini (every Gemini
 // method) on its Gemini side, with the credentials dev.toml
 // defines; demo-pool and demo-claude-pool spread over three backends each,
-// so that balancing and prompt-cache affinity show in the usage events.
+// so that balancing and prompt-cache affinity show in the usage events;
+// demo-pool with prefix affinity too.
 func devRoutes(now time.Time) routesnap.Snapshot {
 	base := "http://" + providerAddr + "/v1" // plaintext: loopback only (docs/egress.md)
 	snap := devSingles(now, base)
-	pool := routesnap.Model{Name: "demo-pool"}
+	// demo-pool also places keyless requests by their prompt's beginning
+	// (docs/routing.md "Prefix affinity"), for agents that name no session.
+	pool := routesnap.Model{Name: "demo-pool", PrefixAffinity: new(true)}
 	claudePool := routesnap.Model{Name: "demo-claude-pool"}
 	for _, x := range poolSuffixes {
 		snap.Backends = append(snap.Backends,

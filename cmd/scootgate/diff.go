@@ -121,12 +121,16 @@ func diffRoutes(old, new *routesnap.Snapshot) Diff {
 			if !n.AffinityOn() {
 				summary += ", affinity off"
 			}
+			if n.PrefixAffinityOn() {
+				summary += ", prefix affinity"
+			}
 			d.add(Added, "model", name, summary)
 		case !inNew:
 			d.add(Removed, "model", name, plural(len(o.Targets), "target"))
 		default:
 			var ch changes
 			ch.bool("affinity", o.AffinityOn(), n.AffinityOn())
+			ch.bool("prefix_affinity", o.PrefixAffinityOn(), n.PrefixAffinityOn())
 			d.changed("model", name, ch)
 			targets = append(targets, diffTargets(name, o.Targets, n.Targets)...)
 		}

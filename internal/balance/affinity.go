@@ -52,6 +52,10 @@ const (
 	Keyless
 	// Preferred: the session's first choice in the hash order.
 	Preferred
+	// PrefixPreferred: Preferred, for a request whose session key is the
+	// digest of its prompt's beginning (prefix affinity). The picker never
+	// returns it; the request path names it so.
+	PrefixPreferred
 	// SpillOverloaded: the first choice had more in flight than the bound.
 	SpillOverloaded
 	// SpillUnavailable: the first choice could not take traffic (breaker,
@@ -63,12 +67,14 @@ const (
 )
 
 // String returns the placement's name in logs, usage events and metrics:
-// "balanced", "keyless", "affinity", "spill_overloaded",
+// "balanced", "keyless", "affinity", "prefix", "spill_overloaded",
 // "spill_unavailable", "spill_retry".
 func (p Placement) String() string {
 	switch p {
 	case Preferred:
 		return usageevent.PlacementAffinity
+	case PrefixPreferred:
+		return usageevent.PlacementPrefix
 	case SpillOverloaded:
 		return usageevent.PlacementSpillOverloaded
 	case SpillUnavailable:

@@ -24,9 +24,15 @@ import (
 // session's previous turn within the TTL.
 type fleetSim struct {
 	affinity bool
-	nodes    int
-	backends int
-	sessions int
+	// sharedPrefixes, with affinity, keys each session by the digest of
+	// its prompt's beginning (prefix affinity) instead of its own session
+	// key: sessions draw their first turn from a Zipf over this many, so
+	// popular first prompts (an agent's own start-up request, a common
+	// task) share one key and lean on the load bound.
+	sharedPrefixes int
+	nodes          int
+	backends       int
+	sessions       int
 	// outage, when set, makes backend 0 fail every attempt (a transport
 	// failure, nothing sent: re-picked at once, as the proxy does) from
 	// outageFrom to outageTo.
@@ -93,6 +99,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 	// the cache TTL).
 	turnsZ := rand.NewZipf(r, 1.3, 1, 199)
 	thinkZ := rand.NewZipf(r, 1.2, 1, 1199)
+	prefixZ := rand.NewZipf(r, 1.1, 1, uint64(max(fs.sharedPrefixes, 2)-1))
 	const span = 2 * time.Hour
 	left := make([]int, fs.sessions)
 	keys := make([]Key, fs.sessions)
@@ -105,6 +112,9 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 	for s := range fs.sessions {
 		left[s] = 1 + int(turnsZ.Uint64())
 		keys[s] = SessionKey("tenant", fmt.Appendf(nil, "session-%d", s))
+		if fs.sharedPrefixes > 0 {
+			keys[s] = SessionKey("tenant", fmt.Appendf(nil, "prefix-%d", prefixZ.Uint64()))
+		}
 		home[s] = order1(pools[0], keys[s])
 		q.add(simEvent{at: time.Duration(r.Int64N(int64(span))), session: s, node: -1})
 	}
@@ -221,15 +231,18 @@ func pct(n, d int) float64 {
 // served before, during and after the outage. One run per iteration; the
 // metrics are the last run's (the simulation is deterministic).
 func BenchmarkAffinitySim(b *testing.B) {
-	for _, alg := range []string{"weighted_p2c", "affinity"} {
+	for _, alg := range []string{"weighted_p2c", "affinity", "prefix"} {
 		for _, outage := range []bool{false, true} {
 			name := alg + "/healthy"
 			if outage {
 				name = alg + "/outage"
 			}
 			b.Run(name, func(b *testing.B) {
-				fs := fleetSim{affinity: alg == "affinity", nodes: 5, backends: 6, sessions: 3000,
+				fs := fleetSim{affinity: alg != "weighted_p2c", nodes: 5, backends: 6, sessions: 3000,
 					outage: outage, outageFrom: 40 * time.Minute, outageTo: 60 * time.Minute}
+				if alg == "prefix" {
+					fs.sharedPrefixes = 3000
+				}
 				var res fleetResult
 				for b.Loop() {
 					res = fs.run(1)

@@ -727,6 +727,15 @@ func TestRulesModels(t *testing.T) {
 			wantView: []routesnap.Model{{Name: "m1", Affinity: new(false), Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1}}}},
 		},
 		{
+			name: "prefix affinity on", view: models,
+			edits:    []string{modelHeader, "[models.m1]\nprefix_affinity = true\n[[models.m1.targets]]"},
+			wantView: []routesnap.Model{{Name: "m1", PrefixAffinity: new(true), Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1}}}},
+		},
+		{
+			name: "prefix affinity without affinity", edits: []string{modelHeader, "[models.m1]\naffinity = false\nprefix_affinity = true\n[[models.m1.targets]]"},
+			want: []Problem{{"models.m1.prefix_affinity", "true needs affinity on (prefix affinity places by the same hash order)"}},
+		},
+		{
 			name: "affinity not a boolean", edits: []string{modelHeader, "[models.m1]\naffinity = 1\n[[models.m1.targets]]"},
 			want: []Problem{{"models.m1.affinity", "expected a boolean, got an integer"}},
 		},

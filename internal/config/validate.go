@@ -570,6 +570,9 @@ func (v *validator) models(root *table) []routesnap.Model {
 		if b, ok := e.t.boolean("affinity"); ok {
 			m.Affinity = &b
 		}
+		if b, ok := e.t.boolean("prefix_affinity"); ok {
+			m.PrefixAffinity = &b
+		}
 		list, _ := e.t.list("targets", "at least one [[models.<name>.targets]]")
 		for _, t := range list {
 			m.Targets = append(m.Targets, v.target(t))

@@ -61,10 +61,13 @@ func TestAffinityPlacement(t *testing.T) {
 	for i := range 5 {
 		fmt.Fprintf(&doc, "[[models.gpool.targets]]\nbackend = \"g%d\"\nmodel = \"m\"\nweight = 1\nstream = true\n", i)
 	}
-	for _, m := range []string{"pool", "plain"} {
+	for _, m := range []string{"pool", "plain", "ppool"} {
 		fmt.Fprintf(&doc, "[models.%s]\n", m)
 		if m == "plain" {
 			doc.WriteString("affinity = false\n")
+		}
+		if m == "ppool" {
+			doc.WriteString("prefix_affinity = true\n")
 		}
 		for i := range 5 {
 			fmt.Fprintf(&doc, "[[models.%s.targets]]\nbackend = \"b%d\"\nmodel = \"m\"\nweight = 1\n", m, i)
@@ -157,6 +160,39 @@ func TestAffinityPlacement(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("prefix affinity", func(t *testing.T) {
+		// Keyless turns of one conversation (system prompt, first user
+		// turn, then a growing history) stay on one backend; different
+		// first turns spread; a named session still wins.
+		backends := map[string]bool{}
+		for s := range 20 {
+			head := fmt.Sprintf(`{"role":"system","content":"agent"},{"role":"user","content":"task %d"}`, s)
+			turn := func(extra string) usageevent.Event {
+				return post("/v1/chat/completions", `{"model":"ppool","messages":[`+head+extra+`]}`)
+			}
+			first := turn("")
+			if first.Placement != usageevent.PlacementPrefix {
+				t.Fatalf("conversation %d: placement %q, want prefix", s, first.Placement)
+			}
+			for i := range 3 {
+				ev := turn(strings.Repeat(`,{"role":"assistant","content":"ok"},{"role":"user","content":"more"}`, i+1))
+				if ev.Backend != first.Backend || ev.Placement != usageevent.PlacementPrefix {
+					t.Fatalf("conversation %d turn %d: %s (%s), first turn on %s", s, i+2, ev.Backend, ev.Placement, first.Backend)
+				}
+			}
+			backends[first.Backend] = true
+		}
+		if len(backends) < 3 {
+			t.Errorf("20 conversations used only %d of 5 backends", len(backends))
+		}
+		if ev := post("/v1/chat/completions", chat("ppool", `,"prompt_cache_key":"secret-session-9"`)); ev.Placement != usageevent.PlacementAffinity {
+			t.Errorf("a named session on a prefix model: placement %q, want affinity", ev.Placement)
+		}
+		if ev := post("/v1/chat/completions", `{"model":"ppool","messages":[]}`); ev.Placement != usageevent.PlacementKeyless {
+			t.Errorf("no turn: placement %q, want keyless", ev.Placement)
+		}
+	})
 
 	if ev := post("/v1/chat/completions", chat("pool", "")); ev.Placement != usageevent.PlacementKeyless {
 		t.Errorf("no session: placement %q, want keyless", ev.Placement)

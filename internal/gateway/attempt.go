@@ -45,6 +45,7 @@ type call struct {
 	body      []byte
 	req       provider.Request
 	session   balance.Key // 0 = none, or affinity off for the model
+	byPrefix  bool        // session is the prompt prefix's digest (prefix affinity)
 	pattern   string      // the pattern entry that matched req.Model; "" for an exact name
 	star      string      // the part of req.Model the pattern's star matched
 	start     time.Time
@@ -200,7 +201,7 @@ func (c *call) route(ctx context.Context) {
 	var tried []*routes.Target
 	placement := balance.Balanced
 	if m.Affinity {
-		c.session = c.sessionKey()
+		c.session = c.sessionKey(m.PrefixAffinity)
 	}
 	for n := 1; n <= c.h.o.MaxAttempts; n++ {
 		var (
@@ -210,6 +211,9 @@ func (c *call) route(ctx context.Context) {
 		l, placement, ok = c.pick(pool, tried, m.Affinity)
 		if !ok {
 			break
+		}
+		if c.byPrefix && placement == balance.Preferred {
+			placement = balance.PrefixPreferred
 		}
 		tried = append(tried, l.Target)
 		a := c.attempt(ctx, n, l)
@@ -233,14 +237,24 @@ func (c *call) route(ctx context.Context) {
 }
 
 // sessionKey returns the hash of the request's session key within its
-// client key's namespace, 0 when it names no session (docs/routing.md
-// "Affinity"). The key itself is kept nowhere.
-func (c *call) sessionKey() balance.Key {
+// client key's namespace (docs/routing.md "Affinity"); for a request that
+// names none, with prefix on, the hash of its prompt's beginning
+// ("Prefix affinity"); else 0. The key itself is kept nowhere.
+func (c *call) sessionKey(prefix bool) balance.Key {
 	body, header := provider.Session(&c.req, c.r.Header, c.spec.SessionHeaders)
-	if len(body) > 0 {
+	switch {
+	case len(body) > 0:
 		return balance.SessionKey(c.principal.KeyID, body)
+	case header != "":
+		return balance.SessionKey(c.principal.KeyID, header)
+	case prefix:
+		var d [12]byte
+		if provider.PrefixDigest(&c.req.Prefix, &d) {
+			c.byPrefix = true
+			return balance.SessionKey(c.principal.KeyID, d[:])
+		}
 	}
-	return balance.SessionKey(c.principal.KeyID, header)
+	return 0
 }
 
 // pick asks the picker for a target: by the session's hash order when the

@@ -445,9 +445,11 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 	// decides on that appears twice or in another letter case is refused
 	// (first at the top level, in document order), then, after the
 	// model and stream checks, the same in the nested members it reads.
-	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options"}
+	// The conversation and its instructions joined them when they began
+	// to place requests (prefix affinity).
+	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages"}
 	if p == provider.Anthropic {
-		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata"}
+		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages"}
 	}
 	if err := refAmbiguous(body, "", top); err != nil {
 		return request{}, err

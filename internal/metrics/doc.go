@@ -77,7 +77,7 @@
 //	    provider_tls are the backend's (docs/egress.md "Failures").
 //	scootgate_affinity_placements_total{placement}            counter
 //	    Provider attempts by how the target was chosen (docs/routing.md
-//	    "Affinity"): affinity hits, spills by reason (spill_overloaded,
+//	    "Affinity"): affinity hits, prefix-affinity hits, spills by reason (spill_overloaded,
 //	    spill_unavailable, spill_retry), keyless requests of models with
 //	    affinity on, balanced ones of models with it off. Never a session.
 //	scootgate_limits_refused_total{scope,kind}                counter

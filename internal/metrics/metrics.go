@@ -104,10 +104,10 @@ func New(o Options) *Metrics {
 	// of labels, created at 0 (docs/routing.md "Affinity").
 	m.placements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scootgate_affinity_placements_total",
-		Help: "Provider attempts by how their target was chosen: balanced (affinity off), keyless, affinity, spill_overloaded, spill_unavailable, spill_retry.",
+		Help: "Provider attempts by how their target was chosen: balanced (affinity off), keyless, affinity, prefix, spill_overloaded, spill_unavailable, spill_retry.",
 	}, []string{"placement"})
 	m.placementSet = map[string]string{}
-	for _, p := range []string{usageevent.PlacementBalanced, usageevent.PlacementKeyless, usageevent.PlacementAffinity,
+	for _, p := range []string{usageevent.PlacementBalanced, usageevent.PlacementKeyless, usageevent.PlacementAffinity, usageevent.PlacementPrefix,
 		usageevent.PlacementSpillOverloaded, usageevent.PlacementSpillUnavailable, usageevent.PlacementSpillRetry} {
 		m.placementSet[p] = p
 	}

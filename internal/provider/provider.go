@@ -234,6 +234,9 @@ type Request struct {
 	// metadata.user_id), nil when absent. It aliases the body. It must
 	// never be logged or published; see [Session].
 	SessionKey []byte
+	// Prefix is the beginning of the prompt, for prefix affinity when
+	// the request names no session.
+	Prefix Prefix
 
 	// ModelAt is where the model's JSON value is in the body, [start, end):
 	// the one member every attempt rewrites, for an endpoint whose path

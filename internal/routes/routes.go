@@ -152,6 +152,9 @@ type Model struct {
 	// Affinity: requests that name a session are placed by rendezvous
 	// hashing (docs/routing.md "Affinity").
 	Affinity bool
+	// PrefixAffinity: a request that names no session is placed by the
+	// hash of its prompt's beginning (docs/routing.md "Prefix affinity").
+	PrefixAffinity bool
 	// Pattern says that Name is a pattern (docs/routing.md "Aliases and
 	// patterns"): Prefix followed by "*". It matches the asked names that
 	// start with Prefix and go on for at least one character; the rest is
@@ -315,7 +318,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 	}
 	t := &Table{uses: uses, models: make(map[string]*Model, len(ms))}
 	for _, m := range ms {
-		cm := &Model{Name: m.Name, Affinity: m.AffinityOn()}
+		cm := &Model{Name: m.Name, Affinity: m.AffinityOn(), PrefixAffinity: m.AffinityOn() && m.PrefixAffinityOn()}
 		if routesnap.IsPattern(m.Name) {
 			cm.Pattern, cm.Prefix = true, strings.TrimSuffix(m.Name, routesnap.Star)
 		}

@@ -47,8 +47,10 @@ type (
 		Models      []*wireModel    `json:"models"`
 	}
 	wireModel struct {
-		Name    string    `json:"name"`
-		Targets []*Target `json:"targets"`
+		Name           string    `json:"name"`
+		Targets        []*Target `json:"targets"`
+		Affinity       *bool     `json:"affinity"`
+		PrefixAffinity *bool     `json:"prefix_affinity"`
 	}
 )
 
@@ -63,8 +65,10 @@ type (
 		Models      []json.RawMessage `json:"models"`
 	}
 	locateModel struct {
-		Name    string            `json:"name"`
-		Targets []json.RawMessage `json:"targets"`
+		Name           string            `json:"name"`
+		Targets        []json.RawMessage `json:"targets"`
+		Affinity       *bool             `json:"affinity"`
+		PrefixAffinity *bool             `json:"prefix_affinity"`
 	}
 )
 
@@ -129,6 +133,7 @@ func Decode(data []byte) (*Snapshot, error) {
 			return nil, nullElement(path)
 		}
 		s.Models[i].Name = m.Name
+		s.Models[i].Affinity, s.Models[i].PrefixAffinity = m.Affinity, m.PrefixAffinity
 		if m.Targets == nil {
 			continue
 		}

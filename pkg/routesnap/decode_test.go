@@ -56,6 +56,16 @@ func TestDecode(t *testing.T) {
 			}},
 		},
 		{
+			// The schema and the docs let a control plane set both; the
+			// decoder used to refuse affinity as an unknown member.
+			name: "affinity and prefix_affinity: absent is nil, false and true are kept",
+			doc: `{"schema": 1, "version": 1, "models": [{"name": "a", "affinity": false},
+			       {"name": "p", "affinity": true, "prefix_affinity": true}, {"name": "n"}]}`,
+			want: &routesnap.Snapshot{Schema: 1, Version: 1, Models: []routesnap.Model{
+				{Name: "a", Affinity: new(false)}, {Name: "p", Affinity: new(true), PrefixAffinity: new(true)}, {Name: "n"},
+			}},
+		},
+		{
 			name: "largest version",
 			doc:  `{"schema": 1, "version": 18446744073709551615}`,
 			want: &routesnap.Snapshot{Schema: 1, Version: 1<<64 - 1},

@@ -118,11 +118,19 @@ type Model struct {
 	// affinity, docs/routing.md "Affinity") are placed by rendezvous
 	// hashing; nil (absent) means true. false balances every request.
 	Affinity *bool `json:"affinity,omitempty"`
+	// PrefixAffinity says whether a request that names no session is
+	// placed by the hash of its prompt's beginning (docs/routing.md
+	// "Prefix affinity"); nil (absent) means false. It needs affinity on.
+	PrefixAffinity *bool `json:"prefix_affinity,omitempty"`
 }
 
 // AffinityOn reports whether prompt-cache affinity is on for m (absent
 // means on).
 func (m *Model) AffinityOn() bool { return m.Affinity == nil || *m.Affinity }
+
+// PrefixAffinityOn reports whether prefix affinity is on for m (absent
+// means off).
+func (m *Model) PrefixAffinityOn() bool { return m.PrefixAffinity != nil && *m.PrefixAffinity }
 
 // Target binds a public model to a backend's real model.
 type Target struct {

@@ -209,6 +209,9 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 		} else {
 			names[m.Name] = i
 		}
+		if m.PrefixAffinityOn() && !m.AffinityOn() {
+			v.add(path+".prefix_affinity", "true needs affinity on (prefix affinity places by the same hash order)")
+		}
 		if len(m.Targets) == 0 {
 			v.add(path+".targets", "must list at least one target (an empty pool can serve nothing)")
 		}

@@ -60,6 +60,7 @@ const (
 	PlacementBalanced         = "balanced"          // affinity off for the model: balancing chose
 	PlacementKeyless          = "keyless"           // affinity on, but the request named no session: balancing chose
 	PlacementAffinity         = "affinity"          // the session's first choice
+	PlacementPrefix           = "prefix"            // no session named: the first choice for the prompt's beginning (prefix affinity)
 	PlacementSpillOverloaded  = "spill_overloaded"  // the first choice was over the load bound: the next in the session's order
 	PlacementSpillUnavailable = "spill_unavailable" // the first choice could not take traffic (breaker, cooldown, disabled, cap)
 	PlacementSpillRetry       = "spill_retry"       // the first choice was already tried by this request

@@ -5,7 +5,7 @@ import (
 )
 
 var (
-	msgNames    = provider.NewNames("model", "stream", "tools", "output_config", "output_format", "metadata")
+	msgNames    = provider.NewNames("model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages")
 	countNames  = provider.NewNames("model", "tools", "output_config", "output_format")
 	formatNames = provider.NewNames("format")
 	userIDNames = provider.NewNames("user_id")
@@ -18,6 +18,8 @@ const (
 	mOutputConfig
 	mOutputFormat
 	mMetadata
+	mSystem
+	mMessages
 	mNum
 )
 
@@ -44,6 +46,7 @@ func inspectMessages(body []byte, _ string) (provider.Request, *provider.BodyErr
 	if r.SessionKey, berr = provider.Nested(v[mMetadata], "metadata", userIDNames); berr != nil {
 		return provider.Request{}, berr
 	}
+	r.Prefix = provider.Prefix{Tools: v[mTools], System: v[mSystem], Turns: v[mMessages]}
 	return r, nil
 }
 

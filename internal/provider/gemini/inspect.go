@@ -14,7 +14,7 @@ import (
 // appears twice (docs/api.md "Gemini").
 
 var (
-	genNames    = provider.NewNames("model", "tools", "generationConfig", "generation_config")
+	genNames    = provider.NewNames("model", "tools", "generationConfig", "generation_config", "systemInstruction", "system_instruction", "contents")
 	configNames = provider.NewNames("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema")
 	countNames  = provider.NewNames("model", "generateContentRequest", "generate_content_request")
 	modelNames  = provider.NewNames("model")
@@ -26,6 +26,9 @@ const (
 	gTools
 	gConfig
 	gConfigSnake
+	gSystem
+	gSystemSnake
+	gContents
 	gNum
 )
 
@@ -62,6 +65,11 @@ func inspectContent(body []byte, pathModel string, stream bool) (provider.Reques
 		r.Stream = true
 		r.Need |= provider.CapStream
 	}
+	system := v[gSystem]
+	if system == nil {
+		system = v[gSystemSnake]
+	}
+	r.Prefix = provider.Prefix{Tools: v[gTools], System: system, Turns: v[gContents]}
 	return r.Request, nil
 }
 

@@ -6,8 +6,8 @@ import (
 
 // The members Inspect reads, per endpoint. Index constants follow each.
 var (
-	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options")
-	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
+	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages")
+	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "instructions", "input")
 	respJSONNames     = provider.NewNames("model", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
 	formatNames       = provider.NewNames("format")
@@ -22,6 +22,7 @@ const (
 	cResponseFormat
 	cPromptCacheKey
 	cStreamOptions
+	cMessages
 	cNum
 )
 
@@ -31,6 +32,8 @@ const (
 	rTools
 	rText
 	rPromptCacheKey
+	rInstructions
+	rInput
 	rNum
 )
 
@@ -74,6 +77,11 @@ func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) 
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[cPromptCacheKey]
+	tools := v[cTools]
+	if tools == nil {
+		tools = v[cFunctions]
+	}
+	r.Prefix = provider.Prefix{Tools: tools, Turns: v[cMessages]}
 	return r, nil
 }
 
@@ -174,6 +182,7 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[rPromptCacheKey]
+	r.Prefix = provider.Prefix{Tools: v[rTools], System: v[rInstructions], Turns: v[rInput]}
 	return r, nil
 }
 
