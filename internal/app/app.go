@@ -575,7 +575,9 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 		if err != nil {
 			n.log.Warn("no usable last good snapshot on disk", "error", err)
 		}
-		if err := p.Poll(ctx); err != nil {
+		// A failed first poll after a restore from disk loses nothing: the
+		// poller has said that the restored copy keeps serving.
+		if err := p.Poll(ctx); err != nil && p.Status().Version == 0 {
 			n.log.Error("snapshot not loaded at start", "error", err)
 		}
 	}
