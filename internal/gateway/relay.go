@@ -211,6 +211,10 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	c.endStream(ctx, a, out, err, relayed, stageStream)
 }
 
+// errStreamCut is the in-band error of a stream the node cuts when it
+// shuts down (docs/operations.md "Drain" lists its shape per protocol).
+var errStreamCut = &apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}
+
 // endStream ends a committed stream whose provider side failed with err
 // after relayed events: with the in-band error, unless the client is gone.
 // stage is the failure stage when no more specific one applies.
@@ -219,7 +223,7 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 		// Cut at the end of the drain or by a second signal: the client is
 		// still there and must learn that the answer is incomplete.
 		a.stage, a.err = stageShutdown, ErrShutdown
-		_ = out.event((&apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}).InBand(c.spec, c.rid, relayed))
+		_ = out.event(errStreamCut.InBand(c.spec, c.rid, relayed))
 		return
 	}
 	if c.r.Context().Err() != nil {
