@@ -256,6 +256,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		MaxAttempts:     cfg.Limits.MaxAttempts,
 		FirstByte:       cfg.Timeouts.FirstByte,
 		StreamIdle:      cfg.Timeouts.StreamIdle,
+		StreamProgress:  cfg.Timeouts.StreamProgress,
+		StreamTotal:     cfg.Timeouts.StreamTotal,
 		NonStreamTotal:  cfg.Timeouts.NonStreamTotal,
 		StreamKeepalive: cfg.Timeouts.StreamKeepalive,
 		Logger:          o.Logger,

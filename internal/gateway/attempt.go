@@ -29,6 +29,8 @@ var (
 	errFirstByteTimeout = errors.New("no first byte from the provider within the limit")
 	errIdleTimeout      = errors.New("provider stream idle beyond the limit")
 	errTotalTimeout     = errors.New("provider answer not complete within the limit")
+	errStreamTotal      = errors.New("provider stream not complete within the total limit")
+	errNoProgress       = errors.New("provider stream sent only keepalives beyond the limit")
 )
 
 // call is one client request on its way through the attempt loop. Every

@@ -82,7 +82,13 @@ type Options struct {
 	MaxAttempts     int
 	FirstByte       time.Duration
 	StreamIdle      time.Duration
-	NonStreamTotal  time.Duration
+	// StreamProgress bounds how long a stream may send only keepalive
+	// comments and pings after its first event; StreamTotal bounds a whole
+	// stream from the request's sending. Both are checked against Now as
+	// each event arrives (silence is StreamIdle's); 0 = none.
+	StreamProgress time.Duration
+	StreamTotal    time.Duration
+	NonStreamTotal time.Duration
 	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
 	// ping event (Anthropic) after this much provider silence.
 	StreamKeepalive time.Duration

@@ -169,6 +169,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	defer idle.Stop()
 	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
+	bounds := c.newStreamBounds(a)
 
 	relayed := 0
 	for {
@@ -204,11 +205,68 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		if err != nil {
 			break
 		}
+		if err = bounds.check(&ev); err != nil {
+			a.cancel(err) // the provider side ends now; endStream reads the cause
+			break
+		}
 		if !more {
 			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
 		}
 	}
 	c.endStream(ctx, a, out, err, relayed, stageStream)
+}
+
+// streamBounds holds a committed stream to timeouts.stream_total and
+// timeouts.stream_progress (docs/api.md "Timeouts"). Both are checked
+// against the handler's clock as each event arrives: a stream that sends
+// nothing at all is stream_idle's, so neither needs a timer of its own,
+// and each fires at most one stream_idle late.
+type streamBounds struct {
+	now        func() time.Time
+	ping       func(ev *sse.Event) bool // the protocol's own keepalive event, if any
+	end        time.Time                // the stream must be complete by then; zero = no bound
+	progress   time.Duration            // 0 = no bound
+	progressBy time.Time                // the next event that carries data must come by then
+}
+
+// newStreamBounds starts the bounds of a's stream at its first event.
+func (c *call) newStreamBounds(a *attempt) streamBounds {
+	o := &c.h.o
+	b := streamBounds{now: o.Now, ping: c.spec.Stream.Ping, progress: o.StreamProgress}
+	if o.StreamTotal <= 0 && o.StreamProgress <= 0 {
+		return b
+	}
+	now := o.Now()
+	if o.StreamTotal > 0 {
+		b.end = a.started.Add(o.StreamTotal)
+	}
+	b.progressBy = now.Add(o.StreamProgress)
+	return b
+}
+
+// check reports errStreamTotal or errNoProgress when ev, just read, came
+// past a bound. A block of only comments, an event without data and the
+// protocol's ping are keepalives: they keep the connection alive, but
+// they are no progress.
+func (b *streamBounds) check(ev *sse.Event) error {
+	if b.end.IsZero() && b.progress <= 0 {
+		return nil
+	}
+	now := b.now()
+	if !b.end.IsZero() && now.After(b.end) {
+		return errStreamTotal
+	}
+	if b.progress <= 0 {
+		return nil
+	}
+	if ev.Data != nil && (b.ping == nil || !b.ping(ev)) {
+		b.progressBy = now.Add(b.progress)
+		return nil
+	}
+	if now.After(b.progressBy) {
+		return errNoProgress
+	}
+	return nil
 }
 
 // errStreamCut is the in-band error of a stream the node cuts when it
@@ -241,6 +299,12 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 	case errors.Is(cause, errFirstByteTimeout):
 		msg = "the provider sent no event within the first-byte limit"
 		a.stage, a.err = stageTimeout, cause
+	case errors.Is(cause, errStreamTotal):
+		msg = "the provider stream ran beyond the total limit"
+		a.stage, a.err = stageStreamTotal, cause
+	case errors.Is(cause, errNoProgress):
+		msg = "the provider stream sent only keepalives beyond the limit"
+		a.stage, a.err = stageNoProgress, cause
 	case err == io.EOF:
 		a.err = errors.New("missing terminator")
 	default:

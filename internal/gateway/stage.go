@@ -24,6 +24,8 @@ const (
 	stageShutdown                         // the node cut the attempt at the end of its drain or on a second signal
 	stageClientWrite                      // writing the answer to the client failed
 	stageInternal                         // a gateway bug stopped the attempt
+	stageStreamTotal                      // a stream ran past timeouts.stream_total
+	stageNoProgress                       // a stream sent only keepalives for longer than timeouts.stream_progress
 	numStages
 )
 
@@ -43,6 +45,8 @@ var stageNames = [numStages]string{
 	stageShutdown:            usageevent.StageShutdown,
 	stageClientWrite:         usageevent.StageClientWrite,
 	stageInternal:            usageevent.StageInternal,
+	stageStreamTotal:         usageevent.StageStreamTotal,
+	stageNoProgress:          usageevent.StageNoProgress,
 }
 
 // String returns the stage's wire name, "" for stageNone.

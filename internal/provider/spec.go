@@ -155,6 +155,11 @@ type StreamSpec struct {
 	InBandError func(status int, code, msg, requestID string, n int) []byte
 	// Keepalive is written after a long provider silence; clients ignore it.
 	Keepalive []byte
+	// Ping, when set, reports an event of the protocol that only keeps
+	// the connection alive (Anthropic's event: ping). Like a block of only
+	// comments, it is no progress: it does not hold off
+	// timeouts.stream_progress. Nil when comments are the only keepalives.
+	Ping func(ev *sse.Event) bool
 	// Types lists the "event:" types the endpoint's streams carry, the
 	// commonest first, so that reading them allocates nothing
 	// (sse.Reader.KnownTypes). Other types still pass.

@@ -62,6 +62,7 @@ var Messages = &provider.Spec{
 		NewOutcome:  func() provider.OutcomeTracker { return &StreamOutcome{} },
 		InBandError: inBand,
 		Keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+		Ping:        func(ev *sse.Event) bool { return ev.Type == "ping" },
 		Types: []string{"content_block_delta", "content_block_start", "content_block_stop",
 			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},
