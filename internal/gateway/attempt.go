@@ -50,6 +50,8 @@ type call struct {
 	sendState provider.SendState // the last attempt's, for the request metric
 
 	sw statusWriter // w, allocated with the call
+
+	abort bool // the answer went out in part and cannot be completed: abort the client's connection
 }
 
 // attempt is the record of one provider attempt: logged, turned into a

@@ -280,6 +280,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
+		if c.abort {
+			// Accounted for above; net/http closes the connection (HTTP/1)
+			// or resets the stream (HTTP/2) without a log line, and never
+			// ends a chunked answer as if it were complete.
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	model := ""

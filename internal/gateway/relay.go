@@ -19,22 +19,23 @@ import (
 
 // Bounds of what the node holds of a provider's answer.
 const (
-	// maxProviderBody bounds a non-stream provider answer held in memory.
+	// maxProviderBody bounds a non-stream provider answer relayed.
 	maxProviderBody = 64 << 20
+	// wholeAnswer is the largest non-stream answer read whole before it
+	// is sent (with its Content-Length; a failure while reading it is
+	// still a clean error answer). A larger one is relayed as it arrives
+	// through a buffer of this size.
+	wholeAnswer = 64 << 10
+	// usageTail is what the node keeps of the end of an answer relayed as
+	// it arrives: the usage comes last, and a usage object larger than
+	// provider.MaxRawUsageBytes is ignored anyway.
+	usageTail = 2 * provider.MaxRawUsageBytes
 	// maxEventBytes bounds one SSE event read from a provider.
 	maxEventBytes = 16 << 20
 )
 
-// readProviderBody reads a non-stream answer up to maxProviderBody+1 bytes,
-// sizing the buffer from Content-Length when the provider sent one (not
-// io.ReadAll's doubling from 512 bytes).
-func readProviderBody(body io.Reader, contentLength int64) ([]byte, error) {
-	size := int64(4096)
-	if contentLength >= 0 && contentLength <= maxProviderBody {
-		size = contentLength + 1 // +1: EOF is seen without growing
-	}
-	return readAll(body, int(size), maxProviderBody+1)
-}
+// errAnswerTooLarge is a non-stream answer past maxProviderBody.
+var errAnswerTooLarge = errors.New("provider answer exceeds the size limit")
 
 // readAll is io.ReadAll starting from a buffer of capacity size, reading at
 // most limit bytes (io.LimitReader without its allocation).
@@ -45,7 +46,10 @@ func readAll(r io.Reader, size, limit int) ([]byte, error) {
 			return buf, nil
 		}
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow only when full
+			// Grow only when full, doubling up to limit: append's growth
+			// of large slices (a quarter at a time) would copy and drop
+			// several times the final size.
+			buf = append(make([]byte, 0, min(2*cap(buf)+512, limit)), buf...)
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
@@ -68,23 +72,44 @@ func isEventStream(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
-// relayWhole reads a non-stream answer completely, then sends it: the
-// client never sees half a JSON document.
+// relayWhole relays a non-stream answer. One of at most wholeAnswer
+// bytes is read completely, then sent: the client never sees half of it.
+// A larger one is sent as it arrives, through a buffer of that size, and
+// its usage read from its last bytes; a failure after its first bytes
+// went out (the provider's connection, non_stream_total, the size limit)
+// aborts the client's connection, so that the client cannot take what it
+// got for the whole answer.
 func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	resp := a.resp
-	data, err := readProviderBody(a.answer, resp.ContentLength)
-	a.timer.stop()
-	if err == nil && len(data) > maxProviderBody {
-		err = errors.New("provider answer exceeds the size limit")
+	if resp.ContentLength > maxProviderBody {
+		a.timer.stop()
+		a.err, a.stage = errAnswerTooLarge, stageResponseBody
+		c.failAttempt(a, apierr.BadGateway("upstream_answer_too_large", "the provider's answer exceeds the node's size limit", true))
+		return
+	}
+	size := 4096 // grown as needed up to wholeAnswer+1
+	switch cl := resp.ContentLength; {
+	case cl > wholeAnswer:
+		size = wholeAnswer + 1 // it will be relayed through the full buffer
+	case cl >= 0:
+		size = int(cl) + 1 // +1: EOF is seen without growing
+	}
+	data, err := readAll(a.answer, size, wholeAnswer+1)
+	whole := len(data) <= wholeAnswer
+	if whole || err != nil {
+		a.timer.stop()
 	}
 	if err != nil {
 		a.err, a.stage = err, stageResponseBody
 		c.failBeforeCommit(ctx, a)
 		return
 	}
+	// An error answer is decided on by its first wholeAnswer bytes: error
+	// documents are small, and one that is not is relayed as it is.
 	if resp.StatusCode/100 != 2 && c.api.CredentialRefused != nil && c.api.CredentialRefused(resp.StatusCode, data) {
 		// The backend's credential was refused, in a status other than
 		// 401/403: as in answered, never the client's problem.
+		a.timer.stop()
 		a.stage, a.authRefused = stageProviderAuth, true
 		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return
@@ -95,7 +120,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 			a.retryAfter = c.api.RetryAfter(resp.Header, c.h.o.Now())
 		}
 		a.stage = stageProviderStatus
-	} else {
+	} else if whole {
 		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
 		if c.spec.BodyOutcome != nil && c.traced(ctx) {
 			a.outcome = c.spec.BodyOutcome(data)
@@ -103,13 +128,95 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	w := c.w
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	switch {
+	case whole:
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	case resp.ContentLength >= 0: // not decoded from gzip
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true
 	if _, err := w.Write(data); err != nil {
+		a.timer.stop()
 		a.stage, a.err = stageClientWrite, err
+		return
+	}
+	if !whole {
+		c.relayRest(ctx, a, data)
 	}
 }
+
+// relayRest sends the rest of a non-stream answer whose first bytes, head,
+// went to the client already, as it arrives, through head's buffer.
+func (c *call) relayRest(ctx context.Context, a *attempt, head []byte) {
+	defer a.timer.stop()
+	ok := a.resp.StatusCode/100 == 2
+	var tail tailBuffer
+	if ok && c.spec.UsageMember != "" {
+		tail.b = make([]byte, 0, 2*usageTail)
+		tail.add(head)
+	}
+	buf := head[:cap(head)]
+	n := int64(len(head))
+	var err error
+	for err == nil {
+		var k int
+		k, err = a.answer.Read(buf)
+		if n += int64(k); n > maxProviderBody {
+			err = errAnswerTooLarge
+			break
+		}
+		if k == 0 {
+			continue
+		}
+		tail.add(buf[:k])
+		if _, werr := c.w.Write(buf[:k]); werr != nil {
+			a.stage, a.err = stageClientWrite, werr
+			return
+		}
+	}
+	if err == io.EOF {
+		if ok {
+			a.usage, a.rawUsage, a.hasUsage = provider.TailUsage(tail.bytes(), c.spec.UsageMember, c.spec.BodyUsage)
+		}
+		return
+	}
+	// The status and part of the answer went out: only an abort tells the
+	// client that the rest will not come.
+	c.abort = true
+	switch {
+	case c.cutByNode():
+		a.stage, a.err = stageShutdown, ErrShutdown
+	case c.r.Context().Err() != nil:
+		a.stage, a.err = stageClientCancelled, c.r.Context().Err()
+	case errors.Is(context.Cause(ctx), errTotalTimeout):
+		a.stage, a.err = stageTimeout, errTotalTimeout
+	default:
+		a.stage, a.err = stageResponseBody, err
+	}
+}
+
+// tailBuffer keeps the last usageTail bytes added to it, in a buffer of
+// twice that, so that each byte is copied once more at most. A nil
+// buffer keeps nothing.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) add(p []byte) {
+	switch {
+	case t.b == nil:
+	case len(p) >= usageTail:
+		t.b = append(t.b[:0], p[len(p)-usageTail:]...)
+	case len(t.b)+len(p) > cap(t.b):
+		keep := usageTail - len(p)
+		t.b = t.b[:copy(t.b, t.b[len(t.b)-keep:])]
+		t.b = append(t.b, p...)
+	default:
+		t.b = append(t.b, p...)
+	}
+}
+
+// bytes returns the last usageTail bytes added, or all if fewer.
+func (t *tailBuffer) bytes() []byte { return t.b[max(0, len(t.b)-usageTail):] }
 
 // relayStream holds the status until the first event is in, then passes
 // every event through with its exact bytes, flushing whenever the next

@@ -118,6 +118,11 @@ type Spec struct {
 
 	// BodyUsage reads the usage of a successful non-stream answer.
 	BodyUsage func(body []byte) (usageevent.Usage, json.RawMessage, bool)
+	// UsageMember names the member that holds the usage in the
+	// endpoint's answers ("usage", "usageMetadata"), for an answer too
+	// large to be held whole, whose usage is read from its last bytes
+	// ([TailUsage]); "" when the answers carry none.
+	UsageMember string
 	// BodyOutcome, when non-nil, reads the response model and finish
 	// reasons of a successful non-stream answer; called only for a traced
 	// attempt.

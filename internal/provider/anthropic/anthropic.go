@@ -55,6 +55,7 @@ var Messages = &provider.Spec{
 	// opencode in X-Session-Affinity and X-Session-Id.
 	SessionHeaders: []string{"X-Claude-Code-Session-Id", "X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      BodyUsage,
+	UsageMember:    "usage",
 	BodyOutcome:    BodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    terminal,

@@ -73,6 +73,7 @@ var GenerateContent = &provider.Spec{
 	Inspect:      inspectGenerate,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 	BodyOutcome:  BodyOutcome,
 }
 
@@ -88,6 +89,7 @@ var StreamGenerateContent = &provider.Spec{
 	Inspect:       inspectStream,
 	Header:        Header,
 	BodyUsage:     BodyUsage,
+	UsageMember:   usageName,
 	BodyOutcome:   BodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    Terminal,
@@ -119,6 +121,7 @@ var EmbedContent = &provider.Spec{
 	Inspect:      inspectEmbed,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 }
 
 // BatchEmbedContents is POST /v1beta/models/{model}:batchEmbedContents.
@@ -130,6 +133,7 @@ var BatchEmbedContents = &provider.Spec{
 	Inspect:      inspectBatchEmbed,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 }
 
 // Versions are the API versions whose paths the node serves, as path
