@@ -51,7 +51,8 @@ type call struct {
 
 	sw statusWriter // w, allocated with the call
 
-	abort bool // the answer went out in part and cannot be completed: abort the client's connection
+	abort bool       // the answer went out in part and cannot be completed: abort the client's connection
+	guard writeGuard // the deadline of writes to the client
 }
 
 // attempt is the record of one provider attempt: logged, turned into a

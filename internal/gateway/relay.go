@@ -136,14 +136,35 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true
+	g := &c.guard
+	if len(data) > smallAnswer {
+		// More than the server's write buffer: the write waits for the
+		// client to read.
+		g.start(w, c.h.o.StreamIdle)
+		defer g.release()
+	}
 	if _, err := w.Write(data); err != nil {
 		a.timer.stop()
-		a.stage, a.err = stageClientWrite, err
+		a.stage, a.err = c.writeFailed(g, stageClientWrite), err
 		return
 	}
 	if !whole {
 		c.relayRest(ctx, a, data)
 	}
+}
+
+// smallAnswer is what the server's write buffer takes without waiting
+// for the client (net/http's bufio.Writer on the connection).
+const smallAnswer = 4 << 10
+
+// writeFailed is the stage of an attempt whose answer could not be written
+// to the client: client_stalled when g's deadline passed (the client
+// stopped reading), else otherwise.
+func (c *call) writeFailed(g *writeGuard, otherwise stage) stage {
+	if g.stalled() {
+		return stageClientStalled
+	}
+	return otherwise
 }
 
 // relayRest sends the rest of a non-stream answer whose first bytes, head,
@@ -170,8 +191,9 @@ func (c *call) relayRest(ctx context.Context, a *attempt, head []byte) {
 			continue
 		}
 		tail.add(buf[:k])
+		c.guard.arm()
 		if _, werr := c.w.Write(buf[:k]); werr != nil {
-			a.stage, a.err = stageClientWrite, werr
+			a.stage, a.err = c.writeFailed(&c.guard, stageClientWrite), werr
 			return
 		}
 	}
@@ -244,12 +266,14 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	}()
 
 	w := c.w
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
+	out := &streamWriter{w: w, rc: http.NewResponseController(w), guard: &c.guard, header: func() {
 		copyResponseHeaders(w.Header(), resp.Header, c.api)
 		w.Header().Del("Content-Length")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 	}}
+	c.guard.start(w, h.o.StreamIdle)
+	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
 		// Before the first event an SSE comment, which every SSE parser
@@ -286,7 +310,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 		if !tracker.Observe(&ev) {
 			if werr := out.write(ev.Raw); werr != nil {
-				a.stage, a.err = stageClientCancelled, werr
+				a.stage, a.err = out.writeFailed(c), werr
 				return
 			}
 			relayed++
@@ -300,7 +324,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		more := !done && rd.Buffered()
 		if !more {
 			if werr := out.flush(); werr != nil {
-				a.stage, a.err = stageClientCancelled, werr
+				a.stage, a.err = out.writeFailed(c), werr
 				return
 			}
 		}
@@ -427,7 +451,8 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 type streamWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	header func() // sets the headers and writes the 200; called once, under mu
+	header func()      // sets the headers and writes the 200; called once, under mu
+	guard  *writeGuard // used under mu
 
 	mu        sync.Mutex
 	committed bool        // guarded by mu: header has run
@@ -489,12 +514,20 @@ func (s *streamWriter) event(b []byte) error {
 func (s *streamWriter) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.guard.arm()
 	s.commitLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	s.dirty = true
 	return nil
+}
+
+// writeFailed is the stage of a write to the client that failed.
+func (s *streamWriter) writeFailed(c *call) stage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.writeFailed(s.guard, stageClientCancelled)
 }
 
 // flush sends what write left in the ResponseWriter's buffer, if anything.
@@ -508,6 +541,7 @@ func (s *streamWriter) flush() error {
 	if s.ka != nil {
 		s.ka.Reset(s.every)
 	}
+	s.guard.arm()
 	return s.rc.Flush()
 }
 
@@ -522,6 +556,7 @@ func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
 		if s.closed {
 			return
 		}
+		s.guard.arm()
 		s.commitLocked()
 		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
 			s.dirty = false
@@ -538,6 +573,63 @@ func (s *streamWriter) close() {
 	if s.ka != nil {
 		s.ka.Stop()
 	}
+}
+
+// writeGuard holds writes to the client to a deadline (docs/api.md
+// "Clients that stop reading"): a client that stops reading (an HTTP/1.1
+// client that reads nothing more, an HTTP/2 stream whose window never
+// opens) would otherwise hold its request and the provider's slot until
+// it disconnects. A write that cannot go out within limit fails. The
+// deadline is moved only when less than half of limit is left, so that a
+// stream of many events sets it rarely.
+type writeGuard struct {
+	rc       *http.ResponseController
+	limit    time.Duration
+	deadline time.Time // the one set; zero when none is
+	off      bool      // the writer has no deadlines (an in-memory writer)
+}
+
+// start prepares g for writes to w; the first arm sets the deadline.
+func (g *writeGuard) start(w http.ResponseWriter, limit time.Duration) {
+	g.rc, g.limit = http.NewResponseController(w), limit
+	g.off = limit <= 0
+}
+
+// arm makes sure that the next write has at least half of the limit.
+func (g *writeGuard) arm() {
+	if g.rc == nil || g.off {
+		return
+	}
+	now := time.Now() // the socket's deadline is in real time
+	if g.deadline.Sub(now) > g.limit/2 {
+		return
+	}
+	d := now.Add(g.limit)
+	if g.rc.SetWriteDeadline(d) != nil {
+		g.off = true
+		return
+	}
+	g.deadline = d
+}
+
+// stalled reports whether the deadline set has passed: a write that
+// failed then failed because the client did not read.
+func (g *writeGuard) stalled() bool {
+	return !g.deadline.IsZero() && !time.Now().Before(g.deadline)
+}
+
+// release sends what is buffered while the deadline still holds, then
+// lifts it: a connection kept alive must not carry it into its next
+// request.
+func (g *writeGuard) release() {
+	if g.deadline.IsZero() {
+		return
+	}
+	if !g.stalled() {
+		_ = g.rc.Flush()
+	}
+	_ = g.rc.SetWriteDeadline(time.Time{})
+	g.deadline = time.Time{}
 }
 
 // copyResponseHeaders copies the provider headers a client may see

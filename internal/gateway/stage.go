@@ -26,6 +26,7 @@ const (
 	stageInternal                         // a gateway bug stopped the attempt
 	stageStreamTotal                      // a stream ran past timeouts.stream_total
 	stageNoProgress                       // a stream sent only keepalives for longer than timeouts.stream_progress
+	stageClientStalled                    // the client stopped reading: a write to it did not go out within the stream idle limit
 	numStages
 )
 
@@ -47,6 +48,7 @@ var stageNames = [numStages]string{
 	stageInternal:            usageevent.StageInternal,
 	stageStreamTotal:         usageevent.StageStreamTotal,
 	stageNoProgress:          usageevent.StageNoProgress,
+	stageClientStalled:       usageevent.StageClientStalled,
 }
 
 // String returns the stage's wire name, "" for stageNone.
@@ -54,7 +56,7 @@ func (s stage) String() string { return stageNames[s] }
 
 // cancelled reports whether the attempt ended because the request did:
 // the client went away, the node cut it, the answer could not be written,
-// or a bug. None of these says anything about the backend.
+// the client stopped reading, or a bug. None of these says anything about the backend.
 func (s stage) cancelled() bool {
-	return s == stageClientCancelled || s == stageShutdown || s == stageClientWrite || s == stageInternal
+	return s == stageClientCancelled || s == stageShutdown || s == stageClientWrite || s == stageInternal || s == stageClientStalled
 }
