@@ -55,7 +55,7 @@ type HTTPOptions struct {
 	// DefaultHTTPMaxBytes when 0.
 	MaxBytes int64
 	// Stall bounds a request that makes no progress (docs/snapshots.md
-	// "Long-poll"): the response headers must come within LongPoll (as
+	// "Long-poll: changes within a second"): the response headers must come within LongPoll (as
 	// asked for) plus Stall, and then each 16 KiB of the body (or its
 	// end) within Stall; DefaultHTTPStall when 0. A request abandoned so
 	// is an [ErrStalled], and the next request asks for no wait, so that
