@@ -140,7 +140,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	if len(data) > smallAnswer {
 		// More than the server's write buffer: the write waits for the
 		// client to read.
-		g.start(w, c.h.o.StreamIdle)
+		g.start(http.NewResponseController(w), c.h.o.StreamIdle)
 		defer g.release()
 	}
 	if _, err := w.Write(data); err != nil {
@@ -272,7 +272,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 	}}
-	c.guard.start(w, h.o.StreamIdle)
+	c.guard.start(out.rc, h.o.StreamIdle)
 	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
@@ -589,9 +589,10 @@ type writeGuard struct {
 	off      bool      // the writer has no deadlines (an in-memory writer)
 }
 
-// start prepares g for writes to w; the first arm sets the deadline.
-func (g *writeGuard) start(w http.ResponseWriter, limit time.Duration) {
-	g.rc, g.limit = http.NewResponseController(w), limit
+// start prepares g for writes through rc; the first arm sets the
+// deadline.
+func (g *writeGuard) start(rc *http.ResponseController, limit time.Duration) {
+	g.rc, g.limit = rc, limit
 	g.off = limit <= 0
 }
 
