@@ -143,11 +143,13 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		g.start(http.NewResponseController(w), c.h.o.StreamIdle)
 		defer g.release()
 	}
+	g.hold()
 	if _, err := w.Write(data); err != nil {
 		a.timer.stop()
 		a.stage, a.err = c.writeFailed(g, stageClientWrite), err
 		return
 	}
+	g.lift()
 	if !whole {
 		c.relayRest(ctx, a, data)
 	}
@@ -191,11 +193,12 @@ func (c *call) relayRest(ctx context.Context, a *attempt, head []byte) {
 			continue
 		}
 		tail.add(buf[:k])
-		c.guard.arm()
+		c.guard.hold()
 		if _, werr := c.w.Write(buf[:k]); werr != nil {
 			a.stage, a.err = c.writeFailed(&c.guard, stageClientWrite), werr
 			return
 		}
+		c.guard.lift()
 	}
 	if err == io.EOF {
 		if ok {
@@ -579,38 +582,66 @@ func (s *streamWriter) close() {
 // "Clients that stop reading"): a client that stops reading (an HTTP/1.1
 // client that reads nothing more, an HTTP/2 stream whose window never
 // opens) would otherwise hold its request and the provider's slot until
-// it disconnects. A write that cannot go out within limit fails. The
-// deadline is moved only when less than half of limit is left, so that a
-// stream of many events sets it rarely.
+// it disconnects. A write that cannot go out within the limit fails.
+//
+// A deadline must never pass between writes: HTTP/2 resets a stream whose
+// write deadline passes even when nothing is being written. A stream
+// (arm) keeps it at least limit away, moving it to twice the limit when
+// it comes nearer: its provider is silent for at most stream_idle between
+// writes, and the deadline moves at most once per limit; a stalled write
+// fails after one to two limits. A non-stream answer relayed as it
+// arrives may pause for longer, so each of its writes has its own
+// deadline (hold), lifted after it (lift).
 type writeGuard struct {
 	rc       *http.ResponseController
 	limit    time.Duration
 	deadline time.Time // the one set; zero when none is
+	used     bool      // a deadline was set at some point
 	off      bool      // the writer has no deadlines (an in-memory writer)
 }
 
-// start prepares g for writes through rc; the first arm sets the
-// deadline.
+// start prepares g for writes through rc.
 func (g *writeGuard) start(rc *http.ResponseController, limit time.Duration) {
 	g.rc, g.limit = rc, limit
 	g.off = limit <= 0
 }
 
-// arm makes sure that the next write has at least half of the limit.
+// set sets the deadline d, unless the writer has none.
+func (g *writeGuard) set(d time.Time) {
+	if g.rc == nil || g.off {
+		return
+	}
+	if g.rc.SetWriteDeadline(d) != nil {
+		g.off = true
+		return
+	}
+	g.deadline, g.used = d, true
+}
+
+// arm, before a stream's write, keeps the deadline at least limit away.
 func (g *writeGuard) arm() {
 	if g.rc == nil || g.off {
 		return
 	}
 	now := time.Now() // the socket's deadline is in real time
-	if g.deadline.Sub(now) > g.limit/2 {
-		return
+	if g.deadline.Sub(now) < g.limit {
+		g.set(now.Add(2 * g.limit))
 	}
-	d := now.Add(g.limit)
-	if g.rc.SetWriteDeadline(d) != nil {
-		g.off = true
-		return
+}
+
+// hold gives the next write of a non-stream answer the limit.
+func (g *writeGuard) hold() {
+	if g.rc != nil && !g.off {
+		g.set(time.Now().Add(g.limit))
 	}
-	g.deadline = d
+}
+
+// lift removes the deadline after a non-stream write.
+func (g *writeGuard) lift() {
+	if !g.deadline.IsZero() {
+		_ = g.rc.SetWriteDeadline(time.Time{})
+		g.deadline = time.Time{}
+	}
 }
 
 // stalled reports whether the deadline set has passed: a write that
@@ -619,18 +650,19 @@ func (g *writeGuard) stalled() bool {
 	return !g.deadline.IsZero() && !time.Now().Before(g.deadline)
 }
 
-// release sends what is buffered while the deadline still holds, then
-// lifts it: a connection kept alive must not carry it into its next
-// request.
+// release sends what is buffered under a deadline, then lifts it: a
+// connection kept alive must not carry it into its next request.
 func (g *writeGuard) release() {
-	if g.deadline.IsZero() {
+	if !g.used || g.off {
 		return
+	}
+	if g.deadline.IsZero() {
+		g.hold()
 	}
 	if !g.stalled() {
 		_ = g.rc.Flush()
 	}
-	_ = g.rc.SetWriteDeadline(time.Time{})
-	g.deadline = time.Time{}
+	g.lift()
 }
 
 // copyResponseHeaders copies the provider headers a client may see

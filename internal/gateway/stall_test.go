@@ -92,3 +92,46 @@ func TestStalledClient(t *testing.T) {
 		})
 	}
 }
+
+// TestSilenceIsNotAStall: over HTTP/2 a write deadline that passes resets
+// the stream even while nothing is being written, so a stream's deadline
+// must never pass during a provider silence shorter than stream_idle. The
+// provider pauses (its own pace, not the test's synchronisation) for most
+// of stream_idle after an event that came shortly after the first.
+func TestSilenceIsNotAStall(t *testing.T) {
+	const idle = 2 * time.Second
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for _, pause := range []time.Duration{0, 600 * time.Millisecond, 1500 * time.Millisecond} {
+			select {
+			case <-time.After(pause):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n")
+			_ = rc.Flush()
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer prov.Close()
+	rec := make(chanRecorder, 4)
+	h := newHandlerAt(t, Options{StreamIdle: idle, Recorder: rec}, prov.URL+"/v1")
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.HasSuffix(string(data), "data: [DONE]\n\n") {
+		t.Fatalf("%s: read error %v, body %q", resp.Proto, err, data)
+	}
+	if ev := <-rec; ev.FailureStage != "" {
+		t.Fatalf("usage event stage %q, want success", ev.FailureStage)
+	}
+}
