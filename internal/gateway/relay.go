@@ -149,8 +149,8 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		a.stage, a.err = c.writeFailed(g, stageClientWrite), err
 		return
 	}
-	g.lift()
 	if !whole {
+		g.lift() // the provider may pause before the next write
 		c.relayRest(ctx, a, data)
 	}
 }
