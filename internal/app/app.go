@@ -263,6 +263,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		MaxAttempts:     cfg.Limits.MaxAttempts,
 		FirstByte:       cfg.Timeouts.FirstByte,
 		StreamIdle:      cfg.Timeouts.StreamIdle,
+		StreamProgress:  cfg.Timeouts.StreamProgress,
+		StreamTotal:     cfg.Timeouts.StreamTotal,
 		NonStreamTotal:  cfg.Timeouts.NonStreamTotal,
 		StreamKeepalive: cfg.Timeouts.StreamKeepalive,
 		Logger:          o.Logger,
@@ -592,7 +594,9 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 		if err != nil {
 			n.log.Warn("no usable last good snapshot on disk", "error", err)
 		}
-		if err := p.Poll(ctx); err != nil {
+		// A failed first poll after a restore from disk loses nothing: the
+		// poller has said that the restored copy keeps serving.
+		if err := p.Poll(ctx); err != nil && p.Status().Version == 0 {
 			n.log.Error("snapshot not loaded at start", "error", err)
 		}
 	}

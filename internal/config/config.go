@@ -105,6 +105,8 @@ type Timeouts struct {
 	Connect         time.Duration // proxy dial + CONNECT/SOCKS + provider TLS
 	FirstByte       time.Duration // to the response headers; a stream: its first event
 	StreamIdle      time.Duration // longest gap between stream events
+	StreamProgress  time.Duration // longest run of keepalives and pings without content
+	StreamTotal     time.Duration // a whole stream
 	NonStreamTotal  time.Duration // whole non-stream exchange
 	StreamKeepalive time.Duration // 0 = off; else a keepalive after this much silence
 }
@@ -194,6 +196,8 @@ type Authz struct {
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
+//	timeouts.stream_progress   5m, or stream_idle if that is longer
+//	timeouts.stream_total      30m
 //	timeouts.non_stream_total  10m
 //	timeouts.stream_keepalive  0 (off)
 //	drain.delay                0
@@ -249,6 +253,8 @@ func Defaults() Config {
 			Connect:        10 * time.Second,
 			FirstByte:      60 * time.Second,
 			StreamIdle:     120 * time.Second,
+			StreamProgress: 5 * time.Minute, // or stream_idle, if longer (Validate)
+			StreamTotal:    30 * time.Minute,
 			NonStreamTotal: 10 * time.Minute,
 		},
 		Drain: Drain{Grace: 15 * time.Minute},

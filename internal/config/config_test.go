@@ -139,6 +139,7 @@ func TestDefaults(t *testing.T) {
 		},
 		Timeouts: Timeouts{
 			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,
+			StreamProgress: 5 * time.Minute, StreamTotal: 30 * time.Minute,
 			NonStreamTotal: 600 * time.Second, StreamKeepalive: 0,
 		},
 		Drain:    Drain{Delay: 0, Grace: 15 * time.Minute},

@@ -69,6 +69,9 @@
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS
 //	first_byte = "60s"                  # to the response headers; a stream: its first event
 //	stream_idle = "120s"                # longest gap between stream events
+//	stream_progress = "5m"              # longest run of only keepalive comments and pings after the
+//	                                    #   first event (default: 5m, or stream_idle if longer)
+//	stream_total = "30m"                # a whole stream, from sending the request
 //	non_stream_total = "10m"            # whole non-stream exchange
 //	stream_keepalive = "0s"             # 0 = off; else >= 1s and < stream_idle
 //

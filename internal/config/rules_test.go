@@ -284,7 +284,24 @@ func TestRulesLimitsTimeoutsDrainBalance(t *testing.T) {
 			view: func(c *Config) any { return c.Timeouts },
 			wantView: Timeouts{
 				Connect: time.Second, FirstByte: 2 * time.Second, StreamIdle: 3 * time.Second,
+				StreamProgress: 5 * time.Minute, StreamTotal: 30 * time.Minute,
 				NonStreamTotal: 4 * time.Second, StreamKeepalive: 2 * time.Second,
+			},
+		},
+		{
+			name: "stream bounds", add: "[timeouts]\nstream_progress = \"1m\"\nstream_total = \"2h\"\n",
+			view: func(c *Config) any { return c.Timeouts },
+			wantView: Timeouts{
+				Connect: 10 * time.Second, FirstByte: time.Minute, StreamIdle: 2 * time.Minute,
+				StreamProgress: time.Minute, StreamTotal: 2 * time.Hour, NonStreamTotal: 10 * time.Minute,
+			},
+		},
+		{
+			name: "stream progress follows a longer idle", add: "[timeouts]\nstream_idle = \"7m\"\n",
+			view: func(c *Config) any { return c.Timeouts },
+			wantView: Timeouts{
+				Connect: 10 * time.Second, FirstByte: time.Minute, StreamIdle: 7 * time.Minute,
+				StreamProgress: 7 * time.Minute, StreamTotal: 30 * time.Minute, NonStreamTotal: 10 * time.Minute,
 			},
 		},
 		{

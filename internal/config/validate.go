@@ -219,11 +219,19 @@ func (v *validator) timeouts(t *table, to *Timeouts) {
 		{"connect", &to.Connect},
 		{"first_byte", &to.FirstByte},
 		{"stream_idle", &to.StreamIdle},
+		{"stream_total", &to.StreamTotal},
 		{"non_stream_total", &to.NonStreamTotal},
 	} {
 		if d, ok := t.duration(f.key, minTimeout); ok {
 			*f.dst = d
 		}
+	}
+	// Keepalives and pings are no progress (docs/api.md "Timeouts"): by
+	// default a stream may send only those for as long as it may be
+	// silent, and at least as long as the default.
+	to.StreamProgress = max(to.StreamProgress, to.StreamIdle)
+	if d, ok := t.duration("stream_progress", minTimeout); ok {
+		to.StreamProgress = d
 	}
 	d, ok := t.duration("stream_keepalive", 0)
 	switch {

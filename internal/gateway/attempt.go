@@ -30,6 +30,8 @@ var (
 	errFirstByteTimeout = errors.New("no first byte from the provider within the limit")
 	errIdleTimeout      = errors.New("provider stream idle beyond the limit")
 	errTotalTimeout     = errors.New("provider answer not complete within the limit")
+	errStreamTotal      = errors.New("provider stream not complete within the total limit")
+	errNoProgress       = errors.New("provider stream sent only keepalives beyond the limit")
 )
 
 // call is one client request on its way through the attempt loop. Every
@@ -59,6 +61,9 @@ type call struct {
 	admitted time.Time
 
 	sw statusWriter // w, allocated with the call
+
+	abort bool       // the answer went out in part and cannot be completed: abort the client's connection
+	guard writeGuard // the deadline of writes to the client
 }
 
 // attempt is the record of one provider attempt: logged, turned into a

@@ -86,7 +86,13 @@ type Options struct {
 	MaxAttempts     int
 	FirstByte       time.Duration
 	StreamIdle      time.Duration
-	NonStreamTotal  time.Duration
+	// StreamProgress bounds how long a stream may send only keepalive
+	// comments and pings after its first event; StreamTotal bounds a whole
+	// stream from the request's sending. Both are checked against Now as
+	// each event arrives (silence is StreamIdle's); 0 = none.
+	StreamProgress time.Duration
+	StreamTotal    time.Duration
+	NonStreamTotal time.Duration
 	// StreamKeepalive, when positive, sends an SSE comment (OpenAI) or a
 	// ping event (Anthropic) after this much provider silence.
 	StreamKeepalive time.Duration
@@ -295,6 +301,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
+		if c.abort {
+			// Accounted for above; net/http closes the connection (HTTP/1)
+			// or resets the stream (HTTP/2) without a log line, and never
+			// ends a chunked answer as if it were complete.
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	model := ""

@@ -19,22 +19,23 @@ import (
 
 // Bounds of what the node holds of a provider's answer.
 const (
-	// maxProviderBody bounds a non-stream provider answer held in memory.
+	// maxProviderBody bounds a non-stream provider answer relayed.
 	maxProviderBody = 64 << 20
+	// wholeAnswer is the largest non-stream answer read whole before it
+	// is sent (with its Content-Length; a failure while reading it is
+	// still a clean error answer). A larger one is relayed as it arrives
+	// through a buffer of this size.
+	wholeAnswer = 64 << 10
+	// usageTail is what the node keeps of the end of an answer relayed as
+	// it arrives: the usage comes last, and a usage object larger than
+	// provider.MaxRawUsageBytes is ignored anyway.
+	usageTail = 2 * provider.MaxRawUsageBytes
 	// maxEventBytes bounds one SSE event read from a provider.
 	maxEventBytes = 16 << 20
 )
 
-// readProviderBody reads a non-stream answer up to maxProviderBody+1 bytes,
-// sizing the buffer from Content-Length when the provider sent one (not
-// io.ReadAll's doubling from 512 bytes).
-func readProviderBody(body io.Reader, contentLength int64) ([]byte, error) {
-	size := int64(4096)
-	if contentLength >= 0 && contentLength <= maxProviderBody {
-		size = contentLength + 1 // +1: EOF is seen without growing
-	}
-	return readAll(body, int(size), maxProviderBody+1)
-}
+// errAnswerTooLarge is a non-stream answer past maxProviderBody.
+var errAnswerTooLarge = errors.New("provider answer exceeds the size limit")
 
 // readAll is io.ReadAll starting from a buffer of capacity size, reading at
 // most limit bytes (io.LimitReader without its allocation).
@@ -45,7 +46,10 @@ func readAll(r io.Reader, size, limit int) ([]byte, error) {
 			return buf, nil
 		}
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow only when full
+			// Grow only when full, doubling up to limit: append's growth
+			// of large slices (a quarter at a time) would copy and drop
+			// several times the final size.
+			buf = append(make([]byte, 0, min(2*cap(buf)+512, limit)), buf...)
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
@@ -68,20 +72,40 @@ func isEventStream(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
-// relayWhole reads a non-stream answer completely, then sends it: the
-// client never sees half a JSON document.
+// relayWhole relays a non-stream answer. One of at most wholeAnswer
+// bytes is read completely, then sent: the client never sees half of it.
+// A larger one is sent as it arrives, through a buffer of that size, and
+// its usage read from its last bytes; a failure after its first bytes
+// went out (the provider's connection, non_stream_total, the size limit)
+// aborts the client's connection, so that the client cannot take what it
+// got for the whole answer.
 func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	resp := a.resp
-	data, err := readProviderBody(a.answer, resp.ContentLength)
-	a.timer.stop()
-	if err == nil && len(data) > maxProviderBody {
-		err = errors.New("provider answer exceeds the size limit")
+	if resp.ContentLength > maxProviderBody {
+		a.timer.stop()
+		a.err, a.stage = errAnswerTooLarge, stageResponseBody
+		c.failAttempt(a, apierr.BadGateway("upstream_answer_too_large", "the provider's answer exceeds the node's size limit", true))
+		return
+	}
+	size := 4096 // grown as needed up to wholeAnswer+1
+	switch cl := resp.ContentLength; {
+	case cl > wholeAnswer:
+		size = wholeAnswer + 1 // it will be relayed through the full buffer
+	case cl >= 0:
+		size = int(cl) + 1 // +1: EOF is seen without growing
+	}
+	data, err := readAll(a.answer, size, wholeAnswer+1)
+	whole := len(data) <= wholeAnswer
+	if whole || err != nil {
+		a.timer.stop()
 	}
 	if err != nil {
 		a.err, a.stage = err, stageResponseBody
 		c.failBeforeCommit(ctx, a)
 		return
 	}
+	// An error answer is decided on by its first wholeAnswer bytes: error
+	// documents are small, and one that is not is relayed as it is.
 	failed := resp.StatusCode/100 != 2
 	a.aboutRequest = failed && c.api.AboutRequest != nil && c.api.AboutRequest(resp.StatusCode, data)
 	switch {
@@ -89,6 +113,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		// The backend's credential may not use this model: the
 		// operator's routing, not the client's key and not the backend,
 		// which serves its other models.
+		a.timer.stop()
 		a.stage = stageProviderStatus
 		c.failAttempt(a, apierr.BadGateway("upstream_model_refused", "the provider refused this backend access to the model; its other models are unaffected", true))
 		return
@@ -96,6 +121,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		// The backend's credential was refused (a 403, or Gemini's 400
 		// API_KEY_INVALID): as a 401 in answered, never the client's
 		// problem.
+		a.timer.stop()
 		a.stage, a.authRefused = stageProviderAuth, true
 		c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the provider rejected the gateway's credential for this backend", false))
 		return
@@ -109,7 +135,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 			}
 		}
 		a.stage = stageProviderStatus
-	} else {
+	} else if whole {
 		a.usage, a.rawUsage, a.hasUsage = c.spec.BodyUsage(data)
 		if c.spec.BodyOutcome != nil && c.traced(ctx) {
 			a.outcome = c.spec.BodyOutcome(data)
@@ -123,13 +149,120 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 		// the SDKs that would re-send a 429 read this and do not.
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	switch {
+	case whole:
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	case resp.ContentLength >= 0: // not decoded from gzip
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	w.WriteHeader(resp.StatusCode)
 	a.status, a.committed = resp.StatusCode, true
+	g := &c.guard
+	if len(data) > smallAnswer {
+		// More than the server's write buffer: the write waits for the
+		// client to read.
+		g.start(http.NewResponseController(w), c.h.o.StreamIdle)
+		defer g.release()
+	}
+	g.hold()
 	if _, err := w.Write(data); err != nil {
-		a.stage, a.err = stageClientWrite, err
+		a.timer.stop()
+		a.stage, a.err = c.writeFailed(g, stageClientWrite), err
+		return
+	}
+	if !whole {
+		g.lift() // the provider may pause before the next write
+		c.relayRest(ctx, a, data)
 	}
 }
+
+// smallAnswer is what the server's write buffer takes without waiting
+// for the client (net/http's bufio.Writer on the connection).
+const smallAnswer = 4 << 10
+
+// writeFailed is the stage of an attempt whose answer could not be written
+// to the client: client_stalled when g's deadline passed (the client
+// stopped reading), else otherwise.
+func (c *call) writeFailed(g *writeGuard, otherwise stage) stage {
+	if g.stalled() {
+		return stageClientStalled
+	}
+	return otherwise
+}
+
+// relayRest sends the rest of a non-stream answer whose first bytes, head,
+// went to the client already, as it arrives, through head's buffer.
+func (c *call) relayRest(ctx context.Context, a *attempt, head []byte) {
+	defer a.timer.stop()
+	ok := a.resp.StatusCode/100 == 2
+	var tail tailBuffer
+	if ok && c.spec.UsageMember != "" {
+		tail.b = make([]byte, 0, 2*usageTail)
+		tail.add(head)
+	}
+	buf := head[:cap(head)]
+	n := int64(len(head))
+	var err error
+	for err == nil {
+		var k int
+		k, err = a.answer.Read(buf)
+		if n += int64(k); n > maxProviderBody {
+			err = errAnswerTooLarge
+			break
+		}
+		if k == 0 {
+			continue
+		}
+		tail.add(buf[:k])
+		c.guard.hold()
+		if _, werr := c.w.Write(buf[:k]); werr != nil {
+			a.stage, a.err = c.writeFailed(&c.guard, stageClientWrite), werr
+			return
+		}
+		c.guard.lift()
+	}
+	if err == io.EOF {
+		if ok {
+			a.usage, a.rawUsage, a.hasUsage = provider.TailUsage(tail.bytes(), c.spec.UsageMember, c.spec.BodyUsage)
+		}
+		return
+	}
+	// The status and part of the answer went out: only an abort tells the
+	// client that the rest will not come.
+	c.abort = true
+	switch {
+	case c.cutByNode():
+		a.stage, a.err = stageShutdown, ErrShutdown
+	case c.r.Context().Err() != nil:
+		a.stage, a.err = stageClientCancelled, c.r.Context().Err()
+	case errors.Is(context.Cause(ctx), errTotalTimeout):
+		a.stage, a.err = stageTimeout, errTotalTimeout
+	default:
+		a.stage, a.err = stageResponseBody, err
+	}
+}
+
+// tailBuffer keeps the last usageTail bytes added to it, in a buffer of
+// twice that, so that each byte is copied once more at most. A nil
+// buffer keeps nothing.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) add(p []byte) {
+	switch {
+	case t.b == nil:
+	case len(p) >= usageTail:
+		t.b = append(t.b[:0], p[len(p)-usageTail:]...)
+	case len(t.b)+len(p) > cap(t.b):
+		keep := usageTail - len(p)
+		t.b = t.b[:copy(t.b, t.b[len(t.b)-keep:])]
+		t.b = append(t.b, p...)
+	default:
+		t.b = append(t.b, p...)
+	}
+}
+
+// bytes returns the last usageTail bytes added, or all if fewer.
+func (t *tailBuffer) bytes() []byte { return t.b[max(0, len(t.b)-usageTail):] }
 
 // relayStream holds the status until the first event is in, then passes
 // every event through with its exact bytes, flushing whenever the next
@@ -157,13 +290,15 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	}()
 
 	w := c.w
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), header: func() {
+	out := &streamWriter{w: w, rc: http.NewResponseController(w), guard: &c.guard, header: func() {
 		copyResponseHeaders(w.Header(), resp.Header, c.api)
 		c.limitHeaders(w.Header())
 		w.Header().Del("Content-Length")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 	}}
+	c.guard.start(out.rc, h.o.StreamIdle)
+	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
 		// Before the first event an SSE comment, which every SSE parser
@@ -190,6 +325,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	defer idle.Stop()
 	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
+	bounds := c.newStreamBounds(a)
 
 	relayed := 0
 	for {
@@ -199,7 +335,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 		if !tracker.Observe(&ev) {
 			if werr := out.write(ev.Raw); werr != nil {
-				a.stage, a.err = stageClientCancelled, werr
+				a.stage, a.err = out.writeFailed(c), werr
 				return
 			}
 			relayed++
@@ -213,7 +349,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		more := !done && rd.Buffered()
 		if !more {
 			if werr := out.flush(); werr != nil {
-				a.stage, a.err = stageClientCancelled, werr
+				a.stage, a.err = out.writeFailed(c), werr
 				return
 			}
 		}
@@ -225,12 +361,73 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		if err != nil {
 			break
 		}
+		if err = bounds.check(&ev); err != nil {
+			a.cancel(err) // the provider side ends now; endStream reads the cause
+			break
+		}
 		if !more {
 			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
 		}
 	}
 	c.endStream(ctx, a, out, err, relayed, stageStream)
 }
+
+// streamBounds holds a committed stream to timeouts.stream_total and
+// timeouts.stream_progress (docs/api.md "Timeouts"). Both are checked
+// against the handler's clock as each event arrives: a stream that sends
+// nothing at all is stream_idle's, so neither needs a timer of its own,
+// and each fires at most one stream_idle late.
+type streamBounds struct {
+	now        func() time.Time
+	ping       func(ev *sse.Event) bool // the protocol's own keepalive event, if any
+	end        time.Time                // the stream must be complete by then; zero = no bound
+	progress   time.Duration            // 0 = no bound
+	progressBy time.Time                // the next event that carries data must come by then
+}
+
+// newStreamBounds starts the bounds of a's stream at its first event.
+func (c *call) newStreamBounds(a *attempt) streamBounds {
+	o := &c.h.o
+	b := streamBounds{now: o.Now, ping: c.spec.Stream.Ping, progress: o.StreamProgress}
+	if o.StreamTotal <= 0 && o.StreamProgress <= 0 {
+		return b
+	}
+	now := o.Now()
+	if o.StreamTotal > 0 {
+		b.end = a.started.Add(o.StreamTotal)
+	}
+	b.progressBy = now.Add(o.StreamProgress)
+	return b
+}
+
+// check reports errStreamTotal or errNoProgress when ev, just read, came
+// past a bound. A block of only comments, an event without data and the
+// protocol's ping are keepalives: they keep the connection alive, but
+// they are no progress.
+func (b *streamBounds) check(ev *sse.Event) error {
+	if b.end.IsZero() && b.progress <= 0 {
+		return nil
+	}
+	now := b.now()
+	if !b.end.IsZero() && now.After(b.end) {
+		return errStreamTotal
+	}
+	if b.progress <= 0 {
+		return nil
+	}
+	if ev.Data != nil && (b.ping == nil || !b.ping(ev)) {
+		b.progressBy = now.Add(b.progress)
+		return nil
+	}
+	if now.After(b.progressBy) {
+		return errNoProgress
+	}
+	return nil
+}
+
+// errStreamCut is the in-band error of a stream the node cuts when it
+// shuts down (docs/operations.md "Drain" lists its shape per protocol).
+var errStreamCut = &apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}
 
 // endStream ends a committed stream whose provider side failed with err
 // after relayed events: with the in-band error, unless the client is gone.
@@ -240,7 +437,7 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 		// Cut at the end of the drain or by a second signal: the client is
 		// still there and must learn that the answer is incomplete.
 		a.stage, a.err = stageShutdown, ErrShutdown
-		_ = out.event((&apierr.Error{Status: 503, Code: "node_shutting_down", Msg: "the node is shutting down; the answer is incomplete"}).InBand(c.spec, c.rid, relayed))
+		_ = out.event(errStreamCut.InBand(c.spec, c.rid, relayed))
 		return
 	}
 	if c.r.Context().Err() != nil {
@@ -258,6 +455,12 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 	case errors.Is(cause, errFirstByteTimeout):
 		msg = "the provider sent no event within the first-byte limit"
 		a.stage, a.err = stageTimeout, cause
+	case errors.Is(cause, errStreamTotal):
+		msg = "the provider stream ran beyond the total limit"
+		a.stage, a.err = stageStreamTotal, cause
+	case errors.Is(cause, errNoProgress):
+		msg = "the provider stream sent only keepalives beyond the limit"
+		a.stage, a.err = stageNoProgress, cause
 	case err == io.EOF:
 		a.err = errors.New("missing terminator")
 	default:
@@ -273,7 +476,8 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 type streamWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	header func() // sets the headers and writes the 200; called once, under mu
+	header func()      // sets the headers and writes the 200; called once, under mu
+	guard  *writeGuard // used under mu
 
 	mu        sync.Mutex
 	committed bool        // guarded by mu: header has run
@@ -335,12 +539,20 @@ func (s *streamWriter) event(b []byte) error {
 func (s *streamWriter) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.guard.arm()
 	s.commitLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	s.dirty = true
 	return nil
+}
+
+// writeFailed is the stage of a write to the client that failed.
+func (s *streamWriter) writeFailed(c *call) stage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.writeFailed(s.guard, stageClientCancelled)
 }
 
 // flush sends what write left in the ResponseWriter's buffer, if anything.
@@ -354,6 +566,7 @@ func (s *streamWriter) flush() error {
 	if s.ka != nil {
 		s.ka.Reset(s.every)
 	}
+	s.guard.arm()
 	return s.rc.Flush()
 }
 
@@ -368,6 +581,7 @@ func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
 		if s.closed {
 			return
 		}
+		s.guard.arm()
 		s.commitLocked()
 		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
 			s.dirty = false
@@ -384,6 +598,93 @@ func (s *streamWriter) close() {
 	if s.ka != nil {
 		s.ka.Stop()
 	}
+}
+
+// writeGuard holds writes to the client to a deadline (docs/api.md
+// "Clients that stop reading"): a client that stops reading (an HTTP/1.1
+// client that reads nothing more, an HTTP/2 stream whose window never
+// opens) would otherwise hold its request and the provider's slot until
+// it disconnects. A write that cannot go out within the limit fails.
+//
+// A deadline must never pass between writes: HTTP/2 resets a stream whose
+// write deadline passes even when nothing is being written. A stream
+// (arm) keeps it at least limit away, moving it to twice the limit when
+// it comes nearer: its provider is silent for at most stream_idle between
+// writes, and the deadline moves at most once per limit; a stalled write
+// fails after one to two limits. A non-stream answer relayed as it
+// arrives may pause for longer, so each of its writes has its own
+// deadline (hold), lifted after it (lift).
+type writeGuard struct {
+	rc       *http.ResponseController
+	limit    time.Duration
+	deadline time.Time // the one set; zero when none is
+	used     bool      // a deadline was set at some point
+	off      bool      // the writer has no deadlines (an in-memory writer)
+}
+
+// start prepares g for writes through rc.
+func (g *writeGuard) start(rc *http.ResponseController, limit time.Duration) {
+	g.rc, g.limit = rc, limit
+	g.off = limit <= 0
+}
+
+// set sets the deadline d, unless the writer has none.
+func (g *writeGuard) set(d time.Time) {
+	if g.rc == nil || g.off {
+		return
+	}
+	if g.rc.SetWriteDeadline(d) != nil {
+		g.off = true
+		return
+	}
+	g.deadline, g.used = d, true
+}
+
+// arm, before a stream's write, keeps the deadline at least limit away.
+func (g *writeGuard) arm() {
+	if g.rc == nil || g.off {
+		return
+	}
+	now := time.Now() // the socket's deadline is in real time
+	if g.deadline.Sub(now) < g.limit {
+		g.set(now.Add(2 * g.limit))
+	}
+}
+
+// hold gives the next write of a non-stream answer the limit.
+func (g *writeGuard) hold() {
+	if g.rc != nil && !g.off {
+		g.set(time.Now().Add(g.limit))
+	}
+}
+
+// lift removes the deadline after a non-stream write.
+func (g *writeGuard) lift() {
+	if !g.deadline.IsZero() {
+		_ = g.rc.SetWriteDeadline(time.Time{})
+		g.deadline = time.Time{}
+	}
+}
+
+// stalled reports whether the deadline set has passed: a write that
+// failed then failed because the client did not read.
+func (g *writeGuard) stalled() bool {
+	return !g.deadline.IsZero() && !time.Now().Before(g.deadline)
+}
+
+// release sends what is buffered under a deadline, then lifts it: a
+// connection kept alive must not carry it into its next request.
+func (g *writeGuard) release() {
+	if !g.used || g.off {
+		return
+	}
+	if g.deadline.IsZero() {
+		g.hold()
+	}
+	if !g.stalled() {
+		_ = g.rc.Flush()
+	}
+	g.lift()
 }
 
 // copyResponseHeaders copies the provider headers a client may see

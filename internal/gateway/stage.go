@@ -24,6 +24,9 @@ const (
 	stageShutdown                         // the node cut the attempt at the end of its drain or on a second signal
 	stageClientWrite                      // writing the answer to the client failed
 	stageInternal                         // a gateway bug stopped the attempt
+	stageStreamTotal                      // a stream ran past timeouts.stream_total
+	stageNoProgress                       // a stream sent only keepalives for longer than timeouts.stream_progress
+	stageClientStalled                    // the client stopped reading: a write to it did not go out within the stream idle limit
 	numStages
 )
 
@@ -43,6 +46,9 @@ var stageNames = [numStages]string{
 	stageShutdown:            usageevent.StageShutdown,
 	stageClientWrite:         usageevent.StageClientWrite,
 	stageInternal:            usageevent.StageInternal,
+	stageStreamTotal:         usageevent.StageStreamTotal,
+	stageNoProgress:          usageevent.StageNoProgress,
+	stageClientStalled:       usageevent.StageClientStalled,
 }
 
 // String returns the stage's wire name, "" for stageNone.
@@ -50,7 +56,7 @@ func (s stage) String() string { return stageNames[s] }
 
 // cancelled reports whether the attempt ended because the request did:
 // the client went away, the node cut it, the answer could not be written,
-// or a bug. None of these says anything about the backend.
+// the client stopped reading, or a bug. None of these says anything about the backend.
 func (s stage) cancelled() bool {
-	return s == stageClientCancelled || s == stageShutdown || s == stageClientWrite || s == stageInternal
+	return s == stageClientCancelled || s == stageShutdown || s == stageClientWrite || s == stageInternal || s == stageClientStalled
 }

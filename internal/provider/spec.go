@@ -135,6 +135,11 @@ type Spec struct {
 
 	// BodyUsage reads the usage of a successful non-stream answer.
 	BodyUsage func(body []byte) (usageevent.Usage, json.RawMessage, bool)
+	// UsageMember names the member that holds the usage in the
+	// endpoint's answers ("usage", "usageMetadata"), for an answer too
+	// large to be held whole, whose usage is read from its last bytes
+	// ([TailUsage]); "" when the answers carry none.
+	UsageMember string
 	// BodyOutcome, when non-nil, reads the response model and finish
 	// reasons of a successful non-stream answer; called only for a traced
 	// attempt.
@@ -207,6 +212,11 @@ type StreamSpec struct {
 	InBandError func(status int, code, msg, requestID string, n int) []byte
 	// Keepalive is written after a long provider silence; clients ignore it.
 	Keepalive []byte
+	// Ping, when set, reports an event of the protocol that only keeps
+	// the connection alive (Anthropic's event: ping). Like a block of only
+	// comments, it is no progress: it does not hold off
+	// timeouts.stream_progress. Nil when comments are the only keepalives.
+	Ping func(ev *sse.Event) bool
 	// Types lists the "event:" types the endpoint's streams carry, the
 	// commonest first, so that reading them allocates nothing
 	// (sse.Reader.KnownTypes). Other types still pass.

@@ -130,6 +130,45 @@ func BodyUsage(body []byte, normalize func([]byte) usageevent.Usage) (usageevent
 	return normalize(raw), bytes.Clone(raw), true
 }
 
+// TailUsage reads the usage of a successful non-stream answer from tail,
+// its last bytes, for an answer too large to be held whole: the value of
+// the last member named key whose value is a complete object, read by
+// body (the endpoint's BodyUsage) as if it were the whole answer.
+// Providers write the usage last, so it is in the tail; false when it is
+// not. A quoted name cannot occur inside a JSON string (its quotes would
+// be escaped), so only a member of that name matches, at any depth: the
+// last one is the top-level usage in every provider's answers (and the
+// last chunk's in a Gemini JSON array of chunks).
+func TailUsage(tail []byte, key string, body func([]byte) (usageevent.Usage, json.RawMessage, bool)) (usageevent.Usage, json.RawMessage, bool) {
+	if key == "" {
+		return usageevent.Usage{}, nil, false
+	}
+	name := make([]byte, 0, len(key)+2)
+	name = append(append(append(name, '"'), key...), '"')
+	for end := len(tail); ; {
+		i := bytes.LastIndex(tail[:end], name)
+		if i < 0 {
+			return usageevent.Usage{}, nil, false
+		}
+		end = i
+		v := skipSpace(tail[i+len(name):])
+		if len(v) == 0 || v[0] != ':' {
+			continue
+		}
+		v = skipSpace(v[1:])
+		if len(v) == 0 || v[0] != '{' {
+			continue
+		}
+		var raw json.RawMessage
+		if json.NewDecoder(bytes.NewReader(v)).Decode(&raw) != nil || !Usable(raw) {
+			continue
+		}
+		doc := make([]byte, 0, len(name)+len(raw)+3)
+		doc = append(append(append(append(doc, '{'), name...), ':'), raw...)
+		return body(append(doc, '}'))
+	}
+}
+
 // NoUsage is BodyUsage for an endpoint whose answers carry no token usage.
 func NoUsage([]byte) (usageevent.Usage, json.RawMessage, bool) {
 	return usageevent.Usage{}, nil, false

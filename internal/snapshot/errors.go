@@ -18,6 +18,11 @@ var (
 	// ErrTooLarge: the document is larger than the source's limit
 	// (HTTPOptions.MaxBytes). Nothing of it is used.
 	ErrTooLarge = errors.New("snapshot: document too large")
+	// ErrStalled: the source made no progress (HTTPOptions.Stall): no
+	// answer by the end of the wait it asked for, or a body that stopped
+	// or trickled. A poll that stalled while held is retried at once,
+	// asking for no wait.
+	ErrStalled = errors.New("snapshot: request stalled")
 )
 
 // Document errors. A [*RejectedError] wraps them (or a decoder's own

@@ -22,7 +22,13 @@ import (
 const (
 	DefaultHTTPTimeout  = 30 * time.Second
 	DefaultHTTPMaxBytes = 64 << 20
+	DefaultHTTPStall    = 3 * time.Second
 )
+
+// minProgress is how much of a body must arrive within each Stall for the
+// answer to count as moving: a body trickled a few bytes at a time is a
+// stalled one.
+const minProgress = 16 << 10
 
 // HTTPOptions configure an [HTTPSource].
 type HTTPOptions struct {
@@ -48,6 +54,13 @@ type HTTPOptions struct {
 	// MaxBytes bounds the document (after content decoding);
 	// DefaultHTTPMaxBytes when 0.
 	MaxBytes int64
+	// Stall bounds a request that makes no progress (docs/snapshots.md
+	// "Long-poll: changes within a second"): the response headers must come within LongPoll (as
+	// asked for) plus Stall, and then each 16 KiB of the body (or its
+	// end) within Stall; DefaultHTTPStall when 0. A request abandoned so
+	// is an [ErrStalled], and the next request asks for no wait, so that
+	// a control plane that answers again is seen within one Stall.
+	Stall time.Duration
 }
 
 // HTTPStatusError reports a response that is neither 200 nor 304.
@@ -80,8 +93,11 @@ type HTTPSource struct {
 	// immutable
 	name     string // redacted URL, for errors and logs
 	url      string // request URL, including wait= for long polls
+	plainURL string // request URL without wait=
 	token    secret.Secret
 	timeout  time.Duration // per request, including LongPoll
+	longPoll time.Duration
+	stall    time.Duration
 	maxBytes int64
 	wait     string // "wait=N" for the Prefer header; "" without long poll
 	client   *http.Client
@@ -91,6 +107,9 @@ type HTTPSource struct {
 	known bool       // sum is the hash of the last document returned
 	sum   [sha256.Size]byte
 	held  bool // the server held the last request (Preference-Applied: wait)
+	// stalled: the last request was abandoned for want of progress; the
+	// next one asks for no wait.
+	stalled bool
 }
 
 var (
@@ -124,8 +143,12 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultHTTPMaxBytes
 	}
+	if o.Stall <= 0 {
+		o.Stall = DefaultHTTPStall
+	}
 	req := *u
 	req.Scheme = scheme
+	plain := req.String()
 	wait := ""
 	if o.LongPoll > 0 {
 		wait = "wait=" + strconv.FormatInt(int64(max(o.LongPoll/time.Second, 1)), 10)
@@ -155,8 +178,11 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	return &HTTPSource{
 		name:     redacted.String(),
 		url:      req.String(),
+		plainURL: plain,
 		token:    o.Token,
 		timeout:  o.Timeout + max(o.LongPoll, 0),
+		longPoll: max(o.LongPoll, 0),
+		stall:    o.Stall,
 		maxBytes: o.MaxBytes,
 		wait:     wait,
 		client: &http.Client{
@@ -177,7 +203,65 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	s.held = false
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	// A request asks the server to hold it unless the last one stalled:
+	// then the question is whether the server answers at all.
+	wait, url := s.wait, s.url
+	if s.stalled {
+		wait, url = "", s.plainURL
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	limit := s.stall
+	if wait != "" {
+		limit += s.longPoll
+	}
+	watch := &watchdog{stall: s.stall, t: time.AfterFunc(limit, func() { stop(errNoProgress) })}
+	defer watch.t.Stop()
+	data, changed, err := s.fetch(ctx, url, wait, watch)
+	if err != nil && errors.Is(context.Cause(ctx), errNoProgress) {
+		s.stalled = true
+		s.held = wait != "" // ask again at once, once ([LongPoller])
+		return nil, false, fmt.Errorf("%w: GET %s: no progress within %s", ErrStalled, s.name, limit)
+	}
+	if err == nil {
+		s.stalled = false
+	}
+	return data, changed, err
+}
+
+// errNoProgress is the cause of a request the watchdog ended.
+var errNoProgress = errors.New("no progress")
+
+// watchdog ends a request that makes no progress: it is armed for the
+// headers, then re-armed for Stall whenever minProgress bytes of the body
+// came in.
+type watchdog struct {
+	stall time.Duration
+	t     *time.Timer
+	got   int // body bytes since the last re-arm
+}
+
+func (w *watchdog) headers() { w.t.Reset(w.stall) }
+
+// watchedBody reports a body's progress to its watchdog.
+type watchedBody struct {
+	r io.Reader
+	w *watchdog
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if b.w.got += n; b.w.got >= minProgress {
+		b.w.got = 0
+		b.w.t.Reset(b.w.stall)
+	}
+	return n, err
+}
+
+// fetch is one request of Fetch to url, with wait (the Prefer value; ""
+// for none), reporting its progress to watch. s.mu is held.
+func (s *HTTPSource) fetch(ctx context.Context, url, wait string, watch *watchdog) ([]byte, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, false, s.wrap(err)
 	}
@@ -189,15 +273,16 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	if s.etag != "" {
 		req.Header.Set("If-None-Match", s.etag)
 	}
-	if s.wait != "" {
-		req.Header.Set("Prefer", s.wait)
+	if wait != "" {
+		req.Header.Set("Prefer", wait)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, false, s.wrap(err)
 	}
 	defer resp.Body.Close()
-	held := s.wait != "" && waitApplied(resp.Header)
+	watch.headers()
+	held := wait != "" && waitApplied(resp.Header)
 
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -216,7 +301,7 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	// Read everything before returning anything: a body cut short by the
 	// server, the network or the deadline is an error here (Content-Length
 	// or chunked framing), or fails to decode as a whole document later.
-	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(&watchedBody{r: resp.Body, w: watch}, s.maxBytes+1))
 	if err != nil {
 		return nil, false, fmt.Errorf("snapshot: GET %s: read body: %w", s.name, unwrapURLError(err))
 	}
@@ -233,7 +318,9 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 }
 
 // Held implements [LongPoller]: the server held the last successful
-// Fetch (it answered with Preference-Applied: wait=N).
+// Fetch (it answered with Preference-Applied: wait=N), or the last Fetch
+// asked for a wait and stalled ([ErrStalled]); either way the next poll
+// may go at once.
 func (s *HTTPSource) Held() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -219,6 +219,13 @@ func (p *Poller) Poll(ctx context.Context) error {
 		p.fetchErrors++
 		p.mu.Unlock()
 		p.fail(ctx, err)
+		// A held poll that stalled is asked again at once, without a wait
+		// (HTTPOptions.Stall): a control plane that answers again is seen
+		// within one stall, whatever the long poll. One that stalls
+		// again waits the interval.
+		if lp, ok := p.o.Source.(LongPoller); ok && errors.Is(err, ErrStalled) {
+			p.setAgain(lp.Held())
+		}
 		return err
 	}
 	p.mu.Lock()

@@ -40,7 +40,9 @@ type Versioner interface {
 // which it says by answering with "Preference-Applied: wait=N"; the
 // poller then fetches again at once instead of pausing, because the next
 // change will again be answered as soon as it happens. A static server
-// never says so, and is polled every interval.
+// never says so, and is polled every interval. After a Fetch that failed
+// with [ErrStalled], Held reports whether the poller may ask again at once
+// (the stalled request was a held one).
 type LongPoller interface {
 	Held() bool
 }

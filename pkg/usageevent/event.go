@@ -83,6 +83,9 @@ const (
 	StageShutdown            = "shutdown"              // the node cut the attempt at the end of its drain or on a second signal; usage is what was seen until then
 	StageClientWrite         = "client_write"          // writing the answer to the client failed
 	StageInternal            = "internal"              // a gateway bug stopped the attempt
+	StageStreamTotal         = "stream_total"          // a stream ran past the node's limit for a whole stream; usage is what was seen until then
+	StageNoProgress          = "no_progress"           // a stream sent only keepalives (comments, pings) for longer than the node's limit
+	StageClientStalled       = "client_stalled"        // the client stopped reading: the node cut the answer it could not write within its stream idle limit
 )
 
 // Event is one usage event: the record of one provider route attempt

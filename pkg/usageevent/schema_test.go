@@ -134,6 +134,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		usageevent.StageProviderAuth, usageevent.StageProviderStatus, usageevent.StageResponseBody,
 		usageevent.StageFirstEvent, usageevent.StageStream, usageevent.StageProviderStreamError,
 		usageevent.StageClientCancelled, usageevent.StageClientWrite, usageevent.StageInternal,
+		usageevent.StageStreamTotal, usageevent.StageNoProgress, usageevent.StageClientStalled,
 	} {
 		if !strings.Contains(p["failure_stage"].Description, " "+stage+",") && !strings.Contains(p["failure_stage"].Description, " "+stage+".") {
 			t.Errorf("failure_stage description does not list %q", stage)

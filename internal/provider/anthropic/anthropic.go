@@ -67,6 +67,7 @@ var Messages = &provider.Spec{
 	// opencode in X-Session-Affinity and X-Session-Id.
 	SessionHeaders: []string{"X-Claude-Code-Session-Id", "X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      BodyUsage,
+	UsageMember:    "usage",
 	BodyOutcome:    BodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    terminal,
@@ -74,6 +75,7 @@ var Messages = &provider.Spec{
 		NewOutcome:  func() provider.OutcomeTracker { return &StreamOutcome{} },
 		InBandError: inBand,
 		Keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+		Ping:        func(ev *sse.Event) bool { return ev.Type == "ping" },
 		Types: []string{"content_block_delta", "content_block_start", "content_block_stop",
 			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},

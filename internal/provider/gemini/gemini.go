@@ -75,6 +75,7 @@ var GenerateContent = &provider.Spec{
 	Inspect:      inspectGenerate,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 	BodyOutcome:  BodyOutcome,
 	// Gemini names no session in the body.
 	SessionHeaders: sessionHeaders,
@@ -99,6 +100,7 @@ var StreamGenerateContent = &provider.Spec{
 	Inspect:        inspectStream,
 	Header:         Header,
 	BodyUsage:      BodyUsage,
+	UsageMember:    usageName,
 	BodyOutcome:    BodyOutcome,
 	SessionHeaders: sessionHeaders,
 	Stream: &provider.StreamSpec{
@@ -131,6 +133,7 @@ var EmbedContent = &provider.Spec{
 	Inspect:      inspectEmbed,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 }
 
 // BatchEmbedContents is POST /v1beta/models/{model}:batchEmbedContents.
@@ -142,6 +145,7 @@ var BatchEmbedContents = &provider.Spec{
 	Inspect:      inspectBatchEmbed,
 	Header:       Header,
 	BodyUsage:    BodyUsage,
+	UsageMember:  usageName,
 }
 
 // Versions are the API versions whose paths the node serves, as path

@@ -73,6 +73,7 @@ var Chat = &provider.Spec{
 	// (after prompt_cache_key in the body).
 	SessionHeaders: []string{"X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      ChatBodyUsage,
+	UsageMember:    "usage",
 	BodyOutcome:    ChatBodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    chatTerminal,
@@ -99,6 +100,7 @@ var Responses = &provider.Spec{
 	// in X-Session-Affinity and X-Session-Id.
 	SessionHeaders: []string{"Session-Id", "Thread-Id", "X-Session-Affinity", "X-Session-Id"},
 	BodyUsage:      ResponsesBodyUsage,
+	UsageMember:    "usage",
 	BodyOutcome:    ResponsesBodyOutcome,
 	Stream: &provider.StreamSpec{
 		Terminal:    ResponsesTerminal,
@@ -155,6 +157,7 @@ var Embeddings = &provider.Spec{
 	Inspect:      inspectEmbeddings,
 	Header:       Header,
 	BodyUsage:    ChatBodyUsage,
+	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
 }
 
