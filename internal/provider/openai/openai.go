@@ -129,6 +129,7 @@ var Compact = &provider.Spec{
 	Header:         Header,
 	SessionHeaders: Responses.SessionHeaders,
 	BodyUsage:      ResponsesBodyUsage,
+	UsageMember:    "usage",
 	BodyOutcome:    ResponsesBodyOutcome, // the model, when the answer names one
 }
 
