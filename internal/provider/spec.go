@@ -64,6 +64,10 @@ type API struct {
 	// account's quota or balance is used up, as opposed to a rate limit or
 	// a problem with the request (docs/failures.md "Quota exhaustion").
 	QuotaExhausted func(status int, body []byte) bool
+	// Headroom, when set, reads the rate-limit headers of any answer,
+	// success or not (docs/routing.md "Headroom"). Nil for an API whose
+	// providers document none (Gemini).
+	Headroom func(h http.Header, now time.Time) Headroom
 
 	// ModelsPaths are the paths of the API's model list; "PATH/{name}"
 	// gets one model (OpenAI and Anthropic: /v1/models; Gemini:

@@ -36,6 +36,7 @@ var API = &provider.API{
 	ResponseHeaders:   []string{"Anthropic-Ratelimit-", "X-Ratelimit-", "Retry-After-Ms"},
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        provider.RetryAfter,
+	Headroom:          headroom,
 	QuotaExhausted:    quota.Exhausted,
 	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,

@@ -41,6 +41,7 @@ var API = &provider.API{
 	ResponseHeaders:   []string{"Retry-After-Ms", "X-Ratelimit-", "Anthropic-Ratelimit-"},
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        retryAfter,
+	Headroom:          headroom,
 	QuotaExhausted:    quota.Exhausted,
 	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,
