@@ -18,10 +18,13 @@ import (
 type Lease struct {
 	*routes.Target // the picked target; nil for the zero Lease
 	held           bool
+	sent           uint64 // the backend's Acquired count after the slot was taken
 }
 
 // lease returns a held Lease on t, whose slot the caller has taken.
-func lease(t *routes.Target) Lease { return Lease{Target: t, held: true} }
+func lease(t *routes.Target) Lease {
+	return Lease{Target: t, held: true, sent: t.Backend.State.Acquired()}
+}
 
 // Held reports whether l still holds its slot: Done has not been called.
 func (l *Lease) Held() bool { return l.held }
@@ -33,5 +36,6 @@ func (l *Lease) Done(r upstream.Result) {
 		return
 	}
 	l.held = false
+	r.Sent = l.sent
 	l.Backend.State.Finish(r)
 }

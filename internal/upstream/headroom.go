@@ -1,0 +1,224 @@
+package upstream
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Budget is one rate limit of a backend's credential as a provider answer
+// states it (provider.Budget, which the request path maps here: selection
+// imports no provider package). The zero value is a budget the answer did
+// not state; Limit and Reset are 0 when not stated.
+type Budget struct {
+	Stated    bool // the answer stated Remaining
+	Limit     int64
+	Remaining int64
+	Reset     time.Duration // from the answer until the budget is whole again
+}
+
+// Known reports whether the answer stated how much remains.
+func (b Budget) Known() bool { return b.Stated }
+
+// Headroom is what one answer's rate-limit headers said (docs/routing.md
+// "Headroom").
+type Headroom struct {
+	Requests Budget
+	Tokens   Budget
+	// Malformed counts header values the provider API could not read;
+	// they were ignored.
+	Malformed int
+}
+
+// HeadroomMode says how selection uses the provider's rate-limit headers.
+type HeadroomMode uint8
+
+const (
+	// HeadroomCost (the default): a backend whose budget is used up is
+	// ineligible until its reset, and P2C's cost is divided by the
+	// fraction left (docs/routing.md "Headroom" says why).
+	HeadroomCost HeadroomMode = iota
+	// HeadroomGate: only the eligibility rule; P2C ignores how much is
+	// left.
+	HeadroomGate
+	// HeadroomThreshold: the eligibility rule, and P2C's cost ×
+	// thresholdPenalty while less than thresholdShare is left.
+	HeadroomThreshold
+	// HeadroomOff: the headers are ignored; a backend is held back only
+	// after the provider's 429 (the reactive policy).
+	HeadroomOff
+)
+
+const (
+	// unknown is a budget's remaining count before any answer stated it.
+	unknown = math.MinInt64
+	// minShare bounds the headroom factor of P2C's cost from below: a
+	// backend with 1% left costs 20×, not 100×, so that a stale reading
+	// cannot starve it for long (its reset lifts the factor anyway).
+	minShare = 0.05
+	// thresholdShare and thresholdPenalty: HeadroomThreshold's rule.
+	thresholdShare   = 0.1
+	thresholdPenalty = 10
+)
+
+// budget is the live estimate of one budget. Written under
+// headroom.mu; read atomically.
+type budget struct {
+	left  atomic.Int64 // estimate of what remains; unknown when never stated
+	limit atomic.Int64 // 0 when not stated
+	reset atomic.Int64 // Instant the budget is whole again; 0 when not stated
+}
+
+// headroom is a State's view of its credential's rate limits.
+type headroom struct {
+	mu   sync.Mutex  // serializes observe; readers use the atomics
+	seen atomic.Bool // any answer stated a budget: the cost reads it first
+
+	seq       atomic.Uint64 // Result.Sent of the newest answer applied
+	requests  budget
+	tokens    budget
+	until     atomic.Int64  // Instant; no traffic while now < until (0 = never set)
+	held      atomic.Int64  // total ns of ineligibility scheduled by headroom
+	malformed atomic.Uint64 // header values ignored
+}
+
+// share returns b's remaining fraction at now, 1 when unknown or past its
+// reset.
+func (b *budget) share(now Instant) float64 {
+	left, limit := b.left.Load(), b.limit.Load()
+	if left == unknown || limit <= 0 {
+		return 1
+	}
+	if r := b.reset.Load(); r != 0 && int64(now) >= r {
+		return 1
+	}
+	return min(1, max(0, float64(left)/float64(limit)))
+}
+
+// factor returns the headroom factor of P2C's cost at now, in
+// [minShare, 1]: the remaining share of the tighter budget, shaped by the
+// mode. 1 when no answer ever stated a budget.
+func (h *headroom) factor(mode HeadroomMode, now Instant) float64 {
+	if !h.seen.Load() {
+		return 1
+	}
+	s := min(h.requests.share(now), h.tokens.share(now))
+	switch mode {
+	case HeadroomCost:
+		return max(s, minShare)
+	case HeadroomThreshold:
+		if s < thresholdShare {
+			return 1.0 / thresholdPenalty
+		}
+	}
+	return 1
+}
+
+// holding reports whether a used-up budget holds the backend back at now.
+func (h *headroom) holding(now Instant) bool {
+	u := h.until.Load()
+	return u != 0 && int64(now) < u
+}
+
+// hold makes the backend ineligible until at least until; it never
+// shortens a hold already running.
+func (h *headroom) hold(now, until int64) {
+	for {
+		u := h.until.Load()
+		if u >= until {
+			return
+		}
+		if h.until.CompareAndSwap(u, until) {
+			h.held.Add(until - max(u, now))
+			return
+		}
+	}
+}
+
+// take counts one request against the request budget when a slot is
+// taken, so that requests sent after the last answer are not forgotten;
+// the one that takes the last request holds the backend until the reset
+// (or, when no reset was stated, for fallback).
+func (h *headroom) take(sh *shared) {
+	b := &h.requests
+	if b.left.Load() == unknown {
+		return
+	}
+	now, fallback := sh.now(), sh.o.RateLimitDefault
+	r := b.reset.Load()
+	if r != 0 && int64(now) >= r {
+		return // past the reset: whole again, until an answer says otherwise
+	}
+	if b.left.Add(-1) > 0 {
+		return
+	}
+	if r == 0 {
+		r = int64(now) + int64(fallback)
+		b.left.Store(unknown) // a guess: back to the 429s once it is over
+	}
+	h.hold(int64(now), r)
+}
+
+// observe applies an answer's headers. sent is the Result.Sent of the
+// attempt: an answer to a request older than the newest applied one is
+// stale and ignored. inflightAfter is how many requests took a slot after
+// this one (the provider had not counted them when it answered).
+func (h *headroom) observe(hr Headroom, now Instant, sent, after uint64, fallback time.Duration) {
+	if hr.Malformed > 0 {
+		h.malformed.Add(uint64(hr.Malformed))
+	}
+	if !hr.Requests.Known() && !hr.Tokens.Known() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sent < h.seq.Load() {
+		return
+	}
+	h.seq.Store(sent)
+	h.seen.Store(true)
+	apply := func(b *budget, in Budget, pending int64) {
+		if !in.Known() {
+			return
+		}
+		left := in.Remaining - pending
+		b.left.Store(max(left, 0))
+		b.limit.Store(max(in.Limit, 0))
+		var r int64
+		if in.Reset > 0 {
+			r = int64(now) + int64(in.Reset)
+		}
+		b.reset.Store(r)
+		if left > 0 {
+			return
+		}
+		if r == 0 {
+			r = int64(now) + int64(fallback)
+		}
+		h.hold(int64(now), r)
+	}
+	apply(&h.requests, hr.Requests, int64(after))
+	// Token counts of requests still out are unknown: only what the
+	// provider said.
+	apply(&h.tokens, hr.Tokens, 0)
+}
+
+// view returns b's remaining share for View: −1 when unknown or past
+// its reset; with no stated limit, 0 when used up and −1 otherwise.
+func (b *budget) view(now Instant) float64 {
+	left, limit := b.left.Load(), b.limit.Load()
+	if left == unknown {
+		return -1
+	}
+	if r := b.reset.Load(); r != 0 && int64(now) >= r {
+		return -1
+	}
+	if limit <= 0 {
+		if left == 0 {
+			return 0
+		}
+		return -1
+	}
+	return min(1, max(0, float64(left)/float64(limit)))
+}
