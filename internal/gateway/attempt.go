@@ -66,11 +66,12 @@ type attempt struct {
 	ttfb      time.Duration
 	committed bool
 
-	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
-	providerStatus int           // the provider's HTTP status, 0 if none
-	retryAfter     time.Duration // the provider's retry advice on a 429
-	quota          bool          // an answer that says the quota or balance is gone
-	authRefused    bool          // an answer that says the backend's credential was refused
+	egressFault    bool              // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
+	providerStatus int               // the provider's HTTP status, 0 if none
+	retryAfter     time.Duration     // the provider's retry advice on a 429
+	quota          bool              // an answer that says the quota or balance is gone
+	authRefused    bool              // an answer that says the backend's credential was refused
+	headroom       upstream.Headroom // what the answer's rate-limit headers said (docs/routing.md "Headroom")
 
 	reqBytes  int64
 	respBytes int64
@@ -306,6 +307,11 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	a.state, a.providerStatus, a.resp = provider.ResponseReceived, resp.StatusCode, resp
 	a.ttfb = c.h.o.Now().Sub(a.started)
 	a.counter = countingReader{r: resp.Body, n: &a.respBytes}
+	if c.api.Headroom != nil {
+		// Every answer, success or not: a 200 says how much is left
+		// before the 429 would (docs/routing.md "Headroom").
+		a.headroom = headroom(c.api.Headroom(resp.Header, c.h.o.Now()))
+	}
 
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The gateway's credential was refused; the client's key is fine
@@ -521,7 +527,20 @@ func (a *attempt) result() upstream.Result {
 	}
 	// Any other stage after a 2xx (cut stream, idle or read timeout) is
 	// the backend failing mid-answer: a transport failure.
+	r.Headroom = a.headroom
 	return r
+}
+
+// headroom maps the provider API's reading of the rate-limit headers onto
+// the backend state's terms.
+func headroom(h provider.Headroom) upstream.Headroom {
+	b := func(b provider.Budget) upstream.Budget {
+		if !b.Known() {
+			return upstream.Budget{}
+		}
+		return upstream.Budget{Stated: true, Limit: max(b.Limit, 0), Remaining: b.Remaining, Reset: b.Reset}
+	}
+	return upstream.Headroom{Requests: b(h.Requests), Tokens: b(h.Tokens), Malformed: h.Malformed}
 }
 
 // event is the attempt's usage event, made by the usage package from what

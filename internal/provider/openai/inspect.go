@@ -6,8 +6,8 @@ import (
 
 // The members Inspect reads, per endpoint. Index constants follow each.
 var (
-	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options")
-	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
+	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "max_tokens", "max_completion_tokens")
+	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "max_output_tokens")
 	embNames          = provider.NewNames("model")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
@@ -21,6 +21,8 @@ const (
 	cResponseFormat
 	cPromptCacheKey
 	cStreamOptions
+	cMaxTokens
+	cMaxCompletionTokens
 	cNum
 )
 
@@ -30,12 +32,14 @@ const (
 	rTools
 	rText
 	rPromptCacheKey
+	rMaxOutputTokens
 	rNum
 )
 
 // inspectChat reads model, stream, tools/functions (tools capability),
 // response_format.type == "json_schema" (json_schema capability), the
-// session key prompt_cache_key, and, for a stream, how to ask for its
+// session key prompt_cache_key, the output cap max_completion_tokens (or
+// max_tokens), and, for a stream, how to ask for its
 // usage ([askUsage]).
 func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [cNum][]byte
@@ -65,6 +69,9 @@ func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) 
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[cPromptCacheKey]
+	// max_completion_tokens replaced max_tokens; a body with both is the
+	// provider's to refuse, and the larger is the safer estimate.
+	r.MaxOutput = max(provider.Count(v[cMaxTokens]), provider.Count(v[cMaxCompletionTokens]))
 	return r, nil
 }
 
@@ -135,8 +142,8 @@ func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
 }
 
 // inspectResponses reads model, stream, tools (tools capability),
-// text.format.type == "json_schema" (json_schema capability) and the
-// session key prompt_cache_key.
+// text.format.type == "json_schema" (json_schema capability), the
+// session key prompt_cache_key and the output cap max_output_tokens.
 func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [rNum][]byte
 	var at [rNum]int
@@ -165,6 +172,7 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[rPromptCacheKey]
+	r.MaxOutput = provider.Count(v[rMaxOutputTokens])
 	return r, nil
 }
 
