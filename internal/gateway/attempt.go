@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,11 @@ type call struct {
 	session   balance.Key // 0 = none, or affinity off for the model
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
+	// tokens is what the request is expected to cost against a
+	// credential's token budget: its declared output cap plus a quarter of
+	// its body's bytes; 0 when it declares no cap (the node then never
+	// holds it back for tokens on a guess alone, docs/routing.md "Headroom").
+	tokens int64
 
 	sw statusWriter // w, allocated with the call
 }
@@ -110,6 +116,9 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
 		if c.req, berr = spec.Inspect(c.body, pathModel); berr == nil {
+			if c.req.MaxOutput > 0 {
+				c.tokens = c.req.MaxOutput + int64(len(c.body))/4
+			}
 			c.route(ctx)
 			return
 		}
@@ -190,7 +199,7 @@ func (c *call) route(ctx context.Context) {
 	if len(tried) == 0 {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest
 		// moment a target can take traffic again, and x-should-retry: true.
-		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
+		wait := balance.RetryAfter(pool, req.Need, c.tokens, c.h.o.Now())
 		a := attempt{state: provider.NotSent, stage: stageSelect, placement: placement}
 		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", shown), wait))
 		c.log(ctx, &a)
@@ -211,9 +220,25 @@ func (c *call) sessionKey() balance.Key {
 	return balance.SessionKey(c.principal.KeyID, header)
 }
 
-// pick asks the picker for a target: by the session's hash order when the
-// model has affinity on and the picker does it, else by balancing.
+// pick asks the picker for a target whose token budget has room for the
+// request (docs/routing.md "Headroom"), passing over those without.
 func (c *call) pick(pool, tried []*routes.Target, affinity bool) (balance.Lease, balance.Placement, bool) {
+	skip := tried
+	for {
+		l, pl, ok := c.pick1(pool, skip, affinity)
+		if !ok || l.Fit(c.tokens) {
+			return l, pl, ok
+		}
+		if len(skip) == len(tried) {
+			skip = slices.Clip(tried) // never append into the caller's array
+		}
+		skip = append(skip, l.Target)
+	}
+}
+
+// pick1 asks the picker for a target: by the session's hash order when the
+// model has affinity on and the picker does it, else by balancing.
+func (c *call) pick1(pool, tried []*routes.Target, affinity bool) (balance.Lease, balance.Placement, bool) {
 	if sp, ok := c.h.o.Picker.(SessionPicker); ok && affinity {
 		return sp.PickKey(pool, c.req.Need, tried, c.session)
 	}

@@ -445,9 +445,9 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 	// decides on that appears twice or in another letter case is refused
 	// (first at the top level, in document order), then, after the
 	// model and stream checks, the same in the nested members it reads.
-	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options"}
+	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "max_tokens", "max_completion_tokens"}
 	if p == provider.Anthropic {
-		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata"}
+		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata", "max_tokens"}
 	}
 	if err := refAmbiguous(body, "", top); err != nil {
 		return request{}, err

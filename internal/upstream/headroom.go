@@ -76,6 +76,7 @@ type headroom struct {
 	seen atomic.Bool // any answer stated a budget: the cost reads it first
 
 	seq       atomic.Uint64 // Result.Sent of the newest answer applied
+	spent     atomic.Uint64 // tokens ever counted by Spend
 	requests  budget
 	tokens    budget
 	until     atomic.Int64  // Instant; no traffic while now < until (0 = never set)
@@ -162,9 +163,10 @@ func (h *headroom) take(sh *shared) {
 
 // observe applies an answer's headers. sent is the Result.Sent of the
 // attempt: an answer to a request older than the newest applied one is
-// stale and ignored. inflightAfter is how many requests took a slot after
-// this one (the provider had not counted them when it answered).
-func (h *headroom) observe(hr Headroom, now Instant, sent, after uint64, fallback time.Duration) {
+// stale and ignored. after is how many requests took a slot after this
+// one, spent the Result.SentTokens mark (the provider had not counted
+// those when it answered).
+func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, fallback time.Duration) {
 	if hr.Malformed > 0 {
 		h.malformed.Add(uint64(hr.Malformed))
 	}
@@ -199,9 +201,66 @@ func (h *headroom) observe(hr Headroom, now Instant, sent, after uint64, fallbac
 		h.hold(int64(now), r)
 	}
 	apply(&h.requests, hr.Requests, int64(after))
-	// Token counts of requests still out are unknown: only what the
-	// provider said.
-	apply(&h.tokens, hr.Tokens, 0)
+	var tokensAfter int64
+	if spent > 0 {
+		tokensAfter = int64(h.spent.Load() - spent)
+	}
+	apply(&h.tokens, hr.Tokens, tokensAfter)
+}
+
+// untake gives back the request that take counted for a slot that was
+// released unused.
+func (h *headroom) untake(sh *shared) {
+	b := &h.requests
+	if b.left.Load() == unknown {
+		return
+	}
+	r := b.reset.Load()
+	if r != 0 && int64(sh.now()) >= r {
+		return
+	}
+	if b.left.Add(1) == 1 && r != 0 {
+		// take held the backend for the request given back: lift it.
+		h.until.CompareAndSwap(r, 0)
+	}
+}
+
+// Fits reports whether the token budget, as the last answer stated it
+// less the tokens spent since, has room for tokens now. A budget no
+// answer stated, or whose reset has passed, has room.
+func (s *State) Fits(tokens int64) bool {
+	b := &s.hr.tokens
+	left := b.left.Load()
+	if tokens <= 0 || left == unknown || left >= tokens || s.sh.o.Headroom == HeadroomOff {
+		return true
+	}
+	r := b.reset.Load()
+	return r == 0 || int64(s.sh.now()) >= r
+}
+
+// FitsAt returns the zero time when Fits(tokens), else when the token
+// budget is whole again (now plus RateLimitDefault when no reset was
+// stated).
+func (s *State) FitsAt(tokens int64) time.Time {
+	if s.Fits(tokens) {
+		return time.Time{}
+	}
+	if r := s.hr.tokens.reset.Load(); r != 0 {
+		return s.sh.time(Instant(r))
+	}
+	return s.sh.o.Clock.Now().Add(s.sh.o.RateLimitDefault)
+}
+
+// Spend counts tokens against the token budget for a request about to be
+// sent, and returns the mark its Result.SentTokens carries.
+func (s *State) Spend(tokens int64) uint64 {
+	if tokens <= 0 {
+		return s.hr.spent.Load()
+	}
+	if s.hr.tokens.left.Load() != unknown {
+		s.hr.tokens.left.Add(-tokens) // may go below 0: Fits then says no
+	}
+	return s.hr.spent.Add(uint64(tokens))
 }
 
 // view returns b's remaining share for View: −1 when unknown or past

@@ -109,12 +109,12 @@ func TestHeadroomHolds(t *testing.T) {
 			s := newState(t, o, 1000)
 			tt.run(t, s)
 			for range s.InFlight() {
-				s.Release() // what run left in flight
+				s.Finish(Result{Outcome: Success}) // what run left in flight, answered without headers
 			}
 			free := 0
 			for free < 100 && s.Acquire() {
 				free++
-				s.Release()
+				s.Finish(Result{Outcome: Success})
 			}
 			if free != tt.wantFree {
 				t.Fatalf("%d Acquires before the hold, want %d", free, tt.wantFree)
@@ -203,5 +203,54 @@ func TestHeadroomView(t *testing.T) {
 		if diff := cmp.Diff(shares{v.HeadroomRequests, v.HeadroomTokens, v.MalformedHeaders}, want); diff != "" {
 			t.Errorf("mode %d: View (-got +want):\n%s", mode, diff)
 		}
+	}
+}
+
+// TestHeadroomRelease: a slot given back unused gives its request back.
+func TestHeadroomRelease(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	s := newState(t, testOptions(c), 10)
+	s.Finish(Result{Outcome: Success, Sent: take(t, s), Headroom: Headroom{Requests: stated(60, 1, time.Minute)}})
+	for range 3 {
+		take(t, s)
+		s.Release()
+	}
+	take(t, s)
+	if s.Acquire() {
+		t.Fatal("a second request went out with one left")
+	}
+}
+
+// TestFits: the token budget against a request's expected cost, less
+// what was spent since the answer; a 0 cost always fits.
+func TestFits(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	s := newState(t, testOptions(c), 10)
+	if !s.Fits(1 << 40) {
+		t.Fatal("no budget stated, yet no room")
+	}
+	sent := take(t, s)
+	mark := s.Spend(100)
+	s.Spend(300) // a request sent after the answered one
+	s.Finish(Result{Outcome: Success, Sent: sent, SentTokens: mark, Headroom: Headroom{Tokens: stated(10000, 1000, 30*time.Second)}})
+	// 1000 stated, less the 300 spent since: 700 left.
+	for _, tt := range []struct {
+		tokens int64
+		want   bool
+	}{{0, true}, {700, true}, {701, false}} {
+		if got := s.Fits(tt.tokens); got != tt.want {
+			t.Errorf("Fits(%d) = %v, want %v", tt.tokens, got, tt.want)
+		}
+	}
+	if got, want := s.FitsAt(701), c.Now().Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("FitsAt = %v, want %v", got, want)
+	}
+	s.Spend(700)
+	if s.Fits(1) {
+		t.Error("room after spending the rest")
+	}
+	c.Advance(30 * time.Second)
+	if !s.Fits(5000) {
+		t.Error("no room after the reset")
 	}
 }

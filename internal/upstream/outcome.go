@@ -73,4 +73,8 @@ type Result struct {
 	// one are stale, and the requests sent since are not in the
 	// provider's count. 0: unknown (then nothing is discounted).
 	Sent uint64
+	// SentTokens is State.Spend's mark for this attempt (the lease sets
+	// it): the tokens spent since are not in the provider's count. 0:
+	// none spent.
+	SentTokens uint64
 }

@@ -241,6 +241,9 @@ func (s *State) Finish(r Result) {
 // made, or lost a race). A half-open probe slot is freed for the next
 // caller.
 func (s *State) Release() {
+	if s.sh.o.Headroom != HeadroomOff {
+		s.hr.untake(s.sh)
+	}
 	s.probing.Store(false)
 	s.br.Abandon()
 	s.inflight.Add(-1)
@@ -250,14 +253,14 @@ func (s *State) Release() {
 // "Headroom"), before the slot is given back.
 func (s *State) observe(r Result) {
 	if s.sh.o.Headroom == HeadroomOff {
-		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0)
+		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0, 0)
 		return
 	}
 	var after uint64
 	if r.Sent > 0 {
 		after = s.acquired.Load() - r.Sent
 	}
-	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, s.sh.o.RateLimitDefault)
+	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, r.SentTokens, s.sh.o.RateLimitDefault)
 }
 
 // disable starts (or, after a failed probe, restarts) the probe delay.
