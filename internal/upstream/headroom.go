@@ -35,16 +35,19 @@ type Headroom struct {
 type HeadroomMode uint8
 
 const (
-	// HeadroomCost (the default): a backend whose budget is used up is
-	// ineligible until its reset, and P2C's cost is divided by the
-	// fraction left (docs/routing.md "Headroom" says why).
-	HeadroomCost HeadroomMode = iota
+	// HeadroomThreshold (the default): a backend whose budget is used up
+	// is ineligible until its reset, and P2C's cost is multiplied by
+	// thresholdPenalty while less than thresholdShare of the tighter
+	// budget is left (docs/routing.md "Headroom" has the simulation that
+	// chose it).
+	HeadroomThreshold HeadroomMode = iota
+	// HeadroomCost: the eligibility rule, and P2C's cost divided by the
+	// share left (at least minShare). It pushes load onto a backend that
+	// states no headroom at all, which then sees more 429s.
+	HeadroomCost
 	// HeadroomGate: only the eligibility rule; P2C ignores how much is
 	// left.
 	HeadroomGate
-	// HeadroomThreshold: the eligibility rule, and P2C's cost ×
-	// thresholdPenalty while less than thresholdShare is left.
-	HeadroomThreshold
 	// HeadroomOff: the headers are ignored; a backend is held back only
 	// after the provider's 429 (the reactive policy).
 	HeadroomOff

@@ -34,7 +34,7 @@ type Options struct {
 	AuthProbeAfter time.Duration
 
 	// Headroom says how selection uses the providers' rate-limit headers;
-	// the zero value is HeadroomCost (docs/routing.md "Headroom").
+	// the zero value is HeadroomThreshold (docs/routing.md "Headroom").
 	Headroom HeadroomMode
 }
 

@@ -74,7 +74,7 @@ type State struct {
 	probing  atomic.Bool   // the one probe of a disabled backend is out
 	cooldown atomic.Int64  // Instant; no traffic while now < cooldown (0 = never set)
 	cooled   atomic.Int64  // total ns of cooldown scheduled (metrics)
-	acquired atomic.Uint64 // slots ever taken (Result.Sent)
+	acquired atomic.Uint64 // slots taken and not given back unused (Result.Sent)
 	lat      peakEWMA
 	hr       headroom
 }
@@ -191,7 +191,8 @@ func (s *State) acquire() bool {
 	return true
 }
 
-// Acquired returns how many slots s has handed out; a lease keeps it as
+// Acquired returns how many slots s has handed out for requests that
+// were sent or may be (Release takes one back); a lease keeps it as
 // Result.Sent.
 func (s *State) Acquired() uint64 { return s.acquired.Load() }
 
@@ -244,6 +245,9 @@ func (s *State) Release() {
 	if s.sh.o.Headroom != HeadroomOff {
 		s.hr.untake(s.sh)
 	}
+	// Nothing was sent: the provider will not count it, so the answers
+	// to requests sent before it must not discount it either.
+	s.acquired.Add(^uint64(0))
 	s.probing.Store(false)
 	s.br.Abandon()
 	s.inflight.Add(-1)
