@@ -38,10 +38,11 @@ func TestStateCollectorPedantic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 7 backend + 5 snapshot (no age: never reached) + 12 outbox + 7 MQTT
-	// + 4 usage + 2 health + 3 client
-	if n != 40 {
-		t.Errorf("series = %d, want 40", n)
+	// 7 backend + 4 more (headroom held, ineligible by 2 reasons,
+	// malformed; no headroom ratio: unknown) + 5 snapshot (no age: never
+	// reached) + 12 outbox + 7 MQTT + 4 usage + 2 health + 3 client
+	if n != 44 {
+		t.Errorf("series = %d, want 44", n)
 	}
 }
 

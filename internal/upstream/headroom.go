@@ -266,21 +266,19 @@ func (s *State) Spend(tokens int64) uint64 {
 	return s.hr.spent.Add(uint64(tokens))
 }
 
-// view returns b's remaining share for View: −1 when unknown or past
-// its reset; with no stated limit, 0 when used up and −1 otherwise.
-func (b *budget) view(now Instant) float64 {
+// view returns b's remaining share for View, and false when unknown or
+// past its reset (with no stated limit, only a used-up budget is known:
+// share 0).
+func (b *budget) view(now Instant) (float64, bool) {
 	left, limit := b.left.Load(), b.limit.Load()
 	if left == unknown {
-		return -1
+		return 0, false
 	}
 	if r := b.reset.Load(); r != 0 && int64(now) >= r {
-		return -1
+		return 0, false
 	}
 	if limit <= 0 {
-		if left == 0 {
-			return 0
-		}
-		return -1
+		return 0, left <= 0
 	}
-	return min(1, max(0, float64(left)/float64(limit)))
+	return min(1, max(0, float64(left)/float64(limit))), true
 }

@@ -193,14 +193,15 @@ func TestHeadroomView(t *testing.T) {
 		s.Finish(Result{Outcome: Success, Sent: take(t, s), Headroom: Headroom{Requests: stated(100, 40, time.Minute), Malformed: 2}})
 		v := s.View()
 		type shares struct {
-			Requests, Tokens float64
-			Malformed        uint64
+			Requests                   float64
+			RequestsKnown, TokensKnown bool
+			Malformed                  uint64
 		}
-		want := shares{Requests: 0.4, Tokens: -1, Malformed: 2}
+		want := shares{Requests: 0.4, RequestsKnown: true, Malformed: 2}
 		if mode == HeadroomOff {
-			want.Requests = -1
+			want.Requests, want.RequestsKnown = 0, false
 		}
-		if diff := cmp.Diff(shares{v.HeadroomRequests, v.HeadroomTokens, v.MalformedHeaders}, want); diff != "" {
+		if diff := cmp.Diff(shares{v.HeadroomRequests, v.HeadroomRequestsKnown, v.HeadroomTokensKnown, v.MalformedHeaders}, want); diff != "" {
 			t.Errorf("mode %d: View (-got +want):\n%s", mode, diff)
 		}
 	}

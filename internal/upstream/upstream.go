@@ -401,8 +401,10 @@ type View struct {
 	// zero when none is running.
 	HeadroomUntil time.Time
 	// HeadroomRequests and HeadroomTokens are the remaining shares of the
-	// budgets, −1 when no answer stated one (or its reset has passed).
-	HeadroomRequests, HeadroomTokens float64
+	// budgets, meaningful when the matching Known is set: an answer stated
+	// the budget and its reset has not passed.
+	HeadroomRequests, HeadroomTokens           float64
+	HeadroomRequestsKnown, HeadroomTokensKnown bool
 	// CooledFor and HeldFor are the total time cooldowns (429s) and
 	// headroom holds have kept the backend ineligible, as scheduled.
 	CooledFor, HeldFor time.Duration
@@ -429,7 +431,8 @@ func (s *State) View() View {
 	if s.hr.holding(now) {
 		v.HeadroomUntil = s.sh.time(Instant(s.hr.until.Load()))
 	}
-	v.HeadroomRequests, v.HeadroomTokens = s.hr.requests.view(now), s.hr.tokens.view(now)
+	v.HeadroomRequests, v.HeadroomRequestsKnown = s.hr.requests.view(now)
+	v.HeadroomTokens, v.HeadroomTokensKnown = s.hr.tokens.view(now)
 	v.CooledFor, v.HeldFor = time.Duration(s.cooled.Load()), time.Duration(s.hr.held.Load())
 	v.MalformedHeaders = s.hr.malformed.Load()
 	return v
