@@ -99,3 +99,39 @@ func writeKey(t *testing.T, path, v string, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestAuthHeader: a credential's auth_header decides the one header that
+// carries it to the provider; without it, the protocol's own.
+func TestAuthHeader(t *testing.T) {
+	creds := []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+	for _, tt := range []struct {
+		auth, header, value string
+	}{
+		{"", "Authorization", "Bearer " + openAIProvKey},
+		{"bearer", "Authorization", "Bearer " + openAIProvKey},
+		{"x-api-key", "X-Api-Key", openAIProvKey},
+		{"api-key", "Api-Key", openAIProvKey},
+		{"x-goog-api-key", "X-Goog-Api-Key", openAIProvKey},
+	} {
+		name := tt.auth
+		if name == "" {
+			name = "default" // a name the temporary directory can carry
+		}
+		t.Run(name, func(t *testing.T) {
+			s := startStack(t, stackOptions{authHeader: tt.auth, anyKey: true})
+			if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+				t.Fatalf("status %d", r.status)
+			}
+			h := s.prov.Requests()[0].Header
+			for _, name := range creds {
+				want := ""
+				if name == tt.header {
+					want = tt.value
+				}
+				if got := h.Values(name); (want == "" && len(got) != 0) || (want != "" && (len(got) != 1 || got[0] != want)) {
+					t.Errorf("%s: %d values, want only %q", name, len(got), want)
+				}
+			}
+		})
+	}
+}

@@ -210,6 +210,8 @@ type stackOptions struct {
 	credFile  string
 	credTicks chan time.Time
 	anyKey    bool
+	// authHeader is the "oa" credential's auth_header ("": none).
+	authHeader string
 }
 
 type stack struct {
@@ -441,6 +443,9 @@ outbox_path = %q
 		tlsTOML = "insecure_plaintext = true"
 	}
 	toml = strings.Replace(toml, "#TLS#", tlsTOML, 1)
+	if o.authHeader != "" {
+		toml = strings.Replace(toml, "[credentials.oa]\n", fmt.Sprintf("[credentials.oa]\nauth_header = %q\n", o.authHeader), 1)
+	}
 	if o.credFile != "" {
 		toml = strings.Replace(toml, "[credentials.oa]\nenv = \"TEST_OPENAI_KEY\"", fmt.Sprintf("[credentials.oa]\nfile = %q", o.credFile), 1)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
@@ -289,7 +290,19 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	a.timer.start(c.h.o.FirstByte, c.h.o.NonStreamTotal, !c.req.Stream, a.cancel)
 	defer a.timer.stop()
 
-	header := c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
+	// The credential is read once per attempt: a file credential rotated
+	// meanwhile reaches the next attempt (docs/configuration.md
+	// "Credentials").
+	cred := t.Backend.Credential.Reveal()
+	header := c.spec.Header(c.r.Header, cred)
+	if a := t.Backend.Auth; a != credential.AuthDefault {
+		// The credential's auth_header replaces the protocol's way of
+		// sending it.
+		for _, h := range credential.CredentialHeaders {
+			header.Del(h)
+		}
+		header.Set(a.Header(cred))
+	}
 	query := ""
 	if c.spec.UpstreamQuery != nil {
 		query = c.spec.UpstreamQuery(c.r.URL.Query())
