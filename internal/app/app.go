@@ -97,7 +97,7 @@ type Options struct {
 }
 
 // credentialCheckEvery is how often the files of file credentials are
-// stat'ed for a rotation (docs/configuration.md "Credentials").
+// stat'ed for a rotation (docs/operations.md "Credentials").
 const credentialCheckEvery = 5 * time.Second
 
 // ErrAborted is Run's error when Options.Abort ended the drain: the node
@@ -681,7 +681,7 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 }
 
 // watchCredentials sets up the re-reading of file credentials
-// (docs/configuration.md "Credentials"): every routing table holds copies
+// (docs/operations.md "Credentials"): every routing table holds copies
 // of the same Secrets, so a new value reaches every backend at once,
 // while an attempt keeps the value it read for its whole exchange.
 func (n *node) watchCredentials() {

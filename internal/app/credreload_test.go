@@ -12,7 +12,7 @@ import (
 // TestCredentialFileRotates: the provider credential's file is replaced
 // while requests are running; after the next check every new request
 // carries the new key, none fails, and a later broken file keeps the new
-// key in use, saying so in the log (docs/configuration.md "Credentials").
+// key in use, saying so in the log (docs/operations.md "Credentials").
 func TestCredentialFileRotates(t *testing.T) {
 	const oldKey, newKey = "sk-rotate-old-4b1d", "sk-rotate-new-77e2"
 	dir := t.TempDir()

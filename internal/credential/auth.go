@@ -3,7 +3,7 @@ package credential
 import "fmt"
 
 // AuthHeader is how a credential is put on a provider request
-// (docs/configuration.md "Credentials"). The zero value is the
+// (docs/operations.md "Credentials"). The zero value is the
 // protocol's own way: Authorization: Bearer for OpenAI, x-api-key for
 // Anthropic, x-goog-api-key for Gemini.
 type AuthHeader uint8

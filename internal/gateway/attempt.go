@@ -291,7 +291,7 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	defer a.timer.stop()
 
 	// The credential is read once per attempt: a file credential rotated
-	// meanwhile reaches the next attempt (docs/configuration.md
+	// meanwhile reaches the next attempt (docs/operations.md
 	// "Credentials").
 	cred := t.Backend.Credential.Reveal()
 	header := c.spec.Header(c.r.Header, cred)
