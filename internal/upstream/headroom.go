@@ -37,8 +37,8 @@ type HeadroomMode uint8
 const (
 	// HeadroomThreshold (the default): a backend whose budget is used up
 	// is ineligible until its reset, and P2C's cost is multiplied by
-	// thresholdPenalty while less than thresholdShare of the tighter
-	// budget is left (docs/routing.md "Headroom" has the simulation that
+	// thresholdPenalty while less than 1/thresholdPenalty of a budget is
+	// left (docs/routing.md "Headroom" has the simulation that
 	// chose it).
 	HeadroomThreshold HeadroomMode = iota
 	// HeadroomCost: the eligibility rule, and P2C's cost divided by the
@@ -56,12 +56,14 @@ const (
 const (
 	// unknown is a budget's remaining count before any answer stated it.
 	unknown = math.MinInt64
+	// maxCount bounds the counts an answer may state.
+	maxCount = 1 << 53
 	// minShare bounds the headroom factor of P2C's cost from below: a
 	// backend with 1% left costs 20×, not 100×, so that a stale reading
 	// cannot starve it for long (its reset lifts the factor anyway).
 	minShare = 0.05
-	// thresholdShare and thresholdPenalty: HeadroomThreshold's rule.
-	thresholdShare   = 0.1
+	// HeadroomThreshold's rule: the cost × thresholdPenalty while less
+	// than 1/thresholdPenalty (10%) of a budget is left.
 	thresholdPenalty = 10
 )
 
@@ -107,16 +109,28 @@ func (h *headroom) factor(mode HeadroomMode, now Instant) float64 {
 	if !h.seen.Load() {
 		return 1
 	}
-	s := min(h.requests.share(now), h.tokens.share(now))
 	switch mode {
-	case HeadroomCost:
-		return max(s, minShare)
 	case HeadroomThreshold:
-		if s < thresholdShare {
+		// Compared in whole numbers: P2C asks this twice per pick.
+		if h.requests.low(now) || h.tokens.low(now) {
 			return 1.0 / thresholdPenalty
 		}
+	case HeadroomCost:
+		return max(min(h.requests.share(now), h.tokens.share(now)), minShare)
 	}
 	return 1
+}
+
+// low reports whether less than 1/thresholdPenalty of b is left at now,
+// without a division (observe bounds the counts, so the product cannot
+// overflow).
+func (b *budget) low(now Instant) bool {
+	left, limit := b.left.Load(), b.limit.Load()
+	if left == unknown || limit <= 0 || left*thresholdPenalty >= limit {
+		return false
+	}
+	r := b.reset.Load()
+	return r == 0 || int64(now) < r
 }
 
 // holding reports whether a used-up budget holds the backend back at now.
@@ -143,25 +157,21 @@ func (h *headroom) hold(now, until int64) {
 // take counts one request against the request budget when a slot is
 // taken, so that requests sent after the last answer are not forgotten;
 // the one that takes the last request holds the backend until the reset
-// (or, when no reset was stated, for fallback).
+// (or, when no reset was stated, for RateLimitDefault). Past the reset the
+// count is stale and the hold it would set has already ended, so the
+// clock is read only when the count runs out.
 func (h *headroom) take(sh *shared) {
 	b := &h.requests
-	if b.left.Load() == unknown {
+	if b.left.Load() == unknown || b.left.Add(-1) > 0 {
 		return
 	}
-	now, fallback := sh.now(), sh.o.RateLimitDefault
+	now := int64(sh.now())
 	r := b.reset.Load()
-	if r != 0 && int64(now) >= r {
-		return // past the reset: whole again, until an answer says otherwise
-	}
-	if b.left.Add(-1) > 0 {
-		return
-	}
 	if r == 0 {
-		r = int64(now) + int64(fallback)
+		r = now + int64(sh.o.RateLimitDefault)
 		b.left.Store(unknown) // a guess: back to the 429s once it is over
 	}
-	h.hold(int64(now), r)
+	h.hold(now, r)
 }
 
 // observe applies an answer's headers. sent is the Result.Sent of the
@@ -187,9 +197,10 @@ func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, 
 		if !in.Known() {
 			return
 		}
-		left := in.Remaining - pending
+		// Bounded far above any real budget, so that low's product fits.
+		left := min(in.Remaining, maxCount) - pending
 		b.left.Store(max(left, 0))
-		b.limit.Store(max(in.Limit, 0))
+		b.limit.Store(min(max(in.Limit, 0), maxCount))
 		var r int64
 		if in.Reset > 0 {
 			r = int64(now) + int64(in.Reset)
@@ -213,18 +224,16 @@ func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, 
 
 // untake gives back the request that take counted for a slot that was
 // released unused.
-func (h *headroom) untake(sh *shared) {
+func (h *headroom) untake() {
 	b := &h.requests
 	if b.left.Load() == unknown {
 		return
 	}
-	r := b.reset.Load()
-	if r != 0 && int64(sh.now()) >= r {
-		return
-	}
-	if b.left.Add(1) == 1 && r != 0 {
-		// take held the backend for the request given back: lift it.
-		h.until.CompareAndSwap(r, 0)
+	if b.left.Add(1) == 1 {
+		if r := b.reset.Load(); r != 0 {
+			// take held the backend for the request given back: lift it.
+			h.until.CompareAndSwap(r, 0)
+		}
 	}
 }
 

@@ -184,8 +184,10 @@ func (s *State) acquire() bool {
 		s.inflight.Add(-1)
 		return false
 	}
-	s.acquired.Add(1)
-	if s.sh.o.Headroom != HeadroomOff {
+	// Counted only once a provider stated a budget: a backend without
+	// rate-limit headers pays no more for them than one load.
+	if s.hr.seen.Load() {
+		s.acquired.Add(1)
 		s.hr.take(s.sh)
 	}
 	return true
@@ -242,12 +244,12 @@ func (s *State) Finish(r Result) {
 // made, or lost a race). A half-open probe slot is freed for the next
 // caller.
 func (s *State) Release() {
-	if s.sh.o.Headroom != HeadroomOff {
-		s.hr.untake(s.sh)
+	if s.hr.seen.Load() {
+		s.hr.untake()
+		// Nothing was sent: the provider will not count it, so the
+		// answers to requests sent before it must not discount it either.
+		s.acquired.Add(^uint64(0))
 	}
-	// Nothing was sent: the provider will not count it, so the answers
-	// to requests sent before it must not discount it either.
-	s.acquired.Add(^uint64(0))
 	s.probing.Store(false)
 	s.br.Abandon()
 	s.inflight.Add(-1)
@@ -260,9 +262,11 @@ func (s *State) observe(r Result) {
 		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0, 0)
 		return
 	}
+	// Counting starts with the first budget stated, and a slot taken
+	// before it may be given back after: never discount below 0.
 	var after uint64
-	if r.Sent > 0 {
-		after = s.acquired.Load() - r.Sent
+	if a := s.acquired.Load(); r.Sent > 0 && a > r.Sent {
+		after = a - r.Sent
 	}
 	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, r.SentTokens, s.sh.o.RateLimitDefault)
 }
