@@ -1,10 +1,13 @@
 package app
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,13 +29,22 @@ func TestCredentialFileRotates(t *testing.T) {
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		failures []int
+		checked  atomic.Bool
+		late     = map[string]bool{} // requests started after the check; guarded by mu
 	)
 	midway := make(chan struct{})
 	var once sync.Once
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat)
+				mark := fmt.Sprintf("w%d-%d", w, i)
+				if checked.Load() {
+					mu.Lock()
+					late[mark] = true
+					mu.Unlock()
+				}
+				body := `{"model":"demo-gpt","messages":[{"role":"user","content":"` + mark + `"}]}`
+				r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), body)
 				if r.status != 200 {
 					mu.Lock()
 					failures = append(failures, r.status)
@@ -48,24 +60,26 @@ func TestCredentialFileRotates(t *testing.T) {
 	writeKey(t, path, newKey+"\n", 1)
 	ticks <- time.Time{}
 	s.events.waitFor(t, "credentials checked 1", 10*time.Second)
-	after := s.prov.RequestCount()
+	checked.Store(true)
 	wg.Wait()
 	if len(failures) != 0 {
 		t.Fatalf("%d requests failed during the rotation: %v", len(failures), failures)
 	}
 	reqs := s.prov.Requests()
 	var sawOld, sawNew int
-	for i, r := range reqs {
+	for _, r := range reqs {
 		switch r.Header.Get("Authorization") {
 		case "Bearer " + oldKey:
 			sawOld++
-			if int64(i) >= after+workers { // at most one per worker was already past its pick
-				t.Errorf("request %d carried the old key after the reload", i+1)
+			for mark := range late {
+				if strings.Contains(string(r.Body), `"`+mark+`"`) {
+					t.Errorf("request %s, started after the check, carried the old key", mark)
+				}
 			}
 		case "Bearer " + newKey:
 			sawNew++
 		default:
-			t.Errorf("request %d carried neither key", i+1)
+			t.Errorf("request %d carried neither key", r.Seq)
 		}
 	}
 	if sawOld == 0 || sawNew == 0 || sawOld+sawNew != workers*each {
