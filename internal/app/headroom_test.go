@@ -85,3 +85,26 @@ func TestHeadroomPlacesAround(t *testing.T) {
 		t.Fatalf("other backend received %d requests, want 10", n)
 	}
 }
+
+// TestHeadroomTokens: with 100 tokens left for 30 s, a request that
+// declares max_tokens 500 does not fit and gets the fast 503; one that
+// declares nothing is not held back on a guess and goes out.
+func TestHeadroomTokens(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	first := `{"model":"demo-gpt","messages":[{"role":"user","content":"hi [[ratelimit_remaining_tokens=100]] [[ratelimit_reset=30s]]"}]}`
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), first); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	big := `{"model":"demo-gpt","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`
+	r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), big)
+	ra, _ := strconv.Atoi(r.header.Get("Retry-After"))
+	if r.status != 503 || ra < 28 || ra > 31 {
+		t.Fatalf("status %d Retry-After %q, want 503 with about 30; body %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if n := s.prov.RequestCount(); n != 1 {
+		t.Fatalf("provider received %d requests, want 1", n)
+	}
+	if r := s.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
+		t.Fatalf("status %d for a request without max_tokens, want 200", r.status)
+	}
+}
