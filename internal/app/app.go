@@ -34,9 +34,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +56,7 @@ import (
 	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/routes"
+	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/tracing"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -88,7 +91,15 @@ type Options struct {
 	// PprofListening, if set, is called with the profiling listener's
 	// address once it is open.
 	PprofListening func(net.Addr)
+	// CredentialTicks, if set, drives the checks of file credentials
+	// instead of a ticker of credentialCheckEvery (tests send on it and
+	// wait for Hooks.CredentialsChecked).
+	CredentialTicks <-chan time.Time
 }
+
+// credentialCheckEvery is how often the files of file credentials are
+// stat'ed for a rotation (docs/operations.md "Credentials").
+const credentialCheckEvery = 5 * time.Second
 
 // ErrAborted is Run's error when Options.Abort ended the drain: the node
 // stopped cleanly but did not let its requests finish.
@@ -171,6 +182,7 @@ type node struct {
 	metrics   *metrics.Metrics
 	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
 	tracer    *tracing.Tracer           // nil when tracing is off
+	creds     *secret.Watcher           // the file credentials; nil when there are none
 	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
 	gw        *gateway.Handler          // inside limited; owns the WebSocket connections
 	api       *http.Server
@@ -294,6 +306,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return t != nil && t.Uses(id)
 	}))
 	n.metrics.RegisterHealth(func() bool { return n.health.Ready().Ready }, n.health.Draining)
+	n.watchCredentials()
 	for _, p := range cfg.Egress.Proxies {
 		n.metrics.InitEgress(p.Name)
 	}
@@ -664,6 +677,13 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 			p.Run(pollCtx)
 		}()
 	}
+	if n.creds != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.runCredentialWatch(pollCtx)
+		}()
+	}
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
 	if n.o.Listening != nil {
 		n.o.Listening(apiLn.Addr(), healthLn.Addr())
@@ -679,6 +699,56 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 	wg.Wait()
 	n.log.Info("node stopped", "aborted", aborted)
 	return aborted, nil
+}
+
+// watchCredentials sets up the re-reading of file credentials
+// (docs/operations.md "Credentials"): every routing table holds copies
+// of the same Secrets, so a new value reaches every backend at once,
+// while an attempt keeps the value it read for its whole exchange.
+func (n *node) watchCredentials() {
+	names := slices.Sorted(maps.Keys(n.cfg.Credentials))
+	secrets := make([]secret.Secret, 0, len(names))
+	for _, name := range names {
+		secrets = append(secrets, n.cfg.Credentials[name].Secret)
+	}
+	w := secret.NewWatcher(secret.WatchOptions{
+		OnError: func(path string, err error) {
+			n.log.Error("credential file could not be re-read; the previous value stays in use", "file", path, "error", err)
+		},
+		OnReload: func(path string) {
+			n.log.Info("credential reloaded from its file", "file", path)
+		},
+	}, secrets...)
+	if w.Len() == 0 {
+		return
+	}
+	n.creds = w
+	n.metrics.RegisterCredentials(func() metrics.CredentialStats {
+		changed, failed := w.Stats()
+		return metrics.CredentialStats{Changed: changed, Failed: failed}
+	})
+}
+
+// runCredentialWatch checks the credential files on every tick until ctx
+// ends.
+func (n *node) runCredentialWatch(ctx context.Context) {
+	ticks := n.o.CredentialTicks
+	if ticks == nil {
+		t := time.NewTicker(credentialCheckEvery)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			n.creds.Check()
+			if n.o.Hooks.CredentialsChecked != nil {
+				n.o.Hooks.CredentialsChecked()
+			}
+		}
+	}
 }
 
 // listenAPI opens the public listener, with TLS 1.2+ when a certificate is

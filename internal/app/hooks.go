@@ -32,6 +32,9 @@ type Hooks struct {
 	// Refused is called for every request refused before routing, after
 	// its refusal line (if the rate limit let one through) was logged.
 	Refused func(status int, reason string)
+	// CredentialsChecked is called after each check of the file
+	// credentials (Options.CredentialTicks).
+	CredentialsChecked func()
 }
 
 // SnapshotEvent is one decoded snapshot document.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +100,7 @@ func (l *eventLog) add(format string, args ...any) {
 }
 
 func (l *eventLog) hooks() Hooks {
+	var checks atomic.Int64
 	return Hooks{
 		Draining:  func() { l.add("draining") },
 		GraceOver: func() { l.add("grace over") },
@@ -115,7 +117,8 @@ func (l *eventLog) hooks() Hooks {
 		Request: func(endpoint string, status int, sendState string) {
 			l.add("request %s %d %s", endpoint, status, sendState)
 		},
-		Refused: func(status int, reason string) { l.add("refused %d %s", status, reason) },
+		Refused:            func(status int, reason string) { l.add("refused %d %s", status, reason) },
+		CredentialsChecked: func() { l.add("credentials checked %d", checks.Add(1)) },
 	}
 }
 
@@ -200,6 +203,15 @@ type stackOptions struct {
 	authzVerifyKey string
 	stateDir       string // control_plane.state_dir (default: in the stack's dir); share it to restart a node
 	controlPlane   string // more [control_plane] keys, one per line
+	// credFile, when set, is the file the "oa" credential is read from
+	// (instead of the environment); credTicks drives its re-reads
+	// (Options.CredentialTicks). anyKey lets the fake providers accept any
+	// credential, as a provider accepts both keys during a rotation.
+	credFile  string
+	credTicks chan time.Time
+	anyKey    bool
+	// authHeader is the "oa" credential's auth_header ("": none).
+	authHeader string
 }
 
 type stack struct {
@@ -248,7 +260,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		o.bodyLimit = 1 << 20
 	}
 	s := &stack{t: t, logs: newLogBuffer(), events: newEventLog(), dir: t.TempDir()}
-	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script})
+	oaKey := openAIProvKey
+	if o.anyKey {
+		oaKey = ""
+	}
+	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: oaKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script})
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -258,7 +274,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		o.weight = 1
 	}
 	if o.second {
-		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: openAIProvKey, GeminiKey: geminiProvKey})
+		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: oaKey, GeminiKey: geminiProvKey})
 		if s.prov2URL, err = s.prov2.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
@@ -444,6 +460,12 @@ outbox_path = %q
 		tlsTOML = "insecure_plaintext = true"
 	}
 	toml = strings.Replace(toml, "#TLS#", tlsTOML, 1)
+	if o.authHeader != "" {
+		toml = strings.Replace(toml, "[credentials.oa]\n", fmt.Sprintf("[credentials.oa]\nauth_header = %q\n", o.authHeader), 1)
+	}
+	if o.credFile != "" {
+		toml = strings.Replace(toml, "[credentials.oa]\nenv = \"TEST_OPENAI_KEY\"", fmt.Sprintf("[credentials.oa]\nfile = %q", o.credFile), 1)
+	}
 	toml = strings.Replace(toml, "#LIMITS#", o.limits, 1)
 	toml = strings.Replace(toml, "#CONTROL-PLANE#", o.controlPlane, 1)
 	if o.routesSource != "" {
@@ -476,10 +498,11 @@ outbox_path = %q
 	log := slog.New(logline.NewHandler(s.logs, slog.LevelDebug)) // the node's handler
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
-			Logger:         log,
-			Hooks:          s.events.hooks(),
-			Pprof:          o.pprof,
-			PprofListening: func(a net.Addr) { s.pprof = "http://" + a.String() },
+			Logger:          log,
+			Hooks:           s.events.hooks(),
+			Pprof:           o.pprof,
+			CredentialTicks: o.credTicks,
+			PprofListening:  func(a net.Addr) { s.pprof = "http://" + a.String() },
 			Listening: func(api, health net.Addr) {
 				scheme := "http://"
 				if o.tlsCert != "" {

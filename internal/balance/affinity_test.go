@@ -409,7 +409,7 @@ func TestAffinityKeyless(t *testing.T) {
 		if okp {
 			tp.Backend.State.Release()
 		}
-		if !ok || !okp || ta != tp || pl != Keyless {
+		if !ok || !okp || ta.Target != tp.Target || pl != Keyless {
 			t.Fatalf("pick %d: affinity %v (%s), p2c %v", i, ta.Backend.ID, pl, tp.Backend.ID)
 		}
 	}

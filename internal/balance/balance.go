@@ -241,20 +241,26 @@ func weightIndex(tier []*routes.Target) *routes.WeightIndex {
 }
 
 // RetryAfter returns how long a client should wait before retrying when no
-// target of pool could take a request needing need: the time until the
-// earliest capability-matching target becomes eligible (end of a cooldown
-// or of a breaker's open period; a target that is only at its cap counts
-// as eligible now; a disabled one at its probe), rounded up to whole
-// seconds and at least 1s, however long the cooldown. With no matching
-// target it returns 5 minutes.
-func RetryAfter(pool []*routes.Target, need routes.Caps, now time.Time) time.Duration {
+// target of pool could take a request needing need and expected to cost
+// tokens (0: unknown): the time until the earliest capability-matching
+// target becomes eligible (end of a cooldown, of a breaker's open period
+// or of a used-up rate-limit budget, or the token reset of one without
+// room for tokens; a target that is only at its cap counts as eligible
+// now; a disabled one at its probe), rounded up to whole seconds and at
+// least 1s, however long the cooldown. With no matching target it returns
+// 5 minutes.
+func RetryAfter(pool []*routes.Target, need routes.Caps, tokens int64, now time.Time) time.Duration {
 	best := time.Duration(-1)
 	for _, t := range pool {
 		if !t.Caps.Has(need) {
 			continue
 		}
 		var d time.Duration
-		if at := t.Backend.State.EligibleAt(); !at.IsZero() {
+		at := t.Backend.State.EligibleAt()
+		if ft := t.Backend.State.FitsAt(tokens); ft.After(at) {
+			at = ft
+		}
+		if !at.IsZero() {
 			d = at.Sub(now)
 		}
 		if best < 0 || d < best {

@@ -363,10 +363,11 @@ func testCapUnderContention(t *testing.T, alg string, index bool) {
 
 func TestRetryAfter(t *testing.T) {
 	tests := []struct {
-		name  string
-		setup func(reg *upstream.Registry) []*routes.Target
-		need  routes.Caps
-		want  time.Duration
+		name   string
+		setup  func(reg *upstream.Registry) []*routes.Target
+		need   routes.Caps
+		tokens int64
+		want   time.Duration
 	}{
 		{
 			name: "eligible now (only at cap) gives the floor",
@@ -428,6 +429,31 @@ func TestRetryAfter(t *testing.T) {
 			want: 6 * time.Hour,
 		},
 		{
+			name: "no requests left: the reset",
+			setup: func(reg *upstream.Registry) []*routes.Target {
+				a := target(reg, "a", 1, 0, 10, 0)
+				a.Backend.State.Acquire()
+				a.Backend.State.Finish(upstream.Result{Outcome: upstream.Success, Headroom: upstream.Headroom{
+					Requests: upstream.Budget{Stated: true, Limit: 60, Remaining: 0, Reset: 29500 * time.Millisecond},
+				}})
+				return []*routes.Target{a}
+			},
+			want: 30 * time.Second,
+		},
+		{
+			name: "too few tokens left for this request: the token reset",
+			setup: func(reg *upstream.Registry) []*routes.Target {
+				a := target(reg, "a", 1, 0, 10, 0)
+				a.Backend.State.Acquire()
+				a.Backend.State.Finish(upstream.Result{Outcome: upstream.Success, Headroom: upstream.Headroom{
+					Tokens: upstream.Budget{Stated: true, Limit: 10000, Remaining: 900, Reset: 12 * time.Second},
+				}})
+				return []*routes.Target{a}
+			},
+			tokens: 1000,
+			want:   12 * time.Second,
+		},
+		{
 			name:  "no target at all: five minutes",
 			setup: func(*upstream.Registry) []*routes.Target { return nil },
 			want:  5 * time.Minute,
@@ -437,7 +463,7 @@ func TestRetryAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reg, c := testRegistry()
 			pool := tt.setup(reg)
-			if got := RetryAfter(pool, tt.need, c.Now()); got != tt.want {
+			if got := RetryAfter(pool, tt.need, tt.tokens, c.Now()); got != tt.want {
 				t.Fatalf("RetryAfter = %v, want %v", got, tt.want)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -106,6 +107,38 @@ func BenchmarkPickMostlyFull(b *testing.B) {
 			if alg == "weighted_random" {
 				p = &WeightedRandom{IntN: r.IntN}
 			}
+			b.ReportAllocs()
+			for b.Loop() {
+				t, ok := p.Pick(pool, 0, nil)
+				if !ok {
+					b.Fatal("no pick")
+				}
+				t.Backend.State.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkPickHeadroom is BenchmarkPick for weighted_p2c on backends
+// whose providers state their rate-limit headroom (plenty left, so every
+// pick reads it and none is held), the case the headroom rule adds work
+// to.
+func BenchmarkPickHeadroom(b *testing.B) {
+	for _, n := range []int{2, 10, 100} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			reg := upstream.NewRegistry(upstream.Options{SlowStart: -1})
+			pool := make([]*routes.Target, n)
+			for i := range pool {
+				pool[i] = target(reg, fmt.Sprint(i), i+1, 0, 1<<30, 0)
+				st := pool[i].Backend.State
+				st.Acquire()
+				st.Finish(upstream.Result{Outcome: upstream.Success, Headroom: upstream.Headroom{
+					Requests: upstream.Budget{Stated: true, Limit: 1 << 40, Remaining: 1 << 40, Reset: time.Hour},
+					Tokens:   upstream.Budget{Stated: true, Limit: 1 << 40, Remaining: 1 << 40, Reset: time.Hour},
+				}})
+			}
+			routes.IndexWeights(pool)
+			p := &P2C{Float64: rand.New(rand.NewPCG(1, 2)).Float64}
 			b.ReportAllocs()
 			for b.Loop() {
 				t, ok := p.Pick(pool, 0, nil)

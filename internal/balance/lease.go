@@ -18,10 +18,14 @@ import (
 type Lease struct {
 	*routes.Target // the picked target; nil for the zero Lease
 	held           bool
+	sent           uint64 // the backend's Acquired count after the slot was taken
+	spent          uint64 // the backend's Spend mark, once Fit spent tokens
 }
 
 // lease returns a held Lease on t, whose slot the caller has taken.
-func lease(t *routes.Target) Lease { return Lease{Target: t, held: true} }
+func lease(t *routes.Target) Lease {
+	return Lease{Target: t, held: true, sent: t.Backend.State.Acquired()}
+}
 
 // Held reports whether l still holds its slot: Done has not been called.
 func (l *Lease) Held() bool { return l.held }
@@ -33,5 +37,24 @@ func (l *Lease) Done(r upstream.Result) {
 		return
 	}
 	l.held = false
+	r.Sent, r.SentTokens = l.sent, l.spent
 	l.Backend.State.Finish(r)
+}
+
+// Fit reports whether the target's token budget has room for a request
+// expected to cost tokens (0: unknown, always room), and counts them
+// against it. When it has none the slot is released and the Lease is
+// done: the caller picks again without this target (docs/routing.md
+// "Headroom").
+func (l *Lease) Fit(tokens int64) bool {
+	st := l.Backend.State
+	if !st.Fits(tokens) {
+		l.held = false
+		st.Release()
+		return false
+	}
+	if tokens > 0 {
+		l.spent = st.Spend(tokens)
+	}
+	return true
 }

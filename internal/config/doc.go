@@ -116,6 +116,9 @@
 //	hosts = ["api.openai.com", "*.openai.azure.com"]  # required: where it may be sent; exact host, IP
 //	                                    #   or "*." + domain (one or more labels, not the domain itself);
 //	                                    #   no port; any case; IDNs in punycode (docs/egress.md)
+//	auth_header = "bearer"              # optional: "bearer" | "x-api-key" | "api-key" | "x-goog-api-key";
+//	                                    #   absent = the backend protocol's own header (docs/operations.md
+//	                                    #   "Credentials"); a file credential is re-read when its file changes
 //
 //	[backends.openai-1]                 # docs/routing.md "Models and targets"; id: 1-64 of [A-Za-z0-9._-]
 //	protocol = "openai"                 # "openai" | "anthropic" | "gemini"

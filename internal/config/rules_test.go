@@ -559,8 +559,23 @@ func TestRulesCredentials(t *testing.T) {
 			name: "neither env nor file", edits: []string{credEnv, `path = "/x"`},
 			want: []Problem{
 				{"credentials.c1", `missing; expected exactly one of env = "NAME" or file = "PATH"`},
-				{"credentials.c1.path", "unknown key; expected one of: env, file, hosts"},
+				{"credentials.c1.path", "unknown key; expected one of: auth_header, env, file, hosts"},
 			},
+		},
+		{
+			name: "auth_header", view: creds,
+			edits: []string{credEnv, credEnv + "\n" + `auth_header = "api-key"`},
+			wantView: map[string]credential.Credential{
+				"c1": {Secret: secret.New("k1"), Hosts: []string{"api.example.com", "x.example", "127.0.0.1", "127.0.0.2", "localhost", "::1"}, Auth: credential.AuthAPIKey},
+			},
+		},
+		{
+			name: "auth_header outside the list", edits: []string{credEnv, credEnv + "\n" + `auth_header = "X-Api-Key"`},
+			want: []Problem{{"credentials.c1.auth_header", `must be "bearer", "x-api-key", "api-key" or "x-goog-api-key"`}},
+		},
+		{
+			name: "auth_header not a string", edits: []string{credEnv, credEnv + "\n" + `auth_header = 1`},
+			want: []Problem{{"credentials.c1.auth_header", "expected a string, got an integer"}},
 		},
 		{
 			name: "unset variable", edits: []string{credEnv, `env = "NOPE"`},

@@ -428,7 +428,16 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 		// Declared names resolve even when their value fails to load, so a
 		// missing variable is reported once, at the credential.
 		hosts := v.credentialHosts(e.t)
-		creds[e.name] = credential.Credential{Secret: v.secretRefTable(e.t), Hosts: hosts}
+		var auth credential.AuthHeader
+		if e.t.has("auth_header") {
+			if name, ok := e.t.str("auth_header", credential.AuthHeaderNames); ok {
+				var err error
+				if auth, err = credential.ParseAuthHeader(name); err != nil {
+					v.ps.add(e.t.at("auth_header"), "%v", err)
+				}
+			}
+		}
+		creds[e.name] = credential.Credential{Secret: v.secretRefTable(e.t), Hosts: hosts, Auth: auth}
 	}
 	return creds
 }

@@ -46,6 +46,9 @@ type Credential struct {
 	// Hosts are the patterns of the credential's hosts list, each in the
 	// form ParseHost returns. Empty allows no host.
 	Hosts []string
+	// Auth is how the credential is sent; AuthDefault: as the backend's
+	// protocol sends it.
+	Auth AuthHeader
 }
 
 // Allows reports whether c may be sent to host, a URL's host as

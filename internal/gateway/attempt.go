@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/internal/provider"
@@ -52,6 +54,11 @@ type call struct {
 	star      string      // the part of req.Model the pattern's star matched
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
+	// tokens is what the request is expected to cost against a
+	// credential's token budget: its declared output cap plus a quarter of
+	// its body's bytes; 0 when it declares no cap (the node then never
+	// holds it back for tokens on a guess alone, docs/routing.md "Headroom").
+	tokens int64
 
 	// A limited key's admission (docs/limits.md): the ticket each attempt
 	// debits and the request releases, and the state its answers show.
@@ -83,12 +90,13 @@ type attempt struct {
 	ttfb      time.Duration
 	committed bool
 
-	egressFault    bool          // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
-	providerStatus int           // the provider's HTTP status, 0 if none
-	retryAfter     time.Duration // the provider's retry advice on a 429
-	quota          bool          // an answer that says the quota or balance is gone
-	authRefused    bool          // an answer that says the backend's credential was refused
-	aboutRequest   bool          // an error answer about this request alone (provider.API.AboutRequest)
+	egressFault    bool              // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
+	providerStatus int               // the provider's HTTP status, 0 if none
+	retryAfter     time.Duration     // the provider's retry advice on a 429
+	quota          bool              // an answer that says the quota or balance is gone
+	authRefused    bool              // an answer that says the backend's credential was refused
+	headroom       upstream.Headroom // what the answer's rate-limit headers said (docs/routing.md "Headroom")
+	aboutRequest   bool              // an error answer about this request alone (provider.API.AboutRequest)
 
 	reqBytes  int64
 	respBytes int64
@@ -131,6 +139,9 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
 		if c.req, berr = spec.Inspect(c.body, pathModel); berr == nil {
+			if c.req.MaxOutput > 0 {
+				c.tokens = c.req.MaxOutput + int64(len(c.body))/4
+			}
 			c.route(ctx)
 			return
 		}
@@ -231,7 +242,7 @@ func (c *call) route(ctx context.Context) {
 	if len(tried) == 0 {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest
 		// moment a target can take traffic again, and x-should-retry: true.
-		wait := balance.RetryAfter(pool, req.Need, c.h.o.Now())
+		wait := balance.RetryAfter(pool, req.Need, c.tokens, c.h.o.Now())
 		a := attempt{state: provider.NotSent, stage: stageSelect, placement: placement}
 		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", shown), wait))
 		c.log(ctx, &a)
@@ -262,9 +273,25 @@ func (c *call) sessionKey(prefix bool) balance.Key {
 	return 0
 }
 
-// pick asks the picker for a target: by the session's hash order when the
-// model has affinity on and the picker does it, else by balancing.
+// pick asks the picker for a target whose token budget has room for the
+// request (docs/routing.md "Headroom"), passing over those without.
 func (c *call) pick(pool, tried []*routes.Target, affinity bool) (balance.Lease, balance.Placement, bool) {
+	skip := tried
+	for {
+		l, pl, ok := c.pick1(pool, skip, affinity)
+		if !ok || l.Fit(c.tokens) {
+			return l, pl, ok
+		}
+		if len(skip) == len(tried) {
+			skip = slices.Clip(tried) // never append into the caller's array
+		}
+		skip = append(skip, l.Target)
+	}
+}
+
+// pick1 asks the picker for a target: by the session's hash order when the
+// model has affinity on and the picker does it, else by balancing.
+func (c *call) pick1(pool, tried []*routes.Target, affinity bool) (balance.Lease, balance.Placement, bool) {
 	if sp, ok := c.h.o.Picker.(SessionPicker); ok && affinity {
 		return sp.PickKey(pool, c.req.Need, tried, c.session)
 	}
@@ -321,7 +348,19 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	a.timer.start(c.h.o.FirstByte, c.h.o.NonStreamTotal, !c.req.Stream, a.cancel)
 	defer a.timer.stop()
 
-	header := c.spec.Header(c.r.Header, t.Backend.Credential.Reveal())
+	// The credential is read once per attempt: a file credential rotated
+	// meanwhile reaches the next attempt (docs/operations.md
+	// "Credentials").
+	cred := t.Backend.Credential.Reveal()
+	header := c.spec.Header(c.r.Header, cred)
+	if a := t.Backend.Auth; a != credential.AuthDefault {
+		// The credential's auth_header replaces the protocol's way of
+		// sending it.
+		for _, h := range credential.CredentialHeaders {
+			header.Del(h)
+		}
+		header.Set(a.Header(cred))
+	}
 	query := ""
 	if c.spec.UpstreamQuery != nil {
 		query = c.spec.UpstreamQuery(c.r.URL.Query())
@@ -364,6 +403,11 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	a.state, a.providerStatus, a.resp = provider.ResponseReceived, resp.StatusCode, resp
 	a.ttfb = c.h.o.Now().Sub(a.started)
 	a.counter = countingReader{r: resp.Body, n: &a.respBytes}
+	if c.api.Headroom != nil {
+		// Every answer, success or not: a 200 says how much is left
+		// before the 429 would (docs/routing.md "Headroom").
+		a.headroom = headroom(c.api.Headroom(resp.Header, c.h.o.Now()))
+	}
 
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The gateway's credential was refused; the client's key is fine
@@ -643,7 +687,20 @@ func (a *attempt) result() upstream.Result {
 	}
 	// Any other stage after a 2xx (cut stream, idle or read timeout) is
 	// the backend failing mid-answer: a transport failure.
+	r.Headroom = a.headroom
 	return r
+}
+
+// headroom maps the provider API's reading of the rate-limit headers onto
+// the backend state's terms.
+func headroom(h provider.Headroom) upstream.Headroom {
+	b := func(b provider.Budget) upstream.Budget {
+		if !b.Known() {
+			return upstream.Budget{}
+		}
+		return upstream.Budget{Stated: true, Limit: max(b.Limit, 0), Remaining: b.Remaining, Reset: b.Reset}
+	}
+	return upstream.Headroom{Requests: b(h.Requests), Tokens: b(h.Tokens), Malformed: h.Malformed}
 }
 
 // event is the attempt's usage event, made by the usage package from what

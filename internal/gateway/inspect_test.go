@@ -447,9 +447,9 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 	// model and stream checks, the same in the nested members it reads.
 	// The conversation and its instructions joined them when they began
 	// to place requests (prefix affinity).
-	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages"}
+	top := []string{"model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages", "max_tokens", "max_completion_tokens"}
 	if p == provider.Anthropic {
-		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages"}
+		top = []string{"model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages", "max_tokens"}
 	}
 	if err := refAmbiguous(body, "", top); err != nil {
 		return request{}, err

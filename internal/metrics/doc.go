@@ -96,6 +96,9 @@
 //	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit
 //	scootgate_trace_spans_total{result}                 counter  trace spans exported, dropped (queue full) or
 //	                                                             failed (collector refused); with tracing on only
+//	scootgate_credential_reloads_total{result}          counter  re-reads of file credentials after their file
+//	                                                             changed: changed, or failed (the old value stays);
+//	                                                             with file credentials only
 //
 // scootgate_egress_errors_total exists at 0 for every stage of every
 // configured proxy from the start ([Metrics.InitEgress]), so an alert on
@@ -139,6 +142,15 @@
 //	scootgate_backend_disabled{backend}                 gauge   1 after a provider 401/403 (docs/failures.md)
 //	scootgate_backend_cooling{backend}                  gauge   1 during a 429 or quota cooldown (docs/failures.md)
 //	scootgate_backend_slow_start_ratio{backend}         gauge   weight ramp, 0.1 to 1 (1 = fully ramped)
+//	scootgate_backend_headroom_ratio{backend,budget}    gauge   share of the rate-limit budget (requests, tokens)
+//	                                                            left, as the provider's headers last said less what
+//	                                                            was sent since; absent while unknown (docs/routing.md)
+//	scootgate_backend_headroom_exhausted{backend}       gauge   1 while held back for a used-up budget
+//	scootgate_backend_ineligible_seconds_total{backend,reason}
+//	                                                    counter time held back as scheduled: cooldown (429, quota)
+//	                                                            or headroom (used-up budget; docs/failures.md)
+//	scootgate_backend_ratelimit_headers_malformed_total{backend}
+//	                                                    counter rate-limit header values ignored as unreadable
 //
 // # Snapshots (read from snapshot.Poller.Status at scrape time)
 //

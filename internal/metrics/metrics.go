@@ -331,6 +331,21 @@ func (m *Metrics) RegisterClient(stats func() ClientStats) {
 	m.state.set(func(s *sources) { s.client = stats })
 }
 
+// CredentialStats is what the file-credential watcher reports for
+// scootgate_credential_reloads_total.
+type CredentialStats struct {
+	Changed, Failed uint64
+}
+
+// RegisterCredentials sets the source of scootgate_credential_reloads_total;
+// without one (no file credentials) the family is absent.
+func (m *Metrics) RegisterCredentials(stats func() CredentialStats) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.creds = stats })
+}
+
 // TraceStats is what the trace exporter reports for
 // scootgate_trace_spans_total (it mirrors tracing.Stats, so this package
 // does not depend on the exporter; the app converts).

@@ -63,7 +63,15 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	st2 := reg.Get(identity("anthropic-b", 1))
 	mustAcquire(t, st2)
 	st2.Finish(upstream.Result{Outcome: upstream.TransportFailure})
+	st3 := reg.Get(identity("openai-c", 4))
+	mustAcquire(t, st3)
+	st3.Finish(upstream.Result{Outcome: upstream.Success, Headroom: upstream.Headroom{
+		Requests:  upstream.Budget{Stated: true, Limit: 100, Remaining: 0, Reset: time.Minute},
+		Tokens:    upstream.Budget{Stated: true, Limit: 1000, Remaining: 400, Reset: time.Minute},
+		Malformed: 1,
+	}})
 	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
+	m.RegisterCredentials(func() metrics.CredentialStats { return metrics.CredentialStats{Changed: 1, Failed: 1} })
 
 	m.RegisterSnapshot(metrics.SnapshotAuthz, func() snapshot.Status {
 		return snapshot.Status{
@@ -131,8 +139,9 @@ func TestLabelSetsClosed(t *testing.T) {
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,
 		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "proxy_policy", "target", "provider_tls", "unknown"},
-		"reason":     {"full", "queue", "not_sent", "failing", "closed"},
-		"result":     {"recorded", "dropped", "oversize", "invalid", "over_key_budget", "exported", "failed"},
+		"reason":     {"full", "queue", "not_sent", "failing", "closed", "cooldown", "headroom"},
+		"result":     {"recorded", "dropped", "oversize", "invalid", "over_key_budget", "exported", "failed", "changed"},
+		"budget":     {"requests", "tokens"},
 		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
 		"placement":  {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
 		"scope":      {"key", "tenant"},

@@ -31,6 +31,7 @@ type sources struct {
 	health    *healthSource
 	client    func() ClientStats
 	traces    func() TraceStats
+	creds     func() CredentialStats
 }
 
 type healthSource struct{ ready, draining func() bool }
@@ -74,6 +75,10 @@ type stateDescs struct {
 	backendInFlight, backendCapacity, backendTTFB, backendBreaker,
 	backendDisabled, backendCooling, backendSlowStart *prometheus.Desc
 
+	backendHeadroom, backendHeld, backendIneligible, backendMalformed *prometheus.Desc
+
+	credentialReloads *prometheus.Desc
+
 	snapshotVersion, snapshotAge, snapshotRejections, snapshotSigRejections,
 	snapshotFetchErrors, snapshotStale *prometheus.Desc
 
@@ -102,6 +107,13 @@ func newStateDescs() stateDescs {
 		backendDisabled:  newDesc("scootgate_backend_disabled", "1 when the backend is disabled after a provider 401/403.", "backend"),
 		backendCooling:   newDesc("scootgate_backend_cooling", "1 when the backend is in a 429 or quota cooldown.", "backend"),
 		backendSlowStart: newDesc("scootgate_backend_slow_start_ratio", "Slow-start ramp applied to the backend's weight, 0.1 to 1.", "backend"),
+
+		backendHeadroom:   newDesc("scootgate_backend_headroom_ratio", "Share of the credential's rate-limit budget left, as the provider's headers last said less what was sent since; absent while unknown.", "backend", "budget"),
+		backendHeld:       newDesc("scootgate_backend_headroom_exhausted", "1 while the backend is held back because its rate-limit budget is used up.", "backend"),
+		backendIneligible: newDesc("scootgate_backend_ineligible_seconds_total", "Time the backend was held back, as scheduled when the hold began: cooldown (a provider 429 or quota answer) or headroom (a used-up rate-limit budget).", "backend", "reason"),
+		backendMalformed:  newDesc("scootgate_backend_ratelimit_headers_malformed_total", "Rate-limit header values of the backend's answers that could not be read and were ignored.", "backend"),
+
+		credentialReloads: newDesc("scootgate_credential_reloads_total", "Re-reads of file credentials after their file changed: changed (the new value is in use) or failed (the previous value stays).", "result"),
 
 		snapshotVersion:       newDesc("scootgate_snapshot_version", "Version of the applied snapshot; 0 when none is loaded.", "kind"),
 		snapshotAge:           newDesc("scootgate_snapshot_age_seconds", "Seconds since the last successful contact with the snapshot source; absent before the first.", "kind"),
@@ -147,6 +159,8 @@ func (d *stateDescs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		d.backendInFlight, d.backendCapacity, d.backendTTFB, d.backendBreaker,
 		d.backendDisabled, d.backendCooling, d.backendSlowStart,
+		d.backendHeadroom, d.backendHeld, d.backendIneligible, d.backendMalformed,
+		d.credentialReloads,
 		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotSigRejections, d.snapshotFetchErrors, d.snapshotStale,
 		d.outboxDepth, d.outboxBytes, d.outboxOldestAge, d.outboxAppended, d.outboxDropped,
 		d.outboxCommitted, d.outboxDeleted, d.outboxCommits, d.outboxQuarantined,
@@ -207,6 +221,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(c.d.clientLimit, float64(st.Limit))
 		e.counter(c.d.clientRefused, st.Refused)
 	}
+	if src.creds != nil {
+		st := src.creds()
+		e.counter(c.d.credentialReloads, st.Changed, "changed")
+		e.counter(c.d.credentialReloads, st.Failed, "failed")
+	}
 	if src.traces != nil {
 		st := src.traces()
 		e.counter(c.d.traceSpans, st.Exported, "exported")
@@ -224,6 +243,10 @@ type backendState struct {
 	breaker            breaker.State
 	disabled, cooling  bool
 	slowStart          float64
+	held               bool
+	headroom           [2]float64 // requests, tokens: the lowest known share, −1 unknown
+	cooled, heldFor    float64    // seconds
+	malformed          uint64
 }
 
 // add merges v: in-flight adds up, capacity and the TTFB estimate are the
@@ -233,7 +256,17 @@ type backendState struct {
 func (b *backendState) add(v upstream.View) {
 	if b.n == 0 {
 		b.breaker, b.slowStart = v.BreakerState, v.SlowStart
+		b.headroom = [2]float64{-1, -1}
 	}
+	for i, h := range [2]float64{v.HeadroomRequests, v.HeadroomTokens} {
+		if known := [2]bool{v.HeadroomRequestsKnown, v.HeadroomTokensKnown}[i]; known && (b.headroom[i] < 0 || h < b.headroom[i]) {
+			b.headroom[i] = h
+		}
+	}
+	b.held = b.held || !v.HeadroomUntil.IsZero()
+	b.cooled += v.CooledFor.Seconds()
+	b.heldFor += v.HeldFor.Seconds()
+	b.malformed += v.MalformedHeaders
 	b.n++
 	b.inflight += v.InFlight
 	b.capacity = max(b.capacity, v.Cap)
@@ -313,6 +346,15 @@ func (c *stateCollector) collectBackends(e emitter, src sources) {
 		e.gauge(c.d.backendDisabled, boolValue(b.disabled), id)
 		e.gauge(c.d.backendCooling, boolValue(b.cooling), id)
 		e.gauge(c.d.backendSlowStart, b.slowStart, id)
+		for i, budget := range [2]string{"requests", "tokens"} {
+			if b.headroom[i] >= 0 {
+				e.gauge(c.d.backendHeadroom, b.headroom[i], id, budget)
+			}
+		}
+		e.gauge(c.d.backendHeld, boolValue(b.held), id)
+		e.ch <- prometheus.MustNewConstMetric(c.d.backendIneligible, prometheus.CounterValue, b.cooled, id, "cooldown")
+		e.ch <- prometheus.MustNewConstMetric(c.d.backendIneligible, prometheus.CounterValue, b.heldFor, id, "headroom")
+		e.counter(c.d.backendMalformed, b.malformed, id)
 	}
 }
 

@@ -430,3 +430,43 @@ func scrape(t *testing.T, url string) string {
 	}
 	return string(body)
 }
+
+// TestBackendHeadroom: the headroom families after an answer that says
+// the requests are used up for a minute and 40% of the tokens are left,
+// with one unreadable header value, and after a 429 cooldown.
+func TestBackendHeadroom(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	reg := newRegistry(clk, false)
+	st := reg.Get(identity("limited", 4))
+	mustAcquire(t, st)
+	st.Finish(upstream.Result{Outcome: upstream.Success, Headroom: upstream.Headroom{
+		Requests:  upstream.Budget{Stated: true, Limit: 100, Remaining: 0, Reset: time.Minute},
+		Tokens:    upstream.Budget{Stated: true, Limit: 1000, Remaining: 400, Reset: time.Minute},
+		Malformed: 1,
+	}})
+	other := reg.Get(identity("cooled", 4))
+	mustAcquire(t, other)
+	other.Finish(upstream.Result{Outcome: upstream.RateLimited, RetryAfter: 7 * time.Second})
+	m := newMetrics(t)
+	m.RegisterBackends(metrics.RegistryBackends(reg, nil))
+	compare(t, m, `
+# HELP scootgate_backend_headroom_exhausted 1 while the backend is held back because its rate-limit budget is used up.
+# TYPE scootgate_backend_headroom_exhausted gauge
+scootgate_backend_headroom_exhausted{backend="cooled"} 0
+scootgate_backend_headroom_exhausted{backend="limited"} 1
+# HELP scootgate_backend_headroom_ratio Share of the credential's rate-limit budget left, as the provider's headers last said less what was sent since; absent while unknown.
+# TYPE scootgate_backend_headroom_ratio gauge
+scootgate_backend_headroom_ratio{backend="limited",budget="requests"} 0
+scootgate_backend_headroom_ratio{backend="limited",budget="tokens"} 0.4
+# HELP scootgate_backend_ineligible_seconds_total Time the backend was held back, as scheduled when the hold began: cooldown (a provider 429 or quota answer) or headroom (a used-up rate-limit budget).
+# TYPE scootgate_backend_ineligible_seconds_total counter
+scootgate_backend_ineligible_seconds_total{backend="cooled",reason="cooldown"} 7
+scootgate_backend_ineligible_seconds_total{backend="cooled",reason="headroom"} 0
+scootgate_backend_ineligible_seconds_total{backend="limited",reason="cooldown"} 0
+scootgate_backend_ineligible_seconds_total{backend="limited",reason="headroom"} 60
+# HELP scootgate_backend_ratelimit_headers_malformed_total Rate-limit header values of the backend's answers that could not be read and were ignored.
+# TYPE scootgate_backend_ratelimit_headers_malformed_total counter
+scootgate_backend_ratelimit_headers_malformed_total{backend="cooled"} 0
+scootgate_backend_ratelimit_headers_malformed_total{backend="limited"} 1
+`, "scootgate_backend_headroom_exhausted", "scootgate_backend_headroom_ratio", "scootgate_backend_ineligible_seconds_total", "scootgate_backend_ratelimit_headers_malformed_total")
+}

@@ -237,6 +237,12 @@ type Request struct {
 	// Prefix is the beginning of the prompt, for prefix affinity when
 	// the request names no session.
 	Prefix Prefix
+	// MaxOutput is the output cap the body declares (OpenAI max_tokens,
+	// max_completion_tokens or max_output_tokens, Anthropic max_tokens);
+	// 0 when it declares none or not as a whole number. With the body's
+	// size it estimates the tokens a provider counts against the
+	// credential's budget (docs/routing.md "Headroom").
+	MaxOutput int64
 
 	// ModelAt is where the model's JSON value is in the body, [start, end):
 	// the one member every attempt rewrites, for an endpoint whose path

@@ -81,6 +81,10 @@ type API struct {
 	// backend: the backend is neither cooled nor disabled for it
 	// (docs/failures.md "Refusals about one request"). Nil: no answer is.
 	AboutRequest func(status int, body []byte) bool
+	// Headroom, when set, reads the rate-limit headers of any answer,
+	// success or not (docs/routing.md "Headroom"). Nil for an API whose
+	// providers document none (Gemini).
+	Headroom func(h http.Header, now time.Time) Headroom
 
 	// ModelsPaths are the paths of the API's model list; "PATH/{name}"
 	// gets one model (OpenAI and Anthropic: /v1/models; Gemini:

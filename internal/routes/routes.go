@@ -62,7 +62,10 @@ type Backend struct {
 	// backend: read-only, copy it to change it.
 	Upstream   [provider.NumEndpoints]*url.URL
 	Credential secret.Secret
-	State      *upstream.State
+	// Auth is how Credential is sent (the credential's auth_header);
+	// credential.AuthDefault: as the protocol sends it.
+	Auth  credential.AuthHeader
+	State *upstream.State
 	// InjectUsage is true for an OpenAI backend whose include_usage is on
 	// (the default): the node may ask it for stream usage the client did
 	// not request (docs/usage-events.md). Always false for Anthropic. It is not part of
@@ -289,6 +292,7 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			Protocol:    p,
 			Endpoints:   provider.DefaultEndpoints(p),
 			Credential:  cred.Secret,
+			Auth:        cred.Auth,
 			State:       reg.Get(id),
 			InjectUsage: p == provider.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
 		}

@@ -12,6 +12,9 @@
 //
 // Values come from the environment ([FromEnv]) or from a file ([FromFile],
 // which trims one trailing "\n" or "\r\n" so that `echo key > file` works).
+// A file secret follows its file: a [Watcher] re-reads it when the file
+// changes and swaps the value for every copy of the Secret at once; an
+// environment secret never changes.
 // Their errors name the variable or the path and say what is wrong ("unset",
 // "empty"); they never contain the value. [FromEnvFunc] and [FromFileFunc] are
 // the same with the lookup injected, for configuration parsers and tests.
@@ -32,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 )
 
 // redacted is what every printing path shows instead of the value.
@@ -71,23 +75,45 @@ func control(v string) (rune, bool) {
 }
 
 // Secret is a credential value that prints as "[redacted]". The zero value is
-// an empty secret.
+// an empty secret. Copies share the value: a file secret re-read by a
+// [Watcher] changes for every copy at once.
 type Secret struct {
 	// p is a pointer so that fmt's reflection fallback (unexported fields of
 	// a containing struct) prints an address instead of the value.
-	p *string
+	p *cell
+}
+
+// cell holds a Secret's value. v is swapped whole, so a reader sees the
+// old value or the new one, never a mix.
+type cell struct {
+	v    atomic.Pointer[string]
+	path string // the file a file secret was read from; "" otherwise
 }
 
 // New wraps v.
-func New(v string) Secret { return Secret{p: &v} }
+func New(v string) Secret {
+	c := &cell{}
+	c.v.Store(&v)
+	return Secret{p: c}
+}
 
 // Reveal returns the value. It is the only accessor: call it where the value
-// is put on the wire, nowhere else.
+// is put on the wire, nowhere else. A caller that needs one value for a
+// whole exchange calls it once.
 func (s Secret) Reveal() string {
 	if s.p == nil {
 		return ""
 	}
-	return *s.p
+	return *s.p.v.Load()
+}
+
+// File returns the path a file secret was read from ([FromFile]); "" for
+// any other secret, which never changes.
+func (s Secret) File() string {
+	if s.p == nil {
+		return ""
+	}
+	return s.p.path
 }
 
 // IsZero reports whether the secret is empty.
@@ -180,7 +206,9 @@ func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error
 	if c, ok := control(v); ok {
 		return Secret{}, fmt.Errorf("secret: file %q %w (%U) after its one trailing newline is trimmed; a credential is one line of printable characters (a second line?)", path, ErrControl, c)
 	}
-	return New(v), nil
+	sec := New(v)
+	sec.p.path = path
+	return sec, nil
 }
 
 // readFile is os.ReadFile that stops one byte past MaxFileBytes.

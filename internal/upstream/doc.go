@@ -42,6 +42,22 @@
 // faster for it (docs/failures.md "Fast errors"). A cooldown
 // only ever lengthens: a shorter one never ends a longer one early.
 //
+// # Headroom
+//
+// A Result carries what the answer's rate-limit headers said
+// ([Headroom]); Finish applies it whatever the outcome. A budget with
+// nothing left holds the backend (Ready and Acquire refuse) until the
+// reset the provider named, or RateLimitDefault when it named none; a
+// hold only ever lengthens, like a cooldown. Acquire counts each request
+// against the request budget, and an answer's count is reduced by the
+// requests that took a slot after the answered one (Result.Sent, which
+// the lease sets), so concurrent requests do not overshoot; an answer to
+// an older request than the newest applied is ignored. Tokens are counted
+// the same way through [State.Spend] and [State.Fits] for requests whose
+// size is known. [Options.Headroom] chooses the rule (docs/routing.md
+// "Headroom" has the simulation behind the default): the threshold
+// default multiplies the P2C cost by 10 while less than 10% is left.
+//
 // # Latency estimate
 //
 // The estimate is peak-EWMA (tower load/peak_ewma.rs, Finagle PeakEwma) in

@@ -32,6 +32,10 @@ type Options struct {
 	// AuthProbeAfter is how long a backend disabled by a provider 401/403
 	// waits before one request may probe it; default 10m.
 	AuthProbeAfter time.Duration
+
+	// Headroom says how selection uses the providers' rate-limit headers;
+	// the zero value is HeadroomThreshold (docs/routing.md "Headroom").
+	Headroom HeadroomMode
 }
 
 // Defaults for zero Options fields.

@@ -65,4 +65,16 @@ type Result struct {
 	// RetryAfter is the provider's Retry-After, 0 when absent; used with
 	// RateLimited and QuotaExhausted.
 	RetryAfter time.Duration
+	// Headroom is what the answer's rate-limit headers said, whatever the
+	// outcome; the zero value says nothing.
+	Headroom Headroom
+	// Sent is State.Acquired right after this attempt took its slot (the
+	// lease sets it): answers to older requests than the newest applied
+	// one are stale, and the requests sent since are not in the
+	// provider's count. 0: unknown (then nothing is discounted).
+	Sent uint64
+	// SentTokens is State.Spend's mark for this attempt (the lease sets
+	// it): the tokens spent since are not in the provider's count. 0:
+	// none spent.
+	SentTokens uint64
 }

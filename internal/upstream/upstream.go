@@ -71,9 +71,12 @@ type State struct {
 	// it is the Instant from which one probe may go out (the disable time
 	// plus Options.AuthProbeAfter; never 0, as the probe delay is positive).
 	probeAt  atomic.Int64
-	probing  atomic.Bool  // the one probe of a disabled backend is out
-	cooldown atomic.Int64 // Instant; no traffic while now < cooldown (0 = never set)
+	probing  atomic.Bool   // the one probe of a disabled backend is out
+	cooldown atomic.Int64  // Instant; no traffic while now < cooldown (0 = never set)
+	cooled   atomic.Int64  // total ns of cooldown scheduled (metrics)
+	acquired atomic.Uint64 // slots taken and not given back unused (Result.Sent)
 	lat      peakEWMA
+	hr       headroom
 }
 
 // Cap returns the backend's max_inflight_per_node.
@@ -101,7 +104,7 @@ func (s *State) Ready(now Instant) bool {
 	if p := s.probeAt.Load(); p != 0 && (int64(now) < p || s.probing.Load()) {
 		return false
 	}
-	return !s.coolingAt(now) && s.inflight.Load() < s.cap && s.br.Ready()
+	return !s.coolingAt(now) && !s.hr.holding(now) && s.inflight.Load() < s.cap && s.br.Ready()
 }
 
 // ReadyNow is Ready at the Registry's clock, which it reads only when a
@@ -109,7 +112,7 @@ func (s *State) Ready(now Instant) bool {
 // open): a picker that checks one or two backends, as affinity does,
 // usually reads no clock at all.
 func (s *State) ReadyNow() bool {
-	if s.probeAt.Load() == 0 && s.cooldown.Load() == 0 {
+	if s.probeAt.Load() == 0 && s.cooldown.Load() == 0 && s.hr.until.Load() == 0 {
 		return s.inflight.Load() < s.cap && s.br.Ready()
 	}
 	return s.Ready(s.sh.now())
@@ -160,6 +163,12 @@ func (s *State) acquire() bool {
 		}
 		s.cooldown.CompareAndSwap(c, 0) // over: later calls skip the clock
 	}
+	if u := s.hr.until.Load(); u != 0 {
+		if int64(s.sh.now()) < u {
+			return false
+		}
+		s.hr.until.CompareAndSwap(u, 0)
+	}
 	for {
 		n := s.inflight.Load()
 		if n >= s.cap {
@@ -175,8 +184,19 @@ func (s *State) acquire() bool {
 		s.inflight.Add(-1)
 		return false
 	}
+	// Counted only once a provider stated a budget: a backend without
+	// rate-limit headers pays no more for them than one load.
+	if s.hr.seen.Load() {
+		s.acquired.Add(1)
+		s.hr.take(s.sh)
+	}
 	return true
 }
+
+// Acquired returns how many slots s has handed out for requests that
+// were sent or may be (Release takes one back); a lease keeps it as
+// Result.Sent.
+func (s *State) Acquired() uint64 { return s.acquired.Load() }
 
 // Finish applies the attempt's result (see the package doc) and gives the
 // slot back. The result is applied first, so no request slips in between
@@ -185,6 +205,9 @@ func (s *State) Finish(r Result) {
 	o := &s.sh.o
 	if s.probing.Load() {
 		s.finishProbe(r.Outcome)
+	}
+	if o.Headroom != HeadroomOff || r.Headroom.Malformed > 0 {
+		s.observe(r)
 	}
 	switch r.Outcome {
 	case Success:
@@ -221,9 +244,31 @@ func (s *State) Finish(r Result) {
 // made, or lost a race). A half-open probe slot is freed for the next
 // caller.
 func (s *State) Release() {
+	if s.hr.seen.Load() {
+		s.hr.untake()
+		// Nothing was sent: the provider will not count it, so the
+		// answers to requests sent before it must not discount it either.
+		s.acquired.Add(^uint64(0))
+	}
 	s.probing.Store(false)
 	s.br.Abandon()
 	s.inflight.Add(-1)
+}
+
+// observe applies the answer's rate-limit headers (docs/routing.md
+// "Headroom"), before the slot is given back.
+func (s *State) observe(r Result) {
+	if s.sh.o.Headroom == HeadroomOff {
+		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0, 0)
+		return
+	}
+	// Counting starts with the first budget stated, and a slot taken
+	// before it may be given back after: never discount below 0.
+	var after uint64
+	if a := s.acquired.Load(); r.Sent > 0 && a > r.Sent {
+		after = a - r.Sent
+	}
+	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, r.SentTokens, s.sh.o.RateLimitDefault)
 }
 
 // disable starts (or, after a failed probe, restarts) the probe delay.
@@ -257,7 +302,11 @@ func (s *State) coolFor(d time.Duration) {
 	until := now + int64(d)
 	for {
 		c := s.cooldown.Load()
-		if c >= until || s.cooldown.CompareAndSwap(c, until) {
+		if c >= until {
+			return
+		}
+		if s.cooldown.CompareAndSwap(c, until) {
+			s.cooled.Add(until - max(c, now))
 			return
 		}
 	}
@@ -285,7 +334,7 @@ func (s *State) EffectiveWeight(weight int, now Instant) float64 {
 // (in-flight + 1) ÷ effective weight. Lower is better.
 func (s *State) Cost(weight int, now Instant) float64 {
 	lat := s.lat.read(int64(now), s.sh.invTau, s.sh.floor)
-	return lat * float64(s.inflight.Load()+1) / (float64(weight) * s.ramp(now))
+	return lat * float64(s.inflight.Load()+1) / (float64(weight) * s.ramp(now) * s.hr.factor(s.sh.o.Headroom, now))
 }
 
 // Cheaper reports whether s, as a target of weight w, costs less than o as
@@ -299,7 +348,9 @@ func (s *State) Cheaper(w int, o *State, ow int, now Instant) bool {
 	// e^(u_s − u_o) × (n_s + 1) × eff_o < (n_o + 1) × eff_s.
 	sh := s.sh
 	r := math.Exp(s.lat.logRead(int64(now), sh.invTau, sh.lnFloor) - o.lat.logRead(int64(now), sh.invTau, sh.lnFloor))
-	return r*float64(s.inflight.Load()+1)*o.EffectiveWeight(ow, now) < float64(o.inflight.Load()+1)*s.EffectiveWeight(w, now)
+	mode := sh.o.Headroom
+	return r*float64(s.inflight.Load()+1)*o.EffectiveWeight(ow, now)*o.hr.factor(mode, now) <
+		float64(o.inflight.Load()+1)*s.EffectiveWeight(w, now)*s.hr.factor(mode, now)
 }
 
 // EligibleAt returns the zero time when s could take traffic now (ignoring
@@ -319,7 +370,10 @@ func (s *State) EligibleAt() time.Time {
 			at = time.Time{}
 		}
 	}
-	if c := s.cooldown.Load(); c != 0 {
+	for _, c := range [...]int64{s.cooldown.Load(), s.hr.until.Load()} {
+		if c == 0 {
+			continue
+		}
 		if t := s.sh.time(Instant(c)); t.After(now) && t.After(at) {
 			at = t
 		}
@@ -347,6 +401,19 @@ type View struct {
 	ConsecutiveFailures int
 	Disabled            bool
 	CooldownUntil       time.Time // zero when not cooling down
+	// HeadroomUntil is the end of a hold for a used-up rate-limit budget;
+	// zero when none is running.
+	HeadroomUntil time.Time
+	// HeadroomRequests and HeadroomTokens are the remaining shares of the
+	// budgets, meaningful when the matching Known is set: an answer stated
+	// the budget and its reset has not passed.
+	HeadroomRequests, HeadroomTokens           float64
+	HeadroomRequestsKnown, HeadroomTokensKnown bool
+	// CooledFor and HeldFor are the total time cooldowns (429s) and
+	// headroom holds have kept the backend ineligible, as scheduled.
+	CooledFor, HeldFor time.Duration
+	// MalformedHeaders counts rate-limit header values that were ignored.
+	MalformedHeaders uint64
 }
 
 // View returns a snapshot of s. Fields are read one by one, not as a
@@ -365,6 +432,13 @@ func (s *State) View() View {
 	if s.coolingAt(now) {
 		v.CooldownUntil = s.sh.time(Instant(s.cooldown.Load()))
 	}
+	if s.hr.holding(now) {
+		v.HeadroomUntil = s.sh.time(Instant(s.hr.until.Load()))
+	}
+	v.HeadroomRequests, v.HeadroomRequestsKnown = s.hr.requests.view(now)
+	v.HeadroomTokens, v.HeadroomTokensKnown = s.hr.tokens.view(now)
+	v.CooledFor, v.HeldFor = time.Duration(s.cooled.Load()), time.Duration(s.hr.held.Load())
+	v.MalformedHeaders = s.hr.malformed.Load()
 	return v
 }
 
@@ -408,6 +482,8 @@ func (r *Registry) Get(id Identity) *State {
 			br:      breaker.New(r.sh.o.Breaker, r.sh.o.Clock, r.sh.o.Rand),
 		}
 		s.lat.init(r.sh.o.DefaultTTFB.Seconds(), int64(now))
+		s.hr.requests.left.Store(unknown)
+		s.hr.tokens.left.Store(unknown)
 		r.states[id] = s
 	}
 	return s

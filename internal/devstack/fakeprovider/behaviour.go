@@ -76,6 +76,23 @@ type Behaviour struct {
 	// Ignored on non-stream requests.
 	ErrorEvent bool
 	ErrorAfter int
+
+	// RateLimit replaces what the rate-limit headers of the answer (any
+	// answer, error or not) say, in the protocol's forms; Gemini sends
+	// none.
+	RateLimit RateLimit
+}
+
+// RateLimit is what an answer's rate-limit headers say. The zero value
+// is the provider's defaults: plenty left, resets in the near future.
+type RateLimit struct {
+	// Requests and Tokens, when set, are the remaining counts (the limits
+	// stay at least the defaults).
+	Requests, Tokens *int
+	// Reset, when positive, is when both budgets are whole again: an
+	// OpenAI duration ("30s") or an Anthropic RFC 3339 time this far
+	// ahead (rounded up to the second).
+	Reset time.Duration
 }
 
 // ErrDirective is wrapped by every directive parsing error.
@@ -128,6 +145,13 @@ func (b *Behaviour) apply(name, value string) error {
 		}
 		b.Status = n
 		return err
+	case "ratelimit_reset":
+		d, err := time.ParseDuration(value)
+		if err == nil && d <= 0 {
+			err = errors.New("want a positive duration")
+		}
+		b.RateLimit.Reset = d
+		return err
 	case "chunks":
 		n, err := number(value)
 		if err == nil && n < 1 {
@@ -152,6 +176,10 @@ func (b *Behaviour) apply(name, value string) error {
 		b.CacheWriteTokens = n
 	case "reasoning":
 		b.ReasoningTokens = n
+	case "ratelimit_remaining_requests":
+		b.RateLimit.Requests = &n
+	case "ratelimit_remaining_tokens":
+		b.RateLimit.Tokens = &n
 	default:
 		return errors.New("unknown directive")
 	}

@@ -39,6 +39,14 @@ func TestParseDirectives(t *testing.T) {
 			text: "[[cache_read=4]] [[cache_write=2]] [[reasoning=1]]",
 			want: Behaviour{CacheReadTokens: 4, CacheWriteTokens: 2, ReasoningTokens: 1},
 		},
+		{
+			name: "rate limits",
+			text: "[[ratelimit_remaining_requests=0]] [[ratelimit_remaining_tokens=12]] [[ratelimit_reset=30s]]",
+			want: Behaviour{RateLimit: RateLimit{Requests: ptr(0), Tokens: ptr(12), Reset: 30 * time.Second}},
+		},
+		{name: "rate limit reset not a duration", text: "[[ratelimit_reset=30]]", wantErr: true},
+		{name: "rate limit reset zero", text: "[[ratelimit_reset=0s]]", wantErr: true},
+		{name: "rate limit negative", text: "[[ratelimit_remaining_requests=-1]]", wantErr: true},
 		{name: "not a directive", text: "[[ status=1 ]] [x]", wantText: "[[ status=1 ]] [x]"},
 		{name: "unknown", text: "[[stauts=429]]", wantErr: true},
 		{name: "status out of range", text: "[[status=200]]", wantErr: true},
@@ -91,3 +99,5 @@ func TestSplit(t *testing.T) {
 		}
 	}
 }
+
+func ptr(n int) *int { return &n }

@@ -84,6 +84,10 @@
 //	[[cut=after_events:K]]            send K events, then drop the connection
 //	[[error_event=after:K]]           send K events, then an in-band error
 //	[[cache_read=N]] [[cache_write=N]] [[reasoning=N]]  extra usage numbers
+//	[[ratelimit_remaining_requests=N]] [[ratelimit_remaining_tokens=N]] [[ratelimit_reset=DURATION]]
+//	                                  what the rate-limit headers say (any answer): OpenAI's
+//	                                  x-ratelimit-* ("30s"), Anthropic's anthropic-ratelimit-*
+//	                                  (RFC 3339); Gemini sends none
 //
 // An unknown or malformed directive is a 400, so a typo fails loudly. See
 // [Behaviour] for how the knobs combine. Every endpoint obeys them (the

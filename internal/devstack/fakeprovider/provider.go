@@ -397,14 +397,14 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 		resetConn(w)
 		return
 	case b.Quota:
-		p.writeError(w, proto, rp.seq, errorSpec{status: http.StatusTooManyRequests, quota: true, retryAfter: b.RetryAfter})
+		p.writeError(w, proto, rp.seq, errorSpec{status: http.StatusTooManyRequests, quota: true, retryAfter: b.RetryAfter, rl: b.RateLimit})
 		return
 	case b.Status != 0:
-		p.writeError(w, proto, rp.seq, errorSpec{status: b.Status, retryAfter: b.RetryAfter, msg: b.ErrorMessage})
+		p.writeError(w, proto, rp.seq, errorSpec{status: b.Status, retryAfter: b.RetryAfter, msg: b.ErrorMessage, rl: b.RateLimit})
 		return
 	}
 
-	p.setHeaders(w.Header(), proto, rp.seq)
+	p.setHeaders(w.Header(), proto, rp.seq, b.RateLimit)
 	if !rp.stream {
 		var body []byte
 		switch k {
@@ -456,11 +456,12 @@ type errorSpec struct {
 	quota      bool
 	retryAfter time.Duration
 	msg        string // "" = a default for the status
+	rl         RateLimit
 }
 
 // writeError answers with an error in proto's shape (docs/api.md "Status codes").
 func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, e errorSpec) {
-	p.setHeaders(w.Header(), proto, seq)
+	p.setHeaders(w.Header(), proto, seq, e.rl)
 	if e.retryAfter > 0 {
 		secs := (e.retryAfter + time.Second - 1) / time.Second
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
@@ -479,7 +480,7 @@ func (p *Provider) writeError(w http.ResponseWriter, proto Protocol, seq int64, 
 
 // writeModels answers GET /v1/models in proto's list shape (docs/api.md "Endpoints").
 func (p *Provider) writeModels(w http.ResponseWriter, proto Protocol, seq int64) {
-	p.setHeaders(w.Header(), proto, seq)
+	p.setHeaders(w.Header(), proto, seq, RateLimit{})
 	var body []byte
 	switch proto {
 	case Anthropic:
@@ -492,34 +493,59 @@ func (p *Provider) writeModels(w http.ResponseWriter, proto Protocol, seq int64)
 	writeBody(w, http.StatusOK, body, false)
 }
 
-// setHeaders adds the provider's response headers: request id, rate limits,
-// a cookie (for the gateway's response header allowlist) and a JSON
-// Content-Type that writeStream replaces.
-func (p *Provider) setHeaders(h http.Header, proto Protocol, seq int64) {
+// setHeaders adds the provider's response headers: request id, rate limits
+// (rl's where it sets them), a cookie (for the gateway's response header
+// allowlist) and a JSON Content-Type that writeStream replaces.
+func (p *Provider) setHeaders(h http.Header, proto Protocol, seq int64, rl RateLimit) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Set-Cookie", "__cf_bm=fakeprovider; path=/; HttpOnly; Secure; SameSite=None")
 	id := fmt.Sprintf("req_fake%06d", seq)
 	if proto == Gemini {
 		return // Google's answers carry no request id or rate-limit headers
 	}
+	requests, tokens := int64(9999), int64(199000)
 	if proto == Anthropic {
-		reset := p.o.Clock().Add(time.Minute).UTC().Format(time.RFC3339)
+		requests, tokens = 3999, 399000
+	}
+	if rl.Requests != nil {
+		requests = int64(*rl.Requests)
+	}
+	if rl.Tokens != nil {
+		tokens = int64(*rl.Tokens)
+	}
+	if proto == Anthropic {
+		d := time.Minute
+		if rl.Reset > 0 {
+			d = rl.Reset
+		}
+		// RFC 3339 with whole seconds: round up, so that the reset is never
+		// earlier than the one asked for.
+		at := p.o.Clock().Add(d)
+		if t := at.Truncate(time.Second); !t.Equal(at) {
+			at = t.Add(time.Second)
+		}
+		reset := at.UTC().Format(time.RFC3339)
 		h.Set("Request-Id", id)
-		h.Set("Anthropic-Ratelimit-Requests-Limit", "4000")
-		h.Set("Anthropic-Ratelimit-Requests-Remaining", "3999")
+		h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.FormatInt(max(4000, requests), 10))
+		h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.FormatInt(requests, 10))
 		h.Set("Anthropic-Ratelimit-Requests-Reset", reset)
-		h.Set("Anthropic-Ratelimit-Tokens-Limit", "400000")
-		h.Set("Anthropic-Ratelimit-Tokens-Remaining", "399000")
+		h.Set("Anthropic-Ratelimit-Tokens-Limit", strconv.FormatInt(max(400000, tokens), 10))
+		h.Set("Anthropic-Ratelimit-Tokens-Remaining", strconv.FormatInt(tokens, 10))
 		h.Set("Anthropic-Ratelimit-Tokens-Reset", reset)
 		return
+	}
+	reqReset, tokReset := "6ms", "300ms"
+	if rl.Reset > 0 {
+		// Go's duration form is OpenAI's: "30s", "6m0s", "20ms".
+		reqReset, tokReset = rl.Reset.String(), rl.Reset.String()
 	}
 	h.Set("X-Request-Id", id)
 	h.Set("Openai-Version", "2020-10-01")
 	h.Set("Openai-Processing-Ms", "1")
-	h.Set("X-Ratelimit-Limit-Requests", "10000")
-	h.Set("X-Ratelimit-Remaining-Requests", "9999")
-	h.Set("X-Ratelimit-Reset-Requests", "6ms")
-	h.Set("X-Ratelimit-Limit-Tokens", "200000")
-	h.Set("X-Ratelimit-Remaining-Tokens", "199000")
-	h.Set("X-Ratelimit-Reset-Tokens", "300ms")
+	h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(max(10000, requests), 10))
+	h.Set("X-Ratelimit-Remaining-Requests", strconv.FormatInt(requests, 10))
+	h.Set("X-Ratelimit-Reset-Requests", reqReset)
+	h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(max(200000, tokens), 10))
+	h.Set("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(tokens, 10))
+	h.Set("X-Ratelimit-Reset-Tokens", tokReset)
 }

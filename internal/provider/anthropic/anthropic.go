@@ -48,6 +48,7 @@ var API = &provider.API{
 	LimitHeaders:      LimitHeaders,
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	RetryAfter:        provider.RetryAfter,
+	Headroom:          headroom,
 	QuotaExhausted:    quota.Exhausted,
 	ModelsPaths:       []string{"/v1/models"},
 	ListModels:        listModels,

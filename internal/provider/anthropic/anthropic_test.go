@@ -29,3 +29,14 @@ func TestInspect(t *testing.T) {
 		t.Errorf("messages accepted a differently cased metadata.user_id: %v", berr)
 	}
 }
+
+// TestInspectMaxTokens: max_tokens, the declared output cap, read once.
+func TestInspectMaxTokens(t *testing.T) {
+	r, berr := Messages.Inspect([]byte(`{"model":"m","max_tokens":1024,"messages":[]}`), "")
+	if berr != nil || r.MaxOutput != 1024 {
+		t.Errorf("MaxOutput = %d, %v; want 1024", r.MaxOutput, berr)
+	}
+	if _, berr := Messages.Inspect([]byte(`{"model":"m","max_tokens":1,"MAX_TOKENS":2}`), ""); berr == nil {
+		t.Error("a differently cased max_tokens was accepted")
+	}
+}

@@ -5,7 +5,7 @@ import (
 )
 
 var (
-	msgNames    = provider.NewNames("model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages")
+	msgNames    = provider.NewNames("model", "stream", "tools", "output_config", "output_format", "metadata", "system", "messages", "max_tokens")
 	countNames  = provider.NewNames("model", "tools", "output_config", "output_format")
 	formatNames = provider.NewNames("format")
 	userIDNames = provider.NewNames("user_id")
@@ -20,13 +20,14 @@ const (
 	mMetadata
 	mSystem
 	mMessages
+	mMaxTokens
 	mNum
 )
 
 // inspectMessages reads model, stream, tools (tools capability),
 // output_config.format.type or the older beta top-level output_format.type
-// == "json_schema" (json_schema capability) and the session key
-// metadata.user_id.
+// == "json_schema" (json_schema capability), the session key
+// metadata.user_id and the output cap max_tokens.
 func inspectMessages(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [mNum][]byte
 	var at [mNum]int
@@ -46,6 +47,7 @@ func inspectMessages(body []byte, _ string) (provider.Request, *provider.BodyErr
 	if r.SessionKey, berr = provider.Nested(v[mMetadata], "metadata", userIDNames); berr != nil {
 		return provider.Request{}, berr
 	}
+	r.MaxOutput = provider.Count(v[mMaxTokens])
 	r.Prefix = provider.Prefix{Tools: v[mTools], System: v[mSystem], Turns: v[mMessages]}
 	return r, nil
 }

@@ -57,8 +57,11 @@ var API = &provider.API{
 	RetryErrorBody:    RetryErrorBody,
 	ProviderRequestID: []string{"X-Request-Id"},
 	// Google states its retry advice in the body (google.rpc.RetryInfo).
-	RetryAfter:        provider.RetryAfter,
-	BodyRetryAfter:    retryDelay,
+	RetryAfter:     provider.RetryAfter,
+	BodyRetryAfter: retryDelay,
+	// No Headroom: Google documents no rate-limit headers for the Gemini
+	// API (its quotas show only in a 429's body), so a Gemini backend is
+	// balanced on its 429s alone.
 	CredentialRefused: credentialRefused,
 	QuotaExhausted:    quotaExhausted,
 	ModelsPaths:       []string{"/v1beta/models", "/v1/models"},

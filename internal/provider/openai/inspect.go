@@ -6,8 +6,8 @@ import (
 
 // The members Inspect reads, per endpoint. Index constants follow each.
 var (
-	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages")
-	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "instructions", "input")
+	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options", "messages", "max_tokens", "max_completion_tokens")
+	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "instructions", "input", "max_output_tokens")
 	respJSONNames     = provider.NewNames("model", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
 	formatNames       = provider.NewNames("format")
@@ -23,6 +23,8 @@ const (
 	cPromptCacheKey
 	cStreamOptions
 	cMessages
+	cMaxTokens
+	cMaxCompletionTokens
 	cNum
 )
 
@@ -34,6 +36,7 @@ const (
 	rPromptCacheKey
 	rInstructions
 	rInput
+	rMaxOutputTokens
 	rNum
 )
 
@@ -47,7 +50,8 @@ const (
 
 // inspectChat reads model, stream, tools/functions (tools capability),
 // response_format.type == "json_schema" (json_schema capability), the
-// session key prompt_cache_key, and, for a stream, how to ask for its
+// session key prompt_cache_key, the output cap max_completion_tokens (or
+// max_tokens), and, for a stream, how to ask for its
 // usage ([askUsage]).
 func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [cNum][]byte
@@ -77,6 +81,9 @@ func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) 
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[cPromptCacheKey]
+	// max_completion_tokens replaced max_tokens; a body with both is the
+	// provider's to refuse, and the larger is the safer estimate.
+	r.MaxOutput = max(provider.Count(v[cMaxTokens]), provider.Count(v[cMaxCompletionTokens]))
 	tools := v[cTools]
 	if tools == nil {
 		tools = v[cFunctions]
@@ -152,8 +159,8 @@ func askUsage(opts []byte, at, tail int) (provider.Edit, *provider.BodyError) {
 }
 
 // inspectResponses reads model, stream, tools (tools capability),
-// text.format.type == "json_schema" (json_schema capability) and the
-// session key prompt_cache_key.
+// text.format.type == "json_schema" (json_schema capability), the
+// session key prompt_cache_key and the output cap max_output_tokens.
 func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyError) {
 	var v [rNum][]byte
 	var at [rNum]int
@@ -182,6 +189,7 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 		r.Need |= provider.CapJSONSchema
 	}
 	r.SessionKey = v[rPromptCacheKey]
+	r.MaxOutput = provider.Count(v[rMaxOutputTokens])
 	r.Prefix = provider.Prefix{Tools: v[rTools], System: v[rInstructions], Turns: v[rInput]}
 	return r, nil
 }

@@ -43,6 +43,7 @@ var API = &provider.API{
 	ProviderRequestID: []string{"X-Request-Id", "Request-Id"},
 	LimitHeaders:      LimitHeaders,
 	RetryAfter:        retryAfter,
+	Headroom:          headroom,
 	QuotaExhausted:    quota.Exhausted,
 	AboutRequest:      aboutRequest.AboutRequest,
 	ModelsPaths:       []string{"/v1/models"},

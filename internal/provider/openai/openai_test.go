@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/sse"
 )
 
@@ -130,5 +131,35 @@ func TestInspectResponses(t *testing.T) {
 	}
 	if _, berr := Embeddings.Inspect([]byte(`{"model":"m","MODEL":"n"}`), ""); berr == nil {
 		t.Error("embeddings accepted a differently cased model")
+	}
+}
+
+// TestInspectMaxOutput: the declared output cap of each endpoint, 0 when
+// absent or not a whole number, and refused when repeated.
+func TestInspectMaxOutput(t *testing.T) {
+	for _, tt := range []struct {
+		spec   *provider.Spec
+		body   string
+		want   int64
+		refuse bool
+	}{
+		{spec: Chat, body: `{"model":"m","max_tokens":500}`, want: 500},
+		{spec: Chat, body: `{"model":"m","max_completion_tokens":700,"max_tokens":500}`, want: 700},
+		{spec: Chat, body: `{"model":"m"}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":"500"}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":-5}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":5,"Max_Tokens":9}`, refuse: true},
+		{spec: Responses, body: `{"model":"m","max_output_tokens":300}`, want: 300},
+		{spec: Responses, body: `{"model":"m","max_tokens":300}`},
+		{spec: Responses, body: `{"model":"m","max_output_tokens":3,"max_output_tokens":4}`, refuse: true},
+	} {
+		r, berr := tt.spec.Inspect([]byte(tt.body), "")
+		if got := berr != nil; got != tt.refuse {
+			t.Errorf("%v %s: refused %v, want %v", tt.spec.Endpoint, tt.body, got, tt.refuse)
+			continue
+		}
+		if r.MaxOutput != tt.want {
+			t.Errorf("%v %s: MaxOutput = %d, want %d", tt.spec.Endpoint, tt.body, r.MaxOutput, tt.want)
+		}
 	}
 }

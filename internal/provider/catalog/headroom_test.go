@@ -1,0 +1,102 @@
+package catalog_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
+)
+
+// TestHeadroom: each API's reading of the rate-limit headers, well-formed
+// and not. Gemini documents none.
+func TestHeadroom(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b := func(limit, remaining int64, reset time.Duration) provider.Budget {
+		return provider.Budget{Limit: limit, Remaining: remaining, Reset: reset}
+	}
+	none := provider.NoBudget
+	tests := []struct {
+		name   string
+		p      provider.Protocol
+		header map[string][]string
+		want   provider.Headroom
+	}{
+		{
+			name: "openai all six",
+			p:    provider.OpenAI,
+			header: map[string][]string{
+				"X-Ratelimit-Limit-Requests": {"60"}, "X-Ratelimit-Remaining-Requests": {"59"}, "X-Ratelimit-Reset-Requests": {"1s"},
+				"X-Ratelimit-Limit-Tokens": {"150000"}, "X-Ratelimit-Remaining-Tokens": {"149984"}, "X-Ratelimit-Reset-Tokens": {"6m0s"},
+			},
+			want: provider.Headroom{Requests: b(60, 59, time.Second), Tokens: b(150000, 149984, 6*time.Minute)},
+		},
+		{
+			name:   "openai milliseconds",
+			p:      provider.OpenAI,
+			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Requests": {"20ms"}},
+			want:   provider.Headroom{Requests: b(-1, 0, 20*time.Millisecond), Tokens: none},
+		},
+		{
+			name:   "azure without resets",
+			p:      provider.OpenAI,
+			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"12"}, "X-Ratelimit-Remaining-Tokens": {"3000"}},
+			want:   provider.Headroom{Requests: b(-1, 12, 0), Tokens: b(-1, 3000, 0)},
+		},
+		{
+			name: "openai malformed values are ignored and counted",
+			p:    provider.OpenAI,
+			header: map[string][]string{
+				"X-Ratelimit-Limit-Requests": {"sixty"}, "X-Ratelimit-Remaining-Requests": {"-1"}, "X-Ratelimit-Reset-Requests": {"soon"},
+				"X-Ratelimit-Remaining-Tokens": {"5", "6"}, "X-Ratelimit-Reset-Tokens": {"-3s"},
+			},
+			want: provider.Headroom{Requests: none, Tokens: none, Malformed: 5},
+		},
+		{
+			name:   "remaining above the limit trusts neither",
+			p:      provider.OpenAI,
+			header: map[string][]string{"X-Ratelimit-Limit-Requests": {"10"}, "X-Ratelimit-Remaining-Requests": {"11"}},
+			want:   provider.Headroom{Requests: none, Tokens: none, Malformed: 1},
+		},
+		{
+			name: "anthropic: the tightest token budget counts",
+			p:    provider.Anthropic,
+			header: map[string][]string{
+				"Anthropic-Ratelimit-Requests-Limit": {"50"}, "Anthropic-Ratelimit-Requests-Remaining": {"0"}, "Anthropic-Ratelimit-Requests-Reset": {"2026-01-02T03:04:35Z"},
+				"Anthropic-Ratelimit-Tokens-Limit": {"100000"}, "Anthropic-Ratelimit-Tokens-Remaining": {"90000"}, "Anthropic-Ratelimit-Tokens-Reset": {"2026-01-02T03:05:05Z"},
+				"Anthropic-Ratelimit-Input-Tokens-Limit": {"80000"}, "Anthropic-Ratelimit-Input-Tokens-Remaining": {"70000"}, "Anthropic-Ratelimit-Input-Tokens-Reset": {"2026-01-02T03:05:05Z"},
+				"Anthropic-Ratelimit-Output-Tokens-Limit": {"20000"}, "Anthropic-Ratelimit-Output-Tokens-Remaining": {"1000"}, "Anthropic-Ratelimit-Output-Tokens-Reset": {"2026-01-02T03:04:15+00:00"},
+			},
+			want: provider.Headroom{Requests: b(50, 0, 30*time.Second), Tokens: b(20000, 1000, 10*time.Second)},
+		},
+		{
+			name: "anthropic reset in the past is now; a bad time is counted",
+			p:    provider.Anthropic,
+			header: map[string][]string{
+				"Anthropic-Ratelimit-Requests-Remaining": {"3"}, "Anthropic-Ratelimit-Requests-Reset": {"2026-01-02T03:00:00Z"},
+				"Anthropic-Ratelimit-Tokens-Remaining": {"3"}, "Anthropic-Ratelimit-Tokens-Reset": {"in 5s"},
+			},
+			want: provider.Headroom{Requests: b(-1, 3, 0), Tokens: b(-1, 3, 0), Malformed: 1},
+		},
+		{
+			name:   "anthropic ignores the OpenAI forms",
+			p:      provider.Anthropic,
+			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"0"}},
+			want:   provider.NoHeadroom,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := catalog.API(tt.p).Headroom(http.Header(tt.header), now)
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("Headroom (-got +want):\n%s", diff)
+			}
+		})
+	}
+	if catalog.API(provider.Gemini).Headroom != nil {
+		t.Error("Gemini documents no rate-limit headers; its Headroom should be nil")
+	}
+}
