@@ -1,7 +1,6 @@
 package app
 
 import (
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/upstream"
 )
@@ -14,7 +13,7 @@ func upstreamOptions(c *config.Config) upstream.Options {
 		DefaultTTFB: c.Balance.DefaultTTFB,
 		DecayWindow: c.Balance.DecayWindow,
 		SlowStart:   c.Balance.SlowStart,
-		Breaker: breaker.Options{
+		Breaker: upstream.BreakerOptions{
 			Failures:    c.Breaker.Failures,
 			Cooldown:    c.Breaker.Cooldown,
 			MaxCooldown: c.Breaker.MaxCooldown,

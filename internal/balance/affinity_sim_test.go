@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -83,7 +82,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 	for n := range fs.nodes {
 		reg := upstream.NewRegistry(upstream.Options{
 			Clock: clk, SlowStart: -1, Rand: rand.New(rand.NewPCG(seed, uint64(n))).Float64,
-			Breaker: breaker.Options{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute},
+			Breaker: upstream.BreakerOptions{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute},
 		})
 		pool := make([]*routes.Target, fs.backends)
 		for i := range pool {

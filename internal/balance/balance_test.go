@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -44,7 +43,7 @@ func testRegistry() (*upstream.Registry, *clock.Fake) {
 	c := clock.NewFake(time.Time{})
 	return upstream.NewRegistry(upstream.Options{
 		Clock: c, SlowStart: -1, Rand: func() float64 { return 0 },
-		Breaker: breaker.Options{Failures: 1, Cooldown: 10 * time.Second},
+		Breaker: upstream.BreakerOptions{Failures: 1, Cooldown: 10 * time.Second},
 	}), c
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/snapshot"
@@ -22,7 +21,7 @@ func TestStateCollectorPedantic(t *testing.T) {
 	c := newStateCollector(clock.NewFake(time.Time{}))
 	c.set(func(s *sources) {
 		s.backends = func(yield func(Backend) bool) {
-			_ = yield(Backend{"a", upstream.View{Cap: 1, BreakerState: breaker.Open}, true}) &&
+			_ = yield(Backend{"a", upstream.View{Cap: 1, BreakerState: upstream.BreakerOpen}, true}) &&
 				yield(Backend{"a", upstream.View{Cap: 2, InFlight: 1}, false})
 		}
 		s.health = &healthSource{func() bool { return true }, func() bool { return false }}
@@ -85,7 +84,7 @@ func TestStatusCodes(t *testing.T) {
 // TestBreakerValues pins the documented numbers of
 // scootgate_backend_breaker_state.
 func TestBreakerValues(t *testing.T) {
-	for s, want := range map[breaker.State]float64{breaker.Closed: 0, breaker.Open: 1, breaker.HalfOpen: 2} {
+	for s, want := range map[upstream.BreakerState]float64{upstream.BreakerClosed: 0, upstream.BreakerOpen: 1, upstream.BreakerHalfOpen: 2} {
 		if got := breakerValue(s); got != want {
 			t.Errorf("breakerValue(%v) = %v, want %v", s, got, want)
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/snapshot"
@@ -240,7 +239,7 @@ type backendState struct {
 	n                  int // states merged in
 	inflight, capacity int64
 	ttfb               float64
-	breaker            breaker.State
+	breaker            upstream.BreakerState
 	disabled, cooling  bool
 	slowStart          float64
 	held               bool
@@ -280,21 +279,21 @@ func (b *backendState) add(v upstream.View) {
 }
 
 // breakerRank orders breaker states from best to worst for merging.
-func breakerRank(s breaker.State) int {
+func breakerRank(s upstream.BreakerState) int {
 	switch s {
-	case breaker.Open:
+	case upstream.BreakerOpen:
 		return 2
-	case breaker.HalfOpen:
+	case upstream.BreakerHalfOpen:
 		return 1
 	}
 	return 0
 }
 
-func breakerValue(s breaker.State) float64 {
+func breakerValue(s upstream.BreakerState) float64 {
 	switch s {
-	case breaker.Open:
+	case upstream.BreakerOpen:
 		return breakerOpen
-	case breaker.HalfOpen:
+	case upstream.BreakerHalfOpen:
 		return breakerHalfOpen
 	}
 	return breakerClosed

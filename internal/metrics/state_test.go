@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/outbox"
@@ -35,7 +34,7 @@ func newRegistry(clk clock.Clock, slowStart bool) *upstream.Registry {
 		Rand:        func() float64 { return 0 },
 		DefaultTTFB: 1500 * time.Millisecond,
 		SlowStart:   -1,
-		Breaker:     breaker.Options{Failures: 1, Jitter: -1},
+		Breaker:     upstream.BreakerOptions{Failures: 1, Jitter: -1},
 	}
 	if slowStart {
 		o.SlowStart = 0 // default 30s: a new backend starts at 10%
@@ -166,16 +165,16 @@ func TestBackendsMerge(t *testing.T) {
 	m := newMetrics(t)
 	m.RegisterBackends(views{
 		// redefined: the retiring state's 3 requests still count
-		{ID: "redef", View: upstream.View{InFlight: 3, Cap: 64, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.Open, Disabled: true}},
-		{ID: "redef", View: upstream.View{InFlight: 1, Cap: 32, EWMA: time.Second, SlowStart: 0.5, BreakerState: breaker.Closed}, Current: true},
-		{ID: "redef", View: upstream.View{Cap: 16, EWMA: 9 * time.Second, SlowStart: 1, BreakerState: breaker.Open}},
+		{ID: "redef", View: upstream.View{InFlight: 3, Cap: 64, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: upstream.BreakerOpen, Disabled: true}},
+		{ID: "redef", View: upstream.View{InFlight: 1, Cap: 32, EWMA: time.Second, SlowStart: 0.5, BreakerState: upstream.BreakerClosed}, Current: true},
+		{ID: "redef", View: upstream.View{Cap: 16, EWMA: 9 * time.Second, SlowStart: 1, BreakerState: upstream.BreakerOpen}},
 		// removed from the table, two definitions still busy
-		{ID: "gone", View: upstream.View{InFlight: 3, Cap: 4, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: breaker.HalfOpen}},
-		{ID: "gone", View: upstream.View{InFlight: 1, Cap: 8, EWMA: time.Second, SlowStart: 0.25, BreakerState: breaker.Closed, Disabled: true, CooldownUntil: until}},
+		{ID: "gone", View: upstream.View{InFlight: 3, Cap: 4, EWMA: 2 * time.Second, SlowStart: 1, BreakerState: upstream.BreakerHalfOpen}},
+		{ID: "gone", View: upstream.View{InFlight: 1, Cap: 8, EWMA: time.Second, SlowStart: 0.25, BreakerState: upstream.BreakerClosed, Disabled: true, CooldownUntil: until}},
 		// removed and idle: not exported
 		{ID: "idle", View: upstream.View{Cap: 4, SlowStart: 1}},
-		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.HalfOpen}, Current: true},
-		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: breaker.Open}, Current: true},
+		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: upstream.BreakerHalfOpen}, Current: true},
+		{ID: "worst", View: upstream.View{Cap: 1, SlowStart: 1, BreakerState: upstream.BreakerOpen}, Current: true},
 		{ID: "https://x.example/sk-canary", View: upstream.View{Cap: 1, SlowStart: 1}, Current: true},
 	}.seq())
 	compare(t, m, `

@@ -36,7 +36,7 @@
 //
 // Any provider answer counts as breaker success: the breaker is about
 // reaching the backend, and a 5xx or 429 proves the path works. "Neutral"
-// gives back a half-open probe (see package breaker). Only a success is a
+// gives back a half-open probe ([Breaker]). Only a success is a
 // latency sample; every other outcome that involved the backend holds the
 // estimate (below), so a backend that answers 429 or 5xx fast never looks
 // faster for it (docs/failures.md "Fast errors"). A cooldown
@@ -131,5 +131,5 @@
 // and Release work); it is garbage once nothing references it.
 //
 // The breaker cannot tell a probe's outcome from an older request's (see
-// package breaker, Caveats).
+// the caveats in breaker.go).
 package upstream

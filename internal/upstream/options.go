@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 )
 
@@ -24,7 +23,7 @@ type Options struct {
 	DecayWindow time.Duration // time constant of the latency estimate's decay; default 10s
 	SlowStart   time.Duration // ramp of a new backend's weight; default 30s; negative = off
 
-	Breaker breaker.Options // zero fields take breaker's defaults (5 failures, 5s, 5m, jitter 0.2)
+	Breaker BreakerOptions // zero fields take breaker's defaults (5 failures, 5s, 5m, jitter 0.2)
 
 	RateLimitDefault time.Duration // cooldown after a 429 without Retry-After; default 5s
 	RateLimitMax     time.Duration // cap on a 429's Retry-After; default 60s; raised to RateLimitDefault if smaller

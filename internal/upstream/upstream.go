@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 )
 
@@ -63,7 +62,7 @@ type State struct {
 	sh      *shared
 	cap     int64
 	created Instant // slow start counts from here
-	br      *breaker.Breaker
+	br      *Breaker
 
 	// atomic
 	inflight atomic.Int64
@@ -379,11 +378,11 @@ func (s *State) EligibleAt() time.Time {
 		}
 	}
 	switch s.br.State() {
-	case breaker.Open:
+	case BreakerOpen:
 		if t := s.br.ReopenAt(); t.After(now) && t.After(at) {
 			at = t
 		}
-	case breaker.HalfOpen:
+	case BreakerHalfOpen:
 		if t := now.Add(s.sh.o.Breaker.Cooldown); t.After(at) {
 			at = t
 		}
@@ -397,7 +396,7 @@ type View struct {
 	Cap                 int64
 	EWMA                time.Duration // the latency estimate as Cost sees it now
 	SlowStart           float64       // ramp factor in [0.1, 1]; 1 once ramped
-	BreakerState        breaker.State
+	BreakerState        BreakerState
 	ConsecutiveFailures int
 	Disabled            bool
 	CooldownUntil       time.Time // zero when not cooling down
@@ -479,7 +478,7 @@ func (r *Registry) Get(id Identity) *State {
 			sh:      r.sh,
 			cap:     int64(id.Cap),
 			created: now,
-			br:      breaker.New(r.sh.o.Breaker, r.sh.o.Clock, r.sh.o.Rand),
+			br:      NewBreaker(r.sh.o.Breaker, r.sh.o.Clock, r.sh.o.Rand),
 		}
 		s.lat.init(r.sh.o.DefaultTTFB.Seconds(), int64(now))
 		s.hr.requests.left.Store(unknown)

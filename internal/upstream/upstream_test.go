@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/breaker"
 	"github.com/scootgate/scootgate/internal/clock"
 )
 
@@ -22,7 +21,7 @@ func testOptions(c *clock.Fake) Options {
 		DefaultTTFB: time.Second,
 		DecayWindow: 10 * time.Second,
 		SlowStart:   -1,
-		Breaker:     breaker.Options{Failures: 3, Cooldown: time.Second, MaxCooldown: 8 * time.Second},
+		Breaker:     BreakerOptions{Failures: 3, Cooldown: time.Second, MaxCooldown: 8 * time.Second},
 	}
 }
 
@@ -534,13 +533,13 @@ func TestBreakerThroughState(t *testing.T) {
 	tests := []struct {
 		name     string
 		outcomes []Outcome
-		want     breaker.State
+		want     BreakerState
 	}{
-		{"transport failures open it", []Outcome{TransportFailure, TransportFailure, TransportFailure}, breaker.Open},
-		{"egress faults never count", []Outcome{EgressFault, EgressFault, EgressFault, EgressFault, EgressFault}, breaker.Closed},
-		{"egress faults and cancels are neutral in a streak", []Outcome{TransportFailure, EgressFault, TransportFailure, Cancelled, TransportFailure}, breaker.Open},
-		{"a provider answer breaks the streak", []Outcome{TransportFailure, TransportFailure, ProviderError, TransportFailure, TransportFailure}, breaker.Closed},
-		{"a 429 breaks the streak", []Outcome{TransportFailure, TransportFailure, RateLimited, TransportFailure, TransportFailure}, breaker.Closed},
+		{"transport failures open it", []Outcome{TransportFailure, TransportFailure, TransportFailure}, BreakerOpen},
+		{"egress faults never count", []Outcome{EgressFault, EgressFault, EgressFault, EgressFault, EgressFault}, BreakerClosed},
+		{"egress faults and cancels are neutral in a streak", []Outcome{TransportFailure, EgressFault, TransportFailure, Cancelled, TransportFailure}, BreakerOpen},
+		{"a provider answer breaks the streak", []Outcome{TransportFailure, TransportFailure, ProviderError, TransportFailure, TransportFailure}, BreakerClosed},
+		{"a 429 breaks the streak", []Outcome{TransportFailure, TransportFailure, RateLimited, TransportFailure, TransportFailure}, BreakerClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -590,7 +589,7 @@ func TestBreakerThroughState(t *testing.T) {
 		t.Fatal("second probe refused")
 	}
 	s.Finish(Result{Outcome: Success, TTFB: time.Second})
-	if v := s.View(); v.BreakerState != breaker.Closed || v.ConsecutiveFailures != 0 {
+	if v := s.View(); v.BreakerState != BreakerClosed || v.ConsecutiveFailures != 0 {
 		t.Fatalf("after a successful probe: %+v", v)
 	}
 }

@@ -1,4 +1,4 @@
-package breaker
+package upstream
 
 import (
 	"sync"
@@ -12,107 +12,107 @@ import (
 )
 
 // fixed returns a rand func that always yields r.
-func fixed(r float64) func() float64 { return func() float64 { return r } }
+func fixedRand(r float64) func() float64 { return func() float64 { return r } }
 
-func newTest(o Options, rnd func() float64) (*Breaker, *clock.Fake) {
+func newTestBreaker(o BreakerOptions, rnd func() float64) (*Breaker, *clock.Fake) {
 	c := clock.NewFake(time.Time{})
-	return New(o, c, rnd), c
+	return NewBreaker(o, c, rnd), c
 }
 
-// step is one action on a breaker and what it must observe afterwards.
-type step struct {
+// breakerStep is one action on a breaker and what it must observe afterwards.
+type breakerStep struct {
 	do        string // "fail", "ok", "abandon", "allow", "advance"
 	d         time.Duration
 	wantAllow bool // for "allow"
-	want      State
+	want      BreakerState
 }
 
-func TestTransitions(t *testing.T) {
-	o := Options{Failures: 3, Cooldown: time.Second, MaxCooldown: 10 * time.Second, Jitter: -1}
+func TestBreakerTransitions(t *testing.T) {
+	o := BreakerOptions{Failures: 3, Cooldown: time.Second, MaxCooldown: 10 * time.Second, Jitter: -1}
 	tests := []struct {
 		name  string
-		steps []step
+		steps []breakerStep
 	}{
 		{
 			name: "opens after N consecutive failures",
-			steps: []step{
-				{do: "fail", want: Closed},
-				{do: "fail", want: Closed},
-				{do: "allow", wantAllow: true, want: Closed},
-				{do: "fail", want: Open},
-				{do: "allow", wantAllow: false, want: Open},
+			steps: []breakerStep{
+				{do: "fail", want: BreakerClosed},
+				{do: "fail", want: BreakerClosed},
+				{do: "allow", wantAllow: true, want: BreakerClosed},
+				{do: "fail", want: BreakerOpen},
+				{do: "allow", wantAllow: false, want: BreakerOpen},
 			},
 		},
 		{
 			name: "a success breaks the streak",
-			steps: []step{
-				{do: "fail", want: Closed},
-				{do: "fail", want: Closed},
-				{do: "ok", want: Closed},
-				{do: "fail", want: Closed},
-				{do: "fail", want: Closed},
-				{do: "fail", want: Open},
+			steps: []breakerStep{
+				{do: "fail", want: BreakerClosed},
+				{do: "fail", want: BreakerClosed},
+				{do: "ok", want: BreakerClosed},
+				{do: "fail", want: BreakerClosed},
+				{do: "fail", want: BreakerClosed},
+				{do: "fail", want: BreakerOpen},
 			},
 		},
 		{
 			name: "probe after cooldown, success closes",
-			steps: []step{
-				{do: "fail"}, {do: "fail"}, {do: "fail", want: Open},
-				{do: "advance", d: time.Second - 1, want: Open},
-				{do: "allow", wantAllow: false, want: Open},
-				{do: "advance", d: 1, want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen},
-				{do: "allow", wantAllow: false, want: HalfOpen},
-				{do: "ok", want: Closed},
-				{do: "allow", wantAllow: true, want: Closed},
+			steps: []breakerStep{
+				{do: "fail"}, {do: "fail"}, {do: "fail", want: BreakerOpen},
+				{do: "advance", d: time.Second - 1, want: BreakerOpen},
+				{do: "allow", wantAllow: false, want: BreakerOpen},
+				{do: "advance", d: 1, want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen},
+				{do: "allow", wantAllow: false, want: BreakerHalfOpen},
+				{do: "ok", want: BreakerClosed},
+				{do: "allow", wantAllow: true, want: BreakerClosed},
 			},
 		},
 		{
 			name: "failed probe reopens",
-			steps: []step{
-				{do: "fail"}, {do: "fail"}, {do: "fail", want: Open},
-				{do: "advance", d: time.Second, want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen},
-				{do: "fail", want: Open},
-				{do: "advance", d: time.Second, want: Open},
-				{do: "allow", wantAllow: false, want: Open}, // the period doubled to 2s
-				{do: "advance", d: time.Second, want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen},
+			steps: []breakerStep{
+				{do: "fail"}, {do: "fail"}, {do: "fail", want: BreakerOpen},
+				{do: "advance", d: time.Second, want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen},
+				{do: "fail", want: BreakerOpen},
+				{do: "advance", d: time.Second, want: BreakerOpen},
+				{do: "allow", wantAllow: false, want: BreakerOpen}, // the period doubled to 2s
+				{do: "advance", d: time.Second, want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen},
 			},
 		},
 		{
 			name: "abandoned probe lets the next caller probe at once",
-			steps: []step{
-				{do: "fail"}, {do: "fail"}, {do: "fail", want: Open},
-				{do: "advance", d: time.Second, want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen},
-				{do: "abandon", want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen},
+			steps: []breakerStep{
+				{do: "fail"}, {do: "fail"}, {do: "fail", want: BreakerOpen},
+				{do: "advance", d: time.Second, want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen},
+				{do: "abandon", want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen},
 			},
 		},
 		{
 			name: "outcomes while open are stale and ignored",
-			steps: []step{
-				{do: "fail"}, {do: "fail"}, {do: "fail", want: Open},
-				{do: "ok", want: Open},
-				{do: "fail", want: Open},
-				{do: "abandon", want: Open},
-				{do: "advance", d: time.Second, want: Open},
-				{do: "allow", wantAllow: true, want: HalfOpen}, // not extended by the stale failure
+			steps: []breakerStep{
+				{do: "fail"}, {do: "fail"}, {do: "fail", want: BreakerOpen},
+				{do: "ok", want: BreakerOpen},
+				{do: "fail", want: BreakerOpen},
+				{do: "abandon", want: BreakerOpen},
+				{do: "advance", d: time.Second, want: BreakerOpen},
+				{do: "allow", wantAllow: true, want: BreakerHalfOpen}, // not extended by the stale failure
 			},
 		},
 		{
 			name: "abandon while closed changes nothing",
-			steps: []step{
+			steps: []breakerStep{
 				{do: "fail"}, {do: "fail"},
-				{do: "abandon", want: Closed},
-				{do: "fail", want: Open},
+				{do: "abandon", want: BreakerClosed},
+				{do: "fail", want: BreakerOpen},
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, c := newTest(o, nil)
+			b, c := newTestBreaker(o, nil)
 			for i, s := range tt.steps {
 				switch s.do {
 				case "fail":
@@ -125,11 +125,11 @@ func TestTransitions(t *testing.T) {
 					c.Advance(s.d)
 				case "allow":
 					if got := b.Allow(); got != s.wantAllow {
-						t.Fatalf("step %d: Allow = %v, want %v", i, got, s.wantAllow)
+						t.Fatalf("breakerStep %d: Allow = %v, want %v", i, got, s.wantAllow)
 					}
 				}
 				if got := b.State(); got != s.want {
-					t.Fatalf("step %d (%s): state %v, want %v", i, s.do, got, s.want)
+					t.Fatalf("breakerStep %d (%s): state %v, want %v", i, s.do, got, s.want)
 				}
 			}
 		})
@@ -148,7 +148,7 @@ func open(b *Breaker) {
 // wins the probe at cooldown expiry.
 func TestZeroAdmittedWhileOpenThenExactlyOneProbe(t *testing.T) {
 	for round := range 200 {
-		b, c := newTest(Options{Failures: 2, Cooldown: time.Second}, fixed(0))
+		b, c := newTestBreaker(BreakerOptions{Failures: 2, Cooldown: time.Second}, fixedRand(0))
 		open(b)
 		var admitted atomic.Int64
 		hammer := func() {
@@ -174,7 +174,7 @@ func TestZeroAdmittedWhileOpenThenExactlyOneProbe(t *testing.T) {
 		if got := admitted.Load(); got != 1 {
 			t.Fatalf("round %d: %d probes admitted at cooldown expiry, want exactly 1", round, got)
 		}
-		if got := b.State(); got != HalfOpen {
+		if got := b.State(); got != BreakerHalfOpen {
 			t.Fatalf("round %d: state %v, want half_open", round, got)
 		}
 	}
@@ -182,8 +182,8 @@ func TestZeroAdmittedWhileOpenThenExactlyOneProbe(t *testing.T) {
 
 // TestCooldownGrowth checks the open periods: doubled after each failed
 // probe, capped, reset by a success; no jitter (rand = 0).
-func TestCooldownGrowth(t *testing.T) {
-	b, c := newTest(Options{Failures: 1, Cooldown: time.Second, MaxCooldown: 10 * time.Second}, fixed(0))
+func TestBreakerCooldownGrowth(t *testing.T) {
+	b, c := newTestBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second, MaxCooldown: 10 * time.Second}, fixedRand(0))
 	var got []time.Duration
 	period := func() time.Duration { return b.ReopenAt().Sub(c.Now()) }
 	probeFails := func() {
@@ -218,23 +218,23 @@ func TestCooldownGrowth(t *testing.T) {
 
 // TestJitterBounds checks that an open period is the current cooldown
 // shortened by Jitter × rand, never more than the cooldown or the cap.
-func TestJitterBounds(t *testing.T) {
+func TestBreakerJitterBounds(t *testing.T) {
 	tests := []struct {
 		name   string
-		o      Options
+		o      BreakerOptions
 		r      float64
 		probes int // failed probes after opening
 		want   time.Duration
 	}{
-		{"rand 0 keeps the period", Options{Jitter: 0.5}, 0, 0, 5 * time.Second},
-		{"rand shortens by Jitter × rand", Options{Jitter: 0.5}, 0.75, 0, 3125 * time.Millisecond},
-		{"default jitter 0.2", Options{}, 0.5, 0, 4500 * time.Millisecond},
-		{"negative jitter is none", Options{Jitter: -1}, 0.9, 0, 5 * time.Second},
-		{"jitter applies after the cap", Options{MaxCooldown: 12 * time.Second, Jitter: 0.5}, 0.5, 3, 9 * time.Second},
+		{"rand 0 keeps the period", BreakerOptions{Jitter: 0.5}, 0, 0, 5 * time.Second},
+		{"rand shortens by Jitter × rand", BreakerOptions{Jitter: 0.5}, 0.75, 0, 3125 * time.Millisecond},
+		{"default jitter 0.2", BreakerOptions{}, 0.5, 0, 4500 * time.Millisecond},
+		{"negative jitter is none", BreakerOptions{Jitter: -1}, 0.9, 0, 5 * time.Second},
+		{"jitter applies after the cap", BreakerOptions{MaxCooldown: 12 * time.Second, Jitter: 0.5}, 0.5, 3, 9 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, c := newTest(tt.o, fixed(tt.r))
+			b, c := newTestBreaker(tt.o, fixedRand(tt.r))
 			open(b)
 			for range tt.probes {
 				c.Set(b.ReopenAt())
@@ -250,16 +250,16 @@ func TestJitterBounds(t *testing.T) {
 	}
 }
 
-func TestOptionsWithDefaults(t *testing.T) {
+func TestBreakerOptionsWithDefaults(t *testing.T) {
 	tests := []struct {
 		name string
-		in   Options
-		want Options
+		in   BreakerOptions
+		want BreakerOptions
 	}{
-		{"zero", Options{}, Options{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0.2}},
-		{"max raised to cooldown", Options{Cooldown: time.Hour}, Options{Failures: 5, Cooldown: time.Hour, MaxCooldown: time.Hour, Jitter: 0.2}},
-		{"jitter clamped", Options{Jitter: 3}, Options{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0.9}},
-		{"no jitter", Options{Jitter: -0.5}, Options{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0}},
+		{"zero", BreakerOptions{}, BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0.2}},
+		{"max raised to cooldown", BreakerOptions{Cooldown: time.Hour}, BreakerOptions{Failures: 5, Cooldown: time.Hour, MaxCooldown: time.Hour, Jitter: 0.2}},
+		{"jitter clamped", BreakerOptions{Jitter: 3}, BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0.9}},
+		{"no jitter", BreakerOptions{Jitter: -0.5}, BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute, Jitter: 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestOptionsWithDefaults(t *testing.T) {
 }
 
 func TestReadyAndReopenAt(t *testing.T) {
-	b, c := newTest(Options{Failures: 1, Cooldown: time.Second}, fixed(0))
+	b, c := newTestBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second}, fixedRand(0))
 	if !b.Ready() || !b.ReopenAt().IsZero() {
 		t.Fatal("closed breaker must be ready with no reopen time")
 	}
@@ -283,7 +283,7 @@ func TestReadyAndReopenAt(t *testing.T) {
 	if !b.Ready() {
 		t.Fatal("open with cooldown over must be ready")
 	}
-	if !b.Ready() || b.State() != Open {
+	if !b.Ready() || b.State() != BreakerOpen {
 		t.Fatal("Ready must not take the probe")
 	}
 	b.Allow()
@@ -295,8 +295,8 @@ func TestReadyAndReopenAt(t *testing.T) {
 	}
 }
 
-func TestNoAllocs(t *testing.T) {
-	b, c := newTest(Options{Failures: 1, Cooldown: time.Second}, fixed(0))
+func TestBreakerNoAllocs(t *testing.T) {
+	b, c := newTestBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second}, fixedRand(0))
 	allocs := testing.AllocsPerRun(100, func() {
 		b.Allow()
 		b.Failure()
@@ -310,7 +310,7 @@ func TestNoAllocs(t *testing.T) {
 }
 
 func BenchmarkAllowClosed(b *testing.B) {
-	br := New(Options{}, nil, nil)
+	br := NewBreaker(BreakerOptions{}, nil, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		if !br.Allow() {
@@ -344,7 +344,7 @@ func (g *gateClock) Now() time.Time {
 
 // TestProbeRaces forces the interleavings that the compare-and-swap and the
 // generation guard against, deterministically.
-func TestProbeRaces(t *testing.T) {
+func TestBreakerProbeRaces(t *testing.T) {
 	tests := []struct {
 		name string
 		// between runs while the first caller is stopped inside Allow.
@@ -365,7 +365,7 @@ func TestProbeRaces(t *testing.T) {
 					t.Fatal("second caller did not get the probe")
 				}
 				b.Failure() // reopens for 2s: the stopped caller read the old open period
-				if b.State() != Open {
+				if b.State() != BreakerOpen {
 					t.Fatal("not reopened")
 				}
 			},
@@ -374,7 +374,7 @@ func TestProbeRaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &gateClock{Fake: clock.NewFake(time.Time{})}
-			b := New(Options{Failures: 1, Cooldown: time.Second}, c, fixed(0))
+			b := NewBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second}, c, fixedRand(0))
 			b.Failure()
 			c.Advance(time.Second)
 			c.arm()
