@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 )
 
 // TestEndpointRefusals: a request whose model has no backend serving its
@@ -189,5 +191,35 @@ func TestHostileRequests(t *testing.T) {
 	}
 	if n := prov.RequestCount(); n != 0 {
 		t.Errorf("the provider saw %d requests; every refusal must happen before egress", n)
+	}
+}
+
+// TestEndpointTable: the handler's endpoint table finds every endpoint of
+// every API at the path the catalog gives it, with its own API, and the
+// model a path names.
+func TestEndpointTable(t *testing.T) {
+	e := newEndpoints()
+	n := 0
+	for _, a := range catalog.APIs() {
+		for _, s := range a.Endpoints {
+			path, model := s.Path, ""
+			if path == "" {
+				path, model = "/v1beta/models/m-1:"+strings.TrimPrefix(s.UpstreamPath, "/models/{model}:"), "m-1"
+			}
+			ep, m := e.lookup(path)
+			if ep.spec != s || ep.api != a || m != model {
+				t.Errorf("%s: lookup(%s) = %v, %v, %q", s.Endpoint, path, ep.spec, ep.api, m)
+			}
+			if want, _ := catalog.ByPath(path); want != s {
+				t.Errorf("%s: the catalog finds %v at %s", s.Endpoint, want, path)
+			}
+			n++
+		}
+	}
+	if ep, _ := e.lookup("/v1/nothing"); ep.spec != nil {
+		t.Errorf("an unknown path found %v", ep.spec.Endpoint)
+	}
+	if n < 10 {
+		t.Errorf("only %d endpoints", n)
 	}
 }

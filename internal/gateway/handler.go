@@ -135,6 +135,48 @@ type Handler struct {
 	// cancelLogs is each key's budget of request lines for attempts its
 	// client cancelled before anything was sent (log.go).
 	cancelLogs *usage.KeyBudget
+	endpoints  endpoints
+}
+
+// endpoints is the catalog's endpoint table as the handler looks paths
+// up in it, built once: exact client paths in a map, then the endpoints
+// whose path names the model, each with its API.
+type endpoints struct {
+	exact map[string]endpoint
+	match []endpoint
+}
+
+type endpoint struct {
+	spec *provider.Spec
+	api  *provider.API
+}
+
+func newEndpoints() endpoints {
+	e := endpoints{exact: map[string]endpoint{}}
+	for _, a := range catalog.APIs() {
+		for _, s := range a.Endpoints {
+			if s.Path != "" {
+				e.exact[s.Path] = endpoint{s, a}
+			} else {
+				e.match = append(e.match, endpoint{s, a})
+			}
+		}
+	}
+	return e
+}
+
+// lookup returns the endpoint whose client path is path (zero when none)
+// and the model the path names, for one whose path names it.
+func (e *endpoints) lookup(path string) (endpoint, string) {
+	if ep, ok := e.exact[path]; ok {
+		return ep, ""
+	}
+	for _, ep := range e.match {
+		if m, ok := ep.spec.Match(path); ok {
+			return ep, m
+		}
+	}
+	return endpoint{}, ""
 }
 
 // New returns a Handler.
@@ -154,7 +196,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst)}
+	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst), endpoints: newEndpoints()}
 }
 
 // statusWriter remembers the status sent, for the request metric.
@@ -262,16 +304,15 @@ func (nopObserver) ObserveLimitRefusal(string, string)                          
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
 	ctx := r.Context()
-	spec, pathModel := catalog.ByPath(r.URL.Path)
+	ep, pathModel := h.endpoints.lookup(r.URL.Path)
+	spec, api := ep.spec, ep.api
 	var (
-		c   *call
-		w   *statusWriter
-		api *provider.API
+		c *call
+		w *statusWriter
 	)
 	if spec != nil {
 		c = &call{} // the writer inside: one allocation for both
 		w = &c.sw
-		api = catalog.API(spec.Endpoint.Protocol())
 	} else {
 		w = &statusWriter{}
 		api = catalog.Claiming(r)
