@@ -390,3 +390,24 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	}
 	b.ReportMetric(float64(store.Calls()-calls)/float64(b.N), "roundtrips/op")
 }
+
+// TestFleetLeaseExpires: what is left of a lease after a window is
+// dropped, not spent later: the next request takes a new lease.
+func TestFleetLeaseExpires(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: 100}, authsnap.Limits{})
+	n.wait(t, true)
+	if !n.admit(fc.Now()) { // a lease of 5; 4 left
+		t.Fatal("refused")
+	}
+	fc.Advance(59 * time.Second)
+	calls := n.store.Calls()
+	if !n.admit(fc.Now()) || n.store.Calls() != calls {
+		t.Fatal("a lease within its window was not spent locally")
+	}
+	fc.Advance(2 * time.Second)
+	if !n.admit(fc.Now()) || n.store.Calls() != calls+1 {
+		t.Fatalf("%d takes after the window, want 1", n.store.Calls()-calls)
+	}
+}
