@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -30,9 +31,10 @@ const (
 
 // RedisOptions configure a Redis store.
 type RedisOptions struct {
-	Address  string // host:port
-	Username string // "" = the default user
-	Password string // "" = none
+	Address  string      // host:port
+	Username string      // "" = the default user
+	Password string      // "" = none
+	TLS      *tls.Config // nil = plaintext
 	// Timeout bounds one lease take and one probe; 0 means 1s. A take
 	// that times out marks the store down.
 	Timeout time.Duration
@@ -142,6 +144,7 @@ func (r *Redis) probe(ctx context.Context) error {
 			InitAddress:       []string{r.o.Address},
 			Username:          r.o.Username,
 			Password:          r.o.Password,
+			TLSConfig:         r.o.TLS,
 			ForceSingleClient: true,
 			// Leases need no client-side caching (RESP3 tracking).
 			DisableCache:     true,
