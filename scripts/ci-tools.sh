@@ -20,8 +20,7 @@
 #
 # Nothing is started: no package service may run (the prometheus package
 # would start a server on :9090, redis-server one on :6379). Without an
-# /usr/sbin/policy-rc.d the
-# script puts one in place for the install and removes it after.
+# /usr/sbin/policy-rc.d the script puts one in place for the install and removes it after.
 set -euo pipefail
 
 log() { printf 'ci-tools: %s\n' "$*" >&2; }
