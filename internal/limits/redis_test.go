@@ -411,3 +411,40 @@ func TestFleetLeaseExpires(t *testing.T) {
 		t.Fatalf("%d takes after the window, want 1", n.store.Calls()-calls)
 	}
 }
+
+// TestFleetConcurrentAdmit: goroutines on two nodes racing for one
+// key's budget at one instant admit exactly the limit, and every lease
+// take is waited for, not repeated.
+func TestFleetConcurrentAdmit(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	const limit = 500
+	var ns [2]*node
+	for i := range ns {
+		ns[i] = newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit, TokensPerMinute: 1 << 30}, authsnap.Limits{RequestsPerMinute: 1 << 20})
+		ns[i].wait(t, true)
+	}
+	var admitted [8]int
+	var wg sync.WaitGroup
+	for w := range admitted {
+		wg.Go(func() {
+			n := ns[w%2]
+			for range limit {
+				tk, _, ok := n.sub.Admit(fc.Now())
+				if ok {
+					admitted[w]++
+					tk.Debit(fc.Now(), 10)
+					tk.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, a := range admitted {
+		total += a
+	}
+	if total != limit {
+		t.Errorf("admitted %d, want exactly %d", total, limit)
+	}
+}
