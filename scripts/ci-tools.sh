@@ -11,12 +11,16 @@
 #   systemd-analyze, systemd-sysusers (package systemd)
 #                                  `systemd-analyze security --offline` of the
 #                                  unit and its sysusers.d file (deploy)
+#   redis-server                   the redis store of per-key and per-tenant
+#                                  limits: the tests start their own servers
+#                                  on free loopback ports (internal/limits,
+#                                  internal/app)
 #
 # Usage, as root on Debian 12:   scripts/ci-tools.sh
 #
 # Nothing is started: no package service may run (the prometheus package
-# would start a server on :9090). Without an /usr/sbin/policy-rc.d the
-# script puts one in place for the install and removes it after.
+# would start a server on :9090, redis-server one on :6379). Without an
+# /usr/sbin/policy-rc.d the script puts one in place for the install and removes it after.
 set -euo pipefail
 
 log() { printf 'ci-tools: %s\n' "$*" >&2; }
@@ -26,6 +30,7 @@ missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || missing+=(systemd)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
@@ -47,3 +52,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 command -v promtool >/dev/null || die "promtool missing after installing prometheus"
+command -v redis-server >/dev/null || die "redis-server missing after installing redis-server"

@@ -183,6 +183,7 @@ type node struct {
 	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
 	tracer    *tracing.Tracer           // nil when tracing is off
 	creds     *secret.Watcher           // the file credentials; nil when there are none
+	limStore  *limits.Redis             // nil with the local store of limits
 	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
 	gw        *gateway.Handler          // inside limited; owns the WebSocket connections
 	api       *http.Server
@@ -245,7 +246,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	// (docs/snapshots.md "Signed snapshots").
 	// Per-key and per-tenant limits: each compiled authorization snapshot
 	// binds its limited keys to the node's limiter (docs/limits.md).
-	lim := limits.New(limits.Options{Share: cfg.Limits.LocalShare})
+	lim := limits.New(n.limiterOptions())
 	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz, lim))
 	if _, err := newPoller("authz", cfg.Authz.Source, authzDecode); err != nil {
 		return nil, err
@@ -669,6 +670,14 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 			n.tracer.Run(pubCtx)
 		}()
 	}
+	// The limits store, too: requests of the drain still take leases.
+	if n.limStore != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.limStore.Run(pubCtx)
+		}()
+	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	for _, p := range n.pollers {
 		wg.Add(1)
@@ -749,6 +758,50 @@ func (n *node) runCredentialWatch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// limiterOptions configures the per-key and per-tenant limiter from
+// [limits]; with store = "redis" it creates the store (connected by run),
+// whose state /readyz shows as a detail and scootgate_limits_store_up
+// exports (docs/limits.md "Fleet-wide: the redis store").
+func (n *node) limiterOptions() limits.Options {
+	l := n.cfg.Limits
+	o := limits.Options{Share: l.LocalShare}
+	if l.Store != config.StoreRedis {
+		return o
+	}
+	r := l.Redis
+	var tlsCfg *tls.Config
+	if r.TLS {
+		host, _, _ := net.SplitHostPort(r.Address)
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	fallback := map[string]string{
+		config.OnStoreFailureLocal:  "this node's share of every limit (limits.local_share)",
+		config.OnStoreFailureOpen:   "no requests or tokens per minute (on_store_failure = open)",
+		config.OnStoreFailureClosed: "limited requests refused with 503 (on_store_failure = closed)",
+	}[r.OnStoreFailure]
+	detail := func(up bool) {
+		if up {
+			n.health.SetDetail("limits_store", "redis "+r.Address+": up; requests and tokens per minute are fleet-wide")
+		} else {
+			n.health.SetDetail("limits_store", "redis "+r.Address+": unreachable; until it answers, "+fallback)
+		}
+	}
+	detail(false)
+	n.limStore = limits.NewRedis(limits.RedisOptions{
+		Address: r.Address, Username: r.Username, Password: r.Password.Reveal(), TLS: tlsCfg,
+		OnChange: detail, Logger: n.log,
+	})
+	n.metrics.RegisterLimitsStore(n.limStore.Up)
+	o.Fleet = n.limStore
+	switch r.OnStoreFailure {
+	case config.OnStoreFailureOpen:
+		o.OnFailure = limits.FailOpen
+	case config.OnStoreFailureClosed:
+		o.OnFailure = limits.FailClosed
+	}
+	return o
 }
 
 // listenAPI opens the public listener, with TLS 1.2+ when a certificate is

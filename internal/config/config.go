@@ -98,6 +98,38 @@ type Limits struct {
 	// balancer"): behind a balancer that spreads requests over N nodes,
 	// 1/N.
 	LocalShare float64
+
+	// Store keeps the per-key and per-tenant counts: StoreLocal (each
+	// node its share) or StoreRedis (the fleet's, docs/limits.md
+	// "Fleet-wide: the redis store").
+	Store string
+	Redis LimitsRedis // [limits.redis]; only with Store = StoreRedis
+}
+
+// Stores of per-key and per-tenant limits ([limits] store).
+const (
+	StoreLocal = "local"
+	StoreRedis = "redis"
+)
+
+// What a node does while its Redis store is unreachable
+// ([limits.redis] on_store_failure).
+const (
+	OnStoreFailureLocal  = "local"  // the local share
+	OnStoreFailureOpen   = "open"   // no requests or tokens per minute
+	OnStoreFailureClosed = "closed" // refuse limited requests with 503
+)
+
+// LimitsRedis is the Redis that holds the fleet's limits.
+type LimitsRedis struct {
+	Address  string // host:port
+	Username string // "" = the default user
+	// Password is sent to Redis (AUTH); only over TLS or to a loopback
+	// address (it would otherwise cross the network in cleartext).
+	Password secret.Secret
+	TLS      bool // TLS to Redis, verified against the system roots
+	// OnStoreFailure is one of the OnStoreFailure constants.
+	OnStoreFailure string
 }
 
 // Timeouts are the separately configurable timeouts of docs/api.md "Timeouts".
@@ -193,6 +225,8 @@ type Authz struct {
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
 //	limits.local_share         1 (docs/limits.md)
+//	limits.store               "local"
+//	limits.redis.on_store_failure "local"
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
@@ -248,6 +282,8 @@ func Defaults() Config {
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
 			LocalShare:      1,
+			Store:           StoreLocal,
+			Redis:           LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 		},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,

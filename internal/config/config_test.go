@@ -112,7 +112,7 @@ func TestExampleSpellsOutDefaults(t *testing.T) {
 		Breaker  Breaker
 		Cooldown Cooldown
 	}
-	if diff := cmp.Diff(knobs{got.Listen, got.Limits, got.Timeouts, got.Drain, got.Balance, got.Breaker, got.Cooldown}, knobs{d.Listen, d.Limits, d.Timeouts, d.Drain, d.Balance, d.Breaker, d.Cooldown}); diff != "" {
+	if diff := cmp.Diff(knobs{got.Listen, got.Limits, got.Timeouts, got.Drain, got.Balance, got.Breaker, got.Cooldown}, knobs{d.Listen, d.Limits, d.Timeouts, d.Drain, d.Balance, d.Breaker, d.Cooldown}, cmpOpts); diff != "" {
 		t.Errorf("example.toml differs from Defaults() (-example +defaults):\n%s", diff)
 	}
 	if diff := cmp.Diff(got.Routes, d.Routes); diff != "" {
@@ -136,6 +136,7 @@ func TestDefaults(t *testing.T) {
 		Limits: Limits{
 			BodyBytes: 33554432, MaxAttempts: 2,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute, LingerTimeout: 5 * time.Second, LocalShare: 1,
+			Store: StoreLocal, Redis: LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 		},
 		Timeouts: Timeouts{
 			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,

@@ -24,6 +24,8 @@ func TestRulesServerLimits(t *testing.T) {
 				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
 				LocalShare:    1,
+				Store:         StoreLocal,
+				Redis:         LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 			},
 		},
 		{
@@ -36,6 +38,8 @@ func TestRulesServerLimits(t *testing.T) {
 				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
 				LocalShare:    1,
+				Store:         StoreLocal,
+				Redis:         LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 			},
 		},
 		{
@@ -48,6 +52,8 @@ func TestRulesServerLimits(t *testing.T) {
 				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
+				Store:         StoreLocal,
+				Redis:         LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 			},
 		},
 		{
@@ -99,6 +105,55 @@ func TestRulesServerLimits(t *testing.T) {
 			name: "local_share not a number",
 			add:  "[limits]\nlocal_share = \"1/3\"\n",
 			want: []Problem{{"limits.local_share", "expected a number greater than 0, at most 1, got a string"}},
+		},
+		{
+			name: "redis store",
+			add: "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"10.0.0.5:6379\"\nusername = \"gw\"\n" +
+				"password = { env = \"PROXY_PW\" }\ntls = true\non_store_failure = \"closed\"\n",
+			view: func(c *Config) any {
+				r := c.Limits.Redis
+				return []any{c.Limits.Store, r.Address, r.Username, r.Password.Reveal() != "", r.TLS, r.OnStoreFailure}
+			},
+			wantView: []any{"redis", "10.0.0.5:6379", "gw", true, true, "closed"},
+		},
+		{
+			name:     "redis store defaults",
+			add:      "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"127.0.0.1:6379\"\n",
+			view:     func(c *Config) any { return c.Limits.Redis },
+			wantView: LimitsRedis{Address: "127.0.0.1:6379", OnStoreFailure: "local"},
+		},
+		{
+			name: "redis store problems",
+			add: "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"redis:port\"\n" +
+				"on_store_failure = \"retry\"\ndb = 2\n",
+			want: []Problem{
+				{"limits.redis.address", `expected host:port with a host and a numeric port, like "10.0.0.5:6379", got "redis:port"`},
+				{"limits.redis.on_store_failure", `expected "local", "open" or "closed", got "retry"`},
+				{"limits.redis.db", "unknown key; expected one of: address, on_store_failure, password, tls, username"},
+			},
+		},
+		{
+			name: "redis store: cleartext password to a remote Redis",
+			add:  "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"10.0.0.5:6379\"\npassword = { env = \"PROXY_PW\" }\n",
+			want: []Problem{{"limits.redis.password", "would cross the network in cleartext to a non-loopback Redis; set tls = true or use a loopback address"}},
+		},
+		{
+			name: "redis store without [limits.redis]",
+			add:  "[limits]\nstore = \"redis\"\n",
+			want: []Problem{{"limits.redis", `missing; store = "redis" needs a [limits.redis] table with address = "host:port"`}},
+		},
+		{
+			name: "[limits.redis] without the redis store",
+			add:  "[limits]\nstore = \"Redis\"\n[limits.redis]\naddress = \"127.0.0.1:6379\"\n",
+			want: []Problem{
+				{"limits.store", `expected "local" or "redis", got "Redis"`},
+				{"limits.redis", `only applies with limits.store = "redis"`},
+			},
+		},
+		{
+			name: "redis address missing",
+			add:  "[limits]\nstore = \"redis\"\n[limits.redis]\non_store_failure = \"open\"\n",
+			want: []Problem{{"limits.redis.address", "missing; expected the Redis address, host:port"}},
 		},
 		{
 			name: "wrong types",

@@ -208,6 +208,67 @@ func (v *validator) limits(t *table, l *Limits) {
 			l.LocalShare = r
 		}
 	}
+	v.limitsStore(t, l)
+}
+
+// limitsStore reads [limits] store and [limits.redis].
+func (v *validator) limitsStore(t *table, l *Limits) {
+	if s, ok := t.str("store", ""); ok {
+		switch s {
+		case StoreLocal, StoreRedis:
+			l.Store = s
+		default:
+			v.ps.add(t.at("store"), "expected %q or %q, got %q", StoreLocal, StoreRedis, s)
+		}
+	}
+	if !t.has("redis") {
+		if l.Store == StoreRedis {
+			v.ps.add(t.at("redis"), "missing; store = %q needs a [limits.redis] table with address = \"host:port\"", StoreRedis)
+		}
+		return
+	}
+	rt, ok := t.sub("redis", "")
+	if !ok {
+		return
+	}
+	defer rt.done()
+	if l.Store != StoreRedis {
+		v.ps.add(t.at("redis"), "only applies with limits.store = %q", StoreRedis)
+	}
+	r := &l.Redis
+	host := ""
+	if a, ok := rt.str("address", "the Redis address, host:port"); ok {
+		h, port, err := net.SplitHostPort(a)
+		if _, portOK := parsePort(port); err != nil || h == "" || !portOK || port == "0" {
+			v.ps.add(rt.at("address"), "expected host:port with a host and a numeric port, like \"10.0.0.5:6379\", got %q", a)
+		} else {
+			r.Address, host = a, h
+		}
+	}
+	if u, ok := rt.str("username", ""); ok {
+		if u == "" || strings.ContainsFunc(u, unicode.IsControl) || strings.ContainsRune(u, ' ') {
+			v.ps.add(rt.at("username"), "expected a Redis user name without spaces or control characters")
+		} else {
+			r.Username = u
+		}
+	}
+	if b, ok := rt.boolean("tls"); ok {
+		r.TLS = b
+	}
+	if raw, ok := rt.get("password", ""); ok {
+		r.Password = v.secretRef(rt, "password", raw)
+		if !r.TLS && host != "" && !loopback(host) {
+			v.ps.add(rt.at("password"), "would cross the network in cleartext to a non-loopback Redis; set tls = true or use a loopback address")
+		}
+	}
+	if s, ok := rt.str("on_store_failure", ""); ok {
+		switch s {
+		case OnStoreFailureLocal, OnStoreFailureOpen, OnStoreFailureClosed:
+			r.OnStoreFailure = s
+		default:
+			v.ps.add(rt.at("on_store_failure"), "expected %q, %q or %q, got %q", OnStoreFailureLocal, OnStoreFailureOpen, OnStoreFailureClosed, s)
+		}
+	}
 }
 
 func (v *validator) timeouts(t *table, to *Timeouts) {

@@ -593,6 +593,13 @@ func (c *call) refuseLimited(st *limits.Status) {
 	c.h.o.Observer.ObserveLimitRefusal(scope, kind)
 	c.sw.keyID, c.sw.tenantID, c.sw.limit = c.principal.KeyID, c.principal.TenantID, kind
 	c.limitHeaders(c.w.Header())
+	if st.Kind == limits.KindStore {
+		// The store is down and the node fails closed: not the key's
+		// doing, and nothing was sent; a retry (on another node, or
+		// later) is safe.
+		c.fail(apierr.Unavailable("the store of this API key's limits is unreachable", st.RetryAfter))
+		return
+	}
 	whose := "this API key"
 	if st.Scope == limits.ScopeTenant {
 		whose = "this API key's tenant"

@@ -36,6 +36,28 @@
 // evenly, 1/N makes the fleet's sum the limit. A limit's share is
 // floor(L × share), and at least 1.
 //
+// # The redis store
+//
+// With a [Redis] store (Options.Fleet), requests and tokens per minute
+// are the fleet's: one bucket per key or tenant and kind lives in Redis,
+// with the same capacity and refill as a local one, and nodes take
+// leases from it (a twentieth of the limit at a time) with one Lua
+// script run atomically (EVALSHA). Admit spends from the node's lease
+// and pays a round trip only when the lease is empty; a lease below half
+// is topped up in the background. Tokens debited beyond the lease are a
+// debt, paid to the fleet's bucket with the next take. A node holds at
+// most one and a half leases plus one unit unspent, so the fleet admits
+// at most what the bucket gives plus that per node (docs/limits.md
+// "Overshoot"). Leased budget unused after a window is dropped.
+// max_concurrent stays per node, by share.
+//
+// The script takes now from the caller: the buckets follow the nodes'
+// clocks (injectable in tests), not Redis's. While the store is down
+// (a take failed), Admit follows Options.OnFailure: the local share
+// buckets, which keep refilling meanwhile, no limits, or refusals with
+// KindStore; [Redis.Run] probes with backoff and the node returns to the
+// fleet's buckets when Redis answers, without a restart.
+//
 // # Caveats
 //
 // Tokens are debited after the fact, so a key may overshoot its tokens per

@@ -25,15 +25,24 @@ type Options struct {
 	// Clock is the time source the callers of Admit and Debit read, and
 	// Bind reads; nil means the real clock.
 	Clock clock.Clock
+	// Fleet, if set, makes requests and tokens per minute fleet-wide:
+	// leased from the shared Redis store (docs/limits.md "Fleet-wide:
+	// the redis store"). Share then applies only while the store is down
+	// (with OnFailure FailLocal) and to max_concurrent.
+	Fleet *Redis
+	// OnFailure is what Admit does while Fleet is down.
+	OnFailure Failure
 }
 
 // Limiter holds the state of every limited key and tenant of the current
 // authorization snapshot. It is safe for concurrent use.
 type Limiter struct {
 	// immutable
-	share float64
-	clock clock.Clock
-	epoch time.Time // state times are nanoseconds since epoch
+	share     float64
+	clock     clock.Clock
+	epoch     time.Time // state times are nanoseconds since epoch
+	fleet     *Redis    // nil = local store
+	onFailure Failure
 
 	mu      sync.Mutex        // serializes binds
 	keys    map[string]*state // guarded by mu; the last bind's
@@ -48,7 +57,8 @@ func New(o Options) *Limiter {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), keys: map[string]*state{}, tenants: map[string]*state{}}
+	return &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), fleet: o.Fleet, onFailure: o.OnFailure,
+		keys: map[string]*state{}, tenants: map[string]*state{}}
 }
 
 // Binder hands out the Subjects of one authorization snapshot. A key or
@@ -64,8 +74,8 @@ type Binder struct {
 
 // update is a bound state's limits as of the snapshot being bound.
 type update struct {
-	s *state
-	c caps
+	s       *state
+	c, full caps
 }
 
 // Bind starts binding a snapshot. It holds the limiter's bind lock until
@@ -83,24 +93,24 @@ func (b *Binder) Subject(keyID, tenantID string, key, tenant authsnap.Limits) *S
 	}
 	sub := &Subject{l: b.l}
 	if !key.IsZero() {
-		sub.key = b.bind(b.keys, b.l.keys, keyID, key)
+		sub.key = b.bind(b.keys, b.l.keys, "k:", keyID, key)
 	}
 	if !tenant.IsZero() {
-		sub.tenant = b.bind(b.tenants, b.l.tenants, tenantID, tenant)
+		sub.tenant = b.bind(b.tenants, b.l.tenants, "t:", tenantID, tenant)
 	}
 	return sub
 }
 
-func (b *Binder) bind(next, prev map[string]*state, id string, lim authsnap.Limits) *state {
+func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsnap.Limits) *state {
 	s := next[id]
 	if s == nil {
 		if s = prev[id]; s == nil {
-			s = &state{}
+			s = newState(scope + id)
 		}
 		next[id] = s
 		// A tenant's limits are the same for each of its keys: the first
 		// is enough.
-		b.updates = append(b.updates, update{s, b.l.effective(lim)})
+		b.updates = append(b.updates, update{s, b.l.effective(lim), capsOf(lim)})
 	}
 	return s
 }
@@ -113,6 +123,7 @@ func (b *Binder) Done() {
 	for _, u := range b.updates {
 		u.s.mu.Lock()
 		u.s.update(u.c, at)
+		u.s.full = u.full
 		u.s.mu.Unlock()
 	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
@@ -157,6 +168,9 @@ const (
 	KindRequests Kind = iota + 1
 	KindTokens
 	KindConcurrency
+	// KindStore is a refusal because the fleet's store is unreachable
+	// and the node is configured to fail closed.
+	KindStore
 )
 
 func (k Kind) String() string {
@@ -167,6 +181,8 @@ func (k Kind) String() string {
 		return "tokens"
 	case KindConcurrency:
 		return "concurrency"
+	case KindStore:
+		return "store"
 	}
 	return "none"
 }
@@ -213,6 +229,24 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 		return Ticket{}, st, true
 	}
 	l := sub.l
+	if f := l.fleet; f != nil {
+		if f.Up() {
+			if t, st, ok, done := sub.admitFleet(now); done {
+				return t, st, ok
+			}
+		}
+		// The store is down (or went down on this request's take).
+		switch l.onFailure {
+		case FailOpen:
+			return sub.admitOpen()
+		case FailClosed:
+			st.Scope, st.Kind, st.RetryAfter = ScopeKey, KindStore, concurrencyRetry
+			if sub.key == nil {
+				st.Scope = ScopeTenant
+			}
+			return Ticket{}, st, false
+		}
+	}
 	at := l.since(now)
 	ks, ts := sub.key, sub.tenant
 	// Key before tenant, always: one lock order for every request.
@@ -266,7 +300,13 @@ func (t Ticket) Debit(now time.Time, tokens int64) {
 		if s.tpm > 0 {
 			s.tokLevel -= float64(tokens)
 		}
+		// The fleet's lease pays too, whether or not the store is up:
+		// a debt is paid to the fleet's bucket with the next take.
+		fetch := t.l.fleet != nil && s.full.tpm > 0 && s.debitLeaseLocked(tokens, at)
 		s.mu.Unlock()
+		if fetch {
+			t.l.prefetch(s, &s.tok, now)
+		}
 	}
 }
 
@@ -300,8 +340,13 @@ func (l *Limiter) Len() (keys, tenants int) {
 // since converts a reading of the clock to the states' time.
 func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.epoch)) }
 
-// caps are a subject's limits as this node enforces them.
+// caps are a subject's limits as this node enforces them, or (full) as
+// the fleet does.
 type caps struct{ rpm, tpm, conc int64 }
+
+func capsOf(lim authsnap.Limits) caps {
+	return caps{max(0, lim.RequestsPerMinute), max(0, lim.TokensPerMinute), max(0, lim.MaxConcurrent)}
+}
 
 // effective applies the node's share: floor(L × share), at least 1; 0
 // (no limit) stays 0.
@@ -326,6 +371,18 @@ type state struct {
 	reqLevel, tokLevel float64
 	at                 int64 // when the levels were last refilled
 	inflight           int64
+
+	// Fleet mode only (docs/limits.md "Fleet-wide: the redis store").
+	full     caps   // the limits before the share
+	req, tok lease  // budget leased from the fleet's buckets
+	rkey     string // the fleet's requests bucket; immutable
+	tkey     string // the fleet's tokens bucket; immutable
+}
+
+// newState returns the state of one key ("k:"+id) or tenant ("t:"+id).
+func newState(id string) *state {
+	const prefix = "scootgate:limits:"
+	return &state{rkey: prefix + id + ":requests", tkey: prefix + id + ":tokens"}
 }
 
 // update applies a snapshot's limits, refilling the buckets to now first.
@@ -369,11 +426,7 @@ func (s *state) refill(now int64) {
 // check records in st the refusal s would cause, keeping the one with the
 // longest wait: Retry-After is when every limit lets a request through.
 func (s *state) check(scope Scope, st *Status) {
-	refuse := func(k Kind, wait time.Duration) {
-		if !st.Refused() || wait > st.RetryAfter {
-			st.Scope, st.Kind, st.RetryAfter = scope, k, wait
-		}
-	}
+	refuse := func(k Kind, wait time.Duration) { st.refuse(scope, k, wait) }
 	if s.rpm > 0 && s.reqLevel < 1 {
 		refuse(KindRequests, perMinute(1-s.reqLevel, s.rpm))
 	}

@@ -83,7 +83,9 @@
 //	scootgate_limits_refused_total{scope,kind}                counter
 //	    Requests refused with 429 by a per-key or per-tenant limit
 //	    (docs/limits.md "Refusals"): scope key or tenant, kind requests,
-//	    tokens or concurrency. Never a key or tenant id.
+//	    tokens or concurrency; kind store for the 503s of a node whose
+//	    redis store is down with on_store_failure = "closed". Never a key
+//	    or tenant id.
 //
 // # Node
 //
@@ -91,6 +93,8 @@
 //	                                                             the VCS revision Go embedded, the Go version)
 //	scootgate_ready                                     gauge    1 when /readyz answers 200
 //	scootgate_draining                                  gauge    1 from the start of the drain to exit
+//	scootgate_limits_store_up                           gauge    1 while the redis store of limits answers, 0 while
+//	                                                             the node falls back (limits.store = "redis" only)
 //	scootgate_client_inflight                           gauge    client requests in flight on the API listener
 //	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests, to compare with it
 //	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit

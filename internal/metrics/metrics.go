@@ -315,6 +315,16 @@ func (m *Metrics) RegisterHealth(ready, draining func() bool) {
 	m.state.set(func(s *sources) { s.health = &healthSource{ready, draining} })
 }
 
+// RegisterLimitsStore sets the source of scootgate_limits_store_up:
+// whether the redis store of limits answers (docs/limits.md). Without it
+// (the local store) the gauge is not exported.
+func (m *Metrics) RegisterLimitsStore(up func() bool) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.store = up })
+}
+
 // ClientStats is the API listener's concurrency limit as
 // scootgate_client_* exports it.
 type ClientStats struct {

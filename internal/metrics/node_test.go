@@ -98,6 +98,21 @@ scootgate_ready 0
 `, "scootgate_ready", "scootgate_draining")
 }
 
+// TestLimitsStoreUp: scootgate_limits_store_up follows the redis store
+// of limits at each scrape, and is absent with the local store.
+func TestLimitsStoreUp(t *testing.T) {
+	m := newMetrics(t)
+	compare(t, m, ``, "scootgate_limits_store_up")
+	up := true
+	m.RegisterLimitsStore(func() bool { return up })
+	const help = `# HELP scootgate_limits_store_up 1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back.
+# TYPE scootgate_limits_store_up gauge
+`
+	compare(t, m, help+"scootgate_limits_store_up 1\n", "scootgate_limits_store_up")
+	up = false
+	compare(t, m, help+"scootgate_limits_store_up 0\n", "scootgate_limits_store_up")
+}
+
 // TestEveryEndpointNamed: every client endpoint the proxy serves has its
 // own endpoint label; before, responses, embeddings and count_tokens
 // requests were all counted as "unknown".

@@ -31,6 +31,7 @@ type sources struct {
 	client    func() ClientStats
 	traces    func() TraceStats
 	creds     func() CredentialStats
+	store     func() bool // the limits store answers; nil = the local store
 }
 
 type healthSource struct{ ready, draining func() bool }
@@ -91,6 +92,7 @@ type stateDescs struct {
 	usageEvents *prometheus.Desc
 
 	ready, draining *prometheus.Desc
+	storeUp         *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
 
@@ -145,6 +147,7 @@ func newStateDescs() stateDescs {
 
 		ready:    newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
 		draining: newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
+		storeUp:  newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once."),
@@ -167,7 +170,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents,
-		d.ready, d.draining,
+		d.ready, d.draining, d.storeUp,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
 		d.traceSpans,
 	}
@@ -213,6 +216,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if h := src.health; h != nil {
 		e.gauge(c.d.ready, boolValue(h.ready()))
 		e.gauge(c.d.draining, boolValue(h.draining()))
+	}
+	if src.store != nil {
+		e.gauge(c.d.storeUp, boolValue(src.store()))
 	}
 	if src.client != nil {
 		st := src.client()

@@ -1,0 +1,340 @@
+package limits
+
+import (
+	"context"
+	"time"
+)
+
+// leaseFraction is the slice of a limit one take from the fleet asks for:
+// with a twentieth, a key at its limit costs its node about one round trip
+// to Redis every 3 s, whatever its rate, and the fleet overshoots by at
+// most 1.5/20 of the limit per node (docs/limits.md).
+const leaseFraction = 20
+
+// maxTakes bounds the takes one admission makes per try: requests of one
+// key racing on a nearly empty fleet bucket may spend each other's
+// leases; after this many the request is refused, as the fleet would.
+const maxTakes = 3
+
+// minRetake is the least a node waits before it asks an empty fleet
+// bucket again: a key held at its limit costs each node at most ten
+// round trips a second, however high the limit.
+const minRetake = 100 * time.Millisecond
+
+// lease is what a node holds of one fleet bucket.
+type lease struct {
+	bal        int64         // leased and unspent; tokens may go below zero (owed to the fleet)
+	at         int64         // when the last lease was granted
+	fleet      int64         // the fleet bucket's level after the last take, for headers
+	emptyUntil int64         // the fleet had nothing to give: no take before this
+	fetching   chan struct{} // non-nil while a take is in flight; closed when it ends
+}
+
+// leaseSize is what one take asks for: a twentieth of the limit, at
+// least 1.
+func leaseSize(capacity int64) int64 { return max(1, capacity/leaseFraction) }
+
+// expire drops what is left of a lease granted more than a window ago:
+// leased budget is the window's, and a node must not hoard it.
+func (ls *lease) expire(at int64) {
+	if ls.bal > 0 && at-ls.at > int64(window) {
+		ls.bal = 0
+	}
+}
+
+// wantsTake reports whether the lease should be topped up now, ahead of
+// time: below half a lease, no take in flight, and the fleet not known
+// to be empty.
+func (ls *lease) wantsTake(capacity, at int64) bool {
+	return capacity > 0 && ls.fetching == nil && at >= ls.emptyUntil && 2*ls.bal < leaseSize(capacity)
+}
+
+// refuse records a refusal in st, keeping the one with the longest wait.
+func (st *Status) refuse(scope Scope, k Kind, wait time.Duration) {
+	if !st.Refused() || wait > st.RetryAfter {
+		st.Scope, st.Kind, st.RetryAfter = scope, k, wait
+	}
+}
+
+// need is a lease an admission found empty.
+type need struct {
+	s  *state
+	ls *lease
+}
+
+// admitFleet is Admit with the redis store up: requests and tokens per
+// minute are spent from the node's leases; only a lease that is empty
+// costs the request a round trip. done is false when the store failed on
+// the way (nothing was taken): the caller falls back.
+func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done bool) {
+	l := sub.l
+	at := l.since(now)
+	ks, ts := sub.key, sub.tenant
+	lock := func() {
+		// Key before tenant, always: one lock order for every request.
+		if ks != nil {
+			ks.mu.Lock()
+		}
+		if ts != nil {
+			ts.mu.Lock()
+		}
+	}
+	unlock := func() {
+		if ts != nil {
+			ts.mu.Unlock()
+		}
+		if ks != nil {
+			ks.mu.Unlock()
+		}
+	}
+	for try := 0; ; try++ {
+		var needs [4]need
+		n := 0
+		st = Status{}
+		lock()
+		if ks != nil {
+			n = ks.checkFleet(ScopeKey, at, &st, needs[:], n)
+		}
+		if ts != nil {
+			n = ts.checkFleet(ScopeTenant, at, &st, needs[:], n)
+		}
+		if n > 0 && try == maxTakes {
+			// Concurrent requests spent every lease taken meanwhile.
+			for _, nd := range needs[:n] {
+				scope, kind, capacity := nd.s.whose(ks, nd.ls)
+				st.refuse(scope, kind, perMinute(1, capacity))
+			}
+		}
+		if st.Refused() {
+			if ks != nil {
+				ks.reportFleet(&st)
+			}
+			if ts != nil {
+				ts.reportFleet(&st)
+			}
+			unlock()
+			return Ticket{}, st, false, true
+		}
+		if n == 0 {
+			var pre [4]need
+			np := 0
+			for _, s := range [2]*state{ks, ts} {
+				if s == nil {
+					continue
+				}
+				if s.full.rpm > 0 {
+					s.req.bal--
+				}
+				s.inflight++
+				s.reportFleet(&st)
+				if s.req.wantsTake(s.full.rpm, at) {
+					pre[np] = need{s, &s.req}
+					np++
+				}
+				if s.tok.wantsTake(s.full.tpm, at) {
+					pre[np] = need{s, &s.tok}
+					np++
+				}
+			}
+			unlock()
+			for _, p := range pre[:np] {
+				l.prefetch(p.s, p.ls, now)
+			}
+			return Ticket{l: l, key: ks, tenant: ts}, st, true, true
+		}
+		unlock()
+		for _, nd := range needs[:n] {
+			if err := l.fetch(nd.s, nd.ls, now); err != nil {
+				return Ticket{}, Status{}, false, false
+			}
+		}
+		if !l.fleet.Up() {
+			return Ticket{}, Status{}, false, false
+		}
+	}
+}
+
+// whose says which scope and kind a lease of s is, and its limit.
+func (s *state) whose(key *state, ls *lease) (Scope, Kind, int64) {
+	scope := ScopeTenant
+	if s == key {
+		scope = ScopeKey
+	}
+	if ls == &s.tok {
+		return scope, KindTokens, s.full.tpm
+	}
+	return scope, KindRequests, s.full.rpm
+}
+
+// checkFleet records in st the refusal s causes in fleet mode, and in
+// needs[n:] the leases that are empty but may be topped up; it returns
+// the new n. Concurrency stays the node's share.
+func (s *state) checkFleet(scope Scope, at int64, st *Status, needs []need, n int) int {
+	// The local buckets keep refilling: they take over if the store fails.
+	s.refill(at)
+	if s.conc > 0 && s.inflight >= s.conc {
+		st.refuse(scope, KindConcurrency, concurrencyRetry)
+	}
+	if s.full.rpm > 0 {
+		s.req.expire(at)
+		if s.req.bal < 1 {
+			if at < s.req.emptyUntil {
+				st.refuse(scope, KindRequests, time.Duration(s.req.emptyUntil-at))
+			} else {
+				needs[n] = need{s, &s.req}
+				n++
+			}
+		}
+	}
+	if s.full.tpm > 0 {
+		s.tok.expire(at)
+		if s.tok.bal <= 0 {
+			if at < s.tok.emptyUntil {
+				st.refuse(scope, KindTokens, time.Duration(s.tok.emptyUntil-at))
+			} else {
+				needs[n] = need{s, &s.tok}
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// reportFleet folds s's fleet windows into st: the fleet's level as of
+// the last take plus what this node holds unspent.
+func (s *state) reportFleet(st *Status) {
+	fold := func(w *Window, capacity int64, ls *lease) {
+		if capacity == 0 {
+			return
+		}
+		rem := min(capacity, max(0, ls.fleet+ls.bal))
+		if w.Limit != 0 && rem >= w.Remaining {
+			return
+		}
+		*w = Window{Limit: capacity, Remaining: rem, Reset: perMinute(float64(capacity-rem), capacity)}
+	}
+	fold(&st.Requests, s.full.rpm, &s.req)
+	fold(&st.Tokens, s.full.tpm, &s.tok)
+}
+
+// debitLeaseLocked spends tokens from the tokens lease (below zero if
+// need be: the debt is paid with the next take) and reports whether a
+// take should start.
+func (s *state) debitLeaseLocked(tokens, at int64) bool {
+	s.tok.bal -= tokens
+	return s.tok.wantsTake(s.full.tpm, at)
+}
+
+// take is one lease take's arguments, fixed under the state's lock.
+type take struct {
+	s                    *state
+	ls                   *lease
+	key                  string
+	capacity, debt, want int64
+	done                 chan struct{}
+}
+
+// beginLocked marks a take of ls in flight and returns its arguments.
+func (s *state) beginLocked(ls *lease) take {
+	tk := take{s: s, ls: ls, key: s.rkey, capacity: s.full.rpm, done: make(chan struct{})}
+	if ls == &s.tok {
+		tk.key, tk.capacity = s.tkey, s.full.tpm
+	}
+	tk.debt = max(0, -ls.bal)
+	tk.want = leaseSize(tk.capacity)
+	ls.fetching = tk.done
+	return tk
+}
+
+// run sends the take to Redis and credits the lease with what the fleet
+// granted (and the debt it accepted).
+func (l *Limiter) run(tk take, now time.Time) error {
+	grant, level, wait, err := l.fleet.take(context.Background(), tk.key, tk.capacity, now.UnixMilli(), tk.debt, tk.want)
+	s, ls := tk.s, tk.ls
+	s.mu.Lock()
+	if err == nil {
+		at := l.since(now)
+		ls.bal += tk.debt + grant
+		ls.fleet = level
+		ls.emptyUntil = 0
+		if grant > 0 {
+			ls.at = at
+		} else {
+			ls.emptyUntil = at + int64(max(wait, minRetake))
+		}
+	}
+	ls.fetching = nil
+	close(tk.done)
+	s.mu.Unlock()
+	return err
+}
+
+// fetch tops up ls now, or waits for the take already in flight.
+func (l *Limiter) fetch(s *state, ls *lease, now time.Time) error {
+	s.mu.Lock()
+	if ch := ls.fetching; ch != nil {
+		s.mu.Unlock()
+		<-ch
+		return nil
+	}
+	if ls == &s.req && s.full.rpm == 0 || ls == &s.tok && s.full.tpm == 0 {
+		s.mu.Unlock() // the limit went away meanwhile
+		return nil
+	}
+	tk := s.beginLocked(ls)
+	s.mu.Unlock()
+	return l.run(tk, now)
+}
+
+// prefetch tops up ls in the background, if it still wants it: the
+// request that noticed the lease running low does not wait for Redis.
+// The goroutine lives as long as one take (bounded by the store's
+// timeout).
+func (l *Limiter) prefetch(s *state, ls *lease, now time.Time) {
+	if !l.fleet.Up() {
+		return
+	}
+	s.mu.Lock()
+	capacity := s.full.rpm
+	if ls == &s.tok {
+		capacity = s.full.tpm
+	}
+	if !ls.wantsTake(capacity, l.since(now)) {
+		s.mu.Unlock()
+		return
+	}
+	tk := s.beginLocked(ls)
+	s.mu.Unlock()
+	go func() { _ = l.run(tk, now) }()
+}
+
+// admitOpen is Admit while the store is down with FailOpen: no requests
+// or tokens per minute, only the node's max_concurrent.
+func (sub *Subject) admitOpen() (t Ticket, st Status, ok bool) {
+	ks, ts := sub.key, sub.tenant
+	// Key before tenant, always: one lock order for every request.
+	if ks != nil {
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		if ks.conc > 0 && ks.inflight >= ks.conc {
+			st.refuse(ScopeKey, KindConcurrency, concurrencyRetry)
+		}
+	}
+	if ts != nil {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if ts.conc > 0 && ts.inflight >= ts.conc {
+			st.refuse(ScopeTenant, KindConcurrency, concurrencyRetry)
+		}
+	}
+	if st.Refused() {
+		return Ticket{}, st, false
+	}
+	if ks != nil {
+		ks.inflight++
+	}
+	if ts != nil {
+		ts.inflight++
+	}
+	return Ticket{l: sub.l, key: ks, tenant: ts}, st, true
+}
