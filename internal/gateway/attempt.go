@@ -438,9 +438,14 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 		c.relayStream(ctx, a)
 		return
 	}
-	// Relayed whole (a JSON answer, also to a stream request, such as
-	// Gemini's JSON-array stream): from the headers on, non_stream_total
-	// bounds it, never first_byte.
+	if resp.StatusCode == http.StatusOK && c.req.Stream && c.spec.Stream != nil {
+		// A stream in one growing JSON document (Gemini's
+		// streamGenerateContent without alt=sse): relayed as it arrives.
+		c.relayJSONStream(ctx, a)
+		return
+	}
+	// Relayed whole (a JSON answer): from the headers on,
+	// non_stream_total bounds it, never first_byte.
 	a.timer.headersIn()
 	c.relayWhole(ctx, a)
 }

@@ -176,6 +176,87 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 }
 
+// relayJSONStream relays a stream that the provider sends as one JSON
+// document growing as it generates (Gemini's streamGenerateContent
+// without alt=sse: an array whose elements arrive one by one) as each
+// read arrives, flushed, so that the client sees every element when the
+// provider sends it. It is bounded as a stream is: stream_idle between
+// reads, stream_total in all, and the answer size limit; its usage comes
+// from its last bytes. JSON has no in-band error: a failure after the
+// status went out aborts the client's connection, so that a cut array
+// never reads as complete.
+func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
+	h, resp, w := c.h, a.resp, c.w
+	a.timer.stop() // the headers are in: stream_idle from here
+	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
+	defer idle.Stop()
+	copyResponseHeaders(w.Header(), resp.Header, c.api)
+	c.limitHeaders(w.Header())
+	w.WriteHeader(resp.StatusCode)
+	a.status, a.committed = resp.StatusCode, true
+	rc := http.NewResponseController(w)
+	g := &c.guard
+	g.start(rc, h.o.StreamIdle)
+	defer g.release()
+	var end time.Time
+	if h.o.StreamTotal > 0 {
+		end = a.started.Add(h.o.StreamTotal)
+	}
+	var tail tailBuffer
+	if c.spec.UsageMember != "" {
+		tail.b = make([]byte, 0, 2*usageTail)
+	}
+	buf := make([]byte, 16<<10)
+	var n int64
+	var err error
+	for err == nil {
+		var k int
+		k, err = a.answer.Read(buf)
+		if k == 0 {
+			continue
+		}
+		idle.Reset(h.o.StreamIdle)
+		if n += int64(k); n > maxProviderBody {
+			err = errAnswerTooLarge
+			break
+		}
+		tail.add(buf[:k])
+		g.hold()
+		_, werr := w.Write(buf[:k])
+		if werr == nil {
+			if werr = rc.Flush(); errors.Is(werr, http.ErrNotSupported) {
+				werr = nil // an in-memory writer
+			}
+		}
+		if werr != nil {
+			a.stage, a.err = c.writeFailed(g, stageClientWrite), werr
+			return
+		}
+		g.lift()
+		if !end.IsZero() && err == nil && h.o.Now().After(end) {
+			a.cancel(errStreamTotal)
+			err = errStreamTotal
+		}
+	}
+	if err == io.EOF {
+		a.usage, a.rawUsage, a.hasUsage = provider.TailUsage(tail.bytes(), c.spec.UsageMember, c.spec.BodyUsage)
+		return
+	}
+	c.abort = true
+	switch cause := context.Cause(ctx); {
+	case c.cutByNode():
+		a.stage, a.err = stageShutdown, ErrShutdown
+	case c.r.Context().Err() != nil:
+		a.stage, a.err = stageClientCancelled, c.r.Context().Err()
+	case errors.Is(cause, errIdleTimeout):
+		a.stage, a.err = stageTimeout, cause
+	case errors.Is(cause, errStreamTotal):
+		a.stage, a.err = stageStreamTotal, cause
+	default:
+		a.stage, a.err = stageStream, err
+	}
+}
+
 // smallAnswer is what the server's write buffer takes without waiting
 // for the client (net/http's bufio.Writer on the connection).
 const smallAnswer = 4 << 10

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +159,76 @@ func TestJSONStreamAfterHeaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"finishReason":"STOP"`) {
 		t.Fatalf("status %d, body %.200s: a JSON stream was cut by first_byte", resp.StatusCode, data)
+	}
+}
+
+// TestJSONStreamRelayedAsItArrives: a stream the provider sends as one
+// growing JSON array (Gemini without alt=sse) reaches the client element
+// by element: the provider holds its second element until the client has
+// read the first through the node. A cut array aborts the client's
+// connection rather than ending as if complete.
+func TestJSONStreamRelayedAsItArrives(t *testing.T) {
+	const first = `[{"candidates":[{"content":{"parts":[{"text":"one"}]}}]}`
+	const rest = `,{"candidates":[{"content":{"parts":[{"text":" two"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"totalTokenCount":3}}]`
+	release := make(chan struct{})
+	var gaveUp atomic.Bool
+	var calls atomic.Int32
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, first)
+		_ = http.NewResponseController(w).Flush()
+		if calls.Add(1) == 2 {
+			panic(http.ErrAbortHandler) // the second answer is cut after its first element
+		}
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second): // only when the node held the first element back
+			gaveUp.Store(true)
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, rest)
+	}))
+	defer prov.Close()
+	events := &eventLog{}
+	h := newHandlerAt(t, Options{Recorder: events}, prov.URL+"/v1")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/v1beta/models/gemini:streamGenerateContent", "application/json",
+		strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(first))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != first {
+		t.Fatalf("first element: %q, %v", got, err)
+	}
+	if gaveUp.Load() {
+		t.Fatal("the node held the first element until the provider sent the rest")
+	}
+	close(release)
+	tail, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(tail) != rest {
+		t.Fatalf("rest: %q, %v", tail, err)
+	}
+	if ev := events.last(); ev.Usage == nil || ev.Usage.OutputTokens != 2 || ev.FailureStage != "" {
+		t.Errorf("usage event: stage %q usage %+v", ev.FailureStage, ev.Usage)
+	}
+
+	resp, err = http.Post(srv.URL+"/v1beta/models/gemini:streamGenerateContent", "application/json",
+		strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Errorf("a cut array read as complete: %q", cut)
+	}
+	if ev := events.last(); ev.FailureStage == "" {
+		t.Errorf("the cut stream's event has no failure stage")
 	}
 }

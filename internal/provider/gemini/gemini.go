@@ -93,7 +93,7 @@ var sessionHeaders = []string{"X-Gemini-Api-Privileged-User-Id", "X-Session-Affi
 
 // StreamGenerateContent is POST /v1beta/models/{model}:streamGenerateContent.
 // With alt=sse the answer is SSE; without it Google streams one JSON array,
-// which the node relays whole.
+// element by element, which the node relays as it arrives.
 var StreamGenerateContent = &provider.Spec{
 	Endpoint:       provider.StreamGenerateContent,
 	Method:         http.MethodPost,
