@@ -6,8 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 )
 
 // requireTool returns the path of a Debian tool, skipping loudly when it
@@ -194,4 +199,67 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf("%s is needed by the build but ignored", in)
 		}
 	}
+}
+
+// TestDashboardProtocols: the dashboard's protocol variable has one value
+// per provider API, each matching exactly that API's endpoints (the
+// endpoint label of the request metrics), so a new endpoint cannot be
+// missing from it.
+func TestDashboardProtocols(t *testing.T) {
+	data, err := os.ReadFile("grafana/scootgate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name    string
+				Query   json.RawMessage // a string for a custom variable
+				Options []struct{ Text, Value string }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range d.Templating.List {
+		if v.Name != "protocol" {
+			continue
+		}
+		for _, o := range v.Options {
+			if o.Value != "$__all" {
+				got[o.Text] = sortedAlternatives(o.Value)
+			}
+		}
+		var query string
+		if err := json.Unmarshal(v.Query, &query); err != nil {
+			t.Fatalf("protocol variable query: %v", err)
+		}
+		for _, part := range strings.Split(query, ", ") {
+			name, value, _ := strings.Cut(part, " : ")
+			if got[name] != sortedAlternatives(value) {
+				t.Errorf("protocol %s: query says %q, options %q", name, value, got[name])
+			}
+		}
+	}
+	want := map[string]string{}
+	for _, a := range catalog.APIs() {
+		var names []string
+		for _, s := range a.Endpoints {
+			names = append(names, s.Endpoint.String())
+		}
+		want[a.Protocol.String()] = sortedAlternatives(strings.Join(names, "|"))
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("protocol variable (-dashboard +catalog):\n%s", diff)
+	}
+}
+
+// sortedAlternatives returns the alternatives of the regular expression
+// a|b|c, sorted: the order of a match-any list does not matter.
+func sortedAlternatives(re string) string {
+	parts := strings.Split(re, "|")
+	slices.Sort(parts)
+	return strings.Join(parts, "|")
 }
