@@ -49,7 +49,6 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/gateway"
-	"github.com/scootgate/scootgate/internal/health"
 	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/metrics"
@@ -172,7 +171,7 @@ type node struct {
 	cfg     *config.Config
 	o       Options
 	log     *slog.Logger
-	health  *health.Health
+	health  *Health
 	authz   *authz.Store
 	pollers []*snapshot.Poller // authz always; routes when routes.source is not static
 	// restoring[i] is pollers[i]'s hooked decoder (nil without a
@@ -194,7 +193,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(logline.NewHandler(os.Stderr, nil))
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: health.New(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
 	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/health"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -100,7 +99,7 @@ func readyDetail(t *testing.T, healthURL string) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep health.Report
+	var rep ReadyReport
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/scootgate/scootgate/internal/config"
-	"github.com/scootgate/scootgate/internal/health"
 )
 
 // TestPlaintextProxyOptInIsLogged: egress.insecure_plaintext_proxy is
@@ -25,7 +24,7 @@ func TestPlaintextProxyOptInIsLogged(t *testing.T) {
 		n := &node{
 			cfg:    &config.Config{Egress: config.Egress{Proxies: proxies, InsecurePlaintextProxy: on}},
 			log:    slog.New(slog.NewTextHandler(&logs, nil)),
-			health: health.New(),
+			health: newHealth(),
 		}
 		n.warnPlaintextProxies()
 		got := logs.String()

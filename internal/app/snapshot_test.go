@@ -18,7 +18,6 @@ import (
 
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/health"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 	"github.com/scootgate/scootgate/pkg/snapsign"
@@ -118,14 +117,14 @@ func applied(kind string, version uint64) string {
 }
 
 // readyz returns /readyz's status and report.
-func (s *stack) readyz() (int, health.Report) {
+func (s *stack) readyz() (int, ReadyReport) {
 	s.t.Helper()
 	resp, err := http.Get(s.health + "/readyz")
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep health.Report
+	var rep ReadyReport
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		s.t.Fatal(err)
 	}
@@ -135,7 +134,7 @@ func (s *stack) readyz() (int, health.Report) {
 // waitReadyz polls /readyz until done accepts its answer, or fails the
 // test after d. Readiness flips on a clock (stale_after), not on an event
 // a test could wait for.
-func (s *stack) waitReadyz(what string, d time.Duration, done func(code int, rep health.Report) bool) {
+func (s *stack) waitReadyz(what string, d time.Duration, done func(code int, rep ReadyReport) bool) {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -345,7 +344,7 @@ func TestRestartDuringControlPlaneOutage(t *testing.T) {
 	}
 
 	// Each poller goes stale stale_after after its own last contact.
-	second.waitReadyz("503, routes and authz stale", 6*time.Second, func(code int, rep health.Report) bool {
+	second.waitReadyz("503, routes and authz stale", 6*time.Second, func(code int, rep ReadyReport) bool {
 		return code == 503 && strings.Contains(rep.Reasons["routes"], "stale") && strings.Contains(rep.Reasons["authz"], "stale")
 	})
 	if r := second.do(http.MethodPost, "/v1/chat/completions", bearer(clientKey), chat); r.status != 200 {
@@ -353,7 +352,7 @@ func TestRestartDuringControlPlaneOutage(t *testing.T) {
 	}
 
 	cp.listen(addr)
-	second.waitReadyz("200", 5*time.Second, func(code int, _ health.Report) bool { return code == 200 })
+	second.waitReadyz("200", 5*time.Second, func(code int, _ ReadyReport) bool { return code == 200 })
 }
 
 // TestAuthzKeyRemoved: a key removed in a new

@@ -70,7 +70,7 @@
 //	})
 //	_ = p.Restore()      // serve the last good copy if there is one (errors are in Status)
 //	_ = p.Poll(ctx)      // then the current one, if the control plane answers
-//	health.Add("routes", p.Ready)
+//	ready.Add("routes", p.Ready) // the app's /readyz checks
 //	go p.Run(ctx)        // owned by the app; returns when ctx ends
 //
 // [Signed] wraps a DecodeFunc so that it sees the payload of a DSSE

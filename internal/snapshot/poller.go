@@ -493,7 +493,7 @@ func (p *Poller) Status() Status {
 
 // Ready reports whether this kind of document is ready: nil, or an error
 // wrapping [ErrNotLoaded] or [ErrStale] whose text is the reason for
-// /readyz (docs/operations.md). It fits health.Check.
+// /readyz (docs/operations.md). It fits the app's readiness checks.
 func (p *Poller) Ready() error {
 	s := p.Status()
 	switch {

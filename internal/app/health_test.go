@@ -1,4 +1,4 @@
-package health
+package app
 
 import (
 	"encoding/json"
@@ -10,11 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func get(t *testing.T, h http.Handler, path string) (int, Report) {
+func healthGet(t *testing.T, h http.Handler, path string) (int, ReadyReport) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	var rep Report
+	var rep ReadyReport
 	if path == "/readyz" {
 		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 			t.Fatalf("readyz body %q: %v", rec.Body.String(), err)
@@ -24,30 +24,30 @@ func get(t *testing.T, h http.Handler, path string) (int, Report) {
 }
 
 func TestReadiness(t *testing.T) {
-	h := New()
+	h := newHealth()
 	authOK := errors.New("no authorization snapshot loaded")
 	h.Add("authz", func() error { return authOK })
 	h.Add("routes", func() error { return nil })
 
-	code, rep := get(t, h.Handler(nil), "/readyz")
+	code, rep := healthGet(t, h.Handler(nil), "/readyz")
 	if code != 503 {
 		t.Fatalf("status = %d, want 503", code)
 	}
-	if diff := cmp.Diff(rep, Report{Ready: false, Reasons: map[string]string{"authz": "no authorization snapshot loaded"}}); diff != "" {
+	if diff := cmp.Diff(rep, ReadyReport{Ready: false, Reasons: map[string]string{"authz": "no authorization snapshot loaded"}}); diff != "" {
 		t.Fatalf("report (-got +want):\n%s", diff)
 	}
 
 	authOK = nil
-	if code, rep = get(t, h.Handler(nil), "/readyz"); code != 200 || !rep.Ready {
+	if code, rep = healthGet(t, h.Handler(nil), "/readyz"); code != 200 || !rep.Ready {
 		t.Fatalf("status = %d ready = %v, want 200 true", code, rep.Ready)
 	}
 
 	h.StartDraining()
-	code, rep = get(t, h.Handler(nil), "/readyz")
+	code, rep = healthGet(t, h.Handler(nil), "/readyz")
 	if code != 503 || rep.Reasons["drain"] == "" {
 		t.Fatalf("draining: status = %d reasons = %v, want 503 with drain", code, rep.Reasons)
 	}
-	if code, _ := get(t, h.Handler(nil), "/healthz"); code != 200 {
+	if code, _ := healthGet(t, h.Handler(nil), "/healthz"); code != 200 {
 		t.Fatalf("healthz while draining = %d, want 200", code)
 	}
 }
@@ -55,7 +55,7 @@ func TestReadiness(t *testing.T) {
 func TestNoAPIRoutes(t *testing.T) {
 	for _, p := range []string{"/v1/models", "/v1/chat/completions", "/"} {
 		rec := httptest.NewRecorder()
-		New().Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+		newHealth().Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
 		if rec.Code != 404 {
 			t.Errorf("GET %s on health listener = %d, want 404", p, rec.Code)
 		}
@@ -63,9 +63,9 @@ func TestNoAPIRoutes(t *testing.T) {
 }
 
 func TestDetailsShownWhenReady(t *testing.T) {
-	h := New()
+	h := newHealth()
 	h.SetDetail("listen", "plaintext API by explicit opt-in")
-	code, rep := get(t, h.Handler(nil), "/readyz")
+	code, rep := healthGet(t, h.Handler(nil), "/readyz")
 	if code != 200 || rep.Details["listen"] != "plaintext API by explicit opt-in" {
 		t.Fatalf("status %d details %v, want 200 with the listen detail", code, rep.Details)
 	}

@@ -1,8 +1,9 @@
-// Package health serves the node's health listener: /healthz (the process
+// The node's health listener: /healthz (the process
 // is alive), /metrics (Prometheus), and /readyz (docs/operations.md: authorization snapshot loaded, routes
 // ready, not draining; each failing check says why). It never shares a
 // listener with the public API, and needs no API key.
-package health
+
+package app
 
 import (
 	"encoding/json"
@@ -11,14 +12,14 @@ import (
 	"sync/atomic"
 )
 
-// Check reports nil when its condition for readiness holds, or an error
+// readyCheck reports nil when its condition for readiness holds, or an error
 // whose text is the reason shown on /readyz. Checks must be cheap and
 // must not reveal secrets.
-type Check func() error
+type readyCheck func() error
 
 type namedCheck struct {
 	name string
-	fn   Check
+	fn   readyCheck
 }
 
 // Health holds readiness checks and the drain flag.
@@ -42,10 +43,10 @@ func (h *Health) SetDetail(name, text string) {
 }
 
 // New returns a Health with no checks.
-func New() *Health { return &Health{} }
+func newHealth() *Health { return &Health{} }
 
 // Add registers a readiness check.
-func (h *Health) Add(name string, fn Check) {
+func (h *Health) Add(name string, fn readyCheck) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checks = append(h.checks, namedCheck{name, fn})
@@ -58,18 +59,18 @@ func (h *Health) StartDraining() { h.draining.Store(true) }
 // Draining reports whether the node is draining.
 func (h *Health) Draining() bool { return h.draining.Load() }
 
-// Report is the /readyz document.
-type Report struct {
+// ReadyReport is the /readyz document.
+type ReadyReport struct {
 	Ready   bool              `json:"ready"`
 	Reasons map[string]string `json:"reasons,omitempty"` // check name → why it fails
 	Details map[string]string `json:"details,omitempty"` // facts shown even when ready
 }
 
 // Ready runs every check.
-func (h *Health) Ready() Report {
+func (h *Health) Ready() ReadyReport {
 	h.mu.Lock()
 	checks := h.checks
-	rep := Report{Ready: true}
+	rep := ReadyReport{Ready: true}
 	if len(h.details) > 0 {
 		rep.Details = make(map[string]string, len(h.details))
 		for k, v := range h.details {
@@ -103,7 +104,7 @@ func (h *Health) Handler(metrics http.Handler) http.Handler {
 		mux.Handle("GET /metrics", metrics)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeHealthJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		rep := h.Ready()
@@ -111,12 +112,12 @@ func (h *Health) Handler(metrics http.Handler) http.Handler {
 		if !rep.Ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, rep)
+		writeHealthJSON(w, status, rep)
 	})
 	return mux
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeHealthJSON(w http.ResponseWriter, status int, v any) {
 	data, _ := json.Marshal(v) // maps of strings and bools cannot fail
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
