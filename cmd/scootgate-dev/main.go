@@ -210,7 +210,8 @@ func writeSnapshots(dir string, now time.Time) error {
 	return writeJSON(filepath.Join(dir, "authz.json"), devAuthz(now))
 }
 
-// devRoutes: demo-gpt (chat completions and responses) and demo-embed
+// devRoutes: demo-gpt (chat completions, responses and legacy
+// completions) and demo-embed
 // (embeddings) on the fake provider's OpenAI side, demo-claude (messages
 // and count_tokens) on its Anthropic side, demo-gemini (every Gemini
 // method) on its Gemini side, with the credentials dev.toml
@@ -224,7 +225,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	for _, x := range poolSuffixes {
 		snap.Backends = append(snap.Backends,
 			routesnap.Backend{ID: "fake-openai-" + x, Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
-				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses, routesnap.EndpointCompletions}},
 			routesnap.Backend{ID: "fake-anthropic-" + x, Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}})
 		pool.Targets = append(pool.Targets, routesnap.Target{Backend: "fake-openai-" + x, Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true})
@@ -247,7 +248,7 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 		// on a backend of its own.
 		Backends: []routesnap.Backend{
 			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
-				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses, routesnap.EndpointCompletions}},
 			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointEmbeddings}},
 			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
@@ -317,7 +318,7 @@ type banner struct {
 func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
-  node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
+  node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses + completions,
                 demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;

@@ -105,6 +105,7 @@ const (
 	GeminiCountTokens                     // Gemini POST /v1beta/models/{model}:countTokens
 	EmbedContent                          // Gemini POST /v1beta/models/{model}:embedContent
 	BatchEmbedContents                    // Gemini POST /v1beta/models/{model}:batchEmbedContents
+	Completions                           // OpenAI POST /v1/completions (legacy, fill-in-the-middle)
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -126,12 +127,14 @@ var endpointInfo = [NumEndpoints]struct {
 	GeminiCountTokens:     {usageevent.EndpointGeminiCountTokens, Gemini},
 	EmbedContent:          {usageevent.EndpointEmbedContent, Gemini},
 	BatchEmbedContents:    {usageevent.EndpointBatchEmbedContents, Gemini},
+
+	Completions: {usageevent.EndpointCompletions, OpenAI},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
 // "responses", "embeddings", "count_tokens", "generate_content",
-// "stream_generate_content", "gemini_count_tokens", "embed_content" or
-// "batch_embed_contents".
+// "stream_generate_content", "gemini_count_tokens", "embed_content",
+// "batch_embed_contents" or "completions".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -171,8 +174,8 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses, embeddings and the token counts are opt-in: not every
-// compatible provider serves them.
+// both). Responses, embeddings, legacy completions and the token counts
+// are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {
 	case Anthropic:

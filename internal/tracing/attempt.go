@@ -15,6 +15,8 @@ func operation(endpoint string) string {
 		return "embeddings"
 	case usageevent.EndpointCountTokens:
 		return "count_tokens"
+	case usageevent.EndpointCompletions:
+		return "text_completion"
 	}
 	return "chat" // chat completions, messages, responses
 }

@@ -80,6 +80,7 @@ const (
 	EndpointChatCompletions = "chat_completions" // openai: POST /v1/chat/completions → {base_url}/chat/completions
 	EndpointResponses       = "responses"        // openai: POST /v1/responses → {base_url}/responses
 	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
+	EndpointCompletions     = "completions"      // openai: POST /v1/completions → {base_url}/completions
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
@@ -96,7 +97,7 @@ const (
 func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
-		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings}
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

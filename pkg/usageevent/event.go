@@ -40,6 +40,7 @@ const (
 	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
 	EndpointResponses       = "responses"        // POST /v1/responses
 	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
+	EndpointCompletions     = "completions"      // POST /v1/completions
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
 

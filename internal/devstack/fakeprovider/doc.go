@@ -23,6 +23,9 @@
 //   - POST /v1/embeddings: an embeddings list, one 8-dimension vector per
 //     input, usage.prompt_tokens = words.
 //   - POST /v1/messages/count_tokens: {"input_tokens": words}.
+//   - POST /v1/completions: legacy text completions, JSON or SSE, as Chat
+//     Completions (a usage chunk when asked, then `data: [DONE]`); the
+//     prompt is the "prompt" string (or list of strings).
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

@@ -335,7 +335,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pieces:       split("echo: "+echo, b.Chunks),
 		words:        words,
 		b:            b,
-		stream:       in.Stream && (k == kindChat || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
+		stream:       in.Stream && (k == kindChat || k == kindCompletions || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
 		includeUsage: in.StreamOptions.IncludeUsage,
 		inputs:       inputs,
 	})
@@ -412,6 +412,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 			body = geminiBody(k, rp)
 		case kindChat:
 			body = openAICompletion(rp)
+		case kindCompletions:
+			body = textCompletion(rp)
 		case kindResponses:
 			body = responsesBody(rp)
 		case kindEmbeddings:
@@ -436,6 +438,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	switch k {
 	case kindChat:
 		events, errEvent = openAIStream(rp), openAIErrorEvent()
+	case kindCompletions:
+		events, errEvent = textCompletionStream(rp), openAIErrorEvent()
 	case kindResponses:
 		events, errEvent = responsesStream(rp), responsesErrorEvent()
 	case kindStreamGenerate:

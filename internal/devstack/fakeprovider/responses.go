@@ -181,6 +181,7 @@ const (
 	kindGeminiCount
 	kindEmbedContent
 	kindBatchEmbed
+	kindCompletions
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -192,6 +193,8 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindResponses
 	case "/v1/embeddings":
 		return OpenAI, http.MethodPost, kindEmbeddings
+	case "/v1/completions":
+		return OpenAI, http.MethodPost, kindCompletions
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":

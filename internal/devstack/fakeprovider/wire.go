@@ -19,7 +19,10 @@ type wireRequest struct {
 	// Responses system prompt.
 	Input        json.RawMessage `json:"input"`
 	Instructions string          `json:"instructions"`
-	Messages     []struct {
+	// Prompt is the legacy Completions prompt (a string or a list of
+	// strings); the suffix of a fill-in-the-middle request is not read.
+	Prompt   json.RawMessage `json:"prompt"`
+	Messages []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -52,6 +55,9 @@ func (in wireRequest) prompt() string {
 	var s string
 	if len(in.Input) > 0 && json.Unmarshal(in.Input, &s) == nil {
 		return s
+	}
+	if len(in.Prompt) > 0 {
+		return promptText(in.Prompt)
 	}
 	return ""
 }
@@ -86,7 +92,8 @@ func (in wireRequest) inputs() int {
 // words counts whitespace-separated words in every message and the system
 // prompt: the fake's input token count.
 func (in wireRequest) words() int {
-	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions))
+	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions)) +
+		len(strings.Fields(promptText(in.Prompt)))
 	for _, m := range in.Messages {
 		n += len(strings.Fields(contentText(m.Content)))
 	}
@@ -132,4 +139,18 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// promptText reads a legacy Completions prompt: a string, or a list of
+// strings joined with a space. Anything else (token arrays) is "".
+func promptText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, " ")
+	}
+	return ""
 }

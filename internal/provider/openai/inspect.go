@@ -9,6 +9,7 @@ var (
 	chatNames         = provider.NewNames("model", "stream", "tools", "functions", "response_format", "prompt_cache_key", "stream_options")
 	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
+	complNames        = provider.NewNames("model", "stream", "stream_options")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
 )
@@ -174,4 +175,26 @@ func inspectEmbeddings(body []byte, _ string) (provider.Request, *provider.BodyE
 	var v [1][]byte
 	var at [1]int
 	return provider.ScanRequest(body, embNames, &provider.Found{Vals: v[:], At: at[:]})
+}
+
+// inspectCompletions reads model, stream and, for a stream, how to ask for
+// its usage, as for Chat Completions. prompt and suffix decide nothing.
+func inspectCompletions(body []byte, _ string) (provider.Request, *provider.BodyError) {
+	var v [3][]byte
+	var at [3]int
+	f := provider.Found{Vals: v[:], At: at[:]}
+	r, berr := provider.ScanRequest(body, complNames, &f)
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[1]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
+		if r.AskUsage, berr = askUsage(v[2], at[2], f.Tail); berr != nil {
+			return provider.Request{}, berr
+		}
+	}
+	return r, nil
 }

@@ -1,6 +1,6 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings), which body members decide routing,
+// Completions, Responses, Embeddings, legacy Completions), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -29,7 +29,7 @@ import (
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings},
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -106,6 +106,30 @@ var Embeddings = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    ChatBodyUsage,
 	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
+}
+
+// Completions is POST /v1/completions, the legacy text completions that
+// fill-in-the-middle clients (editor autocompletion: prompt and suffix)
+// still use. Its answers are shaped as Chat Completions' (choices with a
+// finish_reason, the same usage object, streams of `data:` chunks ended by
+// `data: [DONE]`, stream usage only when stream_options.include_usage
+// asks for it), so it shares their usage, stream and outcome readers.
+var Completions = &provider.Spec{
+	Endpoint:     provider.Completions,
+	Method:       http.MethodPost,
+	Path:         "/v1/completions",
+	UpstreamPath: "/completions",
+	Inspect:      inspectCompletions,
+	Header:       Header,
+	BodyUsage:    ChatBodyUsage,
+	BodyOutcome:  ChatBodyOutcome,
+	Stream: &provider.StreamSpec{
+		Terminal:    chatTerminal,
+		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
+		NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
+		InBandError: chatInBand,
+		Keepalive:   keepalive,
+	},
 }
 
 // requestHeaders lists the client headers that may reach the provider.
