@@ -1,9 +1,12 @@
 package app
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -73,5 +76,40 @@ func TestCompletionsSDK(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Errorf("completions events %q, want 2", got)
+	}
+}
+
+// TestRerank: POST /v1/rerank and /v2/rerank reach the backend's
+// {base_url}/rerank with the model rewritten and every other byte as
+// sent; the usage event has the tokens and the provider's object as it
+// came (Cohere's billed_units shape: TestRerankBodyUsage).
+func TestRerank(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	body := `{"model":"demo-gpt","query":"best fruit","documents":["apple pie","banana",{"text":"cherry tart"}],"top_n":2}`
+	for _, path := range []string{"/v1/rerank", "/v2/rerank"} {
+		r := s.do(http.MethodPost, path, bearer(clientKey), body)
+		if r.status != 200 || !strings.Contains(r.body, `"results":[{"index":0,`) {
+			t.Fatalf("%s: %d %s", path, r.status, r.body)
+		}
+		last := lastRequest(t, s)
+		if want := strings.Replace(body, `"demo-gpt"`, `"`+openAIProvModel+`"`, 1); last.Path != "/v1/rerank" || last.Body != want {
+			t.Errorf("%s: provider saw %s %s, want /v1/rerank %s", path, last.Path, last.Body, want)
+		}
+	}
+	if r := s.do(http.MethodPost, "/v1/rerank", bearer(clientKey), `{"query":"q","documents":["a"]}`); r.status != 400 {
+		t.Errorf("rerank without a model: %d %s, want 400", r.status, r.body)
+	}
+
+	s.shutdown()
+	var got []string
+	for _, ev := range s.outboxEvents(t) {
+		if ev.Endpoint != usageevent.EndpointRerank || ev.Usage == nil {
+			continue
+		}
+		got = append(got, fmt.Sprintf("in=%d out=%d %s", ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.ProviderUsage))
+	}
+	want := []string{`in=7 out=0 {"total_tokens":7}`, `in=7 out=0 {"total_tokens":7}`}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("rerank usage events (-got +want)\n%s", diff)
 	}
 }

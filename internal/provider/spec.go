@@ -96,6 +96,10 @@ type Spec struct {
 	// /v1/messages?beta=true is /v1/messages). It is empty for an
 	// endpoint whose path names the model: Match serves it instead.
 	Path string
+	// AlsoPaths are further client paths served exactly as Path (the same
+	// body, the same UpstreamPath): one wire shape that clients reach under
+	// more than one version prefix.
+	AlsoPaths []string
 	// Match, when set, reports whether a client path is this endpoint's
 	// and reads the public model it names (Gemini's
 	// /v1beta/models/{model}:generateContent). Only paths in canonical

@@ -17,6 +17,8 @@ func operation(endpoint string) string {
 		return "count_tokens"
 	case usageevent.EndpointCompletions:
 		return "text_completion"
+	case usageevent.EndpointRerank:
+		return "rerank"
 	}
 	return "chat" // chat completions, messages, responses
 }

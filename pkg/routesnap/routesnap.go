@@ -81,6 +81,7 @@ const (
 	EndpointResponses       = "responses"        // openai: POST /v1/responses → {base_url}/responses
 	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
 	EndpointCompletions     = "completions"      // openai: POST /v1/completions → {base_url}/completions
+	EndpointRerank          = "rerank"           // openai: POST /v1/rerank or /v2/rerank → {base_url}/rerank
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
@@ -97,7 +98,7 @@ const (
 func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
-		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions}
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

@@ -41,6 +41,7 @@ const (
 	EndpointResponses       = "responses"        // POST /v1/responses
 	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
 	EndpointCompletions     = "completions"      // POST /v1/completions
+	EndpointRerank          = "rerank"           // POST /v1/rerank, /v2/rerank
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
 

@@ -26,6 +26,11 @@
 //   - POST /v1/completions: legacy text completions, JSON or SSE, as Chat
 //     Completions (a usage chunk when asked, then `data: [DONE]`); the
 //     prompt is the "prompt" string (or list of strings).
+//   - POST /v1/rerank and /v2/rerank: every document scored (1/2, 1/3, …
+//     in order), top_n of them when set; usage as Jina and vLLM report it
+//     (usage.total_tokens = words of query and documents) on /v1, as
+//     Cohere does (meta.billed_units: search_units 1, input_tokens) on /v2.
+//     The prompt is the query.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

@@ -338,6 +338,8 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stream:       in.Stream && (k == kindChat || k == kindCompletions || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
 		includeUsage: in.StreamOptions.IncludeUsage,
 		inputs:       inputs,
+		documents:    len(in.Documents),
+		topN:         in.TopN,
 	})
 }
 
@@ -379,6 +381,8 @@ type reply struct {
 	stream       bool
 	includeUsage bool
 	inputs       int // embeddings: the number of inputs
+	documents    int // rerank: the number of documents
+	topN         int // rerank: top_n, 0 when absent
 }
 
 func (r reply) text() string { return strings.Join(r.pieces, "") }
@@ -414,6 +418,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 			body = openAICompletion(rp)
 		case kindCompletions:
 			body = textCompletion(rp)
+		case kindRerank:
+			body = rerankBody(rp, r.URL.Path)
 		case kindResponses:
 			body = responsesBody(rp)
 		case kindEmbeddings:

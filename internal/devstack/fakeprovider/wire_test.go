@@ -106,6 +106,7 @@ func TestWireTranscripts(t *testing.T) {
 		{"openai_quota", "POST", "/chat/completions", openAIHeader(), oa("hi [[quota]]", "")},
 		{"openai_500", "POST", "/chat/completions", openAIHeader(), oa("hi [[status=500]]", "")},
 		{"completions_stream_usage", "POST", "/completions", openAIHeader(), `{"model":"gpt-test","prompt":"fill me [[chunks=2]]","suffix":"end","stream":true,"stream_options":{"include_usage":true}}`},
+		{"rerank", "POST", "/rerank", openAIHeader(), `{"model":"rerank-test","query":"best fruit","documents":["apple pie",{"text":"cherry"}],"top_n":1}`},
 		{"openai_wrong_key", "POST", "/chat/completions", wrongKey, oa("hi", "")},
 		{"openai_bad_json", "POST", "/chat/completions", openAIHeader(), `{"model":`},
 		{"openai_missing_model", "POST", "/chat/completions", openAIHeader(), `{"messages":[]}`},

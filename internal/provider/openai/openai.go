@@ -1,6 +1,6 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings, legacy Completions), which body members decide routing,
+// Completions, Responses, Embeddings, legacy Completions, Rerank), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -29,7 +29,7 @@ import (
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions},
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -130,6 +130,24 @@ var Completions = &provider.Spec{
 		InBandError: chatInBand,
 		Keepalive:   keepalive,
 	},
+}
+
+// Rerank is POST /v1/rerank, the shape Cohere, Jina and vLLM share
+// (model, query, documents, top_n; JSON answers), also served at
+// /v2/rerank, Cohere's current path: the backend's base URL names the
+// provider's version, so both go to {base_url}/rerank. Usage is the
+// "usage" object (prompt_tokens, total_tokens) or Cohere's
+// meta.billed_units (search_units, input_tokens): see [RerankBodyUsage].
+var Rerank = &provider.Spec{
+	Endpoint:     provider.Rerank,
+	Method:       http.MethodPost,
+	Path:         "/v1/rerank",
+	AlsoPaths:    []string{"/v2/rerank"},
+	UpstreamPath: "/rerank",
+	Inspect:      inspectEmbeddings, // the model only
+	Header:       Header,
+	BodyUsage:    RerankBodyUsage,
+	BodyOutcome:  ChatBodyOutcome, // the model, when the answer names it
 }
 
 // requestHeaders lists the client headers that may reach the provider.

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // inspected is what a test compares of an Inspect result: the model, the
@@ -47,6 +48,35 @@ func TestInspectCompletions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(inspectOne(Completions, tt.in), tt.want); diff != "" {
+				t.Errorf("(-got +want)\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRerankBodyUsage(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       usageevent.Usage
+		raw        string // "" = no usage
+	}{
+		{"jina", `{"model":"m","results":[],"usage":{"total_tokens":12}}`, usageevent.Usage{InputTokens: 12}, `{"total_tokens":12}`},
+		{"prompt tokens first", `{"usage":{"prompt_tokens":10,"total_tokens":12}}`, usageevent.Usage{InputTokens: 10}, `{"prompt_tokens":10,"total_tokens":12}`},
+		{"cohere", `{"id":"x","results":[],"meta":{"api_version":{"version":"2"},"billed_units":{"search_units":1,"input_tokens":40}}}`,
+			usageevent.Usage{InputTokens: 40}, `{"search_units":1,"input_tokens":40}`},
+		{"cohere search units only", `{"meta":{"billed_units":{"search_units":2}}}`, usageevent.Usage{}, `{"search_units":2}`},
+		{"usage wins over meta", `{"meta":{"billed_units":{"input_tokens":1}},"usage":{"total_tokens":3}}`, usageevent.Usage{InputTokens: 3}, `{"total_tokens":3}`},
+		{"none", `{"results":[]}`, usageevent.Usage{}, ""},
+		{"meta without billed units", `{"meta":{"api_version":{}}}`, usageevent.Usage{}, ""},
+		{"not json", `nope`, usageevent.Usage{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, raw, ok := RerankBodyUsage([]byte(tt.body))
+			if ok != (tt.raw != "") || string(raw) != tt.raw {
+				t.Fatalf("raw %s, ok %v; want %s", raw, ok, tt.raw)
+			}
+			if diff := cmp.Diff(u, tt.want); diff != "" {
 				t.Errorf("(-got +want)\n%s", diff)
 			}
 		})
