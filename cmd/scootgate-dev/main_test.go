@@ -88,6 +88,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-claude":      {provider.Messages, provider.CountTokens},
 		"demo-embed":       {provider.Embeddings},
 		"demo-rerank":      {provider.Rerank},
+		"demo-tts":         {provider.AudioSpeech},
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},

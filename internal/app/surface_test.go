@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,5 +112,59 @@ func TestRerank(t *testing.T) {
 	want := []string{`in=7 out=0 {"total_tokens":7}`, `in=7 out=0 {"total_tokens":7}`}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("rerank usage events (-got +want)\n%s", diff)
+	}
+}
+
+// TestAudioSpeechSDK: the speech answer reaches the official SDK byte for
+// byte with its Content-Type, relayed as it came (the fake sends it
+// chunked, without a length); its usage event says the usage is unknown.
+// A provider that drops the connection halfway must not look like a
+// complete answer: the client sees the connection cut.
+func TestAudioSpeechSDK(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	oc := openAIClient(s, clientKey)
+	ctx := t.Context()
+	speech := func(input string) (*http.Response, error) {
+		return oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{
+			Model: openai.SpeechModel(openAIModel),
+			Input: input,
+			Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")},
+		})
+	}
+	resp, err := speech("hello audio")
+	if err != nil {
+		t.Fatalf("Audio.Speech.New: %v", err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := "ID3\x04\x00\x00\x00\x00\x00\x00fake-audio:echo: hello audio"
+	if err != nil || string(got) != want || resp.Header.Get("Content-Type") != "audio/mpeg" {
+		t.Errorf("speech %q (%v), Content-Type %q; want %q audio/mpeg", got, err, resp.Header.Get("Content-Type"), want)
+	}
+	if last := lastRequest(t, s); last.Path != "/v1/audio/speech" || last.Model != openAIProvModel {
+		t.Errorf("provider saw %s model %q", last.Path, last.Model)
+	}
+
+	resp, err = speech("cut me [[cut=after_events:0]]")
+	if err != nil {
+		t.Fatalf("Audio.Speech.New (cut): %v", err)
+	}
+	got, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Errorf("a cut speech answer read as complete: %q", got)
+	}
+
+	s.shutdown()
+	var events []string
+	for _, ev := range s.outboxEvents(t) {
+		if ev.Endpoint != usageevent.EndpointAudioSpeech {
+			continue
+		}
+		events = append(events, fmt.Sprintf("%d %s usage=%v raw=%s", ev.HTTPStatus, ev.FailureStage, ev.Usage, ev.ProviderUsage))
+	}
+	wantEvents := []string{"200  usage=<nil> raw=", "200 stream usage=<nil> raw="}
+	if diff := cmp.Diff(events, wantEvents); diff != "" {
+		t.Errorf("speech events (-got +want)\n%s", diff)
 	}
 }

@@ -46,6 +46,10 @@ type call struct {
 	session   balance.Key // 0 = none, or affinity off for the model
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
+	// abort says that an answer relayed as it came (Spec.Passthrough) was
+	// cut after its status went out: the handler aborts the connection,
+	// so that the client sees a truncated answer, not a complete one.
+	abort bool
 
 	sw statusWriter // w, allocated with the call
 }
@@ -328,6 +332,12 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 		a.err, a.stage = err, stageResponseBody
 		// The provider ran the request: a retry would run it again.
 		c.failAttempt(a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
+		return
+	}
+	if resp.StatusCode/100 == 2 && c.spec.Passthrough {
+		// From the headers on, non_stream_total bounds the whole answer.
+		a.timer.headersIn()
+		c.relayBytes(ctx, a)
 		return
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {

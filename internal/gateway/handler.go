@@ -284,6 +284,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
+		if c.abort {
+			// Accounted for above; the client must not take the bytes
+			// it got for the whole answer.
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	model := ""

@@ -107,6 +107,7 @@ const (
 	BatchEmbedContents                    // Gemini POST /v1beta/models/{model}:batchEmbedContents
 	Completions                           // OpenAI POST /v1/completions (legacy, fill-in-the-middle)
 	Rerank                                // OpenAI-compatible POST /v1/rerank and /v2/rerank (Cohere, Jina, vLLM shape)
+	AudioSpeech                           // OpenAI POST /v1/audio/speech
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -131,12 +132,13 @@ var endpointInfo = [NumEndpoints]struct {
 
 	Completions: {usageevent.EndpointCompletions, OpenAI},
 	Rerank:      {usageevent.EndpointRerank, OpenAI},
+	AudioSpeech: {usageevent.EndpointAudioSpeech, OpenAI},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
 // "responses", "embeddings", "count_tokens", "generate_content",
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
-// "batch_embed_contents", "completions" or "rerank".
+// "batch_embed_contents", "completions", "rerank" or "audio_speech".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -176,7 +178,7 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses, embeddings, legacy completions, rerank and the token counts
+// both). Responses, embeddings, legacy completions, rerank, audio and the token counts
 // are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {

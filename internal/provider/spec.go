@@ -138,6 +138,12 @@ type Spec struct {
 	// Stream is nil for an endpoint that never streams; a provider answer
 	// in SSE there is relayed as a whole body.
 	Stream *StreamSpec
+	// Passthrough says that a successful answer is relayed as it arrives,
+	// byte for byte and with its Content-Type, never held whole and never
+	// read (generated audio: the client plays it while it comes). Its
+	// usage is unknown; BodyUsage is not asked. Error answers are read
+	// whole, as for every endpoint.
+	Passthrough bool
 	// Socket, when set, says that the endpoint is also served over
 	// WebSocket at its path (a GET with Upgrade: websocket): every client
 	// frame that asks for an answer is one request sent over HTTP as a

@@ -19,6 +19,8 @@ func operation(endpoint string) string {
 		return "text_completion"
 	case usageevent.EndpointRerank:
 		return "rerank"
+	case usageevent.EndpointAudioSpeech:
+		return "text_to_speech"
 	}
 	return "chat" // chat completions, messages, responses
 }

@@ -82,6 +82,7 @@ const (
 	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
 	EndpointCompletions     = "completions"      // openai: POST /v1/completions → {base_url}/completions
 	EndpointRerank          = "rerank"           // openai: POST /v1/rerank or /v2/rerank → {base_url}/rerank
+	EndpointAudioSpeech     = "audio_speech"     // openai: POST /v1/audio/speech → {base_url}/audio/speech
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
@@ -98,7 +99,7 @@ const (
 func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
-		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank}
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank, EndpointAudioSpeech}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

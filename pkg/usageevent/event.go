@@ -42,6 +42,7 @@ const (
 	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
 	EndpointCompletions     = "completions"      // POST /v1/completions
 	EndpointRerank          = "rerank"           // POST /v1/rerank, /v2/rerank
+	EndpointAudioSpeech     = "audio_speech"     // POST /v1/audio/speech
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
 

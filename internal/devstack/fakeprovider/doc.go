@@ -31,6 +31,9 @@
 //     (usage.total_tokens = words of query and documents) on /v1, as
 //     Cohere does (meta.billed_units: search_units 1, input_tokens) on /v2.
 //     The prompt is the query.
+//   - POST /v1/audio/speech: audio/mpeg, chunked (no Content-Length): an
+//     ID3 tag header, then "fake-audio:" and the reply text, written
+//     in two flushed halves (a cut drops the connection after the first).
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

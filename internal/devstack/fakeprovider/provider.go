@@ -409,6 +409,10 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 
 	p.setHeaders(w.Header(), proto, rp.seq)
+	if k == kindSpeech {
+		writeSpeech(w, rp)
+		return
+	}
 	if !rp.stream {
 		var body []byte
 		switch k {

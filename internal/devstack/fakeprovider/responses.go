@@ -183,6 +183,7 @@ const (
 	kindBatchEmbed
 	kindCompletions
 	kindRerank
+	kindSpeech
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -198,6 +199,8 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindCompletions
 	case "/v1/rerank", "/v2/rerank":
 		return OpenAI, http.MethodPost, kindRerank
+	case "/v1/audio/speech":
+		return OpenAI, http.MethodPost, kindSpeech
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":

@@ -1,6 +1,6 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings, legacy Completions, Rerank), which body members decide routing,
+// Completions, Responses, Embeddings, legacy Completions, Rerank, audio speech), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -29,7 +29,7 @@ import (
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank},
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank, AudioSpeech},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -148,6 +148,20 @@ var Rerank = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    RerankBodyUsage,
 	BodyOutcome:  ChatBodyOutcome, // the model, when the answer names it
+}
+
+// AudioSpeech is POST /v1/audio/speech: a JSON body (model, input,
+// voice), a binary answer (audio/mpeg and the other formats) relayed as
+// it arrives (provider.Spec.Passthrough). The answer carries no usage.
+var AudioSpeech = &provider.Spec{
+	Endpoint:     provider.AudioSpeech,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/speech",
+	UpstreamPath: "/audio/speech",
+	Inspect:      inspectEmbeddings, // the model only
+	Header:       Header,
+	BodyUsage:    provider.NoUsage,
+	Passthrough:  true,
 }
 
 // requestHeaders lists the client headers that may reach the provider.
