@@ -89,6 +89,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-embed":       {provider.Embeddings},
 		"demo-rerank":      {provider.Rerank},
 		"demo-tts":         {provider.AudioSpeech},
+		"demo-whisper":     {provider.AudioTranscriptions, provider.AudioTranslations},
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},

@@ -402,7 +402,7 @@ protocol = "openai"
 base_url = %q
 credential = "oa"
 max_inflight_per_node = %d
-endpoints = ["chat_completions", "responses", "embeddings", "completions", "rerank", "audio_speech"]
+endpoints = ["chat_completions", "responses", "embeddings", "completions", "rerank", "audio_speech", "audio_transcriptions", "audio_translations"]
 [backends.an]
 protocol = "anthropic"
 base_url = %q

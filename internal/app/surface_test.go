@@ -1,8 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"testing"
@@ -166,5 +169,121 @@ func TestAudioSpeechSDK(t *testing.T) {
 	wantEvents := []string{"200  usage=<nil> raw=", "200 stream usage=<nil> raw="}
 	if diff := cmp.Diff(events, wantEvents); diff != "" {
 		t.Errorf("speech events (-got +want)\n%s", diff)
+	}
+}
+
+// TestAudioTranscriptionSDK: a real multipart upload from the official
+// SDK reaches the provider with only the model field's value changed (the
+// file's bytes, the other fields and the boundary as sent), whole and
+// streamed; translations take the same form. Usage events carry the
+// transcription's usage; a twin model field or a malformed body is a 400
+// that never leaves the node.
+func TestAudioTranscriptionSDK(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	oc := openAIClient(s, clientKey)
+	ctx := t.Context()
+	audio := bytes.Repeat([]byte("RIFF\r\n--\x00\xffWAVE"), 300) // 4200 bytes
+	params := func() openai.AudioTranscriptionNewParams {
+		return openai.AudioTranscriptionNewParams{
+			File:     openai.File(bytes.NewReader(audio), "hello.wav", "audio/wav"),
+			Model:    openai.AudioModel(openAIModel),
+			Language: openai.String("en"),
+		}
+	}
+	res, err := oc.Audio.Transcriptions.New(ctx, params())
+	if err != nil {
+		t.Fatalf("Transcriptions.New: %v", err)
+	}
+	if res.Text != "transcribed 4200 bytes" {
+		t.Errorf("text %q", res.Text)
+	}
+	last := s.prov.Requests()[len(s.prov.Requests())-1]
+	if last.Path != "/v1/audio/transcriptions" || last.Model != openAIProvModel {
+		t.Errorf("provider saw %s model %q", last.Path, last.Model)
+	}
+	// Put the public model back: the body must then be the client's.
+	_, params2, _ := mime.ParseMediaType(last.Header.Get("Content-Type"))
+	mr := multipart.NewReader(bytes.NewReader(last.Body), params2["boundary"])
+	var names []string
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			break
+		}
+		data, _ := io.ReadAll(p)
+		names = append(names, p.FormName())
+		if p.FormName() == "file" && !bytes.Equal(data, audio) {
+			t.Error("the file's bytes changed on the way")
+		}
+	}
+	if diff := cmp.Diff(names, []string{"file", "language", "model"}); diff != "" {
+		t.Errorf("provider's form fields (-got +want)\n%s", diff)
+	}
+	if n := bytes.Count(last.Body, []byte(openAIModel)); n != 0 {
+		t.Errorf("the public model is still in the provider's body")
+	}
+
+	st := oc.Audio.Transcriptions.NewStreaming(ctx, params())
+	var text strings.Builder
+	var done openai.TranscriptionStreamEventUnion
+	for st.Next() {
+		ev := st.Current()
+		if ev.Type == "transcript.text.delta" {
+			text.WriteString(ev.Delta)
+		}
+		done = ev
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if text.String() != "transcribed 4200 bytes" || done.Type != "transcript.text.done" {
+		t.Errorf("streamed %q, last event %q", text.String(), done.Type)
+	}
+
+	tr, err := oc.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{
+		File:  openai.File(bytes.NewReader(audio[:100]), "hola.wav", "audio/wav"),
+		Model: openai.AudioModel(openAIModel),
+	})
+	if err != nil || tr.Text != "translated 100 bytes" {
+		t.Errorf("Translations.New = %+v, %v", tr, err)
+	}
+
+	before := s.prov.RequestCount()
+	formCT := map[string]string{"Authorization": "Bearer " + clientKey, "Content-Type": "multipart/form-data; boundary=B"}
+	field := func(name, v string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v + "\r\n"
+	}
+	for name, body := range map[string]string{
+		"twin model":    field("model", openAIModel) + field("model", "other") + "--B--\r\n",
+		"missing model": field("language", "en") + "--B--\r\n",
+		"malformed":     field("model", openAIModel),
+	} {
+		if r := s.do(http.MethodPost, "/v1/audio/transcriptions", formCT, body); r.status != 400 {
+			t.Errorf("%s: %d %s, want 400", name, r.status, r.body)
+		}
+	}
+	if n := s.prov.RequestCount(); n != before {
+		t.Errorf("refused forms reached the provider (%d requests)", n-before)
+	}
+
+	s.shutdown()
+	var events []string
+	for _, ev := range s.outboxEvents(t) {
+		if ev.Endpoint != usageevent.EndpointAudioTranscriptions && ev.Endpoint != usageevent.EndpointAudioTranslations {
+			continue
+		}
+		u := "<nil>"
+		if ev.Usage != nil {
+			u = fmt.Sprintf("in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+		}
+		events = append(events, fmt.Sprintf("%s stream=%v %s", ev.Endpoint, ev.Stream, u))
+	}
+	want := []string{
+		"audio_transcriptions stream=false in=4200 out=3",
+		"audio_transcriptions stream=true in=4200 out=3",
+		"audio_translations stream=false <nil>",
+	}
+	if diff := cmp.Diff(events, want); diff != "" {
+		t.Errorf("audio events (-got +want)\n%s", diff)
 	}
 }

@@ -117,7 +117,12 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
-		if c.req, berr = spec.Inspect(c.body, pathModel); berr == nil {
+		if spec.InspectForm != nil {
+			c.req, berr = spec.InspectForm(c.body, r.Header.Get("Content-Type"))
+		} else {
+			c.req, berr = spec.Inspect(c.body, pathModel)
+		}
+		if berr == nil {
 			c.route(ctx)
 			return
 		}

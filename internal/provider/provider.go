@@ -42,6 +42,7 @@ package provider
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -108,6 +109,8 @@ const (
 	Completions                           // OpenAI POST /v1/completions (legacy, fill-in-the-middle)
 	Rerank                                // OpenAI-compatible POST /v1/rerank and /v2/rerank (Cohere, Jina, vLLM shape)
 	AudioSpeech                           // OpenAI POST /v1/audio/speech
+	AudioTranscriptions                   // OpenAI POST /v1/audio/transcriptions (multipart)
+	AudioTranslations                     // OpenAI POST /v1/audio/translations (multipart)
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -133,12 +136,16 @@ var endpointInfo = [NumEndpoints]struct {
 	Completions: {usageevent.EndpointCompletions, OpenAI},
 	Rerank:      {usageevent.EndpointRerank, OpenAI},
 	AudioSpeech: {usageevent.EndpointAudioSpeech, OpenAI},
+
+	AudioTranscriptions: {usageevent.EndpointAudioTranscriptions, OpenAI},
+	AudioTranslations:   {usageevent.EndpointAudioTranslations, OpenAI},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
 // "responses", "embeddings", "count_tokens", "generate_content",
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
-// "batch_embed_contents", "completions", "rerank" or "audio_speech".
+// "batch_embed_contents", "completions", "rerank", "audio_speech",
+// "audio_transcriptions" or "audio_translations".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -241,6 +248,9 @@ type Request struct {
 	// the one member every attempt rewrites, for an endpoint whose path
 	// does not name the model.
 	ModelAt [2]int
+	// ModelRaw says that ModelAt spans a form field's text, not a JSON
+	// string (a multipart body): the model is written there unquoted.
+	ModelRaw bool
 	// Named lists further places in the body, in order, where a string
 	// names the model as "models/{model}" (Gemini's nested and batch
 	// requests): each JSON string, quotes included, is rewritten to name
@@ -272,6 +282,9 @@ func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 	var buf [4]Edit
 	edits := buf[:0]
 	if model != nil {
+		if r.ModelRaw {
+			model = unquote(model)
+		}
 		edits = append(edits, Edit{At: r.ModelAt[0], End: r.ModelAt[1], Value: model})
 	}
 	for _, at := range r.Named {
@@ -301,6 +314,19 @@ func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 		prev = e.End
 	}
 	return append(out, body[prev:]...)
+}
+
+// unquote returns the text of the JSON string s: its bytes between the
+// quotes when it has no escape, else its decoded value.
+func unquote(s []byte) []byte {
+	if len(s) >= 2 && bytes.IndexByte(s, '\\') < 0 {
+		return s[1 : len(s)-1]
+	}
+	var v string
+	if json.Unmarshal(s, &v) != nil {
+		return s // not a JSON string: never the case for a compiled target
+	}
+	return []byte(v)
 }
 
 // Session returns what names r's session for prompt-cache affinity

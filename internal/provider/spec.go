@@ -119,6 +119,10 @@ type Spec struct {
 	// path ("" for an endpoint without Match); a body that names another
 	// model is refused.
 	Inspect func(body []byte, pathModel string) (Request, *BodyError)
+	// InspectForm, set instead of Inspect for an endpoint whose body is
+	// multipart/form-data, does the same with the request's Content-Type,
+	// whose boundary delimits the parts.
+	InspectForm func(body []byte, contentType string) (Request, *BodyError)
 	// Header builds the provider request's headers from the client's: only
 	// the allowlisted ones, plus the backend's credential.
 	Header func(client http.Header, credential string) http.Header

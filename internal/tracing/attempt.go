@@ -21,6 +21,8 @@ func operation(endpoint string) string {
 		return "rerank"
 	case usageevent.EndpointAudioSpeech:
 		return "text_to_speech"
+	case usageevent.EndpointAudioTranscriptions, usageevent.EndpointAudioTranslations:
+		return "speech_to_text"
 	}
 	return "chat" // chat completions, messages, responses
 }

@@ -86,6 +86,10 @@ const (
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
+	// openai, multipart/form-data bodies
+	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions → {base_url}/audio/transcriptions
+	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations → {base_url}/audio/translations
+
 	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
 	EndpointGenerateContent       = "generate_content"        // :generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // :streamGenerateContent
@@ -99,7 +103,8 @@ const (
 func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
-		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank, EndpointAudioSpeech}
+		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank, EndpointAudioSpeech,
+			EndpointAudioTranscriptions, EndpointAudioTranslations}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

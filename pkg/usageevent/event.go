@@ -46,6 +46,9 @@ const (
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
 
+	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions
+	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations
+
 	EndpointGenerateContent       = "generate_content"        // POST /v1beta/models/{model}:generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // POST /v1beta/models/{model}:streamGenerateContent
 	EndpointGeminiCountTokens     = "gemini_count_tokens"     // POST /v1beta/models/{model}:countTokens

@@ -34,6 +34,14 @@
 //   - POST /v1/audio/speech: audio/mpeg, chunked (no Content-Length): an
 //     ID3 tag header, then "fake-audio:" and the reply text, written
 //     in two flushed halves (a cut drops the connection after the first).
+//   - POST /v1/audio/transcriptions and /v1/audio/translations
+//     (multipart/form-data): {"text":"transcribed N bytes"} (or
+//     "translated"), N the size of the uploaded file part; transcriptions
+//     carry usage {"type":"tokens","input_tokens":N,"output_tokens":3};
+//     response_format=text answers text/plain, and a transcription with
+//     stream=true answers SSE transcript.text.delta events and a
+//     transcript.text.done with the usage. The prompt field carries the
+//     directives.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -264,6 +265,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	in, parseErr := parseBody(body)
+	var audio audioForm
+	if k == kindTranscribe || k == kindTranslate {
+		audio, parseErr = parseAudioForm(body, r.Header.Get("Content-Type"))
+		in.Model, in.Stream = audio.model, audio.stream
+		in.Input, _ = json.Marshal(audio.prompt)
+	}
 	prompt, words, inputs := in.prompt(), in.words(), in.inputs()
 	if proto == Gemini {
 		// The model is in the path; the stream is the method's, in SSE
@@ -340,6 +347,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		inputs:       inputs,
 		documents:    len(in.Documents),
 		topN:         in.TopN,
+		audio:        audio,
 	})
 }
 
@@ -383,6 +391,7 @@ type reply struct {
 	inputs       int // embeddings: the number of inputs
 	documents    int // rerank: the number of documents
 	topN         int // rerank: top_n, 0 when absent
+	audio        audioForm
 }
 
 func (r reply) text() string { return strings.Join(r.pieces, "") }
@@ -409,8 +418,12 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 
 	p.setHeaders(w.Header(), proto, rp.seq)
-	if k == kindSpeech {
+	switch k {
+	case kindSpeech:
 		writeSpeech(w, rp)
+		return
+	case kindTranscribe, kindTranslate:
+		p.writeAudioText(w, r, k, b, rp)
 		return
 	}
 	if !rp.stream {

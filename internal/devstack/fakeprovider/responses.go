@@ -184,6 +184,8 @@ const (
 	kindCompletions
 	kindRerank
 	kindSpeech
+	kindTranscribe
+	kindTranslate
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -201,6 +203,10 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindRerank
 	case "/v1/audio/speech":
 		return OpenAI, http.MethodPost, kindSpeech
+	case "/v1/audio/transcriptions":
+		return OpenAI, http.MethodPost, kindTranscribe
+	case "/v1/audio/translations":
+		return OpenAI, http.MethodPost, kindTranslate
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":

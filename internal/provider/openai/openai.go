@@ -1,6 +1,7 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings, legacy Completions, Rerank, audio speech), which body members decide routing,
+// Completions, Responses, Embeddings, legacy Completions, Rerank, audio speech, transcriptions and
+// translations), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -28,8 +29,9 @@ import (
 
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
-	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank, AudioSpeech},
+	Protocol: provider.OpenAI,
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank, AudioSpeech,
+		AudioTranscriptions, AudioTranslations},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -162,6 +164,48 @@ var AudioSpeech = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
 	Passthrough:  true,
+}
+
+// AudioTranscriptions is POST /v1/audio/transcriptions: a
+// multipart/form-data body (file, model, and more fields) in which only
+// the model field's value is rewritten (inspectForm). The answer is JSON,
+// text (response_format text, srt, vtt), or, with the form field
+// stream=true, SSE: transcript.text.delta events and a
+// transcript.text.done that carries the usage. Usage is the JSON's or the
+// done event's "usage" (input_tokens, output_tokens; whisper-1 reports
+// {"type":"duration","seconds":N}, kept raw with zero counts).
+var AudioTranscriptions = &provider.Spec{
+	Endpoint:     provider.AudioTranscriptions,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/transcriptions",
+	UpstreamPath: "/audio/transcriptions",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage, // input_tokens, output_tokens
+	Stream:       transcriptStream,
+}
+
+// AudioTranslations is POST /v1/audio/translations, the same form as
+// transcriptions (translated into English); it answers JSON or text.
+var AudioTranslations = &provider.Spec{
+	Endpoint:     provider.AudioTranslations,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/translations",
+	UpstreamPath: "/audio/translations",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	Stream:       transcriptStream,
+}
+
+// transcriptStream is how a transcription stream ends: data-only events
+// whose "type" names them, the last transcript.text.done (some servers
+// add data: [DONE]); an in-band failure is an "error" member or type.
+var transcriptStream = &provider.StreamSpec{
+	Terminal:    transcriptTerminal,
+	NewTracker:  func(bool) provider.Tracker { return &TranscriptStream{} },
+	InBandError: chatInBand,
+	Keepalive:   keepalive,
 }
 
 // requestHeaders lists the client headers that may reach the provider.

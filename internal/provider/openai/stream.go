@@ -106,3 +106,29 @@ func responsesInBand(status int, code, msg, _ string, n int) []byte {
 	out = append(out, body...)
 	return append(out, "\n\n"...)
 }
+
+// transcriptTerminal: transcript.text.done (or [DONE]) ends a
+// transcription stream; an event with an "error" member or of type
+// "error" is the provider's in-band failure.
+func transcriptTerminal(ev *sse.Event) (done, failed bool) {
+	if bytes.Equal(ev.Data, doneData) {
+		return true, false
+	}
+	if len(ev.Data) == 0 || ev.Data[0] != '{' {
+		return false, false
+	}
+	if _, ok, err := jsonedit.Lookup(ev.Data, "error"); err == nil && ok {
+		return false, true
+	}
+	raw, ok, err := jsonedit.Lookup(ev.Data, "type")
+	if err != nil || !ok {
+		return false, false
+	}
+	switch {
+	case jsonedit.EqualString(raw, "transcript.text.done"):
+		return true, false
+	case jsonedit.EqualString(raw, "error"):
+		return false, true
+	}
+	return false, false
+}

@@ -206,3 +206,31 @@ func RerankBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
 	v := provider.Lookup4(billed, [4]string{"input_tokens", "output_tokens", "", ""})
 	return provider.Clamp(usageevent.Usage{InputTokens: provider.Count(v[0]), OutputTokens: provider.Count(v[1])}), bytes.Clone(billed), true
 }
+
+// TranscriptStream follows a transcription stream: the usage is the
+// top-level "usage" of an event (transcript.text.done's). It never hides
+// an event. One stream, one tracker.
+type TranscriptStream struct {
+	raw []byte
+}
+
+// Observe keeps the last usage object seen.
+func (s *TranscriptStream) Observe(ev *sse.Event) (hide bool) {
+	if !provider.MayHaveValue(ev.Data, usageKey) {
+		return false
+	}
+	if raw, ok, err := jsonedit.Lookup(ev.Data, "usage"); err == nil && ok && provider.Usable(raw) {
+		s.raw = append(s.raw[:0], raw...)
+	}
+	return false
+}
+
+// Usage returns the normalized usage (input_tokens, output_tokens), a
+// copy of the provider's object, and true; or false when no event
+// carried one.
+func (s *TranscriptStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
+	if s.raw == nil {
+		return usageevent.Usage{}, nil, false
+	}
+	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
+}
