@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -285,5 +286,30 @@ func TestAudioTranscriptionSDK(t *testing.T) {
 	}
 	if diff := cmp.Diff(events, want); diff != "" {
 		t.Errorf("audio events (-got +want)\n%s", diff)
+	}
+}
+
+// TestStoredObjectEndpoints404: files, uploads, batches and custom voices
+// live in the provider account that created them: a clear 404 that says
+// why, in the OpenAI shape the SDK reads, and nothing reaches a provider.
+func TestStoredObjectEndpoints404(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	oc := openAIClient(s, clientKey)
+	_, err := oc.Files.List(t.Context(), openai.FileListParams{})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != "stateful_endpoint_not_supported" {
+		t.Errorf("Files.List: %v, want a 404 stateful_endpoint_not_supported", err)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/v1/files"}, {"GET", "/v1/files/file-abc/content"}, {"POST", "/v1/uploads"},
+		{"POST", "/v1/batches"}, {"GET", "/v1/batches/batch_abc"}, {"GET", "/v1/audio/voices"},
+	} {
+		r := s.do(c.method, c.path, bearer(clientKey), "{}")
+		if r.status != 404 || !strings.Contains(r.body, "stateful_endpoint_not_supported") || !strings.Contains(r.body, "provider account that created them") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	if n := s.prov.RequestCount(); n != 0 {
+		t.Errorf("%d requests reached the provider", n)
 	}
 }
