@@ -212,7 +212,8 @@ func writeSnapshots(dir string, now time.Time) error {
 
 // devRoutes: demo-gpt (chat completions, responses and legacy
 // completions), demo-embed (embeddings), demo-rerank (rerank), demo-tts
-// (speech) and demo-whisper (transcriptions, translations) on the fake provider's OpenAI side, demo-claude (messages
+// (speech), demo-whisper (transcriptions, translations) and demo-image
+// (image generations and edits) on the fake provider's OpenAI side, demo-claude (messages
 // and count_tokens) on its Anthropic side, demo-gemini (every Gemini
 // method) on its Gemini side, with the credentials dev.toml
 // defines; demo-pool and demo-claude-pool spread over three backends each,
@@ -255,6 +256,8 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 				Endpoints: []string{routesnap.EndpointRerank}},
 			{ID: "fake-openai-audio", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointAudioSpeech, routesnap.EndpointAudioTranscriptions, routesnap.EndpointAudioTranslations}},
+			{ID: "fake-openai-image", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointImageGenerations, routesnap.EndpointImageEdits}},
 			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 			{ID: "fake-openai-capped", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: cappedCap,
@@ -282,6 +285,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-whisper", Targets: []routesnap.Target{
 				{Backend: "fake-openai-audio", Model: "fake-whisper-1", Weight: 1, Stream: true},
+			}},
+			{Name: "demo-image", Targets: []routesnap.Target{
+				{Backend: "fake-openai-image", Model: "fake-image-1", Weight: 1, Stream: true},
 			}},
 			{Name: "demo-gemini", Targets: []routesnap.Target{
 				{Backend: "fake-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -334,7 +340,7 @@ ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses + completions,
                 demo-embed = OpenAI embeddings, demo-rerank = rerank,
                 demo-tts = speech, demo-whisper = transcriptions
-                + translations, demo-claude = Anthropic messages + count_tokens,
+                + translations, demo-image = images, demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)

@@ -90,6 +90,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-rerank":      {provider.Rerank},
 		"demo-tts":         {provider.AudioSpeech},
 		"demo-whisper":     {provider.AudioTranscriptions, provider.AudioTranslations},
+		"demo-image":       {provider.ImageGenerations, provider.ImageEdits},
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},

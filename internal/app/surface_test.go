@@ -313,3 +313,69 @@ func TestStoredObjectEndpoints404(t *testing.T) {
 		t.Errorf("%d requests reached the provider", n)
 	}
 }
+
+// TestImagesSDK: image generation (JSON, and streamed) and an image edit
+// (a multipart upload: only the model field rewritten, the image's bytes
+// as sent) through the official SDK; usage events carry the usage.
+func TestImagesSDK(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	oc := openAIClient(s, clientKey)
+	ctx := t.Context()
+	gen := openai.ImageGenerateParams{Model: openai.ImageModel(openAIModel), Prompt: "a red scooter"}
+	res, err := oc.Images.Generate(ctx, gen)
+	if err != nil {
+		t.Fatalf("Images.Generate: %v", err)
+	}
+	if len(res.Data) != 1 || res.Data[0].B64JSON == "" || res.Usage.InputTokens != 3 {
+		t.Errorf("Generate = %d images, usage %+v", len(res.Data), res.Usage)
+	}
+	if last := lastRequest(t, s); last.Path != "/v1/images/generations" || last.Model != openAIProvModel {
+		t.Errorf("provider saw %s model %q", last.Path, last.Model)
+	}
+	st := oc.Images.GenerateStreaming(ctx, gen)
+	var types []string
+	for st.Next() {
+		types = append(types, st.Current().Type)
+	}
+	if err := st.Err(); err != nil || len(types) == 0 || types[len(types)-1] != "image_generation.completed" {
+		t.Errorf("stream events %v, err %v", types, err)
+	}
+
+	png := bytes.Repeat([]byte("\x89PNG\r\n\x1a\n--"), 50) // 500 bytes
+	ed, err := oc.Images.Edit(ctx, openai.ImageEditParams{
+		Model:  openai.ImageModel(openAIModel),
+		Prompt: "make it blue",
+		Image:  openai.ImageEditParamsImageUnion{OfFile: openai.File(bytes.NewReader(png), "in.png", "image/png")},
+	})
+	if err != nil {
+		t.Fatalf("Images.Edit: %v", err)
+	}
+	if len(ed.Data) != 1 || ed.Usage.InputTokens != 3 {
+		t.Errorf("Edit = %+v", ed)
+	}
+	last := s.prov.Requests()[len(s.prov.Requests())-1]
+	if last.Path != "/v1/images/edits" || last.Model != openAIProvModel || !bytes.Contains(last.Body, png) {
+		t.Errorf("provider saw %s model %q, image bytes intact %v", last.Path, last.Model, bytes.Contains(last.Body, png))
+	}
+
+	s.shutdown()
+	var events []string
+	for _, ev := range s.outboxEvents(t) {
+		if ev.Endpoint != usageevent.EndpointImageGenerations && ev.Endpoint != usageevent.EndpointImageEdits {
+			continue
+		}
+		u := "<nil>"
+		if ev.Usage != nil {
+			u = fmt.Sprintf("in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+		}
+		events = append(events, fmt.Sprintf("%s stream=%v %s", ev.Endpoint, ev.Stream, u))
+	}
+	want := []string{
+		"image_generations stream=false in=3 out=4",
+		"image_generations stream=true in=3 out=4",
+		"image_edits stream=false in=3 out=4",
+	}
+	if diff := cmp.Diff(events, want); diff != "" {
+		t.Errorf("image events (-got +want)\n%s", diff)
+	}
+}

@@ -111,6 +111,8 @@ const (
 	AudioSpeech                           // OpenAI POST /v1/audio/speech
 	AudioTranscriptions                   // OpenAI POST /v1/audio/transcriptions (multipart)
 	AudioTranslations                     // OpenAI POST /v1/audio/translations (multipart)
+	ImageGenerations                      // OpenAI POST /v1/images/generations
+	ImageEdits                            // OpenAI POST /v1/images/edits (multipart)
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -139,13 +141,16 @@ var endpointInfo = [NumEndpoints]struct {
 
 	AudioTranscriptions: {usageevent.EndpointAudioTranscriptions, OpenAI},
 	AudioTranslations:   {usageevent.EndpointAudioTranslations, OpenAI},
+	ImageGenerations:    {usageevent.EndpointImageGenerations, OpenAI},
+	ImageEdits:          {usageevent.EndpointImageEdits, OpenAI},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
 // "responses", "embeddings", "count_tokens", "generate_content",
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
 // "batch_embed_contents", "completions", "rerank", "audio_speech",
-// "audio_transcriptions" or "audio_translations".
+// "audio_transcriptions", "audio_translations", "image_generations" or
+// "image_edits".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -185,7 +190,7 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses, embeddings, legacy completions, rerank, audio and the token counts
+// both). Responses, embeddings, legacy completions, rerank, audio, images and the token counts
 // are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {

@@ -23,6 +23,8 @@ func operation(endpoint string) string {
 		return "text_to_speech"
 	case usageevent.EndpointAudioTranscriptions, usageevent.EndpointAudioTranslations:
 		return "speech_to_text"
+	case usageevent.EndpointImageGenerations, usageevent.EndpointImageEdits:
+		return "image_generation"
 	}
 	return "chat" // chat completions, messages, responses
 }

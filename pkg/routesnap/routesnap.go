@@ -89,6 +89,9 @@ const (
 	// openai, multipart/form-data bodies
 	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions → {base_url}/audio/transcriptions
 	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations → {base_url}/audio/translations
+	EndpointImageEdits          = "image_edits"          // POST /v1/images/edits → {base_url}/images/edits
+
+	EndpointImageGenerations = "image_generations" // openai: POST /v1/images/generations → {base_url}/images/generations
 
 	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
 	EndpointGenerateContent       = "generate_content"        // :generateContent
@@ -104,7 +107,7 @@ func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
 		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings, EndpointCompletions, EndpointRerank, EndpointAudioSpeech,
-			EndpointAudioTranscriptions, EndpointAudioTranslations}
+			EndpointAudioTranscriptions, EndpointAudioTranslations, EndpointImageGenerations, EndpointImageEdits}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

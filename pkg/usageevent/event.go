@@ -48,6 +48,8 @@ const (
 
 	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions
 	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations
+	EndpointImageGenerations    = "image_generations"    // POST /v1/images/generations
+	EndpointImageEdits          = "image_edits"          // POST /v1/images/edits
 
 	EndpointGenerateContent       = "generate_content"        // POST /v1beta/models/{model}:generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // POST /v1beta/models/{model}:streamGenerateContent

@@ -2,6 +2,7 @@ package fakeprovider
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,9 @@ import (
 	"net/http"
 )
 
-// audioForm is what the fake reads of a transcription or translation
-// form: the fields that shape its answer and the uploaded file's size.
+// audioForm is what the fake reads of a transcription, translation or
+// image edit form: the fields that shape its answer and the size of the
+// uploaded files.
 type audioForm struct {
 	model, prompt, format string
 	stream                bool
@@ -39,9 +41,11 @@ func parseAudioForm(body []byte, contentType string) (audioForm, error) {
 		if err != nil {
 			return f, err
 		}
+		if p.FileName() != "" { // the audio file, or the images to edit
+			f.fileSize += len(data)
+			continue
+		}
 		switch p.FormName() {
-		case "file":
-			f.fileSize = len(data)
 		case "model":
 			f.model = string(data)
 		case "prompt":
@@ -104,4 +108,54 @@ func (p *Provider) writeAudioText(w http.ResponseWriter, r *http.Request, k kind
 		Text  string           `json:"text"`
 		Usage *transcriptUsage `json:"usage,omitempty"`
 	}{text, usage}), b.Cut)
+}
+
+// imageUsage is gpt-image-1's usage object: input_tokens = the prompt's
+// words, output_tokens = 4.
+type imageUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// writeImage answers an image generation or edit: one image whose
+// base64 bytes are "fake-image:" and the reply text (an edit adds the
+// size of the uploaded images), with usage; with stream, SSE
+// image_generation.partial_image (image_edit.* for an edit) events, one
+// per piece, and a .completed event with the image and the usage.
+func writeImage(w http.ResponseWriter, r *http.Request, k kind, b Behaviour, rp reply) {
+	text := "fake-image:" + rp.text()
+	prefix := "image_generation"
+	if k == kindImageEdit {
+		text += fmt.Sprintf(" (%d bytes in)", rp.audio.fileSize)
+		prefix = "image_edit"
+	}
+	img := base64.StdEncoding.EncodeToString([]byte(text))
+	usage := imageUsage{InputTokens: rp.words, OutputTokens: 4, TotalTokens: rp.words + 4}
+	if rp.stream {
+		type partial struct {
+			Type              string `json:"type"`
+			B64JSON           string `json:"b64_json"`
+			PartialImageIndex int    `json:"partial_image_index"`
+		}
+		var events []event
+		for i, piece := range split(text, b.Chunks) {
+			events = append(events, event{name: prefix + ".partial_image", data: mustJSON(partial{prefix + ".partial_image", base64.StdEncoding.EncodeToString([]byte(piece)), i})})
+		}
+		events = append(events, event{name: prefix + ".completed", data: mustJSON(struct {
+			Type    string     `json:"type"`
+			B64JSON string     `json:"b64_json"`
+			Usage   imageUsage `json:"usage"`
+		}{prefix + ".completed", img, usage})})
+		writeStream(r.Context(), w, b, events, openAIErrorEvent())
+		return
+	}
+	type datum struct {
+		B64JSON string `json:"b64_json"`
+	}
+	writeBody(w, http.StatusOK, mustJSON(struct {
+		Created int64      `json:"created"`
+		Data    []datum    `json:"data"`
+		Usage   imageUsage `json:"usage"`
+	}{rp.created.Unix(), []datum{{img}}, usage}), b.Cut)
 }

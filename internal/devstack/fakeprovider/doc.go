@@ -42,6 +42,11 @@
 //     stream=true answers SSE transcript.text.delta events and a
 //     transcript.text.done with the usage. The prompt field carries the
 //     directives.
+//   - POST /v1/images/generations (JSON) and /v1/images/edits (multipart):
+//     one image, b64_json of "fake-image:" and the reply text (an edit
+//     adds the uploaded images' size), usage input_tokens = words,
+//     output_tokens = 4; with stream, SSE {image_generation|image_edit}.
+//     partial_image events and a .completed event with the usage.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

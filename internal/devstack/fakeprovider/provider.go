@@ -266,7 +266,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	in, parseErr := parseBody(body)
 	var audio audioForm
-	if k == kindTranscribe || k == kindTranslate {
+	if k == kindTranscribe || k == kindTranslate || k == kindImageEdit {
 		audio, parseErr = parseAudioForm(body, r.Header.Get("Content-Type"))
 		in.Model, in.Stream = audio.model, audio.stream
 		in.Input, _ = json.Marshal(audio.prompt)
@@ -342,7 +342,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pieces:       split("echo: "+echo, b.Chunks),
 		words:        words,
 		b:            b,
-		stream:       in.Stream && (k == kindChat || k == kindCompletions || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
+		stream:       in.Stream && (k == kindChat || k == kindCompletions || k == kindImageGen || k == kindImageEdit || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
 		includeUsage: in.StreamOptions.IncludeUsage,
 		inputs:       inputs,
 		documents:    len(in.Documents),
@@ -424,6 +424,9 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 		return
 	case kindTranscribe, kindTranslate:
 		p.writeAudioText(w, r, k, b, rp)
+		return
+	case kindImageGen, kindImageEdit:
+		writeImage(w, r, k, b, rp)
 		return
 	}
 	if !rp.stream {

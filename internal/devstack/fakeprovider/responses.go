@@ -186,6 +186,8 @@ const (
 	kindSpeech
 	kindTranscribe
 	kindTranslate
+	kindImageGen
+	kindImageEdit
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -207,6 +209,10 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindTranscribe
 	case "/v1/audio/translations":
 		return OpenAI, http.MethodPost, kindTranslate
+	case "/v1/images/generations":
+		return OpenAI, http.MethodPost, kindImageGen
+	case "/v1/images/edits":
+		return OpenAI, http.MethodPost, kindImageEdit
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":

@@ -10,6 +10,7 @@ var (
 	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
 	complNames        = provider.NewNames("model", "stream", "stream_options")
+	imageNames        = provider.NewNames("model", "stream")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
 )
@@ -195,6 +196,23 @@ func inspectCompletions(body []byte, _ string) (provider.Request, *provider.Body
 		if r.AskUsage, berr = askUsage(v[2], at[2], f.Tail); berr != nil {
 			return provider.Request{}, berr
 		}
+	}
+	return r, nil
+}
+
+// inspectImages reads model and stream (the stream capability).
+func inspectImages(body []byte, _ string) (provider.Request, *provider.BodyError) {
+	var v [2][]byte
+	var at [2]int
+	r, berr := provider.ScanRequest(body, imageNames, &provider.Found{Vals: v[:], At: at[:]})
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[1]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
 	}
 	return r, nil
 }

@@ -1,7 +1,8 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
-// Completions, Responses, Embeddings, legacy Completions, Rerank, audio speech, transcriptions and
-// translations), which body members decide routing,
+// Completions, Responses, Embeddings, legacy Completions, Rerank, audio
+// speech, transcriptions and translations, image generations and edits),
+// which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -31,7 +32,7 @@ import (
 var API = &provider.API{
 	Protocol: provider.OpenAI,
 	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Completions, Rerank, AudioSpeech,
-		AudioTranscriptions, AudioTranslations},
+		AudioTranscriptions, AudioTranslations, ImageGenerations, ImageEdits},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -196,6 +197,47 @@ var AudioTranslations = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    ResponsesBodyUsage,
 	Stream:       transcriptStream,
+}
+
+// ImageGenerations is POST /v1/images/generations: a JSON body (model,
+// prompt, n, size, stream), a JSON answer (data[] with b64_json or url),
+// or, with "stream": true, SSE: image_generation.partial_image events
+// ending with image_generation.completed. Usage is the answer's or the
+// completed event's "usage" (input_tokens, output_tokens; dall-e models
+// report none).
+var ImageGenerations = &provider.Spec{
+	Endpoint:     provider.ImageGenerations,
+	Method:       http.MethodPost,
+	Path:         "/v1/images/generations",
+	UpstreamPath: "/images/generations",
+	Inspect:      inspectImages,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	Stream:       imageStream,
+}
+
+// ImageEdits is POST /v1/images/edits: a multipart/form-data body (image
+// files, prompt, model, stream) read and rewritten as a transcription's
+// (inspectForm); answers as ImageGenerations', the stream's events named
+// image_edit.*.
+var ImageEdits = &provider.Spec{
+	Endpoint:     provider.ImageEdits,
+	Method:       http.MethodPost,
+	Path:         "/v1/images/edits",
+	UpstreamPath: "/images/edits",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	Stream:       imageStream,
+}
+
+// imageStream: image_generation.completed or image_edit.completed ends an
+// image stream; an "error" member or type is the in-band failure.
+var imageStream = &provider.StreamSpec{
+	Terminal:    typedTerminal("image_generation.completed", "image_edit.completed"),
+	NewTracker:  func(bool) provider.Tracker { return &TranscriptStream{} },
+	InBandError: chatInBand,
+	Keepalive:   keepalive,
 }
 
 // transcriptStream is how a transcription stream ends: data-only events

@@ -110,7 +110,19 @@ func responsesInBand(status int, code, msg, _ string, n int) []byte {
 // transcriptTerminal: transcript.text.done (or [DONE]) ends a
 // transcription stream; an event with an "error" member or of type
 // "error" is the provider's in-band failure.
-func transcriptTerminal(ev *sse.Event) (done, failed bool) {
+var transcriptTerminal = typedTerminal("transcript.text.done")
+
+// typedTerminal returns the Terminal of a stream whose events name their
+// type in the data's "type" (and, with some servers, in event:): an event
+// of one of the done types (or [DONE]) ends it; one with an "error" member
+// or of type "error" is the provider's in-band failure.
+func typedTerminal(doneTypes ...string) func(ev *sse.Event) (done, failed bool) {
+	return func(ev *sse.Event) (done, failed bool) {
+		return typedKind(ev, doneTypes)
+	}
+}
+
+func typedKind(ev *sse.Event, doneTypes []string) (done, failed bool) {
 	if bytes.Equal(ev.Data, doneData) {
 		return true, false
 	}
@@ -124,11 +136,10 @@ func transcriptTerminal(ev *sse.Event) (done, failed bool) {
 	if err != nil || !ok {
 		return false, false
 	}
-	switch {
-	case jsonedit.EqualString(raw, "transcript.text.done"):
-		return true, false
-	case jsonedit.EqualString(raw, "error"):
-		return false, true
+	for _, t := range doneTypes {
+		if jsonedit.EqualString(raw, t) {
+			return true, false
+		}
 	}
-	return false, false
+	return false, jsonedit.EqualString(raw, "error")
 }

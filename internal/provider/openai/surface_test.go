@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -80,5 +81,48 @@ func TestRerankBodyUsage(t *testing.T) {
 				t.Errorf("(-got +want)\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestInspectImages(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     inspected
+	}{
+		{"whole", `{"model":"m","prompt":"a cat","n":2}`, inspected{Model: "m", Body: `{"model":"p","prompt":"a cat","n":2}`}},
+		{"stream", `{"model":"m","prompt":"a cat","stream":true,"partial_images":2}`,
+			inspected{Model: "m", Stream: true, Need: "stream", Body: `{"model":"p","prompt":"a cat","stream":true,"partial_images":2}`}},
+		{"twin stream", `{"model":"m","stream":false,"STREAM":true}`, inspected{Code: "ambiguous_member"}},
+		{"stream not a boolean", `{"model":"m","stream":"yes"}`, inspected{Code: "invalid_stream"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(inspectOne(ImageGenerations, tt.in), tt.want); diff != "" {
+				t.Errorf("(-got +want)\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTypedTerminal(t *testing.T) {
+	tests := []struct {
+		data         string
+		done, failed bool
+	}{
+		{`{"type":"transcript.text.delta","delta":"a"}`, false, false},
+		{`{"type":"transcript.text.done","text":"a","usage":{}}`, true, false},
+		{`[DONE]`, true, false},
+		{`{"type":"error","error":{"message":"x"}}`, false, true},
+		{`{"error":{"message":"x"}}`, false, true},
+		{`{"type":"image_generation.completed"}`, false, false},
+	}
+	for _, tt := range tests {
+		done, failed := transcriptTerminal(&sse.Event{Data: []byte(tt.data)})
+		if done != tt.done || failed != tt.failed {
+			t.Errorf("%s: done %v failed %v, want %v %v", tt.data, done, failed, tt.done, tt.failed)
+		}
+	}
+	if done, _ := imageStream.Terminal(&sse.Event{Data: []byte(`{"type":"image_edit.completed"}`)}); !done {
+		t.Error("image_edit.completed does not end an image stream")
 	}
 }

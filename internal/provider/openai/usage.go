@@ -207,8 +207,9 @@ func RerankBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
 	return provider.Clamp(usageevent.Usage{InputTokens: provider.Count(v[0]), OutputTokens: provider.Count(v[1])}), bytes.Clone(billed), true
 }
 
-// TranscriptStream follows a transcription stream: the usage is the
-// top-level "usage" of an event (transcript.text.done's). It never hides
+// TranscriptStream follows a transcription or image stream: the usage is
+// the top-level "usage" of an event (transcript.text.done's,
+// image_generation.completed's). It never hides
 // an event. One stream, one tracker.
 type TranscriptStream struct {
 	raw []byte
