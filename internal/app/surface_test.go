@@ -241,12 +241,16 @@ func TestAudioTranscriptionSDK(t *testing.T) {
 		t.Errorf("streamed %q, last event %q", text.String(), done.Type)
 	}
 
-	tr, err := oc.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{
-		File:  openai.File(bytes.NewReader(audio[:100]), "hola.wav", "audio/wav"),
-		Model: openai.AudioModel(openAIModel),
-	})
-	if err != nil || tr.Text != "translated 100 bytes" {
-		t.Errorf("Translations.New = %+v, %v", tr, err)
+	// Translations as curl -F sends them (the SDK's method is deprecated).
+	var tb bytes.Buffer
+	mw := multipart.NewWriter(&tb)
+	fw, _ := mw.CreateFormFile("file", "hola.wav")
+	_, _ = fw.Write(audio[:100])
+	_ = mw.WriteField("model", openAIModel)
+	_ = mw.Close()
+	if r := s.do(http.MethodPost, "/v1/audio/translations", map[string]string{"Authorization": "Bearer " + clientKey, "Content-Type": mw.FormDataContentType()},
+		tb.String()); r.status != 200 || !strings.Contains(r.body, `"text":"translated 100 bytes"`) {
+		t.Errorf("translation: %d %s", r.status, r.body)
 	}
 
 	before := s.prov.RequestCount()
