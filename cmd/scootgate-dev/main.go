@@ -215,10 +215,12 @@ func writeSnapshots(dir string, now time.Time) error {
 }
 
 // devRoutes: demo-gpt (chat completions, responses and its compaction and
-// token count) and demo-embed (embeddings) on the fake provider's OpenAI
-// side, demo-claude (messages and count_tokens) on its Anthropic side, the
-// patterns claude-* and gpt-* (every name Claude Code and Codex CLI ask
-// for) on the same backends, demo-gemini (every Gemini
+// token count, legacy completions), demo-embed (embeddings), demo-rerank
+// (rerank), demo-tts (speech), demo-whisper (transcriptions, translations)
+// and demo-image (image generations and edits) on the fake provider's
+// OpenAI side, demo-claude (messages and count_tokens) on its Anthropic
+// side, the patterns claude-* and gpt-* (every name Claude Code and Codex
+// CLI ask for) on the same backends, demo-gemini (every Gemini
 // method) on its Gemini side, with the credentials dev.toml
 // defines; demo-pool and demo-claude-pool spread over three backends each,
 // so that balancing and prompt-cache affinity show in the usage events;
@@ -233,7 +235,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	for _, x := range poolSuffixes {
 		snap.Backends = append(snap.Backends,
 			routesnap.Backend{ID: "fake-openai-" + x, Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
-				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses}},
+				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses, routesnap.EndpointCompletions}},
 			routesnap.Backend{ID: "fake-anthropic-" + x, Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}})
 		pool.Targets = append(pool.Targets, routesnap.Target{Backend: "fake-openai-" + x, Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true})
@@ -257,9 +259,15 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 		Backends: []routesnap.Backend{
 			{ID: "fake-openai", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointResponses,
-					routesnap.EndpointResponsesCompact, routesnap.EndpointResponsesInputTokens}},
+					routesnap.EndpointResponsesCompact, routesnap.EndpointResponsesInputTokens, routesnap.EndpointCompletions}},
 			{ID: "fake-openai-embed", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointEmbeddings}},
+			{ID: "fake-openai-rerank", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointRerank}},
+			{ID: "fake-openai-audio", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointAudioSpeech, routesnap.EndpointAudioTranscriptions, routesnap.EndpointAudioTranslations}},
+			{ID: "fake-openai-image", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointImageGenerations, routesnap.EndpointImageEdits}},
 			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 			{ID: "fake-openai-capped", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: cappedCap,
@@ -278,6 +286,18 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-embed", Targets: []routesnap.Target{
 				{Backend: "fake-openai-embed", Model: "fake-embedding-1", Weight: 1},
+			}},
+			{Name: "demo-rerank", Targets: []routesnap.Target{
+				{Backend: "fake-openai-rerank", Model: "fake-rerank-1", Weight: 1},
+			}},
+			{Name: "demo-tts", Targets: []routesnap.Target{
+				{Backend: "fake-openai-audio", Model: "fake-tts-1", Weight: 1},
+			}},
+			{Name: "demo-whisper", Targets: []routesnap.Target{
+				{Backend: "fake-openai-audio", Model: "fake-whisper-1", Weight: 1, Stream: true},
+			}},
+			{Name: "demo-image", Targets: []routesnap.Target{
+				{Backend: "fake-openai-image", Model: "fake-image-1", Weight: 1, Stream: true},
 			}},
 			{Name: "demo-gemini", Targets: []routesnap.Target{
 				{Backend: "fake-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -336,8 +356,10 @@ type banner struct {
 func printBanner(b banner) {
 	fmt.Printf(`
 ScootGate dev stack is up.
-  node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses,
-                demo-embed = OpenAI embeddings, demo-claude = Anthropic messages + count_tokens,
+  node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses + completions,
+                demo-embed = OpenAI embeddings, demo-rerank = rerank,
+                demo-tts = speech, demo-whisper = transcriptions
+                + translations, demo-image = images, demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;

@@ -82,9 +82,28 @@ func TestDevSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev routes do not compile: %v", err)
 	}
-	for _, m := range []string{"demo-gpt", "demo-claude", "demo-embed", "demo-capped", "demo-pool", "demo-claude-pool"} {
-		if _, ok := table.Model(m); !ok {
+	// Each demo model serves the endpoints the banner and README name.
+	for m, eps := range map[string][]provider.Endpoint{
+		"demo-gpt":         {provider.Chat, provider.Responses, provider.Completions},
+		"demo-claude":      {provider.Messages, provider.CountTokens},
+		"demo-embed":       {provider.Embeddings},
+		"demo-rerank":      {provider.Rerank},
+		"demo-tts":         {provider.AudioSpeech},
+		"demo-whisper":     {provider.AudioTranscriptions, provider.AudioTranslations},
+		"demo-image":       {provider.ImageGenerations, provider.ImageEdits},
+		"demo-capped":      {provider.Chat},
+		"demo-pool":        {provider.Chat},
+		"demo-claude-pool": {provider.Messages},
+	} {
+		model, ok := table.Model(m)
+		if !ok {
 			t.Errorf("dev routes lack %s", m)
+			continue
+		}
+		for _, e := range eps {
+			if len(model.Pools[e]) == 0 {
+				t.Errorf("%s does not serve %s", m, e)
+			}
 		}
 	}
 	// The pools show balancing and affinity: three targets on three

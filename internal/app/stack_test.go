@@ -418,7 +418,7 @@ protocol = "openai"
 base_url = %q
 credential = "oa"
 max_inflight_per_node = %d
-endpoints = ["chat_completions", "responses", "embeddings", "responses_compact", "responses_input_tokens"]
+endpoints = ["chat_completions", "responses", "embeddings", "responses_compact", "responses_input_tokens", "completions", "rerank", "audio_speech", "audio_transcriptions", "audio_translations", "image_generations", "image_edits"]
 [backends.an]
 protocol = "anthropic"
 base_url = %q

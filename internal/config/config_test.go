@@ -391,7 +391,7 @@ func TestInvalidFiles(t *testing.T) {
 			want: []Problem{
 				{"backends.anthropic-1.endpoints[1]", "expected a string, got an integer"},
 				{"backends.empty.endpoints", "must list at least one endpoint, or be left out for the protocol's default"},
-				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens`},
+				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},
 				{"backends.openai-1.endpoints[2]", "duplicate of endpoints[0]"},
 			},
 		},

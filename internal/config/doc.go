@@ -130,6 +130,9 @@
 //	                                    # default: ["chat_completions"] (openai), ["messages"] (anthropic),
 //	                                    # ["generate_content", "stream_generate_content"] (gemini);
 //	                                    # openai also "responses_compact", "responses_input_tokens";
+//	                                    # openai also "completions", "rerank", "audio_speech",
+//	                                    # "audio_transcriptions", "audio_translations",
+//	                                    # "image_generations", "image_edits";
 //	                                    # anthropic: "messages", "count_tokens"; gemini: those two and
 //	                                    # "gemini_count_tokens", "embed_content", "batch_embed_contents";
 //	                                    # a model's requests to an endpoint go only to backends that list

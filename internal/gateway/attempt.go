@@ -138,7 +138,12 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
-		if c.req, berr = spec.Inspect(c.body, pathModel); berr == nil {
+		if spec.InspectForm != nil {
+			c.req, berr = spec.InspectForm(c.body, r.Header.Get("Content-Type"))
+		} else {
+			c.req, berr = spec.Inspect(c.body, pathModel)
+		}
+		if berr == nil {
 			if c.req.MaxOutput > 0 {
 				c.tokens = c.req.MaxOutput + int64(len(c.body))/4
 			}
@@ -425,6 +430,12 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 		a.err, a.stage = err, stageResponseBody
 		// The provider ran the request: a retry would run it again.
 		c.failAttempt(a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
+		return
+	}
+	if resp.StatusCode/100 == 2 && c.spec.Passthrough {
+		// From the headers on, non_stream_total bounds the whole answer.
+		a.timer.headersIn()
+		c.relayBytes(ctx, a)
 		return
 	}
 	if resp.StatusCode == http.StatusOK && c.spec.Stream != nil && isEventStream(resp.Header.Get("Content-Type")) {

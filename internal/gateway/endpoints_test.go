@@ -213,6 +213,11 @@ func TestEndpointTable(t *testing.T) {
 			if want, _ := catalog.ByPath(path); want != s {
 				t.Errorf("%s: the catalog finds %v at %s", s.Endpoint, want, path)
 			}
+			for _, p := range s.AlsoPaths {
+				if ep, _ := e.lookup(p); ep.spec != s {
+					t.Errorf("%s: not found at its other path %s", s.Endpoint, p)
+				}
+			}
 			n++
 		}
 	}

@@ -157,6 +157,9 @@ func newEndpoints() endpoints {
 		for _, s := range a.Endpoints {
 			if s.Path != "" {
 				e.exact[s.Path] = endpoint{s, a}
+				for _, p := range s.AlsoPaths {
+					e.exact[p] = endpoint{s, a}
+				}
 			} else {
 				e.match = append(e.match, endpoint{s, a})
 			}

@@ -92,7 +92,7 @@ protocol = "openai"
 base_url = "` + base + `"
 credential = "c"
 max_inflight_per_node = 1000
-endpoints = ["chat_completions", "responses", "embeddings"]
+endpoints = ["chat_completions", "responses", "embeddings", "completions", "rerank", "audio_speech", "audio_transcriptions", "audio_translations", "image_generations", "image_edits"]
 [backends.an-all]
 protocol = "anthropic"
 base_url = "` + base + `"

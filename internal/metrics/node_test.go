@@ -124,14 +124,21 @@ func TestEveryEndpointNamed(t *testing.T) {
 	compare(t, m, `
 # HELP scootgate_requests_total Client requests by endpoint, HTTP status code returned and final send state.
 # TYPE scootgate_requests_total counter
+scootgate_requests_total{code="200",endpoint="audio_speech",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="audio_transcriptions",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="audio_translations",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="batch_embed_contents",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="chat_completions",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="completions",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="count_tokens",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="embed_content",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="embeddings",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="gemini_count_tokens",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="generate_content",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="image_edits",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="image_generations",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="messages",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="rerank",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses_compact",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses_input_tokens",send_state="response_received"} 1

@@ -42,6 +42,7 @@ package provider
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -107,6 +108,13 @@ const (
 	BatchEmbedContents                    // Gemini POST /v1beta/models/{model}:batchEmbedContents
 	ResponsesCompact                      // OpenAI POST /v1/responses/compact
 	ResponsesInputTokens                  // OpenAI POST /v1/responses/input_tokens
+	Completions                           // OpenAI POST /v1/completions (legacy, fill-in-the-middle)
+	Rerank                                // OpenAI-compatible POST /v1/rerank and /v2/rerank (Cohere, Jina, vLLM shape)
+	AudioSpeech                           // OpenAI POST /v1/audio/speech
+	AudioTranscriptions                   // OpenAI POST /v1/audio/transcriptions (multipart)
+	AudioTranslations                     // OpenAI POST /v1/audio/translations (multipart)
+	ImageGenerations                      // OpenAI POST /v1/images/generations
+	ImageEdits                            // OpenAI POST /v1/images/edits (multipart)
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -131,12 +139,21 @@ var endpointInfo = [NumEndpoints]struct {
 
 	ResponsesCompact:     {usageevent.EndpointResponsesCompact, OpenAI},
 	ResponsesInputTokens: {usageevent.EndpointResponsesInputTokens, OpenAI},
+	Completions:          {usageevent.EndpointCompletions, OpenAI},
+	Rerank:               {usageevent.EndpointRerank, OpenAI},
+	AudioSpeech:          {usageevent.EndpointAudioSpeech, OpenAI},
+	AudioTranscriptions:  {usageevent.EndpointAudioTranscriptions, OpenAI},
+	AudioTranslations:    {usageevent.EndpointAudioTranslations, OpenAI},
+	ImageGenerations:     {usageevent.EndpointImageGenerations, OpenAI},
+	ImageEdits:           {usageevent.EndpointImageEdits, OpenAI},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
 // "responses", "embeddings", "count_tokens", "generate_content",
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
-// "batch_embed_contents", "responses_compact" or "responses_input_tokens".
+// "batch_embed_contents", "responses_compact", "responses_input_tokens",
+// "completions", "rerank", "audio_speech", "audio_transcriptions",
+// "audio_translations", "image_generations" or "image_edits".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -176,7 +193,7 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses (and its compaction), embeddings and the token counts
+// both). Responses (and its compaction), embeddings, legacy completions, rerank, audio, images and the token counts
 // are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {
@@ -248,6 +265,9 @@ type Request struct {
 	// the one member every attempt rewrites, for an endpoint whose path
 	// does not name the model.
 	ModelAt [2]int
+	// ModelRaw says that ModelAt spans a form field's text, not a JSON
+	// string (a multipart body): the model is written there unquoted.
+	ModelRaw bool
 	// Named lists further places in the body, in order, where a string
 	// names the model as "models/{model}" (Gemini's nested and batch
 	// requests): each JSON string, quotes included, is rewritten to name
@@ -279,6 +299,9 @@ func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 	var buf [4]Edit
 	edits := buf[:0]
 	if model != nil {
+		if r.ModelRaw {
+			model = unquote(model)
+		}
 		edits = append(edits, Edit{At: r.ModelAt[0], End: r.ModelAt[1], Value: model})
 	}
 	for _, at := range r.Named {
@@ -308,6 +331,19 @@ func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 		prev = e.End
 	}
 	return append(out, body[prev:]...)
+}
+
+// unquote returns the text of the JSON string s: its bytes between the
+// quotes when it has no escape, else its decoded value.
+func unquote(s []byte) []byte {
+	if len(s) >= 2 && bytes.IndexByte(s, '\\') < 0 {
+		return s[1 : len(s)-1]
+	}
+	var v string
+	if json.Unmarshal(s, &v) != nil {
+		return s // not a JSON string: never the case for a compiled target
+	}
+	return []byte(v)
 }
 
 // Session returns what names r's session for prompt-cache affinity

@@ -108,6 +108,10 @@ type Spec struct {
 	// /v1/messages?beta=true is /v1/messages). It is empty for an
 	// endpoint whose path names the model: Match serves it instead.
 	Path string
+	// AlsoPaths are further client paths served exactly as Path (the same
+	// body, the same UpstreamPath): one wire shape that clients reach under
+	// more than one version prefix.
+	AlsoPaths []string
 	// Match, when set, reports whether a client path is this endpoint's
 	// and reads the public model it names (Gemini's
 	// /v1beta/models/{model}:generateContent). Only paths in canonical
@@ -127,6 +131,10 @@ type Spec struct {
 	// path ("" for an endpoint without Match); a body that names another
 	// model is refused.
 	Inspect func(body []byte, pathModel string) (Request, *BodyError)
+	// InspectForm, set instead of Inspect for an endpoint whose body is
+	// multipart/form-data, does the same with the request's Content-Type,
+	// whose boundary delimits the parts.
+	InspectForm func(body []byte, contentType string) (Request, *BodyError)
 	// Header builds the provider request's headers from the client's: only
 	// the allowlisted ones, plus the backend's credential.
 	Header func(client http.Header, credential string) http.Header
@@ -151,6 +159,12 @@ type Spec struct {
 	// Stream is nil for an endpoint that never streams; a provider answer
 	// in SSE there is relayed as a whole body.
 	Stream *StreamSpec
+	// Passthrough says that a successful answer is relayed as it arrives,
+	// byte for byte and with its Content-Type, never held whole and never
+	// read (generated audio: the client plays it while it comes). Its
+	// usage is unknown; BodyUsage is not asked. Error answers are read
+	// whole, as for every endpoint.
+	Passthrough bool
 	// Socket, when set, says that the endpoint is also served over
 	// WebSocket at its path (a GET with Upgrade: websocket): every client
 	// frame that asks for an answer is one request sent over HTTP as a

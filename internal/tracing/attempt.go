@@ -17,6 +17,16 @@ func operation(endpoint string) string {
 		return "count_tokens"
 	case usageevent.EndpointResponsesCompact:
 		return "compact"
+	case usageevent.EndpointCompletions:
+		return "text_completion"
+	case usageevent.EndpointRerank:
+		return "rerank"
+	case usageevent.EndpointAudioSpeech:
+		return "text_to_speech"
+	case usageevent.EndpointAudioTranscriptions, usageevent.EndpointAudioTranslations:
+		return "speech_to_text"
+	case usageevent.EndpointImageGenerations, usageevent.EndpointImageEdits:
+		return "image_generation"
 	}
 	return "chat" // chat completions, messages, responses
 }

@@ -80,11 +80,20 @@ const (
 	EndpointChatCompletions = "chat_completions" // openai: POST /v1/chat/completions → {base_url}/chat/completions
 	EndpointResponses       = "responses"        // openai: POST /v1/responses → {base_url}/responses
 	EndpointEmbeddings      = "embeddings"       // openai: POST /v1/embeddings → {base_url}/embeddings
+	EndpointCompletions     = "completions"      // openai: POST /v1/completions → {base_url}/completions
+	EndpointRerank          = "rerank"           // openai: POST /v1/rerank or /v2/rerank → {base_url}/rerank
+	EndpointAudioSpeech     = "audio_speech"     // openai: POST /v1/audio/speech → {base_url}/audio/speech
 	EndpointMessages        = "messages"         // anthropic: POST /v1/messages → {base_url}/messages
 	EndpointCountTokens     = "count_tokens"     // anthropic: POST /v1/messages/count_tokens → {base_url}/messages/count_tokens
 
 	EndpointResponsesCompact     = "responses_compact"      // openai: POST /v1/responses/compact → {base_url}/responses/compact
 	EndpointResponsesInputTokens = "responses_input_tokens" // openai: POST /v1/responses/input_tokens → {base_url}/responses/input_tokens
+	// openai, multipart/form-data bodies
+	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions → {base_url}/audio/transcriptions
+	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations → {base_url}/audio/translations
+	EndpointImageEdits          = "image_edits"          // POST /v1/images/edits → {base_url}/images/edits
+
+	EndpointImageGenerations = "image_generations" // openai: POST /v1/images/generations → {base_url}/images/generations
 
 	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
 	EndpointGenerateContent       = "generate_content"        // :generateContent
@@ -100,7 +109,8 @@ func Endpoints(protocol string) []string {
 	switch protocol {
 	case ProtocolOpenAI:
 		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings,
-			EndpointResponsesCompact, EndpointResponsesInputTokens}
+			EndpointResponsesCompact, EndpointResponsesInputTokens, EndpointCompletions, EndpointRerank, EndpointAudioSpeech,
+			EndpointAudioTranscriptions, EndpointAudioTranslations, EndpointImageGenerations, EndpointImageEdits}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

@@ -93,7 +93,7 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[2].name", Msg: `duplicate of models[1]: two patterns with the same prefix "claude-" match the same names`},
 		}},
 		"endpoints.json": {validate: []routesnap.Problem{
-			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens`},
+			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},
 			{Path: "backends[0].endpoints[2]", Msg: "duplicate of endpoints[0]"},
 			{Path: "backends[1].endpoints", Msg: "must list at least one endpoint, or be left out for the protocol's default"},
 		}},

@@ -40,8 +40,16 @@ const (
 	EndpointChatCompletions = "chat_completions" // POST /v1/chat/completions
 	EndpointResponses       = "responses"        // POST /v1/responses
 	EndpointEmbeddings      = "embeddings"       // POST /v1/embeddings
+	EndpointCompletions     = "completions"      // POST /v1/completions
+	EndpointRerank          = "rerank"           // POST /v1/rerank, /v2/rerank
+	EndpointAudioSpeech     = "audio_speech"     // POST /v1/audio/speech
 	EndpointMessages        = "messages"         // POST /v1/messages
 	EndpointCountTokens     = "count_tokens"     // POST /v1/messages/count_tokens
+
+	EndpointAudioTranscriptions = "audio_transcriptions" // POST /v1/audio/transcriptions
+	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations
+	EndpointImageGenerations    = "image_generations"    // POST /v1/images/generations
+	EndpointImageEdits          = "image_edits"          // POST /v1/images/edits
 
 	EndpointGenerateContent       = "generate_content"        // POST /v1beta/models/{model}:generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // POST /v1beta/models/{model}:streamGenerateContent

@@ -27,6 +27,30 @@
 //     as the user message kept, one compaction item) with a Responses usage.
 //   - POST /v1/responses/input_tokens: {"object":"response.input_tokens",
 //     "input_tokens": words}.
+//   - POST /v1/completions: legacy text completions, JSON or SSE, as Chat
+//     Completions (a usage chunk when asked, then `data: [DONE]`); the
+//     prompt is the "prompt" string (or list of strings).
+//   - POST /v1/rerank and /v2/rerank: every document scored (1/2, 1/3, …
+//     in order), top_n of them when set; usage as Jina and vLLM report it
+//     (usage.total_tokens = words of query and documents) on /v1, as
+//     Cohere does (meta.billed_units: search_units 1, input_tokens) on /v2.
+//     The prompt is the query.
+//   - POST /v1/audio/speech: audio/mpeg, chunked (no Content-Length): an
+//     ID3 tag header, then "fake-audio:" and the reply text, written
+//     in two flushed halves (a cut drops the connection after the first).
+//   - POST /v1/audio/transcriptions and /v1/audio/translations
+//     (multipart/form-data): {"text":"transcribed N bytes"} (or
+//     "translated"), N the size of the uploaded file part; transcriptions
+//     carry usage {"type":"tokens","input_tokens":N,"output_tokens":3};
+//     response_format=text answers text/plain, and a transcription with
+//     stream=true answers SSE transcript.text.delta events and a
+//     transcript.text.done with the usage. The prompt field carries the
+//     directives.
+//   - POST /v1/images/generations (JSON) and /v1/images/edits (multipart):
+//     one image, b64_json of "fake-image:" and the reply text (an edit
+//     adds the uploaded images' size), usage input_tokens = words,
+//     output_tokens = 4; with stream, SSE {image_generation|image_edit}.
+//     partial_image events and a .completed event with the usage.
 //   - GET /v1/models: the OpenAI list shape, or the Anthropic one when the
 //     request carries anthropic-version (docs/api.md "Client surface details").
 //   - POST /v1beta/models/{model}:{method} (and /v1/…): the Gemini API's

@@ -110,6 +110,68 @@ func openAIStream(r reply) []event {
 	return append(events, event{data: []byte("[DONE]")})
 }
 
+// textCompletion renders a non-stream legacy `text_completion`: one
+// choice with the reply as its text, and the Chat Completions usage.
+func textCompletion(r reply) []byte {
+	return mustJSON(struct {
+		ID      string         `json:"id"`
+		Object  string         `json:"object"`
+		Created int64          `json:"created"`
+		Model   string         `json:"model"`
+		Choices []legacyChoice `json:"choices"`
+		Usage   openAIUsage    `json:"usage"`
+	}{
+		ID:      fmt.Sprintf("cmpl-fake%06d", r.seq),
+		Object:  "text_completion",
+		Created: r.created.Unix(),
+		Model:   r.model,
+		Choices: []legacyChoice{{Text: r.text(), Logprobs: json.RawMessage("null"), FinishReason: new("stop")}},
+		Usage:   openAIUsageOf(r),
+	})
+}
+
+// legacyChoice is a choice of a legacy Completions answer or chunk.
+type legacyChoice struct {
+	Text         string          `json:"text"`
+	Index        int             `json:"index"`
+	Logprobs     json.RawMessage `json:"logprobs"` // null
+	FinishReason *string         `json:"finish_reason"`
+}
+
+// textCompletionStream renders a legacy Completions stream: one chunk per
+// piece, a chunk with finish_reason "stop", the usage chunk (no choices)
+// when include_usage was asked for, and [DONE].
+func textCompletionStream(r reply) []event {
+	type chunk struct {
+		ID      string          `json:"id"`
+		Object  string          `json:"object"`
+		Created int64           `json:"created"`
+		Model   string          `json:"model"`
+		Choices []legacyChoice  `json:"choices"`
+		Usage   json.RawMessage `json:"usage,omitempty"`
+	}
+	var null json.RawMessage
+	if r.includeUsage {
+		null = json.RawMessage("null")
+	}
+	mk := func(c []legacyChoice, usage json.RawMessage) event {
+		return event{data: mustJSON(chunk{
+			ID: fmt.Sprintf("cmpl-fake%06d", r.seq), Object: "text_completion", Created: r.created.Unix(),
+			Model: r.model, Choices: c, Usage: usage,
+		})}
+	}
+	nullLogprobs := json.RawMessage("null")
+	var events []event
+	for _, piece := range r.pieces {
+		events = append(events, mk([]legacyChoice{{Text: piece, Logprobs: nullLogprobs}}, null))
+	}
+	events = append(events, mk([]legacyChoice{{Logprobs: nullLogprobs, FinishReason: new("stop")}}, null))
+	if r.includeUsage {
+		events = append(events, mk([]legacyChoice{}, mustJSON(openAIUsageOf(r))))
+	}
+	return append(events, event{data: []byte("[DONE]")})
+}
+
 // openAIErrorEvent is the in-band error a stream ends with after a failure.
 func openAIErrorEvent() event {
 	return event{data: openAIError(errorSpec{status: http.StatusInternalServerError, msg: "The server had an error while processing your request."})}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -264,6 +265,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	in, parseErr := parseBody(body)
+	var audio audioForm
+	if k == kindTranscribe || k == kindTranslate || k == kindImageEdit {
+		audio, parseErr = parseAudioForm(body, r.Header.Get("Content-Type"))
+		in.Model, in.Stream = audio.model, audio.stream
+		in.Input, _ = json.Marshal(audio.prompt)
+	}
 	prompt, words, inputs := in.prompt(), in.words(), in.inputs()
 	if proto == Gemini {
 		// The model is in the path; the stream is the method's, in SSE
@@ -335,9 +342,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pieces:       split("echo: "+echo, b.Chunks),
 		words:        words,
 		b:            b,
-		stream:       in.Stream && (k == kindChat || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
+		stream:       in.Stream && (k == kindChat || k == kindCompletions || k == kindImageGen || k == kindImageEdit || k == kindMessages || k == kindResponses || k == kindStreamGenerate),
 		includeUsage: in.StreamOptions.IncludeUsage,
 		inputs:       inputs,
+		documents:    len(in.Documents),
+		topN:         in.TopN,
+		audio:        audio,
 	})
 }
 
@@ -379,6 +389,9 @@ type reply struct {
 	stream       bool
 	includeUsage bool
 	inputs       int // embeddings: the number of inputs
+	documents    int // rerank: the number of documents
+	topN         int // rerank: top_n, 0 when absent
+	audio        audioForm
 }
 
 func (r reply) text() string { return strings.Join(r.pieces, "") }
@@ -405,6 +418,17 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 
 	p.setHeaders(w.Header(), proto, rp.seq, b.RateLimit)
+	switch k {
+	case kindSpeech:
+		writeSpeech(w, rp)
+		return
+	case kindTranscribe, kindTranslate:
+		p.writeAudioText(w, r, k, b, rp)
+		return
+	case kindImageGen, kindImageEdit:
+		writeImage(w, r, k, b, rp)
+		return
+	}
 	if !rp.stream {
 		var body []byte
 		switch k {
@@ -412,6 +436,10 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 			body = geminiBody(k, rp)
 		case kindChat:
 			body = openAICompletion(rp)
+		case kindCompletions:
+			body = textCompletion(rp)
+		case kindRerank:
+			body = rerankBody(rp, r.URL.Path)
 		case kindResponses:
 			body = responsesBody(rp)
 		case kindEmbeddings:
@@ -440,6 +468,8 @@ func (p *Provider) answer(w http.ResponseWriter, r *http.Request, proto Protocol
 	switch k {
 	case kindChat:
 		events, errEvent = openAIStream(rp), openAIErrorEvent()
+	case kindCompletions:
+		events, errEvent = textCompletionStream(rp), openAIErrorEvent()
 	case kindResponses:
 		events, errEvent = responsesStream(rp), responsesErrorEvent()
 	case kindStreamGenerate:

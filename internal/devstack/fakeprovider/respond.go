@@ -158,3 +158,26 @@ func gzipped(body []byte) []byte {
 	_ = zw.Close()
 	return buf.Bytes()
 }
+
+// speechHeader starts every fake speech answer: an ID3v2 tag header, as
+// an MP3 file starts.
+var speechHeader = []byte("ID3\x04\x00\x00\x00\x00\x00\x00")
+
+// writeSpeech answers a speech request as OpenAI does: audio/mpeg in
+// chunked transfer (no Content-Length), here the tag header and then
+// "fake-audio:" and the input text, in two flushed halves. With
+// [[cut=after_events:K]] the connection drops after the first half.
+func writeSpeech(w http.ResponseWriter, r reply) {
+	body := append(append([]byte{}, speechHeader...), "fake-audio:"+r.text()...)
+	w.Header().Set("Content-Type", "audio/mpeg")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	half := len(body) / 2
+	_, _ = w.Write(body[:half])
+	_ = rc.Flush()
+	if r.b.Cut {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = w.Write(body[half:])
+}

@@ -225,6 +225,13 @@ const (
 	kindBatchEmbed
 	kindCompact
 	kindInputTokens
+	kindCompletions
+	kindRerank
+	kindSpeech
+	kindTranscribe
+	kindTranslate
+	kindImageGen
+	kindImageEdit
 )
 
 // route maps a request path to its protocol, method and kind.
@@ -240,6 +247,20 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return OpenAI, http.MethodPost, kindCompact
 	case "/v1/responses/input_tokens":
 		return OpenAI, http.MethodPost, kindInputTokens
+	case "/v1/completions":
+		return OpenAI, http.MethodPost, kindCompletions
+	case "/v1/rerank", "/v2/rerank":
+		return OpenAI, http.MethodPost, kindRerank
+	case "/v1/audio/speech":
+		return OpenAI, http.MethodPost, kindSpeech
+	case "/v1/audio/transcriptions":
+		return OpenAI, http.MethodPost, kindTranscribe
+	case "/v1/audio/translations":
+		return OpenAI, http.MethodPost, kindTranslate
+	case "/v1/images/generations":
+		return OpenAI, http.MethodPost, kindImageGen
+	case "/v1/images/edits":
+		return OpenAI, http.MethodPost, kindImageEdit
 	case "/v1/messages":
 		return Anthropic, http.MethodPost, kindMessages
 	case "/v1/messages/count_tokens":
@@ -256,4 +277,47 @@ func route(r *http.Request) (Protocol, string, kind) {
 		return Gemini, http.MethodPost, k
 	}
 	return "", http.MethodPost, kindNone
+}
+
+// rerankBody renders a rerank answer: every document scored, the highest
+// first (a document's score falls with its position), top_n of them when
+// set. /v1/rerank reports usage as Jina and vLLM do (usage.total_tokens =
+// words of the query and documents); /v2/rerank as Cohere does
+// (meta.billed_units with search_units 1 and input_tokens).
+func rerankBody(r reply, path string) []byte {
+	type result struct {
+		Index          int     `json:"index"`
+		RelevanceScore float64 `json:"relevance_score"`
+	}
+	n := r.documents
+	if r.topN > 0 && r.topN < n {
+		n = r.topN
+	}
+	results := make([]result, n)
+	for i := range results {
+		results[i] = result{Index: i, RelevanceScore: math.Round(1e6/float64(i+2)) / 1e6}
+	}
+	if path == "/v2/rerank" {
+		type billed struct {
+			SearchUnits int `json:"search_units"`
+			InputTokens int `json:"input_tokens"`
+		}
+		type meta struct {
+			BilledUnits billed `json:"billed_units"`
+		}
+		return mustJSON(struct {
+			ID      string   `json:"id"`
+			Results []result `json:"results"`
+			Meta    meta     `json:"meta"`
+		}{fmt.Sprintf("rerank-fake%06d", r.seq), results, meta{billed{1, r.words}}})
+	}
+	type usage struct {
+		TotalTokens int `json:"total_tokens"`
+	}
+	return mustJSON(struct {
+		ID      string   `json:"id"`
+		Model   string   `json:"model"`
+		Results []result `json:"results"`
+		Usage   usage    `json:"usage"`
+	}{fmt.Sprintf("rerank-fake%06d", r.seq), r.model, results, usage{r.words}})
 }

@@ -19,7 +19,15 @@ type wireRequest struct {
 	// Responses system prompt.
 	Input        json.RawMessage `json:"input"`
 	Instructions string          `json:"instructions"`
-	Messages     []struct {
+	// Prompt is the legacy Completions prompt (a string or a list of
+	// strings); the suffix of a fill-in-the-middle request is not read.
+	Prompt json.RawMessage `json:"prompt"`
+	// Query, Documents and TopN are a rerank request's (documents are
+	// strings, or objects with a "text").
+	Query     string            `json:"query"`
+	Documents []json.RawMessage `json:"documents"`
+	TopN      int               `json:"top_n"`
+	Messages  []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -52,6 +60,12 @@ func (in wireRequest) prompt() string {
 	var s string
 	if len(in.Input) > 0 && json.Unmarshal(in.Input, &s) == nil {
 		return s
+	}
+	if len(in.Prompt) > 0 {
+		return promptText(in.Prompt)
+	}
+	if in.Query != "" {
+		return in.Query
 	}
 	return ""
 }
@@ -86,7 +100,11 @@ func (in wireRequest) inputs() int {
 // words counts whitespace-separated words in every message and the system
 // prompt: the fake's input token count.
 func (in wireRequest) words() int {
-	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions))
+	n := len(strings.Fields(contentText(in.System))) + len(strings.Fields(in.Instructions)) +
+		len(strings.Fields(promptText(in.Prompt))) + len(strings.Fields(in.Query))
+	for _, d := range in.Documents {
+		n += len(strings.Fields(documentText(d)))
+	}
 	for _, m := range in.Messages {
 		n += len(strings.Fields(contentText(m.Content)))
 	}
@@ -132,4 +150,33 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// promptText reads a legacy Completions prompt: a string, or a list of
+// strings joined with a space. Anything else (token arrays) is "".
+func promptText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, " ")
+	}
+	return ""
+}
+
+// documentText reads a rerank document: a string, or an object's "text".
+func documentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var obj struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return obj.Text
+	}
+	return ""
 }

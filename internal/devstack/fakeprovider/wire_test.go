@@ -105,6 +105,8 @@ func TestWireTranscripts(t *testing.T) {
 		{"openai_429", "POST", "/chat/completions", openAIHeader(), oa("hi [[status=429]] [[retry_after=7]]", stream)},
 		{"openai_quota", "POST", "/chat/completions", openAIHeader(), oa("hi [[quota]]", "")},
 		{"openai_500", "POST", "/chat/completions", openAIHeader(), oa("hi [[status=500]]", "")},
+		{"completions_stream_usage", "POST", "/completions", openAIHeader(), `{"model":"gpt-test","prompt":"fill me [[chunks=2]]","suffix":"end","stream":true,"stream_options":{"include_usage":true}}`},
+		{"rerank", "POST", "/rerank", openAIHeader(), `{"model":"rerank-test","query":"best fruit","documents":["apple pie",{"text":"cherry"}],"top_n":1}`},
 		{"openai_wrong_key", "POST", "/chat/completions", wrongKey, oa("hi", "")},
 		{"openai_bad_json", "POST", "/chat/completions", openAIHeader(), `{"model":`},
 		{"openai_missing_model", "POST", "/chat/completions", openAIHeader(), `{"messages":[]}`},
@@ -119,7 +121,7 @@ func TestWireTranscripts(t *testing.T) {
 		{"anthropic_no_version", "POST", "/messages", noVersion, an("hi", "")},
 		{"anthropic_wrong_key", "POST", "/messages", anWrongKey, an("hi", "")},
 		{"anthropic_models", "GET", "/models", anthropicHeader(), ""},
-		{"unknown_path", "POST", "/completions", openAIHeader(), oa("hi", "")},
+		{"unknown_path", "POST", "/engines/davinci/completions", openAIHeader(), oa("hi", "")},
 		{"wrong_method", "GET", "/chat/completions", openAIHeader(), ""},
 	}
 	p, base := start(t, nil)

@@ -28,8 +28,8 @@ func TestAPIsComplete(t *testing.T) {
 			if s.Endpoint.Protocol() != a.Protocol {
 				t.Errorf("%v lists %v, an endpoint of %v", a.Protocol, s.Endpoint, s.Endpoint.Protocol())
 			}
-			if s.Inspect == nil || s.Header == nil || s.BodyUsage == nil || (s.Path == "") == (s.Match == nil) || s.UpstreamPath == "" {
-				t.Errorf("%v: a Spec field is missing (or both Path and Match are set)", s.Endpoint)
+			if (s.Inspect == nil) == (s.InspectForm == nil) || s.Header == nil || s.BodyUsage == nil || (s.Path == "") == (s.Match == nil) || s.UpstreamPath == "" {
+				t.Errorf("%v: a Spec field is missing (or both Path and Match, or Inspect and InspectForm, are set)", s.Endpoint)
 			}
 			if s.Match != nil && strings.Count(s.UpstreamPath, "{model}") != 1 {
 				t.Errorf("%v: the path names the model, but the upstream path %q does not", s.Endpoint, s.UpstreamPath)

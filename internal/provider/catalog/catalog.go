@@ -6,6 +6,7 @@ package catalog
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
@@ -51,7 +52,7 @@ func Spec(e provider.Endpoint) *provider.Spec { return byEndpoint[e] }
 // (provider.Spec.Match).
 func ByPath(path string) (spec *provider.Spec, model string) {
 	for _, s := range byEndpoint {
-		if s.Path != "" && s.Path == path {
+		if s.Path != "" && (s.Path == path || slices.Contains(s.AlsoPaths, path)) {
 			return s, ""
 		}
 	}

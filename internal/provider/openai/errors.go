@@ -66,8 +66,28 @@ func hasPathPrefix(path, prefix string) bool {
 	return len(path) > len(prefix) && path[:len(prefix)] == prefix
 }
 
-// notRouted is StatefulPath with the 404's code and message.
+// storedObjectPath reports whether path is an endpoint of stored objects
+// other than responses: uploaded files, batches (which run on uploaded
+// files) and custom voices. Each object lives in the provider account
+// that created it.
+func storedObjectPath(path string) bool {
+	for _, base := range [...]string{"/v1/files", "/v1/uploads", "/v1/batches", "/v1/audio/voices"} {
+		if path == base || hasPathPrefix(path, base+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// notRouted is StatefulPath, and storedObjectPath, with the 404's code
+// and message.
 func notRouted(path string) (code, msg string, ok bool) {
+	if storedObjectPath(path) {
+		return "stateful_endpoint_not_supported", "ScootGate does not serve " + path +
+			": files, uploads, batches and custom voices are stored in the provider account that created them, " +
+			"and this gateway routes each request on its own to any backend of a pool, so it could not find them again. " +
+			"Send the content with each request instead, or see the gateway's docs/api.md", true
+	}
 	if !StatefulPath(path) {
 		return "", "", false
 	}

@@ -10,6 +10,8 @@ var (
 	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "instructions", "input", "max_output_tokens")
 	respJSONNames     = provider.NewNames("model", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
+	complNames        = provider.NewNames("model", "stream", "stream_options")
+	imageNames        = provider.NewNames("model", "stream")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
 )
@@ -230,4 +232,43 @@ func inspectEmbeddings(body []byte, _ string) (provider.Request, *provider.BodyE
 	var v [1][]byte
 	var at [1]int
 	return provider.ScanRequest(body, embNames, &provider.Found{Vals: v[:], At: at[:]})
+}
+
+// inspectCompletions reads model, stream and, for a stream, how to ask for
+// its usage, as for Chat Completions. prompt and suffix decide nothing.
+func inspectCompletions(body []byte, _ string) (provider.Request, *provider.BodyError) {
+	var v [3][]byte
+	var at [3]int
+	f := provider.Found{Vals: v[:], At: at[:]}
+	r, berr := provider.ScanRequest(body, complNames, &f)
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[1]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
+		if r.AskUsage, berr = askUsage(v[2], at[2], f.Tail); berr != nil {
+			return provider.Request{}, berr
+		}
+	}
+	return r, nil
+}
+
+// inspectImages reads model and stream (the stream capability).
+func inspectImages(body []byte, _ string) (provider.Request, *provider.BodyError) {
+	var v [2][]byte
+	var at [2]int
+	r, berr := provider.ScanRequest(body, imageNames, &provider.Found{Vals: v[:], At: at[:]})
+	if berr != nil {
+		return r, berr
+	}
+	if r.Stream, berr = provider.ReadStream(v[1]); berr != nil {
+		return provider.Request{}, berr
+	}
+	if r.Stream {
+		r.Need |= provider.CapStream
+	}
+	return r, nil
 }

@@ -1,7 +1,8 @@
 // Package openai is everything the node knows about the OpenAI API and
 // the providers compatible with it: the endpoints it forwards (Chat
 // Completions, Responses with its compaction and input token count,
-// Embeddings), which body members decide routing,
+// Embeddings, legacy Completions, Rerank, audio speech, transcriptions and
+// translations, image generations and edits), which body members decide routing,
 // which headers go up and come back, how a stream ends and fails, where
 // usage is and how the node asks for it, the error document, what a quota
 // answer says, retry advice, and the model list. [API] is its catalog
@@ -29,8 +30,9 @@ import (
 
 // API is the OpenAI API's catalog entry.
 var API = &provider.API{
-	Protocol:  provider.OpenAI,
-	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Compact, InputTokens},
+	Protocol: provider.OpenAI,
+	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Compact, InputTokens, Completions, Rerank, AudioSpeech,
+		AudioTranscriptions, AudioTranslations, ImageGenerations, ImageEdits},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
@@ -161,6 +163,151 @@ var Embeddings = &provider.Spec{
 	BodyUsage:    ChatBodyUsage,
 	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
+}
+
+// Completions is POST /v1/completions, the legacy text completions that
+// fill-in-the-middle clients (editor autocompletion: prompt and suffix)
+// still use. Its answers are shaped as Chat Completions' (choices with a
+// finish_reason, the same usage object, streams of `data:` chunks ended by
+// `data: [DONE]`, stream usage only when stream_options.include_usage
+// asks for it), so it shares their usage, stream and outcome readers.
+var Completions = &provider.Spec{
+	Endpoint:     provider.Completions,
+	Method:       http.MethodPost,
+	Path:         "/v1/completions",
+	UpstreamPath: "/completions",
+	Inspect:      inspectCompletions,
+	Header:       Header,
+	BodyUsage:    ChatBodyUsage,
+	UsageMember:  "usage",
+	BodyOutcome:  ChatBodyOutcome,
+	Stream: &provider.StreamSpec{
+		Terminal:    chatTerminal,
+		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
+		NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
+		InBandError: chatInBand,
+		Keepalive:   keepalive,
+	},
+}
+
+// Rerank is POST /v1/rerank, the shape Cohere, Jina and vLLM share
+// (model, query, documents, top_n; JSON answers), also served at
+// /v2/rerank, Cohere's current path: the backend's base URL names the
+// provider's version, so both go to {base_url}/rerank. Usage is the
+// "usage" object (prompt_tokens, total_tokens) or Cohere's
+// meta.billed_units (search_units, input_tokens): see [RerankBodyUsage].
+var Rerank = &provider.Spec{
+	Endpoint:     provider.Rerank,
+	Method:       http.MethodPost,
+	Path:         "/v1/rerank",
+	AlsoPaths:    []string{"/v2/rerank"},
+	UpstreamPath: "/rerank",
+	Inspect:      inspectEmbeddings, // the model only
+	Header:       Header,
+	BodyUsage:    RerankBodyUsage,
+	UsageMember:  "usage",
+	BodyOutcome:  ChatBodyOutcome, // the model, when the answer names it
+}
+
+// AudioSpeech is POST /v1/audio/speech: a JSON body (model, input,
+// voice), a binary answer (audio/mpeg and the other formats) relayed as
+// it arrives (provider.Spec.Passthrough). The answer carries no usage.
+var AudioSpeech = &provider.Spec{
+	Endpoint:     provider.AudioSpeech,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/speech",
+	UpstreamPath: "/audio/speech",
+	Inspect:      inspectEmbeddings, // the model only
+	Header:       Header,
+	BodyUsage:    provider.NoUsage,
+	Passthrough:  true,
+}
+
+// AudioTranscriptions is POST /v1/audio/transcriptions: a
+// multipart/form-data body (file, model, and more fields) in which only
+// the model field's value is rewritten (inspectForm). The answer is JSON,
+// text (response_format text, srt, vtt), or, with the form field
+// stream=true, SSE: transcript.text.delta events and a
+// transcript.text.done that carries the usage. Usage is the JSON's or the
+// done event's "usage" (input_tokens, output_tokens; whisper-1 reports
+// {"type":"duration","seconds":N}, kept raw with zero counts).
+var AudioTranscriptions = &provider.Spec{
+	Endpoint:     provider.AudioTranscriptions,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/transcriptions",
+	UpstreamPath: "/audio/transcriptions",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage, // input_tokens, output_tokens
+	UsageMember:  "usage",
+	Stream:       transcriptStream,
+}
+
+// AudioTranslations is POST /v1/audio/translations, the same form as
+// transcriptions (translated into English); it answers JSON or text.
+var AudioTranslations = &provider.Spec{
+	Endpoint:     provider.AudioTranslations,
+	Method:       http.MethodPost,
+	Path:         "/v1/audio/translations",
+	UpstreamPath: "/audio/translations",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	UsageMember:  "usage",
+	Stream:       transcriptStream,
+}
+
+// ImageGenerations is POST /v1/images/generations: a JSON body (model,
+// prompt, n, size, stream), a JSON answer (data[] with b64_json or url),
+// or, with "stream": true, SSE: image_generation.partial_image events
+// ending with image_generation.completed. Usage is the answer's or the
+// completed event's "usage" (input_tokens, output_tokens; dall-e models
+// report none).
+var ImageGenerations = &provider.Spec{
+	Endpoint:     provider.ImageGenerations,
+	Method:       http.MethodPost,
+	Path:         "/v1/images/generations",
+	UpstreamPath: "/images/generations",
+	Inspect:      inspectImages,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	UsageMember:  "usage",
+	Stream:       imageStream,
+}
+
+// ImageEdits is POST /v1/images/edits: a multipart/form-data body (image
+// files, prompt, model, stream) read and rewritten as a transcription's
+// (inspectForm); answers as ImageGenerations', the stream's events named
+// image_edit.*.
+var ImageEdits = &provider.Spec{
+	Endpoint:     provider.ImageEdits,
+	Method:       http.MethodPost,
+	Path:         "/v1/images/edits",
+	UpstreamPath: "/images/edits",
+	InspectForm:  inspectForm,
+	Header:       Header,
+	BodyUsage:    ResponsesBodyUsage,
+	UsageMember:  "usage",
+	Stream:       imageStream,
+}
+
+// imageStream: image_generation.completed or image_edit.completed ends an
+// image stream; an "error" member or type is the in-band failure.
+var imageStream = &provider.StreamSpec{
+	Terminal:    typedTerminal("image_generation.completed", "image_edit.completed"),
+	NewTracker:  func(bool) provider.Tracker { return &TranscriptStream{} },
+	InBandError: chatInBand,
+	Keepalive:   keepalive,
+}
+
+// transcriptStream is how a transcription stream ends: data-only events
+// whose "type" names them, the last transcript.text.done (some servers
+// add data: [DONE]); an in-band failure is an "error" member or type.
+var transcriptStream = &provider.StreamSpec{
+	Terminal:    transcriptTerminal,
+	NewTracker:  func(bool) provider.Tracker { return &TranscriptStream{} },
+	InBandError: chatInBand,
+	Keepalive:   keepalive,
 }
 
 // requestHeaders lists the client headers that may reach the provider.

@@ -106,3 +106,40 @@ func responsesInBand(status int, code, msg, _ string, n int) []byte {
 	out = append(out, body...)
 	return append(out, "\n\n"...)
 }
+
+// transcriptTerminal: transcript.text.done (or [DONE]) ends a
+// transcription stream; an event with an "error" member or of type
+// "error" is the provider's in-band failure.
+var transcriptTerminal = typedTerminal("transcript.text.done")
+
+// typedTerminal returns the Terminal of a stream whose events name their
+// type in the data's "type" (and, with some servers, in event:): an event
+// of one of the done types (or [DONE]) ends it; one with an "error" member
+// or of type "error" is the provider's in-band failure.
+func typedTerminal(doneTypes ...string) func(ev *sse.Event) (done, failed bool) {
+	return func(ev *sse.Event) (done, failed bool) {
+		return typedKind(ev, doneTypes)
+	}
+}
+
+func typedKind(ev *sse.Event, doneTypes []string) (done, failed bool) {
+	if bytes.Equal(ev.Data, doneData) {
+		return true, false
+	}
+	if len(ev.Data) == 0 || ev.Data[0] != '{' {
+		return false, false
+	}
+	if _, ok, err := jsonedit.Lookup(ev.Data, "error"); err == nil && ok {
+		return false, true
+	}
+	raw, ok, err := jsonedit.Lookup(ev.Data, "type")
+	if err != nil || !ok {
+		return false, false
+	}
+	for _, t := range doneTypes {
+		if jsonedit.EqualString(raw, t) {
+			return true, false
+		}
+	}
+	return false, jsonedit.EqualString(raw, "error")
+}

@@ -178,3 +178,60 @@ func (s *ResponsesStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	}
 	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
 }
+
+// RerankBodyUsage returns the usage of a rerank answer. Jina and vLLM
+// report a "usage" object (prompt_tokens and/or total_tokens: a rerank
+// model only reads, so the input is prompt_tokens, else total_tokens);
+// Cohere reports meta.billed_units (search_units, input_tokens,
+// output_tokens). The counts that are tokens become the normalized ones;
+// the raw object kept is the one read ("usage", or "billed_units", whose
+// search_units are what Cohere bills).
+func RerankBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
+	if raw, ok, err := jsonedit.Lookup(body, "usage"); err == nil && ok && provider.Usable(raw) {
+		v := provider.Lookup4(raw, [4]string{"prompt_tokens", "total_tokens", "completion_tokens", ""})
+		in := provider.Count(v[0])
+		if v[0] == nil {
+			in = provider.Count(v[1])
+		}
+		return provider.Clamp(usageevent.Usage{InputTokens: in, OutputTokens: provider.Count(v[2])}), bytes.Clone(raw), true
+	}
+	meta, ok, err := jsonedit.Lookup(body, "meta")
+	if err != nil || !ok || !provider.Object(meta) {
+		return usageevent.Usage{}, nil, false
+	}
+	billed, ok, err := jsonedit.Lookup(meta, "billed_units")
+	if err != nil || !ok || !provider.Usable(billed) {
+		return usageevent.Usage{}, nil, false
+	}
+	v := provider.Lookup4(billed, [4]string{"input_tokens", "output_tokens", "", ""})
+	return provider.Clamp(usageevent.Usage{InputTokens: provider.Count(v[0]), OutputTokens: provider.Count(v[1])}), bytes.Clone(billed), true
+}
+
+// TranscriptStream follows a transcription or image stream: the usage is
+// the top-level "usage" of an event (transcript.text.done's,
+// image_generation.completed's). It never hides
+// an event. One stream, one tracker.
+type TranscriptStream struct {
+	raw []byte
+}
+
+// Observe keeps the last usage object seen.
+func (s *TranscriptStream) Observe(ev *sse.Event) (hide bool) {
+	if !provider.MayHaveValue(ev.Data, usageKey) {
+		return false
+	}
+	if raw, ok, err := jsonedit.Lookup(ev.Data, "usage"); err == nil && ok && provider.Usable(raw) {
+		s.raw = append(s.raw[:0], raw...)
+	}
+	return false
+}
+
+// Usage returns the normalized usage (input_tokens, output_tokens), a
+// copy of the provider's object, and true; or false when no event
+// carried one.
+func (s *TranscriptStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
+	if s.raw == nil {
+		return usageevent.Usage{}, nil, false
+	}
+	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
+}
