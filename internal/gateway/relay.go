@@ -434,12 +434,15 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 				return
 			}
 		}
-		if done {
+		if done && !ss.EndsAtEOF {
 			_, _ = io.CopyN(io.Discard, a.answer, 4<<10) // let the connection be reused
 			return
 		}
 		ev, err = rd.Next()
 		if err != nil {
+			if done && err == io.EOF {
+				return // the stream ended after an event that may end it
+			}
 			break
 		}
 		if err = bounds.check(&ev); err != nil {

@@ -243,3 +243,54 @@ func TestGeminiRetryInfoCools(t *testing.T) {
 		t.Errorf("the target rests %v, want the 36 s Google asked for", rest)
 	}
 }
+
+// TestGeminiCandidatesFinishApart: with several candidates, Gemini can
+// finish one before the others; the chunks after it still reach the
+// client, the stream ends clean when the last chunk finishes what is
+// left, and a stream cut after a chunk that leaves a candidate running
+// ends with the in-band error.
+func TestGeminiCandidatesFinishApart(t *testing.T) {
+	chunk := func(parts string) string { return "data: {\"candidates\":[" + parts + "]}\r\n\r\n" }
+	c0 := `{"index":0,"content":{"parts":[{"text":"a"}]}}`
+	c0done := `{"index":0,"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}`
+	c1 := `{"index":1,"content":{"parts":[{"text":"x"}]}}`
+	c1done := `{"index":1,"content":{"parts":[{"text":"z"}]},"finishReason":"STOP"}`
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		clean  bool
+	}{
+		{"the last chunk finishes the last candidate", []string{chunk(c0 + "," + c1), chunk(c0done), chunk(c1), chunk(c1done)}, true},
+		{"cut while a candidate runs", []string{chunk(c0 + "," + c1), chunk(c1), chunk(c0 + "," + c1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, c := range tc.chunks {
+					_, _ = io.WriteString(w, c)
+					_ = http.NewResponseController(w).Flush()
+				}
+			}))
+			defer prov.Close()
+			h := newHandlerAt(t, Options{}, prov.URL+"/v1")
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1beta/models/gemini:streamGenerateContent?alt=sse", "application/json",
+				strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"candidateCount":2}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body := string(data)
+			for _, c := range tc.chunks {
+				if !strings.Contains(body, strings.TrimSuffix(c, "\r\n\r\n")) {
+					t.Errorf("chunk %s did not reach the client:\n%s", c, body)
+				}
+			}
+			if gotErr := strings.Contains(body, `"error"`); gotErr == tc.clean {
+				t.Errorf("in-band error %v, want %v:\n%s", gotErr, !tc.clean, body)
+			}
+		})
+	}
+}

@@ -217,6 +217,13 @@ type StreamSpec struct {
 	// Terminal reports whether ev completes the stream (nothing after it
 	// matters), and whether it is the provider's own failure report.
 	Terminal func(ev *sse.Event) (done, failed bool)
+	// EndsAtEOF says that the stream has no terminator of its own: it
+	// ends when the provider closes it, and Terminal judges each event
+	// only for whether the stream may end after it. Events after one that
+	// is done are still relayed (Gemini: with several candidates, one can
+	// finish before the others); the stream is complete when the last
+	// event before the end is.
+	EndsAtEOF bool
 	// NewTracker returns the usage tracker of one stream; hide says that
 	// the request's AskUsage edit was applied, so the usage-only chunk the
 	// client did not ask for must not reach it.

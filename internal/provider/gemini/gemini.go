@@ -108,6 +108,7 @@ var StreamGenerateContent = &provider.Spec{
 	SessionHeaders: sessionHeaders,
 	Stream: &provider.StreamSpec{
 		Terminal:    Terminal,
+		EndsAtEOF:   true,
 		NewTracker:  func(bool) provider.Tracker { return NewStream() },
 		NewOutcome:  func() provider.OutcomeTracker { return &StreamOutcome{} },
 		InBandError: inBand,
