@@ -37,7 +37,27 @@ func geminiClient(t *testing.T, s *stack, key string) *genai.Client {
 // model in the path, its own key, never the client's, and one usage event
 // per call lands in the outbox with the usage the SDK saw.
 func TestGeminiSDK(t *testing.T) {
-	s := startStack(t, stackOptions{gemini: true})
+	runGeminiSDKSuite(t, startStack(t, stackOptions{gemini: true}))
+}
+
+// TestGeminiSDKThroughDante runs the Gemini SDK suite with Debian's
+// dante-server as the SOCKS5 egress proxy.
+func TestGeminiSDKThroughDante(t *testing.T) {
+	addr := requireDaemon(t, "SCOOTGATE_DANTE_ADDR", "dante-server (SOCKS5)")
+	runGeminiSDKSuite(t, startStack(t, stackOptions{gemini: true, proxyURL: "socks5://" + addr}))
+}
+
+// TestGeminiSDKThroughTinyproxy runs the Gemini SDK suite with Debian's
+// tinyproxy as the HTTP CONNECT egress proxy, with Basic auth.
+func TestGeminiSDKThroughTinyproxy(t *testing.T) {
+	u := requireDaemon(t, "SCOOTGATE_TINYPROXY_URL", "tinyproxy (HTTP CONNECT)")
+	runGeminiSDKSuite(t, startStack(t, stackOptions{gemini: true, proxyURL: u}))
+}
+
+// runGeminiSDKSuite is TestGeminiSDK's body against the stack s, which it
+// shuts down.
+func runGeminiSDKSuite(t *testing.T, s *stack) {
+	t.Helper()
 	c := geminiClient(t, s, clientKey)
 	ctx := t.Context()
 
