@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,10 +92,12 @@ func TestHTTPSourceStalls(t *testing.T) {
 func TestPollerRetriesStalledHold(t *testing.T) {
 	cp := newControlPlane(t)
 	cp.publish(1, "doc-1")
-	first := true
+	// The first request's handler may still be returning when the next
+	// one starts: the source abandons a request without waiting for it.
+	var first atomic.Bool
+	first.Store(true)
 	cp.setHandler(func(w http.ResponseWriter, r *http.Request) {
-		if first { // serialized: the source sends one request at a time
-			first = false
+		if first.CompareAndSwap(true, false) {
 			<-r.Context().Done()
 			return
 		}
