@@ -6,6 +6,8 @@
 #   gemini (npm @google/gemini-cli)   TestGeminiCLI (internal/app): `gemini -p`
 #                                     with GOOGLE_GEMINI_BASE_URL and
 #                                     GEMINI_API_KEY pointed at the node
+#   openai (npm, the Node SDK) in     TestAudioTranscriptionNodeSDK (internal/app):
+#   /opt/scootgate-node               a multipart upload as the Node SDK builds it
 #
 # Usage, as root with Node.js and npm:   scripts/ci-agents.sh
 #
@@ -17,10 +19,17 @@ log() { printf 'ci-agents: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 gemini_version=0.61.0
-if [[ $(gemini --version 2>/dev/null) == "$gemini_version" ]]; then
-	exit 0
+node_openai_version=7.59.0
+node_prefix=/opt/scootgate-node
+
+command -v npm >/dev/null || die "npm is needed to install the agents"
+if [[ $(gemini --version 2>/dev/null) != "$gemini_version" ]]; then
+	log "installing @google/gemini-cli@$gemini_version"
+	npm install -g --no-audit --no-fund "@google/gemini-cli@$gemini_version" >&2
+	[[ $(gemini --version 2>/dev/null) == "$gemini_version" ]] || die "gemini $gemini_version missing after install"
 fi
-command -v npm >/dev/null || die "npm is needed to install @google/gemini-cli"
-log "installing @google/gemini-cli@$gemini_version"
-npm install -g --no-audit --no-fund "@google/gemini-cli@$gemini_version" >&2
-[[ $(gemini --version 2>/dev/null) == "$gemini_version" ]] || die "gemini $gemini_version missing after install"
+installed=$(node -p "require('$node_prefix/node_modules/openai/package.json').version" 2>/dev/null || true)
+if [[ $installed != "$node_openai_version" ]]; then
+	log "installing the openai Node SDK $node_openai_version into $node_prefix"
+	npm install --prefix "$node_prefix" --no-audit --no-fund "openai@$node_openai_version" >&2
+fi
