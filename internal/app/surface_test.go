@@ -21,8 +21,10 @@ import (
 // streamed; the provider sees its own model, the prompt and suffix as sent,
 // and, for the stream, include_usage the node asked for. Each call leaves
 // a usage event with the provider's counts.
-func TestCompletionsSDK(t *testing.T) {
-	s := startStack(t, stackOptions{})
+func TestCompletionsSDK(t *testing.T) { runCompletionsSDK(t, startStack(t, stackOptions{})) }
+
+func runCompletionsSDK(t *testing.T, s *stack) {
+	t.Helper()
 	oc := openAIClient(s, clientKey)
 	ctx := t.Context()
 	params := openai.CompletionNewParams{
@@ -88,8 +90,10 @@ func TestCompletionsSDK(t *testing.T) {
 // {base_url}/rerank with the model rewritten and every other byte as
 // sent; the usage event has the tokens and the provider's object as it
 // came (Cohere's billed_units shape: TestRerankBodyUsage).
-func TestRerank(t *testing.T) {
-	s := startStack(t, stackOptions{})
+func TestRerank(t *testing.T) { runRerank(t, startStack(t, stackOptions{})) }
+
+func runRerank(t *testing.T, s *stack) {
+	t.Helper()
 	body := `{"model":"demo-gpt","query":"best fruit","documents":["apple pie","banana",{"text":"cherry tart"}],"top_n":2}`
 	for _, path := range []string{"/v1/rerank", "/v2/rerank"} {
 		r := s.do(http.MethodPost, path, bearer(clientKey), body)
@@ -124,8 +128,10 @@ func TestRerank(t *testing.T) {
 // chunked, without a length); its usage event says the usage is unknown.
 // A provider that drops the connection halfway must not look like a
 // complete answer: the client sees the connection cut.
-func TestAudioSpeechSDK(t *testing.T) {
-	s := startStack(t, stackOptions{})
+func TestAudioSpeechSDK(t *testing.T) { runAudioSpeechSDK(t, startStack(t, stackOptions{})) }
+
+func runAudioSpeechSDK(t *testing.T, s *stack) {
+	t.Helper()
 	oc := openAIClient(s, clientKey)
 	ctx := t.Context()
 	speech := func(input string) (*http.Response, error) {
@@ -180,7 +186,11 @@ func TestAudioSpeechSDK(t *testing.T) {
 // transcription's usage; a twin model field or a malformed body is a 400
 // that never leaves the node.
 func TestAudioTranscriptionSDK(t *testing.T) {
-	s := startStack(t, stackOptions{})
+	runAudioTranscriptionSDK(t, startStack(t, stackOptions{}))
+}
+
+func runAudioTranscriptionSDK(t *testing.T, s *stack) {
+	t.Helper()
 	oc := openAIClient(s, clientKey)
 	ctx := t.Context()
 	audio := bytes.Repeat([]byte("RIFF\r\n--\x00\xffWAVE"), 300) // 4200 bytes
@@ -321,8 +331,10 @@ func TestStoredObjectEndpoints404(t *testing.T) {
 // TestImagesSDK: image generation (JSON, and streamed) and an image edit
 // (a multipart upload: only the model field rewritten, the image's bytes
 // as sent) through the official SDK; usage events carry the usage.
-func TestImagesSDK(t *testing.T) {
-	s := startStack(t, stackOptions{})
+func TestImagesSDK(t *testing.T) { runImagesSDK(t, startStack(t, stackOptions{})) }
+
+func runImagesSDK(t *testing.T, s *stack) {
+	t.Helper()
 	oc := openAIClient(s, clientKey)
 	ctx := t.Context()
 	gen := openai.ImageGenerateParams{Model: openai.ImageModel(openAIModel), Prompt: "a red scooter"}
@@ -381,5 +393,30 @@ func TestImagesSDK(t *testing.T) {
 	}
 	if diff := cmp.Diff(events, want); diff != "" {
 		t.Errorf("image events (-got +want)\n%s", diff)
+	}
+}
+
+// TestSurfaceThroughRealProxies runs the SDK tests of the endpoints above
+// through Debian's dante-server (SOCKS5) and tinyproxy (HTTP CONNECT, with
+// Basic auth), each on a node of its own: loud skip on a developer box,
+// required in CI.
+func TestSurfaceThroughRealProxies(t *testing.T) {
+	suites := []struct {
+		name string
+		run  func(*testing.T, *stack)
+	}{
+		{"completions", runCompletionsSDK}, {"rerank", runRerank}, {"speech", runAudioSpeechSDK},
+		{"transcription", runAudioTranscriptionSDK}, {"images", runImagesSDK},
+	}
+	for _, proxy := range []struct{ name, env, what, scheme string }{
+		{"dante", "SCOOTGATE_DANTE_ADDR", "dante-server (SOCKS5)", "socks5://"},
+		{"tinyproxy", "SCOOTGATE_TINYPROXY_URL", "tinyproxy (HTTP CONNECT)", ""},
+	} {
+		t.Run(proxy.name, func(t *testing.T) {
+			u := proxy.scheme + requireDaemon(t, proxy.env, proxy.what)
+			for _, suite := range suites {
+				t.Run(suite.name, func(t *testing.T) { suite.run(t, startStack(t, stackOptions{proxyURL: u})) })
+			}
+		})
 	}
 }
