@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -343,8 +342,9 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	if c.spec.Match != nil {
 		model = nil // the model is in the URL
 	}
-	body := c.req.Rewrite(c.body, model, res.NamedJSON, a.hide)
-	a.reqBytes = int64(len(body))
+	body := &piecesBody{}
+	c.req.Split(c.body, model, res.NamedJSON, a.hide, &body.p)
+	a.reqBytes = int64(body.p.Len())
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	defer a.cancel(nil)
@@ -507,25 +507,60 @@ func (x *exchangeTimer) stop() { x.t.Stop() }
 // query as its query, without parsing the URL again, and without GetBody:
 // the transport must never replay a POST (docs/architecture.md "Go
 // traps").
-func upstreamRequest(ctx context.Context, method string, u *url.URL, query string, body []byte, header http.Header) *http.Request {
+func upstreamRequest(ctx context.Context, method string, u *url.URL, query string, body *piecesBody, header http.Header) *http.Request {
 	uc := *u // u is the backend's, shared
 	if query != "" {
 		uc.RawQuery = query
 	}
-	rb := &bytesBody{}
-	rb.Reset(body)
 	r := http.Request{
 		Method: method, URL: &uc, Host: uc.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: header, Body: rb, ContentLength: int64(len(body)),
+		Header: header, Body: body, ContentLength: int64(body.p.Len()),
 	}
 	return r.WithContext(ctx)
 }
 
-// bytesBody is a request body in memory.
-type bytesBody struct{ bytes.Reader }
+// piecesBody is a request body sent from its pieces (provider.Pieces):
+// the client's bytes and the edits, never joined into a copy.
+type piecesBody struct {
+	p   provider.Pieces
+	i   int // the piece being read
+	off int // read so far of piece i
+}
 
-func (*bytesBody) Close() error { return nil }
+func (b *piecesBody) Read(p []byte) (int, error) {
+	parts := b.p.Parts()
+	n := 0
+	for n < len(p) && b.i < len(parts) {
+		k := copy(p[n:], parts[b.i][b.off:])
+		n += k
+		if b.off += k; b.off == len(parts[b.i]) {
+			b.i, b.off = b.i+1, 0
+		}
+	}
+	if b.i == len(parts) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo writes the pieces left as they are: io.Copy in the transport
+// uses it, so no piece passes through an intermediate buffer here.
+func (b *piecesBody) WriteTo(w io.Writer) (int64, error) {
+	parts := b.p.Parts()
+	var n int64
+	for ; b.i < len(parts); b.i, b.off = b.i+1, 0 {
+		k, err := w.Write(parts[b.i][b.off:])
+		n += int64(k)
+		if err != nil {
+			b.off += k
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (*piecesBody) Close() error { return nil }
 
 func (a *attempt) gotConnHook(httptrace.GotConnInfo) { a.gotConn.Store(true) }
 

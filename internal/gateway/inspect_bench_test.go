@@ -101,9 +101,9 @@ func TestInspectAllocs(t *testing.T) {
 
 // BenchmarkPrepare is what an attempt does to the client's body before it
 // is sent: inspect it once (Spec.Inspect, which notes where the model and
-// stream_options are), then copy it once with the model replaced and
-// usage asked for (Request.Rewrite). Two walks of the body: the read and
-// the inspection.
+// stream_options are), then split it into the pieces it is sent as, the
+// model replaced and usage asked for (Request.Split), without a copy. Two
+// walks of the body: the read and the inspection.
 func BenchmarkPrepare(b *testing.B) {
 	model := []byte(`"gpt-4o-2024-08-06"`)
 	for _, bb := range inspectBenchBodies {
@@ -118,7 +118,8 @@ func BenchmarkPrepare(b *testing.B) {
 				if berr != nil {
 					b.Fatal(berr)
 				}
-				if out := r.Rewrite(bb.body, model, nil, true); len(out) <= len(bb.body) {
+				var body piecesBody
+				if r.Split(bb.body, model, nil, true, &body.p); body.p.Len() <= len(bb.body) {
 					b.Fatal("no edit")
 				}
 			}

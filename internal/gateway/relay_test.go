@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -292,5 +293,58 @@ func TestGeminiCandidatesFinishApart(t *testing.T) {
 				t.Errorf("in-band error %v, want %v:\n%s", gotErr, !tc.clean, body)
 			}
 		})
+	}
+}
+
+// TestPiecesBody: an attempt's body is sent from its pieces, the client's
+// bytes aliased, not copied (a 25 MB upload is held once), and reads the
+// same whether the transport reads it in small steps or writes it whole.
+func TestPiecesBody(t *testing.T) {
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`)
+	r, berr := openai.Chat.Inspect(body, "")
+	if berr != nil {
+		t.Fatal(berr.Msg)
+	}
+	model := []byte(`"provider-model-1"`)
+	want := r.Rewrite(body, model, nil, true)
+	split := func() *piecesBody {
+		b := &piecesBody{}
+		r.Split(body, model, nil, true, &b.p)
+		return b
+	}
+	b := split()
+	if b.p.Len() != len(want) {
+		t.Fatalf("Len %d, want %d", b.p.Len(), len(want))
+	}
+	aliased := false
+	for _, p := range b.p.Parts() {
+		if i := bytes.Index(body, p); len(p) > 100 && i >= 0 && &body[i] == &p[0] {
+			aliased = true // the messages are the client's own bytes, not a copy
+		}
+	}
+	if !aliased {
+		t.Error("the body's bytes were copied into the pieces")
+	}
+	for _, step := range []int{1, 7, 4096, 1 << 20} {
+		b := split()
+		var got []byte
+		buf := make([]byte, step)
+		for {
+			n, err := b.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read in steps of %d: not the rewritten body", step)
+		}
+	}
+	var w bytes.Buffer
+	if n, err := split().WriteTo(&w); err != nil || n != int64(len(want)) || !bytes.Equal(w.Bytes(), want) {
+		t.Fatalf("WriteTo: %d, %v; equal %v", n, err, bytes.Equal(w.Bytes(), want))
 	}
 }

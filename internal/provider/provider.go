@@ -288,36 +288,53 @@ type Edit struct {
 	Value   []byte
 }
 
-// Rewrite returns the body of one attempt: body with the model value at
-// ModelAt replaced by model (a JSON string; nil for an endpoint whose path
-// names the model), every Named string replaced by named (the JSON string
-// "models/{provider model}"), and, when askUsage is set, the AskUsage edit
-// applied. Every other byte is body's. It is the one copy of the body an
-// attempt makes; body is not modified, and is returned itself when there
-// is nothing to edit.
+// Pieces is the body of one attempt as the pieces it is sent as: the
+// client's bytes between the edits and the edits' values, none of them
+// copied, so that a large body (an audio upload) is held once, not twice.
+type Pieces struct {
+	buf   [9][]byte // room for four edits without allocating
+	parts [][]byte
+	size  int
+}
+
+// Parts returns the pieces in order; they alias the body and the values.
+func (p *Pieces) Parts() [][]byte { return p.parts }
+
+// Len is the body's length.
+func (p *Pieces) Len() int { return p.size }
+
+func (p *Pieces) add(b []byte) {
+	if len(b) > 0 {
+		p.parts = append(p.parts, b)
+		p.size += len(b)
+	}
+}
+
+// Split makes the body of one attempt into dst: body with the model value
+// at ModelAt replaced by model (a JSON string; nil for an endpoint whose
+// path names the model), every Named string replaced by named (the JSON
+// string "models/{provider model}"), and, when askUsage is set, the
+// AskUsage edit applied. Every other byte is body's, and nothing is
+// copied: body and the values must stay unchanged while dst is in use.
+func (r *Request) Split(body, model, named []byte, askUsage bool, dst *Pieces) {
+	var buf [4]Edit
+	dst.parts, dst.size = dst.buf[:0], 0
+	prev := 0
+	for _, e := range r.edits(model, named, askUsage, buf[:0]) {
+		dst.add(body[prev:e.At])
+		dst.add(e.Value)
+		prev = e.End
+	}
+	dst.add(body[prev:])
+}
+
+// Rewrite returns the body Split describes as one slice: body itself when
+// there is nothing to edit, else its one copy.
 func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 	var buf [4]Edit
-	edits := buf[:0]
-	if model != nil {
-		if r.ModelRaw {
-			model = unquote(model)
-		}
-		edits = append(edits, Edit{At: r.ModelAt[0], End: r.ModelAt[1], Value: model})
-	}
-	for _, at := range r.Named {
-		edits = append(edits, Edit{At: at[0], End: at[1], Value: named})
-	}
-	if askUsage && r.AskUsage.Value != nil {
-		edits = append(edits, r.AskUsage)
-	}
+	edits := r.edits(model, named, askUsage, buf[:0])
 	if len(edits) == 0 {
 		return body
-	}
-	// Few edits, nearly in order: an insertion sort by offset.
-	for i := 1; i < len(edits); i++ {
-		for j := i; j > 0 && edits[j].At < edits[j-1].At; j-- {
-			edits[j], edits[j-1] = edits[j-1], edits[j]
-		}
 	}
 	size := len(body)
 	for _, e := range edits {
@@ -331,6 +348,29 @@ func (r *Request) Rewrite(body, model, named []byte, askUsage bool) []byte {
 		prev = e.End
 	}
 	return append(out, body[prev:]...)
+}
+
+// edits appends the edits of one attempt's body to edits, in offset order.
+func (r *Request) edits(model, named []byte, askUsage bool, edits []Edit) []Edit {
+	if model != nil {
+		if r.ModelRaw {
+			model = unquote(model)
+		}
+		edits = append(edits, Edit{At: r.ModelAt[0], End: r.ModelAt[1], Value: model})
+	}
+	for _, at := range r.Named {
+		edits = append(edits, Edit{At: at[0], End: at[1], Value: named})
+	}
+	if askUsage && r.AskUsage.Value != nil {
+		edits = append(edits, r.AskUsage)
+	}
+	// Few edits, nearly in order: an insertion sort by offset.
+	for i := 1; i < len(edits); i++ {
+		for j := i; j > 0 && edits[j].At < edits[j-1].At; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
+		}
+	}
+	return edits
 }
 
 // unquote returns the text of the JSON string s: its bytes between the
