@@ -777,3 +777,28 @@ func BenchmarkDial(b *testing.B) {
 		})
 	}
 }
+
+// TestSOCKSTunnelIsBare: once the SOCKS5 handshake is over, the tunnel the
+// transport reads and writes is the TCP connection itself, with neither
+// the handshake's tap nor x/net's wrapper on every read.
+func TestSOCKSTunnelIsBare(t *testing.T) {
+	target := echoTarget(t)
+	_, addr := startSOCKS(t, socks5proxy.Options{Username: proxyUser, Password: proxyPass})
+	u := mustURL(t, "socks5://"+addr)
+	d := newDialer(t, Options{Proxies: []Proxy{{Name: "s", URL: u, Username: proxyUser, Password: pass(proxyPass)}}})
+	conn, err := d.DialContext(t.Context(), "tcp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, ok := conn.(*net.TCPConn); !ok {
+		t.Errorf("the tunnel is a %T, not the bare TCP connection", conn)
+	}
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo %q, %v", buf, err)
+	}
+}

@@ -29,9 +29,13 @@ func (d *Dialer) socks5(ctx context.Context, p *egressProxy, target string) (net
 	if !ok {
 		return nil, StageProxyDial, errors.New("socks5 dialer does not take a context")
 	}
-	conn, err := cd.DialContext(ctx, "tcp", target)
+	_, err = cd.DialContext(ctx, "tcp", target)
 	if err == nil {
-		return conn, 0, nil
+		// The handshake is over: x/net read exactly its replies, so the
+		// proxy connection is now the tunnel itself. Return it bare, so
+		// that no wrapper (the tap, x/net's Conn) sits on every read and
+		// write of the exchange.
+		return fwd.tap.Conn, 0, nil
 	}
 	if fwd.tap == nil {
 		return nil, StageProxyDial, fmt.Errorf("dial proxy: %w", err)
