@@ -164,6 +164,59 @@ func TestSocketTwoResponses(t *testing.T) {
 	}
 }
 
+// TestSocketWarmup: Codex's warm-up frame ("generate": false, its next
+// turn's context) is answered by the node with an empty completed
+// response and reaches no provider; the turn that names it as
+// previous_response_id, sending only its new input, reaches the provider
+// with the warm-up's input before its own. One attempt, one usage event.
+func TestSocketWarmup(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	c, _, err := s.dialSocket(t, clientKey)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	send(t, c, `{"type":"response.create","model":"demo-gpt","store":false,"generate":false,"instructions":"be brief","input":[{"type":"message","role":"user","content":"context one"}]}`)
+	warm := readAnswer(t, c)
+	if diff := cmp.Diff(types(warm), []string{"response.created", "response.completed"}); diff != "" {
+		t.Fatalf("warm-up events (-got +want):\n%s", diff)
+	}
+	id := warm[1].Response.ID
+	if !strings.HasPrefix(id, "resp_sg-") {
+		t.Errorf("warm-up response id %q", id)
+	}
+	if n := s.prov.RequestCount(); n != 0 {
+		t.Fatalf("the warm-up reached the provider (%d requests)", n)
+	}
+	send(t, c, `{"type":"response.create","model":"demo-gpt","store":false,"previous_response_id":"`+id+`","input":[{"type":"message","role":"user","content":"two"}]}`)
+	turn := readAnswer(t, c)
+	if got := turn[len(turn)-1].Type; got != "response.completed" {
+		t.Fatalf("the turn ended with %q: %s", got, turn[len(turn)-1].raw)
+	}
+	var body struct {
+		Previous *string          `json:"previous_response_id"`
+		Input    []map[string]any `json:"input"`
+		Generate *bool            `json:"generate"`
+	}
+	if err := json.Unmarshal([]byte(lastRequest(t, s).Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	var contents []string
+	for _, it := range body.Input {
+		contents = append(contents, it["content"].(string))
+	}
+	if body.Previous != nil || body.Generate != nil || cmp.Diff(contents, []string{"context one", "two"}) != "" {
+		t.Errorf("the turn's provider request: previous_response_id %v, generate %v, inputs %q", body.Previous, body.Generate, contents)
+	}
+	if n := s.prov.RequestCount(); n != 1 {
+		t.Errorf("%d provider requests, want 1", n)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	s.shutdown()
+	if evs := s.outboxEvents(t); len(evs) != 1 {
+		t.Errorf("%d usage events, want 1 (the warm-up is no attempt)", len(evs))
+	}
+}
+
 // TestSocketUpgradeRefused: the upgrade is authenticated like any request:
 // a bad key gets 401 before any WebSocket exists, and a GET without
 // Upgrade is still 405.

@@ -317,6 +317,21 @@ func (s *socket) serveFrame(ctx context.Context, body []byte) {
 		body = spec.Socket.Continue(body, s.last)
 	}
 	s.last = nil
+	if spec.Socket.Prepare != nil {
+		if events, last, ok := spec.Socket.Prepare(body, "resp_"+rid); ok {
+			// A warm-up: answered here, nothing sent to a provider, so
+			// no attempt and no usage event (docs/api.md "Responses over
+			// WebSocket").
+			for _, ev := range events {
+				if sk.frame(ev) != nil {
+					return
+				}
+			}
+			s.last = last
+			h.o.Observer.ObserveRequest(spec.Endpoint, http.StatusOK, provider.NoAttempt, h.o.Now().Sub(start), true)
+			return
+		}
+	}
 	r := s.upgrade.WithContext(ctx) // the frame's request: POST with the frame's headers
 	r.Method, r.Header, r.Body, r.ContentLength = spec.Method, s.header, http.NoBody, int64(len(body))
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, s.api, rid, start

@@ -26,6 +26,7 @@ var responsesSocket = &provider.SocketSpec{
 	Whole:      socketWhole,
 	Continue:   socketContinue,
 	Remember:   socketRemember,
+	Prepare:    socketPrepare,
 }
 
 // socketBeta is the OpenAI-Beta token that asks for the WebSocket mode;
@@ -179,7 +180,7 @@ type socketLast struct {
 }
 
 // socketRemember keeps the items of a completed answer: the request's
-// input (an array; a string input keeps nothing) and the response's
+// input (an array, or a string as one user message) and the response's
 // output. In the WebSocket mode the provider keeps them in memory for the
 // socket, even with "store": false, and Codex then sends only the new
 // items with previous_response_id; over HTTP the node must send them all.
@@ -196,7 +197,14 @@ func socketRemember(body, done []byte) []byte {
 		return nil
 	}
 	last := socketLast{ID: id}
+	if len(input) > 0 && input[0] == '"' { // a string input is one user message
+		last.Items = append(last.Items, json.RawMessage(`{"type":"message","role":"user","content":`+string(input)+`}`))
+		input = []byte("[]")
+	}
 	for _, arr := range [...][]byte{input, output} {
+		if len(arr) == 0 {
+			continue
+		}
 		it, err := jsonedit.Elements(arr)
 		if err != nil {
 			return nil
@@ -276,4 +284,31 @@ func socketContinue(body, last []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// socketPrepare answers a warm-up frame ("generate": false, which Codex
+// sends on a new socket with the context of its next turn) on the node:
+// response.created and response.completed for an empty response with the
+// node's id, and the frame's input kept as that response's items, so that
+// the next frame, which names the id as previous_response_id and sends
+// only its new items, is sent to the provider whole (socketContinue).
+func socketPrepare(body []byte, id string) (events [][]byte, last []byte, ok bool) {
+	gen, found, err := jsonedit.Lookup(body, "generate")
+	if err != nil || !found || string(gen) != "false" {
+		return nil, nil, false
+	}
+	model, _, _ := jsonedit.Lookup(body, "model")
+	if len(model) == 0 {
+		model = []byte("null")
+	}
+	quoted, _ := json.Marshal(id)
+	resp := func(status string) []byte {
+		return []byte(`{"id":` + string(quoted) + `,"object":"response","status":"` + status + `","model":` + string(model) +
+			`,"output":[],"usage":{"input_tokens":0,"input_tokens_details":{"cached_tokens":0},"output_tokens":0,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":0}}`)
+	}
+	created := append(append([]byte(`{"type":"response.created","sequence_number":0,"response":`), resp("in_progress")...), '}')
+	completed := append(append([]byte(`{"type":"response.completed","sequence_number":1,"response":`), resp("completed")...), '}')
+	// What the answer leaves: the request's input items and no output,
+	// as socketRemember keeps a generated answer's.
+	return [][]byte{created, completed}, socketRemember(body, completed), true
 }
