@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -144,21 +142,8 @@ func runGeminiSDKSuite(t *testing.T, s *stack) {
 	}
 
 	s.shutdown()
-	st, err := outbox.Open(outbox.Options{Path: filepath.Join(s.dir, "outbox.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	recs, err := st.Read(0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
 	endpoints := map[string]int{}
-	for _, rec := range recs {
-		ev, err := usageevent.Decode(rec.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range s.outboxEvents(t) {
 		if ev.Protocol != usageevent.ProtocolGemini || ev.ProviderModel != geminiProvModel {
 			t.Errorf("event %s %s %s", ev.Protocol, ev.Endpoint, ev.ProviderModel)
 		}

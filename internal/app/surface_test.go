@@ -8,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -282,17 +283,7 @@ func runAudioTranscriptionSDK(t *testing.T, s *stack) {
 	}
 
 	s.shutdown()
-	var events []string
-	for _, ev := range s.outboxEvents(t) {
-		if ev.Endpoint != usageevent.EndpointAudioTranscriptions && ev.Endpoint != usageevent.EndpointAudioTranslations {
-			continue
-		}
-		u := "<nil>"
-		if ev.Usage != nil {
-			u = fmt.Sprintf("in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
-		}
-		events = append(events, fmt.Sprintf("%s stream=%v %s", ev.Endpoint, ev.Stream, u))
-	}
+	events := eventSummaries(s.outboxEvents(t), usageevent.EndpointAudioTranscriptions, usageevent.EndpointAudioTranslations)
 	want := []string{
 		"audio_transcriptions stream=false in=4200 out=3",
 		"audio_transcriptions stream=true in=4200 out=3",
@@ -375,17 +366,7 @@ func runImagesSDK(t *testing.T, s *stack) {
 	}
 
 	s.shutdown()
-	var events []string
-	for _, ev := range s.outboxEvents(t) {
-		if ev.Endpoint != usageevent.EndpointImageGenerations && ev.Endpoint != usageevent.EndpointImageEdits {
-			continue
-		}
-		u := "<nil>"
-		if ev.Usage != nil {
-			u = fmt.Sprintf("in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
-		}
-		events = append(events, fmt.Sprintf("%s stream=%v %s", ev.Endpoint, ev.Stream, u))
-	}
+	events := eventSummaries(s.outboxEvents(t), usageevent.EndpointImageGenerations, usageevent.EndpointImageEdits)
 	want := []string{
 		"image_generations stream=false in=3 out=4",
 		"image_generations stream=true in=3 out=4",
@@ -419,4 +400,21 @@ func TestSurfaceThroughRealProxies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventSummaries sums up the usage events of the given endpoints, in
+// outbox order, as "endpoint stream=… in=… out=…" ("<nil>" without usage).
+func eventSummaries(evs []*usageevent.Event, endpoints ...string) []string {
+	var out []string
+	for _, ev := range evs {
+		if !slices.Contains(endpoints, ev.Endpoint) {
+			continue
+		}
+		u := "<nil>"
+		if ev.Usage != nil {
+			u = fmt.Sprintf("in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+		}
+		out = append(out, fmt.Sprintf("%s stream=%v %s", ev.Endpoint, ev.Stream, u))
+	}
+	return out
 }

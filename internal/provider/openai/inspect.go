@@ -176,20 +176,11 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 	if r.Stream {
 		r.Need |= provider.CapStream
 	}
-	if provider.NonEmptyArray(v[rTools]) {
-		r.Need |= provider.CapTools
-	}
-	format, berr := provider.Nested(v[rText], "text", formatNames)
+	need, berr := responsesCaps(v[rTools], v[rText])
 	if berr != nil {
 		return provider.Request{}, berr
 	}
-	schema, berr := provider.TypeIs(format, "text.format", "json_schema")
-	if berr != nil {
-		return provider.Request{}, berr
-	}
-	if schema {
-		r.Need |= provider.CapJSONSchema
-	}
+	r.Need |= need
 	r.SessionKey = v[rPromptCacheKey]
 	r.MaxOutput = provider.Count(v[rMaxOutputTokens])
 	r.Prefix = provider.Prefix{Tools: v[rTools], System: v[rInstructions], Turns: v[rInput]}
@@ -208,22 +199,34 @@ func inspectResponsesJSON(body []byte, _ string) (provider.Request, *provider.Bo
 	if berr != nil {
 		return r, berr
 	}
-	if provider.NonEmptyArray(v[jTools]) {
-		r.Need |= provider.CapTools
-	}
-	format, berr := provider.Nested(v[jText], "text", formatNames)
+	need, berr := responsesCaps(v[jTools], v[jText])
 	if berr != nil {
 		return provider.Request{}, berr
+	}
+	r.Need |= need
+	r.SessionKey = v[jPromptCacheKey]
+	return r, nil
+}
+
+// responsesCaps is what a Responses body needs of its target: tools
+// (non-empty) and json_schema (text.format.type).
+func responsesCaps(tools, text []byte) (provider.Caps, *provider.BodyError) {
+	var need provider.Caps
+	if provider.NonEmptyArray(tools) {
+		need |= provider.CapTools
+	}
+	format, berr := provider.Nested(text, "text", formatNames)
+	if berr != nil {
+		return 0, berr
 	}
 	schema, berr := provider.TypeIs(format, "text.format", "json_schema")
 	if berr != nil {
-		return provider.Request{}, berr
+		return 0, berr
 	}
 	if schema {
-		r.Need |= provider.CapJSONSchema
+		need |= provider.CapJSONSchema
 	}
-	r.SessionKey = v[jPromptCacheKey]
-	return r, nil
+	return need, nil
 }
 
 // inspectEmbeddings reads the model only: embeddings never stream and
