@@ -35,6 +35,7 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -80,8 +81,13 @@ func main() {
 	}
 }
 
+// newLogger writes the node's log lines as the production binary does
+// (logline: readable durations, reordering controls escaped), so what
+// `make run` prints is what an operator will see.
+func newLogger(w io.Writer) *slog.Logger { return slog.New(logline.NewHandler(w, nil)) }
+
 func run() error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := newLogger(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -185,3 +185,13 @@ func TestConsumerDeduplicates(t *testing.T) {
 		t.Fatalf("summary lacks usage: %s", out.String())
 	}
 }
+
+// TestLogLinesAsProduction holds the dev stack's log to the node's line
+// format: a duration as Go writes it, not integer nanoseconds.
+func TestLogLinesAsProduction(t *testing.T) {
+	var buf bytes.Buffer
+	newLogger(&buf).Info("drained: every request finished", "took", 3*time.Second)
+	if got, want := buf.String(), `"took":"3s"`; !strings.Contains(got, want) {
+		t.Errorf("log line %s does not contain %s", got, want)
+	}
+}
