@@ -61,7 +61,6 @@ import (
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/snapsign"
-	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Options are process-level knobs that are not part of the node config.
@@ -280,7 +279,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		NonStreamTotal:  cfg.Timeouts.NonStreamTotal,
 		StreamKeepalive: cfg.Timeouts.StreamKeepalive,
 		Logger:          o.Logger,
-		Draining:        n.health.Draining,
+		Draining:        &n.health.draining,
 		NodeID:          cfg.NodeID,
 		Observer:        n.metrics,
 		// One line per request refused before routing, rate-limited.
@@ -295,7 +294,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	// Per-model metrics read the usage event of every attempt, with or
 	// without usage delivery.
-	popts.Recorder = n.metrics
+	popts.Recorders = []gateway.Recorder{n.metrics}
 	if o.Hooks.Request != nil {
 		popts.Observer = hookedObserver{Observer: n.metrics, request: o.Hooks.Request}
 	}
@@ -314,7 +313,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		n.openOutbox()
 		if n.outbox != nil {
 			rec := usage.NewRecorder(n.outbox, cfg.MQTT.MaxPayload)
-			popts.Recorder = tee{n.metrics, rec}
+			popts.Recorders = append(popts.Recorders, rec)
 			popts.InjectStreamUsage = cfg.Usage.OpenAIIncludeUsage
 			n.metrics.RegisterOutbox(n.outbox.Stats)
 			n.metrics.RegisterUsage(rec.Stats)
@@ -375,15 +374,6 @@ func verifyKeys(cfg *config.Config, name string) []ed25519.PublicKey {
 		return cfg.Authz.VerifyKeys
 	}
 	return cfg.Routes.VerifyKeys
-}
-
-// tee hands each attempt's usage event to the metrics, then to the usage
-// recorder. Neither blocks nor keeps the event.
-type tee struct{ a, b gateway.Recorder }
-
-func (t tee) Record(ev *usageevent.Event) {
-	t.a.Record(ev)
-	t.b.Record(ev)
 }
 
 var _ gateway.Recorder = (*metrics.Metrics)(nil)

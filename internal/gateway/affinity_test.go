@@ -89,7 +89,7 @@ func TestAffinityPlacement(t *testing.T) {
 	h := New(Options{
 		Auth: allowAll{}, Routes: &holder, Transport: &http.Transport{},
 		Picker:    &balance.Affinity{Fallback: &balance.WeightedRandom{}},
-		Recorder:  events,
+		Recorders: []Recorder{events},
 		BodyLimit: 1 << 20, FirstByte: 5 * time.Second, StreamIdle: 5 * time.Second, NonStreamTotal: 5 * time.Second,
 		MaxAttempts: 2,
 		Logger:      slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil)),

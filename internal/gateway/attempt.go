@@ -693,12 +693,12 @@ func (c *call) finish(ctx context.Context, a *attempt) {
 	c.sendState = a.state
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
 	c.log(ctx, a)
-	if c.h.o.Recorder == nil && c.h.o.Tracer == nil {
+	if len(c.h.o.Recorders) == 0 && c.h.o.Tracer == nil {
 		return
 	}
 	ev := c.event(a)
-	if c.h.o.Recorder != nil {
-		c.h.o.Recorder.Record(ev)
+	for _, r := range c.h.o.Recorders {
+		r.Record(ev)
 	}
 	if c.h.o.Tracer != nil {
 		c.h.o.Tracer.Attempt(ctx, ev, a.outcome)

@@ -80,7 +80,7 @@ func TestStreamBounds(t *testing.T) {
 			defer prov.Close()
 			rec := &events{}
 			o := tt.opts
-			o.Now, o.Recorder = clk.Now, rec
+			o.Now, o.Recorders = clk.Now, []Recorder{rec}
 			o.StreamIdle = time.Hour // never the real clock's
 			h := newHandlerAt(t, o, prov.URL+"/v1")
 			srv := httptest.NewServer(h)

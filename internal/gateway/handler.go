@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/apierr"
@@ -103,8 +104,10 @@ type Options struct {
 	// switch: a request is only rewritten when its backend's
 	// routes.Backend.InjectUsage (include_usage, OpenAI only) is on too.
 	InjectStreamUsage bool
-	// Recorder receives one usage event per provider attempt; nil = off.
-	Recorder Recorder
+	// Recorders each receive every provider attempt's usage event, in
+	// order (the node: per-model metrics, then the usage recorder); none
+	// = off.
+	Recorders []Recorder
 	// Tracer, when set, receives the same event with the request's
 	// context, for the attempt's trace span; nil = off.
 	Tracer Tracer
@@ -122,7 +125,7 @@ type Options struct {
 	SocketIdle time.Duration
 
 	Logger   *slog.Logger
-	Draining func() bool      // optional; adds Connection: close while draining
+	Draining *atomic.Bool     // optional; set while draining: answers add Connection: close
 	Now      func() time.Time // optional; time.Now
 }
 
@@ -188,7 +191,7 @@ func New(o Options) *Handler {
 		o.Now = time.Now
 	}
 	if o.Draining == nil {
-		o.Draining = func() bool { return false }
+		o.Draining = new(atomic.Bool)
 	}
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 1
@@ -327,7 +330,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		// The API's SDKs read an error's request id from here.
 		w.Header().Set(api.RequestIDHeader, rid)
 	}
-	if h.o.Draining() && r.ProtoMajor == 1 {
+	if h.o.Draining.Load() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
 	if spec != nil && r.URL.RawPath != "" {

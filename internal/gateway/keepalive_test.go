@@ -57,7 +57,7 @@ func TestKeepaliveBeforeFirstEvent(t *testing.T) {
 // event says timeout.
 func TestFailureAfterKeepaliveCommit(t *testing.T) {
 	rec := &events{}
-	h, _ := newHandler(t, Options{Recorder: rec, StreamKeepalive: 10 * time.Millisecond, FirstByte: 200 * time.Millisecond})
+	h, _ := newHandler(t, Options{Recorders: []Recorder{rec}, StreamKeepalive: 10 * time.Millisecond, FirstByte: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",

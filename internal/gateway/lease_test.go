@@ -41,7 +41,7 @@ func TestEveryAttemptGivesItsSlotBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &events{}
-			h, _ := newHandler(t, Options{Recorder: rec, FirstByte: 100 * time.Millisecond, MaxAttempts: 3})
+			h, _ := newHandler(t, Options{Recorders: []Recorder{rec}, FirstByte: 100 * time.Millisecond, MaxAttempts: 3})
 			if tt.refuse {
 				h.o.Transport = refusing{}
 			}

@@ -53,8 +53,8 @@ func BenchmarkStreamMetrics(b *testing.B) {
 	}{
 		{"off", Options{}, false},
 		{"observer", Options{Observer: m}, false},
-		{"observer+model", Options{Observer: m, Recorder: m}, false},
-		{"observer+model+traces", Options{Observer: m, Recorder: m, Tracer: tr}, true},
+		{"observer+model", Options{Observer: m, Recorders: []Recorder{m}}, false},
+		{"observer+model+traces", Options{Observer: m, Recorders: []Recorder{m}, Tracer: tr}, true},
 	} {
 		h, _ := newHandler(b, v.o)
 		var handler http.Handler = h

@@ -28,7 +28,6 @@ import (
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
-	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // allowAll is a hand-written fake Authenticator.
@@ -241,10 +240,10 @@ func BenchmarkNonStream(b *testing.B) {
 	logOut := logbuf.New(io.Discard, logbuf.Options{})
 	defer logOut.Close()
 	h, _ := newHandler(b, Options{
-		Logger:   slog.New(logline.NewHandler(logOut, nil)), // the node's
-		Observer: m,
-		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
-		NodeID:   "bench-node",
+		Logger:    slog.New(logline.NewHandler(logOut, nil)), // the node's
+		Observer:  m,
+		Recorders: []Recorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:    "bench-node",
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -285,15 +284,6 @@ func BenchmarkNonStream(b *testing.B) {
 		b.Run(p.name+"/direct", func(b *testing.B) { run(b, target.String(), hopBody) })
 		b.Run(p.name+"/hop", func(b *testing.B) { run(b, hop.URL, hopBody) })
 		b.Run(p.name+"/node", func(b *testing.B) { run(b, srv.URL+p.path, p.body) })
-	}
-}
-
-// teeRecorder hands each event to every recorder, as the app does.
-type teeRecorder []Recorder
-
-func (t teeRecorder) Record(ev *usageevent.Event) {
-	for _, r := range t {
-		r.Record(ev)
 	}
 }
 
@@ -371,10 +361,10 @@ func BenchmarkStream(b *testing.B) {
 	logOut := logbuf.New(io.Discard, logbuf.Options{})
 	defer logOut.Close()
 	h, _ := newHandler(b, Options{ // wired as the node wires it, as in BenchmarkNonStream
-		Logger:   slog.New(logline.NewHandler(logOut, nil)),
-		Observer: m,
-		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
-		NodeID:   "bench-node",
+		Logger:    slog.New(logline.NewHandler(logOut, nil)),
+		Observer:  m,
+		Recorders: []Recorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:    "bench-node",
 	})
 	var writes atomic.Int64
 	serve := func(h http.Handler) *httptest.Server {

@@ -52,7 +52,7 @@ func TestStalledClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := make(chanRecorder, 4)
-			h := newHandlerAt(t, Options{StreamIdle: 300 * time.Millisecond, Recorder: rec}, prov.URL+"/v1")
+			h := newHandlerAt(t, Options{StreamIdle: 300 * time.Millisecond, Recorders: []Recorder{rec}}, prov.URL+"/v1")
 			srv := httptest.NewUnstartedServer(h)
 			srv.EnableHTTP2 = tt.http2
 			defer srv.Close()
@@ -117,7 +117,7 @@ func TestSilenceIsNotAStall(t *testing.T) {
 	}))
 	defer prov.Close()
 	rec := make(chanRecorder, 4)
-	h := newHandlerAt(t, Options{StreamIdle: idle, Recorder: rec}, prov.URL+"/v1")
+	h := newHandlerAt(t, Options{StreamIdle: idle, Recorders: []Recorder{rec}}, prov.URL+"/v1")
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()

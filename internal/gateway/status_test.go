@@ -49,7 +49,7 @@ func TestErrorStatusIsWhatTheClientGot(t *testing.T) {
 			)
 			rec := &events{}
 			h, _ := newHandler(t, Options{
-				Recorder: rec, FirstByte: 100 * time.Millisecond, MaxAttempts: 1,
+				Recorders: []Recorder{rec}, FirstByte: 100 * time.Millisecond, MaxAttempts: 1,
 				Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil)),
 			})
 			if tt.noTarget {

@@ -151,10 +151,10 @@ func wiredHandler(b *testing.B) *Handler {
 	logOut := logbuf.New(io.Discard, logbuf.Options{})
 	b.Cleanup(func() { logOut.Close() })
 	h, _ := newHandler(b, Options{
-		Logger:   slog.New(logline.NewHandler(logOut, nil)),
-		Observer: m,
-		Recorder: teeRecorder{m, usage.NewRecorder(&discardAppender{}, 0)},
-		NodeID:   "bench-node",
+		Logger:    slog.New(logline.NewHandler(logOut, nil)),
+		Observer:  m,
+		Recorders: []Recorder{m, usage.NewRecorder(&discardAppender{}, 0)},
+		NodeID:    "bench-node",
 	})
 	return h
 }

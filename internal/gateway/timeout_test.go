@@ -30,7 +30,7 @@ func TestNonStreamLimits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs syncBuffer
 			rec := &events{}
-			h, _ := newHandler(t, Options{FirstByte: tt.firstByte, NonStreamTotal: tt.total, Recorder: rec,
+			h, _ := newHandler(t, Options{FirstByte: tt.firstByte, NonStreamTotal: tt.total, Recorders: []Recorder{rec},
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
@@ -192,7 +192,7 @@ func TestJSONStreamRelayedAsItArrives(t *testing.T) {
 	}))
 	defer prov.Close()
 	events := &eventLog{}
-	h := newHandlerAt(t, Options{Recorder: events}, prov.URL+"/v1")
+	h := newHandlerAt(t, Options{Recorders: []Recorder{events}}, prov.URL+"/v1")
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

@@ -189,7 +189,7 @@ func TestUsageEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &events{}
-			h, prov := newHandler(t, Options{Recorder: rec, InjectStreamUsage: true, NodeID: "node-1"})
+			h, prov := newHandler(t, Options{Recorders: []Recorder{rec}, InjectStreamUsage: true, NodeID: "node-1"})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+tt.path, strings.NewReader(tt.body))
@@ -327,7 +327,7 @@ func TestIncludeUsageSwitches(t *testing.T) {
 // yields an event, marked client_cancelled, with the usage seen so far.
 func TestUsageEventForClientCancel(t *testing.T) {
 	rec := &events{}
-	h, _ := newHandler(t, Options{Recorder: rec})
+	h, _ := newHandler(t, Options{Recorders: []Recorder{rec}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/messages",

@@ -112,7 +112,7 @@ func TestLargeAnswerRelayed(t *testing.T) {
 			}))
 			defer prov.Close()
 			rec := &events{}
-			h := newHandlerAt(t, Options{Recorder: rec}, prov.URL+"/v1")
+			h := newHandlerAt(t, Options{Recorders: []Recorder{rec}}, prov.URL+"/v1")
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 
@@ -219,7 +219,7 @@ func TestLargeAnswerFails(t *testing.T) {
 			}))
 			defer prov.Close()
 			rec := &events{}
-			h := newHandlerAt(t, Options{Recorder: rec}, prov.URL+"/v1")
+			h := newHandlerAt(t, Options{Recorders: []Recorder{rec}}, prov.URL+"/v1")
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 
