@@ -283,10 +283,9 @@ func (p *Poller) Poll(ctx context.Context) error {
 // mayHold reports whether the next poll may ask the source to hold it:
 // only when a document is loaded and the last poll reached the source.
 // A held request that hangs is abandoned only after the wait it asked for
-// (HTTPOptions.Stall), so a node that is unready (nothing loaded, or
-// stale: no contact since the last success) or whose last poll failed
-// asks without a wait, and learns within one Stall whether the control
-// plane answers. The first poll after a start is never held, so a start
+// (HTTPOptions.Stall), so a node with nothing loaded, or whose last poll
+// failed (which a stale node's has), asks without a wait and learns within
+// one Stall whether the control plane answers. The first poll after a start is never held, so a start
 // with a last good copy is not delayed by a long poll either. After a
 // contact the node is fresh, and a held poll ends (or is abandoned)
 // within long_poll + Stall, which stale_after exceeds.
@@ -462,8 +461,8 @@ func (p *Poller) record(lastErr string, ok bool) {
 // polls wait the interval while the node is ready, but never past the
 // moment it would turn stale; while it is unready they back off from
 // 250 ms up to [MaxRetry], so that it is ready again within seconds of
-// the control plane answering. Callers Restore and Poll synchronously first, so that startup
-// knows what it has; Run continues from that poll. Results go to Status
+// the control plane answering. Callers Restore and Poll synchronously
+// first, so that startup knows what it has; Run continues from that poll. Results go to Status
 // and the log. Run returns when ctx is done; it must not be called twice
 // at the same time.
 func (p *Poller) Run(ctx context.Context) {
@@ -568,10 +567,7 @@ func (p *Poller) Status() Status {
 	if p.o.StaleAfter <= 0 {
 		return s
 	}
-	since, never := p.lastContact, p.lastContact.IsZero()
-	if never {
-		since = p.started
-	}
+	since, never := p.staleSinceLocked(), p.lastContact.IsZero()
 	if age := now.Sub(since); age > p.o.StaleAfter {
 		s.Stale = true
 		format := "no successful contact with %s for %s (stale_after %s)"
