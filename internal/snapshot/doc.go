@@ -28,7 +28,10 @@
 // [DiskStore] kept from the last run; Poll fetches once; Run polls every
 // Interval ± Jitter until its context ends, except that after a poll the
 // server held (a long poll, [LongPoller]) or that brought a new document it
-// polls again at once; errors and rejected documents always wait. Each new document goes through
+// polls again at once; rejected documents always wait. While the node is
+// unready (nothing loaded, or stale) it asks without a hold and retries
+// failures within [MaxRetry], so it is ready again within seconds of the
+// control plane answering (docs/snapshots.md "Recovery"). Each new document goes through
 // the DecodeFunc (decode and validate, no side effects), then the version
 // rules, then its apply func (compile and swap, whole or nothing):
 //

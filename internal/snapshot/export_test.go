@@ -19,3 +19,6 @@ func PollAgain(p *Poller) bool { return p.pollAgain() }
 func ConfigHTTPOptionsClock(cp config.ControlPlane, log *slog.Logger, clk clock.Clock) (HTTPOptions, error) {
 	return configHTTPOptions(cp, log, clk)
 }
+
+// Delay exposes Poller.delay: the pause Run would take now.
+func Delay(p *Poller) time.Duration { return p.delay() }

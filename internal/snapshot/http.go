@@ -58,8 +58,9 @@ type HTTPOptions struct {
 	// "Long-poll: changes within a second"): the response headers must come within LongPoll (as
 	// asked for) plus Stall, and then each 16 KiB of the body (or its
 	// end) within Stall; DefaultHTTPStall when 0. A request abandoned so
-	// is an [ErrStalled], and the next request asks for no wait, so that
-	// a control plane that answers again is seen within one Stall.
+	// is an [ErrStalled]. The poller then asks for no wait ([LongPoller]
+	// Hold), so that a control plane that answers again is seen within
+	// one Stall.
 	Stall time.Duration
 }
 
@@ -107,9 +108,8 @@ type HTTPSource struct {
 	known bool       // sum is the hash of the last document returned
 	sum   [sha256.Size]byte
 	held  bool // the server held the last request (Preference-Applied: wait)
-	// stalled: the last request was abandoned for want of progress; the
-	// next one asks for no wait.
-	stalled bool
+	// noHold: requests ask for no wait ([LongPoller] Hold).
+	noHold bool
 }
 
 var (
@@ -203,10 +203,8 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	s.held = false
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	// A request asks the server to hold it unless the last one stalled:
-	// then the question is whether the server answers at all.
 	wait, url := s.wait, s.url
-	if s.stalled {
+	if s.noHold {
 		wait, url = "", s.plainURL
 	}
 	ctx, stop := context.WithCancelCause(ctx)
@@ -219,12 +217,8 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	defer watch.t.Stop()
 	data, changed, err := s.fetch(ctx, url, wait, watch)
 	if err != nil && errors.Is(context.Cause(ctx), errNoProgress) {
-		s.stalled = true
 		s.held = wait != "" // ask again at once, once ([LongPoller])
 		return nil, false, fmt.Errorf("%w: GET %s: no progress within %s", ErrStalled, s.name, limit)
-	}
-	if err == nil {
-		s.stalled = false
 	}
 	return data, changed, err
 }
@@ -339,6 +333,15 @@ func waitApplied(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// Hold implements [LongPoller]: whether later requests ask the server to
+// hold them (?wait=, Prefer: wait). It is on until set; without LongPoll
+// no request asks.
+func (s *HTTPSource) Hold(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noHold = !on
 }
 
 // SetVersion implements [Versioner]: later requests carry

@@ -32,6 +32,19 @@ const MaxVersionJump = 1 << 62
 // Defaults for PollerOptions.
 const DefaultInterval = 10 * time.Second
 
+// MaxRetry bounds the pause between polls while the node is unready (no
+// document loaded, or stale) and polls fail: the pause starts at
+// minRetry, doubles with every failure up to MaxRetry (or Interval, if
+// that is shorter), and counts from the start of the failed poll, so a
+// request abandoned after HTTPOptions.Stall is followed at once. An unready
+// node so sees a control plane that answers again within MaxRetry, or
+// within one Stall if the request in flight hangs, whatever long_poll and
+// poll_interval are (docs/snapshots.md "Recovery").
+const MaxRetry = 2 * time.Second
+
+// minRetry is the first pause after a failed poll while unready.
+const minRetry = 250 * time.Millisecond
+
 // MinHold is how long a held poll must have taken for an unchanged answer
 // to count as held ([LongPoller]) and be followed by the next poll at
 // once. A long poll lasts at least a second (?wait= is whole seconds),
@@ -131,6 +144,11 @@ type Poller struct {
 	persistErr   string
 	lastLoggedOK bool // the previous poll succeeded (log only transitions)
 	again        bool // the next poll may start at once (see Run)
+	// contacted: the last poll reached the source (200 or 304, or a file
+	// read). Only then may the next one be held ([LongPoller]).
+	contacted bool
+	failures  int           // consecutive polls that could not fetch
+	took      time.Duration // how long the last poll's fetch took
 }
 
 // NewPoller returns a poller; it does nothing until Restore, Poll or Run.
@@ -207,6 +225,10 @@ func (p *Poller) Poll(ctx context.Context) error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
 
+	hold := p.mayHold()
+	if lp, ok := p.o.Source.(LongPoller); ok {
+		lp.Hold(hold)
+	}
 	start := p.o.Clock.Now()
 	data, changed, err := p.o.Source.Fetch(ctx)
 	now := p.o.Clock.Now()
@@ -217,12 +239,13 @@ func (p *Poller) Poll(ctx context.Context) error {
 		}
 		p.mu.Lock()
 		p.fetchErrors++
+		p.failures++
+		p.contacted, p.took = false, now.Sub(start)
 		p.mu.Unlock()
 		p.fail(ctx, err)
 		// A held poll that stalled is asked again at once, without a wait
 		// (HTTPOptions.Stall): a control plane that answers again is seen
-		// within one stall, whatever the long poll. One that stalls
-		// again waits the interval.
+		// within one stall, whatever the long poll.
 		if lp, ok := p.o.Source.(LongPoller); ok && errors.Is(err, ErrStalled) {
 			p.setAgain(lp.Held())
 		}
@@ -230,6 +253,7 @@ func (p *Poller) Poll(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.lastContact = now
+	p.contacted, p.failures, p.took = true, 0, now.Sub(start)
 	p.mu.Unlock()
 	// A 304 counts as held only if the server really waited: one that
 	// claims to hold but answers at once would otherwise be asked again
@@ -237,6 +261,9 @@ func (p *Poller) Poll(ctx context.Context) error {
 	held := false
 	if lp, ok := p.o.Source.(LongPoller); ok {
 		held = lp.Held() && (changed || now.Sub(start) >= MinHold)
+		// A poll that was not allowed to hold is followed at once by one
+		// that is: long polling resumes as soon as the source answers.
+		held = held || (!hold && p.mayHold())
 	}
 	if !changed {
 		p.succeed()
@@ -251,6 +278,21 @@ func (p *Poller) Poll(ctx context.Context) error {
 	// publish is not fetched in a tight loop.
 	p.setAgain(err == nil)
 	return err
+}
+
+// mayHold reports whether the next poll may ask the source to hold it:
+// only when a document is loaded and the last poll reached the source.
+// A held request that hangs is abandoned only after the wait it asked for
+// (HTTPOptions.Stall), so a node with nothing loaded, or whose last poll
+// failed (which a stale node's has), asks without a wait and learns within
+// one Stall whether the control plane answers. The first poll after a start is never held, so a start
+// with a last good copy is not delayed by a long poll either. After a
+// contact the node is fresh, and a held poll ends (or is abandoned)
+// within long_poll + Stall, which stale_after exceeds.
+func (p *Poller) mayHold() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.version != 0 && p.contacted
 }
 
 // setAgain records whether Run may poll again without a pause.
@@ -415,9 +457,12 @@ func (p *Poller) record(lastErr string, ok bool) {
 // interval, except after a poll that the server held (a long poll
 // answered 200 or 304, [LongPoller]) or that brought a new document: then
 // it polls again at once, so that a long-polling fleet sees each change as
-// soon as it is published. Errors and rejected documents always wait the
-// interval. Callers Restore and Poll synchronously first, so that startup
-// knows what it has; Run continues from that poll. Results go to Status
+// soon as it is published. Rejected documents wait the interval. Failed
+// polls wait the interval while the node is ready, but never past the
+// moment it would turn stale; while it is unready they back off from
+// 250 ms up to [MaxRetry], so that it is ready again within seconds of
+// the control plane answering. Callers Restore and Poll synchronously
+// first, so that startup knows what it has; Run continues from that poll. Results go to Status
 // and the log. Run returns when ctx is done; it must not be called twice
 // at the same time.
 func (p *Poller) Run(ctx context.Context) {
@@ -438,12 +483,38 @@ func (p *Poller) Run(ctx context.Context) {
 }
 
 // delay is the pause before the next poll: none after a held or fruitful
-// poll, else nextDelay.
+// poll; the retry backoff after a failure while unready; else nextDelay,
+// cut short where the node would turn stale (then the next poll fails or
+// refreshes it, and a failure there starts the backoff).
 func (p *Poller) delay() time.Duration {
-	if p.pollAgain() {
+	now := p.o.Clock.Now()
+	p.mu.Lock()
+	again, failures, took := p.again, p.failures, p.took
+	unready := p.version == 0 || p.staleLocked(now)
+	untilStale := p.untilStaleLocked(now)
+	p.mu.Unlock()
+	switch {
+	case again:
 		return 0
+	case failures > 0 && unready:
+		return max(p.retryDelay(failures)-took, 0)
+	case untilStale > 0:
+		return min(p.nextDelay(), untilStale)
 	}
 	return p.nextDelay()
+}
+
+// retryDelay is the pause after the n-th consecutive failure while
+// unready, counted from the start of the failed poll: minRetry doubled
+// per failure up to MaxRetry (or Interval, if shorter), drawn from the
+// upper half of that, so that a fleet that lost its control plane
+// together does not come back in step.
+func (p *Poller) retryDelay(n int) time.Duration {
+	d := min(MaxRetry, p.o.Interval)
+	if n < 8 {
+		d = min(d, minRetry<<(n-1))
+	}
+	return d/2 + time.Duration(p.o.Rand.Int64N(int64(d/2)+1))
 }
 
 // nextDelay draws the pause before the next poll from
@@ -453,6 +524,29 @@ func (p *Poller) nextDelay() time.Duration {
 		return p.o.Interval
 	}
 	return p.o.Interval - p.o.Jitter + time.Duration(p.o.Rand.Int64N(2*int64(p.o.Jitter)+1))
+}
+
+// staleLocked reports whether the poller is stale at now. p.mu is held.
+func (p *Poller) staleLocked(now time.Time) bool {
+	return p.o.StaleAfter > 0 && now.Sub(p.staleSinceLocked()) > p.o.StaleAfter
+}
+
+// untilStaleLocked is how long until staleLocked turns true; 0 when it
+// already is or staleness is off. p.mu is held.
+func (p *Poller) untilStaleLocked(now time.Time) time.Duration {
+	if p.o.StaleAfter <= 0 {
+		return 0
+	}
+	return max(p.staleSinceLocked().Add(p.o.StaleAfter+1).Sub(now), 0)
+}
+
+// staleSinceLocked is when staleness is measured from: the last contact,
+// or the start. p.mu is held.
+func (p *Poller) staleSinceLocked() time.Time {
+	if p.lastContact.IsZero() {
+		return p.started
+	}
+	return p.lastContact
 }
 
 // Status returns the current state, with staleness evaluated now.
@@ -473,10 +567,7 @@ func (p *Poller) Status() Status {
 	if p.o.StaleAfter <= 0 {
 		return s
 	}
-	since, never := p.lastContact, p.lastContact.IsZero()
-	if never {
-		since = p.started
-	}
+	since, never := p.staleSinceLocked(), p.lastContact.IsZero()
 	if age := now.Sub(since); age > p.o.StaleAfter {
 		s.Stale = true
 		format := "no successful contact with %s for %s (stale_after %s)"

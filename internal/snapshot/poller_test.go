@@ -30,6 +30,7 @@ type scriptedSource struct {
 	forgot   int
 	versions []uint64
 	held     bool          // what Held reports (a long-polling server)
+	holds    []bool        // what Hold was told before each Fetch
 	fetches  chan struct{} // if set, signalled after every Fetch
 	clock    *clock.Fake   // if set, advanced by took in every Fetch (a held request)
 	took     time.Duration
@@ -39,6 +40,12 @@ func (s *scriptedSource) Held() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held
+}
+
+func (s *scriptedSource) Hold(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holds = append(s.holds, on)
 }
 
 func (s *scriptedSource) setHeld(v bool) {

@@ -43,8 +43,15 @@ type Versioner interface {
 // never says so, and is polled every interval. After a Fetch that failed
 // with [ErrStalled], Held reports whether the poller may ask again at once
 // (the stalled request was a held one).
+//
+// Hold says whether later Fetches ask to be held at all. The poller turns
+// it off while it has nothing loaded, is stale, or its last poll failed:
+// a held request that hangs is abandoned only after the wait it asked for,
+// and then the question is whether the publisher answers at all
+// (docs/snapshots.md "Recovery").
 type LongPoller interface {
 	Held() bool
+	Hold(on bool)
 }
 
 // ParseSource returns the Source that s names. Relative file paths are

@@ -16,8 +16,9 @@ import (
 // TestHTTPSourceStalls: a request that makes no progress is abandoned
 // after HTTPOptions.Stall, not at LongPoll + Timeout: a held poll with no
 // answer by the end of its wait, a body that stops, a body trickled a byte
-// at a time. The next request asks for no wait, and once one succeeds the
-// long poll resumes. Timeout is far longer than the test waits, so only
+// at a time. Held tells the poller whether it may ask again at once (the
+// stalled request was a held one); Hold(false) makes the next request ask
+// for no wait, and Hold(true) resumes the long poll. Timeout is far longer than the test waits, so only
 // the stall bound can end these requests in time; the control plane's
 // handlers end with their requests.
 func TestHTTPSourceStalls(t *testing.T) {
@@ -68,19 +69,22 @@ func TestHTTPSourceStalls(t *testing.T) {
 				t.Errorf("Held = %v after the stall, want %v", src.Held(), tt.wantHeld)
 			}
 
-			// The control plane answers normally again.
+			// The control plane answers normally again; the poller asks
+			// for no wait after a failure.
 			cp.setHandler(nil)
+			src.Hold(false)
 			if _, _, err := src.Fetch(t.Context()); err != nil {
 				t.Fatalf("Fetch once the control plane answers: %v", err)
 			}
 			if r := cp.lastRequest(); strings.Contains(r.URL.RawQuery, "wait=") || r.Header.Get("Prefer") != "" {
-				t.Errorf("the request after a stall asked for a wait: %s, Prefer %q", r.URL, r.Header.Get("Prefer"))
+				t.Errorf("Hold(false), the request asked for a wait: %s, Prefer %q", r.URL, r.Header.Get("Prefer"))
 			}
+			src.Hold(true)
 			if _, _, err := src.Fetch(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Contains(cp.lastRequest().URL.RawQuery, "wait="); got != (tt.longPoll > 0) {
-				t.Errorf("after a success, wait= in the query: %v, want %v", got, tt.longPoll > 0)
+				t.Errorf("Hold(true), wait= in the query: %v, want %v", got, tt.longPoll > 0)
 			}
 		})
 	}
