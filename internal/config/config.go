@@ -260,7 +260,7 @@ type Authz struct {
 //	usage.max_bytes            268435456 (256 MiB)
 //	usage.commit_interval      100ms
 //	usage.crash_window_events  4096
-//	usage.crash_window         2s
+//	usage.crash_window         3s
 //	usage.openai_include_usage true
 //	tracing.endpoint           "" (off)
 //	tracing.sample_ratio       1

@@ -148,7 +148,7 @@ func TestDefaults(t *testing.T) {
 		Breaker:  Breaker{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Minute},
 		Cooldown: Cooldown{RateLimitDefault: 5 * time.Second, RateLimitMax: time.Minute, Quota: 30 * time.Minute, DisabledProbe: 10 * time.Minute},
 		MQTT:     MQTT{Topic: "scootgate/usage", Window: 1024, BatchMax: 1, MaxPayload: 262144, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second},
-		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 100 * time.Millisecond, CrashWindowEvents: 4096, CrashWindow: 2 * time.Second, OpenAIIncludeUsage: true},
+		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 100 * time.Millisecond, CrashWindowEvents: 4096, CrashWindow: 3 * time.Second, OpenAIIncludeUsage: true},
 		Tracing:  Tracing{SampleRatio: 1, Interval: 5 * time.Second},
 
 		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},

@@ -192,7 +192,7 @@
 //	max_bytes = 268435456               # 1 MiB..16 GiB of payloads, an integer (256 MiB)
 //	commit_interval = "100ms"           # 1ms..1s group-commit window: about one fsync per window
 //	crash_window_events = 4096          # 16..1000000 events not yet on disk: at most what a crash loses
-//	crash_window = "2s"                 # 100ms..1m, above commit_interval: the oldest of them, at most
+//	crash_window = "3s"                 # 100ms..1m, above commit_interval: the oldest of them, at most
 //	openai_include_usage = true         # inject stream_options.include_usage, hide the extra chunk
 //
 //	[tracing]                           # OpenTelemetry traces over OTLP/HTTP (docs/operations.md "Traces")

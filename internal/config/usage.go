@@ -52,7 +52,7 @@ const (
 	// The outbox's defaults (outbox.DefaultMaxUnsynced and
 	// DefaultMaxUnsyncedAge), repeated so that config does not import it.
 	defaultCrashWindowEvents = 4096
-	defaultCrashWindow       = 2 * time.Second
+	defaultCrashWindow       = 3 * time.Second
 )
 
 // defaultUsage is the [usage] part of Defaults.

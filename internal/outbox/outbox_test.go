@@ -738,7 +738,7 @@ func TestOptions(t *testing.T) {
 	o.Clock, o.Logger = nil, nil
 	want := Options{
 		Path: "p", MaxEvents: 100000, MaxBytes: 256 << 20, CommitInterval: 100 * time.Millisecond,
-		MaxBatch: 64, MaxUnsynced: 4096, MaxUnsyncedAge: 2 * time.Second, LockTimeout: 5 * time.Second,
+		MaxBatch: 64, MaxUnsynced: 4096, MaxUnsyncedAge: 3 * time.Second, LockTimeout: 5 * time.Second,
 	}
 	if diff := cmp.Diff(o, want); diff != "" {
 		t.Errorf("defaults (-got +want):\n%s", diff)
