@@ -772,7 +772,7 @@ func (n *node) limiterOptions() limits.Options {
 	}[r.OnStoreFailure]
 	detail := func(up bool) {
 		if up {
-			n.health.SetDetail("limits_store", "redis "+r.Address+": up; requests and tokens per minute are fleet-wide")
+			n.health.SetDetail("limits_store", "redis "+r.Address+": up; requests and tokens per minute and max_concurrent are fleet-wide")
 		} else {
 			n.health.SetDetail("limits_store", "redis "+r.Address+": unreachable; until it answers, "+fallback)
 		}

@@ -49,7 +49,21 @@
 // most one and a half leases plus one unit unspent, so the fleet admits
 // at most what the bucket gives plus that per node (docs/limits.md
 // "Overshoot"). Leased budget unused after a window is dropped.
-// max_concurrent stays per node, by share.
+//
+// max_concurrent is the fleet's too: per key or tenant, a Redis hash of
+// what each node holds (node id → slots and expiry), set by one atomic
+// script (holdScript) that drops expired holds and grants what fits
+// under the limit. A request takes one of its node's held slots and
+// pays a round trip only when all are in use; released slots stay with
+// the node until its next refresh (holdRefresh, run by [Redis.Run] in
+// one pipelined round trip), which sets each hold to the node's peak
+// since the previous one and pushes its expiry holdTTL on: a crashed
+// node's slots free by themselves. A hold is set, never added to, and
+// never below the requests the node has in progress, so requests
+// admitted during an outage are counted once the store is back, and
+// each admitted request releases its slot exactly once, whichever path
+// admitted it (one in-flight count per state). Holds granted before an
+// outage (an earlier generation of the store) are not used again.
 //
 // The script takes now from the caller: the buckets follow the nodes'
 // clocks (injectable in tests), not Redis's. While the store is down

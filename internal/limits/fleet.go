@@ -16,6 +16,10 @@ const leaseFraction = 20
 // leases; after this many the request is refused, as the fleet would.
 const maxTakes = 3
 
+// maxLoops bounds the rounds one admission makes, waits for other
+// requests' takes included.
+const maxLoops = 12
+
 // minRetake is the least a node waits before it asks an empty fleet
 // bucket again: a key held at its limit costs each node at most ten
 // round trips a second, however high the limit.
@@ -56,20 +60,34 @@ func (st *Status) refuse(scope Scope, k Kind, wait time.Duration) {
 	}
 }
 
-// need is a lease an admission found empty.
+// need is a lease an admission found empty, or (ls nil) a hold of
+// concurrency slots it found full.
 type need struct {
 	s  *state
 	ls *lease
 }
 
 // admitFleet is Admit with the redis store up: requests and tokens per
-// minute are spent from the node's leases; only a lease that is empty
-// costs the request a round trip. done is false when the store failed on
-// the way (nothing was taken): the caller falls back.
+// minute are spent from the node's leases, concurrency slots from its
+// holds; only a lease that is empty, or a hold that is full, costs the
+// request a round trip. done is false when the store failed on the way
+// (nothing was taken): the caller falls back.
 func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done bool) {
 	l := sub.l
 	at := l.since(now)
+	gen := l.fleet.gen.Load()
 	ks, ts := sub.key, sub.tenant
+	// waiting[i] is set while this admission counts in the pending
+	// slots of ks (0) or ts (1): the next take asks for it too.
+	var waiting [2]bool
+	unwaitLocked := func() {
+		if waiting[0] {
+			ks.hold.pending--
+		}
+		if waiting[1] {
+			ts.hold.pending--
+		}
+	}
 	lock := func() {
 		// Key before tenant, always: one lock order for every request.
 		if ks != nil {
@@ -87,25 +105,35 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 			ks.mu.Unlock()
 		}
 	}
-	for try := 0; ; try++ {
-		var needs [4]need
+	// try counts the rounds in which this admission sent a take itself;
+	// rounds in which it only waited for another request's take count
+	// in loops alone (a burst of requests on a fresh hold waits for one
+	// take that asks for all of them).
+	for try, loops := 0, 0; ; loops++ {
+		var needs [6]need
 		n := 0
 		st = Status{}
 		lock()
 		if ks != nil {
-			n = ks.checkFleet(ScopeKey, at, &st, needs[:], n)
+			n = ks.checkFleet(ScopeKey, at, gen, &st, needs[:], n, &waiting[0])
 		}
 		if ts != nil {
-			n = ts.checkFleet(ScopeTenant, at, &st, needs[:], n)
+			n = ts.checkFleet(ScopeTenant, at, gen, &st, needs[:], n, &waiting[1])
 		}
-		if n > 0 && try == maxTakes {
-			// Concurrent requests spent every lease taken meanwhile.
+		if n > 0 && (try == maxTakes || loops == maxLoops) {
+			// Concurrent requests spent every lease or slot taken
+			// meanwhile.
 			for _, nd := range needs[:n] {
 				scope, kind, capacity := nd.s.whose(ks, nd.ls)
-				st.refuse(scope, kind, perMinute(1, capacity))
+				wait := concurrencyRetry
+				if kind != KindConcurrency {
+					wait = perMinute(1, capacity)
+				}
+				st.refuse(scope, kind, wait)
 			}
 		}
 		if st.Refused() {
+			unwaitLocked()
 			if ks != nil {
 				ks.reportFleet(&st)
 			}
@@ -126,6 +154,7 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 					s.req.bal--
 				}
 				s.inflight++
+				s.hold.peak = max(s.hold.peak, s.inflight)
 				s.reportFleet(&st)
 				if s.req.wantsTake(s.full.rpm, at) {
 					pre[np] = need{s, &s.req}
@@ -136,6 +165,7 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 					np++
 				}
 			}
+			unwaitLocked()
 			unlock()
 			for _, p := range pre[:np] {
 				l.prefetch(p.s, p.ls, now)
@@ -143,13 +173,31 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 			return Ticket{l: l, key: ks, tenant: ts}, st, true, true
 		}
 		unlock()
+		sent := false
 		for _, nd := range needs[:n] {
-			if err := l.fetch(nd.s, nd.ls, now); err != nil {
+			var err error
+			waited := false
+			if nd.ls == nil {
+				waited, err = l.fetchHold(nd.s, gen, now)
+			} else {
+				err = l.fetch(nd.s, nd.ls, now)
+			}
+			sent = sent || !waited
+			if err != nil || !l.fleet.Up() {
+				lock()
+				unwaitLocked()
+				unlock()
 				return Ticket{}, Status{}, false, false
 			}
 		}
 		if !l.fleet.Up() {
+			lock()
+			unwaitLocked()
+			unlock()
 			return Ticket{}, Status{}, false, false
+		}
+		if sent {
+			try++
 		}
 	}
 }
@@ -160,20 +208,33 @@ func (s *state) whose(key *state, ls *lease) (Scope, Kind, int64) {
 	if s == key {
 		scope = ScopeKey
 	}
-	if ls == &s.tok {
+	switch ls {
+	case nil:
+		return scope, KindConcurrency, s.full.conc
+	case &s.tok:
 		return scope, KindTokens, s.full.tpm
 	}
 	return scope, KindRequests, s.full.rpm
 }
 
 // checkFleet records in st the refusal s causes in fleet mode, and in
-// needs[n:] the leases that are empty but may be topped up; it returns
-// the new n. Concurrency stays the node's share.
-func (s *state) checkFleet(scope Scope, at int64, st *Status, needs []need, n int) int {
+// needs[n:] the leases that are empty but may be topped up and the hold
+// of slots that is full but may grow; it returns the new n. An admission
+// that needs a slot counts, once, in the pending slots (*waiting).
+func (s *state) checkFleet(scope Scope, at int64, gen uint64, st *Status, needs []need, n int, waiting *bool) int {
 	// The local buckets keep refilling: they take over if the store fails.
 	s.refill(at)
-	if s.conc > 0 && s.inflight >= s.conc {
-		st.refuse(scope, KindConcurrency, concurrencyRetry)
+	if s.full.conc > 0 && s.inflight >= s.hold.usable(gen) {
+		if at < s.hold.fullUntil {
+			st.refuse(scope, KindConcurrency, concurrencyRetry)
+		} else {
+			needs[n] = need{s: s}
+			n++
+			if !*waiting {
+				s.hold.pending++
+				*waiting = true
+			}
+		}
 	}
 	if s.full.rpm > 0 {
 		s.req.expire(at)

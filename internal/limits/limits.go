@@ -3,6 +3,7 @@ package limits
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/clock"
@@ -27,8 +28,9 @@ type Options struct {
 	Clock clock.Clock
 	// Fleet, if set, makes requests and tokens per minute fleet-wide:
 	// leased from the shared Redis store (docs/limits.md "Fleet-wide:
-	// the redis store"). Share then applies only while the store is down
-	// (with OnFailure FailLocal) and to max_concurrent.
+	// the redis store"), and so is max_concurrent: slots held in the
+	// store. Share then applies only while the store is down (with
+	// OnFailure FailLocal or FailOpen).
 	Fleet *Redis
 	// OnFailure is what Admit does while Fleet is down.
 	OnFailure Failure
@@ -43,6 +45,11 @@ type Limiter struct {
 	epoch     time.Time // state times are nanoseconds since epoch
 	fleet     *Redis    // nil = local store
 	onFailure Failure
+	node      string // names this node's concurrency holds in the fleet's store
+
+	// The bound states with a fleet-wide max_concurrent, whose holds the
+	// store refreshes; set by Done.
+	concStates atomic.Pointer[[]*state]
 
 	mu      sync.Mutex        // serializes binds
 	keys    map[string]*state // guarded by mu; the last bind's
@@ -57,8 +64,13 @@ func New(o Options) *Limiter {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), fleet: o.Fleet, onFailure: o.OnFailure,
+	l := &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), fleet: o.Fleet, onFailure: o.OnFailure,
 		keys: map[string]*state{}, tenants: map[string]*state{}}
+	if l.fleet != nil {
+		l.node = newNodeID()
+		l.fleet.addHolder(l)
+	}
+	return l
 }
 
 // Binder hands out the Subjects of one authorization snapshot. A key or
@@ -127,6 +139,17 @@ func (b *Binder) Done() {
 		u.s.mu.Unlock()
 	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
+	if b.l.fleet != nil {
+		var cs []*state
+		for _, m := range [2]map[string]*state{b.keys, b.tenants} {
+			for _, s := range m {
+				if s.full.conc > 0 {
+					cs = append(cs, s)
+				}
+			}
+		}
+		b.l.concStates.Store(&cs)
+	}
 	b.l.mu.Unlock()
 }
 
@@ -375,14 +398,16 @@ type state struct {
 	// Fleet mode only (docs/limits.md "Fleet-wide: the redis store").
 	full     caps   // the limits before the share
 	req, tok lease  // budget leased from the fleet's buckets
+	hold     hold   // slots held of the fleet's max_concurrent
 	rkey     string // the fleet's requests bucket; immutable
 	tkey     string // the fleet's tokens bucket; immutable
+	ckey     string // the fleet's concurrency holds; immutable
 }
 
 // newState returns the state of one key ("k:"+id) or tenant ("t:"+id).
 func newState(id string) *state {
 	const prefix = "scootgate:limits:"
-	return &state{rkey: prefix + id + ":requests", tkey: prefix + id + ":tokens"}
+	return &state{rkey: prefix + id + ":requests", tkey: prefix + id + ":tokens", ckey: prefix + id + ":concurrent"}
 }
 
 // update applies a snapshot's limits, refilling the buckets to now first.

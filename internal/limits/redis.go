@@ -22,8 +22,8 @@ type Failure uint8
 const (
 	// FailLocal enforces the node's local share, as the local store does.
 	FailLocal Failure = iota
-	// FailOpen enforces no requests or tokens per minute (max_concurrent
-	// stays, it is per node anyway).
+	// FailOpen enforces no requests or tokens per minute; max_concurrent
+	// falls back to the node's share.
 	FailOpen
 	// FailClosed refuses every limited request (KindStore).
 	FailClosed
@@ -59,8 +59,12 @@ type Redis struct {
 	mu     sync.Mutex
 	client rueidis.Client // guarded by mu; nil until the first dial succeeds
 
+	holders []*Limiter    // guarded by mu; whose concurrency holds Run refreshes
+	refresh time.Duration // how often Run refreshes them: holdRefresh (tests set it)
+
 	up    atomic.Bool
-	calls atomic.Int64 // lease takes sent: round trips to Redis
+	gen   atomic.Uint64 // counts the times the store came up: holds of an earlier one are stale
+	calls atomic.Int64  // round trips to Redis: lease takes, slot takes, refreshes
 }
 
 // NewRedis returns a store that is down until Run connects it.
@@ -74,13 +78,14 @@ func NewRedis(o RedisOptions) *Redis {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Redis{o: o, log: o.Logger, wake: make(chan struct{}, 1)}
+	return &Redis{o: o, log: o.Logger, wake: make(chan struct{}, 1), refresh: holdRefresh}
 }
 
 // Up reports whether the store answered its last take or probe.
 func (r *Redis) Up() bool { return r.up.Load() }
 
-// Calls returns how many lease takes were sent to Redis.
+// Calls returns how many round trips to Redis the store made (lease
+// takes, concurrency slot takes and hold refreshes; not probes).
 func (r *Redis) Calls() int64 { return r.calls.Load() }
 
 // Address is the store's host:port, for status lines.
@@ -89,8 +94,14 @@ func (r *Redis) Address() string { return r.o.Address }
 // Run connects the store and, whenever a take fails, probes Redis with
 // exponential backoff until it answers again; it returns, closing the
 // connection, when ctx ends. Nothing else reconnects: the node needs no
-// restart when Redis comes back.
+// restart when Redis comes back. Meanwhile it refreshes, every
+// holdRefresh, the concurrency slots the limiters using the store hold
+// (docs/limits.md "max_concurrent across the fleet"): a node that stops
+// refreshing, because it crashed, loses them after holdTTL.
 func (r *Redis) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.refreshLoop(ctx) })
 	defer func() {
 		r.mu.Lock()
 		if r.client != nil {
@@ -164,6 +175,11 @@ func (r *Redis) probe(ctx context.Context) error {
 }
 
 func (r *Redis) setUp(up bool) {
+	if up && !r.up.Load() {
+		// Before Up reads true: an admission that sees the store up
+		// sees the new generation too.
+		r.gen.Add(1)
+	}
 	if r.up.Swap(up) == up {
 		return
 	}

@@ -112,6 +112,7 @@ type node struct {
 	store *limits.Redis
 	sub   *limits.Subject
 	ups   chan bool // each change of the store's state
+	stop  func()    // stops the store (a crash: nothing is released)
 }
 
 func newNode(t testing.TB, addr string, fc clock.Clock, onFailure limits.Failure, kl, tl authsnap.Limits) *node {
@@ -120,6 +121,9 @@ func newNode(t testing.TB, addr string, fc clock.Clock, onFailure limits.Failure
 		Address: addr, Timeout: 500 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		OnChange: func(up bool) { n.ups <- up },
 	})
+	// Holds are refreshed by hand (RefreshHolds), never behind a test's
+	// back.
+	n.store.SetHoldRefresh(time.Hour)
 	n.l = limits.New(limits.Options{Clock: fc, Fleet: n.store, OnFailure: onFailure})
 	b := n.l.Bind()
 	n.sub = b.Subject("k1", "t1", kl, tl)
@@ -127,7 +131,8 @@ func newNode(t testing.TB, addr string, fc clock.Clock, onFailure limits.Failure
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { n.store.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	n.stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(n.stop)
 	return n
 }
 

@@ -44,6 +44,10 @@
 // `scootgate-load converge` is the fleet convergence benchmark (`make
 // bench-fleet`, converge.go): -nodes node processes long-polling the dev
 // control plane, and the time from each publish to each node applying it.
+//
+// `scootgate-load limits` is the fleet measurement of the redis store of
+// limits (limitsfleet.go): in-process nodes sharing one redis-server, one
+// key offered five times its limit, a Redis kill and restart midway.
 package main
 
 import (
@@ -74,6 +78,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "converge" {
 		if err := runConverge(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "scootgate-load converge:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "limits" {
+		if err := runLimits(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "scootgate-load limits:", err)
 			os.Exit(1)
 		}
 		return

@@ -1,0 +1,17 @@
+package limits
+
+import (
+	"context"
+	"time"
+)
+
+// RefreshHolds runs one refresh of l's concurrency holds now, as the
+// store's Run does every holdRefresh.
+func (l *Limiter) RefreshHolds() error { return l.refreshHolds(context.Background()) }
+
+// SetHoldRefresh changes how often Run refreshes the holds; call it
+// before Run. Tests that refresh by hand make it long.
+func (r *Redis) SetHoldRefresh(d time.Duration) { r.refresh = d }
+
+// HoldTTL is how long a hold outlives its last refresh.
+const HoldTTL = holdTTL
