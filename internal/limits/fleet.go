@@ -20,10 +20,25 @@ const maxTakes = 3
 // requests' takes included.
 const maxLoops = 12
 
-// minRetake is the least a node waits before it asks an empty fleet
-// bucket again: a key held at its limit costs each node at most ten
-// round trips a second, however high the limit.
-const minRetake = 100 * time.Millisecond
+// minRetake and maxRetake bound how long a node waits before it asks an
+// empty fleet bucket again (retake): the time the bucket takes to refill
+// one lease, so that the next take finds a lease's worth, but at most a
+// second, so that a node comes back to a key freed by its neighbours
+// quickly. A key held at its limit then costs each node about one round
+// trip a second, however many requests it is offered; a bucket that
+// refills a lease faster than 100 ms is asked at most ten times a second.
+const (
+	minRetake = 100 * time.Millisecond
+	maxRetake = time.Second
+)
+
+// retake is how long a node leaves an empty fleet bucket of capacity
+// alone: the time it refills one lease, within [minRetake, maxRetake],
+// or wait (when the fleet's next unit is further away) if longer.
+func retake(wait time.Duration, capacity int64) time.Duration {
+	refill := time.Duration(float64(window) * float64(leaseSize(capacity)) / float64(max(capacity, 1)))
+	return max(wait, min(max(refill, minRetake), maxRetake))
+}
 
 // lease is what a node holds of one fleet bucket.
 type lease struct {
@@ -321,7 +336,7 @@ func (l *Limiter) run(tk take, now time.Time) error {
 		if grant > 0 {
 			ls.at = at
 		} else {
-			ls.emptyUntil = at + int64(max(wait, minRetake))
+			ls.emptyUntil = at + int64(retake(wait, tk.capacity))
 		}
 	}
 	ls.fetching = nil

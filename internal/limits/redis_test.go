@@ -346,6 +346,40 @@ func TestFleetRoundTrips(t *testing.T) {
 	}
 }
 
+// TestFleetRoundTripsAtLimit offers a key five times its limit for two
+// minutes: its lease is empty nearly always, and the node must not pay a
+// round trip per refused request, nor ask the empty bucket ten times a
+// second, while still admitting the limit.
+func TestFleetRoundTripsAtLimit(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	const limit = 6000 // 100/s; a lease of 300, refilled in 3 s
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
+	n.wait(t, true)
+	var admitted, offered int64
+	for range 60000 { // 120 s at 500 requests per second
+		fc.Advance(2 * time.Millisecond)
+		offered++
+		if tk, _, ok := n.sub.Admit(fc.Now()); ok {
+			admitted++
+			tk.Release()
+		}
+	}
+	calls := n.store.Calls()
+	t.Logf("%d of %d admitted, %d round trips (%.4f per offered request)", admitted, offered, calls, float64(calls)/float64(offered))
+	// The bucket's initial 6,000 plus 100 a second for 120 s, less what
+	// one lease may hold back at the end.
+	if want := int64(limit + 100*120); admitted < want-300 || admitted > want {
+		t.Errorf("%d admitted; want %d (−300 for the last lease)", admitted, want)
+	}
+	// About two takes a second: the one that finds what refilled, and the
+	// top-up it triggers (less than half a lease), which finds the bucket
+	// empty and waits.
+	if calls > 300 {
+		t.Errorf("%d round trips in 120 s at the limit; want ≤ 300 (about two a second)", calls)
+	}
+}
+
 // BenchmarkAdmitRedis is BenchmarkAdmit's key+tenant+debit case on the
 // redis store at steady state (every lease taken): the hot path must stay
 // close to the local store's and pay (almost) no round trips.
