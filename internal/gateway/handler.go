@@ -66,6 +66,15 @@ type Observer interface {
 	ObserveLimitRefusal(scope, kind string)
 }
 
+// Saturation says whether the node itself is saturated (implemented by
+// *upstream.NodeLoad). Saturated is called only for attempts that failed
+// on one of the node's own timers, and must be cheap.
+type Saturation interface {
+	Saturated() bool
+}
+
+var _ Saturation = (*upstream.NodeLoad)(nil)
+
 // Options configures a Handler. All fields are required unless noted.
 type Options struct {
 	Auth      Authenticator
@@ -112,6 +121,11 @@ type Options struct {
 	NodeID string
 	// Observer receives metrics; nil = off.
 	Observer Observer
+	// NodeLoad, when set, says whether the node itself is saturated: an
+	// attempt that fails on one of the node's own timers meanwhile is the
+	// node's failure, not its backend's (docs/failures.md "When the node
+	// is the bottleneck"). nil = never saturated.
+	NodeLoad Saturation
 	// Refused, when set, is told of every request the node refused by
 	// itself with a 4xx before any provider attempt (the app logs them,
 	// rate-limited). It must not block.
