@@ -764,9 +764,16 @@ func (c *call) result(a *attempt) upstream.Result {
 
 // nodeTimer reports whether the attempt failed because one of the node's
 // own timers ran out: first byte, stream idle, non-stream total (stage
-// timeout), or the egress connect timeout on the way to the provider.
+// timeout), or, before a connection was had, the egress connect timeout
+// or the first-byte limit.
 func (a *attempt) nodeTimer() bool {
-	return a.stage == stageTimeout || a.stage == stageConnect && errors.Is(a.err, egress.ErrConnectTimeout)
+	switch a.stage {
+	case stageTimeout:
+		return true
+	case stageConnect:
+		return errors.Is(a.err, egress.ErrConnectTimeout) || errors.Is(a.err, errFirstByteTimeout) || errors.Is(a.err, errTotalTimeout)
+	}
+	return false
 }
 
 // headroom maps the provider API's reading of the rate-limit headers onto

@@ -114,6 +114,8 @@ func TestNodeTimerOutcome(t *testing.T) {
 		{"stream idle after the 200, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 200, stage: stageTimeout, err: errIdleTimeout}, true, upstream.NodeOverloaded},
 		{"connect timeout, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: connectTimeout}, true, upstream.NodeOverloaded},
 		{"connect timeout, healthy", &attempt{state: provider.NotSent, stage: stageConnect, err: connectTimeout}, false, upstream.TransportFailure},
+		{"first byte limit before a connection, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: fmt.Errorf("dial: %w", errFirstByteTimeout)}, true, upstream.NodeOverloaded},
+		{"first byte limit before a connection, healthy", &attempt{state: provider.NotSent, stage: stageConnect, err: fmt.Errorf("dial: %w", errFirstByteTimeout)}, false, upstream.TransportFailure},
 		{"connection refused, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: &egress.NotSentError{Proxy: "p", Stage: egress.StageTarget, Err: io.EOF}}, true, upstream.TransportFailure},
 		{"reset after sending, saturated", &attempt{state: provider.PossiblySent, stage: stageSend, err: io.ErrUnexpectedEOF}, true, upstream.TransportFailure},
 		{"provider 503, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 503, stage: stageProviderStatus}, true, upstream.TransportFailure},
