@@ -750,13 +750,14 @@ func (a *attempt) result() upstream.Result {
 }
 
 // result is a.result, with the failures a saturated node caused itself
-// taken off the backend (docs/failures.md "When the node is the
+// (one of its timers ran out while the node was saturated at some moment
+// of the attempt) taken off the backend (docs/failures.md "When the node is the
 // bottleneck"): the node's timer fired while the answer may have been
 // waiting for the node to read it, so its backend's breaker must not
 // count it. Nothing is asked of the node's load for any other outcome.
 func (c *call) result(a *attempt) upstream.Result {
 	res := a.result()
-	if res.Outcome == upstream.TransportFailure && a.nodeTimer() && c.h.o.NodeLoad != nil && c.h.o.NodeLoad.Saturated() {
+	if res.Outcome == upstream.TransportFailure && a.nodeTimer() && c.h.o.NodeLoad != nil && c.h.o.NodeLoad.SaturatedSince(a.started) {
 		res.Outcome = upstream.NodeOverloaded
 	}
 	return res

@@ -66,11 +66,11 @@ type Observer interface {
 	ObserveLimitRefusal(scope, kind string)
 }
 
-// Saturation says whether the node itself is saturated (implemented by
-// *upstream.NodeLoad). Saturated is called only for attempts that failed
-// on one of the node's own timers, and must be cheap.
+// Saturation says whether the node itself has been saturated since t
+// (implemented by *upstream.NodeLoad). It is called only for attempts that
+// failed on one of the node's own timers, and must be cheap.
 type Saturation interface {
-	Saturated() bool
+	SaturatedSince(t time.Time) bool
 }
 
 var _ Saturation = (*upstream.NodeLoad)(nil)
@@ -121,9 +121,9 @@ type Options struct {
 	NodeID string
 	// Observer receives metrics; nil = off.
 	Observer Observer
-	// NodeLoad, when set, says whether the node itself is saturated: an
-	// attempt that fails on one of the node's own timers meanwhile is the
-	// node's failure, not its backend's (docs/failures.md "When the node
+	// NodeLoad, when set, says whether the node itself was saturated
+	// while an attempt ran: one that failed on one of the node's own
+	// timers is then the node's failure, not its backend's (docs/failures.md "When the node
 	// is the bottleneck"). nil = never saturated.
 	NodeLoad Saturation
 	// Refused, when set, is told of every request the node refused by

@@ -21,7 +21,7 @@ import (
 // saturation is the node's load as a test sets it.
 type saturation struct{ on atomic.Bool }
 
-func (s *saturation) Saturated() bool { return s.on.Load() }
+func (s *saturation) SaturatedSince(time.Time) bool { return s.on.Load() }
 
 // attemptOutcomes records the outcome of every attempt.
 type attemptOutcomes struct {

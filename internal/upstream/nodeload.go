@@ -29,8 +29,11 @@ import (
 // Interval and takes the quantile [NodeLoadOptions.Quantile] of the waits
 // that ended in that window. A window whose quantile reaches Threshold
 // saturates the node, and it stays saturated until Hold has passed with no
-// such window. [NodeLoad.Saturated] is one atomic load; the request path
-// asks it only when an attempt failed on one of the node's own timers.
+// such window. [NodeLoad.SaturatedSince] says whether that happened while
+// an attempt ran, in one atomic load; the request path asks it only when
+// an attempt failed on one of the node's own timers, so an attempt sent
+// while the node was saturated, or just before, and timed out just after
+// is the node's too.
 //
 // # Caveats
 //
@@ -82,35 +85,52 @@ func (o NodeLoadOptions) WithDefaults() NodeLoadOptions {
 	return o
 }
 
-// NodeLoad says whether the node is saturated. Saturated is safe for
-// concurrent use; Observe and Run are for one goroutine (the sampler).
+// NodeLoad says whether the node is or was saturated. Saturated and
+// SaturatedSince are safe for concurrent use; Observe and Run are for one
+// goroutine (the sampler).
 type NodeLoad struct {
 	// immutable
-	o NodeLoadOptions
+	o     NodeLoadOptions
+	epoch time.Time
 
 	// atomic
 	saturated atomic.Bool
+	until     atomic.Int64 // ns since epoch: the node was saturated before this (0: never)
 
 	// owned by the sampler goroutine
-	until time.Time // the node is saturated before this
-	prev  []uint64  // the histogram's counts at the previous read
+	prev []uint64 // the histogram's counts at the previous read
 }
 
-// NewNodeLoad returns a NodeLoad that is not saturated.
-func NewNodeLoad(o NodeLoadOptions) *NodeLoad { return &NodeLoad{o: o.WithDefaults()} }
+// NewNodeLoad returns a NodeLoad that has not been saturated.
+func NewNodeLoad(o NodeLoadOptions) *NodeLoad {
+	return &NodeLoad{o: o.WithDefaults(), epoch: time.Now()}
+}
 
-// Saturated reports whether the node is saturated now. A nil NodeLoad
-// never is.
+// Saturated reports whether the node is saturated now, as of the last
+// window. A nil NodeLoad never is.
 func (l *NodeLoad) Saturated() bool { return l != nil && l.saturated.Load() }
+
+// SaturatedSince reports whether the node has been saturated at some
+// moment after t (Hold included): an attempt that started at t and failed
+// on its own timer since ran through the node's overload. One atomic load.
+// A nil NodeLoad never was.
+func (l *NodeLoad) SaturatedSince(t time.Time) bool {
+	if l == nil {
+		return false
+	}
+	u := l.until.Load()
+	return u != 0 && int64(t.Sub(l.epoch)) < u
+}
 
 // Observe applies one window ending at now in which the goroutines'
 // scheduling waits had wait as their Quantile, and reports whether the
 // node is saturated after it and whether that changed.
 func (l *NodeLoad) Observe(now time.Time, wait time.Duration) (saturated, changed bool) {
+	at := int64(now.Sub(l.epoch))
 	if wait >= l.o.Threshold {
-		l.until = now.Add(l.o.Hold)
+		l.until.Store(at + int64(l.o.Hold))
 	}
-	saturated = now.Before(l.until)
+	saturated = at < l.until.Load()
 	return saturated, l.saturated.Swap(saturated) != saturated
 }
 

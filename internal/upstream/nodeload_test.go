@@ -15,8 +15,8 @@ import (
 // saturates the node, which stays saturated for Hold after the last such
 // window and no longer.
 func TestNodeLoadObserve(t *testing.T) {
-	t0 := time.Unix(1000, 0)
 	l := NewNodeLoad(NodeLoadOptions{Threshold: 50 * time.Millisecond, Hold: time.Second})
+	t0 := l.epoch.Add(time.Minute)
 	type step struct {
 		at        time.Duration // since t0
 		wait      time.Duration
@@ -45,8 +45,37 @@ func TestNodeLoadObserve(t *testing.T) {
 		t.Errorf("(-got +want):\n%s", diff)
 	}
 	var none *NodeLoad
-	if none.Saturated() {
+	if none.Saturated() || none.SaturatedSince(t0) {
 		t.Error("a nil NodeLoad is saturated")
+	}
+}
+
+// TestNodeLoadSaturatedSince: an attempt ran through the node's overload
+// when it started before the node's last saturated window plus Hold.
+func TestNodeLoadSaturatedSince(t *testing.T) {
+	l := NewNodeLoad(NodeLoadOptions{Threshold: 50 * time.Millisecond, Hold: time.Second})
+	t0 := l.epoch.Add(time.Minute)
+	if l.SaturatedSince(l.epoch) {
+		t.Fatal("saturated before any window")
+	}
+	l.Observe(t0, 60*time.Millisecond)  // saturated until t0+1s
+	l.Observe(t0.Add(3*time.Second), 0) // no longer
+	tests := []struct {
+		started time.Duration // since t0
+		want    bool
+	}{
+		{-time.Hour, true},             // a long attempt that ran through it
+		{999 * time.Millisecond, true}, // sent within Hold of the last saturated window
+		{time.Second, false},           // sent after it
+		{2 * time.Second, false},
+	}
+	for _, tt := range tests {
+		if got := l.SaturatedSince(t0.Add(tt.started)); got != tt.want {
+			t.Errorf("SaturatedSince(t0%+v) = %t, want %t", tt.started, got, tt.want)
+		}
+	}
+	if l.Saturated() {
+		t.Error("Saturated after the hold")
 	}
 }
 
