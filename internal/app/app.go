@@ -183,6 +183,7 @@ type node struct {
 	creds     *secret.Watcher           // the file credentials; nil when there are none
 	limStore  *limits.Redis             // nil with the local store of limits
 	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
+	load      *upstream.NodeLoad        // whether the node itself is saturated (docs/failures.md)
 	gw        *gateway.Handler          // inside limited; owns the WebSocket connections
 	api       *http.Server
 	hsrv      *http.Server
@@ -192,7 +193,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(logline.NewHandler(os.Stderr, nil))
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version})}
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version}),
+		load: upstream.NewNodeLoad(upstream.NodeLoadOptions{})}
 	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)
 	if err != nil {
 		return nil, err
@@ -282,6 +284,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Draining:        &n.health.draining,
 		NodeID:          cfg.NodeID,
 		Observer:        n.metrics,
+		NodeLoad:        n.load,
 		// One line per request refused before routing, rate-limited.
 		Refused: newRefusalLog(o.Logger, time.Now).Refused,
 	}
@@ -682,6 +685,19 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 			n.runCredentialWatch(pollCtx)
 		}()
 	}
+	// Like the publisher, the node's load is read until the last request
+	// of the drain has ended.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.load.Run(pubCtx, func(saturated bool, wait time.Duration) {
+			if saturated {
+				n.log.Warn("node saturated: its own timeouts are not held against backends", "sched_wait", wait)
+				return
+			}
+			n.log.Info("node no longer saturated")
+		})
+	}()
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
 	if n.o.Listening != nil {
 		n.o.Listening(apiLn.Addr(), healthLn.Addr())

@@ -685,7 +685,7 @@ func (a *attempt) tokens() int64 {
 // reporting the outcome through the attempt's lease, which gives the
 // backend's in-flight slot back.
 func (c *call) finish(ctx context.Context, a *attempt) {
-	res := a.result()
+	res := c.result(a)
 	a.lease.Done(res)
 	if c.limited {
 		c.ticket.Debit(c.h.o.Now(), a.tokens())
@@ -747,6 +747,34 @@ func (a *attempt) result() upstream.Result {
 	// the backend failing mid-answer: a transport failure.
 	r.Headroom = a.headroom
 	return r
+}
+
+// result is a.result, with the failures a saturated node caused itself
+// (one of its timers ran out while the node was saturated at some moment
+// of the attempt) taken off the backend (docs/failures.md "When the node is the
+// bottleneck"): the node's timer fired while the answer may have been
+// waiting for the node to read it, so its backend's breaker must not
+// count it. Nothing is asked of the node's load for any other outcome.
+func (c *call) result(a *attempt) upstream.Result {
+	res := a.result()
+	if res.Outcome == upstream.TransportFailure && a.nodeTimer() && c.h.o.NodeLoad != nil && c.h.o.NodeLoad.SaturatedSince(a.started) {
+		res.Outcome = upstream.NodeOverloaded
+	}
+	return res
+}
+
+// nodeTimer reports whether the attempt failed because one of the node's
+// own timers ran out: first byte, stream idle, non-stream total (stage
+// timeout), or, before a connection was had, the egress connect timeout
+// or the first-byte limit.
+func (a *attempt) nodeTimer() bool {
+	switch a.stage {
+	case stageTimeout:
+		return true
+	case stageConnect:
+		return errors.Is(a.err, egress.ErrConnectTimeout) || errors.Is(a.err, errFirstByteTimeout) || errors.Is(a.err, errTotalTimeout)
+	}
+	return false
 }
 
 // headroom maps the provider API's reading of the rate-limit headers onto

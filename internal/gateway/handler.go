@@ -67,6 +67,15 @@ type Observer interface {
 	ObserveLimitRefusal(scope, kind string)
 }
 
+// Saturation says whether the node itself has been saturated since t
+// (implemented by *upstream.NodeLoad). It is called only for attempts that
+// failed on one of the node's own timers, and must be cheap.
+type Saturation interface {
+	SaturatedSince(t time.Time) bool
+}
+
+var _ Saturation = (*upstream.NodeLoad)(nil)
+
 // Options configures a Handler. All fields are required unless noted.
 type Options struct {
 	Auth      Authenticator
@@ -115,6 +124,11 @@ type Options struct {
 	NodeID string
 	// Observer receives metrics; nil = off.
 	Observer Observer
+	// NodeLoad, when set, says whether the node itself was saturated
+	// while an attempt ran: one that failed on one of the node's own
+	// timers is then the node's failure, not its backend's (docs/failures.md "When the node
+	// is the bottleneck"). nil = never saturated.
+	NodeLoad Saturation
 	// Refused, when set, is told of every request the node refused by
 	// itself with a 4xx before any provider attempt (the app logs them,
 	// rate-limited). It must not block.

@@ -197,6 +197,7 @@ func TestObserveAttempt(t *testing.T) {
 	m.ObserveAttempt("anthropic-b", upstream.ProviderError, time.Second)
 	m.ObserveAttempt("anthropic-b", upstream.QuotaExhausted, 0)
 	m.ObserveAttempt("anthropic-b", upstream.AuthRejected, 0)
+	m.ObserveAttempt("anthropic-b", upstream.NodeOverloaded, 0)
 	m.ObserveAttempt("anthropic-b", upstream.Outcome(200), time.Second)                         // unknown outcome
 	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second) // not an id
 	m.ObserveAttempt("", upstream.Success, 0)
@@ -207,6 +208,7 @@ func TestObserveAttempt(t *testing.T) {
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="auth_rejected"} 1
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="cancelled"} 1
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="egress_fault"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="node_overloaded"} 1
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="provider_error"} 1
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="quota_exhausted"} 1
 scootgate_upstream_attempts_total{backend="anthropic-b",outcome="transport_failure"} 1

@@ -33,6 +33,7 @@
 //	TransportFailure  estimate held; breaker failure
 //	EgressFault       neutral (egress faults are not the backend's, docs/egress.md)
 //	Cancelled         neutral
+//	NodeOverloaded    neutral (the node was saturated when its own timer ran out: [NodeLoad])
 //
 // Any provider answer counts as breaker success: the breaker is about
 // reaching the backend, and a 5xx or 429 proves the path works. "Neutral"

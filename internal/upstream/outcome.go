@@ -35,6 +35,11 @@ const (
 	EgressFault
 	// Cancelled: the client went away. Neutral.
 	Cancelled
+	// NodeOverloaded: one of the node's own timers (first byte, stream
+	// idle, total, connect) ran out while the node itself was saturated
+	// ([NodeLoad]): the node was too late to read the answer, so the
+	// failure is the node's, not the backend's. Neutral.
+	NodeOverloaded
 )
 
 var outcomeNames = [...]string{
@@ -46,6 +51,7 @@ var outcomeNames = [...]string{
 	TransportFailure: "transport_failure",
 	EgressFault:      "egress_fault",
 	Cancelled:        "cancelled",
+	NodeOverloaded:   "node_overloaded",
 }
 
 // String returns a snake_case name, suitable as a metric label.

@@ -233,7 +233,7 @@ func (s *State) Finish(r Result) {
 	case TransportFailure:
 		s.lat.hold(int64(s.sh.now()))
 		s.br.Failure()
-	default: // EgressFault, Cancelled: nothing learned about the backend
+	default: // EgressFault, Cancelled, NodeOverloaded: nothing learned about the backend
 		s.br.Abandon()
 	}
 	s.inflight.Add(-1)
@@ -287,7 +287,7 @@ func (s *State) finishProbe(o Outcome) {
 		s.Enable()
 	case AuthRejected:
 		// disable() in Finish restarts the delay.
-	default: // TransportFailure, EgressFault, Cancelled
+	default: // TransportFailure, EgressFault, Cancelled, NodeOverloaded
 		s.probing.Store(false)
 	}
 }

@@ -203,7 +203,7 @@ func TestPeakEWMA(t *testing.T) {
 // failures keep the stored estimate and restart its decay, so they never
 // make the backend look faster; neutral outcomes touch nothing.
 func TestErrorRepliesHoldTheEstimate(t *testing.T) {
-	for o := ProviderError; o <= Cancelled; o++ {
+	for o := ProviderError; o <= NodeOverloaded; o++ {
 		t.Run(o.String(), func(t *testing.T) {
 			c := clock.NewFake(time.Time{})
 			s := newState(t, testOptions(c), 10)
@@ -224,7 +224,7 @@ func TestErrorRepliesHoldTheEstimate(t *testing.T) {
 				t.Fatalf("estimate lowered from %v to %v", before, after)
 			}
 			wantAt, wantAfter := at, before // neutral: untouched
-			if o != EgressFault && o != Cancelled && o != AuthRejected {
+			if o != EgressFault && o != Cancelled && o != NodeOverloaded && o != AuthRejected {
 				wantAt, wantAfter = int64(s.Now()), 3*time.Second // held: decay restarts from 3s
 			}
 			if gotAt != wantAt || after != wantAfter {
@@ -538,6 +538,8 @@ func TestBreakerThroughState(t *testing.T) {
 		{"transport failures open it", []Outcome{TransportFailure, TransportFailure, TransportFailure}, BreakerOpen},
 		{"egress faults never count", []Outcome{EgressFault, EgressFault, EgressFault, EgressFault, EgressFault}, BreakerClosed},
 		{"egress faults and cancels are neutral in a streak", []Outcome{TransportFailure, EgressFault, TransportFailure, Cancelled, TransportFailure}, BreakerOpen},
+		{"the node's own overload never counts", []Outcome{NodeOverloaded, NodeOverloaded, NodeOverloaded, NodeOverloaded, NodeOverloaded}, BreakerClosed},
+		{"the node's own overload is neutral in a streak", []Outcome{TransportFailure, NodeOverloaded, TransportFailure, NodeOverloaded, TransportFailure}, BreakerOpen},
 		{"a provider answer breaks the streak", []Outcome{TransportFailure, TransportFailure, ProviderError, TransportFailure, TransportFailure}, BreakerClosed},
 		{"a 429 breaks the streak", []Outcome{TransportFailure, TransportFailure, RateLimited, TransportFailure, TransportFailure}, BreakerClosed},
 	}
@@ -690,10 +692,10 @@ func TestEWMAConcurrent(t *testing.T) {
 
 func TestOutcomeString(t *testing.T) {
 	var got []string
-	for o := Success; o <= Cancelled+1; o++ {
+	for o := Success; o <= NodeOverloaded+1; o++ {
 		got = append(got, o.String())
 	}
-	want := []string{"success", "provider_error", "rate_limited", "quota_exhausted", "auth_rejected", "transport_failure", "egress_fault", "cancelled", "unknown"}
+	want := []string{"success", "provider_error", "rate_limited", "quota_exhausted", "auth_rejected", "transport_failure", "egress_fault", "cancelled", "node_overloaded", "unknown"}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("(-got +want):\n%s", diff)
 	}

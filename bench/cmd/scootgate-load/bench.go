@@ -51,6 +51,16 @@ type options struct {
 	variants       []string // node variants run beside the node, in variantOrder's keys
 	searchConfirm  int      // re-tries of a failed step
 
+	// The overload phase (overload.go): after the search, each searched
+	// system at overloadFactor × its maximum sustainable rate, then at
+	// recoveryFactor × it, back to back.
+	overload         bool
+	overloadFactor   float64
+	overloadDuration time.Duration
+	recoveryFactor   float64
+	recoveryDuration time.Duration
+	firstByte        time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
+
 	idleStreams []int // one fresh node and baseline per count
 	idleRate    float64
 	idleHold    time.Duration
@@ -231,7 +241,7 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 		role = "baseline"
 		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress}
 	default:
-		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit}
+		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit, FirstByte: b.o.firstByte}
 		switch key {
 		case keyBrokerDown:
 			dead, err := deadPort()
@@ -721,7 +731,12 @@ func (b *bench) rounds(ctx context.Context) error {
 		for _, key := range b.o.searchTargets {
 			ts = append(ts, targets[key])
 		}
-		return b.searchMax(ctx, ts)
+		if err := b.searchMax(ctx, ts); err != nil {
+			return err
+		}
+		if b.o.overload {
+			return b.overloads(ctx, ts)
+		}
 	}
 	return nil
 }

@@ -31,7 +31,9 @@
 //     first; on the first path, at the first rate of each kind, also the
 //     node with its MQTT broker down, with usage events off and with
 //     tracing on;
-//  2. a search for the maximum sustainable non-stream rate (first path);
+//  2. a search for the maximum sustainable non-stream rate (first path),
+//     and with -overload, each searched system overloaded and then loaded
+//     at half its maximum, to see how soon it serves again (overload.go);
 //  3. for each count of -idle-streams, streams that send one event and
 //     then idle, against a fresh node and a fresh baseline, reading their
 //     resident memory and, from inside each process, where it went
@@ -159,6 +161,12 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.searchConfirm, "search-confirm", 1, "re-tries of a failed search step before it counts as failed")
 	fs.DurationVar(&o.searchDuration, "search-duration", 2*time.Second, "length of each search step")
 	fs.DurationVar(&o.searchP99, "search-p99", 50*time.Millisecond, "a search step fails when p99 exceeds this")
+	fs.BoolVar(&o.overload, "overload", false, "after the search, overload each searched system and measure how it recovers (needs -search)")
+	fs.Float64Var(&o.overloadFactor, "overload-factor", 1.5, "the overload's rate, as a multiple of the system's maximum sustainable rate")
+	fs.DurationVar(&o.overloadDuration, "overload-duration", 2*time.Second, "length of the overload")
+	fs.Float64Var(&o.recoveryFactor, "recovery-factor", 0.5, "the rate right after the overload, as a multiple of the maximum sustainable rate")
+	fs.DurationVar(&o.recoveryDuration, "recovery-duration", 8*time.Second, "length of the run right after the overload")
+	fs.DurationVar(&o.firstByte, "first-byte", 0, "the nodes' timeouts.first_byte (0: the shipped default)")
 	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing")
 	idle := fs.String("idle-streams", "1000,5000", "idle streams held open against a fresh node and baseline, one pair of processes per count, comma separated (0 or empty = skip)")
@@ -229,6 +237,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-rates and -stream-rates are both empty: nothing to measure")
 	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
+	case o.overload && (!o.search || o.overloadFactor <= 1 || o.overloadDuration <= 0 || o.recoveryFactor <= 0 || o.recoveryFactor >= 1 || o.recoveryDuration <= 0):
+		return o, errors.New("-overload needs -search, -overload-factor above 1, -recovery-factor in (0, 1) and positive durations")
+	case o.firstByte < 0:
+		return o, errors.New("-first-byte must not be negative")
 	case len(o.idleStreams) > 0 && (o.idleRate <= 0 || o.idleHold <= 0):
 		return o, errors.New("-idle-rate and -idle-hold must be positive")
 	case o.stalls != "auto" && o.stalls != "on" && o.stalls != "off":

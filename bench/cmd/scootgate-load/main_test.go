@@ -36,12 +36,14 @@ func TestNodeConfigLoads(t *testing.T) {
 		wantBroker string
 		wantCommit time.Duration
 		wantTrace  string
+		wantFirst  time.Duration // timeouts.first_byte
 	}{
-		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, ""},
-		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, ""},
-		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, ""},
-		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, ""},
-		{"tracing on", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, Tracing: "http://127.0.0.1:4318/v1/traces"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "http://127.0.0.1:4318/v1/traces"},
+		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second},
+		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, "", 60 * time.Second},
+		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, "", 60 * time.Second},
+		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, "", 60 * time.Second},
+		{"first byte", nodeSetup{Usage: true, FirstByte: time.Second}, true, "", 100 * time.Millisecond, "", time.Second},
+		{"tracing on", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, Tracing: "http://127.0.0.1:4318/v1/traces"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "http://127.0.0.1:4318/v1/traces", 60 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,11 +66,11 @@ func TestNodeConfigLoads(t *testing.T) {
 				wantInterval = 100 * time.Millisecond
 			}
 			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source, cfg.Usage.CommitInterval,
-				cfg.Tracing.Endpoint, cfg.Tracing.SampleRatio, cfg.Tracing.Interval}
+				cfg.Tracing.Endpoint, cfg.Tracing.SampleRatio, cfg.Tracing.Interval, cfg.Timeouts.FirstByte}
 			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json", tt.wantCommit,
-				tt.wantTrace, wantRatio, wantInterval}
+				tt.wantTrace, wantRatio, wantInterval, tt.wantFirst}
 			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval (-got +want):\n%s", diff)
+				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval, first byte (-got +want):\n%s", diff)
 			}
 		})
 	}

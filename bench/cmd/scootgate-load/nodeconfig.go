@@ -36,6 +36,8 @@ type nodeSetup struct {
 	CommitInterval time.Duration
 	// Tracing is tracing.endpoint, every new trace sampled; "" = off.
 	Tracing string
+	// FirstByte is timeouts.first_byte; 0 leaves the default.
+	FirstByte time.Duration
 }
 
 // nodeTOML renders a complete node config: the shipped defaults except
@@ -47,6 +49,10 @@ func nodeTOML(s nodeSetup) string {
 	commit := ""
 	if s.CommitInterval > 0 {
 		commit = fmt.Sprintf("commit_interval = %q\n", s.CommitInterval.String())
+	}
+	firstByte := ""
+	if s.FirstByte > 0 {
+		firstByte = fmt.Sprintf("first_byte = %q\n", s.FirstByte.String())
 	}
 	mqtt := ""
 	if s.Broker != "" {
@@ -69,16 +75,16 @@ health = "127.0.0.1:0"
 [timeouts]
 connect = "5s"
 non_stream_total = "60s"
-
+%[14]s
 [drain]
 grace = "2s"
 
 [[egress.proxies]]
 name = "load-egress"
-url = %q
+url = %[2]q
 
 [credentials.fake]
-env = %q
+env = %[3]q
 hosts = [%[13]q]
 
 [backends.fake]
@@ -124,7 +130,7 @@ outbox_path = "outbox.db"
 max_events = 10000000
 max_bytes = 8589934592
 %[12]s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider))
+		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider), firstByte)
 }
 
 // providerHost is the host of the fake provider's URL: the one host the

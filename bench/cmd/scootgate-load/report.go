@@ -25,6 +25,7 @@ type report struct {
 	Cells     []*cell            `json:"measurements"`
 	Steps     []searchStep       `json:"search_steps"`
 	MaxRate   map[string]maxRate `json:"max_rate"`
+	Overload  []overloadResult   `json:"overload,omitempty"`
 	Idle      []idleResult       `json:"idle_streams"`
 	MQTT      mqttFinding        `json:"mqtt"`
 	Traces    traceFinding       `json:"traces"` // what "node, tracing on" exported during the rounds
@@ -50,7 +51,13 @@ type setup struct {
 	SearchP99     time.Duration `json:"search_p99_bound_ns"`
 	SearchFactor  float64       `json:"search_factor"`
 	SearchConfirm int           `json:"search_confirm"`
-	Stalls        string        `json:"host_stalls"` // how host stalls were traced, or why not
+	FirstByte     time.Duration `json:"first_byte_ns"` // the nodes' timeouts.first_byte; 0 = the shipped default
+	// The overload phase's, when it ran.
+	OverloadFactor   float64       `json:"overload_factor,omitempty"`
+	OverloadDuration time.Duration `json:"overload_duration_ns,omitempty"`
+	RecoveryFactor   float64       `json:"recovery_factor,omitempty"`
+	RecoveryDuration time.Duration `json:"recovery_duration_ns,omitempty"`
+	Stalls           string        `json:"host_stalls"` // how host stalls were traced, or why not
 }
 
 // cell is one scenario × target, over every round.
@@ -186,7 +193,7 @@ type check struct {
 }
 
 func newReport(o options, p pinning, sut sutRuntime) *report {
-	return &report{
+	r := &report{
 		Started:   time.Now(),
 		Commit:    gitDescribe(),
 		GoVersion: runtime.Version(),
@@ -195,11 +202,16 @@ func newReport(o options, p pinning, sut sutRuntime) *report {
 			Pinning: p.String(), SUTRuntime: sut, Egress: o.egress, ProviderDelay: o.delay, Rounds: o.rounds, Duration: o.duration,
 			Paths: o.paths, Rates: o.rates, StreamRates: o.streamRates, Events: o.events, EventGap: o.eventGap, NodeLog: o.nodeLog,
 			IdleStreams: o.idleStreams, SearchStep: o.searchDuration, SearchP99: o.searchP99,
-			SearchFactor: o.searchFactor, SearchConfirm: o.searchConfirm,
+			SearchFactor: o.searchFactor, SearchConfirm: o.searchConfirm, FirstByte: o.firstByte,
 		},
 		MaxRate: map[string]maxRate{},
 		byKey:   map[string]*cell{},
 	}
+	if o.overload {
+		r.Setup.OverloadFactor, r.Setup.OverloadDuration = o.overloadFactor, o.overloadDuration
+		r.Setup.RecoveryFactor, r.Setup.RecoveryDuration = o.recoveryFactor, o.recoveryDuration
+	}
+	return r
 }
 
 func gitDescribe() string {
@@ -755,6 +767,9 @@ func (r *report) markdown() string {
 			p("| %s | %.0f/s | %s | %s |", targetNames[key], m.Rate, fail, strings.Join(steps, "; "))
 		}
 		p("")
+	}
+	if len(r.Overload) > 0 {
+		r.overloadMarkdown(p)
 	}
 	if len(r.Idle) > 0 {
 		r.idleMarkdown(p)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scootgate/scootgate/bench/internal/loadgen"
+)
+
+// overloadResult is one system overloaded and then loaded below its
+// maximum sustainable rate, back to back (docs/performance.md "Overload
+// and recovery").
+type overloadResult struct {
+	Target   string         `json:"target"`
+	MaxRate  float64        `json:"max_rate"` // the search's maximum passing rate, which the rates below multiply
+	Rate     float64        `json:"overload_rate"`
+	Sent     int            `json:"overload_requests"`
+	Failed   int            `json:"overload_failed"`
+	Kinds    map[string]int `json:"overload_errors_by_kind,omitempty"`
+	After    float64        `json:"recovery_rate"`
+	AfterN   int            `json:"recovery_requests"`
+	AfterBad int            `json:"recovery_failed"`
+	// AfterKinds are the recovery run's errors by kind ("status 503": the
+	// node refused for want of an available target).
+	AfterKinds map[string]int `json:"recovery_errors_by_kind,omitempty"`
+	// Recovery runs from the end of the overload (the recovery run's
+	// first intended send) to the intended send of the first request from
+	// which every later one succeeded; 0 when none failed, -1 when the
+	// last one failed.
+	Recovery time.Duration `json:"recovery_ns"`
+}
+
+// overloads overloads each target in turn at overloadFactor × its
+// maximum sustainable rate for overloadDuration, and from the moment
+// that schedule ends loads it at recoveryFactor × that rate for
+// recoveryDuration: the two schedules overlap while the overload's
+// backlog drains, as they would for a node in service.
+func (b *bench) overloads(ctx context.Context, targets []*target) error {
+	for _, t := range targets {
+		m := b.rep.MaxRate[t.key]
+		if m.Rate == 0 {
+			continue
+		}
+		if err := b.pause(ctx, 2*time.Second); err != nil {
+			return err
+		}
+		res, err := b.overload(ctx, t, m.Rate)
+		if err != nil {
+			return err
+		}
+		b.rep.Overload = append(b.rep.Overload, res)
+		b.logf("overload %-16s %7.0f/s: %d of %d failed; then %7.0f/s: %d of %d failed %v, recovered after %v",
+			t.key, res.Rate, res.Failed, res.Sent, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery)
+		t.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+func (b *bench) overload(ctx context.Context, t *target, maxRate float64) (overloadResult, error) {
+	fire := b.fire(t, apiPaths[b.o.paths[0]], false)
+	over := loadgen.Attack{Rate: maxRate * b.o.overloadFactor, Duration: b.o.overloadDuration, MaxInFlight: 4000, Timeout: 10 * time.Second}
+	after := loadgen.Attack{Rate: maxRate * b.o.recoveryFactor, Duration: b.o.recoveryDuration, MaxInFlight: 2000, Timeout: 10 * time.Second}
+	var (
+		wg      sync.WaitGroup
+		overRes loadgen.Result
+		overErr error
+	)
+	wg.Go(func() { overRes, overErr = loadgen.Run(ctx, over, fire) })
+	pauseErr := b.pause(ctx, over.Duration)
+	var afterRes loadgen.Result
+	var afterErr error
+	if pauseErr == nil {
+		afterRes, afterErr = loadgen.Run(ctx, after, fire)
+	}
+	wg.Wait()
+	if err := errors.Join(overErr, pauseErr, afterErr); err != nil {
+		return overloadResult{}, err
+	}
+	res := overloadResult{
+		Target: t.key, MaxRate: maxRate,
+		Rate: over.Rate, Sent: len(overRes.Shots), Failed: len(overRes.Shots) - overRes.OK(), Kinds: errorKinds(overRes.Shots),
+		After: after.Rate, AfterN: len(afterRes.Shots), AfterBad: len(afterRes.Shots) - afterRes.OK(), AfterKinds: errorKinds(afterRes.Shots),
+	}
+	res.Recovery = recoveredAfter(afterRes)
+	return res, nil
+}
+
+// recoveredAfter is the time from r's start to the intended send of the
+// first shot from which every later one succeeded: 0 when none failed, -1
+// when the last one did.
+func recoveredAfter(r loadgen.Result) time.Duration {
+	last := -1
+	for i := range r.Shots {
+		if r.Shots[i].Err != nil {
+			last = i
+		}
+	}
+	switch {
+	case last < 0:
+		return 0
+	case last == len(r.Shots)-1:
+		return -1
+	}
+	return r.Shots[last+1].Intended.Sub(r.Start)
+}
+
+func errorKinds(shots []loadgen.Shot) map[string]int {
+	var kinds map[string]int
+	for i := range shots {
+		if err := shots[i].Err; err != nil {
+			if kinds == nil {
+				kinds = map[string]int{}
+			}
+			kinds[errorKind(err)]++
+		}
+	}
+	return kinds
+}
+
+// overloadMarkdown renders the overload phase.
+func (r *report) overloadMarkdown(p func(string, ...any)) {
+	s := r.Setup
+	p("## Overload and recovery")
+	p("")
+	p("Each system at %g× its maximum passing rate for %v, then from the end of that schedule at %g× it for %v (the two overlap while the backlog drains); the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded.",
+		s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
+	p("")
+	p("| system | overload | failed | errors | then | failed | errors | recovered after |")
+	p("|---|---:|---:|---|---:|---:|---|---:|")
+	for _, o := range r.Overload {
+		rec := "not within the run"
+		if o.Recovery >= 0 {
+			rec = o.Recovery.Round(time.Millisecond).String()
+		}
+		p("| %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s |", targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec)
+	}
+	p("")
+}
+
+func firstByteName(d time.Duration) string {
+	if d == 0 {
+		return "the shipped default"
+	}
+	return d.String()
+}
+
+func kindsText(kinds map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, kinds[k]))
+	}
+	return strings.Join(parts, ", ")
+}

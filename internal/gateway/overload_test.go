@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/egress"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/upstream"
+)
+
+// saturation is the node's load as a test sets it.
+type saturation struct{ on atomic.Bool }
+
+func (s *saturation) SaturatedSince(time.Time) bool { return s.on.Load() }
+
+// attemptOutcomes records the outcome of every attempt.
+type attemptOutcomes struct {
+	discardObserver
+	mu  sync.Mutex
+	got []string
+}
+
+func (o *attemptOutcomes) ObserveAttempt(_ string, out upstream.Outcome, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, out.String())
+}
+
+type discardObserver struct{}
+
+func (discardObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, time.Duration, bool) {
+}
+func (discardObserver) ObserveModels(int, time.Duration)                       {}
+func (discardObserver) ObserveAttempt(string, upstream.Outcome, time.Duration) {}
+func (discardObserver) ObserveLimitRefusal(string, string)                     {}
+
+// TestSaturatedNodeKeepsBreakerClosed: first-byte timeouts of a node that
+// is itself saturated are the node's (docs/failures.md "When the node is
+// the bottleneck"): five of them leave the backend's breaker closed and
+// the next request reaches the provider. On a node that is not saturated,
+// the same five open the breaker and the next request is a 503.
+func TestSaturatedNodeKeepsBreakerClosed(t *testing.T) {
+	tests := []struct {
+		name      string
+		saturated bool
+		want      []int    // statuses: five timeouts, then one ordinary request
+		outcomes  []string // of the attempts
+	}{
+		{"healthy node: the provider's timeouts open the breaker", false,
+			[]int{504, 504, 504, 504, 504, 503},
+			[]string{"transport_failure", "transport_failure", "transport_failure", "transport_failure", "transport_failure"}},
+		{"saturated node: its own timeouts do not", true,
+			[]int{504, 504, 504, 504, 504, 200},
+			[]string{"node_overloaded", "node_overloaded", "node_overloaded", "node_overloaded", "node_overloaded", "success"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load := &saturation{}
+			load.on.Store(tt.saturated)
+			obs := &attemptOutcomes{}
+			h, _ := newHandler(t, Options{FirstByte: 50 * time.Millisecond, NodeLoad: load, Observer: obs})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			var got []int
+			for i := range len(tt.want) {
+				content := "[[hang]]"
+				if i == len(tt.want)-1 {
+					content = "hi"
+				}
+				resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+					strings.NewReader(fmt.Sprintf(`{"model":"gpt","messages":[{"role":"user","content":%q}]}`, content)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				got = append(got, resp.StatusCode)
+			}
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("statuses (-got +want):\n%s", diff)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if diff := cmp.Diff(obs.got, tt.outcomes); diff != "" {
+				t.Errorf("outcomes (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNodeTimerOutcome: which failures a saturated node takes as its own.
+// Only the node's own timers are; a reset, a provider 5xx or a refused
+// connection is the backend's whatever the node's load.
+func TestNodeTimerOutcome(t *testing.T) {
+	connectTimeout := &egress.NotSentError{Proxy: "p", Stage: egress.StageTarget, Err: egress.ErrConnectTimeout}
+	tests := []struct {
+		name      string
+		a         *attempt
+		saturated bool
+		want      upstream.Outcome
+	}{
+		{"first byte, saturated", &attempt{state: provider.PossiblySent, stage: stageTimeout, err: errFirstByteTimeout}, true, upstream.NodeOverloaded},
+		{"first byte, healthy", &attempt{state: provider.PossiblySent, stage: stageTimeout, err: errFirstByteTimeout}, false, upstream.TransportFailure},
+		{"stream idle after the 200, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 200, stage: stageTimeout, err: errIdleTimeout}, true, upstream.NodeOverloaded},
+		{"connect timeout, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: connectTimeout}, true, upstream.NodeOverloaded},
+		{"connect timeout, healthy", &attempt{state: provider.NotSent, stage: stageConnect, err: connectTimeout}, false, upstream.TransportFailure},
+		{"first byte limit before a connection, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: fmt.Errorf("dial: %w", errFirstByteTimeout)}, true, upstream.NodeOverloaded},
+		{"first byte limit before a connection, healthy", &attempt{state: provider.NotSent, stage: stageConnect, err: fmt.Errorf("dial: %w", errFirstByteTimeout)}, false, upstream.TransportFailure},
+		{"connection refused, saturated", &attempt{state: provider.NotSent, stage: stageConnect, err: &egress.NotSentError{Proxy: "p", Stage: egress.StageTarget, Err: io.EOF}}, true, upstream.TransportFailure},
+		{"reset after sending, saturated", &attempt{state: provider.PossiblySent, stage: stageSend, err: io.ErrUnexpectedEOF}, true, upstream.TransportFailure},
+		{"provider 503, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 503, stage: stageProviderStatus}, true, upstream.TransportFailure},
+		{"stream cut, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 200, stage: stageStream}, true, upstream.TransportFailure},
+		{"success, saturated", &attempt{state: provider.ResponseReceived, providerStatus: 200}, true, upstream.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load := &saturation{}
+			load.on.Store(tt.saturated)
+			c := &call{h: &Handler{o: Options{NodeLoad: load}}}
+			if got := c.result(tt.a).Outcome; got != tt.want {
+				t.Errorf("outcome %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

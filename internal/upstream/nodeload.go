@@ -1,0 +1,196 @@
+package upstream
+
+import (
+	"context"
+	"math"
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+)
+
+// The node's own load: whether the node itself is saturated, so that the
+// failures it caused are not blamed on a backend (docs/failures.md
+// "When the node is the bottleneck").
+//
+// # Basics
+//
+// A saturated node is late at everything: its goroutines wait in the
+// scheduler's run queue before they run. Go runs due timers ahead of that
+// queue, so an attempt's first-byte, idle or connect timer fires on time
+// while the goroutine that would read the provider's answer, already in
+// the socket, is still waiting its turn. Those timeouts say nothing about
+// the backend, but they look like a provider that stopped answering: five
+// of them open its breaker, and a node with one backend answers 503 to
+// everything until the breaker's probe succeeds, turning overload into an
+// outage.
+//
+// [NodeLoad.Run] reads the runtime's histogram of how long goroutines
+// waited to run (runtime/metrics "/sched/latencies:seconds") every
+// Interval and takes the quantile [NodeLoadOptions.Quantile] of the waits
+// that ended in that window. A window whose quantile reaches Threshold
+// saturates the node, and it stays saturated until Hold has passed with no
+// such window. [NodeLoad.SaturatedSince] says whether that happened while
+// an attempt ran, in one atomic load; the request path asks it only when
+// an attempt failed on one of the node's own timers, so an attempt sent
+// while the node was saturated, or just before, and timed out just after
+// is the node's too.
+//
+// # Caveats
+//
+// While the node is saturated, a backend that really stopped answering in
+// time is not caught by its timeouts (its refused connections, resets and
+// 5xx still count); its breaker catches it once the node is no longer
+// saturated.
+//
+// The histogram counts a goroutine's wait only once the goroutine runs,
+// so the first windows of an overload look better than they are: in the
+// overload runs of docs/performance.md "Overload and recovery" the node
+// saw itself saturated up to 0.8 s after its timeouts began. The defaults
+// come from two of those runs, read against the node's log: its saturated
+// periods matched its failed (or discarded) search steps, and none fell in
+// a step it passed (up to about 3500 requests/s on one CPU).
+
+// Defaults for zero NodeLoadOptions fields.
+const (
+	DefaultNodeLoadInterval  = 100 * time.Millisecond
+	DefaultNodeLoadThreshold = 50 * time.Millisecond
+	DefaultNodeLoadHold      = time.Second
+	DefaultNodeLoadQuantile  = 0.9
+)
+
+// NodeLoadOptions configure a NodeLoad. A zero field takes its default.
+type NodeLoadOptions struct {
+	// Interval is how often Run reads the scheduler's histogram. Default
+	// 100ms.
+	Interval time.Duration
+	// Threshold is the scheduling wait that saturates the node when the
+	// window's Quantile reaches it. Default 50ms.
+	Threshold time.Duration
+	// Hold is how long the node stays saturated after the last window
+	// that saturated it. Default 1s.
+	Hold time.Duration
+	// Quantile is the share of a window's waits, in (0, 1], below the
+	// one compared with Threshold. Default 0.9.
+	Quantile float64
+}
+
+// WithDefaults returns o with every zero or out-of-range field set to its
+// default.
+func (o NodeLoadOptions) WithDefaults() NodeLoadOptions {
+	if o.Interval <= 0 {
+		o.Interval = DefaultNodeLoadInterval
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultNodeLoadThreshold
+	}
+	if o.Hold <= 0 {
+		o.Hold = DefaultNodeLoadHold
+	}
+	if !(o.Quantile > 0 && o.Quantile <= 1) {
+		o.Quantile = DefaultNodeLoadQuantile
+	}
+	return o
+}
+
+// NodeLoad says whether the node is or was saturated. Saturated and
+// SaturatedSince are safe for concurrent use; Observe and Run are for one
+// goroutine (the sampler).
+type NodeLoad struct {
+	// immutable
+	o     NodeLoadOptions
+	epoch time.Time
+
+	// atomic
+	saturated atomic.Bool
+	until     atomic.Int64 // ns since epoch: the node was saturated before this (0: never)
+
+	// owned by the sampler goroutine
+	prev []uint64 // the histogram's counts at the previous read
+}
+
+// NewNodeLoad returns a NodeLoad that has not been saturated.
+func NewNodeLoad(o NodeLoadOptions) *NodeLoad {
+	return &NodeLoad{o: o.WithDefaults(), epoch: time.Now()}
+}
+
+// Saturated reports whether the node is saturated now, as of the last
+// window. A nil NodeLoad never is.
+func (l *NodeLoad) Saturated() bool { return l != nil && l.saturated.Load() }
+
+// SaturatedSince reports whether the node has been saturated at some
+// moment after t (Hold included): an attempt that started at t and failed
+// on its own timer since ran through the node's overload. One atomic load.
+// A nil NodeLoad never was.
+func (l *NodeLoad) SaturatedSince(t time.Time) bool {
+	if l == nil {
+		return false
+	}
+	u := l.until.Load()
+	return u != 0 && int64(t.Sub(l.epoch)) < u
+}
+
+// Observe applies one window ending at now in which the goroutines'
+// scheduling waits had wait as their Quantile, and reports whether the
+// node is saturated after it and whether that changed.
+func (l *NodeLoad) Observe(now time.Time, wait time.Duration) (saturated, changed bool) {
+	at := int64(now.Sub(l.epoch))
+	if wait >= l.o.Threshold {
+		l.until.Store(at + int64(l.o.Hold))
+	}
+	saturated = at < l.until.Load()
+	return saturated, l.saturated.Swap(saturated) != saturated
+}
+
+// Run reads the scheduler's histogram every Interval until ctx ends and
+// applies each window with Observe; changed, when not nil, is told of each
+// change (for the log) with the window's wait. The real clock drives it:
+// the scheduler's delays are real time whatever a test's clock says.
+func (l *NodeLoad) Run(ctx context.Context, changed func(saturated bool, wait time.Duration)) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return // a runtime without the metric: never saturated
+	}
+	l.window(s[0].Value.Float64Histogram())
+	t := time.NewTicker(l.o.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			metrics.Read(s)
+			wait := l.window(s[0].Value.Float64Histogram())
+			if sat, ch := l.Observe(now, wait); ch && changed != nil {
+				changed(sat, wait)
+			}
+		}
+	}
+}
+
+// window returns the Quantile of the waits h counted since the previous
+// call, as the lower bound of the bucket it falls in (so a wait is never
+// overstated); 0 when none was counted.
+func (l *NodeLoad) window(h *metrics.Float64Histogram) time.Duration {
+	if len(l.prev) != len(h.Counts) {
+		l.prev = make([]uint64, len(h.Counts))
+		copy(l.prev, h.Counts)
+		return 0
+	}
+	var total uint64
+	for i, c := range h.Counts {
+		total += c - l.prev[i]
+	}
+	want := uint64(math.Ceil(l.o.Quantile * float64(total)))
+	var seen uint64
+	var wait time.Duration
+	for i, c := range h.Counts {
+		if seen < want && seen+(c-l.prev[i]) >= want {
+			// Buckets[i] is bucket i's lower bound (-Inf for the first).
+			wait = time.Duration(max(h.Buckets[i], 0) * float64(time.Second))
+		}
+		seen += c - l.prev[i]
+		l.prev[i] = c
+	}
+	return wait
+}

@@ -1,0 +1,127 @@
+package upstream
+
+import (
+	"context"
+	"math"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestNodeLoadObserve: a window whose wait reaches the threshold
+// saturates the node, which stays saturated for Hold after the last such
+// window and no longer.
+func TestNodeLoadObserve(t *testing.T) {
+	l := NewNodeLoad(NodeLoadOptions{Threshold: 50 * time.Millisecond, Hold: time.Second})
+	t0 := l.epoch.Add(time.Minute)
+	type step struct {
+		at        time.Duration // since t0
+		wait      time.Duration
+		saturated bool
+		changed   bool
+	}
+	steps := []step{
+		{0, 0, false, false},
+		{100 * time.Millisecond, 49 * time.Millisecond, false, false},
+		{200 * time.Millisecond, 50 * time.Millisecond, true, true},
+		{300 * time.Millisecond, time.Millisecond, true, false},
+		{900 * time.Millisecond, 2 * time.Second, true, false}, // holds until 1.9s
+		{1800 * time.Millisecond, 0, true, false},
+		{1900 * time.Millisecond, 0, false, true},
+		{2000 * time.Millisecond, 0, false, false},
+	}
+	var got []step
+	for _, s := range steps {
+		sat, ch := l.Observe(t0.Add(s.at), s.wait)
+		if sat != l.Saturated() {
+			t.Fatalf("at %v: Observe says %t, Saturated %t", s.at, sat, l.Saturated())
+		}
+		got = append(got, step{s.at, s.wait, sat, ch})
+	}
+	if diff := cmp.Diff(got, steps, cmp.AllowUnexported(step{})); diff != "" {
+		t.Errorf("(-got +want):\n%s", diff)
+	}
+	var none *NodeLoad
+	if none.Saturated() || none.SaturatedSince(t0) {
+		t.Error("a nil NodeLoad is saturated")
+	}
+}
+
+// TestNodeLoadSaturatedSince: an attempt ran through the node's overload
+// when it started before the node's last saturated window plus Hold.
+func TestNodeLoadSaturatedSince(t *testing.T) {
+	l := NewNodeLoad(NodeLoadOptions{Threshold: 50 * time.Millisecond, Hold: time.Second})
+	t0 := l.epoch.Add(time.Minute)
+	if l.SaturatedSince(l.epoch) {
+		t.Fatal("saturated before any window")
+	}
+	l.Observe(t0, 60*time.Millisecond)  // saturated until t0+1s
+	l.Observe(t0.Add(3*time.Second), 0) // no longer
+	tests := []struct {
+		started time.Duration // since t0
+		want    bool
+	}{
+		{-time.Hour, true},             // a long attempt that ran through it
+		{999 * time.Millisecond, true}, // sent within Hold of the last saturated window
+		{time.Second, false},           // sent after it
+		{2 * time.Second, false},
+	}
+	for _, tt := range tests {
+		if got := l.SaturatedSince(t0.Add(tt.started)); got != tt.want {
+			t.Errorf("SaturatedSince(t0%+v) = %t, want %t", tt.started, got, tt.want)
+		}
+	}
+	if l.Saturated() {
+		t.Error("Saturated after the hold")
+	}
+}
+
+// TestNodeLoadWindow: the wait of a window is the quantile of the waits
+// counted since the previous read, as its bucket's lower bound.
+func TestNodeLoadWindow(t *testing.T) {
+	buckets := []float64{math.Inf(-1), 0, 0.001, 0.01, 0.1, 1, math.Inf(1)}
+	tests := []struct {
+		name   string
+		counts []uint64 // cumulative, after the first read of all zeros
+		q      float64
+		want   time.Duration
+	}{
+		{"empty window", []uint64{0, 0, 0, 0, 0, 0}, 0.9, 0},
+		{"all fast", []uint64{0, 100, 0, 0, 0, 0}, 0.9, 0},
+		{"90th in the 10ms bucket", []uint64{0, 80, 5, 10, 5, 0}, 0.9, 10 * time.Millisecond},
+		{"median in the 1ms bucket", []uint64{0, 40, 20, 30, 10, 0}, 0.5, time.Millisecond},
+		{"the slowest wait", []uint64{0, 99, 0, 0, 0, 1}, 1, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewNodeLoad(NodeLoadOptions{Quantile: tt.q})
+			h := &metrics.Float64Histogram{Buckets: buckets, Counts: make([]uint64, len(buckets)-1)}
+			if got := l.window(h); got != 0 {
+				t.Fatalf("first read = %v, want 0", got)
+			}
+			// Counts from before the window are not in it.
+			copy(h.Counts, []uint64{0, 1000, 0, 0, 0, 1000})
+			l.window(h)
+			for i := range h.Counts {
+				h.Counts[i] += tt.counts[i]
+			}
+			if got := l.window(h); got != tt.want {
+				t.Errorf("window = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNodeLoadRunStops: Run reads the runtime's histogram and returns when
+// its context ends.
+func TestNodeLoadRunStops(t *testing.T) {
+	l := NewNodeLoad(NodeLoadOptions{Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Run(ctx, nil) })
+	cancel()
+	wg.Wait()
+}
