@@ -12,18 +12,17 @@
 //     LimitConcurrency (a fast 503 beyond the node's cap).
 //   - handler.go: the Handler, its Options and the small interfaces it
 //     consumes (Authenticator, Picker, Recorder, Tracer, Observer);
-//     authentication and reading the body.
+//     authentication and reading the body; the request log line.
 //   - models.go: GET /v1/models and /v1/models/{id}.
 //   - attempt.go: routing, picking, the attempt loop, send states and how
 //     an attempt's outcome feeds the backend's hot state and its usage
-//     event.
+//     event; the failure stages, a typed enum with its wire names in one
+//     place.
 //   - relay.go: whole answers and streams, the headers a client sees.
 //   - socket.go: an endpoint with a provider.SocketSpec over WebSocket
 //     (the Responses API's WebSocket mode): each frame runs the same
 //     request path with a writer that turns the answer into frames; the
 //     sockets' idle bound, concurrency slot and drain.
-//   - stage.go: the failure stages, a typed enum with its wire names in
-//     one place; log.go: the request log line.
 //
 // The package knows no provider API: every endpoint is a provider.Spec and
 // every answer is read through its provider.API (internal/provider/...),
