@@ -68,7 +68,9 @@
 // The script takes now from the caller: the buckets follow the nodes'
 // clocks (injectable in tests), not Redis's. While the store is down
 // (a take failed), Admit follows Options.OnFailure: the local share
-// buckets, which keep refilling meanwhile, no limits, or refusals with
+// buckets (which the node's admissions and debits spend while the store
+// is up, never below empty, so a fallback starts from the node's recent
+// use rather than a fresh minute), no limits, or refusals with
 // KindStore; [Redis.Run] probes with backoff and the node returns to the
 // fleet's buckets when Redis answers, without a restart.
 //
