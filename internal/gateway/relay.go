@@ -389,6 +389,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	}
 
 	rd := sse.NewReader(a.answer, maxEventBytes)
+	defer rd.Release() // its read buffer goes to the next stream
 	rd.KnownTypes(ss.Types)
 	ev, err := rd.Next()
 	a.timer.stop()
