@@ -370,15 +370,8 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 	}()
 
-	w := c.w
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), guard: &c.guard, header: func() {
-		copyResponseHeaders(w.Header(), resp.Header, c.api)
-		c.limitHeaders(w.Header())
-		w.Header().Del("Content-Length")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-	}}
-	c.guard.start(out.rc, h.o.StreamIdle)
+	out := &streamWriter{w: c.w, rc: *http.NewResponseController(c.w), guard: &c.guard, c: c, resp: resp}
+	c.guard.start(&out.rc, h.o.StreamIdle)
 	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
@@ -559,10 +552,11 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 // relay flushes events when it has no further one at hand. The first
 // write of either commits the response (header).
 type streamWriter struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	header func()      // sets the headers and writes the 200; called once, under mu
-	guard  *writeGuard // used under mu
+	w     http.ResponseWriter
+	rc    http.ResponseController // of w; a value, so that it is no allocation of its own
+	guard *writeGuard             // used under mu
+	c     *call                   // the call whose stream this is, for header
+	resp  *http.Response          // the provider's answer, for header
 
 	mu        sync.Mutex
 	committed bool        // guarded by mu: header has run
@@ -582,6 +576,16 @@ func (s *streamWriter) commitLocked() {
 		s.committed = true
 		s.header()
 	}
+}
+
+// header sets the stream's headers from the provider's and writes the 200.
+func (s *streamWriter) header() {
+	h := s.w.Header()
+	copyResponseHeaders(h, s.resp.Header, s.c.api)
+	s.c.limitHeaders(h)
+	h.Del("Content-Length")
+	h.Set("Cache-Control", "no-cache")
+	s.w.WriteHeader(http.StatusOK)
 }
 
 // commit writes the status and headers now unless a keepalive did, and
