@@ -408,25 +408,25 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		if outcome != nil {
 			outcome.Observe(&ev)
 		}
-		if !tracker.Observe(&ev) {
-			if werr := out.write(ev.Raw); werr != nil {
-				a.stage, a.err = out.writeFailed(c), werr
-				return
-			}
+		// Events that arrived together leave in one flush: flush unless
+		// the next event is already complete in the reader's buffer, so
+		// that no event waits for bytes that have not arrived. (Buffered
+		// only looks: ev stays valid.)
+		more := !done && rd.Buffered()
+		var werr error
+		switch hide := tracker.Observe(&ev); {
+		case !hide:
+			werr = out.send(ev.Raw, !more)
 			relayed++
+		case !more:
+			werr = out.flush()
+		}
+		if werr != nil {
+			a.stage, a.err = out.writeFailed(c), werr
+			return
 		}
 		if failed {
 			a.stage = stageProviderStreamError // the provider's own in-band error, passed through
-		}
-		// Events that arrived together leave in one write: flush unless
-		// the next event is already complete in the reader's buffer, so
-		// that no event waits for bytes that have not arrived.
-		more := !done && rd.Buffered()
-		if !more {
-			if werr := out.flush(); werr != nil {
-				a.stage, a.err = out.writeFailed(c), werr
-				return
-			}
 		}
 		if done && !ss.EndsAtEOF {
 			_, _ = io.CopyN(io.Discard, a.answer, 4<<10) // let the connection be reused
@@ -615,17 +615,13 @@ func (s *streamWriter) settle() bool {
 }
 
 // event writes b and flushes, with whatever write left unflushed.
-func (s *streamWriter) event(b []byte) error {
-	if err := s.write(b); err != nil {
-		return err
-	}
-	return s.flush()
-}
+func (s *streamWriter) event(b []byte) error { return s.send(b, true) }
 
-// write writes b without flushing it: the caller flushes when no further
-// event is at hand (the ResponseWriter's buffer may still send part of it
-// when it fills).
-func (s *streamWriter) write(b []byte) error {
+// send writes b and, if flush, flushes it with whatever was written
+// before: the relay's one step per event, under one lock. Unflushed, b
+// waits for the caller's next flush, when no further event is at hand
+// (the ResponseWriter's buffer may still send part of it when it fills).
+func (s *streamWriter) send(b []byte, flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.guard.arm()
@@ -634,6 +630,9 @@ func (s *streamWriter) write(b []byte) error {
 		return err
 	}
 	s.dirty = true
+	if flush {
+		return s.flushLocked()
+	}
 	return nil
 }
 
@@ -651,11 +650,17 @@ func (s *streamWriter) flush() error {
 	if !s.dirty {
 		return nil
 	}
+	s.guard.arm()
+	return s.flushLocked()
+}
+
+// flushLocked flushes what was written, the write deadline armed. s.mu
+// must be held.
+func (s *streamWriter) flushLocked() error {
 	s.dirty = false
 	if s.ka != nil {
 		s.ka.Reset(s.every)
 	}
-	s.guard.arm()
 	return s.rc.Flush()
 }
 
