@@ -187,9 +187,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 // never reads as complete.
 func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 	h, resp, w := c.h, a.resp, c.w
-	a.timer.stop() // the headers are in: stream_idle from here
-	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
-	defer idle.Stop()
+	a.timer.streamIdle(h.o.StreamIdle) // the headers are in: stream_idle from here
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
 	c.limitHeaders(w.Header())
 	w.WriteHeader(resp.StatusCode)
@@ -215,7 +213,7 @@ func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 		if k == 0 {
 			continue
 		}
-		idle.Reset(h.o.StreamIdle)
+		a.timer.quiet(h.o.StreamIdle)
 		if n += int64(k); n > maxProviderBody {
 			err = errAnswerTooLarge
 			break
@@ -385,8 +383,8 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	defer rd.Release() // its read buffer goes to the next stream
 	rd.KnownTypes(ss.Types)
 	ev, err := rd.Next()
-	a.timer.stop()
 	if err != nil {
+		a.timer.stop()
 		a.err, a.stage = err, stageFirstEvent
 		if !out.settle() {
 			c.failBeforeCommit(ctx, a) // nothing went to the client yet
@@ -396,8 +394,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		c.endStream(ctx, a, out, err, 0, stageFirstEvent)
 		return
 	}
-	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
-	defer idle.Stop()
+	a.timer.streamIdle(h.o.StreamIdle) // the first event is in: stream_idle from here
 	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
 	bounds := c.newStreamBounds(a)
@@ -444,11 +441,26 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 			break
 		}
 		if !more {
-			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
+			a.timer.quiet(h.o.StreamIdle) // a buffered event took no wait
 		}
 	}
 	c.endStream(ctx, a, out, err, relayed, stageStream)
 }
+
+// streamIdle makes the attempt's timer the stream's stream_idle timer,
+// armed for d: one timer per attempt, never a second one per stream. A
+// Stop that lost the race leaves the first-byte cancel to fire. The
+// attempt stops it when it ends.
+func (x *exchangeTimer) streamIdle(d time.Duration) {
+	if x.t.Stop() {
+		x.idle.Store(true)
+		x.t.Reset(d)
+	}
+}
+
+// quiet re-arms the stream_idle timer for d after the provider sent
+// something.
+func (x *exchangeTimer) quiet(d time.Duration) { x.t.Reset(d) }
 
 // streamBounds holds a committed stream to timeouts.stream_total and
 // timeouts.stream_progress (docs/api.md "Timeouts"). Both are checked
