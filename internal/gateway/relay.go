@@ -151,7 +151,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	switch {
 	case whole:
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Header()["Content-Length"] = contentLength(resp.Header, len(data))
 	case resp.ContentLength >= 0: // not decoded from gzip
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
@@ -253,6 +253,18 @@ func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 	default:
 		a.stage, a.err = stageStream, err
 	}
+}
+
+// contentLength is the Content-Length value of an answer of n bytes: the
+// provider's own value when it says exactly that (the usual case, and no
+// allocation), else a new one.
+func contentLength(provider http.Header, n int) []string {
+	var b [20]byte
+	want := strconv.AppendInt(b[:0], int64(n), 10)
+	if v := provider["Content-Length"]; len(v) == 1 && v[0] == string(want) {
+		return v
+	}
+	return []string{string(want)}
 }
 
 // smallAnswer is what the server's write buffer takes without waiting
@@ -579,6 +591,10 @@ type streamWriter struct {
 	dirty     bool   // guarded by mu: written since the last flush
 }
 
+// noCache is every stream's Cache-Control value; header maps share it
+// (nothing changes a value in place).
+var noCache = []string{"no-cache"}
+
 // preFirstKeepalive is the keepalive before a stream's first event.
 var preFirstKeepalive = []byte(": keepalive\n\n")
 
@@ -596,7 +612,7 @@ func (s *streamWriter) header() {
 	copyResponseHeaders(h, s.resp.Header, s.c.api)
 	s.c.limitHeaders(h)
 	h.Del("Content-Length")
-	h.Set("Cache-Control", "no-cache")
+	h["Cache-Control"] = noCache
 	s.w.WriteHeader(http.StatusOK)
 }
 
