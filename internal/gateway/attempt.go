@@ -471,6 +471,7 @@ type exchangeTimer struct {
 	sent      time.Time // real time, as the timer's
 	total     time.Duration
 	wholeLeft atomic.Bool // set only while the timer is stopped: it now bounds the whole answer
+	idle      atomic.Bool // set only while the timer is stopped: it now bounds a stream's silence (streamIdle)
 }
 
 func (x *exchangeTimer) start(firstByte, total time.Duration, whole bool, cancel context.CancelCauseFunc) {
@@ -480,11 +481,14 @@ func (x *exchangeTimer) start(firstByte, total time.Duration, whole bool, cancel
 	}
 	x.sent, x.total = time.Now(), total
 	x.t = time.AfterFunc(limit, func() {
-		if x.wholeLeft.Load() {
+		switch {
+		case x.idle.Load():
+			cancel(errIdleTimeout)
+		case x.wholeLeft.Load():
 			cancel(errTotalTimeout)
-			return
+		default:
+			cancel(cause)
 		}
-		cancel(cause)
 	})
 }
 

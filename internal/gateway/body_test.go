@@ -126,3 +126,74 @@ func BenchmarkReadBody(b *testing.B) {
 		})
 	}
 }
+
+// TestBodyLimit: a body over limits.max_body_bytes is refused with 413
+// whether or not its length was declared; one within the limit is served.
+// Without a Content-Length only the limit bounds the read.
+func TestBodyLimit(t *testing.T) {
+	h, _ := newHandler(t, Options{BodyLimit: 64})
+	small := `{"model":"gpt","messages":[]}`
+	large := `{"model":"gpt","messages":[` + strings.Repeat(" ", 64) + `]}`
+	tests := []struct {
+		name     string
+		body     string
+		declared bool
+		want     int
+	}{
+		{"declared, within", small, true, http.StatusOK},
+		{"declared, over", large, true, http.StatusRequestEntityTooLarge},
+		{"undeclared, within", small, false, http.StatusOK},
+		{"undeclared, over", large, false, http.StatusRequestEntityTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(tc.body) // httptest declares its length
+			if !tc.declared {
+				body = io.MultiReader(body) // a length httptest cannot know: -1
+			}
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", body)
+			if (r.ContentLength >= 0) != tc.declared {
+				t.Fatalf("ContentLength %d", r.ContentLength)
+			}
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Errorf("status %d, want %d: %s", w.Code, tc.want, w.Body)
+			}
+		})
+	}
+}
+
+// TestContentLength: a whole answer's Content-Length is the provider's
+// own value when it says the same, else one made from the length.
+func TestContentLength(t *testing.T) {
+	tests := []struct {
+		name     string
+		provider []string
+		n        int
+		want     string
+		reused   bool
+	}{
+		{"the provider's", []string{"1234"}, 1234, "1234", true},
+		{"another length", []string{"99"}, 1234, "1234", false},
+		{"leading zeros", []string{"01234"}, 1234, "1234", false},
+		{"absent", nil, 0, "0", false},
+		{"twice", []string{"5", "5"}, 5, "5", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.provider != nil {
+				h["Content-Length"] = tc.provider
+			}
+			got := contentLength(h, tc.n)
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("contentLength = %q, want [%q]", got, tc.want)
+			}
+			if reused := tc.provider != nil && &got[0] == &tc.provider[0]; reused != tc.reused {
+				t.Errorf("provider's value reused: %v, want %v", reused, tc.reused)
+			}
+		})
+	}
+}

@@ -340,10 +340,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.ResponseWriter = rw
 	rid := newRequestID()
-	w.Header().Set("X-Request-Id", rid)
+	ridValue := []string{rid}
+	w.Header()["X-Request-Id"] = ridValue
 	if api.RequestIDHeader != "" {
-		// The API's SDKs read an error's request id from here.
-		w.Header().Set(api.RequestIDHeader, rid)
+		// The API's SDKs read an error's request id from here. (One
+		// value for both: nothing changes a header value in place.)
+		w.Header()[http.CanonicalHeaderKey(api.RequestIDHeader)] = ridValue
 	}
 	if h.o.Draining.Load() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
@@ -444,7 +446,15 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 			defer rc.SetReadDeadline(time.Time{})
 		}
 	}
-	buf, err := readAll(http.MaxBytesReader(w, r.Body, h.o.BodyLimit), size, int(h.o.BodyLimit)+1)
+	body := r.Body
+	if r.ContentLength < 0 {
+		// Without a Content-Length only the limit bounds the body: past
+		// it, MaxBytesReader fails the read and has the server close the
+		// connection. With one (at most the limit, checked above) the
+		// server reads no more than it says.
+		body = http.MaxBytesReader(w, r.Body, h.o.BodyLimit)
+	}
+	buf, err := readAll(body, size, int(h.o.BodyLimit)+1)
 	if err == nil {
 		return buf, nil
 	}

@@ -151,7 +151,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	}
 	switch {
 	case whole:
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Header()["Content-Length"] = contentLength(resp.Header, len(data))
 	case resp.ContentLength >= 0: // not decoded from gzip
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
@@ -187,9 +187,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 // never reads as complete.
 func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 	h, resp, w := c.h, a.resp, c.w
-	a.timer.stop() // the headers are in: stream_idle from here
-	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
-	defer idle.Stop()
+	a.timer.streamIdle(h.o.StreamIdle) // the headers are in: stream_idle from here
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
 	c.limitHeaders(w.Header())
 	w.WriteHeader(resp.StatusCode)
@@ -215,7 +213,7 @@ func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 		if k == 0 {
 			continue
 		}
-		idle.Reset(h.o.StreamIdle)
+		a.timer.quiet(h.o.StreamIdle)
 		if n += int64(k); n > maxProviderBody {
 			err = errAnswerTooLarge
 			break
@@ -255,6 +253,18 @@ func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 	default:
 		a.stage, a.err = stageStream, err
 	}
+}
+
+// contentLength is the Content-Length value of an answer of n bytes: the
+// provider's own value when it says exactly that (the usual case, and no
+// allocation), else a new one.
+func contentLength(provider http.Header, n int) []string {
+	var b [20]byte
+	want := strconv.AppendInt(b[:0], int64(n), 10)
+	if v := provider["Content-Length"]; len(v) == 1 && v[0] == string(want) {
+		return v
+	}
+	return []string{string(want)}
 }
 
 // smallAnswer is what the server's write buffer takes without waiting
@@ -370,15 +380,8 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 	}()
 
-	w := c.w
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), guard: &c.guard, header: func() {
-		copyResponseHeaders(w.Header(), resp.Header, c.api)
-		c.limitHeaders(w.Header())
-		w.Header().Del("Content-Length")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-	}}
-	c.guard.start(out.rc, h.o.StreamIdle)
+	out := &streamWriter{w: c.w, rc: *http.NewResponseController(c.w), guard: &c.guard, c: c, resp: resp}
+	c.guard.start(&out.rc, h.o.StreamIdle)
 	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
 	if h.o.StreamKeepalive > 0 {
@@ -389,10 +392,11 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 	}
 
 	rd := sse.NewReader(a.answer, maxEventBytes)
+	defer rd.Release() // its read buffer goes to the next stream
 	rd.KnownTypes(ss.Types)
 	ev, err := rd.Next()
-	a.timer.stop()
 	if err != nil {
+		a.timer.stop()
 		a.err, a.stage = err, stageFirstEvent
 		if !out.settle() {
 			c.failBeforeCommit(ctx, a) // nothing went to the client yet
@@ -402,8 +406,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		c.endStream(ctx, a, out, err, 0, stageFirstEvent)
 		return
 	}
-	idle := time.AfterFunc(h.o.StreamIdle, func() { a.cancel(errIdleTimeout) })
-	defer idle.Stop()
+	a.timer.streamIdle(h.o.StreamIdle) // the first event is in: stream_idle from here
 	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
 	bounds := c.newStreamBounds(a)
@@ -414,25 +417,25 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		if outcome != nil {
 			outcome.Observe(&ev)
 		}
-		if !tracker.Observe(&ev) {
-			if werr := out.write(ev.Raw); werr != nil {
-				a.stage, a.err = out.writeFailed(c), werr
-				return
-			}
+		// Events that arrived together leave in one flush: flush unless
+		// the next event is already complete in the reader's buffer, so
+		// that no event waits for bytes that have not arrived. (Buffered
+		// only looks: ev stays valid.)
+		more := !done && rd.Buffered()
+		var werr error
+		switch hide := tracker.Observe(&ev); {
+		case !hide:
+			werr = out.send(ev.Raw, !more)
 			relayed++
+		case !more:
+			werr = out.flush()
+		}
+		if werr != nil {
+			a.stage, a.err = out.writeFailed(c), werr
+			return
 		}
 		if failed {
 			a.stage = stageProviderStreamError // the provider's own in-band error, passed through
-		}
-		// Events that arrived together leave in one write: flush unless
-		// the next event is already complete in the reader's buffer, so
-		// that no event waits for bytes that have not arrived.
-		more := !done && rd.Buffered()
-		if !more {
-			if werr := out.flush(); werr != nil {
-				a.stage, a.err = out.writeFailed(c), werr
-				return
-			}
 		}
 		if done && !ss.EndsAtEOF {
 			_, _ = io.CopyN(io.Discard, a.answer, 4<<10) // let the connection be reused
@@ -450,11 +453,26 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 			break
 		}
 		if !more {
-			idle.Reset(h.o.StreamIdle) // a buffered event took no wait
+			a.timer.quiet(h.o.StreamIdle) // a buffered event took no wait
 		}
 	}
 	c.endStream(ctx, a, out, err, relayed, stageStream)
 }
+
+// streamIdle makes the attempt's timer the stream's stream_idle timer,
+// armed for d: one timer per attempt, never a second one per stream. A
+// Stop that lost the race leaves the first-byte cancel to fire. The
+// attempt stops it when it ends.
+func (x *exchangeTimer) streamIdle(d time.Duration) {
+	if x.t.Stop() {
+		x.idle.Store(true)
+		x.t.Reset(d)
+	}
+}
+
+// quiet re-arms the stream_idle timer for d after the provider sent
+// something.
+func (x *exchangeTimer) quiet(d time.Duration) { x.t.Reset(d) }
 
 // streamBounds holds a committed stream to timeouts.stream_total and
 // timeouts.stream_progress (docs/api.md "Timeouts"). Both are checked
@@ -558,10 +576,11 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 // relay flushes events when it has no further one at hand. The first
 // write of either commits the response (header).
 type streamWriter struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	header func()      // sets the headers and writes the 200; called once, under mu
-	guard  *writeGuard // used under mu
+	w     http.ResponseWriter
+	rc    http.ResponseController // of w; a value, so that it is no allocation of its own
+	guard *writeGuard             // used under mu
+	c     *call                   // the call whose stream this is, for header
+	resp  *http.Response          // the provider's answer, for header
 
 	mu        sync.Mutex
 	committed bool        // guarded by mu: header has run
@@ -572,6 +591,10 @@ type streamWriter struct {
 	dirty     bool   // guarded by mu: written since the last flush
 }
 
+// noCache is every stream's Cache-Control value; header maps share it
+// (nothing changes a value in place).
+var noCache = []string{"no-cache"}
+
 // preFirstKeepalive is the keepalive before a stream's first event.
 var preFirstKeepalive = []byte(": keepalive\n\n")
 
@@ -581,6 +604,16 @@ func (s *streamWriter) commitLocked() {
 		s.committed = true
 		s.header()
 	}
+}
+
+// header sets the stream's headers from the provider's and writes the 200.
+func (s *streamWriter) header() {
+	h := s.w.Header()
+	copyResponseHeaders(h, s.resp.Header, s.c.api)
+	s.c.limitHeaders(h)
+	h.Del("Content-Length")
+	h["Cache-Control"] = noCache
+	s.w.WriteHeader(http.StatusOK)
 }
 
 // commit writes the status and headers now unless a keepalive did, and
@@ -610,17 +643,13 @@ func (s *streamWriter) settle() bool {
 }
 
 // event writes b and flushes, with whatever write left unflushed.
-func (s *streamWriter) event(b []byte) error {
-	if err := s.write(b); err != nil {
-		return err
-	}
-	return s.flush()
-}
+func (s *streamWriter) event(b []byte) error { return s.send(b, true) }
 
-// write writes b without flushing it: the caller flushes when no further
-// event is at hand (the ResponseWriter's buffer may still send part of it
-// when it fills).
-func (s *streamWriter) write(b []byte) error {
+// send writes b and, if flush, flushes it with whatever was written
+// before: the relay's one step per event, under one lock. Unflushed, b
+// waits for the caller's next flush, when no further event is at hand
+// (the ResponseWriter's buffer may still send part of it when it fills).
+func (s *streamWriter) send(b []byte, flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.guard.arm()
@@ -629,6 +658,9 @@ func (s *streamWriter) write(b []byte) error {
 		return err
 	}
 	s.dirty = true
+	if flush {
+		return s.flushLocked()
+	}
 	return nil
 }
 
@@ -646,11 +678,17 @@ func (s *streamWriter) flush() error {
 	if !s.dirty {
 		return nil
 	}
+	s.guard.arm()
+	return s.flushLocked()
+}
+
+// flushLocked flushes what was written, the write deadline armed. s.mu
+// must be held.
+func (s *streamWriter) flushLocked() error {
 	s.dirty = false
 	if s.ka != nil {
 		s.ka.Reset(s.every)
 	}
-	s.guard.arm()
 	return s.rc.Flush()
 }
 

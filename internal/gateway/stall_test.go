@@ -135,3 +135,52 @@ func TestSilenceIsNotAStall(t *testing.T) {
 		t.Fatalf("usage event stage %q, want success", ev.FailureStage)
 	}
 }
+
+// TestStreamIdle: a provider that sends a stream's first event (or, for a
+// stream in one JSON document, its first bytes) and then nothing is cut
+// after stream_idle, and the attempt says so: stage timeout, and for an
+// event stream the in-band error naming the silence. The provider stays
+// silent until the node gives up; the test waits for the event.
+func TestStreamIdle(t *testing.T) {
+	tests := []struct {
+		name, contentType, first, path, body, wantInBand string
+	}{
+		{"event stream", "text/event-stream", "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+			"/v1/chat/completions", `{"model":"gpt","stream":true,"messages":[]}`, "the provider stream was idle beyond the limit"},
+		{"JSON stream", "application/json", `[{"candidates":[{"content":{"parts":[{"text":"one"}]}}]}`,
+			"/v1beta/models/gemini:streamGenerateContent", `{"contents":[{"parts":[{"text":"hi"}]}]}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", tt.contentType)
+				_, _ = io.WriteString(w, tt.first)
+				_ = http.NewResponseController(w).Flush()
+				<-r.Context().Done() // silent until the node gives up
+			}))
+			defer prov.Close()
+			rec := make(chanRecorder, 4)
+			h := newHandlerAt(t, Options{StreamIdle: 100 * time.Millisecond, FirstByte: 10 * time.Second, Recorders: []Recorder{rec}}, prov.URL+"/v1")
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body) // a cut JSON stream aborts the connection: an error here
+			resp.Body.Close()
+			if !strings.Contains(string(data), tt.wantInBand) {
+				t.Errorf("answer %.300q, want it to say %q", data, tt.wantInBand)
+			}
+			select {
+			case ev := <-rec:
+				if ev.FailureStage != usageevent.StageTimeout {
+					t.Errorf("usage event stage %q, want %q", ev.FailureStage, usageevent.StageTimeout)
+				}
+			case <-time.After(20 * time.Second): // only when it fails
+				t.Fatal("no usage event 20 s after the provider fell silent")
+			}
+		})
+	}
+}

@@ -152,3 +152,77 @@ func TestReaderReadSizes(t *testing.T) {
 		}
 	}
 }
+
+// eventsReader serves one event per Read, as a provider that sends its
+// events apart does; reset starts it over without allocating.
+type eventsReader struct {
+	events [][]byte
+	i, off int
+}
+
+func (r *eventsReader) Read(p []byte) (int, error) {
+	if r.i == len(r.events) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[r.i][r.off:])
+	if r.off += n; r.off == len(r.events[r.i]) {
+		r.i, r.off = r.i+1, 0
+	}
+	return n, nil
+}
+
+func (r *eventsReader) reset() { r.i, r.off = 0, 0 }
+
+// TestStreamAllocs: a stream whose events each arrive whole is read in
+// place: reading all of it allocates the Reader and nothing else (no
+// copy of an event, no buffer of its own), and Release gives the read
+// buffer to the next stream.
+func TestStreamAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	stream := append(openAIStream(20), anthropicSample...)
+	src := &eventsReader{events: bytes.SplitAfter(stream, []byte("\n\n"))}
+	types := []string{"message_start", "ping", "content_block_delta", "message_stop"}
+	var got []byte
+	read := func() {
+		src.reset()
+		got = got[:0]
+		rd := sse.NewReader(src, 0)
+		rd.KnownTypes(types)
+		defer rd.Release()
+		for {
+			ev, err := rd.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.Raw...)
+		}
+	}
+	read()
+	if !bytes.Equal(got, stream) {
+		t.Fatalf("read %q, want the input unchanged", got)
+	}
+	if n := testing.AllocsPerRun(100, read); n > 1 {
+		t.Errorf("a stream read in place: %v allocations, want 1 (the Reader)", n)
+	}
+}
+
+// TestRelease: after Release, Next fails and nothing is buffered.
+func TestRelease(t *testing.T) {
+	rd := sse.NewReader(strings.NewReader(event(100)+event(100)), 0)
+	if _, err := rd.Next(); err != nil {
+		t.Fatal(err)
+	}
+	rd.Release()
+	rd.Release() // a second time does nothing
+	if rd.Buffered() {
+		t.Error("Buffered after Release")
+	}
+	if _, err := rd.Next(); err == nil || err == io.EOF {
+		t.Errorf("Next after Release = %v, want an error", err)
+	}
+}

@@ -35,9 +35,13 @@
 // (ErrTooLarge).
 //
 // Next reuses its buffers: in steady state it does not allocate, and Raw and
-// Data are valid only until the next call. Event types are interned per
-// Reader, so Type does not allocate either after a type's first event, nor
-// at all for the types given to KnownTypes.
+// Data are valid only until the next call. An event that is whole in the
+// read buffer when Next looks (every event that arrived in one read, the
+// usual case) is returned in place, each of its bytes looked at once and
+// none copied; Data is a slice of Raw unless the event has several data
+// lines. Event types are interned per Reader, so Type does not allocate
+// either after a type's first event, nor at all for the types given to
+// KnownTypes. Release gives the read buffer back when the stream is done.
 //
 // # Caveats
 //
@@ -96,8 +100,15 @@ const (
 	largeBuffer = 4096
 )
 
-// largeReaders holds 4 KiB bufio.Readers between streams.
-var largeReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, largeBuffer) }}
+// largeReaders and smallReaders hold bufio.Readers of each size between
+// streams (Release, resize).
+var (
+	largeReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, largeBuffer) }}
+	smallReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, smallBuffer) }}
+)
+
+// errReleased is what Next returns after Release.
+var errReleased = errors.New("sse: reader released")
 
 // bufState is where a Reader is in the buffer sizes above.
 type bufState uint8
@@ -122,8 +133,8 @@ type Reader struct {
 	lastFill int // bytes the last read into an empty br brought
 	max      int
 
-	raw     []byte   // bytes of the current event; reused
-	data    []byte   // joined data of the current event; reused
+	raw     []byte   // bytes of the current event when it is not read in place; reused
+	data    []byte   // joined data of an event with several data lines; reused
 	known   []string // event types given by KnownTypes; shared, read only
 	types   []string // other event types seen, interned
 	last    string   // the type of the last event that had one
@@ -139,21 +150,36 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	rd := &Reader{
-		src:  errReader{r: r},
-		max:  maxEventBytes,
-		data: make([]byte, 0, 512), // non-nil: an empty data line gives a non-nil empty Data
-	}
+	rd := &Reader{src: errReader{r: r}, max: maxEventBytes}
 	rd.br = largeReaders.Get().(*bufio.Reader)
 	rd.br.Reset(&rd.src)
 	return rd
 }
 
-// block accumulates the fields of the event being read. The type is kept as
-// offsets into Reader.raw, which may move while the event grows.
+// Release gives the reader's read buffer back for other streams to use.
+// The last event's Raw and Data are no longer valid, and Next returns an
+// error from then on.
+func (r *Reader) Release() {
+	if r.br == nil {
+		return
+	}
+	br := r.br
+	r.br, r.err = nil, errReleased
+	br.Reset(nil)
+	if r.state == smallBuf {
+		smallReaders.Put(br)
+	} else {
+		largeReaders.Put(br)
+	}
+}
+
+// block accumulates the fields of the event being read. The type and the
+// first data line are kept as offsets into the event's bytes (Reader.raw,
+// which may move while the event grows, or the read buffer).
 type block struct {
 	typeStart, typeEnd int
-	hasData            bool
+	dataStart, dataEnd int // the first data line's value
+	dataLines          int
 	comments, fields   bool // saw a comment line; saw a field line
 }
 
@@ -166,8 +192,12 @@ func (r *Reader) Next() (Event, error) {
 	if r.err != nil {
 		return Event{}, r.err
 	}
+	if r.pending == nil {
+		if ev, ok := r.inPlace(); ok {
+			return ev, nil
+		}
+	}
 	r.raw = r.raw[:0]
-	r.data = r.data[:0]
 	var b block
 	for {
 		start := len(r.raw)
@@ -175,23 +205,61 @@ func (r *Reader) Next() (Event, error) {
 		if err != nil {
 			return r.fail(b, err)
 		}
-		line := r.raw[start : len(r.raw)-term]
+		end := len(r.raw) - term
 		if !r.started {
 			r.started = true
-			if bytes.HasPrefix(line, bom) {
+			if bytes.HasPrefix(r.raw[start:end], bom) {
 				start += len(bom)
-				line = line[len(bom):]
 			}
 		}
-		if len(line) == 0 {
-			return r.event(b), nil
+		if start == end {
+			return r.event(r.raw, b), nil
 		}
-		r.parseLine(&b, start, line)
+		r.parseLine(&b, r.raw, start, end)
 	}
 }
 
-// parseLine applies one complete, non-blank line that starts at r.raw[start].
-func (r *Reader) parseLine(b *block, start int, line []byte) {
+// inPlace returns the next event straight from the read buffer when the
+// buffer holds all of it, reading once first if the buffer is empty; it
+// reports false, having consumed nothing, when the event is not complete
+// there (the line reader then takes over and copies it as it arrives).
+// Each byte of an event read in place is looked at once, by the line
+// search, and none is copied.
+func (r *Reader) inPlace() (Event, bool) {
+	if r.br.Buffered() == 0 {
+		r.resize()
+		if _, err := r.br.Peek(1); err != nil {
+			r.pending = err // the line reader reports it, as if it had read it
+			return Event{}, false
+		}
+		r.lastFill = r.br.Buffered()
+	}
+	buf, _ := r.br.Peek(r.br.Buffered()) // cannot fail: no more than is buffered
+	var b block
+	for pos := 0; ; {
+		n, term := lineAt(buf[pos:])
+		if term == 0 || pos+n+term > r.max {
+			return Event{}, false // incomplete, or too large: the line reader says which
+		}
+		start, end := pos, pos+n
+		if !r.started && bytes.HasPrefix(buf[start:end], bom) {
+			start += len(bom)
+		}
+		if start == end {
+			ev := r.event(buf[:end+term], b)
+			r.started = true
+			_, _ = r.br.Discard(end + term) // cannot fail: it is buffered
+			return ev, true
+		}
+		r.parseLine(&b, buf, start, end)
+		pos = end + term
+	}
+}
+
+// parseLine applies the complete, non-blank line ev[start:end] of the
+// event whose bytes so far are ev.
+func (r *Reader) parseLine(b *block, ev []byte, start, end int) {
+	line := ev[start:end]
 	if line[0] == ':' {
 		b.comments = true
 		return
@@ -206,24 +274,33 @@ func (r *Reader) parseLine(b *block, start int, line []byte) {
 	}
 	switch string(name) {
 	case "event":
-		b.typeStart = start + len(line) - len(value)
-		b.typeEnd = start + len(line)
+		b.typeStart, b.typeEnd = end-len(value), end
 	case "data":
-		if b.hasData {
-			r.data = append(r.data, '\n')
+		switch b.dataLines {
+		case 0:
+			b.dataStart, b.dataEnd = end-len(value), end
+		case 1:
+			// A second data line: only now are the lines joined.
+			r.data = append(r.data[:0], ev[b.dataStart:b.dataEnd]...)
+			fallthrough
+		default:
+			r.data = append(append(r.data, '\n'), value...)
 		}
-		r.data = append(r.data, value...)
-		b.hasData = true
+		b.dataLines++
 	}
 }
 
-func (r *Reader) event(b block) Event {
+// event is the event whose bytes are raw (non-nil), with the fields b.
+func (r *Reader) event(raw []byte, b block) Event {
 	ev := Event{
-		Raw:     r.raw[:len(r.raw):len(r.raw)],
-		Type:    r.intern(r.raw[b.typeStart:b.typeEnd]),
+		Raw:     raw[:len(raw):len(raw)],
+		Type:    r.intern(raw[b.typeStart:b.typeEnd]),
 		Comment: b.comments && !b.fields,
 	}
-	if b.hasData {
+	switch {
+	case b.dataLines == 1:
+		ev.Data = raw[b.dataStart:b.dataEnd:b.dataEnd] // non-nil even when empty: raw is not nil
+	case b.dataLines > 1:
 		ev.Data = r.data[:len(r.data):len(r.data)]
 	}
 	return ev
@@ -240,13 +317,13 @@ func (r *Reader) fail(b block, err error) (Event, error) {
 		return Event{}, io.EOF
 	case err == io.EOF:
 		r.err = io.EOF
-		return r.event(b), ErrTruncated
+		return r.event(r.raw, b), ErrTruncated
 	case len(r.raw) == 0:
 		r.err = fmt.Errorf("sse: read: %w", err)
 		return Event{}, r.err
 	default:
 		r.err = fmt.Errorf("sse: read: %w", err)
-		return r.event(b), r.err
+		return r.event(r.raw, b), r.err
 	}
 }
 
@@ -270,29 +347,38 @@ func (r *Reader) Buffered() bool {
 // readLine.
 func hasBlankLine(buf []byte) bool {
 	for {
-		lf := bytes.IndexByte(buf, '\n')
-		end := lf
-		if lf < 0 {
-			end = len(buf)
-		}
-		n, term := 0, 0 // the line's length and its terminator's
-		switch cr := bytes.IndexByte(buf[:end], '\r'); {
-		case cr >= 0 && cr+1 == len(buf):
-			return false // a CR or the CR of a CRLF: not known yet
-		case cr >= 0 && buf[cr+1] == '\n':
-			n, term = cr, 2
-		case cr >= 0:
-			n, term = cr, 1
-		case lf >= 0:
-			n, term = lf, 1
-		default:
-			return false // a partial line
-		}
-		if n == 0 {
+		n, term := lineAt(buf)
+		switch {
+		case term == 0:
+			return false
+		case n == 0:
 			return true
 		}
 		buf = buf[n+term:]
 	}
+}
+
+// lineAt finds the first line of buf, which starts at the start of a line,
+// by the line rules of readLine: its length n and its terminator's length
+// term; term is 0 when the line is not complete, or when it ends in a CR
+// that is the last byte of buf (a CR, or the CR of a CRLF: not known yet).
+func lineAt(buf []byte) (n, term int) {
+	lf := bytes.IndexByte(buf, '\n')
+	end := lf
+	if lf < 0 {
+		end = len(buf)
+	}
+	switch cr := bytes.IndexByte(buf[:end], '\r'); {
+	case cr >= 0 && cr+1 == len(buf):
+		return 0, 0
+	case cr >= 0 && buf[cr+1] == '\n':
+		return cr, 2
+	case cr >= 0:
+		return cr, 1
+	case lf >= 0:
+		return lf, 1
+	}
+	return 0, 0 // a partial line
 }
 
 // readLine appends the next line and its terminator to r.raw and returns the
@@ -358,16 +444,20 @@ func (r *Reader) resize() {
 	}
 	switch {
 	case r.state == firstRead && r.lastFill < smallBuffer:
-		pooled := r.br
-		r.br = bufio.NewReaderSize(&r.src, smallBuffer)
-		pooled.Reset(nil)
-		largeReaders.Put(pooled)
+		large := r.br
+		r.br = smallReaders.Get().(*bufio.Reader)
+		r.br.Reset(&r.src)
+		large.Reset(nil)
+		largeReaders.Put(large)
 		r.state = smallBuf
 	case r.state == firstRead:
 		r.state = largeBuf
 	case r.state == smallBuf && r.lastFill == smallBuffer:
+		small := r.br
 		r.br = largeReaders.Get().(*bufio.Reader)
 		r.br.Reset(&r.src)
+		small.Reset(nil)
+		smallReaders.Put(small)
 		r.state = largeBuf
 	}
 }

@@ -21,11 +21,25 @@ func headroom(h http.Header, now time.Time) provider.Headroom {
 		}
 		return max(t.Sub(now), 0), true
 	}
-	budget := func(kind string) provider.Budget {
-		p := "Anthropic-Ratelimit-" + kind + "-"
-		return provider.ReadBudget(h, p+"Limit", p+"Remaining", p+"Reset", reset, &hr.Malformed)
+	budget := func(n *[3]string) provider.Budget {
+		return provider.ReadBudget(h, n[0], n[1], n[2], reset, &hr.Malformed)
 	}
-	hr.Requests = budget("Requests")
-	hr.Tokens = provider.Tighter(provider.Tighter(budget("Tokens"), budget("Input-Tokens")), budget("Output-Tokens"))
+	hr.Requests = budget(&requestsNames)
+	hr.Tokens = provider.Tighter(provider.Tighter(budget(&tokensNames), budget(&inputTokensNames)), budget(&outputTokensNames))
 	return hr
+}
+
+// The canonical names of each budget's limit, remaining and reset
+// headers, spelled out once: built per answer they were a dozen string
+// allocations on every Anthropic request.
+var (
+	requestsNames     = budgetNames("Requests")
+	tokensNames       = budgetNames("Tokens")
+	inputTokensNames  = budgetNames("Input-Tokens")
+	outputTokensNames = budgetNames("Output-Tokens")
+)
+
+func budgetNames(kind string) [3]string {
+	p := "Anthropic-Ratelimit-" + kind + "-"
+	return [3]string{p + "Limit", p + "Remaining", p + "Reset"}
 }
