@@ -339,6 +339,7 @@ func (l *Limiter) run(tk take, now time.Time) error {
 		at := l.since(now)
 		ls.bal += tk.debt + grant
 		ls.fleet = level
+		s.shadow(ls, level, at)
 		ls.emptyUntil = 0
 		if grant > 0 {
 			ls.at = at
@@ -350,6 +351,21 @@ func (l *Limiter) run(tk take, now time.Time) error {
 	close(tk.done)
 	s.mu.Unlock()
 	return err
+}
+
+// shadow keeps the local share's bucket of ls's kind no fuller than the
+// node's share of the fleet's bucket, level after a take: if the store
+// goes down, the fallback starts where the fleet was. At the limit the
+// fleet's bucket is empty while a node's share bucket, spent only at the
+// node's share of the rate, stays full; without this, every node would
+// fall back to a fresh minute at once.
+func (s *state) shadow(ls *lease, level, at int64) {
+	s.refill(at)
+	if ls == &s.req && s.full.rpm > 0 {
+		s.reqLevel = min(s.reqLevel, float64(max(level, 0))*float64(s.rpm)/float64(s.full.rpm))
+	} else if ls == &s.tok && s.full.tpm > 0 {
+		s.tokLevel = min(s.tokLevel, float64(level)*float64(s.tpm)/float64(s.full.tpm))
+	}
 }
 
 // fetch tops up ls now, or waits for the take already in flight.

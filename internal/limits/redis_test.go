@@ -253,8 +253,9 @@ func TestFleetOutage(t *testing.T) {
 	}
 	rs.stop()
 	// The next lease take fails: from then on, the local bucket (share
-	// 1) admits, and only it. It paid for the node's 10 requests while
-	// the store was up, so it holds 90, not a fresh minute's 100.
+	// 1) admits, and only it. It holds no more than the fleet's bucket
+	// held after the last take, 100 less the two or three leases of 5
+	// taken (the third in the background), not a fresh minute's 100.
 	admitted := 0
 	for range 2 * limit {
 		if n.admit(fc.Now()) {
@@ -264,9 +265,8 @@ func TestFleetOutage(t *testing.T) {
 	if n.store.Up() {
 		t.Fatal("store up with redis-server stopped")
 	}
-	// What was left of the lease, then the local bucket's 90.
-	if admitted < limit-10 || admitted > limit-10+8 {
-		t.Errorf("admitted %d during the outage, want the local bucket's %d (+ at most the 1.5 leases + 1 left)", admitted, limit-10)
+	if admitted < limit-15 || admitted > limit-10 {
+		t.Errorf("admitted %d during the outage, want the fleet's level at the last take, %d to %d", admitted, limit-15, limit-10)
 	}
 
 	rs.start(t)
@@ -284,6 +284,40 @@ func TestFleetOutage(t *testing.T) {
 	// A fresh server: the bucket started full; one lease is out.
 	if got, err := rs.do("HGET scootgate:limits:k:k1:requests l"); err != nil || got != "95" {
 		t.Errorf("fleet bucket level %q (%v), want 95", got, err)
+	}
+}
+
+// TestFleetOutageAtLimit: a key held at its limit falls back to a local
+// bucket as empty as the fleet's, not to a fresh minute.
+func TestFleetOutageAtLimit(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	const limit = 6000 // 100/s
+	// Node b spends the fleet's bucket; node n, quiet until then, has
+	// its own share bucket (share 1) full.
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
+	b := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
+	n.wait(t, true)
+	b.wait(t, true)
+	offer := func(n *node, d time.Duration) (admitted int) { // 500 requests a second
+		for range int(d / (2 * time.Millisecond)) {
+			fc.Advance(2 * time.Millisecond)
+			if n.admit(fc.Now()) {
+				admitted++
+			}
+		}
+		return admitted
+	}
+	offer(b, 15*time.Second)
+	offer(n, 5*time.Second) // at the limit: n's takes find the fleet empty
+	rs.stop()
+	got := offer(n, 2*time.Second)
+	if n.store.Up() {
+		t.Fatal("store up with redis-server stopped")
+	}
+	// Two seconds of refill at 100/s, and what the last take left.
+	if got > 2*100+limit/20 {
+		t.Errorf("admitted %d in the first 2 s of the outage; want ≤ %d (the refill and at most a lease), not a fresh minute", got, 2*100+limit/20)
 	}
 }
 
