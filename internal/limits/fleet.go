@@ -54,9 +54,11 @@ type lease struct {
 func leaseSize(capacity int64) int64 { return max(1, capacity/leaseFraction) }
 
 // expire drops what is left of a lease granted more than a window ago:
-// leased budget is the window's, and a node must not hoard it.
+// leased budget is the window's, and a node must not hoard it. A debt as
+// old is forgiven too: the fleet's bucket has refilled meanwhile, as a
+// local one would have.
 func (ls *lease) expire(at int64) {
-	if ls.bal > 0 && at-ls.at > int64(window) {
+	if ls.bal != 0 && at-ls.at > int64(window) {
 		ls.bal = 0
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -25,7 +24,7 @@ type Options struct {
 	Share float64
 	// Clock is the time source the callers of Admit and Debit read, and
 	// Bind reads; nil means the real clock.
-	Clock clock.Clock
+	Clock func() time.Time
 	// Fleet, if set, makes requests and tokens per minute fleet-wide:
 	// leased from the shared Redis store (docs/limits.md "Fleet-wide:
 	// the redis store"), and so is max_concurrent: slots held in the
@@ -41,7 +40,7 @@ type Options struct {
 type Limiter struct {
 	// immutable
 	share     float64
-	clock     clock.Clock
+	clock     func() time.Time
 	epoch     time.Time // state times are nanoseconds since epoch
 	fleet     *Redis    // nil = local store
 	onFailure Failure
@@ -62,9 +61,9 @@ func New(o Options) *Limiter {
 		o.Share = 1
 	}
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
-	l := &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock.Now(), fleet: o.Fleet, onFailure: o.OnFailure,
+	l := &Limiter{share: o.Share, clock: o.Clock, epoch: o.Clock(), fleet: o.Fleet, onFailure: o.OnFailure,
 		keys: map[string]*state{}, tenants: map[string]*state{}}
 	if l.fleet != nil {
 		l.node = newNodeID()
@@ -131,7 +130,7 @@ func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsn
 // limiter's and forgets the others. Requests that hold a forgotten state
 // finish with it.
 func (b *Binder) Done() {
-	at := b.l.since(b.l.clock.Now())
+	at := b.l.since(b.l.clock())
 	for _, u := range b.updates {
 		u.s.mu.Lock()
 		u.s.update(u.c, at)
@@ -296,13 +295,27 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 	}
 	if ks != nil {
 		ks.take()
+		ks.owe(l.fleet, at)
 		ks.report(&st)
 	}
 	if ts != nil {
 		ts.take()
+		ts.owe(l.fleet, at)
 		ts.report(&st)
 	}
 	return Ticket{l: l, key: ks, tenant: ts}, st, true
+}
+
+// owe records a request admitted by the local share while the fleet's
+// store is down as owed to the fleet's bucket: the lease goes below zero,
+// and the next take pays the debt (or a window on, it is forgiven). So
+// the outage's requests count once the store is back, and the fleet
+// does not admit a second minute's worth on top of them.
+func (s *state) owe(fleet *Redis, at int64) {
+	if fleet != nil && s.full.rpm > 0 {
+		s.req.expire(at)
+		s.req.bal--
+	}
 }
 
 // Debit takes tokens used by one attempt from the key's and the tenant's

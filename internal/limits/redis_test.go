@@ -115,7 +115,7 @@ type node struct {
 	stop  func()    // stops the store (a crash: nothing is released)
 }
 
-func newNode(t testing.TB, addr string, fc clock.Clock, onFailure limits.Failure, kl, tl authsnap.Limits) *node {
+func newNode(t testing.TB, addr string, fc *clock.Fake, onFailure limits.Failure, kl, tl authsnap.Limits) *node {
 	n := &node{ups: make(chan bool, 16)}
 	n.store = limits.NewRedis(limits.RedisOptions{
 		Address: addr, Timeout: 500 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
@@ -124,7 +124,7 @@ func newNode(t testing.TB, addr string, fc clock.Clock, onFailure limits.Failure
 	// Holds are refreshed by hand (RefreshHolds), never behind a test's
 	// back.
 	n.store.SetHoldRefresh(time.Hour)
-	n.l = limits.New(limits.Options{Clock: fc, Fleet: n.store, OnFailure: onFailure})
+	n.l = limits.New(limits.Options{Clock: fc.Now, Fleet: n.store, OnFailure: onFailure})
 	b := n.l.Bind()
 	n.sub = b.Subject("k1", "t1", kl, tl)
 	b.Done()
@@ -284,6 +284,38 @@ func TestFleetOutage(t *testing.T) {
 	// A fresh server: the bucket started full; one lease is out.
 	if got, err := rs.do("HGET scootgate:limits:k:k1:requests l"); err != nil || got != "95" {
 		t.Errorf("fleet bucket level %q (%v), want 95", got, err)
+	}
+}
+
+// TestFleetOutageDebt: what the local share admitted while Redis was
+// away is paid to the fleet's bucket when it is back.
+func TestFleetOutageDebt(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	const limit = 100 // a lease of 5
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
+	n.wait(t, true)
+	for range 10 {
+		if !n.admit(fc.Now()) {
+			t.Fatal("refused with the store up")
+		}
+	}
+	rs.stop()
+	for i := range 30 {
+		if !n.admit(fc.Now()) {
+			t.Fatalf("request %d refused by the local share during the outage", i)
+		}
+	}
+	rs.start(t) // a fresh server: the bucket starts full
+	n.wait(t, true)
+	if !n.admit(fc.Now()) {
+		t.Fatal("refused after redis came back")
+	}
+	// The take paid the outage's 30 (less the lease's 0–5 left before
+	// it) and took a lease of 5.
+	got, err := rs.do("HGET scootgate:limits:k:k1:requests l")
+	if lvl, _ := strconv.Atoi(got); err != nil || lvl < limit-35 || lvl > limit-30 {
+		t.Errorf("fleet bucket level %q (%v) after the outage; want %d..%d: the outage's requests paid", got, err, limit-35, limit-30)
 	}
 }
 
