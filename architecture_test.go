@@ -139,8 +139,8 @@ func TestImportRules(t *testing.T) {
 			allow: not(inModule(under("internal/config", "internal/snapshot"))),
 		},
 		{
-			name: "the node never links the dev stack", pkgs: under("cmd/scootgate", "internal/app"), deps: true,
-			allow: not(inModule(under("internal/devstack", "internal/schematest"))),
+			name: "the node never links the dev stack or the fake clock", pkgs: under("cmd/scootgate", "internal/app"), deps: true,
+			allow: not(inModule(under("internal/devstack", "internal/schematest", "internal/clock"))),
 		},
 		{
 			name: "the node module never imports the load harness", pkgs: func(string) bool { return true }, deps: true,

@@ -81,7 +81,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 	pickers := make([]*Affinity, fs.nodes)
 	for n := range fs.nodes {
 		reg := upstream.NewRegistry(upstream.Options{
-			Clock: clk, SlowStart: -1, Rand: rand.New(rand.NewPCG(seed, uint64(n))).Float64,
+			Clock: clk.Now, SlowStart: -1, Rand: rand.New(rand.NewPCG(seed, uint64(n))).Float64,
 			Breaker: upstream.BreakerOptions{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute},
 		})
 		pool := make([]*routes.Target, fs.backends)

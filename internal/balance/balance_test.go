@@ -42,7 +42,7 @@ func indexName(index bool) string {
 func testRegistry() (*upstream.Registry, *clock.Fake) {
 	c := clock.NewFake(time.Time{})
 	return upstream.NewRegistry(upstream.Options{
-		Clock: c, SlowStart: -1, Rand: func() float64 { return 0 },
+		Clock: c.Now, SlowStart: -1, Rand: func() float64 { return 0 },
 		Breaker: upstream.BreakerOptions{Failures: 1, Cooldown: 10 * time.Second},
 	}), c
 }
@@ -528,7 +528,7 @@ func TestLostAcquireFallsBack(t *testing.T) {
 func testLostAcquireFallsBack(t *testing.T, p picker, index bool) {
 	c := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c.reads.Store(-1)
-	reg := upstream.NewRegistry(upstream.Options{Clock: c, SlowStart: -1})
+	reg := upstream.NewRegistry(upstream.Options{Clock: c.Now, SlowStart: -1})
 	fav, other := target(reg, "fav", 1000, 0, 10, 0), target(reg, "other", 1, 0, 10, 0)
 	fav.Backend.State.Acquire()
 	fav.Backend.State.Finish(upstream.Result{Outcome: upstream.RateLimited, RetryAfter: time.Nanosecond})
@@ -571,7 +571,7 @@ func TestLargeTierShares(t *testing.T) {
 
 func testLargeTierShares(t *testing.T, alg string, p picker, index bool) {
 	c := clock.NewFake(time.Time{})
-	reg := upstream.NewRegistry(upstream.Options{Clock: c, SlowStart: 30 * time.Second})
+	reg := upstream.NewRegistry(upstream.Options{Clock: c.Now, SlowStart: 30 * time.Second})
 	const full, cooling, tried, plain = 2, 5, 9, 20 // the ineligible ones
 	var pool []*routes.Target
 	for stage := range 3 {

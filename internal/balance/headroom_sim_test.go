@@ -101,7 +101,7 @@ type rateResult struct {
 func runRateSim(mode upstream.HeadroomMode, bHeaders headers, load float64, minutes int, seed uint64) rateResult {
 	clk := clock.NewFake(time.Time{})
 	start := clk.Now()
-	reg := upstream.NewRegistry(upstream.Options{Clock: clk, SlowStart: -1, Headroom: mode, Rand: func() float64 { return 0.5 }})
+	reg := upstream.NewRegistry(upstream.Options{Clock: clk.Now, SlowStart: -1, Headroom: mode, Rand: func() float64 { return 0.5 }})
 	provs := map[string]*rateProvider{
 		// a is bound by its requests (600/min at 800 tokens each is
 		// 480k of its 600k tokens), b by its tokens (200k/800 = 250/min).

@@ -277,7 +277,7 @@ func TestP2CTieKeepsFirstDraw(t *testing.T) {
 // deviations at n = 40k.
 func TestP2CScanFirst(t *testing.T) {
 	c := clock.NewFake(time.Time{})
-	reg := upstream.NewRegistry(upstream.Options{Clock: c, SlowStart: 30 * time.Second})
+	reg := upstream.NewRegistry(upstream.Options{Clock: c.Now, SlowStart: 30 * time.Second})
 	pool := make([]*routes.Target, 100)
 	for i := range pool {
 		capacity, caps := 1<<20, routes.Caps(0)

@@ -51,7 +51,7 @@ func (c *completions) Pop() any {
 // zero fields mean the defaults except SlowStart, which is off.
 func newSim(ids []string, weights []int, o upstream.Options) *sim {
 	c := clock.NewFake(time.Time{})
-	o.Clock = c
+	o.Clock = c.Now
 	if o.SlowStart == 0 {
 		o.SlowStart = -1
 	}

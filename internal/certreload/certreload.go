@@ -21,8 +21,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // Options configures a Reloader.
@@ -30,7 +28,7 @@ type Options struct {
 	CertFile, KeyFile string
 	// CheckEvery bounds how often the files are stat'ed (default 1s).
 	CheckEvery time.Duration
-	Clock      clock.Clock              // default clock.Real
+	Clock      func() time.Time         // default time.Now
 	OnError    func(err error)          // optional; a failed reload (old pair stays)
 	OnReload   func(notAfter time.Time) // optional; a new pair is serving
 }
@@ -57,7 +55,7 @@ func New(o Options) (*Reloader, error) {
 		o.CheckEvery = time.Second
 	}
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	r := &Reloader{o: o}
 	cs, ks, err := r.stamps()
@@ -68,7 +66,7 @@ func New(o Options) (*Reloader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certreload: load key pair: %w", err)
 	}
-	r.cert, r.certStamp, r.keyStamp, r.checked = &cert, cs, ks, o.Clock.Now()
+	r.cert, r.certStamp, r.keyStamp, r.checked = &cert, cs, ks, o.Clock()
 	return r, nil
 }
 
@@ -88,7 +86,7 @@ func (r *Reloader) stamps() (cert, key stamp, err error) {
 func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.o.Clock.Now()
+	now := r.o.Clock()
 	if now.Sub(r.checked) >= r.o.CheckEvery {
 		r.checked = now
 		r.reloadLocked()

@@ -132,7 +132,7 @@ func TestReloadOnChange(t *testing.T) {
 	cf, kf := writePair(t, dir, 1, base)
 	clk := clock.NewFake(time.Time{})
 	var errs []error
-	r, err := New(Options{CertFile: cf, KeyFile: kf, Clock: clk, OnError: func(err error) { errs = append(errs, err) }})
+	r, err := New(Options{CertFile: cf, KeyFile: kf, Clock: clk.Now, OnError: func(err error) { errs = append(errs, err) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
-// Package clock lets time-dependent code take its clock as a value, so
-// tests drive breakers, EWMA decay, cooldowns and staleness with a Fake
-// instead of sleeping (so tests are deterministic; tailscale tstime/tstest shape).
+// Package clock holds Fake, a manually advanced clock for tests.
+//
+// Components take their time source as a func() time.Time (nil or
+// time.Now in production), so a test passes a Fake's Now and drives
+// breakers, EWMA decay, cooldowns, buckets and staleness by advancing it
+// instead of sleeping.
 package clock
 
 import (
@@ -8,18 +11,8 @@ import (
 	"time"
 )
 
-// Clock is the time source components take. Real is the production one.
-type Clock interface {
-	Now() time.Time
-}
-
-// Real reads the system clock.
-type Real struct{}
-
-// Now returns time.Now().
-func (Real) Now() time.Time { return time.Now() }
-
-// Fake is a manually advanced clock, safe for concurrent use.
+// Fake is a manually advanced clock, safe for concurrent use. Pass its Now
+// method where a component takes a func() time.Time.
 type Fake struct {
 	mu  sync.Mutex
 	now time.Time // guarded by mu

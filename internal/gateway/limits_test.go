@@ -45,7 +45,7 @@ func (o *limitObserver) ObserveLimitRefusal(scope, kind string) {
 func limitedHandler(t *testing.T, key, tenant authsnap.Limits) (*Handler, *fakeprovider.Provider, *clock.Fake, *limitObserver, *[]Refusal) {
 	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	l := limits.New(limits.Options{Clock: fc})
+	l := limits.New(limits.Options{Clock: fc.Now})
 	b := l.Bind()
 	p := &authz.Principal{KeyID: "k_1", TenantID: "t_1", Limits: key, TenantLimits: tenant}
 	p.Limit = b.Subject(p.KeyID, p.TenantID, key, tenant)
@@ -214,7 +214,7 @@ func TestLimitConcurrencyReleased(t *testing.T) {
 	var mu sync.Mutex
 	mode := ""
 	fc := clock.NewFake(time.Time{})
-	l := limits.New(limits.Options{Clock: fc})
+	l := limits.New(limits.Options{Clock: fc.Now})
 	b := l.Bind()
 	p := &authz.Principal{KeyID: "k_1", TenantID: "t_1", Limits: authsnap.Limits{MaxConcurrent: 1}}
 	p.Limit = b.Subject(p.KeyID, p.TenantID, p.Limits, authsnap.Limits{})

@@ -123,7 +123,7 @@ func (l *Limiter) refreshHolds(ctx context.Context) error {
 		return nil
 	}
 	gen := l.fleet.gen.Load()
-	now := l.clock.Now()
+	now := l.clock()
 	var (
 		ss  []*state
 		ops []holdOp

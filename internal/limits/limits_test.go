@@ -64,7 +64,7 @@ func (b binding) bind(l *limits.Limiter) map[string]*limits.Subject {
 func run(t *testing.T, share float64, steps []step) {
 	t.Helper()
 	fc := clock.NewFake(time.Time{})
-	l := limits.New(limits.Options{Share: share, Clock: fc})
+	l := limits.New(limits.Options{Share: share, Clock: fc.Now})
 	snap := binding{keys: map[string]keyEntry{}, tenants: map[string]lim{}}
 	tickets := make([]limits.Ticket, len(steps))
 	var last limits.Ticket
@@ -247,7 +247,7 @@ func TestEstimateTokens(t *testing.T) {
 // and starts afresh when it comes back; an aborted bind changes nothing.
 func TestBind(t *testing.T) {
 	fc := clock.NewFake(time.Time{})
-	l := limits.New(limits.Options{Clock: fc})
+	l := limits.New(limits.Options{Clock: fc.Now})
 	one := lim{RequestsPerMinute: 1}
 	b := l.Bind()
 	a, c := b.Subject("a", "t", one, lim{}), b.Subject("c", "t", lim{}, lim{MaxConcurrent: 1})
@@ -297,7 +297,7 @@ func TestBind(t *testing.T) {
 // max_concurrent for a key or its tenant, and every slot comes back.
 func TestConcurrentAdmit(t *testing.T) {
 	fc := clock.NewFake(time.Time{})
-	l := limits.New(limits.Options{Clock: fc})
+	l := limits.New(limits.Options{Clock: fc.Now})
 	const workers, rounds, keyCap, tenantCap = 8, 300, 2, 3
 	snap := binding{keys: map[string]keyEntry{}, tenants: map[string]lim{"t": {MaxConcurrent: tenantCap}}}
 	for i := range 4 {
@@ -342,7 +342,7 @@ func TestConcurrentAdmit(t *testing.T) {
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
 	fc := clock.NewFake(time.Time{})
-	l := limits.New(limits.Options{Clock: fc})
+	l := limits.New(limits.Options{Clock: fc.Now})
 	now := fc.Now()
 	kl, tl := lim{RequestsPerMinute: authsnap.MaxLimit, TokensPerMinute: 1 << 40, MaxConcurrent: 1 << 20}, lim{RequestsPerMinute: authsnap.MaxLimit}
 	b := l.Bind()

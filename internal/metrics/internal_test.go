@@ -18,7 +18,7 @@ import (
 // source, on a pedantic registry, which fails a Gather whose metrics do
 // not match what Describe announced.
 func TestStateCollectorPedantic(t *testing.T) {
-	c := newStateCollector(clock.NewFake(time.Time{}))
+	c := newStateCollector(clock.NewFake(time.Time{}).Now)
 	c.set(func(s *sources) {
 		s.backends = func(yield func(Backend) bool) {
 			_ = yield(Backend{"a", upstream.View{Cap: 1, BreakerState: upstream.BreakerOpen}, true}) &&

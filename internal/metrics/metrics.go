@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/provider"
@@ -24,8 +23,8 @@ import (
 // Options configures New. The zero value is the production setting.
 type Options struct {
 	// Clock reads "now" for ages computed at scrape time (snapshot age).
-	// Nil means clock.Real; give it the clock the snapshot pollers use.
-	Clock clock.Clock
+	// Nil means time.Now; give it the clock the snapshot pollers use.
+	Clock func() time.Time
 	// Version is the build version exported by scootgate_build_info
 	// (the binary's -X main.version); "" means "dev".
 	Version string
@@ -51,7 +50,7 @@ const maxScrapes = 4
 // serves 404), so tests of other packages need no registry.
 type Metrics struct {
 	// immutable after New
-	clock  clock.Clock
+	clock  func() time.Time
 	reg    *prometheus.Registry
 	codes  statusCodes
 	stages map[egress.Stage]string // egress.Stage names
@@ -73,7 +72,7 @@ type Metrics struct {
 // plus the Go runtime and process collectors unless o.NoRuntime.
 func New(o Options) *Metrics {
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	m := &Metrics{
 		clock:  o.Clock,

@@ -31,7 +31,7 @@ var canaries = []string{"sk-canary", "://", "secret-body"}
 func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Time{})
-	m := metrics.New(metrics.Options{Clock: clk, Version: "1.2.3 sk-canary"})
+	m := metrics.New(metrics.Options{Clock: clk.Now, Version: "1.2.3 sk-canary"})
 
 	m.ObserveModels(200, time.Second)
 	for _, ep := range []provider.Endpoint{provider.Chat, provider.Messages, provider.Endpoint(200)} {

@@ -3,10 +3,10 @@ package metrics
 import (
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/snapshot"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -45,7 +45,7 @@ type snapshotSource struct {
 // goroutine and keeps no copy of the state.
 type stateCollector struct {
 	// immutable
-	clock clock.Clock
+	clock func() time.Time
 	d     stateDescs
 
 	mu  sync.Mutex
@@ -176,7 +176,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 	}
 }
 
-func newStateCollector(c clock.Clock) *stateCollector {
+func newStateCollector(c func() time.Time) *stateCollector {
 	return &stateCollector{clock: c, d: newStateDescs()}
 }
 
@@ -367,7 +367,7 @@ func (c *stateCollector) collectSnapshot(e emitter, s snapshotSource) {
 	st := s.status()
 	e.gauge(c.d.snapshotVersion, float64(st.Version), s.kind)
 	if !st.LastSuccess.IsZero() {
-		e.gauge(c.d.snapshotAge, max(0, c.clock.Now().Sub(st.LastSuccess).Seconds()), s.kind)
+		e.gauge(c.d.snapshotAge, max(0, c.clock().Sub(st.LastSuccess).Seconds()), s.kind)
 	}
 	e.counter(c.d.snapshotRejections, st.Rejections, s.kind)
 	e.counter(c.d.snapshotSigRejections, st.SignatureRejections, s.kind)

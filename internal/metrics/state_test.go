@@ -28,9 +28,9 @@ func identity(id string, capacity int) upstream.Identity {
 
 // newRegistry returns an upstream registry whose breaker opens on the
 // first transport failure, with slow start off unless slowStart.
-func newRegistry(clk clock.Clock, slowStart bool) *upstream.Registry {
+func newRegistry(clk *clock.Fake, slowStart bool) *upstream.Registry {
 	o := upstream.Options{
-		Clock:       clk,
+		Clock:       clk.Now,
 		Rand:        func() float64 { return 0 },
 		DefaultTTFB: 1500 * time.Millisecond,
 		SlowStart:   -1,
@@ -227,7 +227,7 @@ scootgate_backend_ttfb_estimate_seconds{backend="worst"} 0
 
 func TestSnapshots(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
-	m := metrics.New(metrics.Options{Clock: clk, NoRuntime: true})
+	m := metrics.New(metrics.Options{Clock: clk.Now, NoRuntime: true})
 	contact := clk.Now().Add(-90 * time.Second)
 	m.RegisterSnapshot(metrics.SnapshotAuthz, func() snapshot.Status {
 		return snapshot.Status{

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -117,8 +116,8 @@ type Options struct {
 	// Rand returns a uniform float in [0, 1) for the jitter (default
 	// math/rand/v2.Float64).
 	Rand func() float64
-	// Clock is the time source (default clock.Real).
-	Clock clock.Clock
+	// Clock is the time source (default time.Now).
+	Clock func() time.Time
 	// Logger receives connection events (default: discard). The password
 	// is never logged.
 	Logger *slog.Logger
@@ -224,7 +223,7 @@ func setDefaults(o *Options) {
 		o.Rand = rand.Float64
 	}
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -396,7 +395,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		p.log.Info("mqtt connected", "broker", p.o.Broker, "client_id", p.o.ClientID, "generation", p.gen.Load())
 
 		p.connected.Store(true)
-		start := p.o.Clock.Now()
+		start := p.o.Clock()
 		progressed, err := p.drain(ctx, l)
 		p.connected.Store(false)
 		p.inFlight.Store(0)
@@ -411,7 +410,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		// A connection that delivered something, or lived through a whole
 		// backoff ceiling, resets the backoff; one the broker drops at once
 		// (a duplicate client id, an overloaded broker) does not.
-		if progressed || p.o.Clock.Now().Sub(start) >= p.o.BackoffMax {
+		if progressed || p.o.Clock().Sub(start) >= p.o.BackoffMax {
 			failures = 0
 		}
 		failures++

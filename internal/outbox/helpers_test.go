@@ -48,7 +48,7 @@ func newStore(t *testing.T, o Options, h hooks) *tstore {
 	var fc *clock.Fake
 	if o.Clock == nil {
 		fc = clock.NewFake(time.Time{})
-		o.Clock = fc
+		o.Clock = fc.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(tlog{t}, nil))

@@ -12,8 +12,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // Defaults for the zero fields of Options.
@@ -91,8 +89,8 @@ type Options struct {
 	MaxUnsynced    int
 	MaxUnsyncedAge time.Duration
 
-	Clock  clock.Clock  // append times and the failing backoff (default clock.Real)
-	Logger *slog.Logger // default: discard
+	Clock  func() time.Time // append times and the failing backoff (default time.Now)
+	Logger *slog.Logger     // default: discard
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -148,7 +146,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.LockTimeout = DefaultLockTimeout
 	}
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -283,7 +281,7 @@ func open(o Options, h hooks) (*Store, error) {
 	var moved string
 	if errors.Is(err, ErrCorrupt) {
 		reason := err
-		moved, err = quarantine(o.Path, o.Clock.Now())
+		moved, err = quarantine(o.Path, o.Clock())
 		if err != nil {
 			return nil, errors.Join(reason, err)
 		}
@@ -344,7 +342,7 @@ func (s *Store) Append(payload []byte) bool { return s.append(payload, false) }
 func (s *Store) AppendNotSent(payload []byte) bool { return s.append(payload, true) }
 
 func (s *Store) append(payload []byte, notSent bool) bool {
-	now := s.o.Clock.Now()
+	now := s.o.Clock()
 	at := s.wall.Now()
 	val := make([]byte, timeLen+len(payload))
 	binary.BigEndian.PutUint64(val, uint64(now.UnixNano()))
@@ -582,7 +580,7 @@ func (s *Store) Quarantined() string { return s.quarantined }
 
 // Stats returns the current state and counters.
 func (s *Store) Stats() Stats {
-	now := s.o.Clock.Now()
+	now := s.o.Clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats

@@ -711,7 +711,7 @@ func TestQuarantineNameTaken(t *testing.T) {
 	var got []string
 	for i := range 3 {
 		writeFile(t, path, bytes.Repeat([]byte{byte(i + 1)}, 8192))
-		s := newStore(t, Options{Path: path, Clock: fc}, hooks{})
+		s := newStore(t, Options{Path: path, Clock: fc.Now}, hooks{})
 		got = append(got, strings.TrimPrefix(s.Quarantined(), path))
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

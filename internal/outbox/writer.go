@@ -171,7 +171,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 		return s.db.Update(func(tx *bolt.Tx) error { return write(tx, batch, dels, &r) })
 	})
 
-	now := s.o.Clock.Now()
+	now := s.o.Clock()
 	s.mu.Lock()
 	s.deleting = nil
 	defer func() {

@@ -16,8 +16,8 @@ func PollAgain(p *Poller) bool { return p.pollAgain() }
 
 // ConfigHTTPOptionsClock is ConfigHTTPOptions with the clock of the
 // client-certificate reloader.
-func ConfigHTTPOptionsClock(cp config.ControlPlane, log *slog.Logger, clk clock.Clock) (HTTPOptions, error) {
-	return configHTTPOptions(cp, log, clk)
+func ConfigHTTPOptionsClock(cp config.ControlPlane, log *slog.Logger, clk *clock.Fake) (HTTPOptions, error) {
+	return configHTTPOptions(cp, log, clk.Now)
 }
 
 // Delay exposes Poller.delay: the pause Run would take now.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/certreload"
-	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/config"
 )
 
@@ -22,10 +21,10 @@ import (
 // presented from the next connection on, and a pair that fails to load is
 // logged to log (nil: discarded) while the previous one stays in use.
 func ConfigHTTPOptions(cp config.ControlPlane, log *slog.Logger) (HTTPOptions, error) {
-	return configHTTPOptions(cp, log, clock.Real{})
+	return configHTTPOptions(cp, log, time.Now)
 }
 
-func configHTTPOptions(cp config.ControlPlane, log *slog.Logger, clk clock.Clock) (HTTPOptions, error) {
+func configHTTPOptions(cp config.ControlPlane, log *slog.Logger, clk func() time.Time) (HTTPOptions, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

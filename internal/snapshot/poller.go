@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // DecodeFunc turns a document into something the node can apply. It
@@ -77,9 +75,9 @@ type PollerOptions struct {
 	// Restore (docs/snapshots.md "Last good copy").
 	Store *DiskStore
 
-	Clock  clock.Clock  // default clock.Real
-	Rand   *rand.Rand   // jitter; default randomly seeded. Used only by Run.
-	Logger *slog.Logger // default: discard
+	Clock  func() time.Time // default time.Now
+	Rand   *rand.Rand       // jitter; default randomly seeded. Used only by Run.
+	Logger *slog.Logger     // default: discard
 }
 
 // Status is a poller's state for health endpoints and metrics.
@@ -162,7 +160,7 @@ func NewPoller(o PollerOptions) *Poller {
 	}
 	o.Jitter = min(max(o.Jitter, 0), o.Interval)
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	if o.Rand == nil {
 		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -178,7 +176,7 @@ func NewPoller(o PollerOptions) *Poller {
 	if touchEvery <= 0 {
 		touchEvery = 5 * time.Minute
 	}
-	return &Poller{o: o, started: o.Clock.Now(), touchEvery: max(touchEvery, o.Interval), lastLoggedOK: true}
+	return &Poller{o: o, started: o.Clock(), touchEvery: max(touchEvery, o.Interval), lastLoggedOK: true}
 }
 
 // Restore applies the document persisted by an earlier run, with the same
@@ -207,7 +205,7 @@ func (p *Poller) Restore() error {
 	if !ok {
 		return nil
 	}
-	if now := p.o.Clock.Now(); fetched.After(now) {
+	if now := p.o.Clock(); fetched.After(now) {
 		fetched = now // a clock that went backwards must not extend freshness
 	}
 	p.mu.Lock()
@@ -229,9 +227,9 @@ func (p *Poller) Poll(ctx context.Context) error {
 	if lp, ok := p.o.Source.(LongPoller); ok {
 		lp.Hold(hold)
 	}
-	start := p.o.Clock.Now()
+	start := p.o.Clock()
 	data, changed, err := p.o.Source.Fetch(ctx)
-	now := p.o.Clock.Now()
+	now := p.o.Clock()
 	p.setAgain(false)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -487,7 +485,7 @@ func (p *Poller) Run(ctx context.Context) {
 // cut short where the node would turn stale (then the next poll fails or
 // refreshes it, and a failure there starts the backoff).
 func (p *Poller) delay() time.Duration {
-	now := p.o.Clock.Now()
+	now := p.o.Clock()
 	p.mu.Lock()
 	again, failures, took := p.again, p.failures, p.took
 	unready := p.version == 0 || p.staleLocked(now)
@@ -551,7 +549,7 @@ func (p *Poller) staleSinceLocked() time.Time {
 
 // Status returns the current state, with staleness evaluated now.
 func (p *Poller) Status() Status {
-	now := p.o.Clock.Now()
+	now := p.o.Clock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Status{

@@ -168,7 +168,7 @@ func newPollerEnvAt(t *testing.T, store *snapshot.DiskStore, staleAfter time.Dur
 		Decode:     e.tg.decode,
 		StaleAfter: staleAfter,
 		Store:      store,
-		Clock:      e.clock,
+		Clock:      e.clock.Now,
 		Logger:     slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	return e
@@ -589,7 +589,7 @@ func TestPollerRunLongPoll(t *testing.T) {
 	src := &scriptedSource{fetches: make(chan struct{}), held: true, clock: clk, took: 30 * time.Second}
 	src.set(doc(1), true, nil)
 	tg := &target{}
-	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "routes", Source: src, Decode: tg.decode, Interval: time.Hour, Clock: clk})
+	p := snapshot.NewPoller(snapshot.PollerOptions{Name: "routes", Source: src, Decode: tg.decode, Interval: time.Hour, Clock: clk.Now})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {

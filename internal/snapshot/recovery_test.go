@@ -96,7 +96,7 @@ func TestPollerRetryDelay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newPollerEnv(t, nil, 5*time.Minute)
 			e.p = snapshot.NewPoller(snapshot.PollerOptions{
-				Name: "routes", Source: e.src, Decode: e.tg.decode, Clock: e.clock,
+				Name: "routes", Source: e.src, Decode: e.tg.decode, Clock: e.clock.Now,
 				StaleAfter: 5 * time.Minute, Interval: tt.interval,
 			})
 			if tt.loaded {

@@ -42,7 +42,7 @@ func newSignedPoller(t *testing.T, store *snapshot.DiskStore, trusted []ed25519.
 		Source: e.src,
 		Decode: snapshot.Signed(snapsign.RoutesPayloadType, trusted, e.tg.decode),
 		Store:  store,
-		Clock:  e.clock,
+		Clock:  e.clock.Now,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, nil)),
 	})
 	return e

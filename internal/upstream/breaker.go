@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // The breaker: a consecutive-failure circuit breaker with exactly one
@@ -15,7 +13,7 @@ import (
 //
 // # Basics
 //
-// A [Breaker] is a small state machine driven by a [clock.Clock]:
+// A [Breaker] is a small state machine driven by a [func() time.Time]:
 //
 //	closed ──(Failures consecutive failures)──▶ open
 //	open ──(cooldown over; first Allow wins)──▶ half-open
@@ -124,8 +122,8 @@ func (o BreakerOptions) WithDefaults() BreakerOptions {
 type Breaker struct {
 	// immutable after NewBreaker
 	o     BreakerOptions
-	clock clock.Clock
-	real  bool // clock is clock.Real: time.Since(epoch) reads only the monotonic clock
+	clock func() time.Time
+	real  bool // the real clock: time.Since(epoch) reads only the monotonic clock
 	rand  func() float64
 	epoch time.Time
 
@@ -143,23 +141,23 @@ type Breaker struct {
 // [0, 1), used for jitter) nil means math/rand/v2.Float64. rnd is called
 // with the breaker's mutex held, so a func shared by several breakers must
 // be safe for concurrent use.
-func NewBreaker(o BreakerOptions, c clock.Clock, rnd func() float64) *Breaker {
-	if c == nil {
-		c = clock.Real{}
+func NewBreaker(o BreakerOptions, c func() time.Time, rnd func() float64) *Breaker {
+	real := c == nil
+	if real {
+		c = time.Now
 	}
 	if rnd == nil {
 		rnd = rand.Float64
 	}
 	o = o.WithDefaults()
-	_, real := c.(clock.Real)
-	return &Breaker{o: o, clock: c, real: real, rand: rnd, epoch: c.Now(), period: o.Cooldown}
+	return &Breaker{o: o, clock: c, real: real, rand: rnd, epoch: c(), period: o.Cooldown}
 }
 
 func (b *Breaker) now() int64 {
 	if b.real {
 		return int64(time.Since(b.epoch))
 	}
-	return int64(b.clock.Now().Sub(b.epoch))
+	return int64(b.clock().Sub(b.epoch))
 }
 
 // BreakerState returns the current state.

@@ -16,7 +16,7 @@ func fixedRand(r float64) func() float64 { return func() float64 { return r } }
 
 func newTestBreaker(o BreakerOptions, rnd func() float64) (*Breaker, *clock.Fake) {
 	c := clock.NewFake(time.Time{})
-	return NewBreaker(o, c, rnd), c
+	return NewBreaker(o, c.Now, rnd), c
 }
 
 // breakerStep is one action on a breaker and what it must observe afterwards.
@@ -374,7 +374,7 @@ func TestBreakerProbeRaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &gateClock{Fake: clock.NewFake(time.Time{})}
-			b := NewBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second}, c, fixedRand(0))
+			b := NewBreaker(BreakerOptions{Failures: 1, Cooldown: time.Second}, c.Now, fixedRand(0))
 			b.Failure()
 			c.Advance(time.Second)
 			c.arm()

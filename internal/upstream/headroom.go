@@ -260,7 +260,7 @@ func (s *State) FitsAt(tokens int64) time.Time {
 	if r := s.hr.tokens.reset.Load(); r != 0 {
 		return s.sh.time(Instant(r))
 	}
-	return s.sh.o.Clock.Now().Add(s.sh.o.RateLimitDefault)
+	return s.sh.o.Clock().Add(s.sh.o.RateLimitDefault)
 }
 
 // Spend counts tokens against the token budget for a request about to be

@@ -4,8 +4,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // Options configure a Registry. The zero value means every default below
@@ -13,7 +11,7 @@ import (
 type Options struct {
 	// Clock drives EWMA decay, slow start, cooldowns and the breakers. Nil
 	// means the real clock.
-	Clock clock.Clock
+	Clock func() time.Time
 	// Rand returns a uniform float64 in [0, 1) for breaker jitter. Nil
 	// means math/rand/v2.Float64. It need not be safe for concurrent use:
 	// the Registry serializes calls.
@@ -52,7 +50,7 @@ const (
 // clock and rand included) and the clamps documented on the fields applied.
 func (o Options) WithDefaults() Options {
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = time.Now
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Float64

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/scootgate/scootgate/internal/clock"
 )
 
 // Identity names a backend for state purposes: two definitions with the
@@ -36,7 +34,7 @@ type Instant int64
 type shared struct {
 	o         Options // with defaults applied
 	epoch     time.Time
-	real      bool    // o.Clock is clock.Real: time.Since(epoch) reads only the monotonic clock, half the cost of Now
+	real      bool    // Options.Clock was nil, the real clock: time.Since(epoch) reads only the monotonic clock, half the cost of Now
 	invTau    float64 // 1 / DecayWindow in ns
 	floor     float64 // seconds
 	lnFloor   float64 // ln(floor)
@@ -50,7 +48,7 @@ func (sh *shared) now() Instant {
 	if sh.real {
 		return Instant(time.Since(sh.epoch))
 	}
-	return sh.instant(sh.o.Clock.Now())
+	return sh.instant(sh.o.Clock())
 }
 
 func (sh *shared) time(i Instant) time.Time { return sh.epoch.Add(time.Duration(i)) }
@@ -358,7 +356,7 @@ func (s *State) Cheaper(w int, o *State, ow int, now Instant) bool {
 // breaker's base cooldown, a guess). When disabled, the time its probe is
 // due (with the probe out, the same guess).
 func (s *State) EligibleAt() time.Time {
-	now := s.sh.o.Clock.Now()
+	now := s.sh.o.Clock()
 	var at time.Time
 	if p := s.probeAt.Load(); p != 0 {
 		at = s.sh.time(Instant(p))
@@ -451,15 +449,16 @@ type Registry struct {
 // NewRegistry returns an empty registry. Zero Options mean the defaults
 // (see Options) and the real clock.
 func NewRegistry(o Options) *Registry {
+	real := o.Clock == nil
 	o = o.WithDefaults()
 	sh := &shared{
 		o:      o,
-		epoch:  o.Clock.Now(),
+		real:   real,
+		epoch:  o.Clock(),
 		invTau: 1 / float64(o.DecayWindow),
 		floor:  floorFraction * o.DefaultTTFB.Seconds(),
 	}
 	sh.lnFloor = math.Log(sh.floor)
-	_, sh.real = o.Clock.(clock.Real)
 	if o.SlowStart > 0 {
 		sh.slowStart, sh.invSlow = int64(o.SlowStart), 1/float64(o.SlowStart)
 	}
@@ -478,7 +477,7 @@ func (r *Registry) Get(id Identity) *State {
 			sh:      r.sh,
 			cap:     int64(id.Cap),
 			created: now,
-			br:      NewBreaker(r.sh.o.Breaker, r.sh.o.Clock, r.sh.o.Rand),
+			br:      NewBreaker(r.sh.o.Breaker, r.sh.breakerClock(), r.sh.o.Rand),
 		}
 		s.lat.init(r.sh.o.DefaultTTFB.Seconds(), int64(now))
 		s.hr.requests.left.Store(unknown)
@@ -625,4 +624,13 @@ type Result struct {
 	// it): the tokens spent since are not in the provider's count. 0:
 	// none spent.
 	SentTokens uint64
+}
+
+// breakerClock is the clock a backend's breaker reads: nil for the real
+// clock, which the breaker then reads through time.Since.
+func (sh *shared) breakerClock() func() time.Time {
+	if sh.real {
+		return nil
+	}
+	return sh.o.Clock
 }

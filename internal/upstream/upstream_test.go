@@ -16,7 +16,7 @@ import (
 // testOptions: fake clock, no jitter, slow start off unless a test sets it.
 func testOptions(c *clock.Fake) Options {
 	return Options{
-		Clock:       c,
+		Clock:       c.Now,
 		Rand:        func() float64 { return 0 },
 		DefaultTTFB: time.Second,
 		DecayWindow: 10 * time.Second,
@@ -718,7 +718,7 @@ func (c *countingClock) Now() time.Time {
 func TestReadyNow(t *testing.T) {
 	c := &countingClock{Fake: clock.NewFake(time.Time{})}
 	o := testOptions(c.Fake)
-	o.Clock = c
+	o.Clock = c.Now
 	s := NewRegistry(o).Get(Identity{ID: "b", Cap: 1})
 	check := func(step string, wantReads bool) {
 		t.Helper()
