@@ -27,7 +27,8 @@ import (
 // [NodeLoad.Run] reads the runtime's histogram of how long goroutines
 // waited to run (runtime/metrics "/sched/latencies:seconds") every
 // Interval and takes the quantile [NodeLoadOptions.Quantile] of the waits
-// that ended in that window. A window whose quantile reaches Threshold
+// that ended in that window, or its own tick's lateness if longer (the
+// sampler queued as long as that). A window whose wait reaches Threshold
 // saturates the node, and it stays saturated until Hold has passed with no
 // such window. [NodeLoad.SaturatedSince] says whether that happened while
 // an attempt ran, in one atomic load; the request path asks it only when
@@ -44,8 +45,12 @@ import (
 //
 // The histogram counts a goroutine's wait only once the goroutine runs,
 // so the first windows of an overload look better than they are: in the
-// overload runs of docs/performance.md "Overload and recovery" the node
-// saw itself saturated up to 0.8 s after its timeouts began. The defaults
+// overload runs of docs/performance.md "Overload and recovery" the node,
+// reading the histogram alone, saw itself saturated up to 0.8 s after its
+// timeouts began. The sampler's own lateness closes most of that: it is
+// known as soon as the sampler has queued past Threshold. A host that
+// stalls the whole process (a VM descheduled) also reads as saturation,
+// which it is: the node's own timers outran its goroutines. The defaults
 // come from two of those runs, read against the node's log: its saturated
 // periods matched its failed (or discarded) search steps, and none fell in
 // a step it passed (up to about 3500 requests/s on one CPU).
@@ -158,14 +163,26 @@ func (l *NodeLoad) Run(ctx context.Context, changed func(saturated bool, wait ti
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case fired := <-t.C:
 			metrics.Read(s)
-			wait := l.window(s[0].Value.Float64Histogram())
+			now := time.Now()
+			wait := l.tick(fired, now, s[0].Value.Float64Histogram())
 			if sat, ch := l.Observe(now, wait); ch && changed != nil {
 				changed(sat, wait)
 			}
 		}
 	}
+}
+
+// tick is the wait of the window that ends at now: the Quantile of the
+// waits h counted since the previous tick, or the sampler's own wait if
+// longer (its tick fired at fired; Go runs due timers ahead of the run
+// queue, so now − fired is how long this goroutine queued). The histogram
+// counts a wait only when it ends and lags an overload's start by up to
+// a second in the overload runs; the sampler's own wait is as current as
+// the queue it just left.
+func (l *NodeLoad) tick(fired, now time.Time, h *metrics.Float64Histogram) time.Duration {
+	return max(l.window(h), now.Sub(fired))
 }
 
 // window returns the Quantile of the waits h counted since the previous

@@ -115,6 +115,41 @@ func TestNodeLoadWindow(t *testing.T) {
 	}
 }
 
+// TestNodeLoadTick: a window's wait is the histogram's quantile or the
+// sampler's own lateness, whichever is longer, so a run queue that has
+// not yet let its goroutines finish waiting (the histogram is empty or
+// fast) still saturates the node.
+func TestNodeLoadTick(t *testing.T) {
+	buckets := []float64{math.Inf(-1), 0, 0.001, 0.01, 0.1, 1, math.Inf(1)}
+	tests := []struct {
+		name   string
+		counts []uint64
+		late   time.Duration
+		want   time.Duration
+	}{
+		{"on time, fast waits", []uint64{0, 100, 0, 0, 0, 0}, 0, 0},
+		{"late sampler, no waits counted yet", []uint64{0, 0, 0, 0, 0, 0}, 80 * time.Millisecond, 80 * time.Millisecond},
+		{"late sampler, fast waits counted", []uint64{0, 100, 0, 0, 0, 0}, 60 * time.Millisecond, 60 * time.Millisecond},
+		{"the histogram longer", []uint64{0, 0, 0, 0, 100, 0}, 20 * time.Millisecond, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewNodeLoad(NodeLoadOptions{})
+			fired := time.Now() // after the NodeLoad's epoch
+			h := &metrics.Float64Histogram{Buckets: buckets, Counts: make([]uint64, len(buckets)-1)}
+			l.window(h)
+			copy(h.Counts, tt.counts)
+			got := l.tick(fired, fired.Add(tt.late), h)
+			if got != tt.want {
+				t.Errorf("tick = %v, want %v", got, tt.want)
+			}
+			if sat, _ := l.Observe(fired.Add(tt.late), got); sat != (tt.want >= DefaultNodeLoadThreshold) {
+				t.Errorf("saturated = %v after a window of %v", sat, got)
+			}
+		})
+	}
+}
+
 // TestNodeLoadRunStops: Run reads the runtime's histogram and returns when
 // its context ends.
 func TestNodeLoadRunStops(t *testing.T) {
