@@ -79,13 +79,17 @@ var Chat = &provider.Spec{
 	BodyUsage:      ChatBodyUsage,
 	UsageMember:    "usage",
 	BodyOutcome:    ChatBodyOutcome,
-	Stream: &provider.StreamSpec{
-		Terminal:    chatTerminal,
-		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
-		NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
-		InBandError: chatInBand,
-		Keepalive:   keepalive,
-	},
+	Stream:         chatStream,
+}
+
+// chatStream is how chat completions and legacy completions stream:
+// chunks until "data: [DONE]", usage in the last chunk when asked for.
+var chatStream = &provider.StreamSpec{
+	Terminal:    chatTerminal,
+	NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
+	NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
+	InBandError: chatInBand,
+	Keepalive:   keepalive,
 }
 
 // Responses is POST /v1/responses. The stateful Responses endpoints
@@ -182,13 +186,7 @@ var Completions = &provider.Spec{
 	BodyUsage:    ChatBodyUsage,
 	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome,
-	Stream: &provider.StreamSpec{
-		Terminal:    chatTerminal,
-		NewTracker:  func(hide bool) provider.Tracker { return NewChatStream(hide) },
-		NewOutcome:  func() provider.OutcomeTracker { return &ChatOutcome{} },
-		InBandError: chatInBand,
-		Keepalive:   keepalive,
-	},
+	Stream:       chatStream,
 }
 
 // Rerank is POST /v1/rerank, the shape Cohere, Jina and vLLM share
