@@ -68,9 +68,9 @@
 // The script takes now from the caller: the buckets follow the nodes'
 // clocks (injectable in tests), not Redis's. While the store is down
 // (a take failed), Admit follows Options.OnFailure: the local share
-// buckets (which the node's admissions and debits spend while the store
-// is up, never below empty, so a fallback starts from the node's recent
-// use rather than a fresh minute), no limits, or refusals with
+// buckets (which every take keeps no fuller than the node's share of the
+// fleet's bucket, so a fallback starts where the fleet was rather than at
+// a fresh minute), no limits, or refusals with
 // KindStore; [Redis.Run] probes with backoff and the node returns to the
 // fleet's buckets when Redis answers, without a restart.
 //

@@ -170,13 +170,6 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 				if s.full.rpm > 0 {
 					s.req.bal--
 				}
-				// The local share's bucket pays too (never below
-				// empty): if the store goes down, the fallback starts
-				// from what this node has used lately, not full.
-				s.refill(at)
-				if s.rpm > 0 {
-					s.reqLevel = max(0, s.reqLevel-1)
-				}
 				s.inflight++
 				s.hold.peak = max(s.hold.peak, s.inflight)
 				s.reportFleet(&st)
