@@ -1,7 +1,6 @@
 package limits_test
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -322,15 +321,7 @@ func TestFleetHoldStaleAfterOutage(t *testing.T) {
 // no round trips; roundtrips/op includes the background refreshes.
 func BenchmarkAdmitRedisConcurrent(b *testing.B) {
 	rs := startRedis(b)
-	ups := make(chan bool, 4)
-	store := limits.NewRedis(limits.RedisOptions{Address: rs.addr(), OnChange: func(up bool) { ups <- up }})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { store.Run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
-	if !<-ups {
-		b.Fatal("store not up")
-	}
+	store := runStore(b, rs.addr())
 	l := limits.New(limits.Options{Fleet: store})
 	bd := l.Bind()
 	sub := bd.Subject("k", "t", authsnap.Limits{MaxConcurrent: 64}, authsnap.Limits{MaxConcurrent: 256})

@@ -246,11 +246,7 @@ func TestFleetOutage(t *testing.T) {
 	const limit = 100 // a lease of 5
 	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
 	n.wait(t, true)
-	for range 10 {
-		if !n.admit(fc.Now()) {
-			t.Fatal("refused with the store up")
-		}
-	}
+	n.admitUp(t, fc, 10)
 	rs.stop()
 	// The next lease take fails: from then on, the local bucket (share
 	// 1) admits, and only it. It holds no more than the fleet's bucket
@@ -295,11 +291,7 @@ func TestFleetOutageDebt(t *testing.T) {
 	const limit = 100 // a lease of 5
 	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{RequestsPerMinute: limit}, authsnap.Limits{})
 	n.wait(t, true)
-	for range 10 {
-		if !n.admit(fc.Now()) {
-			t.Fatal("refused with the store up")
-		}
-	}
+	n.admitUp(t, fc, 10)
 	rs.stop()
 	for i := range 30 {
 		if !n.admit(fc.Now()) {
@@ -454,15 +446,7 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	rs := startRedis(b)
 	const keys = 10000
 	big := authsnap.Limits{RequestsPerMinute: authsnap.MaxLimit, TokensPerMinute: authsnap.MaxLimit, MaxConcurrent: 1 << 20}
-	ups := make(chan bool, 4)
-	store := limits.NewRedis(limits.RedisOptions{Address: rs.addr(), OnChange: func(up bool) { ups <- up }})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { store.Run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
-	if !<-ups {
-		b.Fatal("store not up")
-	}
+	store := runStore(b, rs.addr())
 	l := limits.New(limits.Options{Fleet: store})
 	bd := l.Bind()
 	subs := make([]*limits.Subject, keys)
@@ -552,5 +536,31 @@ func TestFleetConcurrentAdmit(t *testing.T) {
 	}
 	if total != limit {
 		t.Errorf("admitted %d, want exactly %d", total, limit)
+	}
+}
+
+// runStore starts a redis store on addr for a benchmark, waits until it is
+// up, and stops it when the benchmark ends.
+func runStore(b *testing.B, addr string) *limits.Redis {
+	ups := make(chan bool, 4)
+	store := limits.NewRedis(limits.RedisOptions{Address: addr, OnChange: func(up bool) { ups <- up }})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { store.Run(ctx) })
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	if !<-ups {
+		b.Fatal("store not up")
+	}
+	return store
+}
+
+// admitUp admits count requests at the fake clock's time, all of which
+// the fleet must take.
+func (n *node) admitUp(t *testing.T, fc *clock.Fake, count int) {
+	t.Helper()
+	for range count {
+		if !n.admit(fc.Now()) {
+			t.Fatal("refused with the store up")
+		}
 	}
 }
