@@ -423,16 +423,7 @@ func routesTo(t *routes.Table, model, backend string) bool {
 // (docs/usage-events.md: the API keeps serving); it runs without usage events and says
 // why.
 func (n *node) openOutbox() {
-	u := n.cfg.Usage
-	st, err := outbox.Open(outbox.Options{
-		Path:           u.OutboxPath,
-		MaxEvents:      u.MaxEvents,
-		MaxBytes:       u.MaxBytes,
-		CommitInterval: u.CommitInterval,
-		MaxUnsynced:    u.CrashWindowEvents,
-		MaxUnsyncedAge: u.CrashWindow,
-		Logger:         n.log,
-	})
+	st, err := outbox.Open(outboxOptions(n.cfg, n.log))
 	if err != nil {
 		n.log.Error("usage outbox unavailable; serving without usage events", "error", err)
 		return
@@ -441,6 +432,28 @@ func (n *node) openOutbox() {
 		n.log.Error("corrupt usage outbox moved aside; a fresh one is in use", "quarantined", q)
 	}
 	n.outbox = st
+}
+
+// outboxOptions are the outbox's options from cfg. A commit starts
+// early when as many events wait as the publisher's framing delivers in
+// one short burst (mqttpub.CommitBatch), and never later than a quarter
+// of the crash window by count.
+func outboxOptions(cfg *config.Config, log *slog.Logger) outbox.Options {
+	u := cfg.Usage
+	batch := outbox.DefaultMaxBatch
+	if cfg.MQTT.Broker != "" {
+		batch = mqttpub.CommitBatch(cfg.MQTT.BatchMax)
+	}
+	return outbox.Options{
+		Path:           u.OutboxPath,
+		MaxEvents:      u.MaxEvents,
+		MaxBytes:       u.MaxBytes,
+		CommitInterval: u.CommitInterval,
+		MaxBatch:       max(1, min(batch, u.CrashWindowEvents/4)),
+		MaxUnsynced:    u.CrashWindowEvents,
+		MaxUnsyncedAge: u.CrashWindow,
+		Logger:         log,
+	}
 }
 
 // newPublisher builds the MQTT publisher that drains the outbox (docs/usage-events.md).

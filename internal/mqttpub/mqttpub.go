@@ -55,6 +55,24 @@ const (
 	DefaultBatchMax = 1
 )
 
+// CommitBatch is how many queued events should start an outbox commit
+// (outbox.Options.MaxBatch) for a publisher that sends up to batchMax
+// events a message. Each commit wakes the publisher for one burst of
+// publishes and PUBACKs, on the CPU that serves requests; one event a
+// message, 64 events (the outbox's default) kept that burst from
+// lengthening the requests it delays. Batched, the burst is batchMax
+// times fewer messages, so a commit may hold that many times more, up to
+// maxCommitBatch: at high rates fsyncs then follow the commit interval,
+// not the event rate (at 2,000 events/s, 10 a second instead of 31).
+func CommitBatch(batchMax int) int {
+	return min(outbox.DefaultMaxBatch*max(1, batchMax), maxCommitBatch)
+}
+
+// maxCommitBatch is CommitBatch's ceiling: a quarter of the default crash
+// window by count (outbox.DefaultMaxUnsynced), so commits start well
+// before new events would be refused.
+const maxCommitBatch = outbox.DefaultMaxUnsynced / 4
+
 // Limits checked by New.
 const (
 	// MaxWindow is the number of MQTT packet identifiers.

@@ -140,3 +140,16 @@ func TestNewTLS(t *testing.T) {
 		t.Error("New modified the caller's tls.Config")
 	}
 }
+
+// TestCommitBatch: one event a message keeps the outbox's 64-event
+// commits; batched framing lets a commit hold batch_max times more, up
+// to a quarter of the default crash window.
+func TestCommitBatch(t *testing.T) {
+	for _, tt := range []struct{ batchMax, want int }{
+		{0, 64}, {1, 64}, {2, 128}, {10, 640}, {16, 1024}, {100, 1024}, {MaxBatchMax, 1024},
+	} {
+		if got := CommitBatch(tt.batchMax); got != tt.want {
+			t.Errorf("CommitBatch(%d) = %d, want %d", tt.batchMax, got, tt.want)
+		}
+	}
+}

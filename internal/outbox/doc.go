@@ -26,6 +26,9 @@
 // followed by a burst of MQTT delivery work (a publish and a PUBACK per
 // event); on a node with one CPU 200 events per burst doubled the p99
 // latency the node adds, 64 kept it at 1.4× the baseline, hence MaxBatch.
+// A publisher that batches events into messages makes a shorter burst of
+// the same events, and the node raises MaxBatch with it
+// (mqttpub.CommitBatch).
 // usage.commit_interval (1 ms..1 s) trades the other way where that
 // matters.
 //

@@ -88,10 +88,14 @@ const (
 	keyBrokerDown = "node-broker-down"
 	keyUsageOff   = "node-usage-off"
 	keyTracing    = "node-tracing"
+	keyBatched    = "node-batched"
 )
 
+// batchedMax is the node-batched variant's [mqtt] batch_max.
+const batchedMax = 100
+
 // variantOrder is the node variants, in report order.
-var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing}
+var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing, keyBatched}
 
 var targetNames = map[string]string{
 	keyBaseline:   "baseline (httputil.ReverseProxy)",
@@ -99,6 +103,7 @@ var targetNames = map[string]string{
 	keyBrokerDown: "node, MQTT broker down",
 	keyUsageOff:   "node, usage events off",
 	keyTracing:    "node, tracing on",
+	keyBatched:    "node, usage events batched",
 }
 
 // target is one system under test and the generator's client for it.
@@ -253,6 +258,8 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 			s.Usage, s.Broker = false, ""
 		case keyTracing:
 			s.Tracing = b.sink.url()
+		case keyBatched:
+			s.BatchMax = batchedMax
 		}
 		cfg, err := writeNodeDir(filepath.Join(b.dir, name), s)
 		if err != nil {

@@ -168,7 +168,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.recoveryDuration, "recovery-duration", 8*time.Second, "length of the run right after the overload")
 	fs.DurationVar(&o.firstByte, "first-byte", 0, "the nodes' timeouts.first_byte (0: the shipped default)")
 	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
-	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing")
+	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing, node-batched")
 	idle := fs.String("idle-streams", "1000,5000", "idle streams held open against a fresh node and baseline, one pair of processes per count, comma separated (0 or empty = skip)")
 	fs.Float64Var(&o.idleRate, "idle-rate", 2500, "idle streams opened per second")
 	fs.DurationVar(&o.idleHold, "idle-hold", 2*time.Second, "how long the idle streams are held while memory is sampled")

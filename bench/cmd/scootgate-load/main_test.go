@@ -37,13 +37,15 @@ func TestNodeConfigLoads(t *testing.T) {
 		wantCommit time.Duration
 		wantTrace  string
 		wantFirst  time.Duration // timeouts.first_byte
+		wantBatch  int           // mqtt.batch_max
 	}{
-		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second},
-		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, "", 60 * time.Second},
-		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, "", 60 * time.Second},
-		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, "", 60 * time.Second},
-		{"first byte", nodeSetup{Usage: true, FirstByte: time.Second}, true, "", 100 * time.Millisecond, "", time.Second},
-		{"tracing on", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, Tracing: "http://127.0.0.1:4318/v1/traces"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "http://127.0.0.1:4318/v1/traces", 60 * time.Second},
+		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second, 1},
+		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
+		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
+		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
+		{"first byte", nodeSetup{Usage: true, FirstByte: time.Second}, true, "", 100 * time.Millisecond, "", time.Second, 1},
+		{"batched usage", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, BatchMax: batchedMax}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second, batchedMax},
+		{"tracing on", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, Tracing: "http://127.0.0.1:4318/v1/traces"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "http://127.0.0.1:4318/v1/traces", 60 * time.Second, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,11 +68,11 @@ func TestNodeConfigLoads(t *testing.T) {
 				wantInterval = 100 * time.Millisecond
 			}
 			got := []any{cfg.Usage.Enabled, cfg.MQTT.Broker, cfg.Egress.Proxies[0].URL.String(), cfg.Authz.Source, cfg.Usage.CommitInterval,
-				cfg.Tracing.Endpoint, cfg.Tracing.SampleRatio, cfg.Tracing.Interval, cfg.Timeouts.FirstByte}
+				cfg.Tracing.Endpoint, cfg.Tracing.SampleRatio, cfg.Tracing.Interval, cfg.Timeouts.FirstByte, cfg.MQTT.BatchMax}
 			want := []any{tt.wantUsage, tt.wantBroker, s.Egress, "file:" + dir + "/authz.json", tt.wantCommit,
-				tt.wantTrace, wantRatio, wantInterval, tt.wantFirst}
+				tt.wantTrace, wantRatio, wantInterval, tt.wantFirst, tt.wantBatch}
 			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval, first byte (-got +want):\n%s", diff)
+				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval, first byte, batch max (-got +want):\n%s", diff)
 			}
 		})
 	}
@@ -324,7 +326,7 @@ func TestScenarios(t *testing.T) {
 	}
 	const (
 		pair     = "baseline node"
-		variants = "baseline node node-broker-down node-usage-off node-tracing"
+		variants = "baseline node node-broker-down node-usage-off node-tracing node-batched"
 	)
 	want := []string{
 		"chat completions, non-stream @ 500/s (/v1/chat/completions false 500): " + variants,

@@ -38,6 +38,9 @@ type nodeSetup struct {
 	Tracing string
 	// FirstByte is timeouts.first_byte; 0 leaves the default.
 	FirstByte time.Duration
+	// BatchMax is mqtt.batch_max; 0 leaves the default (one event per
+	// message).
+	BatchMax int
 }
 
 // nodeTOML renders a complete node config: the shipped defaults except
@@ -57,6 +60,9 @@ func nodeTOML(s nodeSetup) string {
 	mqtt := ""
 	if s.Broker != "" {
 		mqtt = fmt.Sprintf("[mqtt]\nbroker = %q\n", "tcp://"+s.Broker)
+		if s.BatchMax > 0 {
+			mqtt += fmt.Sprintf("batch_max = %d\n", s.BatchMax)
+		}
 	}
 	// The shortest export interval, so that a run's spans go out during
 	// the run or while the harness waits for the node to be idle after it,

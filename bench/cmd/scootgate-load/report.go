@@ -474,6 +474,16 @@ func (r *report) checks() []check {
 			out = append(out, ratioCheck("tracing on ÷ node, CPU per request, "+c.Scenario, c, n, cpu, 2, false))
 		}
 	}
+	for _, c := range r.Cells {
+		if c.Target != keyBatched {
+			continue
+		}
+		if b := r.cell(c.Scenario, keyBaseline); b != nil {
+			// What the node costs when its usage events share broker
+			// messages ([mqtt] batch_max), against the same hop.
+			out = append(out, ratioCheck("CPU per request, node with usage events batched ÷ baseline, "+c.Scenario, c, b, cpu, 1.1, false))
+		}
+	}
 	// Idle streams: node ÷ baseline per stream at each count, and the
 	// 10,000-stream bound from the largest count.
 	var largest *idleResult
@@ -742,7 +752,7 @@ func (r *report) markdown() string {
 		p("")
 		p("| system | max passing rate | lowest failing rate | steps (rate: p99, SUT CPU, side CPU) |")
 		p("|---|---:|---:|---|")
-		for _, key := range []string{keyBaseline, keyNode, keyBrokerDown, keyUsageOff, keyTracing} {
+		for _, key := range append([]string{keyBaseline, keyNode}, variantOrder...) {
 			if _, ok := r.MaxRate[key]; !ok {
 				continue
 			}
@@ -784,7 +794,7 @@ func (r *report) sortedCells(stream bool) []*cell {
 			out = append(out, c)
 		}
 	}
-	rank := map[string]int{keyBaseline: 0, keyNode: 1, keyBrokerDown: 2, keyUsageOff: 3, keyTracing: 4}
+	rank := map[string]int{keyBaseline: 0, keyNode: 1, keyBrokerDown: 2, keyUsageOff: 3, keyTracing: 4, keyBatched: 5}
 	slices.SortStableFunc(out, func(a, b *cell) int {
 		if pa, pb := slices.Index(r.Setup.Paths, a.Path), slices.Index(r.Setup.Paths, b.Path); pa != pb {
 			return pa - pb
