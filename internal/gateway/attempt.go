@@ -411,7 +411,7 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	if c.api.Headroom != nil {
 		// Every answer, success or not: a 200 says how much is left
 		// before the 429 would (docs/routing.md "Headroom").
-		a.headroom = headroom(c.api.Headroom(resp.Header, c.h.o.Now()))
+		a.headroom = c.api.Headroom(resp.Header, c.h.o.Now())
 	}
 
 	if resp.StatusCode == http.StatusUnauthorized {
@@ -779,18 +779,6 @@ func (a *attempt) nodeTimer() bool {
 		return errors.Is(a.err, egress.ErrConnectTimeout) || errors.Is(a.err, errFirstByteTimeout) || errors.Is(a.err, errTotalTimeout)
 	}
 	return false
-}
-
-// headroom maps the provider API's reading of the rate-limit headers onto
-// the backend state's terms.
-func headroom(h provider.Headroom) upstream.Headroom {
-	b := func(b provider.Budget) upstream.Budget {
-		if !b.Known() {
-			return upstream.Budget{}
-		}
-		return upstream.Budget{Stated: true, Limit: max(b.Limit, 0), Remaining: b.Remaining, Reset: b.Reset}
-	}
-	return upstream.Headroom{Requests: b(h.Requests), Tokens: b(h.Tokens), Malformed: h.Malformed}
 }
 
 // event is the attempt's usage event, made by the usage package from what

@@ -5,45 +5,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
-// Budget is one rate limit of a provider credential as one answer's
-// headers state it: how many requests (or tokens) the window allows, how
-// many remain, and how long until it is whole again. A field the headers
-// did not carry is -1 (Limit, Remaining) or 0 (Reset).
-type Budget struct {
-	Limit     int64
-	Remaining int64
-	Reset     time.Duration // 0: not stated
-}
-
-// Known reports whether the headers stated how much remains.
-func (b Budget) Known() bool { return b.Remaining >= 0 }
-
-// NoBudget is a Budget the headers said nothing about.
-var NoBudget = Budget{Limit: -1, Remaining: -1}
-
-// Headroom is what an answer's rate-limit headers say about the
-// backend's credential: its request budget and its token budget (for an
-// API with several token budgets, the one with the least remaining).
-// Malformed counts the header values that were present but could not be
-// read; they are ignored.
-type Headroom struct {
-	Requests  Budget
-	Tokens    Budget
-	Malformed int
-}
-
-// NoHeadroom is a Headroom of an answer without rate-limit headers.
-var NoHeadroom = Headroom{Requests: NoBudget, Tokens: NoBudget}
-
-// Known reports whether h says anything about either budget.
-func (h Headroom) Known() bool { return h.Requests.Known() || h.Tokens.Known() }
+// An API's rate-limit headers are read into upstream.Headroom, the form
+// selection keeps per backend (docs/routing.md "Headroom"): one budget
+// for requests and one for tokens (for an API with several token
+// budgets, the one with the least left), and a count of the values that
+// were present but could not be read.
 
 // Tighter returns whichever of a and b leaves less: the smaller
 // remaining share of its limit (the smaller remaining count when a limit
 // is unknown). A budget that is not Known loses to one that is.
-func Tighter(a, b Budget) Budget {
+func Tighter(a, b upstream.Budget) upstream.Budget {
 	switch {
 	case !a.Known():
 		return b
@@ -80,9 +55,9 @@ func HeaderValue(h http.Header, name string) (v string, ok, bad bool) {
 // ReadBudget reads one budget from the headers named limit, remaining and
 // reset (canonical names), with parseReset reading the reset's form. A
 // value that is repeated or unreadable is left out and counted in
-// *malformed.
-func ReadBudget(h http.Header, limit, remaining, reset string, parseReset func(string) (time.Duration, bool), malformed *int) Budget {
-	b := NoBudget
+// *malformed. The budget is stated only when the remaining count is;
+// an unknown limit is 0.
+func ReadBudget(h http.Header, limit, remaining, reset string, parseReset func(string) (time.Duration, bool), malformed *int) upstream.Budget {
 	count := func(name string) (int64, bool) {
 		v, ok, bad := HeaderValue(h, name)
 		if !ok {
@@ -98,12 +73,9 @@ func ReadBudget(h http.Header, limit, remaining, reset string, parseReset func(s
 		}
 		return n, true
 	}
-	if n, ok := count(limit); ok {
-		b.Limit = n
-	}
-	if n, ok := count(remaining); ok {
-		b.Remaining = n
-	}
+	var b upstream.Budget
+	lim, limOK := count(limit)
+	b.Remaining, b.Stated = count(remaining)
 	if v, ok, bad := HeaderValue(h, reset); ok {
 		if d, ok := parseReset(strings.TrimSpace(v)); ok {
 			b.Reset = d
@@ -113,10 +85,16 @@ func ReadBudget(h http.Header, limit, remaining, reset string, parseReset func(s
 	} else if bad {
 		*malformed++
 	}
-	if b.Limit >= 0 && b.Remaining > b.Limit {
+	if limOK && b.Stated && b.Remaining > lim {
 		// Contradicts itself: trust neither number.
 		*malformed++
-		b.Limit, b.Remaining = -1, -1
+		return upstream.Budget{}
+	}
+	if !b.Stated {
+		return upstream.Budget{} // a limit or a reset alone says nothing about what is left
+	}
+	if limOK {
+		b.Limit = lim
 	}
 	return b
 }

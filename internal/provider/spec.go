@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/sse"
+	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -84,7 +85,7 @@ type API struct {
 	// Headroom, when set, reads the rate-limit headers of any answer,
 	// success or not (docs/routing.md "Headroom"). Nil for an API whose
 	// providers document none (Gemini).
-	Headroom func(h http.Header, now time.Time) Headroom
+	Headroom func(h http.Header, now time.Time) upstream.Headroom
 
 	// ModelsPaths are the paths of the API's model list; "PATH/{name}"
 	// gets one model (OpenAI and Anthropic: /v1/models; Gemini:

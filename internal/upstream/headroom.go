@@ -8,9 +8,9 @@ import (
 )
 
 // Budget is one rate limit of a backend's credential as a provider answer
-// states it (provider.Budget, which the request path maps here: selection
-// imports no provider package). The zero value is a budget the answer did
-// not state; Limit and Reset are 0 when not stated.
+// states it (each provider API reads its headers into one with
+// provider.ReadBudget). The zero value is a budget the answer did not
+// state; Limit and Reset are 0 when not stated.
 type Budget struct {
 	Stated    bool // the answer stated Remaining
 	Limit     int64

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 // headroom reads Anthropic's rate-limit headers:
@@ -12,8 +13,8 @@ import (
 // {limit,remaining,reset}, the counts as whole numbers and the resets as
 // RFC 3339 times (when the budget is whole again). Of the three token
 // budgets the one with the least left counts.
-func headroom(h http.Header, now time.Time) provider.Headroom {
-	var hr provider.Headroom
+func headroom(h http.Header, now time.Time) upstream.Headroom {
+	var hr upstream.Headroom
 	reset := func(v string) (time.Duration, bool) {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
@@ -21,7 +22,7 @@ func headroom(h http.Header, now time.Time) provider.Headroom {
 		}
 		return max(t.Sub(now), 0), true
 	}
-	budget := func(n *[3]string) provider.Budget {
+	budget := func(n *[3]string) upstream.Budget {
 		return provider.ReadBudget(h, n[0], n[1], n[2], reset, &hr.Malformed)
 	}
 	hr.Requests = budget(&requestsNames)

@@ -9,21 +9,23 @@ import (
 
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/catalog"
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 // TestHeadroom: each API's reading of the rate-limit headers, well-formed
 // and not. Gemini documents none.
 func TestHeadroom(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	b := func(limit, remaining int64, reset time.Duration) provider.Budget {
-		return provider.Budget{Limit: limit, Remaining: remaining, Reset: reset}
+	// An unknown limit is 0.
+	b := func(limit, remaining int64, reset time.Duration) upstream.Budget {
+		return upstream.Budget{Stated: true, Limit: limit, Remaining: remaining, Reset: reset}
 	}
-	none := provider.NoBudget
+	var none upstream.Budget
 	tests := []struct {
 		name   string
 		p      provider.Protocol
 		header map[string][]string
-		want   provider.Headroom
+		want   upstream.Headroom
 	}{
 		{
 			name: "openai all six",
@@ -32,19 +34,19 @@ func TestHeadroom(t *testing.T) {
 				"X-Ratelimit-Limit-Requests": {"60"}, "X-Ratelimit-Remaining-Requests": {"59"}, "X-Ratelimit-Reset-Requests": {"1s"},
 				"X-Ratelimit-Limit-Tokens": {"150000"}, "X-Ratelimit-Remaining-Tokens": {"149984"}, "X-Ratelimit-Reset-Tokens": {"6m0s"},
 			},
-			want: provider.Headroom{Requests: b(60, 59, time.Second), Tokens: b(150000, 149984, 6*time.Minute)},
+			want: upstream.Headroom{Requests: b(60, 59, time.Second), Tokens: b(150000, 149984, 6*time.Minute)},
 		},
 		{
 			name:   "openai milliseconds",
 			p:      provider.OpenAI,
 			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Requests": {"20ms"}},
-			want:   provider.Headroom{Requests: b(-1, 0, 20*time.Millisecond), Tokens: none},
+			want:   upstream.Headroom{Requests: b(0, 0, 20*time.Millisecond), Tokens: none},
 		},
 		{
 			name:   "azure without resets",
 			p:      provider.OpenAI,
 			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"12"}, "X-Ratelimit-Remaining-Tokens": {"3000"}},
-			want:   provider.Headroom{Requests: b(-1, 12, 0), Tokens: b(-1, 3000, 0)},
+			want:   upstream.Headroom{Requests: b(0, 12, 0), Tokens: b(0, 3000, 0)},
 		},
 		{
 			name: "openai malformed values are ignored and counted",
@@ -53,13 +55,19 @@ func TestHeadroom(t *testing.T) {
 				"X-Ratelimit-Limit-Requests": {"sixty"}, "X-Ratelimit-Remaining-Requests": {"-1"}, "X-Ratelimit-Reset-Requests": {"soon"},
 				"X-Ratelimit-Remaining-Tokens": {"5", "6"}, "X-Ratelimit-Reset-Tokens": {"-3s"},
 			},
-			want: provider.Headroom{Requests: none, Tokens: none, Malformed: 5},
+			want: upstream.Headroom{Requests: none, Tokens: none, Malformed: 5},
+		},
+		{
+			name:   "a limit and a reset without what remains say nothing",
+			p:      provider.OpenAI,
+			header: map[string][]string{"X-Ratelimit-Limit-Requests": {"60"}, "X-Ratelimit-Reset-Requests": {"1s"}},
+			want:   upstream.Headroom{Requests: none, Tokens: none},
 		},
 		{
 			name:   "remaining above the limit trusts neither",
 			p:      provider.OpenAI,
 			header: map[string][]string{"X-Ratelimit-Limit-Requests": {"10"}, "X-Ratelimit-Remaining-Requests": {"11"}},
-			want:   provider.Headroom{Requests: none, Tokens: none, Malformed: 1},
+			want:   upstream.Headroom{Requests: none, Tokens: none, Malformed: 1},
 		},
 		{
 			name: "anthropic: the tightest token budget counts",
@@ -70,7 +78,7 @@ func TestHeadroom(t *testing.T) {
 				"Anthropic-Ratelimit-Input-Tokens-Limit": {"80000"}, "Anthropic-Ratelimit-Input-Tokens-Remaining": {"70000"}, "Anthropic-Ratelimit-Input-Tokens-Reset": {"2026-01-02T03:05:05Z"},
 				"Anthropic-Ratelimit-Output-Tokens-Limit": {"20000"}, "Anthropic-Ratelimit-Output-Tokens-Remaining": {"1000"}, "Anthropic-Ratelimit-Output-Tokens-Reset": {"2026-01-02T03:04:15+00:00"},
 			},
-			want: provider.Headroom{Requests: b(50, 0, 30*time.Second), Tokens: b(20000, 1000, 10*time.Second)},
+			want: upstream.Headroom{Requests: b(50, 0, 30*time.Second), Tokens: b(20000, 1000, 10*time.Second)},
 		},
 		{
 			name: "anthropic reset in the past is now; a bad time is counted",
@@ -79,13 +87,13 @@ func TestHeadroom(t *testing.T) {
 				"Anthropic-Ratelimit-Requests-Remaining": {"3"}, "Anthropic-Ratelimit-Requests-Reset": {"2026-01-02T03:00:00Z"},
 				"Anthropic-Ratelimit-Tokens-Remaining": {"3"}, "Anthropic-Ratelimit-Tokens-Reset": {"in 5s"},
 			},
-			want: provider.Headroom{Requests: b(-1, 3, 0), Tokens: b(-1, 3, 0), Malformed: 1},
+			want: upstream.Headroom{Requests: b(0, 3, 0), Tokens: b(0, 3, 0), Malformed: 1},
 		},
 		{
 			name:   "anthropic ignores the OpenAI forms",
 			p:      provider.Anthropic,
 			header: map[string][]string{"X-Ratelimit-Remaining-Requests": {"0"}},
-			want:   provider.NoHeadroom,
+			want:   upstream.Headroom{},
 		},
 	}
 	for _, tt := range tests {

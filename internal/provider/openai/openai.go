@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/upstream"
 )
 
 // API is the OpenAI API's catalog entry.
@@ -338,8 +339,8 @@ func Header(client http.Header, credential string) http.Header {
 // tokens} as whole numbers and x-ratelimit-reset-{requests,tokens} as Go-
 // style durations ("6m0s", "1s", "20ms"). Azure often leaves the resets
 // out; the budget then has none.
-func headroom(h http.Header, _ time.Time) provider.Headroom {
-	var hr provider.Headroom
+func headroom(h http.Header, _ time.Time) upstream.Headroom {
+	var hr upstream.Headroom
 	hr.Requests = provider.ReadBudget(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseReset, &hr.Malformed)
 	hr.Tokens = provider.ReadBudget(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseReset, &hr.Malformed)
 	return hr
