@@ -669,7 +669,7 @@ func (r *report) markdown() string {
 	for _, k := range s.Paths {
 		labels = append(labels, fmt.Sprintf("%s (`%s`)", apiPaths[k].label, apiPaths[k].url))
 	}
-	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
+	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on, usage events batched) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
 	p("%d interleaved rounds of %v per run; node request log %s. Latency runs from the intended send time (open loop).",
 		s.Rounds, s.Duration, map[bool]string{true: "on (JSON lines to a file)", false: "off"}[s.NodeLog])
 	p("Host stalls: %s. The stream tail targets (TTFB and gap p99) are read without the waits and gaps a host stall overlapped; their notes give the ratio with them.", s.Stalls)
