@@ -96,6 +96,13 @@ func GatewayTimeout(msg string) *Error {
 	return &Error{Status: 504, Code: "upstream_timeout", Msg: msg, ShouldRetry: &no}
 }
 
+// GatewayTimeoutNotSent is the 504 for a request whose attempts ran out
+// of the node's time limits before a connection to the provider was had:
+// nothing was sent, so retrying is safe.
+func GatewayTimeoutNotSent(msg string) *Error {
+	return &Error{Status: 504, Code: "upstream_timeout", Msg: msg, ShouldRetry: &yes}
+}
+
 // MethodNotAllowed is a 405.
 func MethodNotAllowed(msg string) *Error {
 	return &Error{Status: 405, Code: "method_not_allowed", Msg: msg}

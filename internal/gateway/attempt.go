@@ -223,6 +223,7 @@ func (c *call) route(ctx context.Context) {
 	if m.Affinity {
 		c.session = c.sessionKey(m.PrefixAffinity)
 	}
+	var last *attempt
 	for n := 1; n <= c.h.o.MaxAttempts; n++ {
 		var (
 			l  balance.Lease
@@ -242,6 +243,7 @@ func (c *call) route(ctx context.Context) {
 		if a.state != provider.NotSent || a.status != 0 || ctx.Err() != nil {
 			return
 		}
+		last = a
 	}
 	if len(tried) == 0 {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest
@@ -253,6 +255,14 @@ func (c *call) route(ctx context.Context) {
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
+	if last != nil && last.outOfTime() {
+		// The node's own limit ran out while the connection was still
+		// being made (a slow proxy, a node or provider under load): a
+		// timeout, as the client would have met it after the connection
+		// (docs/api.md "Status codes").
+		c.fail(apierr.GatewayTimeoutNotSent(fmt.Sprintf("could not reach a provider for model %q within the time limit", shown)))
+		return
+	}
 	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", shown), false))
 }
 
@@ -776,9 +786,15 @@ func (a *attempt) nodeTimer() bool {
 	case stageTimeout:
 		return true
 	case stageConnect:
-		return errors.Is(a.err, egress.ErrConnectTimeout) || errors.Is(a.err, errFirstByteTimeout) || errors.Is(a.err, errTotalTimeout)
+		return errors.Is(a.err, egress.ErrConnectTimeout) || a.outOfTime()
 	}
 	return false
+}
+
+// outOfTime reports whether the attempt ended because the first-byte or
+// the total limit ran out.
+func (a *attempt) outOfTime() bool {
+	return errors.Is(a.err, errFirstByteTimeout) || errors.Is(a.err, errTotalTimeout)
 }
 
 // event is the attempt's usage event, made by the usage package from what

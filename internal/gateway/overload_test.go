@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -129,6 +132,53 @@ func TestNodeTimerOutcome(t *testing.T) {
 			c := &call{h: &Handler{o: Options{NodeLoad: load}}}
 			if got := c.result(tt.a).Outcome; got != tt.want {
 				t.Errorf("outcome %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTimeLimitBeforeConnection: when the first-byte limit runs out while
+// the connection to the provider is still being made (a proxy or a node
+// under load), the client gets 504 upstream_timeout with x-should-retry:
+// true (nothing was sent), not 502 upstream_unreachable; a dial that
+// fails at once is still a 502.
+func TestTimeLimitBeforeConnection(t *testing.T) {
+	released := make(chan struct{})
+	defer close(released)
+	tests := []struct {
+		name       string
+		dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+		wantStatus int
+		wantCode   string
+	}{
+		{"dial outlasts the first-byte limit", func(context.Context, string, string) (net.Conn, error) {
+			// The transport dials on past the request's end; the test
+			// lets the dial go when it is done.
+			<-released
+			return nil, errors.New("released")
+		}, http.StatusGatewayTimeout, "upstream_timeout"},
+		{"dial refused", func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("connection refused")
+		}, http.StatusBadGateway, "upstream_unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := newHandler(t, Options{FirstByte: 50 * time.Millisecond})
+			h.o.Transport = &http.Transport{DialContext: tt.dial}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), `"`+tt.wantCode+`"`) {
+				t.Errorf("status %d, body %s; want %d with code %s", resp.StatusCode, body, tt.wantStatus, tt.wantCode)
+			}
+			if got := resp.Header.Get("x-should-retry"); got != "true" {
+				t.Errorf("x-should-retry = %q, want true: nothing was sent", got)
 			}
 		})
 	}
