@@ -125,6 +125,44 @@ func TestBatchedDelivery(t *testing.T) {
 	})
 }
 
+// TestReadsAreBounded: a backlog larger than a read goes out in reads of
+// at most maxReadRows rows, each whole batches, whatever the window and
+// the batch size; every event is still delivered once.
+func TestReadsAreBounded(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b testBroker) {
+		for _, tc := range []struct {
+			name      string
+			batchMax  int
+			wantLimit int // the largest read
+		}{
+			{"batches of 100", 100, 1000},
+			{"batches of 1000", 1000, 1000},
+			{"batches of 7", 7, 1022},
+			{"one event a message", 1, 1024},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				const n = 3000
+				src := newFakeSource()
+				src.add(payloads("bounded", n, 100)...)
+				o := testOptions(b.addr, uniqueTopic(t))
+				o.BatchMax, o.Window = tc.batchMax, 1024
+				p := newPublisher(t, src, o)
+				r := start(t, p)
+				eventually(t, "every row acknowledged and deleted", func() bool { return src.pending() == 0 })
+				r.stop(t)
+				src.mu.Lock()
+				defer src.mu.Unlock()
+				if src.maxAsked != tc.wantLimit {
+					t.Errorf("largest read asked for %d rows, want %d", src.maxAsked, tc.wantLimit)
+				}
+				if st := p.Stats(); st.Acked != n {
+					t.Errorf("Acked %d, want %d", st.Acked, n)
+				}
+			})
+		}
+	})
+}
+
 // TestWithheldBatchKeepsItsRows: a batch whose PUBACK the broker withholds
 // keeps exactly its own rows in the outbox; every other batch's rows go.
 func TestWithheldBatchKeepsItsRows(t *testing.T) {

@@ -66,6 +66,7 @@ type fakeSource struct {
 	onDelete func(seqs []uint64) // optional invariant check
 	readErr  error               // returned once by the next Read
 	reads    int
+	maxAsked int // the largest max any Read asked for
 }
 
 func newFakeSource() *fakeSource {
@@ -93,6 +94,9 @@ func (s *fakeSource) Read(after uint64, max int) ([]Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
+	if max > s.maxAsked {
+		s.maxAsked = max
+	}
 	if err := s.readErr; err != nil {
 		s.readErr = nil
 		return nil, err
