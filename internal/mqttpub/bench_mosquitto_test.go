@@ -90,18 +90,12 @@ func backlogFile(b *testing.B) string {
 	return filepath.Join(t.dir, "backlog.db")
 }
 
-// openNodeOutbox opens path with the node's default commit options (100
-// ms window, 64-event batches, the crash bound), room for the backlog and
-// what a concurrent writer adds.
-func openNodeOutbox(b *testing.B, path string, n int) *outbox.Store {
-	b.Helper()
-	return openNodeOutboxBatch(b, path, n, CommitBatch(DefaultBatchMax))
-}
-
-// openNodeOutboxBatch is openNodeOutbox with a commit starting as soon
-// as maxBatch events wait, as the node sets it for its publisher's
-// framing (CommitBatch).
-func openNodeOutboxBatch(b *testing.B, path string, n, maxBatch int) *outbox.Store {
+// openNodeOutbox opens path with the node's commit options (100 ms
+// window, the crash bound) and a commit starting as soon as maxBatch
+// events wait, as the node sets it for its publisher's framing
+// (CommitBatch); with room for the backlog and what a concurrent writer
+// adds.
+func openNodeOutbox(b *testing.B, path string, n, maxBatch int) *outbox.Store {
 	b.Helper()
 	s, err := outbox.Open(outbox.Options{Path: path, MaxEvents: 2 * n, MaxBytes: 1 << 30, MaxBatch: maxBatch})
 	if err != nil {
@@ -151,7 +145,7 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 					} else {
 						o.Window, _ = strconv.Atoi(strings.TrimPrefix(client, "paho-"))
 					}
-					ob := openNodeOutboxBatch(b, path, backlog, CommitBatch(o.BatchMax))
+					ob := openNodeOutbox(b, path, backlog, CommitBatch(o.BatchMax))
 					p := newPublisher(b, ob, o)
 					var reads, writes atomic.Int64
 					countWith(b, p, &reads, &writes)
@@ -328,7 +322,7 @@ func usageSteady(b *testing.B, rate, events int) {
 				if strings.HasPrefix(v, "batch") {
 					batchMax = benchBatchMax
 				}
-				ob = openNodeOutboxBatch(b, filepath.Join(b.TempDir(), fmt.Sprintf("steady-%d-%s.db", i, v)), events, CommitBatch(batchMax))
+				ob = openNodeOutbox(b, filepath.Join(b.TempDir(), fmt.Sprintf("steady-%d-%s.db", i, v)), events, CommitBatch(batchMax))
 			})
 			broker := addr
 			if strings.HasSuffix(v, "down") {
