@@ -436,20 +436,15 @@ func (n *node) openOutbox() {
 
 // outboxOptions are the outbox's options from cfg. A commit starts
 // early when as many events wait as the publisher's framing delivers in
-// one short burst (mqttpub.CommitBatch), and never later than a quarter
-// of the crash window by count.
+// one short burst (mqttpub.CommitBatch).
 func outboxOptions(cfg *config.Config, log *slog.Logger) outbox.Options {
 	u := cfg.Usage
-	batch := outbox.DefaultMaxBatch
-	if cfg.MQTT.Broker != "" {
-		batch = mqttpub.CommitBatch(cfg.MQTT.BatchMax)
-	}
 	return outbox.Options{
 		Path:           u.OutboxPath,
 		MaxEvents:      u.MaxEvents,
 		MaxBytes:       u.MaxBytes,
 		CommitInterval: u.CommitInterval,
-		MaxBatch:       max(1, min(batch, u.CrashWindowEvents/4)),
+		MaxBatch:       mqttpub.CommitBatch(cfg.MQTT.BatchMax, u.CrashWindowEvents),
 		MaxUnsynced:    u.CrashWindowEvents,
 		MaxUnsyncedAge: u.CrashWindow,
 		Logger:         log,

@@ -145,7 +145,7 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 					} else {
 						o.Window, _ = strconv.Atoi(strings.TrimPrefix(client, "paho-"))
 					}
-					ob := openNodeOutbox(b, path, backlog, CommitBatch(o.BatchMax))
+					ob := openNodeOutbox(b, path, backlog, CommitBatch(o.BatchMax, outbox.DefaultMaxUnsynced))
 					p := newPublisher(b, ob, o)
 					var reads, writes atomic.Int64
 					countWith(b, p, &reads, &writes)
@@ -322,7 +322,7 @@ func usageSteady(b *testing.B, rate, events int) {
 				if strings.HasPrefix(v, "batch") {
 					batchMax = benchBatchMax
 				}
-				ob = openNodeOutbox(b, filepath.Join(b.TempDir(), fmt.Sprintf("steady-%d-%s.db", i, v)), events, CommitBatch(batchMax))
+				ob = openNodeOutbox(b, filepath.Join(b.TempDir(), fmt.Sprintf("steady-%d-%s.db", i, v)), events, CommitBatch(batchMax, outbox.DefaultMaxUnsynced))
 			})
 			broker := addr
 			if strings.HasSuffix(v, "down") {

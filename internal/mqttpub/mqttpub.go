@@ -57,21 +57,19 @@ const (
 
 // CommitBatch is how many queued events should start an outbox commit
 // (outbox.Options.MaxBatch) for a publisher that sends up to batchMax
-// events a message. Each commit wakes the publisher for one burst of
-// publishes and PUBACKs, on the CPU that serves requests; one event a
-// message, 64 events (the outbox's default) kept that burst from
-// lengthening the requests it delays. Batched, the burst is batchMax
-// times fewer messages, so a commit may hold that many times more, up to
-// maxCommitBatch: at high rates fsyncs then follow the commit interval,
-// not the event rate (at 2,000 events/s, 10 a second instead of 31).
-func CommitBatch(batchMax int) int {
-	return min(outbox.DefaultMaxBatch*max(1, batchMax), maxCommitBatch)
-}
-
-// maxCommitBatch is CommitBatch's ceiling: a quarter of the default crash
-// window by count (outbox.DefaultMaxUnsynced), so commits start well
+// events a message, on an outbox whose crash window holds maxUnsynced
+// events. Each commit wakes the publisher for one burst of publishes and
+// PUBACKs, on the CPU that serves requests; one event a message, 64
+// events (the outbox's default) kept that burst from lengthening the
+// requests it delays. Batched, the burst is batchMax times fewer
+// messages, so a commit may hold that many times more: at high rates
+// fsyncs then follow the commit interval, not the event rate (at 2,000
+// events/s, 10 a second instead of 31). Either way a commit starts before
+// a quarter of the crash window waits (1,024 of the default 4,096), well
 // before new events would be refused.
-const maxCommitBatch = outbox.DefaultMaxUnsynced / 4
+func CommitBatch(batchMax, maxUnsynced int) int {
+	return max(1, min(outbox.DefaultMaxBatch*max(1, batchMax), maxUnsynced/4))
+}
 
 // maxReadRows bounds the rows one outbox Read returns (rounded to whole
 // batches), so that a read copies about 400 KiB of typical events whatever

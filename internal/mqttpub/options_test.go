@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/secret"
 )
 
@@ -148,7 +149,7 @@ func TestCommitBatch(t *testing.T) {
 	for _, tt := range []struct{ batchMax, want int }{
 		{0, 64}, {1, 64}, {2, 128}, {10, 640}, {16, 1024}, {100, 1024}, {MaxBatchMax, 1024},
 	} {
-		if got := CommitBatch(tt.batchMax); got != tt.want {
+		if got := CommitBatch(tt.batchMax, outbox.DefaultMaxUnsynced); got != tt.want {
 			t.Errorf("CommitBatch(%d) = %d, want %d", tt.batchMax, got, tt.want)
 		}
 	}
