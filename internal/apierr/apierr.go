@@ -78,29 +78,25 @@ func RateLimited(tenantScope bool, msg string, retryAfter time.Duration) *Error 
 	return &Error{Status: 429, Code: code, Msg: msg, RetryAfter: retryAfter, ShouldRetry: &yes}
 }
 
-// BadGateway is a 502. sent reports whether the request may have reached
-// the provider; if so the client is told not to retry (docs/failures.md).
+// BadGateway is a 502. possiblySent reports whether the request may have
+// reached the provider; if so the client is told not to retry
+// (docs/failures.md).
 func BadGateway(code, msg string, possiblySent bool) *Error {
-	e := &Error{Status: 502, Code: code, Msg: msg}
+	return upstreamFailure(502, code, msg, possiblySent)
+}
+
+// GatewayTimeout is the 504 for a provider that did not answer within the
+// node's time limits; possiblySent as for [BadGateway].
+func GatewayTimeout(msg string, possiblySent bool) *Error {
+	return upstreamFailure(504, "upstream_timeout", msg, possiblySent)
+}
+
+func upstreamFailure(status int, code, msg string, possiblySent bool) *Error {
+	e := &Error{Status: status, Code: code, Msg: msg, ShouldRetry: &yes}
 	if possiblySent {
 		e.ShouldRetry = &no
-	} else {
-		e.ShouldRetry = &yes
 	}
 	return e
-}
-
-// GatewayTimeout is the 504 for no first byte within the limit after the
-// request may have been sent: never safe to retry.
-func GatewayTimeout(msg string) *Error {
-	return &Error{Status: 504, Code: "upstream_timeout", Msg: msg, ShouldRetry: &no}
-}
-
-// GatewayTimeoutNotSent is the 504 for a request whose attempts ran out
-// of the node's time limits before a connection to the provider was had:
-// nothing was sent, so retrying is safe.
-func GatewayTimeoutNotSent(msg string) *Error {
-	return &Error{Status: 504, Code: "upstream_timeout", Msg: msg, ShouldRetry: &yes}
 }
 
 // MethodNotAllowed is a 405.

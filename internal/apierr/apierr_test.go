@@ -75,7 +75,7 @@ func TestShapes(t *testing.T) {
 		},
 		{
 			name:        "504",
-			err:         GatewayTimeout("slow"),
+			err:         GatewayTimeout("slow", true),
 			wantBody:    `{"error":{"message":"slow","type":"server_error","param":null,"code":"upstream_timeout"}}`,
 			wantHeaders: map[string]string{"X-Should-Retry": "false"},
 		},

@@ -260,7 +260,7 @@ func (c *call) route(ctx context.Context) {
 		// being made (a slow proxy, a node or provider under load): a
 		// timeout, as the client would have met it after the connection
 		// (docs/api.md "Status codes").
-		c.fail(apierr.GatewayTimeoutNotSent(fmt.Sprintf("could not reach a provider for model %q within the time limit", shown)))
+		c.fail(apierr.GatewayTimeout(fmt.Sprintf("could not reach a provider for model %q within the time limit", shown), false))
 		return
 	}
 	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", shown), false))
@@ -609,7 +609,7 @@ func (c *call) failBeforeCommit(ctx context.Context, a *attempt) {
 	switch cause := context.Cause(ctx); cause {
 	case errFirstByteTimeout, errTotalTimeout, errIdleTimeout:
 		a.stage, a.err = stageTimeout, cause
-		c.failAttempt(a, apierr.GatewayTimeout("the provider did not answer within the limit"))
+		c.failAttempt(a, apierr.GatewayTimeout("the provider did not answer within the limit", true))
 	default:
 		c.failAttempt(a, apierr.BadGateway("upstream_failed", "the provider connection failed after the request may have been sent", true))
 	}
