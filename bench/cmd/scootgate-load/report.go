@@ -794,7 +794,7 @@ func (r *report) sortedCells(stream bool) []*cell {
 			out = append(out, c)
 		}
 	}
-	rank := map[string]int{keyBaseline: 0, keyNode: 1, keyBrokerDown: 2, keyUsageOff: 3, keyTracing: 4, keyBatched: 5}
+	order := append([]string{keyBaseline, keyNode}, variantOrder...)
 	slices.SortStableFunc(out, func(a, b *cell) int {
 		if pa, pb := slices.Index(r.Setup.Paths, a.Path), slices.Index(r.Setup.Paths, b.Path); pa != pb {
 			return pa - pb
@@ -805,7 +805,7 @@ func (r *report) sortedCells(stream bool) []*cell {
 			}
 			return 1
 		}
-		return rank[a.Target] - rank[b.Target]
+		return slices.Index(order, a.Target) - slices.Index(order, b.Target)
 	})
 	return out
 }
