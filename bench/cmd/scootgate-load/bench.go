@@ -89,13 +89,14 @@ const (
 	keyUsageOff   = "node-usage-off"
 	keyTracing    = "node-tracing"
 	keyBatched    = "node-batched"
+	keyTwin       = "node-twin"
 )
 
 // batchedMax is the node-batched variant's [mqtt] batch_max.
 const batchedMax = 100
 
 // variantOrder is the node variants, in report order.
-var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing, keyBatched}
+var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing, keyBatched, keyTwin}
 
 var targetNames = map[string]string{
 	keyBaseline:   "baseline (httputil.ReverseProxy)",
@@ -104,6 +105,7 @@ var targetNames = map[string]string{
 	keyUsageOff:   "node, usage events off",
 	keyTracing:    "node, tracing on",
 	keyBatched:    "node, usage events batched",
+	keyTwin:       "node's twin (the same configuration)",
 }
 
 // target is one system under test and the generator's client for it.
@@ -260,6 +262,9 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 			s.Tracing = b.sink.url()
 		case keyBatched:
 			s.BatchMax = batchedMax
+		case keyTwin:
+			// Nothing differs but its node id and directory: node ÷
+			// twin is what the yardstick reads when nothing changed.
 		}
 		cfg, err := writeNodeDir(filepath.Join(b.dir, name), s)
 		if err != nil {

@@ -190,6 +190,8 @@ func TestChecks(t *testing.T) {
 		add(ns, keyNode, run([]time.Duration{110 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
 		add(ns, keyBrokerDown, run([]time.Duration{108 * µs, 146 * µs}[round], 3*ms, 0, 0, 0.3))
 		add(ns, keyTracing, run([]time.Duration{165 * µs, 225 * µs}[round], 3*ms, 0, 0, 0.3))
+		// The twin: 100, 150 µs (node ÷ twin 1.10, 1.00; pooled 130 ÷ 125).
+		add(ns, keyTwin, run([]time.Duration{100 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
 		// Streams: TTFB over the 1 ms delay 2 ms vs 2.5 ms (1.25×); gaps
 		// over the 5 ms gap 1 ms vs 1.1 ms; CPU 1000 vs 1100 µs; the node's
 		// runs saturate the load side.
@@ -232,6 +234,7 @@ func TestChecks(t *testing.T) {
 		{"broker down ÷ broker up, latency p50, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"broker down ÷ broker up, latency p99, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"tracing on ÷ node, CPU per request, " + ns, 1.5, "1.50…1.50×", true, false, false},
+		{"noise floor: node ÷ its twin, CPU per request, " + ns, 1.04, "1.00…1.10×", true, false, false},
 		{"resident memory per idle stream (10 streams)", 1.25, "", false, true, false},
 		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, "", true, false, false},
 	}
@@ -246,6 +249,46 @@ func TestChecks(t *testing.T) {
 	} {
 		if !strings.Contains(md, row) {
 			t.Errorf("markdown lacks the row\n%s\nin\n%s", row, md)
+		}
+	}
+}
+
+// TestTwinCheck: the noise floor fails when the twins differ by more
+// than the margin either way, so a cheaper node is as suspect as a
+// dearer one.
+func TestTwinCheck(t *testing.T) {
+	cpu := metric{
+		pooled: func(c *cell) float64 { return float64(c.CPUPerReq) },
+		run:    func(c *cell, i int) float64 { return float64(c.CPUPerRun[i]) },
+		show:   func(v float64) string { return fmt.Sprint(v) },
+	}
+	twin := &cell{CPUPerReq: 100}
+	for _, tc := range []struct {
+		node time.Duration
+		pass bool
+	}{{100, true}, {110, true}, {111, false}, {91, true}, {90, false}} {
+		c := twinCheck("s", &cell{CPUPerReq: tc.node}, twin, cpu)
+		if c.Pass != tc.pass || c.Limit != "0.91–1.10×" {
+			t.Errorf("node %d ÷ twin 100: pass %t, limit %q; want %t, 0.91–1.10×", tc.node, c.Pass, c.Limit, tc.pass)
+		}
+	}
+}
+
+// TestSpread: min…max, with the median from three rounds on.
+func TestSpread(t *testing.T) {
+	show := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	for _, tc := range []struct {
+		per  []float64
+		want string
+	}{
+		{nil, ""},
+		{[]float64{1}, "1.00×"},
+		{[]float64{1.2, 1}, "1.00…1.20×"},
+		{[]float64{1.3, 0.9, 1.0}, "0.90…1.30×, median 1.00×"},
+		{[]float64{1.3, 0.9, 1.0, 1.2}, "0.90…1.30×, median 1.10×"},
+	} {
+		if got := spread(tc.per, show, "×"); got != tc.want {
+			t.Errorf("spread(%v) = %q, want %q", tc.per, got, tc.want)
 		}
 	}
 }
@@ -326,7 +369,7 @@ func TestScenarios(t *testing.T) {
 	}
 	const (
 		pair     = "baseline node"
-		variants = "baseline node node-broker-down node-usage-off node-tracing node-batched"
+		variants = "baseline node node-broker-down node-usage-off node-tracing node-batched node-twin"
 	)
 	want := []string{
 		"chat completions, non-stream @ 500/s (/v1/chat/completions false 500): " + variants,

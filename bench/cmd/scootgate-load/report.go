@@ -484,6 +484,17 @@ func (r *report) checks() []check {
 			out = append(out, ratioCheck("CPU per request, node with usage events batched ÷ baseline, "+c.Scenario, c, b, cpu, 1.1, false))
 		}
 	}
+	for _, c := range r.Cells {
+		if c.Target != keyTwin {
+			continue
+		}
+		if n := r.cell(c.Scenario, keyNode); n != nil {
+			// The noise floor: two identical nodes in the same rounds.
+			// A run whose twins differ by more than a target's margin
+			// cannot tell that target's pass from its failure.
+			out = append(out, twinCheck(c.Scenario, n, c, cpu))
+		}
+	}
 	// Idle streams: node ÷ baseline per stream at each count, and the
 	// 10,000-stream bound from the largest count.
 	var largest *idleResult
@@ -588,14 +599,42 @@ func differenceCheck(name string, n, b *cell, m metric, limit time.Duration) che
 }
 
 // spread renders per-round values as "min…max" (one value alone; "" for none).
+// twinCheck compares the node's CPU per request with its twin's, the
+// same configuration in the same rounds: it passes while the two agree
+// within twinMargin either way.
+func twinCheck(scenario string, n, twin *cell, cpu metric) check {
+	c := ratioCheck("noise floor: node ÷ its twin, CPU per request, "+scenario, n, twin, cpu, twinMargin, false)
+	c.Limit = fmt.Sprintf("%.2f–%.2f×", 1/twinMargin, twinMargin)
+	c.Pass = c.Ratio != nil && *c.Ratio >= 1/twinMargin && *c.Ratio <= twinMargin
+	return c
+}
+
+// twinMargin is the closest CPU target's margin (≤ 1.1× the hop).
+const twinMargin = 1.1
+
+// spread is a per-round series as min…max, with its median from three
+// rounds on: one round's ratio is not a result, and the median is what
+// several of them agree on.
 func spread(per []float64, show func(float64) string, unit string) string {
 	switch {
 	case len(per) == 0:
 		return ""
 	case len(per) == 1:
 		return show(per[0]) + unit
+	case len(per) == 2:
+		return show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit
 	}
-	return show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit
+	return show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit + ", median " + show(median(per)) + unit
+}
+
+// median of vs (not modified).
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // note says what limited a comparison's runs, if anything: a system
@@ -669,7 +708,7 @@ func (r *report) markdown() string {
 	for _, k := range s.Paths {
 		labels = append(labels, fmt.Sprintf("%s (`%s`)", apiPaths[k].label, apiPaths[k].url))
 	}
-	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on, usage events batched) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
+	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on, usage events batched, the node's twin) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
 	p("%d interleaved rounds of %v per run; node request log %s. Latency runs from the intended send time (open loop).",
 		s.Rounds, s.Duration, map[bool]string{true: "on (JSON lines to a file)", false: "off"}[s.NodeLog])
 	p("Host stalls: %s. The stream tail targets (TTFB and gap p99) are read without the waits and gaps a host stall overlapped; their notes give the ratio with them.", s.Stalls)
