@@ -60,13 +60,7 @@ func TestFailureAfterKeepaliveCommit(t *testing.T) {
 	h, _ := newHandler(t, Options{Recorders: []Recorder{rec}, StreamKeepalive: 10 * time.Millisecond, FirstByte: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a [[first_event_delay_ms=60000]]"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	resp, data := postChat(t, srv.URL, `{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a [[first_event_delay_ms=60000]]"}]}`)
 	got := string(data)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(got, ": keepalive\n\n") || !strings.Contains(got, `"error"`) || strings.Contains(got, "[DONE]") {
 		t.Fatalf("status %d, body %q; want 200, keepalives, then the in-band error and no [DONE]", resp.StatusCode, got)

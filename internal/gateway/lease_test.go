@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 )
@@ -46,12 +44,7 @@ func TestEveryAttemptGivesItsSlotBack(t *testing.T) {
 				h.o.Transport = refusing{}
 			}
 			srv := httptest.NewServer(h)
-			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp, _ := postChat(t, srv.URL, tt.body)
 			srv.Close() // waits for the handler to return
 			if resp.StatusCode != tt.want {
 				t.Fatalf("client got %d, want %d", resp.StatusCode, tt.want)

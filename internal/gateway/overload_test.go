@@ -80,13 +80,7 @@ func TestSaturatedNodeKeepsBreakerClosed(t *testing.T) {
 				if i == len(tt.want)-1 {
 					content = "hi"
 				}
-				resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-					strings.NewReader(fmt.Sprintf(`{"model":"gpt","messages":[{"role":"user","content":%q}]}`, content)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				resp, _ := postChat(t, srv.URL, fmt.Sprintf(`{"model":"gpt","messages":[{"role":"user","content":%q}]}`, content))
 				got = append(got, resp.StatusCode)
 			}
 			if diff := cmp.Diff(got, tt.want); diff != "" {
@@ -167,13 +161,7 @@ func TestTimeLimitBeforeConnection(t *testing.T) {
 			h.o.Transport = &http.Transport{DialContext: tt.dial}
 			srv := httptest.NewServer(h)
 			defer srv.Close()
-			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-				strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
+			resp, body := postChat(t, srv.URL, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
 			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), `"`+tt.wantCode+`"`) {
 				t.Errorf("status %d, body %s; want %d with code %s", resp.StatusCode, body, tt.wantStatus, tt.wantCode)
 			}

@@ -60,6 +60,20 @@ func newHandlerWith(tb testing.TB, o Options, po fakeprovider.Options) (*Handler
 	return newHandlerAt(tb, o, base), prov
 }
 
+// postChat posts body to the chat completions endpoint of the node at
+// base and returns its answer with the body read whole (closed). A read
+// error is not checked: several tests expect a cut stream.
+func postChat(tb testing.TB, base, body string) (*http.Response, []byte) {
+	tb.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
 // newHandlerAt is newHandler in front of the provider at base.
 func newHandlerAt(tb testing.TB, o Options, base string) *Handler {
 	tb.Helper()
@@ -212,13 +226,7 @@ func TestNoKeepaliveByDefault(t *testing.T) {
 	h, _ := newHandler(t, Options{})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a [[event_delay_ms=50]]"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	_, data := postChat(t, srv.URL, `{"model":"gpt","stream":true,"messages":[{"role":"user","content":"a [[event_delay_ms=50]]"}]}`)
 	if strings.Contains(string(data), "keepalive") {
 		t.Fatalf("keepalive sent while disabled:\n%s", data)
 	}

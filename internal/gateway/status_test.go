@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,12 +54,7 @@ func TestErrorStatusIsWhatTheClientGot(t *testing.T) {
 			}
 			srv := httptest.NewServer(h)
 			defer srv.Close()
-			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp, _ := postChat(t, srv.URL, tt.body)
 			if resp.StatusCode != tt.want {
 				t.Fatalf("client got %d, want %d", resp.StatusCode, tt.want)
 			}

@@ -34,13 +34,7 @@ func TestNonStreamLimits(t *testing.T) {
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
-			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-				strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"[[hang]]"}]}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp, _ := postChat(t, srv.URL, `{"model":"gpt","messages":[{"role":"user","content":"[[hang]]"}]}`)
 			if resp.StatusCode != http.StatusGatewayTimeout {
 				t.Fatalf("status %d, want 504", resp.StatusCode)
 			}
@@ -81,13 +75,7 @@ func TestStreamAnswerToNonStreamRequest(t *testing.T) {
 	h := newHandlerAt(t, Options{NonStreamTotal: 200 * time.Millisecond}, prov.URL)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, data := postChat(t, srv.URL, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
 	if strings.Contains(string(data), "[DONE]") || !strings.Contains(string(data), "without its terminator") {
 		t.Fatalf("a stream answer to a non-stream request ran past non_stream_total:\n%.300s", data)
 	}
@@ -114,13 +102,7 @@ func TestSlowBodyAfterHeaders(t *testing.T) {
 	h := newHandlerAt(t, Options{FirstByte: firstByte, NonStreamTotal: 10 * time.Second}, prov.URL)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, data := postChat(t, srv.URL, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "late") {
 		t.Fatalf("status %d, body %.200s: a body after the headers was cut by first_byte", resp.StatusCode, data)
 	}
