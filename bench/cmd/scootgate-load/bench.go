@@ -819,6 +819,7 @@ func (b *bench) searchMax(ctx context.Context, targets []*target) error {
 			Target:    s.t.key, Rate: rate, Achieved: smp.res.Achieved(), P99: lat.P99, Errors: errs, ErrorKinds: kinds, Pass: ok,
 			SUTBusy: busy(smp.cpu, smp.wall), SideBusy: busy(smp.side, smp.wall),
 			Foreign: busy(smp.foreignSUT, smp.wall) + busy(smp.foreignSide, smp.wall),
+			Tunnels: smp.tunnels,
 		})
 		b.logf("search %-16s %7.0f/s: achieved %7.0f/s p99 %v errors %d → %v", s.t.key, rate, smp.res.Achieved(), lat.P99.Round(time.Microsecond), errs, map[bool]string{true: "pass", false: "FAIL"}[ok])
 		// A failed step leaves a backlog; let it drain before the next.

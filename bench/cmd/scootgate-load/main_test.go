@@ -253,6 +253,23 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+// TestSearchStepTunnels: a search step says how many egress tunnels it
+// opened, when it opened any.
+func TestSearchStepTunnels(t *testing.T) {
+	r := newReport(options{rounds: 1, paths: []string{pathOpenAI}}, pinning{}, sutRuntime{})
+	r.MaxRate[keyNode] = maxRate{Rate: 1000, FirstFail: 1400}
+	r.Steps = []searchStep{
+		{Target: keyNode, Rate: 1000, P99: 5 * time.Millisecond, Pass: true, SUTBusy: 0.3, SideBusy: 0.5},
+		{Target: keyNode, Rate: 1400, P99: time.Second, SUTBusy: 0.6, SideBusy: 0.99, Tunnels: 12},
+	}
+	md := r.markdown()
+	for _, want := range []string{"1000 ✓ 5.000 ms 30%/50%; 1400 ✗ 1000.000 ms 60%/99% +12 tunnels |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q in\n%s", want, md)
+		}
+	}
+}
+
 // TestTwinCheck: the noise floor fails when the twins differ by more
 // than the margin either way, so a cheaper node is as suspect as a
 // dearer one.

@@ -128,6 +128,9 @@ type searchStep struct {
 	SideBusy   float64        `json:"side_cpu_busy"`
 	Foreign    float64        `json:"foreign_cpu_busy"`
 	Disturbed  bool           `json:"disturbed"` // kept although other processes were busy
+	// Tunnels is how many egress tunnels the step opened: a system whose
+	// pool outgrows its idle bound pays the proxy a handshake per request.
+	Tunnels int64 `json:"tunnels"`
 }
 
 type maxRate struct {
@@ -789,7 +792,7 @@ func (r *report) markdown() string {
 		p("")
 		p("Non-stream, %v per step, every system at each rate, rising by ×%g; a step passes with no errors, at least 95%% of the rate achieved and p99 (from the intended send time) ≤ %v. A failed step is tried %d more time(s) before it counts; then the rate is bisected between the last pass and the first failure.", s.SearchStep, s.SearchFactor, s.SearchP99, s.SearchConfirm)
 		p("")
-		p("| system | max passing rate | lowest failing rate | steps (rate: p99, SUT CPU, side CPU) |")
+		p("| system | max passing rate | lowest failing rate | steps (rate: p99, SUT CPU, side CPU, new egress tunnels if any) |")
 		p("|---|---:|---:|---|")
 		for _, key := range append([]string{keyBaseline, keyNode}, variantOrder...) {
 			if _, ok := r.MaxRate[key]; !ok {
@@ -805,7 +808,11 @@ func (r *report) markdown() string {
 					if st.Disturbed {
 						mark += "(disturbed)"
 					}
-					steps = append(steps, fmt.Sprintf("%.0f %s %s %.0f%%/%.0f%%", st.Rate, mark, ms(st.P99), 100*st.SUTBusy, 100*st.SideBusy))
+					step := fmt.Sprintf("%.0f %s %s %.0f%%/%.0f%%", st.Rate, mark, ms(st.P99), 100*st.SUTBusy, 100*st.SideBusy)
+					if st.Tunnels > 0 {
+						step += fmt.Sprintf(" +%d tunnels", st.Tunnels)
+					}
+					steps = append(steps, step)
 				}
 			}
 			m := r.MaxRate[key]
