@@ -74,7 +74,7 @@ bench-fleet: ## fleet convergence: 50 node processes, one long-poll control plan
 	$(GO) -C bench run ./cmd/scootgate-load converge $(FLEETFLAGS)
 
 .PHONY: bench-load
-bench-load: ## open-loop load harness, node vs a bare Go proxy hop on three paths (~10 min; docs/performance.md; LOADFLAGS=-h)
+bench-load: ## open-loop load harness, node vs a bare Go proxy hop on three paths (~12 min; docs/performance.md; LOADFLAGS=-h)
 	$(GO) -C bench run ./cmd/scootgate-load -out $(CURDIR)/bench-results $(LOADFLAGS)
 
 # The load harness is a module of its own (bench/, the node's through a
