@@ -80,7 +80,9 @@ func BenchmarkCommitPaced(b *testing.B) {
 				s.Append(payload)
 			}
 			// Deliver what the last commit wrote, as the publisher does
-			// after each PUBACK: the file keeps its steady size.
+			// after each PUBACK: the file keeps its steady size. Rows
+			// are numbered from 1 in commit order, so the committed
+			// count is the last row's sequence number.
 			if st := s.Stats(); st.Committed >= next {
 				seqs := make([]uint64, 0, st.Committed-next+1)
 				for ; next <= st.Committed; next++ {

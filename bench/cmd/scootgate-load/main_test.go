@@ -274,17 +274,12 @@ func TestSearchStepTunnels(t *testing.T) {
 // than the margin either way, so a cheaper node is as suspect as a
 // dearer one.
 func TestTwinCheck(t *testing.T) {
-	cpu := metric{
-		pooled: func(c *cell) float64 { return float64(c.CPUPerReq) },
-		run:    func(c *cell, i int) float64 { return float64(c.CPUPerRun[i]) },
-		show:   func(v float64) string { return fmt.Sprint(v) },
-	}
 	twin := &cell{CPUPerReq: 100}
 	for _, tc := range []struct {
 		node time.Duration
 		pass bool
 	}{{100, true}, {110, true}, {111, false}, {91, true}, {90, false}} {
-		c := twinCheck("s", &cell{CPUPerReq: tc.node}, twin, cpu)
+		c := twinCheck("s", &cell{CPUPerReq: tc.node}, twin)
 		if c.Pass != tc.pass || c.Limit != "0.91–1.10×" {
 			t.Errorf("node %d ÷ twin 100: pass %t, limit %q; want %t, 0.91–1.10×", tc.node, c.Pass, c.Limit, tc.pass)
 		}

@@ -386,6 +386,13 @@ func (c *cell) runShots(i int) []loadgen.Shot {
 	return c.shots[start:c.runEnd[i]]
 }
 
+// cpuPerRequest is the system under test's CPU per request (or stream).
+var cpuPerRequest = metric{
+	pooled: func(c *cell) float64 { return float64(c.CPUPerReq) },
+	run:    func(c *cell, i int) float64 { return float64(c.CPUPerRun[i]) },
+	show:   func(v float64) string { return us(time.Duration(v)) },
+}
+
 // checks turns the measurements into the harness's targets and its looser
 // checks (docs/performance.md).
 func (r *report) checks() []check {
@@ -393,11 +400,7 @@ func (r *report) checks() []check {
 	delay, gap := float64(r.Setup.ProviderDelay), float64(r.Setup.EventGap)
 	msf := func(v float64) string { return ms(time.Duration(v)) }
 	usf := func(v float64) string { return us(time.Duration(v)) }
-	cpu := metric{
-		pooled: func(c *cell) float64 { return float64(c.CPUPerReq) },
-		run:    func(c *cell, i int) float64 { return float64(c.CPUPerRun[i]) },
-		show:   usf,
-	}
+	cpu := cpuPerRequest
 	// pct is a percentile of some durations of the shots, less off.
 	pct := func(of func([]loadgen.Shot) []time.Duration, q float64, off float64) metric {
 		v := func(shots []loadgen.Shot) float64 {
@@ -495,7 +498,7 @@ func (r *report) checks() []check {
 			// The noise floor: two identical nodes in the same rounds.
 			// A run whose twins differ by more than a target's margin
 			// cannot tell that target's pass from its failure.
-			out = append(out, twinCheck(c.Scenario, n, c, cpu))
+			out = append(out, twinCheck(c.Scenario, n, c))
 		}
 	}
 	// Idle streams: node ÷ baseline per stream at each count, and the
@@ -601,12 +604,11 @@ func differenceCheck(name string, n, b *cell, m metric, limit time.Duration) che
 	return c
 }
 
-// spread renders per-round values as "min…max" (one value alone; "" for none).
 // twinCheck compares the node's CPU per request with its twin's, the
 // same configuration in the same rounds: it passes while the two agree
 // within twinMargin either way.
-func twinCheck(scenario string, n, twin *cell, cpu metric) check {
-	c := ratioCheck("noise floor: node ÷ its twin, CPU per request, "+scenario, n, twin, cpu, twinMargin, false)
+func twinCheck(scenario string, n, twin *cell) check {
+	c := ratioCheck("noise floor: node ÷ its twin, CPU per request, "+scenario, n, twin, cpuPerRequest, twinMargin, false)
 	c.Limit = fmt.Sprintf("%.2f–%.2f×", 1/twinMargin, twinMargin)
 	c.Pass = c.Ratio != nil && *c.Ratio >= 1/twinMargin && *c.Ratio <= twinMargin
 	return c
@@ -615,19 +617,21 @@ func twinCheck(scenario string, n, twin *cell, cpu metric) check {
 // twinMargin is the closest CPU target's margin (≤ 1.1× the hop).
 const twinMargin = 1.1
 
-// spread is a per-round series as min…max, with its median from three
-// rounds on: one round's ratio is not a result, and the median is what
-// several of them agree on.
+// spread is a per-round series as min…max (one value alone; "" for
+// none), with its median from three rounds on: one round's ratio is not a
+// result, and the median is what several of them agree on.
 func spread(per []float64, show func(float64) string, unit string) string {
-	switch {
-	case len(per) == 0:
+	switch len(per) {
+	case 0:
 		return ""
-	case len(per) == 1:
+	case 1:
 		return show(per[0]) + unit
-	case len(per) == 2:
-		return show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit
 	}
-	return show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit + ", median " + show(median(per)) + unit
+	s := show(slices.Min(per)) + "…" + show(slices.Max(per)) + unit
+	if len(per) >= 3 {
+		s += ", median " + show(median(per)) + unit
+	}
+	return s
 }
 
 // median of vs (not modified).
