@@ -1,4 +1,4 @@
-// Package routesnap defines the routing snapshot, schema 1: the document a
+// Package routesnap defines the routing snapshot, schemas 1 and 2: the document a
 // control plane publishes so that ScootGate nodes know their provider
 // backends and public models (docs/routing.md, docs/snapshots.md).
 //

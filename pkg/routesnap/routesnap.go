@@ -2,8 +2,15 @@ package routesnap
 
 import "time"
 
-// Schema is the only schema number this package reads and writes.
-const Schema = 1
+// Schema is the newest schema number: the one this package writes, and the
+// highest it reads. It reads every number from [MinSchema] to Schema; a
+// member that a schema introduced is refused in a document of an earlier
+// one (proto/VERSIONING.md), so a control plane cannot send a node a
+// member that an older node would refuse while writing the older number.
+const Schema = 2
+
+// MinSchema is the oldest schema number this package reads.
+const MinSchema = 1
 
 // Limits enforced by [Snapshot.Validate] and [ValidateRoutes]. A node's
 // static configuration decodes its routes into these types and checks them
@@ -34,7 +41,7 @@ const (
 
 // Snapshot is one complete routing snapshot.
 type Snapshot struct {
-	Schema      int       `json:"schema"`                // must be [Schema]
+	Schema      int       `json:"schema"`                // [MinSchema]..[Schema]
 	Version     uint64    `json:"version"`               // ≥ 1, strictly increasing per publisher
 	GeneratedAt time.Time `json:"generated_at,omitzero"` // informational; zero = not given
 	Backends    []Backend `json:"backends"`              // at least one

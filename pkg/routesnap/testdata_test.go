@@ -72,7 +72,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"version-string.json":      {decode: &decodeErr{Path: "version", Msg: "expected a non-negative integer, got string"}},
 		"null-target.json":         {decode: &decodeErr{Path: "models[0].targets[0]", Msg: "expected an object, got null"}},
 		"bad-schema.json": {validate: []routesnap.Problem{
-			{Path: "schema", Msg: "must be 1, got 2"},
+			{Path: "schema", Msg: "must be 1..2, got 3"},
 			{Path: "version", Msg: "must be at least 1"},
 		}},
 		"empty.json": {validate: []routesnap.Problem{

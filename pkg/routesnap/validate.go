@@ -29,7 +29,8 @@ func (e *ValidationError) Error() string {
 // Validate checks the snapshot's meaning and returns a [*ValidationError]
 // listing every problem, or nil. It checks that:
 //
-//   - schema is [Schema] and version is at least 1;
+//   - schema is [MinSchema]..[Schema], version is at least 1, and no
+//     member is newer than the document's schema;
 //   - the backends and models pass [ValidateRoutes].
 //
 // Whether a credential name is defined is up to the node that loads the
@@ -46,9 +47,10 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 	if s == nil {
 		return &ValidationError{Problems: []Problem{{Msg: "snapshot is nil"}}}
 	}
-	v := validator{defined: defined}
-	if s.Schema != Schema {
-		v.add("schema", "must be %d, got %d", Schema, s.Schema)
+	v := validator{defined: defined, schema: s.Schema}
+	if s.Schema < MinSchema || s.Schema > Schema {
+		v.add("schema", "must be %d..%d, got %d", MinSchema, Schema, s.Schema)
+		v.schema = Schema // judge the members by the newest rules only
 	}
 	if s.Version < 1 {
 		v.add("version", "must be at least 1")
@@ -84,8 +86,10 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //   - every model has at least one target, every target names a backend of
 //     the same list, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
 //     two targets of a model share backend and provider model.
+//
+// Routes without a document are judged by the newest schema's rules.
 func ValidateRoutes(backends []Backend, models []Model, defined func(name string) bool) error {
-	v := validator{defined: defined}
+	v := validator{defined: defined, schema: Schema}
 	v.routes(backends, models)
 	return v.err()
 }
@@ -93,6 +97,16 @@ func ValidateRoutes(backends []Backend, models []Model, defined func(name string
 type validator struct {
 	ps      []Problem
 	defined func(string) bool // nil: credentials are not checked
+	schema  int               // the document's schema number
+}
+
+// since records a problem at path when the document's schema is older
+// than n, the schema that introduced the member at path: each member new
+// in a schema calls it where the member is present (non-zero).
+func (v *validator) since(n int, path string) {
+	if v.schema < n {
+		v.add(path, "needs schema %d or later (this document is schema %d); raise schema or remove the member", n, v.schema)
+	}
 }
 
 func (v *validator) add(path, format string, args ...any) {

@@ -94,9 +94,9 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:   "schema and version",
-			mutate: func(s *routesnap.Snapshot) { s.Schema, s.Version = 2, 0 },
+			mutate: func(s *routesnap.Snapshot) { s.Schema, s.Version = 3, 0 },
 			want: []routesnap.Problem{
-				{Path: "schema", Msg: "must be 1, got 2"},
+				{Path: "schema", Msg: "must be 1..2, got 3"},
 				{Path: "version", Msg: "must be at least 1"},
 			},
 		},
