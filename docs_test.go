@@ -450,3 +450,17 @@ func TestCheckersCatchPlantedMistakes(t *testing.T) {
 		t.Errorf("doc citation problems = %q, want the missing section and the missing page", p)
 	}
 }
+
+// TestPerformancePageStaysAReference: docs/performance.md holds the
+// method, the latest results and how to reproduce them, not a diary of
+// every run (the git history keeps those); a page past 400 lines has
+// started to become one again.
+func TestPerformancePageStaysAReference(t *testing.T) {
+	data, err := os.ReadFile("docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte("\n")); n > 400 {
+		t.Errorf("docs/performance.md has %d lines, want at most 400: keep the latest results, move the rest to the git history", n)
+	}
+}
