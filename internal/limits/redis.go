@@ -41,6 +41,11 @@ type RedisOptions struct {
 	// MaxBackoff caps the wait between probes while the store is down;
 	// 0 means 5s.
 	MaxBackoff time.Duration
+	// HealthInterval is how often Run probes the store while it is up,
+	// so that a node that takes nothing (no limited request, or leases
+	// that last) still notices an outage; 0 means 1s. With the 1s
+	// Timeout, /readyz says "down" within 2s of Redis dying.
+	HealthInterval time.Duration
 	// OnChange, if set, is told each time the store goes up or down
 	// (from the store's own goroutines; it must not block).
 	OnChange func(up bool)
@@ -75,6 +80,9 @@ func NewRedis(o RedisOptions) *Redis {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
 	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -91,9 +99,10 @@ func (r *Redis) Calls() int64 { return r.calls.Load() }
 // Address is the store's host:port, for status lines.
 func (r *Redis) Address() string { return r.o.Address }
 
-// Run connects the store and, whenever a take fails, probes Redis with
-// exponential backoff until it answers again; it returns, closing the
-// connection, when ctx ends. Nothing else reconnects: the node needs no
+// Run connects the store and, whenever a take or a health probe
+// (every HealthInterval while up) fails, probes Redis with exponential
+// backoff until it answers again; it returns, closing the connection,
+// when ctx ends. Nothing else reconnects: the node needs no
 // restart when Redis comes back. Meanwhile it refreshes, every
 // holdRefresh, the concurrency slots the limiters using the store hold
 // (docs/limits.md "max_concurrent across the fleet"): a node that stops
@@ -118,10 +127,16 @@ func (r *Redis) Run(ctx context.Context) {
 	<-timer.C
 	for {
 		if r.up.Load() {
+			timer.Reset(r.o.HealthInterval)
 			select {
 			case <-ctx.Done():
 				return
 			case <-r.wake:
+				timer.Stop()
+			case <-timer.C:
+				if r.probe(ctx) != nil && ctx.Err() == nil {
+					r.setUp(false)
+				}
 			}
 			continue
 		}

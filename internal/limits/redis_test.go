@@ -119,7 +119,10 @@ func newNode(t testing.TB, addr string, fc *clock.Fake, onFailure limits.Failure
 	n := &node{ups: make(chan bool, 16)}
 	n.store = limits.NewRedis(limits.RedisOptions{
 		Address: addr, Timeout: 500 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		OnChange: func(up bool) { n.ups <- up },
+		// Health probes only where a test asks for them
+		// (TestStoreDownWhileIdle): here takes alone find an outage.
+		HealthInterval: time.Hour,
+		OnChange:       func(up bool) { n.ups <- up },
 	})
 	// Holds are refreshed by hand (RefreshHolds), never behind a test's
 	// back.
@@ -562,5 +565,42 @@ func (n *node) admitUp(t *testing.T, fc *clock.Fake, count int) {
 		if !n.admit(fc.Now()) {
 			t.Fatal("refused with the store up")
 		}
+	}
+}
+
+// TestStoreDownWhileIdle: a node that takes nothing from the store (no
+// limited request) still notices within a probe that Redis died, so
+// /readyz and scootgate_limits_store_up stop claiming it is up, and
+// notices that it came back.
+func TestStoreDownWhileIdle(t *testing.T) {
+	rs := startRedis(t)
+	ups := make(chan bool, 16)
+	store := limits.NewRedis(limits.RedisOptions{
+		Address: rs.addr(), Timeout: 500 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		HealthInterval: 20 * time.Millisecond,
+		OnChange:       func(up bool) { ups <- up },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { store.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	next := func(want bool) {
+		t.Helper()
+		select {
+		case up := <-ups:
+			if up != want {
+				t.Fatalf("store went up=%v, want %v", up, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("store did not go up=%v within 10s (it took nothing)", want)
+		}
+	}
+	next(true)
+	rs.stop()
+	next(false)
+	rs.start(t)
+	next(true)
+	if n := store.Calls(); n != 0 {
+		t.Errorf("%d round trips counted; health probes are not takes", n)
 	}
 }
