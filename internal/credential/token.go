@@ -25,6 +25,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/scootgate/scootgate/internal/secret"
+	"github.com/scootgate/scootgate/pkg/routesnap"
 )
 
 // The refresh rule (docs/egress.md "Minted-token credentials").
@@ -210,12 +211,16 @@ func newTokenSource(k kind, o TokenOptions) (*TokenSource, error) {
 }
 
 // checkURL refuses a token endpoint the credential may not be sent to:
-// not https://, or a host its hosts list does not name. The message quotes
-// the host, never the URL's other parts.
+// a URL no base_url could be (a metadata or link-local address among
+// others, routesnap.CheckBaseURL), not https://, or a host its hosts list
+// does not name. The message quotes the host, never the URL's other parts.
 func (s *TokenSource) checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil {
 		return errors.New("token endpoint URL is not an absolute https:// URL without userinfo")
+	}
+	if e := routesnap.CheckBaseURL(raw); e != nil {
+		return fmt.Errorf("token endpoint URL: %s", e.Msg)
 	}
 	if u.Scheme != "https" {
 		return fmt.Errorf("token endpoint %s is not https:// (a grant carries the credential)", Host(u.Hostname()))
