@@ -513,3 +513,31 @@ func checkNoSecrets(t *testing.T, w *world, text string, extra ...string) {
 		}
 	}
 }
+
+// BenchmarkTokenFresh is the request path's cost of a minted credential
+// while its token is fresh: one clock read and one atomic load.
+func BenchmarkTokenFresh(b *testing.B) {
+	w := newWorld(b, time.Hour)
+	ts, err := credential.NewAzureEntra(credential.AzureOptions{
+		TokenOptions: credential.TokenOptions{Name: "azure", Hosts: []string{"127.0.0.1"}, Transport: w.entraTr},
+		TenantID:     entraTenant, ClientID: entraClient, ClientSecret: secret.New(entraSecret),
+		AuthorityHost: w.eep.URL,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	ctx := b.Context()
+	if _, err := ts.Token(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := ts.Token(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

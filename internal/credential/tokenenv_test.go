@@ -64,7 +64,7 @@ type endpoint struct {
 	sent []string      // assertion and client_secret values seen
 }
 
-func newEndpoint(t *testing.T, h http.Handler) *endpoint {
+func newEndpoint(t testing.TB, h http.Handler) *endpoint {
 	t.Helper()
 	e := &endpoint{entered: make(chan struct{}, 4096), served: make(chan struct{}, 4096)}
 	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +129,7 @@ func (e *endpoint) sentValues() []string {
 }
 
 // wait receives from ch or fails the test after a generous bound.
-func wait(t *testing.T, ch <-chan struct{}, what string) {
+func wait(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
@@ -141,12 +141,12 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 // route is one way out: a proxy the egress Dialer uses.
 type route struct {
 	name  string
-	proxy func(t *testing.T) (egress.Proxy, func() int64) // the proxy and, when known, its tunnel count
+	proxy func(t testing.TB) (egress.Proxy, func() int64) // the proxy and, when known, its tunnel count
 }
 
 // routes are the proxies every end-to-end grant test goes through.
 var routes = []route{
-	{"socks5", func(t *testing.T) (egress.Proxy, func() int64) {
+	{"socks5", func(t testing.TB) (egress.Proxy, func() int64) {
 		s, addr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -154,10 +154,10 @@ var routes = []route{
 		t.Cleanup(func() { s.Close() })
 		return egress.Proxy{Name: "socks5", URL: mustURL(t, "socks5://"+addr)}, s.Tunnels
 	}},
-	{"dante", func(t *testing.T) (egress.Proxy, func() int64) {
+	{"dante", func(t testing.TB) (egress.Proxy, func() int64) {
 		return egress.Proxy{Name: "dante", URL: mustURL(t, "socks5://"+daemonEnv(t, "SCOOTGATE_DANTE_ADDR"))}, nil
 	}},
-	{"tinyproxy", func(t *testing.T) (egress.Proxy, func() int64) {
+	{"tinyproxy", func(t testing.TB) (egress.Proxy, func() int64) {
 		u := mustURL(t, daemonEnv(t, "SCOOTGATE_TINYPROXY_URL"))
 		p := egress.Proxy{Name: "tinyproxy", URL: mustURL(t, u.Scheme+"://"+u.Host)}
 		if u.User != nil {
@@ -171,7 +171,7 @@ var routes = []route{
 
 // daemonEnv returns the value of name or skips (fails under
 // SCOOTGATE_REQUIRE_DAEMONS=1, as CI runs).
-func daemonEnv(t *testing.T, name string) string {
+func daemonEnv(t testing.TB, name string) string {
 	t.Helper()
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -185,7 +185,7 @@ func daemonEnv(t *testing.T, name string) string {
 	return ""
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {
@@ -196,7 +196,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 
 // egressTransport is the node's egress transport through p, trusting the
 // endpoints' test certificates.
-func egressTransport(t *testing.T, p egress.Proxy, eps ...*endpoint) http.RoundTripper {
+func egressTransport(t testing.TB, p egress.Proxy, eps ...*endpoint) http.RoundTripper {
 	t.Helper()
 	cas := x509.NewCertPool()
 	for _, e := range eps {
@@ -251,7 +251,7 @@ type world struct {
 // newWorld starts both endpoints issuing tokens that live lifetime. The
 // endpoints keep real time (x/oauth2/jwt dates its assertion by the
 // process clock); the credentials get w.clk.
-func newWorld(t *testing.T, lifetime time.Duration) *world {
+func newWorld(t testing.TB, lifetime time.Duration) *world {
 	t.Helper()
 	w := &world{clk: clock.NewFake(time.Now())}
 	g, err := faketoken.NewGoogle(faketoken.GoogleOptions{Options: faketoken.Options{Lifetime: lifetime}, Key: demoKey()})
@@ -280,7 +280,7 @@ func (w *world) opts(name string, tr http.RoundTripper) credential.TokenOptions 
 }
 
 // gcp is a gcp_service_account credential for the demo account.
-func (w *world) gcp(t *testing.T) *credential.TokenSource {
+func (w *world) gcp(t testing.TB) *credential.TokenSource {
 	t.Helper()
 	ts, err := credential.NewGCPServiceAccount(credential.GCPOptions{
 		TokenOptions: w.opts("vertex", w.googleTr),
@@ -294,7 +294,7 @@ func (w *world) gcp(t *testing.T) *credential.TokenSource {
 }
 
 // azure is an azure_entra credential for the fake tenant.
-func (w *world) azure(t *testing.T, clientSecret string) *credential.TokenSource {
+func (w *world) azure(t testing.TB, clientSecret string) *credential.TokenSource {
 	t.Helper()
 	ts, err := credential.NewAzureEntra(credential.AzureOptions{
 		TokenOptions:  w.opts("azure", w.entraTr),
@@ -311,7 +311,7 @@ func (w *world) azure(t *testing.T, clientSecret string) *credential.TokenSource
 }
 
 // token calls ts.Token and remembers the value for the leak checks.
-func (w *world) token(t *testing.T, ts *credential.TokenSource) string {
+func (w *world) token(t testing.TB, ts *credential.TokenSource) string {
 	t.Helper()
 	s, err := ts.Token(t.Context())
 	if err != nil {
