@@ -124,6 +124,9 @@ func diffRoutes(old, new *routesnap.Snapshot) Diff {
 			if n.PrefixAffinityOn() {
 				summary += ", prefix affinity"
 			}
+			if n.Fallbacks != nil {
+				summary += ", fallbacks " + strings.Join(n.Fallbacks, ",")
+			}
 			d.add(Added, "model", name, summary)
 		case !inNew:
 			d.add(Removed, "model", name, plural(len(o.Targets), "target"))
@@ -131,6 +134,7 @@ func diffRoutes(old, new *routesnap.Snapshot) Diff {
 			var ch changes
 			ch.bool("affinity", o.AffinityOn(), n.AffinityOn())
 			ch.bool("prefix_affinity", o.PrefixAffinityOn(), n.PrefixAffinityOn())
+			ch.str("fallbacks", fallbackList(o), fallbackList(n))
 			d.changed("model", name, ch)
 			targets = append(targets, diffTargets(name, o.Targets, n.Targets)...)
 		}
@@ -168,6 +172,8 @@ func diffTargets(model string, old, new []routesnap.Target) []Change {
 			ch.bool("tools", o.Tools, n.Tools)
 			ch.bool("json_schema", o.JSONSchema, n.JSONSchema)
 			ch.int("tier", o.Tier, n.Tier)
+			ch.str("context_window", tokens(o.ContextWindow), tokens(n.ContextWindow))
+			ch.str("max_output_tokens", tokens(o.MaxOutputTokens), tokens(n.MaxOutputTokens))
 			d.changed("target", k, ch)
 		}
 	}
@@ -188,7 +194,29 @@ func targetSummary(t routesnap.Target) string {
 	if t.Tier != 0 {
 		parts = append(parts, "tier "+strconv.Itoa(t.Tier))
 	}
+	if t.ContextWindow != nil {
+		parts = append(parts, "context_window "+strconv.Itoa(*t.ContextWindow))
+	}
+	if t.MaxOutputTokens != nil {
+		parts = append(parts, "max_output_tokens "+strconv.Itoa(*t.MaxOutputTokens))
+	}
 	return strings.Join(parts, ", ")
+}
+
+// fallbackList names a model's fallbacks in order, "none" without any.
+func fallbackList(m routesnap.Model) string {
+	if len(m.Fallbacks) == 0 {
+		return "none"
+	}
+	return strings.Join(m.Fallbacks, ",")
+}
+
+// tokens renders an optional token count, "none" when not declared.
+func tokens(n *int) string {
+	if n == nil {
+		return "none"
+	}
+	return strconv.Itoa(*n)
 }
 
 // diffAuthz compares two authorization snapshots by key id, then their

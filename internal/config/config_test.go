@@ -336,7 +336,7 @@ func TestInvalidFiles(t *testing.T) {
 			want: []Problem{
 				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
 				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
-				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, json_schema, model, stream, tier, tools, weight"},
+				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, context_window, json_schema, max_output_tokens, model, stream, tier, tools, weight"},
 				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, tracing, usage"},
 			},
 		},

@@ -767,6 +767,31 @@ func TestRulesModels(t *testing.T) {
 			name: "prefix affinity without affinity", edits: []string{modelHeader, "[models.m1]\naffinity = false\nprefix_affinity = true\n[[models.m1.targets]]"},
 			want: []Problem{{"models.m1.prefix_affinity", "true needs affinity on (prefix affinity places by the same hash order)"}},
 		},
+		// Fallbacks and context windows (docs/routing.md "Fallbacks").
+		{
+			name: "fallbacks and a context window", view: models,
+			edits: []string{modelHeader, "[models.m1]\nfallbacks = [\"m2\"]\n[[models.m1.targets]]", targetWt, "weight = 1\ncontext_window = 8192\nmax_output_tokens = 1024"},
+			add:   "[[models.m2.targets]]\nbackend = \"b1\"\nmodel = \"r2\"\nweight = 1\n",
+			wantView: []routesnap.Model{
+				{Name: "m1", Fallbacks: []string{"m2"}, Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1, ContextWindow: new(8192), MaxOutputTokens: new(1024)}}},
+				{Name: "m2", Targets: []routesnap.Target{{Backend: "b1", Model: "r2", Weight: 1}}},
+			},
+		},
+		{
+			name: "fallback cycle", edits: []string{modelHeader, "[models.m1]\nfallbacks = [\"m2\"]\n[[models.m1.targets]]"},
+			add:  "[models.m2]\nfallbacks = [\"m1\"]\n[[models.m2.targets]]\nbackend = \"b1\"\nmodel = \"r2\"\nweight = 1\n",
+			want: []Problem{{"models.m1.fallbacks", `cycle: "m1" → "m2" → "m1"; a chain is walked once and must end`}},
+		},
+		{
+			name: "fallback across protocols", edits: []string{modelHeader, "[models.m1]\nfallbacks = [\"m2\"]\n[[models.m1.targets]]"},
+			add: "[backends.b2]\nprotocol = \"anthropic\"\nbase_url = \"https://api.example.com/v1\"\ncredential = \"c1\"\nmax_inflight_per_node = 1\n" +
+				"[[models.m2.targets]]\nbackend = \"b2\"\nmodel = \"r2\"\nweight = 1\n",
+			want: []Problem{{"models.m1.fallbacks[0]", `model "m2" speaks anthropic, this model openai; a fallback never converts between protocols`}},
+		},
+		{
+			name: "fallbacks not a list", edits: []string{modelHeader, "[models.m1]\nfallbacks = \"m2\"\n[[models.m1.targets]]"},
+			want: []Problem{{"models.m1.fallbacks", "expected a list of model names like [\"gpt-4o-mini\"], got a string"}},
+		},
 		{
 			name: "affinity not a boolean", edits: []string{modelHeader, "[models.m1]\naffinity = 1\n[[models.m1.targets]]"},
 			want: []Problem{{"models.m1.affinity", "expected a boolean, got an integer"}},

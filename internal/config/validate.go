@@ -651,6 +651,9 @@ func (v *validator) models(root *table) []routesnap.Model {
 		if b, ok := e.t.boolean("prefix_affinity"); ok {
 			m.PrefixAffinity = &b
 		}
+		if list, ok := e.t.strs("fallbacks", `a list of model names like ["gpt-4o-mini"]`); ok {
+			m.Fallbacks = list // docs/routing.md "Fallbacks"
+		}
 		list, _ := e.t.list("targets", "at least one [[models.<name>.targets]]")
 		for _, t := range list {
 			m.Targets = append(m.Targets, v.target(t))
@@ -677,6 +680,13 @@ func (v *validator) target(t *table) routesnap.Target {
 	tg.JSONSchema, _ = t.boolean("json_schema")
 	if n, ok := t.integer("tier", "", math.MinInt64, math.MaxInt64); ok {
 		tg.Tier = clampInt(n)
+	}
+	// docs/routing.md "Context windows"
+	if n, ok := t.integer("context_window", "", math.MinInt64, math.MaxInt64); ok {
+		tg.ContextWindow = new(clampInt(n))
+	}
+	if n, ok := t.integer("max_output_tokens", "", math.MinInt64, math.MaxInt64); ok {
+		tg.MaxOutputTokens = new(clampInt(n))
 	}
 	return tg
 }

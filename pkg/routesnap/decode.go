@@ -51,6 +51,7 @@ type (
 		Targets        []*Target `json:"targets"`
 		Affinity       *bool     `json:"affinity"`
 		PrefixAffinity *bool     `json:"prefix_affinity"`
+		Fallbacks      []string  `json:"fallbacks"` // schema 2
 	}
 )
 
@@ -69,6 +70,7 @@ type (
 		Targets        []json.RawMessage `json:"targets"`
 		Affinity       *bool             `json:"affinity"`
 		PrefixAffinity *bool             `json:"prefix_affinity"`
+		Fallbacks      []string          `json:"fallbacks"` // schema 2
 	}
 )
 
@@ -134,6 +136,7 @@ func Decode(data []byte) (*Snapshot, error) {
 		}
 		s.Models[i].Name = m.Name
 		s.Models[i].Affinity, s.Models[i].PrefixAffinity = m.Affinity, m.PrefixAffinity
+		s.Models[i].Fallbacks = m.Fallbacks
 		if m.Targets == nil {
 			continue
 		}

@@ -29,6 +29,9 @@ const (
 	MaxWeight = 1000000
 	// MaxTier is the largest target tier.
 	MaxTier = 1<<31 - 1
+	// MaxContextTokens is the largest context_window and
+	// max_output_tokens of a target.
+	MaxContextTokens = 1 << 30
 )
 
 // Backend protocols (docs/routing.md "Models and targets"). They are separate pools: a request is
@@ -139,6 +142,15 @@ type Model struct {
 	// placed by the hash of its prompt's beginning (docs/routing.md
 	// "Prefix affinity"); nil (absent) means false. It needs affinity on.
 	PrefixAffinity *bool `json:"prefix_affinity,omitempty"`
+
+	// Fallbacks (schema 2) names, in order, the public models that serve a
+	// request when none of this model's targets can take it before
+	// anything is sent (docs/routing.md "Fallbacks"). nil (absent) means
+	// none. Present means at least one exact model name (no pattern) of
+	// the same list, not this model, none twice, whose targets speak the
+	// one protocol this model's targets speak; the chains of all models
+	// together have no cycle.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
 // AffinityOn reports whether prompt-cache affinity is on for m (absent
@@ -158,4 +170,16 @@ type Target struct {
 	Tools      bool   `json:"tools,omitempty"`       //
 	JSONSchema bool   `json:"json_schema,omitempty"` //
 	Tier       int    `json:"tier,omitempty"`        // 0..[MaxTier]; lower is preferred (docs/routing.md "Models and targets")
+
+	// Context window (schema 2, docs/routing.md "Context windows"): a
+	// request the node expects not to fit is never sent to the target.
+	// nil (absent) means not declared.
+
+	// ContextWindow is the most tokens, input and output together, the
+	// provider model holds: 1..[MaxContextTokens].
+	ContextWindow *int `json:"context_window,omitempty"`
+	// MaxOutputTokens is the most output tokens the provider model
+	// writes for one request: 1..[MaxContextTokens], and no more than
+	// ContextWindow when both are set.
+	MaxOutputTokens *int `json:"max_output_tokens,omitempty"`
 }

@@ -46,6 +46,25 @@ func TestValidFixture(t *testing.T) {
 	}
 }
 
+// TestFallbacksFixture: the schema 2 example of fallbacks and context
+// windows is valid, and decodes every member.
+func TestFallbacksFixture(t *testing.T) {
+	s, err := routesnap.Decode(readFixture(t, "valid-fallbacks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s.Models[0].Fallbacks, []string{"gpt-4o-azure", "gpt-4o-mini"}); diff != "" {
+		t.Errorf("fallbacks (-got +want):\n%s", diff)
+	}
+	tg := s.Models[0].Targets[0]
+	if tg.ContextWindow == nil || *tg.ContextWindow != 128000 || tg.MaxOutputTokens == nil || *tg.MaxOutputTokens != 16384 {
+		t.Errorf("context window: got %v, %v; want 128000, 16384", tg.ContextWindow, tg.MaxOutputTokens)
+	}
+}
+
 // TestInvalidFixtures is the golden table for testdata/routesnap/invalid:
 // each file is rejected with exactly these problems, and every file there
 // has a row.
@@ -91,6 +110,25 @@ func TestInvalidFixtures(t *testing.T) {
 		"patterns.json": {validate: []routesnap.Problem{
 			{Path: "models[0].targets[0].model", Msg: `"*" stands for what a pattern's star matched, and this model's name is no pattern (a name that ends in "*")`},
 			{Path: "models[2].name", Msg: `duplicate of models[1]: two patterns with the same prefix "claude-" match the same names`},
+		}},
+		"fallbacks.json": {validate: []routesnap.Problem{
+			{Path: "models[6].targets[0].context_window", Msg: "must be 1..1073741824, got 0"},
+			{Path: "models[6].targets[0].max_output_tokens", Msg: "must be 1..1073741824, got 1073741825"},
+			{Path: "models[6].targets[1].max_output_tokens", Msg: "must be at most context_window (1000), got 4000"},
+			{Path: "models[2].fallbacks[1]", Msg: `model "claude" speaks anthropic, this model openai; a fallback never converts between protocols`},
+			{Path: "models[2].fallbacks[2]", Msg: "names this model itself"},
+			{Path: "models[2].fallbacks[3]", Msg: "must name a model, not a pattern: a fallback serves under one name of the routes"},
+			{Path: "models[2].fallbacks[4]", Msg: `unknown model "gone"`},
+			{Path: "models[2].fallbacks[6]", Msg: "duplicate of fallbacks[5]"},
+			{Path: "models[4].fallbacks", Msg: "must list at least one model, or be left out"},
+			{Path: "models[5].fallbacks", Msg: "a model with fallbacks must have targets of one protocol; this one has anthropic, openai"},
+			{Path: "models[0].fallbacks", Msg: `cycle: "a" → "b" → "c" → "a"; a chain is walked once and must end`},
+			{Path: "models[1].fallbacks", Msg: `cycle: "b" → "c" → "b"; a chain is walked once and must end`},
+		}},
+		"schema1-fallbacks.json": {validate: []routesnap.Problem{
+			{Path: "models[0].targets[0].context_window", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+			{Path: "models[0].targets[0].max_output_tokens", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+			{Path: "models[0].fallbacks", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		}},
 		"endpoints.json": {validate: []routesnap.Problem{
 			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},

@@ -85,7 +85,11 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //     most one, only in a pattern's target ([Expand]);
 //   - every model has at least one target, every target names a backend of
 //     the same list, weight is 1..[MaxWeight], tier is 0..[MaxTier], and no
-//     two targets of a model share backend and provider model.
+//     two targets of a model share backend and provider model;
+//   - context_window and max_output_tokens, when present, are
+//     1..[MaxContextTokens], and max_output_tokens is at most
+//     context_window;
+//   - fallbacks, when present, pass the rules of [Model.Fallbacks].
 //
 // Routes without a document are judged by the newest schema's rules.
 func ValidateRoutes(backends []Backend, models []Model, defined func(name string) bool) error {
@@ -122,6 +126,7 @@ func (v *validator) err() error {
 
 func (v *validator) routes(bs []Backend, ms []Model) {
 	v.models(ms, v.backends(bs))
+	v.fallbacks(bs, ms)
 }
 
 // backends checks the backends and returns the index of each valid id.
@@ -249,6 +254,7 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 			if t.Tier < 0 || t.Tier > MaxTier {
 				v.add(tpath+".tier", "must be 0..%d, got %d", MaxTier, t.Tier)
 			}
+			v.window(tpath, t)
 			k := targetKey{t.Backend, t.Model}
 			if first, dup := seen[k]; dup {
 				v.add(tpath, "duplicate of targets[%d] (same backend and model); merge their weights", first)
