@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/internal/jsonedit"
@@ -195,6 +196,28 @@ func ReadStream(raw []byte) (bool, *BodyError) {
 		return true, nil
 	}
 	return false, &BodyError{Code: "invalid_stream", Msg: `field "stream" must be a boolean`}
+}
+
+// ReadOutputCap reads the output cap a body asks for (OpenAI max_tokens,
+// max_completion_tokens and max_output_tokens, Anthropic max_tokens,
+// Gemini generationConfig.maxOutputTokens) from its raw JSON value: 0
+// when absent or null, otherwise a whole number of tokens (saturating at
+// the largest int64). Anything else is refused, naming field: the cap
+// decides which targets can hold the request (docs/routing.md "Context
+// windows"), so the node reads it exactly or not at all.
+func ReadOutputCap(raw []byte, field string) (int64, *BodyError) {
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return 0, nil
+	case raw[0] >= '0' && raw[0] <= '9':
+		if n := Count(raw); n > 0 {
+			return n, nil
+		}
+		if f, err := strconv.ParseFloat(string(raw), 64); err == nil && f == 0 {
+			return 0, nil
+		}
+	}
+	return 0, Problemf("invalid_output_cap", "field %q must be a whole number of tokens, at least 0", field)
 }
 
 // TypeIs reports whether raw is an object whose one "type" member is the

@@ -105,6 +105,19 @@ type Target struct {
 	// request from the part of the asked name the pattern's star matched
 	// ([Target.Resolve]), and the JSON and URL fields above are unset.
 	Templated bool
+
+	// ContextWindow and MaxOutput are the target's declared context
+	// window and output cap in tokens, 0 when not declared
+	// (docs/routing.md "Context windows"; [Target.Holds]).
+	ContextWindow, MaxOutput int64
+}
+
+// Holds reports whether t can hold a request expected to have input
+// tokens of input and asking for up to output tokens of output: within
+// its context window together, and the output within its output cap,
+// for whichever of the two it declares.
+func (t *Target) Holds(input, output int64) bool {
+	return (t.ContextWindow == 0 || input+output <= t.ContextWindow) && (t.MaxOutput == 0 || output <= t.MaxOutput)
 }
 
 // Resolved is what an attempt sends to a target: the provider model, as a
@@ -164,6 +177,17 @@ type Model struct {
 	// what the star stands for in its targets' models ([Model.Star]).
 	Pattern bool
 	Prefix  string
+
+	// Chain is the models that serve a request none of this model's
+	// targets can take before sending, in the order they are tried
+	// (docs/routing.md "Fallbacks"): each fallback, followed by its own
+	// chain, every model once. Exact models only, of the protocol of this
+	// model's targets; nil without fallbacks.
+	Chain []*Model
+	// Windowed says that some target of the model declares a context
+	// window or an output cap: only then does a request's size decide
+	// which targets may take it ([Target.Holds]).
+	Windowed bool
 }
 
 // Star returns the part of the asked name that m's star matched: "" for
@@ -366,7 +390,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 					Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted, ProviderModelNamedJSON: named,
 					Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
 					HashID: TargetHash(b.ID, tg.Model), Templated: templated,
+					ContextWindow: tokens(tg.ContextWindow), MaxOutput: tokens(tg.MaxOutputTokens),
 				}
+				cm.Windowed = cm.Windowed || target.ContextWindow > 0 || target.MaxOutput > 0
 				if catalog.Spec(e).Match != nil && !templated {
 					var err error
 					if target.Upstream, err = parseUpstream(b.URL[e], tg.Model); err != nil {
@@ -400,11 +426,60 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 	for p := range t.names {
 		sort.Strings(t.names[p])
 	}
+	if err := t.chain(ms); err != nil {
+		return nil, err
+	}
 	// Longest prefix first. Two patterns whose prefixes have one length
 	// match no name in common unless the prefixes are equal, which
 	// validation refuses: their order does not matter.
 	sort.Slice(t.patterns, func(i, j int) bool { return len(t.patterns[i].Prefix) > len(t.patterns[j].Prefix) })
 	return t, nil
+}
+
+// chain sets the Chain of every model of ms that names fallbacks: each
+// fallback, then its own chain, depth first, every model once (so a
+// chain is walked once whatever its shape; validation refuses cycles).
+func (t *Table) chain(ms []routesnap.Model) error {
+	fallbacks := make(map[*Model][]string, len(ms))
+	for _, m := range ms {
+		if m.Fallbacks != nil {
+			cm, _ := t.Entry(m.Name)
+			fallbacks[cm] = m.Fallbacks
+		}
+	}
+	for cm := range fallbacks {
+		seen := map[*Model]bool{cm: true}
+		var walk func(names []string) error
+		walk = func(names []string) error {
+			for _, name := range names {
+				f, ok := t.models[name] // exact names only
+				if !ok {
+					return fmt.Errorf("routes: models.%q.fallbacks: unknown model %q", cm.Name, name)
+				}
+				if seen[f] {
+					continue
+				}
+				seen[f] = true
+				cm.Chain = append(cm.Chain, f)
+				if err := walk(fallbacks[f]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := walk(fallbacks[cm]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokens is an optional token count of the routes, 0 when not declared.
+func tokens(n *int) int64 {
+	if n == nil {
+		return 0
+	}
+	return int64(*n)
 }
 
 // TargetHash is a stable 64-bit hash of a target's identity: its backend

@@ -3,6 +3,8 @@ package anthropic
 import (
 	"strings"
 	"testing"
+
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // TestInspect: count_tokens reads what messages reads except stream and
@@ -38,5 +40,36 @@ func TestInspectMaxTokens(t *testing.T) {
 	}
 	if _, berr := Messages.Inspect([]byte(`{"model":"m","max_tokens":1,"MAX_TOKENS":2}`), ""); berr == nil {
 		t.Error("a differently cased max_tokens was accepted")
+	}
+}
+
+// TestInspectOutputCap: max_tokens is read exactly (docs/routing.md
+// "Context windows"): a whole number, null or absent; anything else and a
+// twin are refused. count_tokens asks for no output.
+func TestInspectOutputCap(t *testing.T) {
+	for _, tt := range []struct {
+		spec   *provider.Spec
+		body   string
+		want   int64
+		refuse bool
+	}{
+		{spec: Messages, body: `{"model":"m","max_tokens":64000}`, want: 64000},
+		{spec: Messages, body: `{"model":"m"}`},
+		{spec: Messages, body: `{"model":"m","max_tokens":null}`},
+		{spec: Messages, body: `{"model":"m","max_tokens":"64000"}`, refuse: true},
+		{spec: Messages, body: `{"model":"m","max_tokens":-1}`, refuse: true},
+		{spec: Messages, body: `{"model":"m","max_tokens":1.5}`, refuse: true},
+		{spec: Messages, body: `{"model":"m","max_tokens":1,"max_Tokens":2}`, refuse: true},
+		{spec: Messages, body: `{"model":"m","max_tokens":1,"max_tokens":2}`, refuse: true},
+		{spec: CountTokens, body: `{"model":"m","max_tokens":"x"}`},
+	} {
+		r, berr := tt.spec.Inspect([]byte(tt.body), "")
+		if got := berr != nil; got != tt.refuse {
+			t.Errorf("%v %s: refused %v, want %v", tt.spec.Endpoint, tt.body, got, tt.refuse)
+			continue
+		}
+		if r.MaxOutput != tt.want {
+			t.Errorf("%v %s: MaxOutput = %d, want %d", tt.spec.Endpoint, tt.body, r.MaxOutput, tt.want)
+		}
 	}
 }

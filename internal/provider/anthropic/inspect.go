@@ -47,7 +47,9 @@ func inspectMessages(body []byte, _ string) (provider.Request, *provider.BodyErr
 	if r.SessionKey, berr = provider.Nested(v[mMetadata], "metadata", userIDNames); berr != nil {
 		return provider.Request{}, berr
 	}
-	r.MaxOutput = provider.Count(v[mMaxTokens])
+	if r.MaxOutput, berr = provider.ReadOutputCap(v[mMaxTokens], "max_tokens"); berr != nil {
+		return provider.Request{}, berr
+	}
 	r.Prefix = provider.Prefix{Tools: v[mTools], System: v[mSystem], Turns: v[mMessages]}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -364,5 +365,40 @@ func TestListModels(t *testing.T) {
 	}
 	if string(getModel("pub", time.Time{})) != `{"name":"models/pub","baseModelId":"pub","displayName":"pub","supportedGenerationMethods":["generateContent","streamGenerateContent","countTokens"]}` {
 		t.Errorf("getModel = %s", getModel("pub", time.Time{}))
+	}
+}
+
+// TestInspectOutputCap: generationConfig.maxOutputTokens (or its
+// snake_case spelling) is read exactly (docs/routing.md "Context
+// windows"); both spellings at once, a twin, or a value that is not a
+// whole number are refused. countTokens asks for no output.
+func TestInspectOutputCap(t *testing.T) {
+	for _, tt := range []struct {
+		spec   *provider.Spec
+		body   string
+		want   int64
+		refuse string
+	}{
+		{spec: GenerateContent, body: `{"generationConfig":{"maxOutputTokens":8192}}`, want: 8192},
+		{spec: StreamGenerateContent, body: `{"generation_config":{"max_output_tokens":100}}`, want: 100},
+		{spec: GenerateContent, body: `{"generationConfig":{"maxOutputTokens":null}}`},
+		{spec: GenerateContent, body: `{"generationConfig":{}}`},
+		{spec: GenerateContent, body: `{}`},
+		{spec: GenerateContent, body: `{"generationConfig":{"maxOutputTokens":"8192"}}`, refuse: `"generationConfig.maxOutputTokens"`},
+		{spec: GenerateContent, body: `{"generationConfig":{"maxOutputTokens":1,"max_output_tokens":2}}`, refuse: `"generationConfig.max_output_tokens"`},
+		{spec: GenerateContent, body: `{"generationConfig":{"maxOutputTokens":1,"maxoutputtokens":2}}`, refuse: `"generationConfig.maxOutputTokens"`},
+		{spec: CountTokens, body: `{"generateContentRequest":{"generationConfig":{"maxOutputTokens":5}}}`},
+	} {
+		r, berr := tt.spec.Inspect([]byte(tt.body), "pub")
+		switch {
+		case tt.refuse != "":
+			if berr == nil || !strings.Contains(berr.Msg, tt.refuse) {
+				t.Errorf("%v %s: got %v, want a refusal naming %s", tt.spec.Endpoint, tt.body, berr, tt.refuse)
+			}
+		case berr != nil:
+			t.Errorf("%v %s: refused: %s", tt.spec.Endpoint, tt.body, berr.Msg)
+		case r.MaxOutput != tt.want:
+			t.Errorf("%v %s: MaxOutput = %d, want %d", tt.spec.Endpoint, tt.body, r.MaxOutput, tt.want)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 var (
 	genNames    = provider.NewNames("model", "tools", "generationConfig", "generation_config", "systemInstruction", "system_instruction", "contents")
-	configNames = provider.NewNames("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema")
+	configNames = provider.NewNames("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema", "maxOutputTokens", "max_output_tokens")
 	countNames  = provider.NewNames("model", "generateContentRequest", "generate_content_request")
 	modelNames  = provider.NewNames("model")
 	batchNames  = provider.NewNames("model", "requests")
@@ -58,7 +58,7 @@ func inspectContent(body []byte, pathModel string, stream bool) (provider.Reques
 	if berr := r.name(v[gModel], at[gModel], "model", pathModel); berr != nil {
 		return provider.Request{}, berr
 	}
-	if r.Need, berr = caps(v[gTools], v[gConfig], v[gConfigSnake], ""); berr != nil {
+	if r.Need, r.MaxOutput, berr = caps(v[gTools], v[gConfig], v[gConfigSnake], ""); berr != nil {
 		return provider.Request{}, berr
 	}
 	if stream {
@@ -102,7 +102,8 @@ func inspectCountTokens(body []byte, pathModel string) (provider.Request, *provi
 	if berr := r.name(n[gModel], gat+nat[gModel], parent+".model", pathModel); berr != nil {
 		return provider.Request{}, berr
 	}
-	if r.Need, berr = caps(n[gTools], n[gConfig], n[gConfigSnake], parent); berr != nil {
+	// countTokens generates nothing: the output cap asks for nothing here.
+	if r.Need, _, berr = caps(n[gTools], n[gConfig], n[gConfigSnake], parent); berr != nil {
 		return provider.Request{}, berr
 	}
 	return r.Request, nil
@@ -216,9 +217,10 @@ func pair(camel []byte, camelAt int, snake []byte, snakeAt int, camelName, snake
 }
 
 // caps derives the capabilities a generate request needs from its tools
-// and generation config (in either spelling); parent is where they are
-// ("" for the top level).
-func caps(tools, config, configSnake []byte, parent string) (provider.Caps, *provider.BodyError) {
+// and generation config (in either spelling), and reads the output cap
+// generationConfig.maxOutputTokens; parent is where they are ("" for the
+// top level).
+func caps(tools, config, configSnake []byte, parent string) (provider.Caps, int64, *provider.BodyError) {
 	var need provider.Caps
 	if provider.NonEmptyArray(tools) {
 		need |= provider.CapTools
@@ -231,23 +233,31 @@ func caps(tools, config, configSnake []byte, parent string) (provider.Caps, *pro
 	}
 	gc, _, name, berr := pair(config, 0, configSnake, 0, at("generationConfig"), at("generation_config"))
 	if berr != nil || !provider.Object(gc) {
-		return need, berr
+		return need, 0, berr
 	}
-	var v [4][]byte
-	var vat [4]int
+	var v [6][]byte
+	var vat [6]int
 	if berr := scan(gc, name, configNames, v[:], vat[:]); berr != nil {
-		return 0, berr
+		return 0, 0, berr
 	}
 	schema, _, _, berr := pair(v[0], 0, v[1], 0, name+".responseSchema", name+".response_schema")
 	if berr != nil {
-		return 0, berr
+		return 0, 0, berr
 	}
 	jsonSchema, _, _, berr := pair(v[2], 0, v[3], 0, name+".responseJsonSchema", name+".response_json_schema")
 	if berr != nil {
-		return 0, berr
+		return 0, 0, berr
 	}
 	if (schema != nil && string(schema) != "null") || (jsonSchema != nil && string(jsonSchema) != "null") {
 		need |= provider.CapJSONSchema
 	}
-	return need, nil
+	out, _, outName, berr := pair(v[4], 0, v[5], 0, name+".maxOutputTokens", name+".max_output_tokens")
+	if berr != nil {
+		return 0, 0, berr
+	}
+	maxOut, berr := provider.ReadOutputCap(out, outName)
+	if berr != nil {
+		return 0, 0, berr
+	}
+	return need, maxOut, nil
 }

@@ -10,7 +10,7 @@ var (
 	respNames         = provider.NewNames("model", "stream", "tools", "text", "prompt_cache_key", "instructions", "input", "max_output_tokens")
 	respJSONNames     = provider.NewNames("model", "tools", "text", "prompt_cache_key")
 	embNames          = provider.NewNames("model")
-	complNames        = provider.NewNames("model", "stream", "stream_options")
+	complNames        = provider.NewNames("model", "stream", "stream_options", "max_tokens")
 	imageNames        = provider.NewNames("model", "stream")
 	formatNames       = provider.NewNames("format")
 	includeUsageNames = provider.NewNames("include_usage")
@@ -85,7 +85,15 @@ func inspectChat(body []byte, _ string) (provider.Request, *provider.BodyError) 
 	r.SessionKey = v[cPromptCacheKey]
 	// max_completion_tokens replaced max_tokens; a body with both is the
 	// provider's to refuse, and the larger is the safer estimate.
-	r.MaxOutput = max(provider.Count(v[cMaxTokens]), provider.Count(v[cMaxCompletionTokens]))
+	maxTokens, berr := provider.ReadOutputCap(v[cMaxTokens], "max_tokens")
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	maxCompletion, berr := provider.ReadOutputCap(v[cMaxCompletionTokens], "max_completion_tokens")
+	if berr != nil {
+		return provider.Request{}, berr
+	}
+	r.MaxOutput = max(maxTokens, maxCompletion)
 	tools := v[cTools]
 	if tools == nil {
 		tools = v[cFunctions]
@@ -182,7 +190,9 @@ func inspectResponses(body []byte, _ string) (provider.Request, *provider.BodyEr
 	}
 	r.Need |= need
 	r.SessionKey = v[rPromptCacheKey]
-	r.MaxOutput = provider.Count(v[rMaxOutputTokens])
+	if r.MaxOutput, berr = provider.ReadOutputCap(v[rMaxOutputTokens], "max_output_tokens"); berr != nil {
+		return provider.Request{}, berr
+	}
 	r.Prefix = provider.Prefix{Tools: v[rTools], System: v[rInstructions], Turns: v[rInput]}
 	return r, nil
 }
@@ -238,10 +248,11 @@ func inspectEmbeddings(body []byte, _ string) (provider.Request, *provider.BodyE
 }
 
 // inspectCompletions reads model, stream and, for a stream, how to ask for
-// its usage, as for Chat Completions. prompt and suffix decide nothing.
+// its usage, as for Chat Completions, and the output cap max_tokens.
+// prompt and suffix decide nothing.
 func inspectCompletions(body []byte, _ string) (provider.Request, *provider.BodyError) {
-	var v [3][]byte
-	var at [3]int
+	var v [4][]byte
+	var at [4]int
 	f := provider.Found{Vals: v[:], At: at[:]}
 	r, berr := provider.ScanRequest(body, complNames, &f)
 	if berr != nil {
@@ -255,6 +266,9 @@ func inspectCompletions(body []byte, _ string) (provider.Request, *provider.Body
 		if r.AskUsage, berr = askUsage(v[2], at[2], f.Tail); berr != nil {
 			return provider.Request{}, berr
 		}
+	}
+	if r.MaxOutput, berr = provider.ReadOutputCap(v[3], "max_tokens"); berr != nil {
+		return provider.Request{}, berr
 	}
 	return r, nil
 }

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -134,8 +135,10 @@ func TestInspectResponses(t *testing.T) {
 	}
 }
 
-// TestInspectMaxOutput: the declared output cap of each endpoint, 0 when
-// absent or not a whole number, and refused when repeated.
+// TestInspectMaxOutput: the declared output cap of each endpoint, exactly:
+// 0 when absent or null, a whole number otherwise, and refused when it is
+// anything else or repeated (it decides which targets can hold the
+// request, docs/routing.md "Context windows").
 func TestInspectMaxOutput(t *testing.T) {
 	for _, tt := range []struct {
 		spec   *provider.Spec
@@ -146,12 +149,23 @@ func TestInspectMaxOutput(t *testing.T) {
 		{spec: Chat, body: `{"model":"m","max_tokens":500}`, want: 500},
 		{spec: Chat, body: `{"model":"m","max_completion_tokens":700,"max_tokens":500}`, want: 700},
 		{spec: Chat, body: `{"model":"m"}`},
-		{spec: Chat, body: `{"model":"m","max_tokens":"500"}`},
-		{spec: Chat, body: `{"model":"m","max_tokens":-5}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":null}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":0}`},
+		{spec: Chat, body: `{"model":"m","max_tokens":1e3}`, want: 1000},
+		{spec: Chat, body: `{"model":"m","max_tokens":99999999999999999999999}`, want: math.MaxInt64},
+		{spec: Chat, body: `{"model":"m","max_tokens":"500"}`, refuse: true},
+		{spec: Chat, body: `{"model":"m","max_tokens":-5}`, refuse: true},
+		{spec: Chat, body: `{"model":"m","max_tokens":2.5}`, refuse: true},
+		{spec: Chat, body: `{"model":"m","max_completion_tokens":true}`, refuse: true},
+		{spec: Chat, body: `{"model":"m","max_completion_tokens":5,"max_completion_tokens":6}`, refuse: true},
+		{spec: Completions, body: `{"model":"m","max_tokens":64}`, want: 64},
+		{spec: Completions, body: `{"model":"m","max_tokens":64,"MAX_TOKENS":65}`, refuse: true},
+		{spec: Completions, body: `{"model":"m","max_tokens":[]}`, refuse: true},
 		{spec: Chat, body: `{"model":"m","max_tokens":5,"Max_Tokens":9}`, refuse: true},
 		{spec: Responses, body: `{"model":"m","max_output_tokens":300}`, want: 300},
 		{spec: Responses, body: `{"model":"m","max_tokens":300}`},
 		{spec: Responses, body: `{"model":"m","max_output_tokens":3,"max_output_tokens":4}`, refuse: true},
+		{spec: Responses, body: `{"model":"m","max_output_tokens":{}}`, refuse: true},
 	} {
 		r, berr := tt.spec.Inspect([]byte(tt.body), "")
 		if got := berr != nil; got != tt.refuse {
