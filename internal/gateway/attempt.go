@@ -51,6 +51,11 @@ type call struct {
 	byPrefix  bool        // session is the prompt prefix's digest (prefix affinity)
 	pattern   string      // the pattern entry that matched req.Model; "" for an exact name
 	star      string      // the part of req.Model the pattern's star matched
+	// served is the fallback model whose targets the attempts go to, nil
+	// while the model the request named serves (docs/routing.md
+	// "Fallbacks"), and fallback why that model could not.
+	served   *routes.Model
+	fallback fallbackReason
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
 	// tokens is what the request is expected to cost against a
@@ -187,21 +192,30 @@ func (c *call) route(ctx context.Context) {
 	if m.Pattern { // docs/routing.md "Aliases and patterns"
 		c.pattern, c.star = m.Name, m.Star(req.Model)
 	}
-	pool := m.Pools[c.spec.Endpoint]
-	switch {
-	case len(pool) > 0:
-	case !m.Serves(c.api.Protocol):
+	if len(m.Pools[c.spec.Endpoint]) == 0 && !m.Serves(c.api.Protocol) {
 		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", shown, c.spec.Route())))
 		return
-	default:
-		// Not every provider of a protocol serves every endpoint: backends
-		// declare theirs, and nothing is sent to one that does not.
-		c.fail(apierr.BadRequest("endpoint_not_served", fmt.Sprintf("model %q has no backend that serves %s", shown, c.spec.Route())))
-		return
 	}
-	if !offers(pool, req.Need) {
-		c.fail(apierr.BadRequest("capability_not_offered", fmt.Sprintf("model %q offers no target with %s", shown, req.Need)))
-		return
+	// docs/routing.md "Fallbacks": the model serves when one of its
+	// targets can take the request, else the first model of its chain
+	// that can (one the key may not use is passed over). A chain is
+	// walked once, and only before anything was sent.
+	cur, next := m, 0
+	pool, why := c.usable(m)
+	first := why // why the model the request named could not take it
+	for pool == nil {
+		if next == len(m.Chain) {
+			c.refuseStatic(why, shown, len(m.Chain) > 0)
+			return
+		}
+		cur, next = m.Chain[next], next+1
+		if !c.principal.Allows(cur.Name) {
+			continue
+		}
+		var w fallbackReason
+		if pool, w = c.usable(cur); pool == nil {
+			why = max(why, w) // the furthest a model got: endpoint < capability < context
+		}
 	}
 	// docs/limits.md: a request over its key's or tenant's limits is
 	// refused before anything is sent; an admitted one holds its slots
@@ -220,23 +234,52 @@ func (c *call) route(ctx context.Context) {
 
 	var tried []*routes.Target
 	placement := balance.Balanced
-	if m.Affinity {
-		c.session = c.sessionKey(m.PrefixAffinity)
+	if cur.Affinity {
+		c.session = c.sessionKey(cur.PrefixAffinity)
 	}
+	wait := time.Duration(-1) // the earliest Retry-After of the pools passed over
 	var last *attempt
-	for n := 1; n <= c.h.o.MaxAttempts; n++ {
+	for n := 1; n <= c.h.o.MaxAttempts; {
 		var (
 			l  balance.Lease
 			ok bool
 		)
-		l, placement, ok = c.pick(pool, tried, m.Affinity)
+		l, placement, ok = c.pick(pool, tried, cur.Affinity)
 		if !ok {
-			break
+			if len(m.Chain) == 0 {
+				break
+			}
+			// No target of cur can take the request now: the next model
+			// of the chain that the key may use and that holds it.
+			if cur == m {
+				first = c.unavailable(pool, tried)
+			}
+			if w := balance.RetryAfter(pool, req.Need, c.tokens, c.h.o.Now()); wait < 0 || w < wait {
+				wait = w
+			}
+			pool = nil
+			for pool == nil && next < len(m.Chain) {
+				cur, next = m.Chain[next], next+1
+				if c.principal.Allows(cur.Name) {
+					pool, _ = c.usable(cur)
+				}
+			}
+			if pool == nil {
+				break
+			}
+			c.session, c.byPrefix = 0, false
+			if cur.Affinity {
+				c.session = c.sessionKey(cur.PrefixAffinity) // affinity within the model that serves
+			}
+			continue
 		}
 		if c.byPrefix && placement == balance.Preferred {
 			placement = balance.PrefixPreferred
 		}
 		tried = append(tried, l.Target)
+		if cur != m && c.served != cur {
+			c.fallBack(m, cur, first)
+		}
 		a := c.attempt(ctx, n, l)
 		a.placement = placement
 		c.finish(ctx, a)
@@ -244,11 +287,14 @@ func (c *call) route(ctx context.Context) {
 			return
 		}
 		last = a
+		n++
 	}
 	if len(tried) == 0 {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest
 		// moment a target can take traffic again, and x-should-retry: true.
-		wait := balance.RetryAfter(pool, req.Need, c.tokens, c.h.o.Now())
+		if w := balance.RetryAfter(pool, req.Need, c.tokens, c.h.o.Now()); pool != nil && (wait < 0 || w < wait) {
+			wait = w
+		}
 		a := attempt{state: provider.NotSent, stage: stageSelect, placement: placement}
 		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", shown), wait))
 		c.log(ctx, &a)
@@ -807,6 +853,7 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		KeyID:         c.principal.KeyID,
 		PublicModel:   c.req.Model,
 		ModelPattern:  c.pattern,
+		ServedModel:   c.servedModel(),
 		ProviderModel: a.model,
 		Backend:       a.target.Backend.ID,
 		Protocol:      c.api.Protocol.String(),

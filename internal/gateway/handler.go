@@ -66,6 +66,10 @@ type Observer interface {
 	// ObserveLimitRefusal counts a 429 by a per-key or per-tenant limit:
 	// scope "key" or "tenant", kind "requests", "tokens" or "concurrency".
 	ObserveLimitRefusal(scope, kind string)
+	// ObserveFallback counts a request served by a fallback model: from
+	// and to are model entries of the routes, reason one of a closed set
+	// (docs/routing.md "Fallbacks").
+	ObserveFallback(from, to, reason string)
 }
 
 // Saturation says whether the node itself has been saturated since t
@@ -321,6 +325,7 @@ func (nopObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, ti
 func (nopObserver) ObserveModels(int, time.Duration)                                               {}
 func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)                         {}
 func (nopObserver) ObserveLimitRefusal(string, string)                                             {}
+func (nopObserver) ObserveFallback(string, string, string)                                         {}
 
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
@@ -500,8 +505,8 @@ func (c *call) log(ctx context.Context, a *attempt) {
 	if a.target != nil {
 		backend = a.target.Backend.ID
 	}
-	// A fixed array: at most 15 attributes, none allocated for the slice.
-	var buf [15]slog.Attr
+	// A fixed array: at most 17 attributes, none allocated for the slice.
+	var buf [17]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("request_id", c.rid),
 		slog.String("path", c.r.URL.Path),
@@ -515,6 +520,11 @@ func (c *call) log(ctx context.Context, a *attempt) {
 		slog.Float64("duration_ms", ms(c.h.o.Now().Sub(c.start).Microseconds())),
 		slog.String("placement", a.placement.String()),
 	)
+	if c.served != nil {
+		// docs/routing.md "Fallbacks": the model that served, and why
+		// the one asked for could not.
+		attrs = append(attrs, slog.String("served_model", c.served.Name), slog.String("fallback", c.fallback.String()))
+	}
 	if c.session != 0 {
 		// A short hash, so that turns of one session can be followed in
 		// the log; never the key (it may carry a user id).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -524,6 +525,25 @@ func refInspect(p provider.Protocol, body []byte) (request, *apierr.Error) {
 	}
 	if refWantsJSONSchema(p, &f) {
 		r.need |= routes.CapJSONSchema
+	}
+	// The output cap decides which targets hold the request: read
+	// exactly, a whole number of tokens or nothing (docs/routing.md
+	// "Context windows").
+	caps := []string{"max_tokens", "max_completion_tokens"}
+	if p == provider.Anthropic {
+		caps = caps[:1]
+	}
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(body, &members)
+	for _, name := range caps {
+		v, ok := members[name]
+		if !ok || refIsNull(v) {
+			continue
+		}
+		var n float64
+		if len(v) == 0 || v[0] == '-' || json.Unmarshal(v, &n) != nil || n != math.Trunc(n) {
+			return request{}, apierr.BadRequest("invalid_output_cap", `field "`+name+`" must be a whole number of tokens, at least 0`)
+		}
 	}
 	return r, nil
 }

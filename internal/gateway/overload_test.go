@@ -46,6 +46,7 @@ func (discardObserver) ObserveRequest(provider.Endpoint, int, provider.SendState
 func (discardObserver) ObserveModels(int, time.Duration)                       {}
 func (discardObserver) ObserveAttempt(string, upstream.Outcome, time.Duration) {}
 func (discardObserver) ObserveLimitRefusal(string, string)                     {}
+func (discardObserver) ObserveFallback(string, string, string)                 {}
 
 // TestSaturatedNodeKeepsBreakerClosed: first-byte timeouts of a node that
 // is itself saturated are the node's (docs/failures.md "When the node is

@@ -63,6 +63,7 @@ type Metrics struct {
 	placements   *prometheus.CounterVec   // placement
 	placementSet map[string]string
 	limitRefused *prometheus.CounterVec // scope, kind: closed sets
+	fallbacks    *prometheus.CounterVec // from, to: model entries of a chain the routes define; reason: a closed set
 	models       *modelFamilies
 
 	state *stateCollector
@@ -116,6 +117,13 @@ func New(o Options) *Metrics {
 		Name: "scootgate_limits_refused_total",
 		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency).",
 	}, []string{"scope", "kind"})
+	// Fallbacks taken (docs/routing.md "Fallbacks"): from and to are
+	// model entries, never asked names, and only pairs a chain of the
+	// routes defines, so the series are bounded by the routes.
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scootgate_fallbacks_total",
+		Help: "Requests served by a fallback model because no target of the model they named could take them before sending, by that model (from), the model that served (to) and why (endpoint, capability, context, not_sent, at_cap, headroom, unavailable).",
+	}, []string{"from", "to", "reason"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "scootgate_request_duration_seconds",
 		Help: "Client request duration, from arrival to the end of the response (the whole stream for streams).",
@@ -132,7 +140,7 @@ func New(o Options) *Metrics {
 	}
 	m.models = newModelFamilies(o.MaxModelSeries)
 	m.state = newStateCollector(m.clock)
-	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.placements, m.limitRefused, m.state, buildInfo(o.Version))
+	m.reg.MustRegister(m.requests, duration, m.attempts, m.ttfb, m.egressErrors, m.placements, m.limitRefused, m.fallbacks, m.state, buildInfo(o.Version))
 	m.reg.MustRegister(m.models.collectors()...)
 	if !o.NoRuntime {
 		m.reg.MustRegister(
@@ -223,6 +231,16 @@ func (m *Metrics) ObserveLimitRefusal(scope, kind string) {
 	default:
 		m.limitRefused.WithLabelValues(scope, kind).Inc()
 	}
+}
+
+// ObserveFallback records one request served by the fallback model to
+// because no target of from, the model entry it named, could take it
+// (docs/routing.md "Fallbacks").
+func (m *Metrics) ObserveFallback(from, to, reason string) {
+	if m == nil {
+		return
+	}
+	m.fallbacks.WithLabelValues(from, to, reason).Inc()
 }
 
 // ObserveEgressError records a dial that failed with an

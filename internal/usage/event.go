@@ -22,6 +22,7 @@ type Attempt struct {
 
 	PublicModel   string
 	ModelPattern  string // the pattern entry that matched PublicModel; "" for an exact name
+	ServedModel   string // the public model whose target served: PublicModel, or the fallback that did
 	ProviderModel string
 	Backend       string
 	Protocol      string // usageevent.Protocol*
@@ -73,6 +74,7 @@ func NewEvent(a *Attempt) *usageevent.Event {
 		KeyID:         a.KeyID,
 		PublicModel:   a.PublicModel,
 		ModelPattern:  a.ModelPattern,
+		ServedModel:   a.ServedModel,
 		ProviderModel: a.ProviderModel,
 		Backend:       a.Backend,
 		Protocol:      a.Protocol,

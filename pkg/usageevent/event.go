@@ -121,7 +121,15 @@ type Event struct {
 	// before nodes had patterns (all of them exact names). Unlike
 	// PublicModel it is one of the operator's entries: group by it, not
 	// by the names clients invent.
-	ModelPattern  string `json:"model_pattern,omitempty"`
+	ModelPattern string `json:"model_pattern,omitempty"`
+	// ServedModel is the public model whose target served the attempt
+	// (docs/routing.md "Fallbacks"): PublicModel itself, or the fallback
+	// model (an exact name of the routes) that served when no target of
+	// PublicModel could take the request before anything was sent; it
+	// differs from PublicModel exactly then. Nodes always set it; it is
+	// absent only from events written before nodes had fallbacks, all of
+	// them served by PublicModel.
+	ServedModel   string `json:"served_model,omitempty"`
 	ProviderModel string `json:"provider_model"` // the model name sent to the provider
 	Backend       string `json:"backend"`        // backend id from the node's route configuration
 	Protocol      string `json:"protocol"`       // ProtocolOpenAI, ProtocolAnthropic or ProtocolGemini

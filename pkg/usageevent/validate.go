@@ -95,6 +95,11 @@ func (e *Event) Validate() error {
 			add("model_pattern", "%s", msg)
 		}
 	}
+	if e.ServedModel != "" {
+		if msg := checkString(e.ServedModel); msg != "" {
+			add("served_model", "%s", msg)
+		}
+	}
 	if e.Endpoint != "" && !isStage(e.Endpoint) {
 		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
 	}
