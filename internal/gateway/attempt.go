@@ -54,8 +54,8 @@ type call struct {
 	// served is the fallback model whose targets the attempts go to, nil
 	// while the model the request named serves (docs/routing.md
 	// "Fallbacks"), and fallback why that model could not.
-	served   *routes.Model
-	fallback fallbackReason
+	served    *routes.Model
+	fallback  fallbackReason
 	start     time.Time
 	sendState provider.SendState // the last attempt's, for the request metric
 	// tokens is what the request is expected to cost against a
