@@ -193,6 +193,9 @@ func describe(ev *usageevent.Event) string {
 	if ev.ModelPattern != "" {
 		model += " [" + ev.ModelPattern + "]"
 	}
+	if ev.ServedModel != "" && ev.ServedModel != ev.PublicModel {
+		model += " served by " + ev.ServedModel // a fallback (docs/routing.md "Fallbacks")
+	}
 	line := fmt.Sprintf("usage event %s: %s %s -> %s (%s) attempt %d %s status %d",
 		ev.EventID, ev.Protocol, model, ev.Backend, ev.ProviderModel, ev.Attempt, ev.SendState, ev.HTTPStatus)
 	if ev.FailureStage != "" {
@@ -248,7 +251,18 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 		claudePool.Targets = append(claudePool.Targets, routesnap.Target{Backend: "fake-anthropic-" + x, Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true})
 	}
 	snap.Models = append(snap.Models, pool, claudePool)
+	snap.Models = append(snap.Models, demoFallback())
 	return snap
+}
+
+// demoFallback is demo-fallback (docs/routing.md "Fallbacks"): its own
+// target declares a context window of one token, which no request fits,
+// so every request is served by the next model of its chain, demo-gpt,
+// and says so (X-Scootgate-Served-Model, the usage event's served_model).
+func demoFallback() routesnap.Model {
+	return routesnap.Model{Name: "demo-fallback", Fallbacks: []string{"demo-gpt"}, Targets: []routesnap.Target{
+		{Backend: "fake-openai", Model: "fake-gpt-small", Weight: 1, Stream: true, Tools: true, JSONSchema: true, ContextWindow: new(1)},
+	}}
 }
 
 // poolSuffixes name the three backends of demo-pool and demo-claude-pool.
@@ -285,7 +299,10 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 		},
 		Models: []routesnap.Model{
 			{Name: "demo-gpt", Targets: []routesnap.Target{
-				{Backend: "fake-openai", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+				// docs/routing.md "Context windows": a request asking for
+				// more output than 16384 tokens is refused before sending.
+				{Backend: "fake-openai", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true,
+					ContextWindow: new(131072), MaxOutputTokens: new(16384)},
 			}},
 			{Name: "demo-claude", Targets: []routesnap.Target{
 				{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -368,6 +385,7 @@ ScootGate dev stack is up.
                 + translations, demo-image = images, demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
+                demo-fallback: served by its fallback demo-gpt, whose window is 131072 tokens;
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz

@@ -118,6 +118,17 @@ func TestDevSnapshots(t *testing.T) {
 			t.Errorf("%s: %d targets on %d backends, affinity %v; want 3 on 3, on", m, len(model.Pools[e]), len(seen), model.Affinity)
 		}
 	}
+	// demo-fallback's own target holds no request and its chain is
+	// demo-gpt, whose target declares the window the README shows
+	// (docs/routing.md "Fallbacks").
+	fb, _ := table.Model("demo-fallback")
+	gpt, _ := table.Model("demo-gpt")
+	if fb == nil || len(fb.Chain) != 1 || fb.Chain[0] != gpt || fb.Pools[provider.Chat][0].Holds(2, 0) {
+		t.Errorf("demo-fallback: want a chain of demo-gpt and a target that holds no request")
+	}
+	if tg := gpt.Pools[provider.Chat][0]; tg.ContextWindow != 131072 || tg.MaxOutput != 16384 {
+		t.Errorf("demo-gpt's window %d and output cap %d, want 131072 and 16384", tg.ContextWindow, tg.MaxOutput)
+	}
 	// A first load test (hundreds of concurrent streams) must not meet a
 	// demo cap; demo-capped shows one on a backend of its own.
 	for _, b := range rdoc.Backends {

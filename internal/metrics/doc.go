@@ -86,6 +86,12 @@
 //	    tokens or concurrency; kind store for the 503s of a node whose
 //	    redis store is down with on_store_failure = "closed". Never a key
 //	    or tenant id.
+//	scootgate_fallbacks_total{from,to,reason}                 counter
+//	    Requests served by a fallback model (docs/routing.md "Fallbacks"):
+//	    from is the model entry the request named (a pattern by its
+//	    pattern), to the model that served, reason why from could not
+//	    take it: endpoint, capability, context, not_sent, at_cap, headroom
+//	    or unavailable. Only pairs a chain of the routes defines.
 //
 // # Node
 //

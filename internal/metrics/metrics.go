@@ -236,11 +236,17 @@ func (m *Metrics) ObserveLimitRefusal(scope, kind string) {
 // ObserveFallback records one request served by the fallback model to
 // because no target of from, the model entry it named, could take it
 // (docs/routing.md "Fallbacks").
+//
+// reason is one of endpoint, capability, context, not_sent, at_cap,
+// headroom and unavailable; anything else is not counted.
 func (m *Metrics) ObserveFallback(from, to, reason string) {
 	if m == nil {
 		return
 	}
-	m.fallbacks.WithLabelValues(from, to, reason).Inc()
+	switch reason {
+	case "endpoint", "capability", "context", "not_sent", "at_cap", "headroom", "unavailable":
+		m.fallbacks.WithLabelValues(from, to, reason).Inc()
+	}
 }
 
 // ObserveEgressError records a dial that failed with an

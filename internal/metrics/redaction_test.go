@@ -53,6 +53,8 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.ObserveLimitRefusal("tenant", "concurrency")
 	m.ObserveLimitRefusal("k_sk-canary", "requests") // not a scope: not counted
 	m.ObserveLimitRefusal("key", "sk-canary")
+	m.ObserveFallback("gpt-4o", "gpt-4o-mini", "at_cap")
+	m.ObserveFallback("gpt-4o", "gpt-4o-mini", "sk-canary") // not a reason: not counted
 	m.ObserveEgressError("socks-1", egress.StageProxyDial)
 	m.ObserveEgressError("socks5://user:sk-canary@127.0.0.1:1080", egress.StageProxyAuth)
 	m.ObserveEgressError("socks-1", egress.Stage(99))
@@ -141,14 +143,15 @@ func TestLabelSetsClosed(t *testing.T) {
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,
 		"stage":      {"proxy_dial", "proxy_auth", "proxy_tls", "proxy_policy", "target", "provider_tls", "unknown"},
-		"reason":     {"full", "queue", "not_sent", "failing", "closed", "cooldown", "headroom"},
-		"result":     {"recorded", "dropped", "oversize", "invalid", "over_key_budget", "exported", "failed", "changed"},
-		"budget":     {"requests", "tokens"},
-		"class":      {"2xx", "3xx", "4xx", "5xx", "none"},
-		"placement":  {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
-		"scope":      {"key", "tenant"},
-		"type":       {"input", "output", "cache_read", "cache_write", "reasoning"},
-		"le":         nil, // histogram buckets: numbers
+		"reason": {"full", "queue", "not_sent", "failing", "closed", "cooldown", "headroom",
+			"endpoint", "capability", "context", "at_cap", "unavailable"}, // the last: fallbacks
+		"result":    {"recorded", "dropped", "oversize", "invalid", "over_key_budget", "exported", "failed", "changed"},
+		"budget":    {"requests", "tokens"},
+		"class":     {"2xx", "3xx", "4xx", "5xx", "none"},
+		"placement": {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
+		"scope":     {"key", "tenant"},
+		"type":      {"input", "output", "cache_read", "cache_write", "reasoning"},
+		"le":        nil, // histogram buckets: numbers
 	}
 	ids := map[string]bool{"backend": true, "proxy": true, "kind": true}
 	versions := map[string]bool{"version": true, "revision": true, "goversion": true}
@@ -177,6 +180,11 @@ func TestLabelSetsClosed(t *testing.T) {
 					if !idShape.MatchString(val) {
 						t.Errorf("%s: %s=%q is not id-shaped", mf.GetName(), name, val)
 					}
+				case name == "from" || name == "to":
+					// Model entries of the routes that a chain joins.
+					if val != "gpt-4o" && val != "gpt-4o-mini" {
+						t.Errorf("%s: %s=%q", mf.GetName(), name, val)
+					}
 				case name == "model":
 					// Public model names (operator config, matched by the
 					// routing table), or invalid / _other.
@@ -198,7 +206,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		}
 	}
 	// The hostile inputs above must have been mapped, not dropped.
-	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result", "model", "class", "type", "scope"} {
+	for _, name := range []string{"endpoint", "code", "send_state", "stream", "backend", "outcome", "proxy", "stage", "kind", "reason", "result", "model", "class", "type", "scope", "from", "to"} {
 		if !seen[name] {
 			t.Errorf("no series with label %q; fullMetrics does not cover it", name)
 		}
