@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -205,7 +206,7 @@ type fallbackNode struct {
 	events *fallbackEvents
 }
 
-func newFallbackNode(t *testing.T, o Options) *fallbackNode {
+func newFallbackNode(t testing.TB, o Options) *fallbackNode {
 	t.Helper()
 	prov := fakeprovider.New(fakeprovider.Options{})
 	base, err := prov.Start("127.0.0.1:0")
@@ -256,7 +257,7 @@ source = "file:/dev/null"
 }
 
 // target returns the first target of model's chat pool.
-func (n *fallbackNode) target(t *testing.T, model string) *routes.Target {
+func (n *fallbackNode) target(t testing.TB, model string) *routes.Target {
 	t.Helper()
 	m, ok := n.h.o.Routes.Load().Model(model)
 	if !ok {
@@ -267,7 +268,7 @@ func (n *fallbackNode) target(t *testing.T, model string) *routes.Target {
 
 // hold takes t's in-flight slot and, unless r is nil, ends it with r:
 // the backend's state as the answer r stands for leaves it.
-func hold(t *testing.T, tg *routes.Target, r *upstream.Result) {
+func hold(t testing.TB, tg *routes.Target, r *upstream.Result) {
 	t.Helper()
 	l, ok := (&balance.WeightedRandom{}).Pick([]*routes.Target{tg}, 0, nil)
 	if !ok {
@@ -525,5 +526,43 @@ func TestFallbackAffinity(t *testing.T) {
 	defer n.events.mu.Unlock()
 	if len(n.events.evs) != 1 || n.events.evs[0].Placement != usageevent.PlacementAffinity {
 		t.Errorf("events %+v; want one, placed by affinity", n.events.evs)
+	}
+}
+
+// BenchmarkFallback measures what a fall-through costs: a request for
+// "a", whose only target is at its cap, served by "b", beside the same
+// request sent to "b" itself (a model with a context window, so its
+// targets are checked against the request) and to "c" (no chain, no
+// window: the path every model without them takes). The provider is a
+// canned answer, as in BenchmarkNonStreamHandler.
+func BenchmarkFallback(b *testing.B) {
+	answer := []byte(`{"id":"c1","object":"chat.completion","created":1,"model":"provider-b","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	for _, bc := range []struct{ name, model string }{
+		{"plain", "c"},
+		{"windowed", "b"},
+		{"fall-through", "a"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			n := newFallbackNode(b, Options{})
+			n.h.o.Transport = &cannedTransport{header: http.Header{"Content-Type": {"application/json"}}, body: answer}
+			n.h.o.Observer, n.h.o.Recorders = nopObserver{}, nil // keep nothing per request
+			if bc.model == "a" {
+				hold(b, n.target(b, "a"), nil)
+			}
+			body := chatWith(bc.model, "hello there", "")
+			b.ReportAllocs()
+			w := &benchWriter{}
+			cpu := cpuTime(b)
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				w.reset()
+				n.h.ServeHTTP(w, r)
+				if w.status != 200 {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
