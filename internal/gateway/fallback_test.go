@@ -18,6 +18,8 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -565,4 +567,47 @@ func BenchmarkFallback(b *testing.B) {
 			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkFallThroughSelect is the selection work of one request alone,
+// without the exchange: a pick from "b" (a model with a context window)
+// against a fall-through from "a", whose only target is at its cap: the
+// failed pick, the reason, the Retry-After of the pool passed over, then
+// the same pick from "b". The difference is what a fall-through adds.
+func BenchmarkFallThroughSelect(b *testing.B) {
+	n := newFallbackNode(b, Options{})
+	hold(b, n.target(b, "a"), nil)
+	tab := n.h.o.Routes.Load()
+	ma, _ := tab.Model("a")
+	mb, _ := tab.Model("b")
+	body := []byte(chatWith("a", "hello there", ""))
+	c := &call{h: n.h, spec: catalog.Spec(provider.Chat), body: body}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			pool, _ := c.usable(mb)
+			l, _, ok := c.pick(pool, nil, mb.Affinity)
+			if !ok {
+				b.Fatal("no pick")
+			}
+			l.Done(upstream.Result{Outcome: upstream.Cancelled})
+		}
+	})
+	b.Run("fall-through", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			pool, _ := c.usable(ma)
+			if _, _, ok := c.pick(pool, nil, ma.Affinity); ok {
+				b.Fatal("a took the request")
+			}
+			_ = c.unavailable(pool, nil)
+			_ = balance.RetryAfter(pool, 0, 0, n.h.o.Now())
+			pool, _ = c.usable(mb)
+			l, _, ok := c.pick(pool, nil, mb.Affinity)
+			if !ok {
+				b.Fatal("no pick")
+			}
+			l.Done(upstream.Result{Outcome: upstream.Cancelled})
+		}
+	})
 }
