@@ -225,7 +225,7 @@ var RouteRules = []Rule{
 	{"base_url passes routesnap.CheckBaseURL (loopback-only http, no link-local or metadata host, a valid host and port, no user info, query or fragment)", matching(`^backends\[\d+\]\.base_url: `)},
 	{"every credential name is defined in the node's configuration", matching(`^backends\[\d+\]\.credential: unknown credential "[A-Za-z0-9._-]+"; this node's \[credentials\] does not define it$`)},
 	integerSpelling,
-	{"a member new in schema 2 only in a document of schema 2 or later", matching(`^models\[\d+\]\S*: needs schema \d+ or later \(this document is schema \d+\); raise schema or remove the member$`)},
+	{"a member new in schema 2 only in a document of schema 2 or later", matching(`^(backends|models)\[\d+\]\S*: needs schema \d+ or later \(this document is schema \d+\); raise schema or remove the member$`)},
 	// Fallbacks and context windows (docs/routing.md "Fallbacks").
 	{"a fallback names a model of the document, not itself, not a pattern, of the same one protocol", matching(`^models\[\d+\]\.fallbacks(\[\d+\])?: (unknown model "|names this model itself$|must name a model, not a pattern|model ".*" speaks |a model with fallbacks must have targets of one protocol)`)},
 	{"no fallback chain comes back to a model it left", matching(`^models\[\d+\]\.fallbacks: cycle: `)},
