@@ -271,6 +271,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		BodyLimit: cfg.Limits.BodyBytes,
 		// An idle WebSocket is closed like an idle keep-alive connection.
 		SocketIdle:      cfg.Limits.IdleTimeout,
+		SocketLifetime:  cfg.Limits.SocketLifetime,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		BodyDeadlineSet: true, // guardBody, below
 		MaxAttempts:     cfg.Limits.MaxAttempts,

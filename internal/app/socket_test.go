@@ -253,9 +253,11 @@ func TestSocketErrors(t *testing.T) {
 		{"not a create", `{"type":"session.update"}`, []string{"error", "400", "unsupported_event"}},
 		{"type twice", `{"type":"response.create","Type":"x","model":"demo-gpt","input":"hi"}`, []string{"error", "400", "duplicate_member"}},
 		// The provider drops the stream after two events: they are relayed,
-		// then the in-band error (no status: the answer had begun).
+		// then the node's in-band error as the socket's error event, with
+		// the status a client acts on (Codex waits for its idle timeout on
+		// an error event without one).
 		{"cut mid-stream", `{"type":"response.create","model":"demo-gpt","input":"hi [[cut=after_events:2]]"}`,
-			[]string{"response.created", "response.in_progress", "error", "0", "server_error"}},
+			[]string{"response.created", "response.in_progress", "error", "502", "server_error"}},
 		{"still open", `{"type":"response.create","model":"demo-gpt","input":"hi"}`, []string{"response.completed", "0", ""}},
 		// Last: the 429 rests the only target for its Retry-After.
 		{"provider 429", `{"type":"response.create","model":"demo-gpt","input":"hi [[status=429]] [[retry_after=7]]"}`,

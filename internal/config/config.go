@@ -80,7 +80,12 @@ type Limits struct {
 	// timeout: it would cut long streams (docs/architecture.md "Go traps").
 	ReadHeaderTimeout time.Duration // the slowloris guard: time to read a request's headers
 	IdleTimeout       time.Duration // a keep-alive connection with no request is closed after this
-	MaxHeaderBytes    int           // request line + headers; larger gets 431
+	// SocketLifetime bounds a Responses WebSocket's life: the first
+	// frame that asks for an answer after it gets the connection-limit
+	// error event and the socket is closed (docs/api.md "Responses over
+	// WebSocket"); an answer that runs then is never cut for it.
+	SocketLifetime time.Duration
+	MaxHeaderBytes int // request line + headers; larger gets 431
 	// MaxConcurrentRequests caps requests in flight on the API listener,
 	// streams included; beyond it the node answers a fast 503.
 	MaxConcurrentRequests int
@@ -222,6 +227,7 @@ type Authz struct {
 //	limits.max_attempts        2
 //	limits.read_header_timeout 10s
 //	limits.idle_timeout        2m
+//	limits.socket_lifetime     60m (OpenAI's own limit on a Responses WebSocket)
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
 //	limits.local_share         1 (docs/limits.md)
@@ -278,6 +284,7 @@ func Defaults() Config {
 		Limits: Limits{
 			BodyBytes: 32 << 20, MaxAttempts: 2,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			SocketLifetime: time.Hour,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,

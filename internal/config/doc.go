@@ -55,6 +55,9 @@
 //	max_attempts = 2                    # 1..5, total attempts incl. re-picks after definitely_not_sent (docs/failures.md)
 //	read_header_timeout = "10s"         # 100ms..1h: slowloris guard; a connection whose headers are late is closed
 //	idle_timeout = "2m"                 # 100ms..1h: idle keep-alive connections are closed after this
+//	                                    #   (and Responses WebSockets on which no answer ran)
+//	socket_lifetime = "60m"             # 1m..24h: a Responses WebSocket's life; the next frame after it
+//	                                    #   gets the connection-limit error event and the socket closes
 //	body_read_timeout = "2m"            # 100ms..1h: a request body not received within this gets 408
 //	                                    #   and the connection is closed, whatever the framing
 //	linger_timeout = "5s"               # 0..1m: after an answer sent before the body was read (401,

@@ -20,7 +20,7 @@ func TestRulesServerLimits(t *testing.T) {
 			view: view,
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
-				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
 				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
 				LocalShare:    1,
@@ -30,11 +30,11 @@ func TestRulesServerLimits(t *testing.T) {
 		},
 		{
 			name: "lower bounds",
-			add:  "[limits]\nread_header_timeout = \"100ms\"\nidle_timeout = \"100ms\"\nmax_header_bytes = 4096\nmax_concurrent_requests = 1\nlinger_timeout = \"0s\"\n",
+			add:  "[limits]\nread_header_timeout = \"100ms\"\nidle_timeout = \"100ms\"\nsocket_lifetime = \"1m\"\nmax_header_bytes = 4096\nmax_concurrent_requests = 1\nlinger_timeout = \"0s\"\n",
 			view: view,
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
-				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond,
+				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
 				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
 				LocalShare:    1,
@@ -44,11 +44,11 @@ func TestRulesServerLimits(t *testing.T) {
 		},
 		{
 			name: "upper bounds",
-			add:  "[limits]\nread_header_timeout = \"1h\"\nidle_timeout = \"1h\"\nmax_header_bytes = 1048576\nmax_concurrent_requests = 1000000\nlinger_timeout = \"1m\"\n",
+			add:  "[limits]\nread_header_timeout = \"1h\"\nidle_timeout = \"1h\"\nsocket_lifetime = \"24h\"\nmax_header_bytes = 1048576\nmax_concurrent_requests = 1000000\nlinger_timeout = \"1m\"\n",
 			view: view,
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
-				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour,
+				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
 				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
@@ -59,10 +59,11 @@ func TestRulesServerLimits(t *testing.T) {
 		{
 			// Zero would switch Go's guard off (unbounded), so it is refused.
 			name: "zero and below",
-			add:  "[limits]\nread_header_timeout = \"0s\"\nidle_timeout = \"99ms\"\nmax_header_bytes = 4095\nmax_concurrent_requests = 0\nlinger_timeout = \"-1s\"\n",
+			add:  "[limits]\nread_header_timeout = \"0s\"\nidle_timeout = \"99ms\"\nsocket_lifetime = \"59s\"\nmax_header_bytes = 4095\nmax_concurrent_requests = 0\nlinger_timeout = \"-1s\"\n",
 			want: []Problem{
 				{"limits.read_header_timeout", "0s is too small; expected at least 100ms"},
 				{"limits.idle_timeout", "99ms is too small; expected at least 100ms"},
+				{"limits.socket_lifetime", "59s is too small; expected at least 1m0s"},
 				{"limits.max_header_bytes", "4095 is out of range; expected 4096..1048576"},
 				{"limits.max_concurrent_requests", "0 is out of range; expected 1..1000000"},
 				{"limits.linger_timeout", "-1s is too small; expected at least 0s"},
@@ -70,10 +71,11 @@ func TestRulesServerLimits(t *testing.T) {
 		},
 		{
 			name: "above",
-			add:  "[limits]\nread_header_timeout = \"61m\"\nidle_timeout = \"2h\"\nmax_header_bytes = 1048577\nmax_concurrent_requests = 1000001\nlinger_timeout = \"61s\"\n",
+			add:  "[limits]\nread_header_timeout = \"61m\"\nidle_timeout = \"2h\"\nsocket_lifetime = \"25h\"\nmax_header_bytes = 1048577\nmax_concurrent_requests = 1000001\nlinger_timeout = \"61s\"\n",
 			want: []Problem{
 				{"limits.read_header_timeout", "1h1m0s is too large; expected at most 1h0m0s"},
 				{"limits.idle_timeout", "2h0m0s is too large; expected at most 1h0m0s"},
+				{"limits.socket_lifetime", "25h0m0s is too large; expected at most 24h0m0s"},
 				{"limits.max_header_bytes", "1048577 is out of range; expected 4096..1048576"},
 				{"limits.max_concurrent_requests", "1000001 is out of range; expected 1..1000000"},
 				{"limits.linger_timeout", "1m1s is too large; expected at most 1m0s"},

@@ -30,6 +30,8 @@ const (
 
 	minServerTimeout      = 100 * time.Millisecond
 	maxServerTimeout      = time.Hour
+	minSocketLifetime     = time.Minute
+	maxSocketLifetime     = 24 * time.Hour
 	minHeaderBytes        = 4 << 10
 	maxHeaderBytes        = 1 << 20 // net/http's default
 	maxConcurrentRequests = 1000000
@@ -182,6 +184,7 @@ func (v *validator) limits(t *table, l *Limits) {
 	// Server limits: never unbounded (a zero would disable Go's guard).
 	durationIn(t, "read_header_timeout", minServerTimeout, maxServerTimeout, &l.ReadHeaderTimeout)
 	durationIn(t, "idle_timeout", minServerTimeout, maxServerTimeout, &l.IdleTimeout)
+	durationIn(t, "socket_lifetime", minSocketLifetime, maxSocketLifetime, &l.SocketLifetime)
 	durationIn(t, "body_read_timeout", minServerTimeout, maxServerTimeout, &l.BodyReadTimeout)
 	if n, ok := t.integer("max_header_bytes", "", minHeaderBytes, maxHeaderBytes); ok {
 		l.MaxHeaderBytes = int(n)

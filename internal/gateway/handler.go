@@ -142,6 +142,11 @@ type Options struct {
 	// SocketIdle closes a WebSocket connection on which no answer has
 	// run for this long (0: two minutes).
 	SocketIdle time.Duration
+	// SocketLifetime bounds a WebSocket connection's life, judged by Now
+	// as each frame that asks for an answer arrives: past it, the frame
+	// gets the lifetime's error event and the socket is closed
+	// (0: DefaultSocketLifetime).
+	SocketLifetime time.Duration
 
 	Logger   *slog.Logger
 	Draining *atomic.Bool     // optional; set while draining: answers add Connection: close
@@ -411,14 +416,25 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // authenticate answers 401 itself when the key is missing or not valid.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (*authz.Principal, bool) {
-	var query []string
-	if api.QueryKey != "" {
-		query = r.URL.Query()[api.QueryKey]
-	}
-	p, err := h.o.Auth.Authenticate(r.Header, query, h.o.Now())
+	p, err := h.o.Auth.Authenticate(r.Header, keyQuery(r, api), h.o.Now())
 	if err == nil {
 		return p, true
 	}
+	unauthorized(err).Write(w, api, rid)
+	return nil, false
+}
+
+// keyQuery is the values of the API's key query parameter in r, nil for
+// none.
+func keyQuery(r *http.Request, api *provider.API) []string {
+	if api.QueryKey == "" {
+		return nil
+	}
+	return r.URL.Query()[api.QueryKey]
+}
+
+// unauthorized is the 401 for an authentication error.
+func unauthorized(err error) *apierr.Error {
 	msg := "invalid API key"
 	switch {
 	case errors.Is(err, authz.ErrMissingKey):
@@ -426,8 +442,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *prov
 	case errors.Is(err, authz.ErrExpired):
 		msg = "API key expired"
 	}
-	apierr.Unauthorized(msg).Write(w, api, rid)
-	return nil, false
+	return apierr.Unauthorized(msg)
 }
 
 // readBody enforces the body limit before anything leaves the node (docs/api.md "Body limit").

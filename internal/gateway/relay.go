@@ -273,10 +273,14 @@ const smallAnswer = 4 << 10
 
 // writeFailed is the stage of an attempt whose answer could not be written
 // to the client: client_stalled when g's deadline passed (the client
-// stopped reading), else otherwise.
+// stopped reading), shutdown when the node cut the request (a write
+// racing the cut), else otherwise.
 func (c *call) writeFailed(g *writeGuard, otherwise stage) stage {
-	if g.stalled() {
+	switch {
+	case g.stalled():
 		return stageClientStalled
+	case c.cutByNode():
+		return stageShutdown
 	}
 	return otherwise
 }

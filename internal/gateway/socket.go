@@ -30,6 +30,10 @@ var errClientGone = errors.New("the client closed the socket")
 // defaultSocketIdle bounds an idle socket when Options.SocketIdle is 0.
 const defaultSocketIdle = 2 * time.Minute
 
+// DefaultSocketLifetime bounds a socket's life when Options.SocketLifetime
+// is 0: the limit OpenAI's own WebSocket mode sets on a connection.
+const DefaultSocketLifetime = 60 * time.Minute
+
 // sockets tracks the open sockets of a Handler, for the drain: hijacked
 // connections are invisible to http.Server.Shutdown.
 type sockets struct {
@@ -100,13 +104,14 @@ func (h *Handler) UseLimit(l *ConcurrencyLimit) { h.limit = l }
 // socket is one accepted WebSocket connection.
 type socket struct {
 	// immutable
-	h         *Handler
-	conn      *websocket.Conn
-	upgrade   *http.Request
-	header    http.Header // what each frame's request carries (SocketSpec.Header)
-	spec      *provider.Spec
-	api       *provider.API
-	principal *authz.Principal
+	h       *Handler
+	conn    *websocket.Conn
+	upgrade *http.Request
+	header  http.Header // what each frame's request carries (SocketSpec.Header)
+	spec    *provider.Spec
+	api     *provider.API
+	query   []string  // the upgrade's key query values (provider.API.QueryKey), judged again with every frame
+	opened  time.Time // Options.Now at the upgrade, for the socket's lifetime
 
 	away     chan struct{} // closed by GoingAway
 	awayOnce sync.Once
@@ -125,13 +130,12 @@ type clientFrame struct {
 // before the upgrade), accepts it and serves its frames.
 func (h *Handler) serveSocket(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, api *provider.API, rid string) {
 	w := &c.sw
-	principal, ok := h.authenticate(w, r, api, rid)
-	if !ok {
+	if _, ok := h.authenticate(w, r, api, rid); !ok {
 		return
 	}
 	s := &socket{
 		h: h, upgrade: r, header: spec.Socket.Header(r.Header), spec: spec, api: api,
-		principal: principal, away: make(chan struct{}),
+		query: keyQuery(r, api), opened: h.o.Now(), away: make(chan struct{}),
 	}
 	if !h.sockets.add(s) {
 		apierr.Unavailable("the node is shutting down", time.Second).Write(w, api, rid)
@@ -204,19 +208,24 @@ func (s *socket) run(ctx context.Context) {
 		leaving   bool
 	)
 	// serve starts the answer to a text frame, or answers a frame that
-	// asks for none.
-	serve := func(f clientFrame) {
+	// asks for none. It reports false when the socket must close (code
+	// and reason set) instead.
+	serve := func(f clientFrame) bool {
 		if f.typ != websocket.MessageText {
 			s.refuse(ctx, apierr.BadRequest("invalid_frame", "frames must be text (JSON)"))
-			return
+			return true
 		}
 		body, skip, berr := s.spec.Socket.Frame(f.data)
 		switch {
 		case skip:
-			return
+			return true
 		case berr != nil:
 			s.refuse(ctx, apierr.BadRequest(berr.Code, berr.Msg))
-			return
+			return true
+		}
+		p, ok := s.admit(ctx, &code, &reason)
+		if !ok {
+			return false
 		}
 		idle.Stop()
 		rctx, cancel := context.WithCancelCause(ctx)
@@ -226,8 +235,9 @@ func (s *socket) run(ctx context.Context) {
 		go func() { // owned: run waits for done before it returns
 			defer close(done)
 			defer cancel(nil)
-			s.serveFrame(rctx, body)
+			s.serveFrame(rctx, body, p)
 		}()
+		return true
 	}
 	for {
 		select {
@@ -250,7 +260,9 @@ func (s *socket) run(ctx context.Context) {
 				// the client first) waits, and reading waits with it.
 				pending, next = &f, nil
 			default:
-				serve(f)
+				if !serve(f) {
+					return
+				}
 			}
 		case <-running:
 			running = nil
@@ -262,7 +274,9 @@ func (s *socket) run(ctx context.Context) {
 			if pending != nil {
 				f := *pending
 				pending, next = nil, frames
-				serve(f)
+				if !serve(f) {
+					return
+				}
 			}
 		case <-idle.C:
 			code, reason = websocket.StatusNormalClosure, "idle timeout"
@@ -286,6 +300,38 @@ func (s *socket) run(ctx context.Context) {
 	}
 }
 
+// admit judges a frame that asks for an answer against the socket's
+// lifetime and against the authorization snapshot in force now, as an HTTP
+// request with the upgrade's key would be (docs/api.md "Responses over
+// WebSocket"): the key present, enabled and not expired, and, through the
+// principal returned, the model allowlist and the limits of that
+// snapshot. A socket past its lifetime gets the lifetime's error event and
+// is closed with 1000; a key that no longer authenticates gets the 401 as
+// an error event and the socket is closed with 1008 (policy violation).
+// Either way admit sets the close code and reason and reports false.
+func (s *socket) admit(ctx context.Context, code *websocket.StatusCode, reason *string) (*authz.Principal, bool) {
+	h := s.h
+	now := h.o.Now()
+	life := h.o.SocketLifetime
+	if life <= 0 {
+		life = DefaultSocketLifetime
+	}
+	if now.Sub(s.opened) >= life {
+		sk := &socketSink{s: s, ctx: ctx, header: http.Header{}}
+		sk.header.Set("X-Request-Id", newRequestID())
+		_ = sk.frame(s.spec.Socket.LimitReached(sk.header))
+		*code, *reason = websocket.StatusNormalClosure, "socket lifetime reached"
+		return nil, false
+	}
+	p, err := h.o.Auth.Authenticate(s.upgrade.Header, s.query, now)
+	if err != nil {
+		s.refuse(ctx, unauthorized(err))
+		*code, *reason = websocket.StatusPolicyViolation, "API key no longer valid"
+		return nil, false
+	}
+	return p, true
+}
+
 // refuse sends the error event of a frame the node refuses by itself.
 func (s *socket) refuse(ctx context.Context, e *apierr.Error) {
 	sk := &socketSink{s: s, ctx: ctx, header: http.Header{}}
@@ -294,9 +340,9 @@ func (s *socket) refuse(ctx context.Context, e *apierr.Error) {
 	sk.end()
 }
 
-// serveFrame runs the request path for one frame's body, with a
-// socketSink as the client's writer.
-func (s *socket) serveFrame(ctx context.Context, body []byte) {
+// serveFrame runs the request path for one frame's body for principal,
+// with a socketSink as the client's writer.
+func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.Principal) {
 	h, spec := s.h, s.spec
 	start := h.o.Now()
 	c := &call{}
@@ -335,7 +381,7 @@ func (s *socket) serveFrame(ctx context.Context, body []byte) {
 	r := s.upgrade.WithContext(ctx) // the frame's request: POST with the frame's headers
 	r.Method, r.Header, r.Body, r.ContentLength = spec.Method, s.header, http.NoBody, int64(len(body))
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, s.api, rid, start
-	c.principal, c.body = s.principal, body
+	c.principal, c.body = principal, body
 	if int64(len(body)) > h.o.BodyLimit {
 		apierr.TooLarge("the request exceeds the body limit").Write(w, s.api, rid)
 	} else {
@@ -368,6 +414,10 @@ type socketSink struct {
 
 	streamed bool   // an event went out
 	lastData []byte // the data of the last event sent
+
+	// deadline bounds the frame writes while the relay's write guard
+	// holds one (SetWriteDeadline); zero: each write gets stream_idle.
+	deadline time.Time
 }
 
 func (sk *socketSink) Header() http.Header { return sk.header }
@@ -392,8 +442,16 @@ func (sk *socketSink) Write(b []byte) (int, error) {
 		sk.held = append(sk.held, b...)
 		return len(b), nil
 	}
-	for data := range eventData(b) {
-		if err := sk.frame(data); err != nil {
+	ss := sk.s.spec.Socket
+	for typ, data := range eventData(b) {
+		out := data
+		if ss.StreamError != nil && streamError(typ, data) {
+			// The stream's in-band error, the node's or the provider's, as
+			// the socket's error event (docs/api.md "Responses over
+			// WebSocket"): with the status a client acts on.
+			out = ss.StreamError(data, sk.header)
+		}
+		if err := sk.frame(out); err != nil {
 			return 0, err
 		}
 		sk.streamed, sk.lastData = true, data
@@ -401,14 +459,45 @@ func (sk *socketSink) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// streamError reports whether an event is a stream's in-band error: its
+// SSE event type, or, from a server that leaves that out, a data object
+// whose first member says so. It looks at no more than a prefix: every
+// event of a stream passes here.
+func streamError(typ, data []byte) bool {
+	if len(typ) > 0 {
+		return string(typ) == "error"
+	}
+	return bytes.HasPrefix(data, []byte(`{"type":"error"`))
+}
+
 // FlushError is what http.ResponseController.Flush calls: every frame is
 // already sent when Write returns.
 func (sk *socketSink) FlushError() error { return sk.err }
 
-// frame sends one text frame. A client that reads nothing for stream_idle
-// fails it, which ends the answer as a client disconnect.
+// SetWriteDeadline is what http.ResponseController.SetWriteDeadline
+// calls: the relay's write guard bounds each frame write as it bounds an
+// HTTP stream's writes, so that a client that stops reading is told
+// apart from one that left (client_stalled, docs/usage-events.md).
+func (sk *socketSink) SetWriteDeadline(t time.Time) error {
+	sk.deadline = t
+	return nil
+}
+
+// frame sends one text frame. A client that reads nothing until the
+// deadline (stream_idle) fails it, which ends the answer as a stalled
+// client.
+//
+// The write is not bound to the frame's context: with coder/websocket a
+// write whose context is done closes the connection at once, and the
+// node must still send the error event of an answer it cuts at the end
+// of a drain, then close with 1001 (docs/operations.md "Drain"). A client
+// that is gone fails the write by itself.
 func (sk *socketSink) frame(data []byte) error {
-	ctx, cancel := context.WithTimeout(sk.ctx, sk.s.h.o.StreamIdle)
+	d := sk.deadline
+	if d.IsZero() {
+		d = time.Now().Add(sk.s.h.o.StreamIdle) // a socket's deadline is in real time
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(sk.ctx), d)
 	defer cancel()
 	if err := sk.s.conn.Write(ctx, websocket.MessageText, data); err != nil {
 		sk.err = err
@@ -430,13 +519,14 @@ func (sk *socketSink) end() {
 	}
 }
 
-// eventData yields the data of each event in b, a run of whole SSE
-// events as the relay writes them (WHATWG: "data" lines joined with LF,
-// one space after the colon dropped; comments and events without data
-// yield nothing).
-func eventData(b []byte) func(yield func([]byte) bool) {
-	return func(yield func([]byte) bool) {
-		var data []byte
+// eventData yields the type and data of each event in b, a run of whole
+// SSE events as the relay writes them (WHATWG: "data" lines joined with
+// LF, one space after the colon dropped; comments and events without
+// data yield nothing; the type is the last "event" line's, "" without
+// one).
+func eventData(b []byte) func(yield func(typ, data []byte) bool) {
+	return func(yield func(typ, data []byte) bool) {
+		var data, typ []byte
 		has := false
 		for len(b) > 0 {
 			line := b
@@ -449,24 +539,29 @@ func eventData(b []byte) func(yield func([]byte) bool) {
 			}
 			b = b[next:]
 			if len(line) == 0 {
-				if has && !yield(data) {
+				if has && !yield(typ, data) {
 					return
 				}
-				data, has = nil, false
+				data, typ, has = nil, nil, false
 				continue
 			}
-			field, value, _ := strings.Cut(string(line), ":")
-			if field != "data" {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "event":
+				typ = value
+				continue
+			case "data":
+			default:
 				continue
 			}
-			value = strings.TrimPrefix(value, " ")
 			if has {
 				data = append(data, '\n')
 			}
 			data, has = append(data, value...), true
 		}
 		if has {
-			yield(data)
+			yield(typ, data)
 		}
 	}
 }

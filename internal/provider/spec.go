@@ -188,6 +188,14 @@ type SocketSpec struct {
 	// error document the endpoint answers with over HTTP, and the headers
 	// the client would have seen.
 	ErrorEvent func(status int, body []byte, header http.Header) []byte
+	// StreamError is the frame that carries a stream's in-band error
+	// event (data is the event's data: the node's own when it cut the
+	// answer, or the provider's), in the same shape as ErrorEvent: a
+	// client of the socket learns of every failure the same way.
+	StreamError func(data []byte, header http.Header) []byte
+	// LimitReached is the frame that ends a socket that has reached its
+	// lifetime (the node's socket_lifetime).
+	LimitReached func(header http.Header) []byte
 	// Whole is the frame that carries a successful answer the provider
 	// sent whole instead of as a stream.
 	Whole func(body []byte) []byte

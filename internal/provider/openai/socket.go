@@ -20,13 +20,15 @@ import (
 // Codex also sends {"type":"response.processed"} acknowledgements, which
 // get no answer.
 var responsesSocket = &provider.SocketSpec{
-	Header:     socketHeader,
-	Frame:      socketFrame,
-	ErrorEvent: socketErrorEvent,
-	Whole:      socketWhole,
-	Continue:   socketContinue,
-	Remember:   socketRemember,
-	Prepare:    socketPrepare,
+	Header:       socketHeader,
+	Frame:        socketFrame,
+	ErrorEvent:   socketErrorEvent,
+	StreamError:  socketStreamError,
+	LimitReached: socketLimitReached,
+	Whole:        socketWhole,
+	Continue:     socketContinue,
+	Remember:     socketRemember,
+	Prepare:      socketPrepare,
 }
 
 // socketBeta is the OpenAI-Beta token that asks for the WebSocket mode;
@@ -136,6 +138,88 @@ func socketErrorEvent(status int, body []byte, header http.Header) []byte {
 	if err != nil || !ok || len(obj) == 0 || obj[0] != '{' {
 		obj, _, _ = jsonedit.Lookup(ErrorBody(status, "upstream_error", fmt.Sprintf("the provider answered with status %d", status)), "error")
 	}
+	return wrapError(status, obj, header)
+}
+
+// socketStreamError wraps a stream's in-band error event, the Responses
+// stream's {"type":"error","code":…,"message":…,"param":…,
+// "sequence_number":…}, in the socket's error event, with the status an
+// HTTP answer would have had. The OpenAI WebSocket mode's error events
+// carry a status and an error object, and Codex acts on an error event
+// only when it has a status: without one it waits for its stream idle
+// timeout before it gives up on the answer (docs/api.md "Responses over
+// WebSocket").
+func socketStreamError(data []byte, header http.Header) []byte {
+	var ev struct {
+		Code    *string         `json:"code"`
+		Message string          `json:"message"`
+		Param   *string         `json:"param"`
+		Error   json.RawMessage `json:"error"`
+	}
+	// Best effort: an event in another shape still ends as an error event.
+	_ = json.Unmarshal(data, &ev)
+	if len(ev.Error) > 0 && ev.Error[0] == '{' { // {"type":"error","error":{…}}, as some servers send it
+		code, _, _ := jsonedit.Lookup(ev.Error, "code")
+		s, _ := jsonedit.Unquote(code)
+		return wrapError(streamErrorStatus(s), ev.Error, header)
+	}
+	code := ""
+	if ev.Code != nil {
+		code = *ev.Code
+	}
+	if ev.Message == "" {
+		ev.Message = "the stream failed"
+	}
+	status := streamErrorStatus(code)
+	obj, err := json.Marshal(errorObject{Message: ev.Message, Type: ErrorType(status), Param: ev.Param, Code: ev.Code})
+	if err != nil { // unreachable: only strings are marshalled
+		obj = []byte(`{"message":"the stream failed","type":"server_error","param":null,"code":null}`)
+	}
+	return wrapError(status, obj, header)
+}
+
+// streamErrorStatus is the status of an answer that failed in band with
+// code: 503 for the node's own cut at the end of a drain (nothing more
+// will come from this node; retry elsewhere), the provider's status for
+// the codes that name a refusal of the request, and 502 for everything
+// else (the provider's stream failed).
+func streamErrorStatus(code string) int {
+	switch code {
+	case "node_shutting_down":
+		return http.StatusServiceUnavailable
+	case "rate_limit_exceeded", "insufficient_quota":
+		return http.StatusTooManyRequests
+	case "context_length_exceeded", "invalid_prompt", "invalid_request_error":
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
+}
+
+// limitReachedCode is the error code of the OpenAI WebSocket mode's
+// connection lifetime (60 minutes there); Codex treats it as retryable and
+// opens a new socket.
+const limitReachedCode = "websocket_connection_limit_reached"
+
+// socketLimitReached is the error event that ends a socket at the end of
+// its lifetime: the one OpenAI's WebSocket mode sends at its own limit,
+// status 400, type invalid_request_error, code
+// websocket_connection_limit_reached.
+func socketLimitReached(header http.Header) []byte {
+	code := limitReachedCode
+	obj, err := json.Marshal(errorObject{
+		Message: "Responses websocket connection limit reached. Create a new websocket connection to continue.",
+		Type:    ErrorType(http.StatusBadRequest),
+		Code:    &code,
+	})
+	if err != nil { // unreachable: only strings are marshalled
+		obj = []byte(`{"message":"connection limit reached","type":"invalid_request_error","param":null,"code":"` + limitReachedCode + `"}`)
+	}
+	return wrapError(http.StatusBadRequest, obj, header)
+}
+
+// wrapError is the socket's error event of an answer with status whose
+// error object is obj.
+func wrapError(status int, obj []byte, header http.Header) []byte {
 	ev := socketError{Type: "error", Status: status, Error: obj}
 	for k, v := range header {
 		if len(v) > 0 && socketErrorHeader(k) {
