@@ -174,27 +174,11 @@ func pickTier(tier []*routes.Target, need routes.Caps, tried []*routes.Target, k
 // with the capabilities need, that comes right after (prev, prevI) in
 // key's order: by score, highest first, equal scores by index. It returns
 // −1 past the last. Start with (+Inf, −1).
-func next(tier []*routes.Target, need routes.Caps, key Key, prev float64, prevI int) (int, float64) {
-	best, bestS := -1, 0.0
-	for i, t := range tier {
-		if t.Weight <= 0 || !t.Caps.Has(need) {
-			continue
-		}
-		s := score(key, t)
-		if s > prev || (s == prev && i <= prevI) {
-			continue // at or before prev in the order
-		}
-		if best < 0 || s > bestS {
-			best, bestS = i, s
-		}
-	}
-	return best, bestS
-}
-
-// score is t's weighted rendezvous score for key (docs/routing.md
-// "Affinity"): w ÷ −ln u, with u uniform in (0, 1) from
-// routes.Mix64(key ⊕ t.HashID). −ln u is an exponential variate, so the
-// highest score goes to target i with probability wᵢ ÷ Σw (the
+//
+// A target's score for key is its weighted rendezvous score
+// (docs/routing.md "Affinity"): w ÷ −ln u, with u uniform in (0, 1) from
+// routes.Mix64(key ⊕ t.HashID) (unit). −ln u is an exponential variate,
+// so the highest score goes to target i with probability wᵢ ÷ Σw (the
 // logarithmic method of Schindelhauer and Schomaker, 2005; Ceph's straw2
 // is the same), and the order depends on nothing but the key and the
 // targets' identities and weights: every node that holds the same table
@@ -203,10 +187,150 @@ func next(tier []*routes.Target, need routes.Caps, key Key, prev float64, prevI 
 // bit between architectures (amd64 has its own); that can swap two
 // targets only when their scores agree to about 16 digits, which a
 // session's first two meet about once in 10¹⁵.
-func score(key Key, t *routes.Target) float64 {
-	h := routes.Mix64(uint64(key) ^ t.HashID)
-	u := (float64(h>>11) + 0.5) * 0x1p-53 // 53 bits, exact, never 0 or 1
-	return float64(t.Weight) / -math.Log(u)
+//
+// next does not compute every score: a target's score is first bounded
+// without a logarithm (rank), which settles nearly every comparison, and
+// only a comparison the bounds leave open (two scores within about t²/3
+// of each other, see rank.offer) and the score returned take math.Log.
+// A first choice at 100 targets takes one or two logarithms rather than
+// 100, and next returns exactly what scoring every target would
+// (TestAffinityPruning).
+func next(tier []*routes.Target, need routes.Caps, key Key, prev float64, prevI int) (int, float64) {
+	r := rank{prev: prev, prevI: prevI, best: -1}
+	if x := weightIndex(tier); x != nil {
+		// The index keeps capabilities, weights and identities
+		// contiguous: no Target is read.
+		ids := x.HashIDs()
+		caps, ws := x.Caps()[:len(ids)], x.Weights()[:len(ids)]
+		all := need&^x.Common() == 0 // every target has the capabilities
+		for i, id := range ids {
+			if !all && caps[i]&need != need {
+				continue
+			}
+			w := ws[i]
+			u := unit(uint64(key) ^ id)
+			t := 1 - u
+			lo := t + 0.5*t*t // −ln u ≥ lo: w ÷ lo bounds the score from above
+			if w <= r.bar*lo {
+				// Below the best so far, certainly (rank.bar), or of
+				// weight 0 (bar ≥ 0).
+				continue
+			}
+			r.offer(i, w, u, t, lo)
+		}
+	} else {
+		for i, tg := range tier {
+			if tg.Weight <= 0 || !tg.Caps.Has(need) {
+				continue
+			}
+			w, u := float64(tg.Weight), unit(uint64(key)^tg.HashID)
+			t := 1 - u
+			lo := t + 0.5*t*t
+			if w <= r.bar*lo {
+				continue
+			}
+			r.offer(i, w, u, t, lo)
+		}
+	}
+	if r.best < 0 {
+		return -1, 0
+	}
+	return r.best, r.score()
+}
+
+// unit returns u in (0, 1) for rendezvous hashing: the top 53 bits of
+// routes.Mix64(x), plus one half, × 2⁻⁵³, never 0 or 1.
+func unit(x uint64) float64 {
+	return (float64(routes.Mix64(x)>>11) + 0.5) * 0x1p-53
+}
+
+// Bounds are widened by these factors, 1 ∓ 2⁻⁴⁰, before they decide a
+// comparison: far more than the few roundings between a bound and the
+// score as next computes it (products, sums, math.Log within an ulp or
+// two), so a comparison the bounds decide comes out as the scores' would.
+const (
+	lower = 1 - 0x1p-40
+	upper = 1 + 0x1p-40
+)
+
+// rank is one scan of next: the best target so far after (prev, prevI)
+// in the order, and bounds of its score.
+//
+// A score is w ÷ −ln u. With t = 1 − u, −ln u = t + t²/2 + t³/3 + …, so
+// −ln u ≥ t + t²/2, and for t ≤ ½ the tail is at most (t³/3) ÷ (1 − t) ≤
+// 2t³/3: the score lies in [w ÷ (t + t²/2 + 2t³/3), w ÷ (t + t²/2)], an
+// interval of relative width about t²/3. (For t > ½, −ln u ≤ 1/u − 1 =
+// t ÷ u gives a looser one, enough for the low scores those are.) High
+// scores have small t (at 100 equal targets the best has t ≈ 1/100, a
+// width of about 3·10⁻⁵), so the bounds of two scores rarely overlap;
+// when they do, math.Log decides.
+type rank struct {
+	prev  float64 // the scan looks for the best score after (prev, prevI)
+	prevI int
+	best  int // −1: none yet
+	// The best's weight and u, and bounds of −ln u: lo ≤ −ln u ≤ hi, so
+	// its score lies in [w ÷ hi, w ÷ lo]. Once exact, lo = hi = −ln u
+	// and s is the score.
+	w, u, lo, hi float64
+	exact        bool
+	s            float64
+	// bar is w ÷ hi × lower, 0 with no best: a target whose upper bound
+	// w ÷ (t + t²/2) is at most bar scores below the best, certainly.
+	bar float64
+}
+
+// offer ranks target i of weight w whose hash gave u (t = 1 − u, lo =
+// t + t²/2) against prev and the best so far, all of which it follows in
+// the tier's order. Bounds are compared cross-multiplied: w ÷ hi > w′ ÷
+// lo′ is w × lo′ > w′ × hi.
+func (r *rank) offer(i int, w, u, t, lo float64) {
+	hi := t / u // −ln u ≤ 1/u − 1
+	if t <= 0.5 {
+		hi = lo + (2.0/3)*t*t*t
+	}
+	exact, s := false, 0.0
+	if r.prev <= math.MaxFloat64 {
+		// A walk past an earlier choice: skip what is at or before prev
+		// in the order.
+		if w*lower > r.prev*hi {
+			return
+		}
+		if !(w*upper < r.prev*lo) {
+			lo = -math.Log(u)
+			hi, s, exact = lo, w/lo, true
+			if s > r.prev || (s == r.prev && i <= r.prevI) {
+				return
+			}
+		}
+	}
+	switch {
+	case r.best < 0 || w*r.lo*lower > r.w*hi:
+		// First, or certainly above the best.
+	case w*r.hi*upper < r.w*lo:
+		return // certainly below the best
+	default:
+		// The bounds overlap: the scores decide, equal ones by index
+		// (the best's is lower).
+		if !exact {
+			lo = -math.Log(u)
+			hi, s, exact = lo, w/lo, true
+		}
+		if !(s > r.score()) {
+			return
+		}
+	}
+	r.best, r.w, r.u, r.lo, r.hi, r.exact, r.s = i, w, u, lo, hi, exact, s
+	r.bar = w / hi * lower
+}
+
+// score returns the best target's score, computing it once.
+func (r *rank) score() float64 {
+	if !r.exact {
+		l := -math.Log(r.u)
+		r.lo, r.hi, r.s, r.exact = l, l, r.w/l, true
+		r.bar = r.s * lower
+	}
+	return r.s
 }
 
 // check returns Preferred when t may take the request, or why not. The

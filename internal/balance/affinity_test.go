@@ -550,6 +550,7 @@ func TestAffinityEqualScores(t *testing.T) {
 	for _, tg := range pool[1:] {
 		tg.HashID = pool[0].HashID
 	}
+	routes.IndexWeights(pool) // the index holds the identities too
 	a := newAffinity(1)
 	for _, k := range keys(20) {
 		var tried []*routes.Target
@@ -615,5 +616,76 @@ func TestAffinityPinned(t *testing.T) {
 	want := []string{"b03 b02 b00 b04 b01", "b04 b02 b01 b03 b00", "b04 b03 b01 b02 b00", "b02 b03 b04 b00 b01", "b03 b04 b01 b00 b02", "b03 b01 b04 b02 b00"}
 	if !slices.Equal(got, want) {
 		t.Errorf("orders changed:\n got %q\nwant %q", got, want)
+	}
+}
+
+// nextByScore is next as its doc defines it, scoring every target: the
+// reference TestAffinityPruning holds next to.
+func nextByScore(tier []*routes.Target, need routes.Caps, key Key, prev float64, prevI int) (int, float64) {
+	best, bestS := -1, 0.0
+	for i, t := range tier {
+		if t.Weight <= 0 || !t.Caps.Has(need) {
+			continue
+		}
+		h := routes.Mix64(uint64(key) ^ t.HashID)
+		u := (float64(h>>11) + 0.5) * 0x1p-53
+		s := float64(t.Weight) / -math.Log(u)
+		if s > prev || (s == prev && i <= prevI) {
+			continue
+		}
+		if best < 0 || s > bestS {
+			best, bestS = i, s
+		}
+	}
+	return best, bestS
+}
+
+// TestAffinityPruning: next, which passes over the targets that cannot
+// beat the best score so far without their logarithm, walks every key's
+// whole order exactly as scoring every target does, on indexed and
+// unindexed tiers, with equal, unequal, zero and very unequal weights
+// and a capability only some targets have.
+func TestAffinityPruning(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		n      int
+		weight func(int) int
+	}{
+		{"equal", 100, func(int) int { return 1 }},
+		{"1…n", 100, func(i int) int { return i + 1 }},
+		{"zeros", 20, func(i int) int { return i % 3 }},
+		{"skewed", 12, func(i int) int { return 1 << (2 * (i % 6)) }},
+	} {
+		reg, _ := testRegistry()
+		pool := poolOf(reg, ids(tc.n), tc.weight)
+		for i, tg := range pool {
+			if i%4 == 0 {
+				tg.Caps |= routes.CapTools
+			}
+		}
+		routes.IndexWeights(pool)
+		bare := make([]*routes.Target, len(pool))
+		for i, tg := range pool {
+			c := *tg
+			c.TierWeights = nil
+			bare[i] = &c
+		}
+		for _, need := range []routes.Caps{0, routes.CapTools} {
+			for _, k := range keys(3000) {
+				prev, prevI := math.Inf(1), -1
+				for step := 0; ; step++ {
+					wi, ws := nextByScore(pool, need, k, prev, prevI)
+					gi, gs := next(pool, need, k, prev, prevI)
+					bi, bs := next(bare, need, k, prev, prevI)
+					if gi != wi || gs != ws || bi != wi || bs != ws {
+						t.Fatalf("%s, need %v, key %x, step %d: next = %d (%v), unindexed %d (%v), want %d (%v)", tc.name, need, k, step, gi, gs, bi, bs, wi, ws)
+					}
+					if wi < 0 {
+						break
+					}
+					prev, prevI = ws, wi
+				}
+			}
+		}
 	}
 }

@@ -46,9 +46,8 @@ func BenchmarkPick(b *testing.B) {
 }
 
 // BenchmarkPickAffinity is BenchmarkPick for requests with a session key
-// (a different key each pick, as from many sessions), beside weighted_p2c
-// in the same run: "equal" tiers rank by the raw hash, "weighted" ones
-// (distinct weights, as in BenchmarkPick) by −ln(u) ÷ w.
+// (a different key each pick, as from many sessions): "equal" tiers have
+// weight 1 each, "weighted" ones weights 1 … n, as in BenchmarkPick.
 func BenchmarkPickAffinity(b *testing.B) {
 	for _, weights := range []string{"equal", "weighted"} {
 		for _, n := range []int{2, 10, 100} {

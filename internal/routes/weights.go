@@ -43,6 +43,8 @@ type WeightIndex struct {
 	w      []float64
 	states []*upstream.State
 	common Caps
+	// Each target's HashID, contiguous, for affinity's scan of a tier.
+	ids []uint64
 	// scanFirst is the hint of ScanFirst, on a cache line of its own so
 	// that setting it does not evict what every pick reads.
 	_         [64]byte
@@ -74,12 +76,13 @@ func newWeightIndex(tier []*Target) *WeightIndex {
 	n := len(tier)
 	m := guidePerTarget * n
 	x := &WeightIndex{cum: make([]int, n), guide: make([]int, m),
-		caps: make([]Caps, n), w: make([]float64, n), states: make([]*upstream.State, n), common: ^Caps(0)}
+		caps: make([]Caps, n), w: make([]float64, n), states: make([]*upstream.State, n), common: ^Caps(0),
+		ids: make([]uint64, n)}
 	sum := 0
 	for i, t := range tier {
 		sum += max(t.Weight, 0)
 		x.cum[i] = sum
-		x.caps[i], x.w[i] = t.Caps, float64(t.Weight)
+		x.caps[i], x.w[i], x.ids[i] = t.Caps, float64(t.Weight), t.HashID
 		x.common &= t.Caps
 		if t.Backend != nil {
 			x.states[i] = t.Backend.State
@@ -110,6 +113,10 @@ func (x *WeightIndex) Caps() []Caps { return x.caps }
 // Weights returns the targets' weights, in order. The slice must not be
 // modified.
 func (x *WeightIndex) Weights() []float64 { return x.w }
+
+// HashIDs returns the targets' HashID, in order, as they were when the
+// tier was indexed. The slice must not be modified.
+func (x *WeightIndex) HashIDs() []uint64 { return x.ids }
 
 // Common returns the capabilities every target of the tier offers.
 func (x *WeightIndex) Common() Caps { return x.common }
