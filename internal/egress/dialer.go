@@ -56,8 +56,8 @@ type Options struct {
 	// the ones a later proxy made up for included: a dial that fails over
 	// returns only its last error, and a dead first proxy behind a working
 	// second one would otherwise never show. It is not called when the
-	// caller's context ended the attempt (nothing is known about the
-	// proxy). It must be safe for concurrent use and must not block.
+	// caller's context ended the attempt, nor for a node fault (StageNode:
+	// the node out of descriptors): nothing is known about the proxy. It must be safe for concurrent use and must not block.
 	OnFailure func(*NotSentError)
 }
 
@@ -227,11 +227,12 @@ func (d *Dialer) dial(ctx context.Context, network, addr string, withTLS bool) (
 			return conn, nil
 		}
 		last = nse
-		if d.onFailure != nil && ctx.Err() == nil {
+		if d.onFailure != nil && ctx.Err() == nil && !nse.NodeFault() {
 			d.onFailure(nse)
 		}
 		// Only an egress fault means another proxy might do better; a
-		// target fault would repeat, and an ended ctx ends the dial.
+		// target or node fault would repeat, and an ended ctx ends the
+		// dial.
 		if !nse.EgressFault() || ctx.Err() != nil {
 			break
 		}
@@ -254,6 +255,11 @@ func (d *Dialer) dialVia(ctx context.Context, p *egressProxy, target, host strin
 		conn, stage, err = d.connect(ctx, p, target)
 	}
 	if err != nil {
+		if outOfDescriptors(err) {
+			// The node's socket, not the proxy: whatever stage the
+			// exchange had reached, the node is out of descriptors.
+			stage = StageNode
+		}
 		return nil, &NotSentError{Proxy: p.name, Stage: stage, Err: withCause(ctx, err)}
 	}
 	if !withTLS {

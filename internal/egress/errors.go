@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"syscall"
 )
 
 // Stage says how far a dial got before it failed. Every stage is before the
@@ -56,6 +57,19 @@ const (
 	StageProviderTLS
 )
 
+// Node faults: the node itself could not open the connection to the
+// proxy. Neither the proxy nor the backend is to blame, and another proxy
+// would fail the same way, so none is tried; the dialer's OnFailure is not
+// called (it says nothing about the proxy). The caller treats it as the
+// node's own overload (docs/failures.md "When the node is the
+// bottleneck").
+const (
+	// StageNode: the node is out of file descriptors: its open-file
+	// limit (EMFILE) or the system's (ENFILE) was reached when it opened
+	// the socket to the proxy.
+	StageNode Stage = iota + 9
+)
+
 // String returns the stage as a metric-label-friendly word.
 func (s Stage) String() string {
 	switch s {
@@ -71,6 +85,8 @@ func (s Stage) String() string {
 		return "target"
 	case StageProviderTLS:
 		return "provider_tls"
+	case StageNode:
+		return "node"
 	}
 	return "stage(" + strconv.Itoa(int(s)) + ")"
 }
@@ -106,6 +122,19 @@ func (e *NotSentError) EgressFault() bool {
 		return true
 	}
 	return false
+}
+
+// NodeFault reports whether the node itself failed (StageNode): it is out
+// of file descriptors. Like an egress fault it must not count against
+// the backend; unlike one it is not the proxy's either: the caller sheds
+// the request as overloaded (503) rather than blaming the path (502).
+func (e *NotSentError) NodeFault() bool { return e.Stage == StageNode }
+
+// outOfDescriptors reports whether err says the process (EMFILE) or the
+// system (ENFILE) has no file descriptor left. The errno is matched with
+// errors.Is through the *net.OpError and *os.SyscallError that wrap it.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // ErrConnectTimeout is wrapped by a NotSentError when Options.ConnectTimeout

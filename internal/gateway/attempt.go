@@ -95,6 +95,7 @@ type attempt struct {
 	committed bool
 
 	egressFault    bool              // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
+	nodeFault      bool              // the node had no file descriptor for the dial: its own overload
 	providerStatus int               // the provider's HTTP status, 0 if none
 	retryAfter     time.Duration     // the provider's retry advice on a 429
 	quota          bool              // an answer that says the quota or balance is gone
@@ -288,6 +289,9 @@ func (c *call) route(ctx context.Context) {
 		}
 		last = a
 		n++
+		if a.nodeFault {
+			break // another target, of this model or a fallback, needs a descriptor too
+		}
 	}
 	if len(tried) == 0 {
 		// docs/api.md "Status codes": 503 with Retry-After = the earliest
@@ -301,6 +305,13 @@ func (c *call) route(ctx context.Context) {
 		return
 	}
 	// Every attempt failed before sending anything: safe to retry.
+	if last != nil && last.nodeFault {
+		// The node is out of file descriptors: its own overload, shed as
+		// the concurrency limit sheds (docs/operations.md "Open-file
+		// limit"), not a path to blame with a 502.
+		c.fail(apierr.Unavailable("this node is overloaded (no file descriptor left for the connection); retry shortly", time.Second))
+		return
+	}
 	if last != nil && last.outOfTime() {
 		// The node's own limit ran out while the connection was still
 		// being made (a slow proxy, a node or provider under load): a
@@ -448,7 +459,7 @@ func (c *call) sendFailed(ctx context.Context, a *attempt, err error) {
 		if ns != nil {
 			// Counted and logged by the dialer's OnFailure, every proxy
 			// tried (internal/app egresslog.go), not here.
-			a.egressFault = ns.EgressFault()
+			a.egressFault, a.nodeFault = ns.EgressFault(), ns.NodeFault()
 		}
 		if c.r.Context().Err() != nil {
 			a.stage = c.cancelledStage()
@@ -779,6 +790,10 @@ func (a *attempt) result() upstream.Result {
 		r.Outcome = upstream.Cancelled
 	case a.state == provider.NotSent && a.egressFault:
 		r.Outcome = upstream.EgressFault
+	case a.state == provider.NotSent && a.nodeFault:
+		// Out of descriptors (docs/egress.md "Failures"): nothing
+		// learned about the backend.
+		r.Outcome = upstream.NodeOverloaded
 	case a.state != provider.ResponseReceived:
 		// Unreachable through the proxy, provider TLS, reset, timeout.
 	case a.providerStatus == http.StatusUnauthorized || a.authRefused:

@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // saturation is the node's load as a test sets it.
@@ -170,5 +173,60 @@ func TestTimeLimitBeforeConnection(t *testing.T) {
 				t.Errorf("x-should-retry = %q, want true: nothing was sent", got)
 			}
 		})
+	}
+}
+
+// TestOutOfDescriptorsSheds: a dial the egress dialer could not make for
+// want of a file descriptor (egress.StageNode, as it reports EMFILE) is
+// the node's own overload: the client gets 503 no_target_available with
+// Retry-After and x-should-retry: true (nothing was sent), not 502
+// upstream_unreachable; the attempt's outcome is node_overloaded, so six
+// in a row leave the backend's breaker closed and every request still
+// reaches the dialer; the usage event says not sent, stage connect.
+func TestOutOfDescriptorsSheds(t *testing.T) {
+	emfile := &egress.NotSentError{Proxy: "p", Stage: egress.StageNode,
+		Err: fmt.Errorf("dial proxy: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)})}
+	var dials atomic.Int64
+	obs := &attemptOutcomes{}
+	rec := &events{}
+	h, _ := newHandler(t, Options{Observer: obs, Recorders: []Recorder{rec}, MaxAttempts: 3})
+	h.o.Transport = &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		dials.Add(1)
+		return nil, emfile
+	}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const n = 6
+	for i := range n {
+		resp, body := postChat(t, srv.URL, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"no_target_available"`) {
+			t.Fatalf("request %d: status %d, body %s; want 503 no_target_available", i, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("x-should-retry"); got != "true" {
+			t.Errorf("request %d: x-should-retry = %q, want true: nothing was sent", i, got)
+		}
+		if got := resp.Header.Get("Retry-After"); got != "1" {
+			t.Errorf("request %d: Retry-After = %q, want 1", i, got)
+		}
+	}
+	if got := dials.Load(); got != n {
+		t.Errorf("%d dials for %d requests, want one each: the breaker must stay closed", got, n)
+	}
+	obs.mu.Lock()
+	want := make([]string, n)
+	for i := range want {
+		want[i] = upstream.NodeOverloaded.String()
+	}
+	if diff := cmp.Diff(obs.got, want); diff != "" {
+		t.Errorf("outcomes (-got +want):\n%s", diff)
+	}
+	obs.mu.Unlock()
+	for _, ev := range rec.all() {
+		if ev.SendState != usageevent.SendDefinitelyNotSent || ev.FailureStage != usageevent.StageConnect {
+			t.Errorf("usage event: send state %q, stage %q; want %q, %q", ev.SendState, ev.FailureStage, usageevent.SendDefinitelyNotSent, usageevent.StageConnect)
+		}
+	}
+	if got := len(rec.all()); got != n {
+		t.Errorf("%d usage events, want %d", got, n)
 	}
 }

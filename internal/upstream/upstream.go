@@ -579,7 +579,8 @@ const (
 	// NodeOverloaded: one of the node's own timers (first byte, stream
 	// idle, total, connect) ran out while the node itself was saturated
 	// ([NodeLoad]): the node was too late to read the answer, so the
-	// failure is the node's, not the backend's. Neutral.
+	// failure is the node's, not the backend's; or the node had no file
+	// descriptor left to dial with. Neutral.
 	NodeOverloaded
 )
 
