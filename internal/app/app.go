@@ -93,6 +93,11 @@ type Options struct {
 	// instead of a ticker of credentialCheckEvery (tests send on it and
 	// wait for Hooks.CredentialsChecked).
 	CredentialTicks <-chan time.Time
+	// OpenFileLimit, if set, reports the process's open-file limit (false:
+	// unknown or unlimited) in place of /proc/self/limits (tests give
+	// the node a low one). limits.max_concurrent_requests is checked
+	// against it at start (openfiles.go).
+	OpenFileLimit func() (uint64, bool)
 }
 
 // credentialCheckEvery is how often the files of file credentials are
@@ -200,6 +205,10 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		return nil, err
 	}
 	n.warnPlaintextProxies()
+	concurrency, err := n.concurrencyLimit()
+	if err != nil {
+		return nil, err
+	}
 	reg := upstream.NewRegistry(upstreamOptions(cfg))
 	var holder routes.Holder
 
@@ -343,7 +352,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		gw = gateway.New(popts)
 		handler = gw
 	}
-	limited := gateway.LimitConcurrency(handler, cfg.Limits.MaxConcurrentRequests, o.Logger)
+	// limits.max_concurrent_requests, or fewer when the open-file limit
+	// would run out first (docs/operations.md "Open-file limit").
+	limited := gateway.LimitConcurrency(handler, concurrency, o.Logger)
 	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
 	n.gw = gw
 	n.metrics.RegisterClient(func() metrics.ClientStats {

@@ -212,6 +212,9 @@ type stackOptions struct {
 	anyKey    bool
 	// authHeader is the "oa" credential's auth_header ("": none).
 	authHeader string
+	// openFiles, when set, is the open-file limit the node is told it
+	// has (Options.OpenFileLimit).
+	openFiles uint64
 }
 
 type stack struct {
@@ -496,8 +499,13 @@ outbox_path = %q
 	s.done = make(chan error, 1)
 	ready := make(chan struct{})
 	log := slog.New(logline.NewHandler(s.logs, slog.LevelDebug)) // the node's handler
+	var openFiles func() (uint64, bool)
+	if o.openFiles > 0 {
+		openFiles = func() (uint64, bool) { return o.openFiles, true }
+	}
 	go func() {
 		s.done <- Run(ctx, cfg, Options{
+			OpenFileLimit:   openFiles,
 			Logger:          log,
 			Hooks:           s.events.hooks(),
 			Pprof:           o.pprof,

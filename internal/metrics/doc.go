@@ -102,7 +102,8 @@
 //	scootgate_limits_store_up                           gauge    1 while the redis store of limits answers, 0 while
 //	                                                             the node falls back (limits.store = "redis" only)
 //	scootgate_client_inflight                           gauge    client requests in flight on the API listener
-//	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests, to compare with it
+//	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests (or the lower limit the
+//	                                                             open-file limit allows), to compare with it
 //	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit
 //	scootgate_trace_spans_total{result}                 counter  trace spans exported, dropped (queue full) or
 //	                                                             failed (collector refused); with tracing on only

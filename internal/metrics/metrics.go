@@ -352,7 +352,7 @@ func (m *Metrics) RegisterLimitsStore(up func() bool) {
 // scootgate_client_* exports it.
 type ClientStats struct {
 	InFlight int64  // client requests being served now
-	Limit    int    // limits.max_concurrent_requests
+	Limit    int    // limits.max_concurrent_requests, or lower (the open-file limit)
 	Refused  uint64 // requests answered 503 at once at the limit
 }
 

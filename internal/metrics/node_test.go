@@ -74,7 +74,7 @@ func TestHealthAndClient(t *testing.T) {
 # HELP scootgate_client_inflight Client requests in flight on the API listener, streams included.
 # TYPE scootgate_client_inflight gauge
 scootgate_client_inflight 7
-# HELP scootgate_client_max_concurrent_requests limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once.
+# HELP scootgate_client_max_concurrent_requests limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once.
 # TYPE scootgate_client_max_concurrent_requests gauge
 scootgate_client_max_concurrent_requests 1000
 # HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight.

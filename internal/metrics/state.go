@@ -150,7 +150,7 @@ func newStateDescs() stateDescs {
 		storeUp:  newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
-		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests: the client requests in flight beyond which the node answers 503 at once."),
+		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
 		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
 
 		traceSpans: newDesc("scootgate_trace_spans_total", "Trace spans by what became of them: exported, dropped (queue full), failed (the collector refused or did not answer).", "result"),
