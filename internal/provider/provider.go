@@ -460,3 +460,52 @@ func (s SendState) String() string {
 	}
 	return "send_state(" + strconv.Itoa(int(s)) + ")"
 }
+
+// SplitMember makes the body of one attempt into dst: body with its whole
+// top-level model member (name, colon and value, as Inspect found it at
+// ModelAt) replaced by member, one or more JSON members ("name":value,…)
+// or nothing. Every other byte is body's, and nothing is copied. It is
+// the envelope edit of a platform that names the model in the path
+// (docs/routing.md "Platforms"). ok is false when the bytes before
+// ModelAt are not a member name and a colon, which Inspect never leaves.
+func (r *Request) SplitMember(body, member []byte, dst *Pieces) (ok bool) {
+	dst.parts, dst.size = dst.buf[:0], 0
+	start, ok := memberStart(body, r.ModelAt[0])
+	if !ok {
+		return false
+	}
+	dst.add(body[:start])
+	dst.add(member)
+	dst.add(body[r.ModelAt[1]:])
+	return true
+}
+
+// memberStart returns the offset of the opening quote of the member name
+// whose value starts at at. The name is "model" (Inspect matched it), so
+// no quote is escaped inside it: the previous quote is the opening one.
+func memberStart(body []byte, at int) (int, bool) {
+	i := skipSpaceBack(body, at)
+	if i == 0 || body[i-1] != ':' {
+		return 0, false
+	}
+	i = skipSpaceBack(body, i-1)
+	if i == 0 || body[i-1] != '"' {
+		return 0, false
+	}
+	q := bytes.LastIndexByte(body[:i-1], '"')
+	return q, q >= 0
+}
+
+// skipSpaceBack returns the offset after the last non-space byte of
+// body[:i] (JSON whitespace).
+func skipSpaceBack(body []byte, i int) int {
+	for i > 0 {
+		switch body[i-1] {
+		case ' ', '\t', '\n', '\r':
+			i--
+		default:
+			return i
+		}
+	}
+	return i
+}

@@ -171,6 +171,11 @@ type Spec struct {
 	// frame that asks for an answer is one request sent over HTTP as a
 	// stream, and the stream's events go back as frames.
 	Socket *SocketSpec
+	// Envelopes are how the endpoint travels on each cloud platform
+	// (docs/routing.md "Platforms"), nil where it is not served there;
+	// the FirstParty entry is always nil: the Spec itself is the
+	// protocol's own wire.
+	Envelopes [NumPlatforms]*Envelope
 }
 
 // SocketSpec is how an endpoint is served over WebSocket.
