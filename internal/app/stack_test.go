@@ -215,6 +215,13 @@ type stackOptions struct {
 	// openFiles, when set, is the open-file limit the node is told it
 	// has (Options.OpenFileLimit).
 	openFiles uint64
+	// bedrock makes the fake provider Bedrock Runtime too (SigV4 with
+	// the test's AWS keys) and adds an aws credential "aws", a Bedrock
+	// backend "br" and the model bedrockModel: a Bedrock target (tier 0)
+	// and the Anthropic backend "an" (tier 1). bedrockSecret, when set,
+	// replaces the node's secret access key (a wrong one).
+	bedrock       bool
+	bedrockSecret string
 }
 
 type stack struct {
@@ -267,7 +274,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.anyKey {
 		oaKey = ""
 	}
-	s.prov = fakeprovider.New(fakeprovider.Options{OpenAIKey: oaKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script})
+	po := fakeprovider.Options{OpenAIKey: oaKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script}
+	if o.bedrock {
+		po.BedrockKeys = bedrockKeys
+	}
+	s.prov = fakeprovider.New(po)
 	var err error
 	if s.provURL, err = s.prov.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -338,6 +349,39 @@ tools = true
 json_schema = true
 `, strings.TrimSuffix(s.prov2URL, "/v1")+"/v1beta", o.cap, geminiModel, geminiProvModel)
 		}
+	}
+
+	if o.bedrock {
+		o.extraTOML += fmt.Sprintf(`
+[credentials.aws]
+kind = "aws"
+hosts = ["127.0.0.1"]
+region = "us-east-1"
+access_key_id = { env = "TEST_AWS_ACCESS_KEY_ID" }
+secret_access_key = { env = "TEST_AWS_SECRET_ACCESS_KEY" }
+session_token = { env = "TEST_AWS_SESSION_TOKEN" }
+[backends.br]
+protocol = "anthropic"
+platform = "bedrock"
+region = "us-east-1"
+base_url = %q
+credential = "aws"
+max_inflight_per_node = %d
+[models.%s]
+[[models.%s.targets]]
+backend = "br"
+model = %q
+weight = 1
+stream = true
+tools = true
+[[models.%s.targets]]
+backend = "an"
+model = %q
+weight = 1
+tier = 1
+stream = true
+tools = true
+`, strings.TrimSuffix(s.provURL, "/v1"), o.cap, bedrockModel, bedrockModel, bedrockProvModel, bedrockModel, anthProvModel)
 	}
 
 	proxyTOML, realProxyPassword := "", ""
@@ -488,6 +532,11 @@ outbox_path = %q
 	env := map[string]string{
 		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_GEMINI_KEY": geminiProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
+		"TEST_AWS_ACCESS_KEY_ID":   bedrockKeys.AccessKeyID, "TEST_AWS_SECRET_ACCESS_KEY": bedrockKeys.SecretAccessKey,
+		"TEST_AWS_SESSION_TOKEN": bedrockKeys.SessionToken,
+	}
+	if o.bedrockSecret != "" {
+		env["TEST_AWS_SECRET_ACCESS_KEY"] = o.bedrockSecret
 	}
 	cfg, err := config.Parse([]byte(toml), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
 	if err != nil {

@@ -559,7 +559,7 @@ func TestRulesCredentials(t *testing.T) {
 			name: "neither env nor file", edits: []string{credEnv, `path = "/x"`},
 			want: []Problem{
 				{"credentials.c1", `missing; expected exactly one of env = "NAME" or file = "PATH"`},
-				{"credentials.c1.path", "unknown key; expected one of: auth_header, env, file, hosts"},
+				{"credentials.c1.path", "unknown key; expected one of: auth_header, env, file, hosts, kind"},
 			},
 		},
 		{

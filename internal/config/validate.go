@@ -492,6 +492,10 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 		// Declared names resolve even when their value fails to load, so a
 		// missing variable is reported once, at the credential.
 		hosts := v.credentialHosts(e.t)
+		if kind, ok := v.credentialKind(e.t); ok && kind == kindAWS {
+			creds[e.name] = credential.Credential{Hosts: hosts, AWS: v.awsKeys(e.t)}
+			continue
+		}
 		var auth credential.AuthHeader
 		if e.t.has("auth_header") {
 			if name, ok := e.t.str("auth_header", credential.AuthHeaderNames); ok {
@@ -504,6 +508,67 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 		creds[e.name] = credential.Credential{Secret: v.secretRefTable(e.t), Hosts: hosts, Auth: auth}
 	}
 	return creds
+}
+
+// Credential kinds (docs/egress.md "Credential kinds"): kind = "static"
+// (or absent) is a value sent as it is; kind = "aws" is AWS keys that sign.
+const (
+	kindStatic = "static"
+	kindAWS    = "aws"
+)
+
+// credentialKind reads a credential's kind; ok is false for one the node
+// does not know (reported).
+func (v *validator) credentialKind(t *table) (string, bool) {
+	if !t.has("kind") {
+		return kindStatic, true
+	}
+	kind, ok := t.str("kind", "")
+	if !ok {
+		return "", false
+	}
+	switch kind {
+	case kindStatic, kindAWS:
+		return kind, true
+	}
+	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q or %q", kind, kindStatic, kindAWS)
+	return "", false
+}
+
+// awsKeys reads an aws credential: access_key_id and secret_access_key
+// (secret references, required), session_token (a secret reference, for
+// temporary keys) and region (optional: the only region the keys sign
+// for). A static credential's env, file and auth_header do not apply.
+func (v *validator) awsKeys(t *table) *credential.AWS {
+	defer t.done()
+	keys := &credential.AWS{}
+	ref := func(key string, required bool) secret.Secret {
+		raw, ok := t.get(key, "")
+		if !ok {
+			if required {
+				v.ps.add(t.at(key), `missing; expected a secret reference { env = "NAME" } or { file = "PATH" }`)
+			}
+			return secret.Secret{}
+		}
+		return v.secretRef(t, key, raw)
+	}
+	keys.AccessKeyID = ref("access_key_id", true)
+	keys.SecretAccessKey = ref("secret_access_key", true)
+	keys.SessionToken = ref("session_token", false)
+	if t.has("region") {
+		if r, ok := t.str("region", ""); ok {
+			if !routesnap.ValidRegion(r) {
+				v.ps.add(t.at("region"), `expected an AWS region like "us-east-1"`)
+			}
+			keys.Region = r
+		}
+	}
+	for _, k := range []string{"env", "file", "auth_header"} {
+		if t.has(k) {
+			v.ps.add(t.at(k), "does not apply to kind %q: its keys are access_key_id, secret_access_key and session_token", kindAWS)
+		}
+	}
+	return keys
 }
 
 // credentialHosts reads a credential's hosts list: required, at least one
@@ -631,10 +696,28 @@ func (v *validator) backends(root *table) []routesnap.Backend {
 		if list, ok := t.strs("endpoints", `a list of endpoint names like ["chat_completions", "responses"]`); ok {
 			b.Endpoints = list
 		}
+		v.backendPlatform(t, &b)
 		t.done()
 		out = append(out, b)
 	}
 	return out // sorted by ID: entries are sorted by name
+}
+
+// backendPlatform decodes a backend's cloud platform and its coordinates
+// (docs/routing.md "Platforms"); routesnap's rules check them.
+func (v *validator) backendPlatform(t *table, b *routesnap.Backend) {
+	opt := func(key string) string {
+		if !t.has(key) {
+			return ""
+		}
+		s, _ := t.str(key, "")
+		return s
+	}
+	b.Platform = opt("platform")
+	b.Region = opt("region")
+	b.Project = opt("project")
+	b.Location = opt("location")
+	b.APIVersion = opt("api_version")
 }
 
 // models decodes the [models.<name>] tables into the routing document's

@@ -49,6 +49,10 @@ type Credential struct {
 	// Auth is how the credential is sent; AuthDefault: as the backend's
 	// protocol sends it.
 	Auth AuthHeader
+	// AWS, for a credential of kind aws, is its key material; Secret is
+	// then zero, and requests are signed rather than carrying a value
+	// (docs/egress.md "Credential kinds"). nil for a static credential.
+	AWS *AWS
 }
 
 // Allows reports whether c may be sent to host, a URL's host as
@@ -199,6 +203,7 @@ func (p Policy) Check(bs []routesnap.Backend) []routesnap.Problem {
 		if !ok || !routesnap.ValidID(b.Credential) {
 			continue
 		}
+		ps = append(ps, p.checkKind(path, b, c)...)
 		if !c.Allows(u.Hostname()) {
 			// Ids pass ValidID and hosts passed CheckBaseURL: both are
 			// safe to quote.
@@ -245,4 +250,22 @@ func HostsKey(name string) string {
 		return fmt.Sprintf("credentials.%q.hosts", name)
 	}
 	return "credentials." + name + ".hosts"
+}
+
+// checkKind returns the problems of pairing backend b with credential c
+// of its kind: aws keys only sign, so they go only to a platform that
+// takes signed requests (Bedrock), and only in their region when they
+// name one.
+func (p Policy) checkKind(path string, b routesnap.Backend, c Credential) []routesnap.Problem {
+	switch {
+	case c.AWS == nil:
+		return nil
+	case b.Platform != routesnap.PlatformBedrock:
+		return []routesnap.Problem{{Path: path + ".credential", Msg: fmt.Sprintf(
+			"backend %q uses aws credential %q, but only platform %q takes AWS-signed requests", b.ID, b.Credential, routesnap.PlatformBedrock)}}
+	case c.AWS.Region != "" && b.Region != "" && c.AWS.Region != b.Region:
+		return []routesnap.Problem{{Path: path + ".region", Msg: fmt.Sprintf(
+			"backend %q is in region %q, but aws credential %q is for region %q only", b.ID, b.Region, b.Credential, c.AWS.Region)}}
+	}
+	return nil
 }

@@ -395,6 +395,16 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	}
 	a.model = res.Model
 	u := res.URL
+	// A cloud platform's envelope (docs/routing.md "Platforms") makes
+	// the URL and the body; nil on the protocol's own wire.
+	env := c.spec.Envelopes[t.Backend.Platform]
+	if env != nil {
+		if u, err = env.URL(t.Backend.Base, a.model, c.req.Stream); err != nil {
+			a.state, a.stage, a.err = provider.NotSent, stageInternal, err
+			c.failAttempt(a, apierr.BadGateway("bad_backend_url", "the provider model does not make a usable URL on this backend's platform", false))
+			return a
+		}
+	}
 	if u == nil { // the pool holds only targets that serve the endpoint: a bug
 		a.state, a.stage, a.err = provider.NotSent, stageInternal, errors.New("backend has no URL for the endpoint")
 		c.failAttempt(a, apierr.BadGateway("bad_backend_url", "backend URL is not usable", false))
@@ -410,7 +420,15 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 		model = nil // the model is in the URL
 	}
 	body := &piecesBody{}
-	c.req.Split(c.body, model, res.NamedJSON, a.hide, &body.p)
+	if env != nil {
+		if err := env.Body(&c.req, c.body, c.r.Header, &body.p); err != nil {
+			a.state, a.stage, a.err = provider.NotSent, stageInternal, err
+			c.failAttempt(a, apierr.BadGateway("bad_backend_body", "the request body could not be put in this backend's platform envelope", false))
+			return a
+		}
+	} else {
+		c.req.Split(c.body, model, res.NamedJSON, a.hide, &body.p)
+	}
 	a.reqBytes = int64(body.p.Len())
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
@@ -425,6 +443,9 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	// "Credentials").
 	cred := t.Backend.Credential.Reveal()
 	header := c.spec.Header(c.r.Header, cred)
+	if env != nil {
+		env.Header(header, cred)
+	}
 	if a := t.Backend.Auth; a != credential.AuthDefault {
 		// The credential's auth_header replaces the protocol's way of
 		// sending it.
@@ -437,7 +458,17 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	if c.spec.UpstreamQuery != nil {
 		query = c.spec.UpstreamQuery(c.r.URL.Query())
 	}
-	resp, err := c.h.o.Transport.RoundTrip(upstreamRequest(ctx, c.spec.Method, u, query, body, header))
+	req := upstreamRequest(ctx, c.spec.Method, u, query, body, header)
+	if sg := t.Backend.Signer; sg != nil {
+		// Signed over the exact bytes the transport sends (docs/egress.md
+		// "Credential kinds").
+		if err := sg.Sign(req, body.p.Parts()); err != nil {
+			a.state, a.stage, a.err = provider.NotSent, stageInternal, err
+			c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the gateway could not sign the request with this backend's credential", false))
+			return a
+		}
+	}
+	resp, err := c.h.o.Transport.RoundTrip(req)
 	if err != nil {
 		c.sendFailed(ctx, a, err)
 		return a
@@ -498,6 +529,10 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 		// The provider ran the request: a retry would run it again.
 		c.failAttempt(a, apierr.BadGateway("upstream_bad_encoding", "the provider answered with a content encoding the node did not ask for and cannot decode", true))
 		return
+	}
+	if env := c.spec.Envelopes[a.target.Backend.Platform]; env != nil {
+		// The platform's framing and error documents, as the protocol's.
+		a.answer = env.Answer(resp, a.answer)
 	}
 	if resp.StatusCode/100 == 2 && c.spec.Passthrough {
 		// From the headers on, non_stream_total bounds the whole answer.
@@ -872,6 +907,8 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		ProviderModel: a.model,
 		Backend:       a.target.Backend.ID,
 		Protocol:      c.api.Protocol.String(),
+		Platform:      a.target.Backend.PlatformName,
+		Region:        a.target.Backend.Region,
 		Endpoint:      c.spec.Endpoint.String(),
 		Placement:     a.placement.String(),
 		Stream:        c.req.Stream,

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/internal/credential"
@@ -71,6 +72,20 @@ type Backend struct {
 	// not request (docs/usage-events.md). Always false for Anthropic. It is not part of
 	// the backend's identity: changing it keeps the hot state.
 	InjectUsage bool
+
+	// Platform is how the protocol travels (docs/routing.md
+	// "Platforms"): FirstParty, or a cloud platform whose envelope
+	// (provider.Spec.Envelopes) makes each attempt's URL and body.
+	Platform provider.Platform
+	// PlatformName is Platform's name for usage events and metrics, and
+	// Region the platform's region or location, "" where it has none.
+	PlatformName, Region string
+	// Base is the base URL (without trailing "/"), for an envelope that
+	// builds each attempt's URL from it.
+	Base *url.URL
+	// Signer, for a credential that signs requests (aws), signs every
+	// request to the backend; nil: the credential is sent as a value.
+	Signer *credential.SigV4
 }
 
 // Target binds a public model to a backend. Immutable.
@@ -272,6 +287,30 @@ func (t *Table) Uses(id upstream.Identity) bool {
 // must not be modified.
 func (t *Table) Names(p provider.Protocol) []string { return t.names[p] }
 
+// platform sets a compiled backend's platform coordinates: its name and
+// region, its parsed base URL, and a signer for a credential that signs.
+func platform(cb *Backend, b routesnap.Backend, cred credential.Credential) error {
+	cb.PlatformName = cb.Platform.Name(cb.Protocol)
+	cb.Region = b.Region + b.Location // at most one is set (routesnap)
+	base, err := url.Parse(strings.TrimRight(b.BaseURL, "/"))
+	if err != nil {
+		return fmt.Errorf("routes: backend %q: base_url: not a valid URL", b.ID)
+	}
+	cb.Base = base
+	if cred.AWS == nil {
+		return nil
+	}
+	// An envelope that signs names its service; every endpoint of one
+	// platform signs for the same one.
+	for e := range provider.NumEndpoints {
+		if env := catalog.Spec(e).Envelopes[cb.Platform]; env != nil && env.SigningName != "" && e.Protocol() == cb.Protocol {
+			cb.Signer = cred.AWS.Signer(env.SigningName, b.Region, time.Now)
+			return nil
+		}
+	}
+	return fmt.Errorf("routes: backend %q: credential %q signs requests, which platform %q does not take", b.ID, b.Credential, cb.PlatformName)
+}
+
 // Compile builds a Table from routes that passed
 // [routesnap.ValidateRoutes] with creds as the defined credentials and the
 // node's [credential.Policy]: a routing snapshot's, or a node's static
@@ -309,7 +348,14 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 		}
 		// The endpoint path is appended, so "…/v1/" and "…/v1" are one URL.
 		base := strings.TrimRight(u.String(), "/")
+		pl, ok := provider.ParsePlatform(b.Platform, p)
+		if !ok {
+			return nil, fmt.Errorf("routes: backend %q: platform %q does not carry protocol %s", b.ID, b.Platform, p)
+		}
 		id := upstream.Identity{ID: b.ID, Protocol: b.Protocol, BaseURL: base, Credential: b.Credential, Cap: b.MaxInflightPerNode}
+		if pl != provider.FirstParty {
+			id.Platform = pl.Name(p) + "/" + b.Region + b.Project + "/" + b.Location + b.APIVersion
+		}
 		uses[id] = struct{}{}
 		cb := &Backend{
 			ID:          b.ID,
@@ -319,6 +365,10 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			Auth:        cred.Auth,
 			State:       reg.Get(id),
 			InjectUsage: p == provider.OpenAI && (b.IncludeUsage == nil || *b.IncludeUsage),
+			Platform:    pl,
+		}
+		if err := platform(cb, b, cred); err != nil {
+			return nil, err
 		}
 		if b.Endpoints != nil {
 			// Validation checked the names against the protocol; the
@@ -333,6 +383,9 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			}
 		}
 		for e := range provider.NumEndpoints {
+			if cb.Endpoints.Has(e) && pl != provider.FirstParty && catalog.Spec(e).Envelopes[pl] == nil {
+				return nil, fmt.Errorf("routes: backend %q: this node does not carry endpoint %s on platform %s yet", b.ID, e, b.Platform)
+			}
 			if cb.Endpoints.Has(e) {
 				cb.URL[e] = base + catalog.Spec(e).UpstreamPath
 				eu, err := parseUpstream(cb.URL[e], "")

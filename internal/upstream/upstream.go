@@ -16,6 +16,10 @@ type Identity struct {
 	Credential string
 	Cap        int
 	ID         string
+	// Platform is the backend's cloud platform and its coordinates
+	// (docs/routing.md "Platforms"), "" on the protocol's own wire: a
+	// backend moved to another platform or region starts fresh.
+	Platform string
 }
 
 const (

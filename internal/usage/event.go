@@ -26,6 +26,8 @@ type Attempt struct {
 	ProviderModel string
 	Backend       string
 	Protocol      string // usageevent.Protocol*
+	Platform      string // usageevent.Platform*: how the protocol travelled
+	Region        string // the platform's region, "" where it has none
 	Endpoint      string // usageevent.Endpoint*
 	Placement     string // docs/routing.md "Affinity"
 	Stream        bool
@@ -78,6 +80,8 @@ func NewEvent(a *Attempt) *usageevent.Event {
 		ProviderModel: a.ProviderModel,
 		Backend:       a.Backend,
 		Protocol:      a.Protocol,
+		Platform:      a.Platform,
+		Region:        a.Region,
 		Endpoint:      a.Endpoint,
 		Placement:     a.Placement,
 		Stream:        a.Stream,

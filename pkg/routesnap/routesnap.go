@@ -82,6 +82,71 @@ type Backend struct {
 	// anything leaves the node. Present means at least one, no repeats,
 	// each an endpoint of the backend's protocol.
 	Endpoints []string `json:"endpoints,omitempty"`
+
+	// Cloud platform (schema 2; docs/routing.md "Platforms"): how the
+	// backend's protocol travels, and the platform's own coordinates. A
+	// platform carries the protocol unchanged apart from its envelope:
+	// the client speaks the protocol either way, and a model may mix
+	// targets on several platforms.
+
+	// Platform is [PlatformBedrock] or [PlatformVertex] (anthropic),
+	// [PlatformVertex] (gemini), [PlatformAzure] (openai), or the
+	// protocol's own wire: absent, or its first-party name
+	// ([PlatformAnthropic], [PlatformGoogle], [PlatformOpenAI]), which is
+	// what every backend was before platforms.
+	Platform string `json:"platform,omitempty"`
+	// Region is the AWS region of a [PlatformBedrock] backend
+	// ("us-east-1"): its requests are signed for it. Required there and
+	// only there.
+	Region string `json:"region,omitempty"`
+	// Project and Location are the Google Cloud project and location of a
+	// [PlatformVertex] backend ("my-project", "us-east5" or "global").
+	// Required there and only there.
+	Project  string `json:"project,omitempty"`
+	Location string `json:"location,omitempty"`
+	// APIVersion is the api-version query of a [PlatformAzure] backend
+	// ("2024-10-21"); absent for Azure's versionless v1 surface. Only
+	// there.
+	APIVersion string `json:"api_version,omitempty"`
+}
+
+// Platforms (docs/routing.md "Platforms"): the values of
+// [Backend.Platform].
+const (
+	PlatformOpenAI    = "openai"    // protocol openai's own wire
+	PlatformAnthropic = "anthropic" // protocol anthropic's own wire
+	PlatformGoogle    = "google"    // protocol gemini's own wire (the Gemini API)
+	PlatformBedrock   = "bedrock"   // Amazon Bedrock Runtime: anthropic
+	PlatformVertex    = "vertex"    // Google Vertex AI: anthropic, gemini
+	PlatformAzure     = "azure"     // Azure OpenAI: openai
+)
+
+// PlatformServes reports whether platform (a [Backend.Platform] value,
+// "" for the protocol's own wire) carries protocol.
+func PlatformServes(platform, protocol string) bool {
+	switch platform {
+	case "":
+		return Endpoints(protocol) != nil
+	case PlatformOpenAI, PlatformAzure:
+		return protocol == ProtocolOpenAI
+	case PlatformAnthropic, PlatformBedrock:
+		return protocol == ProtocolAnthropic
+	case PlatformGoogle:
+		return protocol == ProtocolGemini
+	case PlatformVertex:
+		return protocol == ProtocolAnthropic || protocol == ProtocolGemini
+	}
+	return false
+}
+
+// PlatformEndpoints returns the endpoints of protocol that platform
+// carries; nil when it carries them all. Bedrock carries Messages only:
+// its token count takes a body of another shape.
+func PlatformEndpoints(platform string) []string {
+	if platform == PlatformBedrock {
+		return []string{EndpointMessages}
+	}
+	return nil
 }
 
 // Endpoint names (the node's client endpoints; also the usage events'

@@ -167,8 +167,98 @@ func (v *validator) backends(bs []Backend) map[string]int {
 			v.add(path+".include_usage", "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
 		}
 		v.endpoints(path+".endpoints", b)
+		v.platform(path, b)
 	}
 	return ids
+}
+
+// platform checks a backend's cloud platform and its coordinates
+// (schema 2): a platform that carries the backend's protocol, the
+// coordinates it needs and no other platform's, and only endpoints it
+// carries.
+func (v *validator) platform(path string, b Backend) {
+	if b.Platform != "" {
+		v.since(2, path+".platform")
+		if !PlatformServes(b.Platform, b.Protocol) && Endpoints(b.Protocol) != nil {
+			v.add(path+".platform", "platform %q does not carry protocol %q; expected %s", clip(b.Platform), b.Protocol, platformsOf(b.Protocol))
+		}
+	}
+	coord := func(key, value, platform, rule string, valid func(string) bool) {
+		switch {
+		case value == "" && b.Platform == platform:
+			v.add(path+"."+key, "required on platform %q; expected %s", platform, rule)
+		case value == "":
+		case b.Platform != platform:
+			v.since(2, path+"."+key)
+			v.add(path+"."+key, "only applies to platform %q; remove it", platform)
+		default:
+			v.since(2, path+"."+key)
+			if !valid(value) {
+				v.add(path+"."+key, "must be %s", rule)
+			}
+		}
+	}
+	coord("region", b.Region, PlatformBedrock, `an AWS region like "us-east-1"`, ValidRegion)
+	coord("project", b.Project, PlatformVertex, `a Google Cloud project id like "my-project"`, validProject)
+	coord("location", b.Location, PlatformVertex, `a Google Cloud location like "us-east5" or "global"`, ValidRegion)
+	coord("api_version", b.APIVersion, PlatformAzure, `an Azure OpenAI api-version like "2024-10-21"`, validAPIVersion)
+	if only := PlatformEndpoints(b.Platform); only != nil {
+		for i, e := range b.Endpoints {
+			if !slices.Contains(only, e) && slices.Contains(Endpoints(b.Protocol), e) {
+				v.add(path+".endpoints["+strconv.Itoa(i)+"]", "platform %q does not carry endpoint %q; expected %s", b.Platform, e, strings.Join(only, ", "))
+			}
+		}
+	}
+}
+
+// platformsOf lists the platforms of a protocol, for messages.
+func platformsOf(protocol string) string {
+	var out []string
+	for _, p := range []string{PlatformOpenAI, PlatformAnthropic, PlatformGoogle, PlatformBedrock, PlatformVertex, PlatformAzure} {
+		if PlatformServes(p, protocol) {
+			out = append(out, strconv.Quote(p))
+		}
+	}
+	return strings.Join(out, ", ") + " (or none, for the protocol's own wire)"
+}
+
+// ValidRegion reports whether s is an AWS region or a Google Cloud
+// location as a backend names it: 1-32 of [a-z0-9-], starting with a letter (AWS regions,
+// Google Cloud locations); it becomes part of a host name or path.
+func ValidRegion(s string) bool {
+	if len(s) == 0 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validProject: a Google Cloud project id, 6-30 of [a-z0-9-], starting
+// with a letter, not ending in "-" (a domain-scoped "example.com:p" too).
+func validProject(s string) bool {
+	if domain, id, ok := strings.Cut(s, ":"); ok {
+		return ValidHostname(domain) && validProject(id)
+	}
+	return len(s) >= 6 && len(s) <= 30 && ValidRegion(s)
+}
+
+// validAPIVersion: 1-32 of [A-Za-z0-9.-] ("2024-10-21", "2025-04-01-preview").
+func validAPIVersion(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func (v *validator) endpoints(path string, b Backend) {

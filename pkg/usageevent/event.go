@@ -137,7 +137,16 @@ type Event struct {
 	// newer one). Nodes always set it; it is absent only from events
 	// written before it existed (see the Endpoint* constants).
 	Endpoint string `json:"endpoint,omitempty"`
-	Stream   bool   `json:"stream"` // the client asked for a stream
+	// Platform names how the protocol travelled to the provider
+	// (docs/routing.md "Platforms"): one of the Platform* constants or a
+	// newer one. Nodes always set it; it is absent only from events
+	// written before nodes had platforms, which all travelled on the
+	// protocol's own wire.
+	Platform string `json:"platform,omitempty"`
+	// Region is the platform's region or location ("us-east-1" on
+	// Bedrock); absent where the platform has none.
+	Region string `json:"region,omitempty"`
+	Stream bool   `json:"stream"` // the client asked for a stream
 	// Placement says how the target was chosen (docs/routing.md
 	// "Affinity"): one of the Placement* constants or a newer one. Absent
 	// from events written before nodes recorded it; those were balanced.
@@ -179,6 +188,17 @@ type Event struct {
 	// overlaid (docs/usage-consumers.md).
 	ProviderUsage json.RawMessage `json:"provider_usage"`
 }
+
+// Platforms (the platform member): the protocol's own wire, named by
+// its first party, or a cloud platform that carries it.
+const (
+	PlatformOpenAI    = "openai"
+	PlatformAnthropic = "anthropic"
+	PlatformGoogle    = "google"
+	PlatformBedrock   = "bedrock"
+	PlatformVertex    = "vertex"
+	PlatformAzure     = "azure"
+)
 
 // Usage is token usage normalized across providers (docs/usage-events.md "Token usage").
 //

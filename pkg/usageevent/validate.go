@@ -100,6 +100,12 @@ func (e *Event) Validate() error {
 			add("served_model", "%s", msg)
 		}
 	}
+	if e.Platform != "" && !isStage(e.Platform) {
+		add("platform", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
+	}
+	if e.Region != "" && !validRegion(e.Region) {
+		add("region", "must be absent or 1-64 of [a-z0-9-] starting with a letter")
+	}
 	if e.Endpoint != "" && !isStage(e.Endpoint) {
 		add("endpoint", "must be absent or 1-%d of [a-z0-9_] starting with a letter", MaxStageLength)
 	}
@@ -265,6 +271,19 @@ func isCanonicalUUID(s string) bool {
 			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// validRegion: 1-64 of [a-z0-9-] starting with a letter.
+func validRegion(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
 		}
 	}
 	return true

@@ -77,6 +77,13 @@ type Behaviour struct {
 	ErrorEvent bool
 	ErrorAfter int
 
+	// Bedrock streams only: BedrockException names the exception message
+	// ErrorEvent sends ("throttlingException"; default
+	// modelStreamErrorException), and BadCRC sends, after ErrorAfter
+	// events, a chunk whose message checksum is wrong, and ends.
+	BedrockException string
+	BadCRC           bool
+
 	// RateLimit replaces what the rate-limit headers of the answer (any
 	// answer, error or not) say, in the protocol's forms; Gemini sends
 	// none.

@@ -26,6 +26,8 @@ const (
 	OpenAI    Protocol = "openai"
 	Anthropic Protocol = "anthropic"
 	Gemini    Protocol = "gemini"
+	// Bedrock is Claude on Amazon Bedrock Runtime (bedrock.go).
+	Bedrock Protocol = "bedrock"
 )
 
 // maxBody bounds how much of a request body the fake reads (the gateway's
@@ -55,6 +57,13 @@ type Options struct {
 	// Script, when it returns non-nil, decides the answer instead of the
 	// directives in the last user message. It is called concurrently.
 	Script func(r Request) *Behaviour
+
+	// BedrockKeys, when set, are the AWS keys whose SigV4 signature the
+	// Bedrock paths require (a bad signature is AWS's 403).
+	BedrockKeys BedrockKeys
+	// BedrockAPIKey, when set, is a Bedrock API key the Bedrock paths take
+	// as Authorization: Bearer.
+	BedrockAPIKey string
 }
 
 // Request is what the provider received.
@@ -264,6 +273,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	proto, method, k := route(r)
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if model, stream, ok := bedrockRoute(r.URL.Path); ok && readErr == nil {
+		p.serveBedrock(w, r, body, model, stream)
+		return
+	}
 	in, parseErr := parseBody(body)
 	var audio audioForm
 	if k == kindTranscribe || k == kindTranslate || k == kindImageEdit {

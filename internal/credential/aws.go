@@ -1,0 +1,73 @@
+package credential
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/scootgate/scootgate/internal/secret"
+)
+
+// AWS is the key material of an aws credential (docs/egress.md
+// "Credential kinds"): an access key id, its secret access key and, for
+// temporary keys, a session token, each a secret reference that may
+// rotate; and, when given, the one region its requests may be signed
+// for. Immutable.
+type AWS struct {
+	AccessKeyID     secret.Secret
+	SecretAccessKey secret.Secret
+	SessionToken    secret.Secret // zero: long-term keys
+	// Region, when not "", is the only region the keys are used in: a
+	// backend of another region is refused at load.
+	Region string
+}
+
+// Signer returns the signer of requests to service in region with a's
+// keys, signing with the time now returns.
+func (a *AWS) Signer(service, region string, now func() time.Time) *SigV4 {
+	return &SigV4{keys: a, service: service, region: region, now: now, signer: v4.NewSigner()}
+}
+
+// SigV4 signs provider requests with AWS Signature Version 4, by the AWS
+// SDK's own signer. The keys are read at each signature, so that a
+// rotated file reaches the next request. Safe for concurrent use.
+type SigV4 struct {
+	keys            *AWS
+	service, region string
+	now             func() time.Time
+	signer          *v4.Signer
+}
+
+// ErrNoKeys is a signature asked of an aws credential whose keys are
+// empty (a file emptied by a rotation in progress).
+var ErrNoKeys = errors.New("credential: aws access key id or secret access key is empty")
+
+// Sign signs r, whose body is the concatenation of body: the payload hash
+// is computed over exactly those bytes, the ones the transport sends. It
+// sets Authorization, X-Amz-Date and, with a session token,
+// X-Amz-Security-Token. Errors never carry key material.
+func (s *SigV4) Sign(r *http.Request, body [][]byte) error {
+	creds := aws.Credentials{
+		AccessKeyID:     s.keys.AccessKeyID.Reveal(),
+		SecretAccessKey: s.keys.SecretAccessKey.Reveal(),
+		SessionToken:    s.keys.SessionToken.Reveal(),
+	}
+	if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
+		return ErrNoKeys
+	}
+	h := sha256.New()
+	for _, p := range body {
+		h.Write(p)
+	}
+	var sum [sha256.Size]byte
+	if err := s.signer.SignHTTP(r.Context(), creds, r, hex.EncodeToString(h.Sum(sum[:0])), s.service, s.region, s.now()); err != nil {
+		return fmt.Errorf("credential: sigv4: %w", err)
+	}
+	return nil
+}
