@@ -74,6 +74,14 @@ const (
 	fakeGeminiKey    = "fake-gemini-provider-key"
 )
 
+// Claude on Bedrock in the dev stack (docs/routing.md "Platforms"): the
+// fake provider checks SigV4 signatures made with these demo AWS keys,
+// which dev.toml's aws credential reads from the environment.
+var fakeBedrockKeys = fakeprovider.BedrockKeys{
+	AccessKeyID:     "AKIAFAKEBEDROCKDEMO1",
+	SecretAccessKey: "fake-bedrock-secret-access-key",
+}
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "scootgate-dev:", err)
@@ -91,7 +99,8 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey, GeminiKey: fakeGeminiKey})
+	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey, GeminiKey: fakeGeminiKey,
+		BedrockKeys: fakeBedrockKeys})
 	if _, err := prov.Start(providerAddr); err != nil {
 		return fmt.Errorf("fake provider on %s: %w", providerAddr, err)
 	}
@@ -130,6 +139,8 @@ func run() error {
 	os.Setenv("SCOOTGATE_DEV_OPENAI_KEY", fakeOpenAIKey)
 	os.Setenv("SCOOTGATE_DEV_ANTHROPIC_KEY", fakeAnthropicKey)
 	os.Setenv("SCOOTGATE_DEV_GEMINI_KEY", fakeGeminiKey)
+	os.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", fakeBedrockKeys.AccessKeyID)
+	os.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", fakeBedrockKeys.SecretAccessKey)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
@@ -252,6 +263,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	}
 	snap.Models = append(snap.Models, pool, claudePool)
 	snap.Models = append(snap.Models, demoFallback())
+	addClouds(&snap, base)
 	return snap
 }
 
@@ -263,6 +275,26 @@ func demoFallback() routesnap.Model {
 	return routesnap.Model{Name: "demo-fallback", Fallbacks: []string{"demo-gpt"}, Targets: []routesnap.Target{
 		{Backend: "fake-openai", Model: "fake-gpt-small", Weight: 1, Stream: true, Tools: true, JSONSchema: true, ContextWindow: new(1)},
 	}}
+}
+
+// addClouds adds the cloud-platform demo: the backend fake-bedrock (Claude
+// on Amazon Bedrock Runtime, SigV4-signed with the aws credential
+// fake-aws), the model demo-claude-bedrock on it alone, and the pool
+// demo-claude-clouds with one target on the Anthropic API and one on
+// Bedrock (Vertex joins it when its envelope lands).
+func addClouds(snap *routesnap.Snapshot, base string) {
+	root := strings.TrimSuffix(base, "/v1") // Bedrock paths start at /model/
+	snap.Backends = append(snap.Backends, routesnap.Backend{
+		ID: "fake-bedrock", Protocol: routesnap.ProtocolAnthropic, Platform: routesnap.PlatformBedrock, Region: "us-east-1",
+		BaseURL: root, Credential: "fake-aws", MaxInflightPerNode: demoCap,
+	})
+	bedrock := routesnap.Target{Backend: "fake-bedrock", Model: "us.anthropic.fake-claude-1:0", Weight: 1, Stream: true, Tools: true, JSONSchema: true}
+	snap.Models = append(snap.Models,
+		routesnap.Model{Name: "demo-claude-bedrock", Targets: []routesnap.Target{bedrock}},
+		routesnap.Model{Name: "demo-claude-clouds", Targets: []routesnap.Target{
+			{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			bedrock,
+		}})
 }
 
 // poolSuffixes name the three backends of demo-pool and demo-claude-pool.
@@ -386,6 +418,8 @@ ScootGate dev stack is up.
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 demo-fallback: served by its fallback demo-gpt, whose window is 131072 tokens;
+                demo-claude-bedrock = Claude on Amazon Bedrock (SigV4, event stream),
+                demo-claude-clouds = one pool over the Anthropic API and Bedrock;
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz

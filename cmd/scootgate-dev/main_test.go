@@ -31,7 +31,8 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 	if !bytes.Equal(devConfig, want) {
 		t.Fatal("cmd/scootgate-dev/dev.toml differs from testdata/config/dev.toml; copy one over the other")
 	}
-	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3"}
+	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5"}
 	if _, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile); err != nil {
 		t.Fatalf("embedded dev config does not parse: %v", err)
 	}
@@ -41,7 +42,8 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 // config polls, and the node accepts them: the routes compile against the
 // config's credentials, and the demo key authenticates.
 func TestDevSnapshots(t *testing.T) {
-	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3"}
+	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5"}
 	cfg, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +96,9 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},
+		// Cloud platforms.
+		"demo-claude-bedrock": {provider.Messages},
+		"demo-claude-clouds":  {provider.Messages},
 	} {
 		model, ok := table.Model(m)
 		if !ok {

@@ -33,6 +33,9 @@ func TestParseDevConfig(t *testing.T) {
 		"SCOOTGATE_DEV_OPENAI_KEY":    "dev-openai",
 		"SCOOTGATE_DEV_ANTHROPIC_KEY": "dev-anthropic",
 		"SCOOTGATE_DEV_GEMINI_KEY":    "dev-gemini",
+		// Claude on Bedrock's demo keys.
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID":     "dev-aws-id",
+		"SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "dev-aws-secret",
 	})
 	got, err := Parse(readTestdata(t, "dev.toml"), env, fakeFS(nil))
 	if err != nil {
@@ -45,6 +48,8 @@ func TestParseDevConfig(t *testing.T) {
 		"fake-openai":    {Secret: secret.New("dev-openai"), Hosts: []string{"127.0.0.1"}},
 		"fake-anthropic": {Secret: secret.New("dev-anthropic"), Hosts: []string{"127.0.0.1"}},
 		"fake-gemini":    {Secret: secret.New("dev-gemini"), Hosts: []string{"127.0.0.1"}},
+		"fake-aws": {Hosts: []string{"127.0.0.1"}, AWS: &credential.AWS{
+			AccessKeyID: secret.New("dev-aws-id"), SecretAccessKey: secret.New("dev-aws-secret"), Region: "us-east-1"}},
 	}
 	// Backends and models come from the dev control plane's routing snapshot.
 	want.ControlPlane.PollInterval = 2 * time.Second
@@ -247,6 +252,8 @@ func TestLoadDev(t *testing.T) {
 	t.Setenv("SCOOTGATE_DEV_OPENAI_KEY", "dev-openai")
 	t.Setenv("SCOOTGATE_DEV_ANTHROPIC_KEY", "dev-anthropic")
 	t.Setenv("SCOOTGATE_DEV_GEMINI_KEY", "dev-gemini")
+	t.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", "dev-aws-id")
+	t.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", "dev-aws-secret")
 	c, err := Load(filepath.Join(testdata, "dev.toml"))
 	if err != nil {
 		t.Fatalf("Load(dev.toml): %v", err)
