@@ -312,11 +312,18 @@ func (s *EventStream) chunk(payload []byte) error {
 // its "type" names it; each line of it is a data line.
 func (s *EventStream) event(ev []byte) error {
 	t, ok, err := jsonedit.Lookup(ev, "type")
-	var typ string
-	if err == nil && ok {
-		err = json.Unmarshal(t, &typ)
+	var typ []byte
+	switch {
+	case err != nil || !ok || len(t) < 2 || t[0] != '"':
+	case bytes.IndexByte(t, '\\') < 0:
+		typ = t[1 : len(t)-1] // the common case: no escape, no allocation
+	default:
+		var s string
+		if err = json.Unmarshal(t, &s); err == nil {
+			typ = []byte(s)
+		}
 	}
-	if err != nil || typ == "" || strings.ContainsAny(typ, "\r\n") {
+	if err != nil || len(typ) == 0 || bytes.ContainsAny(typ, "\r\n") {
 		return fmt.Errorf("%w: chunk is not a Messages stream event", ErrEventStream)
 	}
 	s.out = append(s.out, "event: "...)
