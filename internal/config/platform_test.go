@@ -36,7 +36,7 @@ func TestRulesPlatforms(t *testing.T) {
 				BaseURL: "https://api.example.com/v1", Credential: "c1", MaxInflightPerNode: 8}},
 		},
 		{
-			name: "aws without its secret, with a static key's members",
+			name:  "aws without its secret, with a static key's members",
 			edits: []string{credEnv, "kind = \"aws\"\naccess_key_id = { env = \"C1\" }\nenv = \"C1\"\nauth_header = \"bearer\""},
 			want: []Problem{
 				{"credentials.c1.secret_access_key", `missing; expected a secret reference { env = "NAME" } or { file = "PATH" }`},
@@ -54,9 +54,9 @@ func TestRulesPlatforms(t *testing.T) {
 			want: []Problem{{"backends.b1.credential", `backend "b1" uses aws credential "c1", but only platform "bedrock" takes AWS-signed requests`}},
 		},
 		{
-			name: "aws credential for another region",
+			name:  "aws credential for another region",
 			edits: append([]string{credEnv, awsCred}, backendProt, `protocol = "anthropic"`+"\nplatform = \"bedrock\"\nregion = \"eu-west-1\""),
-			want: []Problem{{"backends.b1.region", `backend "b1" is in region "eu-west-1", but aws credential "c1" is for region "us-east-1" only`}},
+			want:  []Problem{{"backends.b1.region", `backend "b1" is in region "eu-west-1", but aws credential "c1" is for region "us-east-1" only`}},
 		},
 		{
 			name: "bedrock without region", edits: []string{backendProt, `protocol = "anthropic"` + "\nplatform = \"bedrock\""},
