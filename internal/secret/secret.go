@@ -41,8 +41,10 @@ import (
 // redacted is what every printing path shows instead of the value.
 const redacted = "[redacted]"
 
-// MaxFileBytes bounds what FromFile and FromFileFunc accept, so that a path
-// pointing at something like /dev/zero fails instead of eating memory.
+// MaxFileBytes bounds what FromFile and FromFileFunc accept, so that a
+// huge file fails instead of eating memory (a path to something that is
+// not a regular file, such as /dev/zero or a named pipe, is refused
+// before it is opened: [ErrNotRegular]).
 const MaxFileBytes = 64 << 10
 
 // Errors wrapped by FromEnv, FromEnvFunc, FromFile and FromFileFunc; test with
@@ -61,6 +63,12 @@ var (
 	// handshake) contains one; sent anyway, it fails every request, which
 	// would look like a provider or proxy failure.
 	ErrControl = errors.New("contains a control character")
+	// ErrNotRegular: the path names something other than a regular file
+	// (a named pipe, a device, a socket, a directory). Opening a named
+	// pipe blocks until a writer comes, and a device may never end: only
+	// regular files are read, so a swapped file cannot stall the reload
+	// loop or shutdown.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // control returns the first control character in v and whether there is
@@ -172,8 +180,9 @@ func FromEnvFunc(name string, lookup func(string) (string, bool)) (Secret, error
 	return New(v), nil
 }
 
-// FromFile reads the secret from the file at path, trimming one trailing
-// "\n" or "\r\n". A missing, unreadable, empty or oversized file, or one
+// FromFile reads the secret from the regular file at path, trimming one
+// trailing "\n" or "\r\n". A missing, unreadable, empty or oversized file,
+// anything but a regular file ([ErrNotRegular]), or one
 // whose value then holds a control character ([ErrControl]: a second line,
 // a lone "\r"), is an error that names the path.
 func FromFile(path string) (Secret, error) { return FromFileFunc(path, readFile) }
@@ -211,12 +220,45 @@ func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error
 	return sec, nil
 }
 
-// readFile is os.ReadFile that stops one byte past MaxFileBytes.
+// readFile is os.ReadFile for regular files only ([ErrNotRegular]), which
+// stops one byte past MaxFileBytes. The path is checked before it is
+// opened, since opening a named pipe for reading blocks until a writer
+// comes, and the open file again, in case the path was swapped between
+// the two (a swap to a pipe inside that window still blocks the open:
+// see docs/operations.md "Credentials").
 func readFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, fileType(fi.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, fileType(fi.Mode()))
+	}
 	return io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+}
+
+// fileType names the kind of a file that is not regular, for errors.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.Type().String()
 }

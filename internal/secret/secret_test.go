@@ -236,7 +236,7 @@ func TestFromFile(t *testing.T) {
 		{name: "only newline", path: write("nl", "\n"), wantErr: ErrEmpty, wantMsg: fmt.Sprintf("secret: file %q is empty", filepath.Join(dir, "nl"))},
 		{name: "only CRLF", path: write("crlfonly", "\r\n"), wantErr: ErrEmpty, wantMsg: fmt.Sprintf("secret: file %q is empty", filepath.Join(dir, "crlfonly"))},
 		{name: "missing", path: missing, wantErr: os.ErrNotExist, wantMsg: fmt.Sprintf("secret: read file %q: no such file or directory", missing)},
-		{name: "directory", path: dir, wantMsg: fmt.Sprintf("secret: read file %q: is a directory", dir)},
+		{name: "directory", path: dir, wantErr: ErrNotRegular, wantMsg: fmt.Sprintf("secret: read file %q: not a regular file (a directory)", dir)},
 		{
 			name: "too large", path: write("big", strings.Repeat("x", MaxFileBytes+1)), wantErr: ErrTooLarge,
 			wantMsg: fmt.Sprintf("secret: file %q is too large (limit %d bytes)", filepath.Join(dir, "big"), MaxFileBytes),
