@@ -2,10 +2,13 @@ package snapshot
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -92,8 +95,10 @@ type Status struct {
 	// rejected; "" after a poll that succeeded.
 	LastError string
 	// Rejections counts documents not applied (decode, validation,
-	// compile, rollback). A bad document that stays published is counted
-	// at every poll.
+	// compile, rollback): each document once, however many polls fetch
+	// it again. A document is known by its version, or, when it has none
+	// to read (it does not decode, or fails its signature check), by its
+	// SHA-256.
 	Rejections uint64
 	// SignatureRejections counts the Rejections that failed the
 	// signature check ([ErrSignature]).
@@ -147,6 +152,10 @@ type Poller struct {
 	contacted bool
 	failures  int           // consecutive polls that could not fetch
 	took      time.Duration // how long the last poll's fetch took
+	// rejected names the last document rejected (rejectKey), so that a bad
+	// document that stays published is counted and logged once, not at
+	// every poll; "" after a document is applied.
+	rejected string
 }
 
 // NewPoller returns a poller; it does nothing until Restore, Poll or Run.
@@ -314,8 +323,9 @@ func (p *Poller) pollAgain() bool {
 func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
 	version, apply, err := p.o.Decode(data)
 	if err != nil {
-		return p.reject(err, fetched)
+		return p.reject(err, fetched, rejectKey(0, data, fetched))
 	}
+	key := rejectKey(version, data, fetched)
 	p.mu.Lock()
 	cur, floor := p.version, p.floor
 	p.mu.Unlock()
@@ -323,11 +333,11 @@ func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
 	case version == 0:
 		// Versions start at 1; a decoder that lets 0 through would make
 		// the first document look like "no change".
-		return p.reject(errors.New("snapshot: version must be at least 1, got 0"), fetched)
+		return p.reject(errors.New("snapshot: version must be at least 1, got 0"), fetched, key)
 	case version < floor:
-		return p.reject(fmt.Errorf("%w: got version %d, highest applied %d", ErrRollback, version, floor), fetched)
+		return p.reject(fmt.Errorf("%w: got version %d, highest applied %d", ErrRollback, version, floor), fetched, key)
 	case version-floor > MaxVersionJump:
-		return p.reject(fmt.Errorf("%w: got version %d, more than 2^62 above the highest applied, %d; not applied, so that the floor cannot lock out every later document (docs/snapshots.md)", ErrVersionJump, version, floor), fetched)
+		return p.reject(fmt.Errorf("%w: got version %d, more than 2^62 above the highest applied, %d; not applied, so that the floor cannot lock out every later document (docs/snapshots.md)", ErrVersionJump, version, floor), fetched, key)
 	case version == cur:
 		// docs/snapshots.md: an equal version is simply "no change".
 		p.succeed()
@@ -336,10 +346,11 @@ func (p *Poller) apply(data []byte, at time.Time, fetched bool) error {
 		return nil
 	}
 	if err := apply(); err != nil {
-		return p.reject(err, fetched)
+		return p.reject(err, fetched, key)
 	}
 	p.mu.Lock()
 	p.version, p.floor = version, max(p.floor, version)
+	p.rejected = ""
 	p.mu.Unlock()
 	p.setSourceVersion(version)
 	from := "source"
@@ -397,10 +408,28 @@ func (p *Poller) setSourceVersion(v uint64) {
 	}
 }
 
+// rejectKey names a rejected document for counting it once: by its
+// version when it has one, else by its SHA-256 (a document that does not
+// decode, or whose signature fails, has no version to trust).
+func rejectKey(version uint64, data []byte, fetched bool) string {
+	from := "source"
+	if !fetched {
+		from = "disk"
+	}
+	if version != 0 {
+		return from + " version " + strconv.FormatUint(version, 10)
+	}
+	sum := sha256.Sum256(data)
+	return from + " sha256 " + hex.EncodeToString(sum[:])
+}
+
 // reject records a document that was not applied and makes the source
 // forget it, so that the next poll fetches and judges it again instead of
-// calling it unchanged (and Status keeps telling the truth).
-func (p *Poller) reject(err error, fetched bool) error {
+// calling it unchanged (and Status keeps telling the truth). A document
+// rejected by the previous judgement too (the same key) is not counted
+// again and is logged at debug level only: a bad publish that stays up is
+// one error line and one count, not one per poll.
+func (p *Poller) reject(err error, fetched bool, key string) error {
 	if !fetched {
 		err = fmt.Errorf("persisted copy: %w", err)
 	}
@@ -409,13 +438,21 @@ func (p *Poller) reject(err error, fetched bool) error {
 		f.Forget()
 	}
 	p.mu.Lock()
-	p.rejections++
-	if errors.Is(err, ErrSignature) {
-		p.sigRejects++
+	repeat := key == p.rejected
+	if !repeat {
+		p.rejected = key
+		p.rejections++
+		if errors.Is(err, ErrSignature) {
+			p.sigRejects++
+		}
 	}
 	version := p.version
 	p.mu.Unlock()
-	p.o.Logger.Error("snapshot rejected; the previous one keeps serving", "version", version, "error", rej)
+	log := p.o.Logger.Error
+	if repeat {
+		log = p.o.Logger.Debug
+	}
+	log("snapshot rejected; the previous one keeps serving", "version", version, "error", rej)
 	p.record(rej.Error(), false)
 	return rej
 }

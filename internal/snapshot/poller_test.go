@@ -209,10 +209,10 @@ func TestPollerVersionRules(t *testing.T) {
 		{"+1", doc(6), state{Version: 6, Applied: 2, Rejections: 2, Forgot: 2}},
 		{"huge jump", doc(1 << 62), state{Version: 1 << 62, Applied: 3, Rejections: 2, Forgot: 2}},
 		{"invalid document", `{"version":9000000000000000000,"bad":true}`, state{Version: 1 << 62, Applied: 3, Rejections: 3, Forgot: 3, Rejected: true}},
-		{"same invalid document again: judged again", `{"version":9000000000000000000,"bad":true}`, state{Version: 1 << 62, Applied: 3, Rejections: 4, Forgot: 4, Rejected: true}},
-		{"truncated document (A16)", `{"version":9000000000000000001`, state{Version: 1 << 62, Applied: 3, Rejections: 5, Forgot: 5, Rejected: true}},
-		{"compile fails", `{"version":9000000000000000002,"uncompilable":true}`, state{Version: 1 << 62, Applied: 3, Rejections: 6, Forgot: 6, Rejected: true}},
-		{"next good version", doc(1<<62 + 1), state{Version: 1<<62 + 1, Applied: 4, Rejections: 6, Forgot: 6}},
+		{"same invalid document again: judged again, counted once", `{"version":9000000000000000000,"bad":true}`, state{Version: 1 << 62, Applied: 3, Rejections: 3, Forgot: 4, Rejected: true}},
+		{"truncated document (A16)", `{"version":9000000000000000001`, state{Version: 1 << 62, Applied: 3, Rejections: 4, Forgot: 5, Rejected: true}},
+		{"compile fails", `{"version":9000000000000000002,"uncompilable":true}`, state{Version: 1 << 62, Applied: 3, Rejections: 5, Forgot: 6, Rejected: true}},
+		{"next good version", doc(1<<62 + 1), state{Version: 1<<62 + 1, Applied: 4, Rejections: 5, Forgot: 6}},
 	}
 	for _, st := range steps {
 		e.src.set(st.data, true, nil)
@@ -243,6 +243,59 @@ func TestPollerVersionRules(t *testing.T) {
 	defer e.src.mu.Unlock()
 	if diff := cmp.Diff(e.src.versions, []uint64{5, 5, 6, 1 << 62, 1<<62 + 1}); diff != "" {
 		t.Errorf("SetVersion calls (-got +want):\n%s", diff)
+	}
+}
+
+// TestPollerRejectsOnce: a bad document that stays published is
+// counted and logged once, not at every poll: by its version, or, when it
+// has none to read, by its SHA-256; a different bad document counts again.
+func TestPollerRejectsOnce(t *testing.T) {
+	e := newPollerEnv(t, nil, 0)
+	e.src.set(doc(5), true, nil)
+	if err := e.p.Poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		data           string
+		wantRejections uint64
+	}{
+		{`{"version":6,"bad":true}`, 1},
+		{`{"version":6,"bad":true}`, 1},
+		{`{"version":6,"bad":true}`, 1},
+		{`{"version":6`, 2},  // no version to read: by content
+		{`{"version":6`, 2},  // the same bytes
+		{`{"version":6 `, 3}, // other bytes
+		{`{"version":6 `, 3},
+		{doc(4), 4}, // a rollback
+		{doc(4), 4},
+	}
+	for i, st := range steps {
+		e.src.set(st.data, true, nil)
+		var rej *snapshot.RejectedError
+		if err := e.p.Poll(t.Context()); !errors.As(err, &rej) {
+			t.Fatalf("step %d: Poll = %v, want a rejection every time", i, err)
+		}
+		if got := e.p.Status().Rejections; got != st.wantRejections {
+			t.Fatalf("step %d (%s): Rejections = %d, want %d", i, st.data, got, st.wantRejections)
+		}
+	}
+	var errorLines int
+	for line := range strings.SplitSeq(e.logs.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") && strings.Contains(line, "snapshot rejected") {
+			errorLines++
+		}
+	}
+	if errorLines != 4 {
+		t.Errorf("%d error lines for 4 bad documents, want 4:\n%s", errorLines, e.logs)
+	}
+	e.src.set(doc(7), true, nil)
+	if err := e.p.Poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.src.set(`{"version":6,"bad":true}`, true, nil)
+	_ = e.p.Poll(t.Context())
+	if got := e.p.Status().Rejections; got != 5 {
+		t.Errorf("Rejections = %d after a good document and a bad one again, want 5", got)
 	}
 }
 
