@@ -273,6 +273,7 @@ type Authz struct {
 //	tracing.interval           5s
 //	control_plane.poll_interval 10s
 //	control_plane.long_poll    0 (off)
+//	control_plane.long_poll_silence 10s
 //	control_plane.stale_after  5m
 //	control_plane.state_dir    "scootgate-state" (relative to the config file)
 //	routes.source              "static"
@@ -318,10 +319,13 @@ func Defaults() Config {
 			Topic: defaultMQTTTopic, Window: defaultMQTTWindow, BatchMax: 1, MaxPayload: 256 << 10,
 			KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second,
 		},
-		Tracing:      Tracing{SampleRatio: 1, Interval: 5 * time.Second},
-		Usage:        defaultUsage(),
-		ControlPlane: ControlPlane{PollInterval: defaultPollInterval, StaleAfter: defaultStaleAfter, StateDir: defaultStateDir},
-		Routes:       Routes{Source: RoutesStatic},
+		Tracing: Tracing{SampleRatio: 1, Interval: 5 * time.Second},
+		Usage:   defaultUsage(),
+		ControlPlane: ControlPlane{
+			PollInterval: defaultPollInterval, LongPollSilence: defaultLongPollSilence,
+			StaleAfter: defaultStaleAfter, StateDir: defaultStateDir,
+		},
+		Routes: Routes{Source: RoutesStatic},
 	}
 }
 

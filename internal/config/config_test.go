@@ -156,7 +156,7 @@ func TestDefaults(t *testing.T) {
 		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 100 * time.Millisecond, CrashWindowEvents: 4096, CrashWindow: 3 * time.Second, OpenAIIncludeUsage: true},
 		Tracing:  Tracing{SampleRatio: 1, Interval: 5 * time.Second},
 
-		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},
+		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, LongPollSilence: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},
 		Routes:       Routes{Source: "static"},
 	}
 	if diff := cmp.Diff(Defaults(), want, cmpOpts); diff != "" {

@@ -37,6 +37,12 @@ type ControlPlane struct {
 	// LongPoll, when not 0, asks http(s) sources to hold a request until
 	// the document changes, for up to this long (?wait=<seconds>).
 	LongPoll time.Duration
+	// LongPollSilence bounds how long a held request may show no byte
+	// (headers, keepalive or document) before the node gives it up as
+	// failed and asks again (docs/snapshots.md "Long-poll: changes within a second"; the keepalive
+	// of proto/control-plane.md). A control plane that has not announced
+	// keepalive is asked to hold at most this long.
+	LongPollSilence time.Duration
 	// StaleAfter is how long a source may go without a successful contact
 	// (200 or 304, or a successful file read) before /readyz fails.
 	// Traffic keeps flowing on the last valid documents (docs/snapshots.md).
@@ -68,6 +74,10 @@ const (
 	defaultPollInterval = 10 * time.Second
 	defaultStaleAfter   = 5 * time.Minute
 	defaultStateDir     = "scootgate-state"
+	// A held request silent for long_poll_silence is given up.
+	minLongPollSilence     = 2 * time.Second
+	maxLongPollSilence     = time.Minute
+	defaultLongPollSilence = 10 * time.Second
 	// staleAfterPolls is how many poll intervals (plus the long poll) must
 	// fit into stale_after: a node should not turn unready over one or
 	// two slow polls.
@@ -139,6 +149,16 @@ func (v *validator) controlPlane(t *table, cp *ControlPlane) {
 			v.ps.add(t.at("long_poll"), "%s is not whole seconds; expected 0 (off) or a whole number of seconds (it is sent as ?wait=<seconds>)", d)
 		default:
 			cp.LongPoll = d
+		}
+	}
+	if t.has("long_poll_silence") {
+		d, ok := t.duration("long_poll_silence", minLongPollSilence)
+		switch {
+		case !ok:
+		case d%time.Second != 0 || d > maxLongPollSilence:
+			v.ps.add(t.at("long_poll_silence"), "%s is out of range; expected whole seconds from %s to %s", d, minLongPollSilence, maxLongPollSilence)
+		default:
+			cp.LongPollSilence = d
 		}
 	}
 	if t.has("stale_after") {

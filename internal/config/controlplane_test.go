@@ -35,11 +35,11 @@ func TestRulesControlPlane(t *testing.T) {
 		{
 			name: "every key",
 			add: "[control_plane]\ntoken = { env = \"C2\" }\nca_file = \"/ca.pem\"\nclient_cert_file = \"/tls/cert.pem\"\nclient_key_file = \"/tls/key.pem\"\n" +
-				"poll_interval = \"2s\"\nlong_poll = \"30s\"\nstale_after = \"36s\"\nstate_dir = \"/var/lib/scootgate\"\n",
+				"poll_interval = \"2s\"\nlong_poll = \"30s\"\nlong_poll_silence = \"5s\"\nstale_after = \"36s\"\nstate_dir = \"/var/lib/scootgate\"\n",
 			view: cp,
 			wantView: ControlPlane{
 				Token: secret.New("k2"), CAFile: "/ca.pem", ClientCertFile: "/tls/cert.pem", ClientKeyFile: "/tls/key.pem",
-				PollInterval: 2 * time.Second, LongPoll: 30 * time.Second, StaleAfter: 36 * time.Second, StateDir: "/var/lib/scootgate",
+				PollInterval: 2 * time.Second, LongPoll: 30 * time.Second, LongPollSilence: 5 * time.Second, StaleAfter: 36 * time.Second, StateDir: "/var/lib/scootgate",
 			},
 		},
 		{
@@ -56,6 +56,16 @@ func TestRulesControlPlane(t *testing.T) {
 			name: "long poll in fractions of a second",
 			add:  "[control_plane]\nlong_poll = \"1500ms\"\n",
 			want: []Problem{{"control_plane.long_poll", "1.5s is not whole seconds; expected 0 (off) or a whole number of seconds (it is sent as ?wait=<seconds>)"}},
+		},
+		{
+			name: "long_poll_silence out of range",
+			add:  "[control_plane]\nlong_poll_silence = \"1500ms\"\n",
+			want: []Problem{{"control_plane.long_poll_silence", "1.5s is too small; expected at least 2s"}},
+		},
+		{
+			name: "long_poll_silence too long",
+			add:  "[control_plane]\nlong_poll_silence = \"61s\"\n",
+			want: []Problem{{"control_plane.long_poll_silence", "1m1s is out of range; expected whole seconds from 2s to 1m0s"}},
 		},
 		{
 			name: "stale_after shorter than three polls and the long poll",
@@ -76,7 +86,7 @@ func TestRulesControlPlane(t *testing.T) {
 				{"control_plane.ca_file", "cannot read: open /missing.pem: file does not exist"},
 				{"control_plane.client_key_file", "missing; set together with control_plane.client_cert_file"},
 				{"control_plane.state_dir", "expected a directory path (the last good snapshots are kept there, docs/snapshots.md)"},
-				{"control_plane.wait", "unknown key; expected one of: ca_file, client_cert_file, client_key_file, long_poll, poll_interval, stale_after, state_dir, token"},
+				{"control_plane.wait", "unknown key; expected one of: ca_file, client_cert_file, client_key_file, long_poll, long_poll_silence, poll_interval, stale_after, state_dir, token"},
 			},
 		},
 		{

@@ -174,6 +174,7 @@
 //	client_key_file = ""
 //	poll_interval = "10s"               # >= 1s; each pause varies by ±10 %
 //	long_poll = "0s"                    # 0 = off; whole seconds, sent as ?wait=<seconds>
+//	long_poll_silence = "10s"           # 2s..1m whole seconds: a held request silent this long is given up
 //	stale_after = "5m"                  # >= 3 × poll_interval + long_poll; then /readyz fails
 //	state_dir = "scootgate-state"       # last good snapshots and version floors
 //
@@ -190,6 +191,7 @@
 //
 //	[usage]                             # usage events and their outbox (docs/usage-events.md)
 //	enabled = true
+//	serve_without_outbox = false        # true: an outbox that cannot open leaves the node serving unbilled; false: unready
 //	outbox_path = "scootgate-outbox.db" # bbolt file, relative to the config file; its directory must exist
 //	max_events = 100000                 # 1..10000000 rows
 //	max_bytes = 268435456               # 1 MiB..16 GiB of payloads, an integer (256 MiB)

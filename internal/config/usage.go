@@ -10,8 +10,13 @@ import (
 type Usage struct {
 	// Enabled turns usage events on. When the outbox cannot be opened at
 	// start (unwritable path, file locked by another process), the node
-	// runs with usage events disabled and reports why; the API serves on.
+	// stays unready and /readyz says why, unless ServeWithoutOutbox.
 	Enabled bool
+	// ServeWithoutOutbox lets a node whose outbox cannot be opened serve
+	// without usage events (unbilled): /readyz shows it as a detail and
+	// scootgate_usage_events_enabled is 0 (docs/usage-events.md "Outbox
+	// bounds"). Default false: such a node is not ready.
+	ServeWithoutOutbox bool
 	// OutboxPath is the bbolt outbox file. Load resolves a relative path
 	// against the config file's directory; the directory must exist.
 	OutboxPath string
@@ -82,6 +87,9 @@ func (v *validator) usage(t *table, u *Usage) {
 	defer t.done()
 	if b, ok := t.boolean("enabled"); ok {
 		u.Enabled = b
+	}
+	if b, ok := t.boolean("serve_without_outbox"); ok {
+		u.ServeWithoutOutbox = b
 	}
 	if s, ok := t.str("outbox_path", ""); ok {
 		if s == "" || strings.ContainsRune(s, 0) {

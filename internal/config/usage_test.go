@@ -71,7 +71,7 @@ func TestRulesUsage(t *testing.T) {
 				{"usage.enabled", "expected a boolean, got a string"},
 				{"usage.outbox_path", `expected a file path, like "scootgate-outbox.db"`},
 				{"usage.max_bytes", "expected an integer, got a string"},
-				{"usage.max_event", "unknown key; expected one of: commit_interval, crash_window, crash_window_events, enabled, max_bytes, max_events, openai_include_usage, outbox_path"},
+				{"usage.max_event", "unknown key; expected one of: commit_interval, crash_window, crash_window_events, enabled, max_bytes, max_events, openai_include_usage, outbox_path, serve_without_outbox"},
 			},
 		},
 		{

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -23,6 +24,7 @@ const (
 	DefaultHTTPTimeout  = 30 * time.Second
 	DefaultHTTPMaxBytes = 64 << 20
 	DefaultHTTPStall    = 3 * time.Second
+	DefaultHTTPSilence  = 10 * time.Second
 )
 
 // minProgress is how much of a body must arrive within each Stall for the
@@ -62,6 +64,17 @@ type HTTPOptions struct {
 	// Hold), so that a control plane that answers again is seen within
 	// one Stall.
 	Stall time.Duration
+	// Silence bounds a held request that shows no byte: no headers, no
+	// keepalive, no document (proto/control-plane.md "Keepalive");
+	// DefaultHTTPSilence when 0. Every held request asks the control
+	// plane for a keepalive byte every Silence/2 (whole seconds, at least
+	// 1). Until a control plane has announced keepalive (it answers a held
+	// request with "Preference-Applied: wait=N, keepalive=K"), the wait it
+	// is asked for is capped at Silence, so a hung one is noticed within
+	// Silence plus Stall; once it has, it is asked for the whole LongPoll
+	// and its answer's headers, and each keepalive byte after them, must
+	// come within Silence. A request given up so is an [ErrStalled].
+	Silence time.Duration
 }
 
 // HTTPStatusError reports a response that is neither 200 nor 304.
@@ -93,14 +106,14 @@ func (e *HTTPStatusError) Error() string {
 type HTTPSource struct {
 	// immutable
 	name     string // redacted URL, for errors and logs
-	url      string // request URL, including wait= for long polls
-	plainURL string // request URL without wait=
+	plain    hold   // a request without wait=
+	capped   hold   // a held request, its wait capped at silence; plain without long poll
+	full     hold   // a held request, the whole long poll; plain without long poll
 	token    secret.Secret
 	timeout  time.Duration // per request, including LongPoll
-	longPoll time.Duration
 	stall    time.Duration
+	silence  time.Duration
 	maxBytes int64
-	wait     string // "wait=N" for the Prefer header; "" without long poll
 	client   *http.Client
 
 	mu    sync.Mutex // serializes Fetch and guards the fields below
@@ -110,6 +123,17 @@ type HTTPSource struct {
 	held  bool // the server held the last request (Preference-Applied: wait)
 	// noHold: requests ask for no wait ([LongPoller] Hold).
 	noHold bool
+	// keepalive: the last held answer announced keepalive
+	// (Preference-Applied: keepalive=K), so the next held request asks for
+	// the whole long poll.
+	keepalive bool
+}
+
+// hold is one way of asking: the request URL, the Prefer header ("" for
+// none) and how long the control plane may hold it.
+type hold struct {
+	url, prefer string
+	wait        time.Duration
 }
 
 var (
@@ -146,17 +170,27 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	if o.Stall <= 0 {
 		o.Stall = DefaultHTTPStall
 	}
+	if o.Silence <= 0 {
+		o.Silence = DefaultHTTPSilence
+	}
 	req := *u
 	req.Scheme = scheme
-	plain := req.String()
-	wait := ""
+	plain := hold{url: req.String()}
+	capped, full := plain, plain
 	if o.LongPoll > 0 {
-		wait = "wait=" + strconv.FormatInt(int64(max(o.LongPoll/time.Second, 1)), 10)
-		if req.RawQuery == "" {
-			req.RawQuery = wait
-		} else {
-			req.RawQuery += "&" + wait
+		keepalive := max(o.Silence/2/time.Second, 1)
+		held := func(wait time.Duration) hold {
+			secs := max(wait/time.Second, 1)
+			q := fmt.Sprintf("wait=%d&keepalive=%d", secs, keepalive)
+			r := req
+			if r.RawQuery == "" {
+				r.RawQuery = q
+			} else {
+				r.RawQuery += "&" + q
+			}
+			return hold{url: r.String(), prefer: fmt.Sprintf("wait=%d, keepalive=%d", secs, keepalive), wait: secs * time.Second}
 		}
+		capped, full = held(min(o.LongPoll, o.Silence)), held(o.LongPoll)
 	}
 	redacted := url.URL{Scheme: scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 
@@ -177,14 +211,14 @@ func NewHTTPSource(u *url.URL, o HTTPOptions) (*HTTPSource, error) {
 	}
 	return &HTTPSource{
 		name:     redacted.String(),
-		url:      req.String(),
-		plainURL: plain,
+		plain:    plain,
+		capped:   capped,
+		full:     full,
 		token:    o.Token,
 		timeout:  o.Timeout + max(o.LongPoll, 0),
-		longPoll: max(o.LongPoll, 0),
 		stall:    o.Stall,
+		silence:  o.Silence,
 		maxBytes: o.MaxBytes,
-		wait:     wait,
 		client: &http.Client{
 			Transport: transport,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -203,22 +237,30 @@ func (s *HTTPSource) Fetch(ctx context.Context) ([]byte, bool, error) {
 	s.held = false
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	wait, url := s.wait, s.url
-	if s.noHold {
-		wait, url = "", s.plainURL
+	h, limit := s.capped, s.capped.wait+s.stall
+	switch {
+	case s.noHold:
+		h, limit = s.plain, s.stall
+	case s.keepalive:
+		// The control plane answers a held request at once and then
+		// keeps it moving (proto/control-plane.md "Keepalive").
+		h, limit = s.full, s.silence
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	limit := s.stall
-	if wait != "" {
-		limit += s.longPoll
-	}
-	watch := &watchdog{stall: s.stall, t: time.AfterFunc(limit, func() { stop(errNoProgress) })}
+	watch := &watchdog{stall: s.stall, silence: s.silence, armed: limit, t: time.AfterFunc(limit, func() { stop(errNoProgress) })}
 	defer watch.t.Stop()
-	data, changed, err := s.fetch(ctx, url, wait, watch)
+	data, changed, err := s.fetch(ctx, h, watch)
 	if err != nil && errors.Is(context.Cause(ctx), errNoProgress) {
-		s.held = wait != "" // ask again at once, once ([LongPoller])
-		return nil, false, fmt.Errorf("%w: GET %s: no progress within %s", ErrStalled, s.name, limit)
+		held := h.prefer != ""
+		s.held = held // ask again at once, once ([LongPoller])
+		if held {
+			// Ask with the capped wait until the control plane shows
+			// keepalive again: it may have stopped sending it.
+			s.keepalive = false
+			return nil, false, fmt.Errorf("%w: GET %s: held request showed no progress within %s", ErrStalled, s.name, watch.armed)
+		}
+		return nil, false, fmt.Errorf("%w: GET %s: no progress within %s", ErrStalled, s.name, watch.armed)
 	}
 	return data, changed, err
 }
@@ -228,14 +270,33 @@ var errNoProgress = errors.New("no progress")
 
 // watchdog ends a request that makes no progress: it is armed for the
 // headers, then re-armed for Stall whenever minProgress bytes of the body
-// came in.
+// came in. Behind the headers of a held answer that announced keepalive,
+// it is re-armed for Silence by every keepalive byte, until the document
+// starts. Only the fetching goroutine touches its fields; the timer's
+// func only cancels.
 type watchdog struct {
-	stall time.Duration
-	t     *time.Timer
-	got   int // body bytes since the last re-arm
+	stall, silence time.Duration
+	t              *time.Timer
+	armed          time.Duration // what the timer was last set to, for the error
+	got            int           // body bytes since the last re-arm
+	keepalive      bool          // only keepalive bytes have come so far
 }
 
-func (w *watchdog) headers() { w.t.Reset(w.stall) }
+func (w *watchdog) arm(d time.Duration) {
+	w.armed = d
+	w.t.Reset(d)
+}
+
+// headers re-arms the watchdog for the body; keepalive says the answer
+// announced keepalive bytes before its document.
+func (w *watchdog) headers(keepalive bool) {
+	w.keepalive = keepalive
+	if keepalive {
+		w.arm(w.silence)
+		return
+	}
+	w.arm(w.stall)
+}
 
 // watchedBody reports a body's progress to its watchdog.
 type watchedBody struct {
@@ -245,17 +306,36 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if b.w.got += n; b.w.got >= minProgress {
+	if n == 0 {
+		return n, err
+	}
+	got := n
+	if b.w.keepalive {
+		doc := bytes.TrimLeft(p[:n], keepaliveBytes)
+		if len(doc) == 0 {
+			b.w.arm(b.w.silence) // a keepalive
+			return n, err
+		}
+		// The document starts: from here it must move like any body.
+		b.w.keepalive, b.w.got, got = false, 0, len(doc)
+		b.w.arm(b.w.stall)
+	}
+	if b.w.got += got; b.w.got >= minProgress {
 		b.w.got = 0
-		b.w.t.Reset(b.w.stall)
+		b.w.arm(b.w.stall)
 	}
 	return n, err
 }
 
-// fetch is one request of Fetch to url, with wait (the Prefer value; ""
-// for none), reporting its progress to watch. s.mu is held.
-func (s *HTTPSource) fetch(ctx context.Context, url, wait string, watch *watchdog) ([]byte, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// keepaliveBytes are the bytes a control plane may send before the
+// document of a held answer (proto/control-plane.md "Keepalive"): JSON
+// whitespace, which any JSON decoder skips.
+const keepaliveBytes = " \t\r\n"
+
+// fetch is one request of Fetch as h says, reporting its progress to
+// watch. s.mu is held.
+func (s *HTTPSource) fetch(ctx context.Context, h hold, watch *watchdog) ([]byte, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
 	if err != nil {
 		return nil, false, s.wrap(err)
 	}
@@ -267,16 +347,20 @@ func (s *HTTPSource) fetch(ctx context.Context, url, wait string, watch *watchdo
 	if s.etag != "" {
 		req.Header.Set("If-None-Match", s.etag)
 	}
-	if wait != "" {
-		req.Header.Set("Prefer", wait)
+	if h.prefer != "" {
+		req.Header.Set("Prefer", h.prefer)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, false, s.wrap(err)
 	}
 	defer resp.Body.Close()
-	watch.headers()
-	held := wait != "" && waitApplied(resp.Header)
+	held := h.prefer != "" && applied(resp.Header, "wait")
+	keepalive := held && applied(resp.Header, "keepalive")
+	if held {
+		s.keepalive = keepalive
+	}
+	watch.headers(keepalive)
 
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -302,6 +386,19 @@ func (s *HTTPSource) fetch(ctx context.Context, url, wait string, watch *watchdo
 	if int64(len(data)) > s.maxBytes {
 		return nil, false, fmt.Errorf("%w: GET %s: over %d bytes", ErrTooLarge, s.name, s.maxBytes)
 	}
+	if keepalive {
+		// The keepalive bytes are no part of the document; a held answer
+		// that is nothing but keepalive is "unchanged", its 304
+		// (proto/control-plane.md "Keepalive").
+		data = bytes.TrimLeft(data, keepaliveBytes)
+		if len(data) == 0 {
+			if s.etag == "" {
+				return nil, false, fmt.Errorf("snapshot: GET %s: a held answer with no document to an unconditional request", s.name)
+			}
+			s.held = true
+			return nil, false, nil
+		}
+	}
 	s.held = held
 	sum := sha256.Sum256(data)
 	if s.known && sum == s.sum {
@@ -321,13 +418,13 @@ func (s *HTTPSource) Held() bool {
 	return s.held
 }
 
-// waitApplied reports whether a response says the server applied the
-// wait preference (RFC 7240 Preference-Applied: wait=N).
-func waitApplied(h http.Header) bool {
+// applied reports whether a response says the server applied the
+// preference named pref (RFC 7240 Preference-Applied: wait=N, keepalive=K).
+func applied(h http.Header, pref string) bool {
 	for _, v := range h.Values("Preference-Applied") {
 		for p := range strings.SplitSeq(v, ",") {
 			name, _, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(name), "wait") {
+			if strings.EqualFold(strings.TrimSpace(name), pref) {
 				return true
 			}
 		}

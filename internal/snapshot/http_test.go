@@ -158,8 +158,9 @@ func TestHTTPSourceConditionalGET(t *testing.T) {
 	}
 }
 
-// TestHTTPSourceLongPoll: wait=<seconds> is appended to the configured
-// query, and a held request is answered normally.
+// TestHTTPSourceLongPoll: wait=<seconds> and keepalive=<seconds> are
+// appended to the configured query, and a held request is answered
+// normally.
 func TestHTTPSourceLongPoll(t *testing.T) {
 	cp := newControlPlane(t)
 	arrived, release := make(chan struct{}), make(chan struct{})
@@ -176,12 +177,14 @@ func TestHTTPSourceLongPoll(t *testing.T) {
 	if diff := cmp.Diff(<-done, fetchResult{"doc", true}); diff != "" {
 		t.Errorf("fetch mismatch (-got +want):\n%s", diff)
 	}
-	if diff := cmp.Diff(cp.lastRequest().URL.RawQuery, "node=a%20b&wait=2"); diff != "" {
+	if diff := cmp.Diff(cp.lastRequest().URL.RawQuery, "node=a%20b&wait=2&keepalive=5"); diff != "" {
 		t.Errorf("query mismatch (-got +want):\n%s", diff)
 	}
 }
 
-// TestHTTPSourceHeld: a long-poll request says "Prefer: wait=N", and
+// TestHTTPSourceHeld: a long-poll request says "Prefer: wait=N,
+// keepalive=K" (N capped at the 10 s silence bound: this control plane
+// never announces keepalive), and
 // Held reports whether the server answered "Preference-Applied: wait=N"
 // (so the poller asks again at once) on a 200 or a 304; a server that
 // ignores the wait, or an error, is not "held".
@@ -222,8 +225,8 @@ func TestHTTPSourceHeld(t *testing.T) {
 		if got := src.Held(); got != st.want {
 			t.Errorf("%s: Held = %v, want %v", st.name, got, st.want)
 		}
-		if got := cp.lastRequest().Header.Get("Prefer"); got != "wait=30" {
-			t.Errorf("%s: Prefer = %q, want wait=30", st.name, got)
+		if got := cp.lastRequest().Header.Get("Prefer"); got != "wait=10, keepalive=5" {
+			t.Errorf("%s: Prefer = %q, want wait=10, keepalive=5", st.name, got)
 		}
 	}
 	applied.Store("wait=30")

@@ -28,7 +28,7 @@ func configHTTPOptions(cp config.ControlPlane, log *slog.Logger, clk func() time
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := HTTPOptions{Token: cp.Token, LongPoll: cp.LongPoll}
+	o := HTTPOptions{Token: cp.Token, LongPoll: cp.LongPoll, Silence: cp.LongPollSilence}
 	if cp.CAFile == "" && cp.ClientCertFile == "" {
 		return o, nil
 	}

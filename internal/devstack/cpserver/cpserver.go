@@ -29,6 +29,13 @@
 // to ask again at once (proto/control-plane.md "Long-poll"). A request
 // that does not name the current version is answered at once.
 //
+// A held request that also asks for ?keepalive=K (whole seconds) is
+// answered 200 at once, with "Preference-Applied: wait=N, keepalive=K",
+// and a newline is written and flushed every K seconds (capped at
+// [MaxKeepalive]) while it is held; the body then ends with the new
+// document, or with nothing when the hold ends unchanged, which the node
+// reads as a 304 (proto/control-plane.md "Keepalive").
+//
 // New(dir) is an [http.Handler]; Listen is the shortcut that serves it on a
 // loopback address in a goroutine the [Server] owns until Close.
 //
@@ -80,6 +87,8 @@ const (
 	MaxWait = 60 * time.Second
 	// CheckEvery is how often a held request looks at its file.
 	CheckEvery = 20 * time.Millisecond
+	// MaxKeepalive caps ?keepalive=K.
+	MaxKeepalive = 30 * time.Second
 )
 
 // maxDocBytes bounds a served document: the node's own limit
@@ -133,7 +142,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if h.onHold != nil {
 				h.onHold()
 			}
-			d, err = h.hold(r.Context(), path, d, wait)
+			if every := keepaliveParam(r); every > 0 {
+				h.holdKeepalive(w, r, path, d, wait, every)
+				return
+			}
+			d, err = h.hold(r.Context(), path, d, wait, 0, nil)
 			if r.Context().Err() != nil {
 				return // the node went away, or the server is closing
 			}
@@ -161,6 +174,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(d.data) // a client that went away retries at its next poll
 }
 
+// holdKeepalive is a held request with keepalive: 200 at once, a newline
+// every every while held, then the new document or nothing (unchanged).
+// A file that cannot be read any more aborts the answer, which the node
+// counts as a failed poll.
+func (h *Handler) holdKeepalive(w http.ResponseWriter, r *http.Request, path string, cur *doc, wait, every time.Duration) {
+	w.Header().Set("Preference-Applied", fmt.Sprintf("wait=%d, keepalive=%d", wait/time.Second, every/time.Second))
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Content-Type", "application/json")
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	d, err := h.hold(r.Context(), path, cur, wait, every, func() {
+		_, _ = io.WriteString(w, "\n")
+		_ = rc.Flush()
+	})
+	switch {
+	case r.Context().Err() != nil:
+		return
+	case err != nil:
+		panic(http.ErrAbortHandler)
+	case d != cur && d.etag != cur.etag:
+		_, _ = w.Write(d.data)
+	}
+}
+
+// keepaliveParam returns the ?keepalive= of r, capped at MaxKeepalive; 0
+// when absent or not a positive whole number (no keepalive).
+func keepaliveParam(r *http.Request) time.Duration {
+	n, err := strconv.ParseUint(r.URL.Query().Get("keepalive"), 10, 32)
+	if err != nil || n == 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, MaxKeepalive)
+}
+
 // waitParam returns the ?wait= of r, capped at MaxWait; 0 when absent or
 // not a positive whole number (answered at once, as a static server
 // would).
@@ -175,18 +223,28 @@ func waitParam(r *http.Request) time.Duration {
 // hold waits until the version of the file at path is no longer cur's,
 // or wait has passed, or ctx ends, and returns the document to answer
 // with: the new one, or cur (then If-None-Match still matches: 304). A file
-// that cannot be read any more ends the hold with the error.
-func (h *Handler) hold(ctx context.Context, path string, cur *doc, wait time.Duration) (*doc, error) {
+// that cannot be read any more ends the hold with the error. With every
+// above 0, keepalive is called every that long while it waits.
+func (h *Handler) hold(ctx context.Context, path string, cur *doc, wait, every time.Duration, keepalive func()) (*doc, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	tick := time.NewTicker(CheckEvery)
 	defer tick.Stop()
+	var alive <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		alive = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
 			return cur, nil
+		case <-alive:
+			keepalive()
+			continue
 		case <-tick.C:
 		}
 		next, err := h.read(path)

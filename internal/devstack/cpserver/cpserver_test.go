@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,6 +267,35 @@ func TestLongPoll(t *testing.T) {
 	}
 	if got := <-answer; got.Status != http.StatusNotFound {
 		t.Errorf("removed while held: %+v, want 404", got)
+	}
+}
+
+// TestLongPollKeepalive: a held request that asks for keepalive is
+// answered 200 at once and kept moving with newlines: it ends with the
+// new document behind them, or with newlines only when the wait ends
+// unchanged (the node's 304).
+func TestLongPollKeepalive(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "routes.json", `{"version":7}`)
+	held := make(chan struct{}, 1)
+	srv := httptest.NewServer(cpserver.NewWithHoldHook(dir, func() { held <- struct{}{} }))
+	t.Cleanup(srv.Close)
+	url := srv.URL + cpserver.RoutesPath
+
+	// Unchanged for the whole wait: keepalive only (one a second, two
+	// seconds held).
+	got := <-poll(t, url+"?wait=2&keepalive=1", `"7"`)
+	<-held
+	if got.Status != 200 || got.Applied != "wait=2, keepalive=1" || got.Body == "" || strings.Trim(got.Body, "\n") != "" {
+		t.Errorf("unchanged: %+v, want 200, keepalive applied, newlines only", got)
+	}
+
+	answer := poll(t, url+"?wait=60&keepalive=1", `"7"`)
+	<-held
+	publishFile(t, dir, "routes.json", `{"version":8}`)
+	got = <-answer
+	if got.Status != 200 || got.Applied != "wait=60, keepalive=1" || strings.TrimLeft(got.Body, "\n") != `{"version":8}` {
+		t.Errorf("published: %+v, want 200 with the new document", got)
 	}
 }
 
