@@ -322,6 +322,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	for _, p := range cfg.Egress.Proxies {
 		n.metrics.InitEgress(p.Name)
 	}
+	if !cfg.Usage.Enabled {
+		n.health.SetDetail("usage_events", "off: usage.enabled = false; requests are served without usage events")
+	}
 	if cfg.Usage.Enabled {
 		n.openOutbox()
 		if n.outbox != nil {
@@ -336,6 +339,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 			}
 		}
 	}
+	usageOn := n.outbox != nil
+	n.metrics.RegisterUsageEvents(func() bool { return usageOn })
 	// Traces (off by default): the proxy adds attempt spans under the
 	// request span that traced starts.
 	var gw *gateway.Handler
@@ -431,13 +436,23 @@ func routesTo(t *routes.Table, model, backend string) bool {
 	return false
 }
 
-// openOutbox opens the usage outbox. A failure does not stop the node
-// (docs/usage-events.md: the API keeps serving); it runs without usage events and says
-// why.
+// openOutbox opens the usage outbox. A failure does not stop the node,
+// but it makes it unready, with the reason on /readyz, unless
+// usage.serve_without_outbox lets it serve without usage events (shown
+// as a detail); scootgate_usage_events_enabled says which
+// (docs/usage-events.md "Outbox bounds"): a node must not serve unbilled
+// without anyone seeing it.
 func (n *node) openOutbox() {
 	st, err := outbox.Open(outboxOptions(n.cfg, n.log))
 	if err != nil {
-		n.log.Error("usage outbox unavailable; serving without usage events", "error", err)
+		if n.cfg.Usage.ServeWithoutOutbox {
+			n.log.Error("usage outbox unavailable; serving without usage events (usage.serve_without_outbox)", "error", err)
+			n.health.SetDetail("usage_events", "off: the usage outbox could not open ("+err.Error()+"); serving without usage events (usage.serve_without_outbox = true)")
+			return
+		}
+		n.log.Error("usage outbox unavailable; the node stays unready (usage.serve_without_outbox = true would serve without usage events)", "error", err)
+		reason := fmt.Errorf("the usage outbox could not open (%w); no usage event could be recorded, so the node does not take requests: fix the outbox path and restart, or set usage.serve_without_outbox = true to serve without usage events", err)
+		n.health.Add("usage_outbox", func() error { return reason })
 		return
 	}
 	if q := st.Quarantined(); q != "" {

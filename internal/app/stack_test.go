@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -222,6 +223,8 @@ type stackOptions struct {
 	// replaces the node's secret access key (a wrong one).
 	bedrock       bool
 	bedrockSecret string
+	// outboxPath, when set, is usage.outbox_path (default: in the stack's dir).
+	outboxPath string
 }
 
 type stack struct {
@@ -498,7 +501,7 @@ outbox_path = %q
 %s`, o.bodyLimit, o.attempts, o.firstByte, o.idle, o.keepalive, o.delay, o.grace, proxyTOML,
 		s.provURL, o.cap, s.provURL, o.cap,
 		openAIModel, openAIModel, openAIProvModel, o.weight, anthropicModel, anthropicModel, anthProvModel,
-		authzPath, filepath.Join(dir, "state"), filepath.Join(dir, "outbox.db"), o.extraTOML)
+		authzPath, filepath.Join(dir, "state"), cmp.Or(o.outboxPath, filepath.Join(dir, "outbox.db")), o.extraTOML)
 	tlsTOML := ""
 	if o.tlsCert != "" {
 		tlsTOML = fmt.Sprintf("tls_cert_file = %q\ntls_key_file = %q", o.tlsCert, o.tlsKey)

@@ -33,7 +33,7 @@
 // (ids), never as given.
 //
 //	endpoint    chat_completions, messages, responses, embeddings,
-//	            count_tokens (protocol.Endpoint), models, unknown
+//	            count_tokens (provider.Endpoint), models, unknown
 //	code        the HTTP status sent to the client, 100-599; unknown otherwise
 //	send_state  definitely_not_sent, possibly_sent, response_received (docs/failures.md),
 //	            none (no attempt: the node answered by itself), unknown
@@ -101,6 +101,9 @@
 //	scootgate_draining                                  gauge    1 from the start of the drain to exit
 //	scootgate_limits_store_up                           gauge    1 while the redis store of limits answers, 0 while
 //	                                                             the node falls back (limits.store = "redis" only)
+//	scootgate_usage_events_enabled                      gauge    1 while usage events are recorded, 0 while the
+//	                                                             node runs without them (usage.enabled = false,
+//	                                                             or an outbox that could not open)
 //	scootgate_client_inflight                           gauge    client requests in flight on the API listener
 //	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests (or the lower limit the
 //	                                                             open-file limit allows), to compare with it

@@ -44,7 +44,7 @@ const maxScrapes = 4
 
 // Metrics is the node's set of Prometheus metrics, on its own registry
 // (never prometheus.DefaultRegisterer: no package-global state). The app
-// owns one value; the proxy calls the Observe methods, and the app
+// owns one value; the request path (internal/gateway) calls the Observe methods, and the app
 // registers the state read at scrape time. All methods are safe for
 // concurrent use, and every method of a nil *Metrics does nothing (Handler
 // serves 404), so tests of other packages need no registry.
@@ -260,7 +260,7 @@ func (m *Metrics) ObserveEgressError(proxy string, stage egress.Stage) {
 	m.egressErrors.WithLabelValues(idLabel(proxy), stageLabel(m.stages, stage)).Inc()
 }
 
-// Record takes a finished attempt's usage event (the proxy's Recorder;
+// Record takes a finished attempt's usage event (a gateway Recorder;
 // the app hands each event to this and to the usage recorder) and counts
 // it in the scootgate_model_* families under its public model and
 // backend: the attempt by the class of the status sent to the client,
@@ -336,6 +336,18 @@ func (m *Metrics) RegisterHealth(ready, draining func() bool) {
 		return
 	}
 	m.state.set(func(s *sources) { s.health = &healthSource{ready, draining} })
+}
+
+// RegisterUsageEvents sets the source of scootgate_usage_events_enabled:
+// 1 while usage events are recorded into the outbox, 0 while the node
+// runs without them (usage.enabled = false, or an outbox that could not
+// open, docs/usage-events.md "Outbox bounds"). Without it the gauge is
+// not exported.
+func (m *Metrics) RegisterUsageEvents(enabled func() bool) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.usageEvents = enabled })
 }
 
 // RegisterLimitsStore sets the source of scootgate_limits_store_up:

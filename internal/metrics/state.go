@@ -32,6 +32,8 @@ type sources struct {
 	traces    func() TraceStats
 	creds     func() CredentialStats
 	store     func() bool // the limits store answers; nil = the local store
+	// usageEvents: usage events are recorded; nil = not exported
+	usageEvents func() bool
 }
 
 type healthSource struct{ ready, draining func() bool }
@@ -93,6 +95,7 @@ type stateDescs struct {
 
 	ready, draining *prometheus.Desc
 	storeUp         *prometheus.Desc
+	usageEnabled    *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
 
@@ -145,9 +148,10 @@ func newStateDescs() stateDescs {
 
 		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid, over_key_budget.", "result"),
 
-		ready:    newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
-		draining: newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
-		storeUp:  newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
+		ready:        newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
+		draining:     newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
+		storeUp:      newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
+		usageEnabled: newDesc("scootgate_usage_events_enabled", "1 while usage events are recorded into the outbox; 0 while the node runs without them (usage.enabled = false, or an outbox that could not open)."),
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
@@ -170,7 +174,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents,
-		d.ready, d.draining, d.storeUp,
+		d.ready, d.draining, d.storeUp, d.usageEnabled,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
 		d.traceSpans,
 	}
@@ -216,6 +220,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if h := src.health; h != nil {
 		e.gauge(c.d.ready, boolValue(h.ready()))
 		e.gauge(c.d.draining, boolValue(h.draining()))
+	}
+	if src.usageEvents != nil {
+		e.gauge(c.d.usageEnabled, boolValue(src.usageEvents()))
 	}
 	if src.store != nil {
 		e.gauge(c.d.storeUp, boolValue(src.store()))
