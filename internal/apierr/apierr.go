@@ -122,7 +122,7 @@ func (e *Error) InBand(spec *provider.Spec, requestID string, n int) []byte {
 }
 
 // Noter is implemented by a ResponseWriter that wants to know which
-// error is written through it (the proxy's refusal log reads the code):
+// error is written through it (the gateway's refusal log reads the code):
 // Write calls NoteError before the header goes out.
 type Noter interface{ NoteError(e *Error) }
 

@@ -341,7 +341,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	usageOn := n.outbox != nil
 	n.metrics.RegisterUsageEvents(func() bool { return usageOn })
-	// Traces (off by default): the proxy adds attempt spans under the
+	// Traces (off by default): the gateway adds attempt spans under the
 	// request span that traced starts.
 	var gw *gateway.Handler
 	var handler http.Handler
@@ -830,7 +830,7 @@ func (n *node) limiterOptions() limits.Options {
 	}
 	detail(false)
 	n.limStore = limits.NewRedis(limits.RedisOptions{
-		Address: r.Address, Username: r.Username, Password: r.Password.Reveal(), TLS: tlsCfg,
+		Address: r.Address, Username: r.Username, Password: r.Password, TLS: tlsCfg,
 		OnChange: detail, Logger: n.log,
 	})
 	n.metrics.RegisterLimitsStore(n.limStore.Up)

@@ -92,7 +92,7 @@ func (l *refusalLog) allowKey(key string) (bool, uint64) {
 	return true, n
 }
 
-// Refused is the proxy's Options.Refused.
+// Refused is the gateway's Options.Refused.
 func (l *refusalLog) Refused(r gateway.Refusal) {
 	var keyLeft uint64
 	if r.Limit != "" {

@@ -39,7 +39,7 @@ func traceRoute(path string) string {
 	return "other"
 }
 
-// traced starts a request span around next (the proxy), which adds the
+// traced starts a request span around next (the gateway handler), which adds the
 // attempts' spans through its Tracer option, and ends it with the status
 // sent and the node's request id.
 func traced(next http.Handler, t *tracing.Tracer) http.Handler {

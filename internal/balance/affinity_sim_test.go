@@ -33,7 +33,7 @@ type fleetSim struct {
 	backends       int
 	sessions       int
 	// outage, when set, makes backend 0 fail every attempt (a transport
-	// failure, nothing sent: re-picked at once, as the proxy does) from
+	// failure, nothing sent: re-picked at once, as the request path does) from
 	// outageFrom to outageTo.
 	outage               bool
 	outageFrom, outageTo time.Duration
@@ -142,7 +142,7 @@ func (fs fleetSim) run(seed uint64) fleetResult {
 		node := r.IntN(fs.nodes)
 		tried = tried[:0]
 		var tg *routes.Target
-		for range 3 { // the proxy's attempt limit, generously
+		for range 3 { // the request path's attempt limit, generously
 			var (
 				t  Lease
 				pl Placement

@@ -110,10 +110,10 @@
 // cost does not grow with the tier while most of the tier's weight is
 // eligible and ramped; it becomes linear in the tier's size when most of
 // it is not (many targets at their cap, open, cooling down, tried, or
-// without the capability), through the scan. An affinity pick reads its
-// bucket's memo; the first pick of a bucket, a spill and a pick needing a
-// capability some target lacks score every target of the tier, under a
-// nanosecond each.
+// without the capability), through the scan. An affinity pick scores
+// every capable target of the tier (weighted rendezvous hashing, one
+// math.Log each); a spill past the first choice scores the tier again for
+// each step.
 //
 // Costs are compared with upstream's State.Cheaper, which orders two
 // targets as their Costs do up to floating-point rounding (one exponential

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/scootgate/scootgate/internal/secret"
 )
 
 // Failure is what a node does while its Redis store is unreachable
@@ -31,10 +33,10 @@ const (
 
 // RedisOptions configure a Redis store.
 type RedisOptions struct {
-	Address  string      // host:port
-	Username string      // "" = the default user
-	Password string      // "" = none
-	TLS      *tls.Config // nil = plaintext
+	Address  string        // host:port
+	Username string        // "" = the default user
+	Password secret.Secret // zero = none; revealed only into the AUTH handshake
+	TLS      *tls.Config   // nil = plaintext
 	// Timeout bounds one lease take and one probe; 0 means 1s. A take
 	// that times out marks the store down.
 	Timeout time.Duration
@@ -169,7 +171,7 @@ func (r *Redis) probe(ctx context.Context) error {
 		c, err = rueidis.NewClient(rueidis.ClientOption{
 			InitAddress:       []string{r.o.Address},
 			Username:          r.o.Username,
-			Password:          r.o.Password,
+			Password:          r.o.Password.Reveal(),
 			TLSConfig:         r.o.TLS,
 			ForceSingleClient: true,
 			// Leases need no client-side caching (RESP3 tracking).

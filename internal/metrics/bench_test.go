@@ -48,7 +48,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 	}
 }
 
-// benchEvent is a finished stream attempt with usage, as the proxy
+// benchEvent is a finished stream attempt with usage, as the request path
 // records it.
 var benchEvent = &usageevent.Event{
 	PublicModel: "gpt-4o-mini", Backend: "openai-primary", HTTPStatus: 200, Stream: true,

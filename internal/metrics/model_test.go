@@ -8,7 +8,7 @@ import (
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// attemptEvent is a usage event as the proxy records it for an attempt.
+// attemptEvent is a usage event as the request path records it for an attempt.
 func attemptEvent(model, backend string, status int, stream bool) *usageevent.Event {
 	ev := &usageevent.Event{
 		PublicModel: model, Backend: backend, HTTPStatus: status, Stream: stream,

@@ -113,7 +113,7 @@ func TestLimitsStoreUp(t *testing.T) {
 	compare(t, m, help+"scootgate_limits_store_up 0\n", "scootgate_limits_store_up")
 }
 
-// TestEveryEndpointNamed: every client endpoint the proxy serves has its
+// TestEveryEndpointNamed: every client endpoint the request path serves has its
 // own endpoint label; before, responses, embeddings and count_tokens
 // requests were all counted as "unknown".
 func TestEveryEndpointNamed(t *testing.T) {

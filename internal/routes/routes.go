@@ -42,7 +42,7 @@ import (
 // Caps is a set of capabilities (docs/routing.md "Capabilities"); see [provider.Caps].
 type Caps = provider.Caps
 
-// The capabilities, as named in the protocol package.
+// The capabilities, as named in the provider package.
 const (
 	CapStream     = provider.CapStream
 	CapTools      = provider.CapTools
