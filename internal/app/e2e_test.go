@@ -599,6 +599,13 @@ func TestSurface(t *testing.T) {
 	if r := s.do(http.MethodHead, "/", nil, ""); r.status != 200 {
 		t.Errorf("HEAD / = %d, want 200", r.status)
 	}
+	// Claude Code's connection probe: 200, no body, no refusal line.
+	if r := s.do(http.MethodHead, "/api/hello", nil, ""); r.status != 200 || r.body != "" {
+		t.Errorf("HEAD /api/hello = %d %q, want 200 and no body", r.status, r.body)
+	}
+	if strings.Contains(s.logs.String(), "/api/hello") {
+		t.Errorf("HEAD /api/hello was logged:\n%s", s.logs)
+	}
 	r := s.do(http.MethodGet, "/v1/models", map[string]string{"Authorization": "Bearer " + limitedKey}, "")
 	if r.status != 200 || strings.Contains(r.body, openAIModel) {
 		t.Errorf("openai models for a claude-only key: %d %s", r.status, r.body)

@@ -403,11 +403,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.Method == http.MethodHead && (path == "/" || path == "/api/hello"):
+		// Claude Code's probes of its base URL (HEAD / at start, HEAD
+		// /api/hello to open a connection ahead of its first request):
+		// 200 without a body, as Anthropic's API answers them, so they
+		// are neither refused nor logged (README.md "Claude Code").
+		w.WriteHeader(http.StatusOK)
 	case path == "/":
-		if r.Method == http.MethodHead {
-			w.WriteHeader(http.StatusOK) // cheap probe used by Claude Code
-			return
-		}
 		apierr.NotFound("not_found", "no such endpoint").Write(w, api, rid)
 	default:
 		apierr.NotFound("not_found", "no such endpoint: "+path).Write(w, api, rid)

@@ -46,8 +46,9 @@ type HTTPOptions struct {
 	Timeout time.Duration
 	// LongPoll, when positive, asks the server to hold the request until
 	// the document changes or this much time has passed, by appending
-	// wait=<whole seconds> to the query (and sending "Prefer: wait=<same>",
-	// RFC 7240). Each request may then take LongPoll + Timeout. A server
+	// wait=<whole seconds> and keepalive=<whole seconds> to the query (and
+	// sending "Prefer: wait=<same>, keepalive=<same>", RFC 7240; see
+	// Silence). Each request may then take LongPoll + Timeout. A server
 	// that holds requests says so with "Preference-Applied: wait=N" and
 	// is asked again at once ([LongPoller]); servers that ignore the
 	// parameter answer at once, which is still correct, and are polled at
