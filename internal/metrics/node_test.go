@@ -113,6 +113,21 @@ func TestLimitsStoreUp(t *testing.T) {
 	compare(t, m, help+"scootgate_limits_store_up 0\n", "scootgate_limits_store_up")
 }
 
+// TestUsageEventsEnabled: scootgate_usage_events_enabled follows its
+// source at each scrape, and is absent without one.
+func TestUsageEventsEnabled(t *testing.T) {
+	m := newMetrics(t)
+	compare(t, m, ``, "scootgate_usage_events_enabled")
+	on := true
+	m.RegisterUsageEvents(func() bool { return on })
+	const help = `# HELP scootgate_usage_events_enabled 1 while usage events are recorded into the outbox; 0 while the node runs without them (usage.enabled = false, or an outbox that could not open).
+# TYPE scootgate_usage_events_enabled gauge
+`
+	compare(t, m, help+"scootgate_usage_events_enabled 1\n", "scootgate_usage_events_enabled")
+	on = false
+	compare(t, m, help+"scootgate_usage_events_enabled 0\n", "scootgate_usage_events_enabled")
+}
+
 // TestEveryEndpointNamed: every client endpoint the request path serves has its
 // own endpoint label; before, responses, embeddings and count_tokens
 // requests were all counted as "unknown".

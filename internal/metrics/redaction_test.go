@@ -92,6 +92,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterUsage(func() usage.RecorderStats { return usage.RecorderStats{Recorded: 1} })
 	m.RegisterHealth(func() bool { return true }, func() bool { return false })
 	m.RegisterLimitsStore(func() bool { return true })
+	m.RegisterUsageEvents(func() bool { return true })
 	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })
 	m.InitEgress("socks-2", "http://sk-canary@proxy")
 	m.RegisterTraces(func() metrics.TraceStats { return metrics.TraceStats{Exported: 3, Failed: 1} })
