@@ -111,9 +111,10 @@
 // eligible and ramped; it becomes linear in the tier's size when most of
 // it is not (many targets at their cap, open, cooling down, tried, or
 // without the capability), through the scan. An affinity pick scores
-// every capable target of the tier (weighted rendezvous hashing, one
-// math.Log each); a spill past the first choice scores the tier again for
-// each step.
+// every capable target of the tier (weighted rendezvous hashing: each
+// score bounded with a few multiplications, math.Log only where two
+// bounds overlap); a spill past the first choice scores the tier again
+// for each step.
 //
 // Costs are compared with upstream's State.Cheaper, which orders two
 // targets as their Costs do up to floating-point rounding (one exponential
