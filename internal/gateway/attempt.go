@@ -173,11 +173,17 @@ func (c *call) failAttempt(a *attempt, e *apierr.Error) {
 // route resolves the model to a pool and runs the attempt loop.
 func (c *call) route(ctx context.Context) {
 	req := c.req
-	// The model as answers may quote it: never a value that holds the
-	// caller's own key (a client that put its key in the model).
-	shown := withoutKey(req.Model, c.r)
+	// docs/api.md "Endpoints" (model names that hold the key): a model name that holds the caller's own
+	// key (a client that put its key in the model) is refused before
+	// anything is sent, whatever the table holds. A pattern would serve
+	// it, and the name reaches the provider (its star part), the request
+	// log and the usage event.
+	if holdsKey(req.Model, c.r) {
+		c.fail(apierr.BadRequest("invalid_model", "the model name holds this request's API key; check the client's model setting"))
+		return
+	}
 	if !c.principal.Allows(req.Model) {
-		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", shown)))
+		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.Model)))
 		return
 	}
 	table := c.h.o.Routes.Load() // pinned for the whole request (docs/snapshots.md)
@@ -187,14 +193,14 @@ func (c *call) route(ctx context.Context) {
 	}
 	m, ok := table.Model(req.Model)
 	if !ok {
-		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", shown)))
+		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.Model)))
 		return
 	}
 	if m.Pattern { // docs/routing.md "Aliases and patterns"
 		c.pattern, c.star = m.Name, m.Star(req.Model)
 	}
 	if len(m.Pools[c.spec.Endpoint]) == 0 && !m.Serves(c.api.Protocol) {
-		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", shown, c.spec.Route())))
+		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.Model, c.spec.Route())))
 		return
 	}
 	// docs/routing.md "Fallbacks": the model serves when one of its
@@ -206,7 +212,7 @@ func (c *call) route(ctx context.Context) {
 	first := why // why the model the request named could not take it
 	for pool == nil {
 		if next == len(m.Chain) {
-			c.refuseStatic(why, shown, len(m.Chain) > 0)
+			c.refuseStatic(why, req.Model, len(m.Chain) > 0)
 			return
 		}
 		cur, next = m.Chain[next], next+1
@@ -300,7 +306,7 @@ func (c *call) route(ctx context.Context) {
 			wait = w
 		}
 		a := attempt{state: provider.NotSent, stage: stageSelect, placement: placement}
-		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", shown), wait))
+		c.failAttempt(&a, apierr.Unavailable(fmt.Sprintf("no target for model %q can take traffic now", req.Model), wait))
 		c.log(ctx, &a)
 		return
 	}
@@ -317,10 +323,10 @@ func (c *call) route(ctx context.Context) {
 		// being made (a slow proxy, a node or provider under load): a
 		// timeout, as the client would have met it after the connection
 		// (docs/api.md "Status codes").
-		c.fail(apierr.GatewayTimeout(fmt.Sprintf("could not reach a provider for model %q within the time limit", shown), false))
+		c.fail(apierr.GatewayTimeout(fmt.Sprintf("could not reach a provider for model %q within the time limit", req.Model), false))
 		return
 	}
-	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", shown), false))
+	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.Model), false))
 }
 
 // sessionKey returns the hash of the request's session key within its

@@ -133,14 +133,18 @@ func TestModelByID(t *testing.T) {
 
 // TestAnswersNeverQuoteTheKey: a client that puts its own key in the
 // model (or the model id of GET /v1/models/{id}) does not get it back in
-// the error body.
+// the error body: a request is refused as invalid_model
+// (TestModelHoldingTheKey), a lookup is a 404.
 func TestAnswersNeverQuoteTheKey(t *testing.T) {
 	h, _ := newHandler(t, Options{})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/v1/chat/completions", `{"model":"x-sk-client-secret-y","messages":[]}`},
-		{"GET", "/v1/models/x-sk-client-secret", ""},
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"x-sk-client-secret-y","messages":[]}`, 400},
+		{"GET", "/v1/models/x-sk-client-secret", "", 404},
 	} {
 		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Authorization", "Bearer sk-client-secret")
@@ -150,8 +154,8 @@ func TestAnswersNeverQuoteTheKey(t *testing.T) {
 		}
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 404 || strings.Contains(string(data), "sk-client-secret") {
-			t.Errorf("%s %s: %d %s; want a 404 without the key", tc.method, tc.path, resp.StatusCode, data)
+		if resp.StatusCode != tc.status || strings.Contains(string(data), "sk-client-secret") {
+			t.Errorf("%s %s: %d %s; want a %d without the key", tc.method, tc.path, resp.StatusCode, data, tc.status)
 		}
 	}
 }

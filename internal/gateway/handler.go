@@ -275,10 +275,18 @@ func (h *Handler) noteRefusal(w *statusWriter, r *http.Request, rid, model strin
 }
 
 // withoutKey returns s, or "[redacted]" when s contains a credential the
-// request carries (a client that put its key in the path or the model):
-// any place authz.ExtractKey reads a key from, and a "key" query
-// parameter.
+// request carries ([holdsKey]).
 func withoutKey(s string, r *http.Request) string {
+	if holdsKey(s, r) {
+		return "[redacted]"
+	}
+	return s
+}
+
+// holdsKey reports whether s contains a credential the request carries
+// (a client that put its key in the path or the model): any place
+// authz.ExtractKey reads a key from, and a "key" query parameter.
+func holdsKey(s string, r *http.Request) bool {
 	holds := func(v string) bool {
 		v = strings.TrimSpace(v)
 		return v != "" && strings.Contains(s, v)
@@ -288,24 +296,24 @@ func withoutKey(s string, r *http.Request) string {
 			v = tok
 		}
 		if holds(v) {
-			return "[redacted]"
+			return true
 		}
 	}
 	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key"} {
 		for _, v := range r.Header.Values(name) {
 			if holds(v) {
-				return "[redacted]"
+				return true
 			}
 		}
 	}
 	if strings.Contains(r.URL.RawQuery, "key=") {
 		for _, v := range r.URL.Query()["key"] {
 			if holds(v) {
-				return "[redacted]"
+				return true
 			}
 		}
 	}
-	return s
+	return false
 }
 
 func (s *statusWriter) WriteHeader(code int) {

@@ -65,7 +65,7 @@ func TestRefused(t *testing.T) {
 		{RequestID: "rid", Path: "/v1/models/no-such", Model: "no-such", Status: 404, Reason: "model_not_found"},
 		{RequestID: "rid", Path: "/v2/nothing", Model: "", Status: 404, Reason: "not_found"},
 		{RequestID: "rid", Path: "[redacted]", Model: "", Status: 404, Reason: "not_found"},
-		{RequestID: "rid", Path: "/v1/chat/completions", Model: "[redacted]", Status: 404, Reason: "model_not_found"},
+		{RequestID: "rid", Path: "/v1/chat/completions", Model: "[redacted]", Status: 400, Reason: "invalid_model"},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("refusals (-got +want):\n%s", diff)
