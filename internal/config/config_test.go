@@ -333,7 +333,7 @@ func TestErrorString(t *testing.T) {
 // TestInvalidFiles is the golden table for testdata/config/invalid: each
 // file fails with exactly these problems.
 func TestInvalidFiles(t *testing.T) {
-	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "SG_PROXY_PASSWORD": "pw"})
+	env := fakeEnv(map[string]string{"OPENAI_API_KEY": "k", "GEMINI_API_KEY": "k", "SG_PROXY_PASSWORD": "pw"})
 	tests := []struct {
 		file string
 		want []Problem
@@ -408,6 +408,13 @@ func TestInvalidFiles(t *testing.T) {
 				{`models."claude-*-latest"`, `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`},
 				{"models.gpt-4o.targets[0].model", `"*" stands for what a pattern's star matched, and this model's name is no pattern (a name that ends in "*")`},
 				{`models."openai/*".targets[0].model`, `"*" may appear only once (it stands for what the pattern's star matched)`},
+			},
+		},
+		{
+			file: "gemini-names.toml",
+			want: []Problem{
+				{"models.gemini-tuned.targets[0].model", "a gemini backend is sent {base_url}/models/{model}:{method}; the model must be " + routesnap.GeminiNameRule},
+				{`models."google/gemini-pro"`, "a model with a gemini target is called at /v1beta/models/{model}:{method}; the name must be " + routesnap.GeminiNameRule},
 			},
 		},
 		{

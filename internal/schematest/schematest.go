@@ -220,6 +220,7 @@ var RouteRules = []Rule{
 	{"backend ids are unique", matching(`^backends\[\d+\]\.id: duplicate of backends\[\d+\]$`)},
 	{"model names are unique", matching(`^models\[\d+\]\.name: duplicate of models\[\d+\](: two patterns with the same prefix .*)?$`)},
 	{"a star in a target's model only where the model's name is a pattern", matching(`^models\[\d+\]\.targets\[\d+\]\.model: "\*" stands for what a pattern's star matched, `)},
+	{"a model with a gemini target, and that target's model, are Gemini path segments (routesnap.GeminiName)", matching(`^models\[\d+\](\.targets\[\d+\])?\.(name|model): a (model with a gemini target is called|gemini backend is sent) `)},
 	{"every target names a backend of the document", matching(`^models\[\d+\]\.targets\[\d+\]\.backend: unknown backend "[A-Za-z0-9._-]+"$`)},
 	{"no two targets of a model share backend and model", matching(`^models\[\d+\]\.targets\[\d+\]: duplicate of targets\[\d+\] \(same backend and model\); merge their weights$`)},
 	{"base_url passes routesnap.CheckBaseURL (loopback-only http, no link-local or metadata host, a valid host and port, no user info, query or fragment)", matching(`^backends\[\d+\]\.base_url: `)},

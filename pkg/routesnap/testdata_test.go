@@ -132,6 +132,10 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[0].targets[0].max_output_tokens", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 			{Path: "models[0].fallbacks", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		}},
+		"gemini-names.json": {validate: []routesnap.Problem{
+			{Path: "models[1].name", Msg: gemName},
+			{Path: "models[2].targets[0].model", Msg: gemModel},
+		}},
 		"endpoints.json": {validate: []routesnap.Problem{
 			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},
 			{Path: "backends[0].endpoints[2]", Msg: "duplicate of endpoints[0]"},

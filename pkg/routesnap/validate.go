@@ -89,7 +89,10 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //   - context_window and max_output_tokens, when present, are
 //     1..[MaxContextTokens], and max_output_tokens is at most
 //     context_window;
-//   - fallbacks, when present, pass the rules of [Model.Fallbacks].
+//   - fallbacks, when present, pass the rules of [Model.Fallbacks];
+//   - a model with a target on a [ProtocolGemini] backend has a name that
+//     passes [GeminiName], and so does that target's model: both stand in
+//     a Gemini method path.
 //
 // Routes without a document are judged by the newest schema's rules.
 func ValidateRoutes(backends []Backend, models []Model, defined func(name string) bool) error {
@@ -127,6 +130,62 @@ func (v *validator) err() error {
 func (v *validator) routes(bs []Backend, ms []Model) {
 	v.models(ms, v.backends(bs))
 	v.fallbacks(bs, ms)
+	v.geminiNames(bs, ms)
+}
+
+// GeminiNameRule says what [GeminiName] accepts, for messages.
+const GeminiNameRule = `one path segment of letters, digits and -._~!$&'()*+,;=:@ (no "/", no percent-encoding, not "." or "..")`
+
+// GeminiName reports whether s can stand for {model} in a Gemini method
+// path, /v1beta/models/{model}:{method}: one RFC 3986 path segment,
+// written plainly. A Gemini model id is one segment (Google's resource
+// names are models/{id}; a tuned model, tunedModels/{id}, has a path of
+// its own that a node does not serve), so a name with "/" could be listed
+// but never called.
+func GeminiName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// geminiNames checks the names a Gemini path carries: a model with a
+// target on a gemini backend is called at /v1beta/models/{name}:{method},
+// and the target's model is sent at {base_url}/models/{model}:{method}.
+func (v *validator) geminiNames(bs []Backend, ms []Model) {
+	gemini := make(map[string]bool, len(bs))
+	for _, b := range bs {
+		if b.Protocol == ProtocolGemini {
+			gemini[b.ID] = true
+		}
+	}
+	if len(gemini) == 0 {
+		return
+	}
+	for i, m := range ms {
+		path := "models[" + strconv.Itoa(i) + "]"
+		named := false
+		for j, t := range m.Targets {
+			if !gemini[t.Backend] {
+				continue
+			}
+			if !named && CheckModelName(m.Name) == "" && !GeminiName(m.Name) {
+				v.add(path+".name", "a model with a gemini target is called at /v1beta/models/{model}:{method}; the name must be %s", GeminiNameRule)
+			}
+			named = true
+			if CheckModelName(t.Model) == "" && !GeminiName(t.Model) {
+				v.add(path+".targets["+strconv.Itoa(j)+"].model", "a gemini backend is sent {base_url}/models/{model}:{method}; the model must be %s", GeminiNameRule)
+			}
+		}
+	}
 }
 
 // backends checks the backends and returns the index of each valid id.

@@ -29,6 +29,11 @@ func valid() *routesnap.Snapshot {
 	}
 }
 
+const (
+	gemName  = `a model with a gemini target is called at /v1beta/models/{model}:{method}; the name must be ` + routesnap.GeminiNameRule
+	gemModel = `a gemini backend is sent {base_url}/models/{model}:{method}; the model must be ` + routesnap.GeminiNameRule
+)
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -188,6 +193,26 @@ func TestValidate(t *testing.T) {
 			name:   "model names must be UTF-8",
 			mutate: func(s *routesnap.Snapshot) { s.Models[0].Name = "g\xffpt" },
 			want:   []routesnap.Problem{{Path: "models[0].name", Msg: "must be valid UTF-8"}},
+		},
+		{
+			name: "gemini names are path segments",
+			mutate: func(s *routesnap.Snapshot) {
+				s.Backends = append(s.Backends, routesnap.Backend{ID: "gm", Protocol: "gemini", BaseURL: "https://gm.example/v1beta", Credential: "c3", MaxInflightPerNode: 8})
+				s.Models = append(s.Models,
+					routesnap.Model{Name: "gemini-2.5:latest", Targets: []routesnap.Target{{Backend: "gm", Model: "gemini-2.5-pro", Weight: 1}}},
+					routesnap.Model{Name: "google/gemini", Targets: []routesnap.Target{{Backend: "gm", Model: "tunedModels/x", Weight: 1}}},
+					routesnap.Model{Name: "g/*", Targets: []routesnap.Target{{Backend: "gm", Model: "*", Weight: 1}, {Backend: "oa", Model: "a/b", Weight: 1}}},
+					routesnap.Model{Name: "..", Targets: []routesnap.Target{{Backend: "gm", Model: "gemini%2Fpro", Weight: 1}, {Backend: "gm", Model: "x", Weight: 1}}},
+					routesnap.Model{Name: "openai/only", Targets: []routesnap.Target{{Backend: "oa", Model: "a/b", Weight: 1}}},
+				)
+			},
+			want: []routesnap.Problem{
+				{Path: "models[3].name", Msg: gemName},
+				{Path: "models[3].targets[0].model", Msg: gemModel},
+				{Path: "models[4].name", Msg: gemName},
+				{Path: "models[5].name", Msg: gemName},
+				{Path: "models[5].targets[0].model", Msg: gemModel},
+			},
 		},
 	}
 	for _, tt := range tests {
