@@ -50,6 +50,10 @@ func routesDecoder(h *routes.Holder, policy credential.Policy, reg *upstream.Reg
 			h.Store(t)
 			reg.Prune(t.Uses)  // removed backends' state goes once idle
 			reg.Enable(t.Uses) // a newer document that still lists a disabled backend re-enables it
+			// ... and ends what the providers' rate-limit headers said
+			// (docs/routing.md "Headroom"): a far reset lasts no longer
+			// than the next publish.
+			reg.ForgetHeadroom(t.Uses)
 			return nil
 		}, nil
 	}

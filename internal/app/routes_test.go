@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -276,4 +277,56 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 		t.Fatalf("%q does not occur exactly once", old)
 	}
 	return s[:i] + new + s[i+len(old):]
+}
+
+// TestNewRoutingVersionEndsHeadroom: a provider whose rate-limit headers
+// name a reset a year ahead holds its backend for the node's
+// rate_limit_max at most, and applying a newer routing document ends
+// the hold at once, keeping the backend's other state (its cooldown).
+func TestNewRoutingVersionEndsHeadroom(t *testing.T) {
+	var h routes.Holder
+	at := time.Unix(1000, 0)
+	reg := upstream.NewRegistry(upstream.Options{Clock: func() time.Time { return at }})
+	decode := routesDecoder(&h, policyOf([]string{"a.example", "b.example", "an.example"}, "c"), reg)
+	apply := func() {
+		t.Helper()
+		_, apply, err := decode([]byte(snapshotJSON))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := apply(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply()
+	m, _ := h.Load().Model("mixed")
+	var states []*upstream.State
+	for _, pool := range m.Pools {
+		for _, tg := range pool {
+			states = append(states, tg.Backend.State)
+		}
+	}
+	if len(states) < 2 {
+		t.Fatalf("%d targets", len(states))
+	}
+	held, cooled := states[0], states[len(states)-1]
+	year := upstream.Budget{Stated: true, Limit: 100, Remaining: 0, Reset: 8760 * time.Hour}
+	if !held.Acquire() || !cooled.Acquire() {
+		t.Fatal("Acquire refused")
+	}
+	held.Finish(upstream.Result{Outcome: upstream.Success, Sent: held.Acquired(), Headroom: upstream.Headroom{Requests: year}})
+	cooled.Finish(upstream.Result{Outcome: upstream.RateLimited, RetryAfter: 30 * time.Second})
+	if held.ReadyNow() {
+		t.Fatal("a used-up budget does not hold")
+	}
+	if until := held.EligibleAt(); until.After(at.Add(upstream.DefaultRateLimitMax)) {
+		t.Errorf("held until %v, past rate_limit_max", until)
+	}
+	apply() // the next version
+	if !held.ReadyNow() {
+		t.Error("a newer routing document did not end the headroom hold")
+	}
+	if cooled.ReadyNow() {
+		t.Error("a newer routing document ended a 429's cooldown")
+	}
 }

@@ -12,7 +12,7 @@ type Breaker struct {
 // Cooldown sets how long a target rests after a provider 429 (docs/failures.md "Cooldowns").
 type Cooldown struct {
 	RateLimitDefault time.Duration // 429 without Retry-After
-	RateLimitMax     time.Duration // cap on a 429's Retry-After
+	RateLimitMax     time.Duration // cap on a 429's Retry-After and on a headroom reset
 	Quota            time.Duration // quota or balance exhausted (429, 400, 402); longer if the provider names a later reset
 	// DisabledProbe is how long a backend disabled by a provider 401/403
 	// waits before one request probes it again.

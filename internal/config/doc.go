@@ -95,7 +95,7 @@
 //
 //	[cooldown]                          # docs/failures.md "Cooldowns": provider 429s
 //	rate_limit_default = "5s"           # 100ms..1h: rest after a 429 without Retry-After
-//	rate_limit_max = "60s"              # rate_limit_default..1h: cap on a 429's Retry-After
+//	rate_limit_max = "60s"              # rate_limit_default..1h: cap on a 429's Retry-After and a headroom reset
 //	quota = "30m"                       # 1s..168h: rest after quota exhaustion (429 insufficient_quota, 400
 //	                                    #   "credit balance is too low", 402); longer if the provider names a later reset
 //	disabled_probe = "10m"              # 1s..168h: a backend disabled by a provider 401/403 gets one probe

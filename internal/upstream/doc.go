@@ -48,8 +48,10 @@
 // A Result carries what the answer's rate-limit headers said
 // ([Headroom]); Finish applies it whatever the outcome. A budget with
 // nothing left holds the backend (Ready and Acquire refuse) until the
-// reset the provider named, or RateLimitDefault when it named none; a
-// hold only ever lengthens, like a cooldown. Acquire counts each request
+// reset the provider named, capped at RateLimitMax like a 429's
+// Retry-After, or RateLimitDefault when it named none; a hold only ever
+// lengthens, like a cooldown, and [Registry.ForgetHeadroom] (a newer
+// routing table) ends it. Acquire counts each request
 // against the request budget, and an answer's count is reduced by the
 // requests that took a slot after the answered one (Result.Sent, which
 // the lease sets), so concurrent requests do not overshoot; an answer to

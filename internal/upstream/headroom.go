@@ -178,8 +178,11 @@ func (h *headroom) take(sh *shared) {
 // attempt: an answer to a request older than the newest applied one is
 // stale and ignored. after is how many requests took a slot after this
 // one, spent the Result.SentTokens mark (the provider had not counted
-// those when it answered).
-func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, fallback time.Duration) {
+// those when it answered). fallback is the hold of a used-up budget with
+// no reset; longest caps a stated reset (docs/routing.md "Headroom": a
+// provider's headers never rest a backend longer than a 429's
+// Retry-After may, whatever reset they name).
+func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, fallback, longest time.Duration) {
 	if hr.Malformed > 0 {
 		h.malformed.Add(uint64(hr.Malformed))
 	}
@@ -203,7 +206,7 @@ func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, 
 		b.limit.Store(min(max(in.Limit, 0), maxCount))
 		var r int64
 		if in.Reset > 0 {
-			r = int64(now) + int64(in.Reset)
+			r = int64(now) + int64(min(in.Reset, longest))
 		}
 		b.reset.Store(r)
 		if left > 0 {
@@ -220,6 +223,20 @@ func (h *headroom) observe(hr Headroom, now Instant, sent, after, spent uint64, 
 		tokensAfter = int64(h.spent.Load() - spent)
 	}
 	apply(&h.tokens, hr.Tokens, tokensAfter)
+}
+
+// forget drops what answers' headers said: both budgets become unknown
+// and a hold they set ends. The counters kept for metrics (held,
+// malformed) and the accounting of slots (seq, spent) stay.
+func (h *headroom) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range [...]*budget{&h.requests, &h.tokens} {
+		b.left.Store(unknown)
+		b.limit.Store(0)
+		b.reset.Store(0)
+	}
+	h.until.Store(0)
 }
 
 // untake gives back the request that take counted for a slot that was

@@ -258,3 +258,77 @@ func TestFits(t *testing.T) {
 		t.Error("no room after the reset")
 	}
 }
+
+// TestHeadroomResetCapped: whatever reset a provider's headers name (a
+// year ahead, a token reset years away, a limit of 0), the hold and the
+// token budget's wait end by RateLimitMax, as a 429's Retry-After would.
+func TestHeadroomResetCapped(t *testing.T) {
+	const year = 8760 * time.Hour
+	tests := []struct {
+		name string
+		h    Headroom
+	}{
+		{"requests used up, reset a year ahead", Headroom{Requests: stated(100, 0, year)}},
+		{"tokens used up, reset years ahead", Headroom{Tokens: stated(1000, 0, 4*year)}},
+		{"limit 0", Headroom{Requests: stated(0, 0, year), Tokens: stated(0, 0, year)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clock.NewFake(time.Unix(1000, 0))
+			o := testOptions(c)
+			o.RateLimitMax = 90 * time.Second
+			s := newState(t, o, 10)
+			s.Finish(Result{Outcome: Success, Sent: take(t, s), Headroom: tt.h})
+			if s.ReadyNow() && s.Fits(1) {
+				t.Fatal("not held back at all")
+			}
+			end := c.Now().Add(o.RateLimitMax)
+			if got := s.EligibleAt(); got.After(end) {
+				t.Errorf("EligibleAt = %v, after the cap %v", got, end)
+			}
+			if got := s.FitsAt(1); got.After(end) {
+				t.Errorf("FitsAt = %v, after the cap %v", got, end)
+			}
+			c.Advance(o.RateLimitMax)
+			if !s.ReadyNow() || !s.Fits(1) {
+				t.Error("still held back at the cap")
+			}
+		})
+	}
+}
+
+// TestForgetHeadroom: a newer routing table ends what the headers said
+// (the hold, the budgets) for the backends it keeps, and nothing else: a
+// cooldown after a 429 runs on, and a backend it does not keep stays held.
+func TestForgetHeadroom(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	reg := NewRegistry(testOptions(c))
+	kept, cooled, dropped := reg.Get(Identity{ID: "kept", Cap: 10}), reg.Get(Identity{ID: "cooled", Cap: 10}), reg.Get(Identity{ID: "dropped", Cap: 10})
+	usedUp := Headroom{Requests: stated(100, 0, time.Minute), Tokens: stated(1000, 0, time.Minute)}
+	for _, s := range []*State{kept, dropped} {
+		s.Finish(Result{Outcome: Success, Sent: take(t, s), Headroom: usedUp})
+	}
+	cooled.Finish(Result{Outcome: RateLimited, RetryAfter: 30 * time.Second, Sent: take(t, cooled), Headroom: usedUp})
+	if kept.ReadyNow() || dropped.ReadyNow() {
+		t.Fatal("not held")
+	}
+	reg.ForgetHeadroom(func(id Identity) bool { return id.ID != "dropped" })
+	v := kept.View()
+	if !kept.ReadyNow() || !kept.Fits(1) || !v.HeadroomUntil.IsZero() || v.HeadroomRequestsKnown || v.HeadroomTokensKnown {
+		t.Errorf("the kept backend still holds what the headers said: %+v", v)
+	}
+	if v.HeldFor == 0 {
+		t.Error("the time held so far was forgotten too")
+	}
+	if cooled.ReadyNow() || cooled.View().CooldownUntil.IsZero() {
+		t.Error("the 429's cooldown ended with the headroom")
+	}
+	if dropped.ReadyNow() {
+		t.Error("a backend the table does not keep was released")
+	}
+	// The next answer states the budgets again.
+	kept.Finish(Result{Outcome: Success, Sent: take(t, kept), Headroom: Headroom{Requests: stated(100, 0, time.Minute)}})
+	if kept.ReadyNow() {
+		t.Error("a new answer's used-up budget does not hold")
+	}
+}

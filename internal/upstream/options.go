@@ -24,7 +24,7 @@ type Options struct {
 	Breaker BreakerOptions // zero fields take breaker's defaults (5 failures, 5s, 5m, jitter 0.2)
 
 	RateLimitDefault time.Duration // cooldown after a 429 without Retry-After; default 5s
-	RateLimitMax     time.Duration // cap on a 429's Retry-After; default 60s; raised to RateLimitDefault if smaller
+	RateLimitMax     time.Duration // cap on a 429's Retry-After and on a headroom hold's reset; default 60s; raised to RateLimitDefault if smaller
 	QuotaCooldown    time.Duration // cooldown after quota exhaustion; default 30m
 	// AuthProbeAfter is how long a backend disabled by a provider 401/403
 	// waits before one request may probe it; default 10m.

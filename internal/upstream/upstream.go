@@ -260,7 +260,7 @@ func (s *State) Release() {
 // "Headroom"), before the slot is given back.
 func (s *State) observe(r Result) {
 	if s.sh.o.Headroom == HeadroomOff {
-		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0, 0)
+		s.hr.observe(Headroom{Malformed: r.Headroom.Malformed}, 0, 0, 0, 0, 0, 0)
 		return
 	}
 	// Counting starts with the first budget stated, and a slot taken
@@ -269,7 +269,7 @@ func (s *State) observe(r Result) {
 	if a := s.acquired.Load(); r.Sent > 0 && a > r.Sent {
 		after = a - r.Sent
 	}
-	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, r.SentTokens, s.sh.o.RateLimitDefault)
+	s.hr.observe(r.Headroom, s.sh.now(), r.Sent, after, r.SentTokens, s.sh.o.RateLimitDefault, s.sh.o.RateLimitMax)
 }
 
 // disable starts (or, after a failed probe, restarts) the probe delay.
@@ -516,6 +516,21 @@ func (r *Registry) Enable(keep func(Identity) bool) {
 	for id, s := range r.All() {
 		if s.Disabled() && keep(id) {
 			s.Enable()
+		}
+	}
+}
+
+// ForgetHeadroom drops what the providers' rate-limit headers said about
+// every backend keep reports (budgets, and the holds they set), keeping
+// the rest of its state: in flight, latency, breaker, cooldowns. Call it
+// after a swap to a newer routing table with keep = newTable.Uses: a
+// provider that named a far reset must not keep a backend out past the
+// operator's next publish (docs/routing.md "Headroom"). The next answer
+// states the budgets again.
+func (r *Registry) ForgetHeadroom(keep func(Identity) bool) {
+	for id, s := range r.All() {
+		if keep(id) {
+			s.hr.forget()
 		}
 	}
 }
