@@ -1,7 +1,9 @@
 package catalog_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -106,5 +108,55 @@ func TestHeadroom(t *testing.T) {
 	}
 	if catalog.API(provider.Gemini).Headroom != nil {
 		t.Error("Gemini documents no rate-limit headers; its Headroom should be nil")
+	}
+}
+
+// TestHostileRateLimitHeaders: the rate-limit headers of the last
+// hostile-input review (testdata/hostile/ratelimit.json), each read by
+// its API and applied to a backend: whatever reset they name, the
+// backend is held back for rate_limit_max at most, as after a 429.
+func TestHostileRateLimitHeaders(t *testing.T) {
+	data, err := os.ReadFile("../../../testdata/hostile/ratelimit.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Finding  string
+		Protocol string
+		Headers  map[string]string
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	now := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	for _, c := range cases {
+		p, ok := provider.ParseProtocol(c.Protocol)
+		if !ok {
+			t.Fatalf("%s: protocol %q", c.Finding, c.Protocol)
+		}
+		h := http.Header{}
+		for k, v := range c.Headers {
+			h.Set(k, v)
+		}
+		hr := catalog.API(p).Headroom(h, now)
+		o := upstream.Options{Clock: func() time.Time { return now }}
+		s := upstream.NewRegistry(o).Get(upstream.Identity{ID: "b", Cap: 10})
+		if !s.Acquire() {
+			t.Fatal("Acquire refused")
+		}
+		s.Finish(upstream.Result{Outcome: upstream.Success, Sent: s.Acquired(), Headroom: hr})
+		if s.ReadyNow() && s.Fits(1) {
+			t.Errorf("%s: not held back at all (read %+v)", c.Finding, hr)
+		}
+		end := now.Add(upstream.DefaultRateLimitMax)
+		if at := s.EligibleAt(); at.After(end) {
+			t.Errorf("%s: held until %v, past rate_limit_max", c.Finding, at)
+		}
+		if at := s.FitsAt(1); at.After(end) {
+			t.Errorf("%s: tokens held until %v, past rate_limit_max", c.Finding, at)
+		}
 	}
 }
