@@ -234,7 +234,6 @@ func parseDisposition(v string) (disposition, *provider.BodyError) {
 	var (
 		keys  [maxParams]string // the parameters read so far
 		nkeys int
-		named bool
 	)
 	for {
 		i = skipSpace(v, i)
@@ -282,13 +281,13 @@ func parseDisposition(v string) (disposition, *provider.BodyError) {
 			if slash {
 				return d, provider.Problemf("ambiguous_member", "the Content-Disposition has a backslash in its name, which readers decode differently")
 			}
-			d.name, named = value, true
+			d.name = value
 		case strings.EqualFold(key, "filename"):
 			d.file = true
 		}
 		// Readers that know no other parameter ignore it.
 	}
-	if !named || d.name == "" {
+	if d.name == "" {
 		return d, provider.Problemf("invalid_multipart", "the Content-Disposition names no field")
 	}
 	return d, nil
