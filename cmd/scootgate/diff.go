@@ -174,6 +174,7 @@ func diffTargets(model string, old, new []routesnap.Target) []Change {
 			ch.int("tier", o.Tier, n.Tier)
 			ch.str("context_window", tokens(o.ContextWindow), tokens(n.ContextWindow))
 			ch.str("max_output_tokens", tokens(o.MaxOutputTokens), tokens(n.MaxOutputTokens))
+			ch.str("price", priceText(o.Price), priceText(n.Price))
 			d.changed("target", k, ch)
 		}
 	}
@@ -200,6 +201,9 @@ func targetSummary(t routesnap.Target) string {
 	if t.MaxOutputTokens != nil {
 		parts = append(parts, "max_output_tokens "+strconv.Itoa(*t.MaxOutputTokens))
 	}
+	if t.Price != nil {
+		parts = append(parts, "price "+priceText(t.Price))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -217,6 +221,30 @@ func tokens(n *int) string {
 		return "none"
 	}
 	return strconv.Itoa(*n)
+}
+
+// priceText renders a target's price in USD per million tokens, as the
+// document writes it: "in 3 out 15 cache_read 0.3 cache_write 3.75
+// (above 200000 input tokens: in 6 out 22.5)", or "none".
+func priceText(p *routesnap.Price) string {
+	if p == nil {
+		return "none"
+	}
+	rates := func(in, out, cr, cw string) string {
+		s := "in " + in + " out " + out
+		if cr != "" {
+			s += " cache_read " + cr
+		}
+		if cw != "" {
+			s += " cache_write " + cw
+		}
+		return s
+	}
+	s := rates(p.Input, p.Output, p.CacheRead, p.CacheWrite)
+	if lc := p.LongContext; lc != nil {
+		s += " (above " + strconv.FormatInt(lc.AboveInputTokens, 10) + " input tokens: " + rates(lc.Input, lc.Output, lc.CacheRead, lc.CacheWrite) + ")"
+	}
+	return s
 }
 
 // diffAuthz compares two authorization snapshots by key id, then their
@@ -286,6 +314,12 @@ func limits(l authsnap.Limits) string {
 	}
 	if l.MaxConcurrent > 0 {
 		parts = append(parts, "concurrent "+strconv.FormatInt(l.MaxConcurrent, 10))
+	}
+	if l.USDPerDay != "" {
+		parts = append(parts, "usd/day "+l.USDPerDay)
+	}
+	if l.USDPerMonth != "" {
+		parts = append(parts, "usd/month "+l.USDPerMonth)
 	}
 	if len(parts) == 0 {
 		return "none"

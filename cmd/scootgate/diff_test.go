@@ -109,3 +109,55 @@ func TestDiffAuthz(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffPrices: check shows a price added, changed (base and
+// long-context tier) and removed, in the document's own decimals.
+func TestDiffPrices(t *testing.T) {
+	target := func(model string, p *routesnap.Price) routesnap.Target {
+		return routesnap.Target{Backend: "b", Model: model, Weight: 1, Price: p}
+	}
+	doc := func(v uint64, ts ...routesnap.Target) *routesnap.Snapshot {
+		return &routesnap.Snapshot{Schema: 2, Version: v,
+			Backends: []routesnap.Backend{{ID: "b", Protocol: "anthropic", BaseURL: "https://b.example/v1", Credential: "c", MaxInflightPerNode: 1}},
+			Models:   []routesnap.Model{{Name: "m", Targets: ts}}}
+	}
+	old := doc(1,
+		target("a", nil),
+		target("b", &routesnap.Price{Input: "3", Output: "15"}),
+		target("c", &routesnap.Price{Input: "1", Output: "2"}),
+	)
+	new := doc(2,
+		target("a", &routesnap.Price{Input: "0.8", Output: "4", CacheRead: "0.08"}),
+		target("b", &routesnap.Price{Input: "3", Output: "15", LongContext: &routesnap.PriceTier{AboveInputTokens: 200000, Input: "6", Output: "22.5"}}),
+		target("c", nil),
+		target("d", &routesnap.Price{Input: "1", Output: "2", CacheWrite: "1.25"}),
+	)
+	got := diffRoutes(old, new).String()
+	want := `routes: version 1 -> 2: 4 changes
+~ target m -> b/a: price none -> in 0.8 out 4 cache_read 0.08
+~ target m -> b/b: price in 3 out 15 -> in 3 out 15 (above 200000 input tokens: in 6 out 22.5)
+~ target m -> b/c: price in 1 out 2 -> none
++ target m -> b/d (weight 1, price in 1 out 2 cache_write 1.25)
+`
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("diff mismatch (-got +want):\n%s", diff)
+	}
+}
+
+// TestDiffBudgets: check shows a key's and a tenant's budgets change.
+func TestDiffBudgets(t *testing.T) {
+	key := func(l authsnap.Limits) authsnap.Key {
+		return authsnap.Key{KeyID: "k", TenantID: "t", Digest: authsnap.Digest("x"), Limits: l}
+	}
+	old := &authsnap.Snapshot{Schema: 2, Version: 1, Keys: []authsnap.Key{key(authsnap.Limits{RequestsPerMinute: 60})}}
+	new := &authsnap.Snapshot{Schema: 2, Version: 2, Keys: []authsnap.Key{key(authsnap.Limits{RequestsPerMinute: 60, USDPerDay: "20"})},
+		Tenants: []authsnap.Tenant{{TenantID: "t", Limits: authsnap.Limits{USDPerMonth: "500.5"}}}}
+	got := diffAuthz(old, new).String()
+	want := `authz: version 1 -> 2: 2 changes
+~ key k: limits rpm 60 -> rpm 60, usd/day 20
++ tenant t (limits usd/month 500.5)
+`
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("diff mismatch (-got +want):\n%s", diff)
+	}
+}

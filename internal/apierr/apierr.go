@@ -78,6 +78,18 @@ func RateLimited(tenantScope bool, msg string, retryAfter time.Duration) *Error 
 	return &Error{Status: 429, Code: code, Msg: msg, RetryAfter: retryAfter, ShouldRetry: &yes}
 }
 
+// BudgetExceeded is the 429 of a spent budget (docs/limits.md
+// "Budgets"): key_budget_exceeded or tenant_budget_exceeded, with
+// Retry-After the time until the window ends and x-should-retry false:
+// no retry can succeed before then.
+func BudgetExceeded(tenantScope bool, msg string, retryAfter time.Duration) *Error {
+	code := "key_budget_exceeded"
+	if tenantScope {
+		code = "tenant_budget_exceeded"
+	}
+	return &Error{Status: 429, Code: code, Msg: msg, RetryAfter: retryAfter, ShouldRetry: &no}
+}
+
 // BadGateway is a 502. possiblySent reports whether the request may have
 // reached the provider; if so the client is told not to retry
 // (docs/failures.md).

@@ -47,6 +47,7 @@ func routesDecoder(h *routes.Holder, policy credential.Policy, reg *upstream.Reg
 			if err != nil {
 				return err
 			}
+			t.SetVersion(doc.Version) // the identity of its prices in usage events
 			h.Store(t)
 			reg.Prune(t.Uses)  // removed backends' state goes once idle
 			reg.Enable(t.Uses) // a newer document that still lists a disabled backend re-enables it

@@ -89,7 +89,8 @@ func TestParseExampleConfig(t *testing.T) {
 	want.Models = []routesnap.Model{
 		{Name: "claude-*", Targets: []routesnap.Target{{Backend: "anthropic-1", Model: "claude-*", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
 		{Name: "claude-sonnet", Targets: []routesnap.Target{{Backend: "anthropic-1", Model: "claude-sonnet-4-5", Weight: 1, Stream: true, Tools: true, JSONSchema: true}}},
-		{Name: "gpt-4o", Targets: []routesnap.Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true}}},
+		{Name: "gpt-4o", Targets: []routesnap.Target{{Backend: "openai-1", Model: "gpt-4o-2024-08-06", Weight: 100, Stream: true, Tools: true,
+			Price: &routesnap.Price{Input: "2.5", Output: "10", CacheRead: "1.25"}}}},
 	}
 	want.Authz = Authz{Source: "file:/etc/scootgate/authz.json"}
 	want.MQTT.Broker, want.MQTT.Username, want.MQTT.Password = "tcp://127.0.0.1:1883", "scootgate", secret.New("mqtt-pw")
@@ -343,7 +344,7 @@ func TestInvalidFiles(t *testing.T) {
 			want: []Problem{
 				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
 				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
-				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, context_window, json_schema, max_output_tokens, model, stream, tier, tools, weight"},
+				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, context_window, json_schema, max_output_tokens, model, price, stream, tier, tools, weight"},
 				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, tracing, usage"},
 			},
 		},

@@ -754,6 +754,27 @@ func TestRulesModels(t *testing.T) {
 			wantView: []routesnap.Model{{Name: "m1", Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1000000, Stream: true, Tools: true, JSONSchema: true, Tier: 3}}}},
 		},
 		{
+			name: "price with a long-context tier", view: models,
+			edits: []string{targetWt, "weight = 1\nprice = { input = \"3\", output = \"15\", cache_read = \"0.3\", cache_write = \"3.75\", " +
+				"long_context = { above_input_tokens = 200000, input = \"6\", output = \"22.5\" } }"},
+			wantView: []routesnap.Model{{Name: "m1", Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1, Price: &routesnap.Price{
+				Input: "3", Output: "15", CacheRead: "0.3", CacheWrite: "3.75",
+				LongContext: &routesnap.PriceTier{AboveInputTokens: 200000, Input: "6", Output: "22.5"},
+			}}}}},
+		},
+		{
+			name: "price problems name the member", edits: []string{targetWt, "weight = 1\nprice = { input = 3, output = \"1.0000001\", cache_read = \"x\", extra = \"1\", " +
+				"long_context = { above_input_tokens = 0, input = \"6\" } }"},
+			want: []Problem{
+				{"models.m1.targets[0].price.input", "expected a string, got an integer"},
+				{"models.m1.targets[0].price.long_context.above_input_tokens", "0 is out of range; expected 1..9223372036854775807"},
+				{"models.m1.targets[0].price.long_context.output", `missing; expected a price in USD per million tokens as a decimal string, like "3.75"`},
+				{"models.m1.targets[0].price.extra", "unknown key; expected one of: cache_read, cache_write, input, long_context, output"},
+				{"models.m1.targets[0].price.output", `"1.0000001" has too many digits after the point: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+				{"models.m1.targets[0].price.cache_read", `"x" is not a non-negative decimal: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+			},
+		},
+		{
 			name: "affinity off", view: models,
 			edits:    []string{modelHeader, "[models.m1]\naffinity = false\n[[models.m1.targets]]"},
 			wantView: []routesnap.Model{{Name: "m1", Affinity: new(false), Targets: []routesnap.Target{{Backend: "b1", Model: "real-1", Weight: 1}}}},

@@ -774,7 +774,35 @@ func (v *validator) target(t *table) routesnap.Target {
 	if n, ok := t.integer("max_output_tokens", "", math.MinInt64, math.MaxInt64); ok {
 		tg.MaxOutputTokens = new(clampInt(n))
 	}
+	if pt, ok := t.sub("price", ""); ok {
+		tg.Price = price(pt)
+	}
 	return tg
+}
+
+// price decodes a target's price table (docs/routing.md "Prices"); the
+// routing snapshot's rules check the decimals.
+func price(t *table) *routesnap.Price {
+	defer t.done()
+	const want = `a price in USD per million tokens as a decimal string, like "3.75"`
+	p := &routesnap.Price{}
+	p.Input, _ = t.str("input", want)
+	p.Output, _ = t.str("output", want)
+	p.CacheRead, _ = t.str("cache_read", "")
+	p.CacheWrite, _ = t.str("cache_write", "")
+	if lt, ok := t.sub("long_context", ""); ok {
+		lc := &routesnap.PriceTier{}
+		if n, ok := lt.integer("above_input_tokens", "an integer number of input tokens", 1, math.MaxInt64); ok {
+			lc.AboveInputTokens = n
+		}
+		lc.Input, _ = lt.str("input", want)
+		lc.Output, _ = lt.str("output", want)
+		lc.CacheRead, _ = lt.str("cache_read", "")
+		lc.CacheWrite, _ = lt.str("cache_write", "")
+		lt.done()
+		p.LongContext = lc
+	}
+	return p
 }
 
 // clampInt converts n to an int, saturating, so that an out-of-range

@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // Timeout causes, told apart with context.Cause.
@@ -69,6 +71,7 @@ type call struct {
 	limited  bool
 	ticket   limits.Ticket
 	rl       provider.RateLimits
+	budget   limits.BudgetWindow // the binding budget as admission saw it (docs/limits.md "Budgets")
 	admitted time.Time
 
 	sw statusWriter // w, allocated with the call
@@ -230,7 +233,7 @@ func (c *call) route(ctx context.Context) {
 	if sub := c.principal.Limit; sub != nil {
 		c.limited, c.admitted = true, c.h.o.Now()
 		tk, st, ok := sub.Admit(c.admitted)
-		c.rl = rateLimits(&st)
+		c.rl, c.budget = rateLimits(&st), st.Budget
 		if !ok {
 			c.refuseLimited(&st)
 			return
@@ -745,6 +748,23 @@ func (c *call) limitHeaders(h http.Header) {
 	if c.limited && c.api.LimitHeaders != nil {
 		c.api.LimitHeaders.Write(h, c.rl, c.admitted)
 	}
+	if c.limited && c.budget.Limit > 0 {
+		budgetHeaders(h, c.budget)
+	}
+}
+
+// Budget headers (docs/limits.md "Headers"): what is left of the key's
+// binding budget when it was admitted, in US dollars, and the seconds
+// until its window ends. The same in every API: providers have no
+// header of their own for money.
+const (
+	headerBudgetRemaining = "X-Scootgate-Budget-Remaining-Usd"
+	headerBudgetReset     = "X-Scootgate-Budget-Reset"
+)
+
+func budgetHeaders(h http.Header, b limits.BudgetWindow) {
+	h[headerBudgetRemaining] = []string{b.Remaining.String()}
+	h[headerBudgetReset] = []string{strconv.FormatInt(int64((b.Reset+time.Second-1)/time.Second), 10)}
 }
 
 // refuseLimited answers the 429 of a limit refusal (docs/limits.md
@@ -766,6 +786,12 @@ func (c *call) refuseLimited(st *limits.Status) {
 	whose := "this API key"
 	if st.Scope == limits.ScopeTenant {
 		whose = "this API key's tenant"
+	}
+	if st.Kind == limits.KindBudget {
+		// Retrying before the window ends is pointless (x-should-retry:
+		// false); Retry-After says when it ends.
+		c.fail(apierr.BudgetExceeded(st.Scope == limits.ScopeTenant, whose+" has spent its budget for the current window", st.RetryAfter))
+		return
 	}
 	what := "requests per minute"
 	switch st.Kind {
@@ -792,6 +818,24 @@ func (a *attempt) tokens() int64 {
 	return limits.EstimateTokens(a.reqBytes)
 }
 
+// cost is what an attempt cost at its target's price (docs/usage-events.md
+// "Cost"): the reported usage's; with none, for an attempt that may have
+// reached the provider, the tokens estimate debits, as input (estimated);
+// nothing when it was never sent. priced is false for an unpriced target.
+func (a *attempt) cost() (cost usd.Amount, estimated, priced bool) {
+	p := a.target.Price
+	switch {
+	case p == nil:
+		return 0, false, false
+	case a.hasUsage:
+		u := &a.usage
+		return p.Cost(usd.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}), false, true
+	case a.state == provider.NotSent:
+		return 0, false, true
+	}
+	return p.Cost(usd.Tokens{Input: limits.EstimateTokens(a.reqBytes)}), true, true
+}
+
 // finish accounts for one attempt: one log line and one usage event
 // (docs/usage-events.md: one event per provider route attempt), after
 // reporting the outcome through the attempt's lease, which gives the
@@ -800,7 +844,11 @@ func (c *call) finish(ctx context.Context, a *attempt) {
 	res := c.result(a)
 	a.lease.Done(res)
 	if c.limited {
-		c.ticket.Debit(c.h.o.Now(), a.tokens())
+		now := c.h.o.Now()
+		c.ticket.Debit(now, a.tokens())
+		if cost, _, _ := a.cost(); cost > 0 {
+			c.ticket.Charge(now, cost) // docs/limits.md "Budgets": spend is charged when the attempt ends
+		}
 	}
 	c.sendState = a.state
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
@@ -902,7 +950,7 @@ func (a *attempt) outOfTime() bool {
 // event is the attempt's usage event, made by the usage package from what
 // the request path knows of it.
 func (c *call) event(a *attempt) *usageevent.Event {
-	return usage.NewEvent(&usage.Attempt{
+	at := usage.Attempt{
 		NodeID:        c.h.o.NodeID,
 		RequestID:     c.rid,
 		TenantID:      c.principal.TenantID,
@@ -930,7 +978,12 @@ func (c *call) event(a *attempt) *usageevent.Event {
 		Usage:         a.usage,
 		RawUsage:      a.rawUsage,
 		HasUsage:      a.hasUsage,
-	})
+	}
+	if p := a.target.Price; p != nil {
+		at.Cost, at.CostEstimated, at.Priced = a.cost()
+		at.PriceVersion = p.Version
+	}
+	return usage.NewEvent(&at)
 }
 
 // stage is where an attempt failed: the usage event's failure_stage

@@ -15,3 +15,7 @@ func (r *Redis) SetHoldRefresh(d time.Duration) { r.refresh = d }
 
 // HoldTTL is how long a hold outlives its last refresh.
 const HoldTTL = holdTTL
+
+// ChargeInline makes Charge send budget charges to the fleet before it
+// returns, so that tests see them in order.
+func (l *Limiter) ChargeInline() { l.chargeInline = true }

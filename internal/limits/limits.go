@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // window is the period every per-minute limit refills over.
@@ -45,6 +46,9 @@ type Limiter struct {
 	fleet     *Redis    // nil = local store
 	onFailure Failure
 	node      string // names this node's concurrency holds in the fleet's store
+	// chargeInline sends budget charges to the fleet before Charge
+	// returns instead of in the background (tests: export_test.go).
+	chargeInline bool
 
 	// The bound states with a fleet-wide max_concurrent, whose holds the
 	// store refreshes; set by Done.
@@ -87,6 +91,7 @@ type Binder struct {
 type update struct {
 	s       *state
 	c, full caps
+	budgets [numSpans]usd.Amount // before the share
 }
 
 // Bind starts binding a snapshot. It holds the limiter's bind lock until
@@ -109,6 +114,7 @@ func (b *Binder) Subject(keyID, tenantID string, key, tenant authsnap.Limits) *S
 	if !tenant.IsZero() {
 		sub.tenant = b.bind(b.tenants, b.l.tenants, "t:", tenantID, tenant)
 	}
+	sub.budgeted = key.USDPerDay != "" || key.USDPerMonth != "" || tenant.USDPerDay != "" || tenant.USDPerMonth != ""
 	return sub
 }
 
@@ -121,7 +127,7 @@ func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsn
 		next[id] = s
 		// A tenant's limits are the same for each of its keys: the first
 		// is enough.
-		b.updates = append(b.updates, update{s, b.l.effective(lim), capsOf(lim)})
+		b.updates = append(b.updates, update{s, b.l.effective(lim), capsOf(lim), budgets(lim)})
 	}
 	return s
 }
@@ -130,11 +136,13 @@ func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsn
 // limiter's and forgets the others. Requests that hold a forgotten state
 // finish with it.
 func (b *Binder) Done() {
-	at := b.l.since(b.l.clock())
+	now := b.l.clock()
+	at := b.l.since(now)
 	for _, u := range b.updates {
 		u.s.mu.Lock()
 		u.s.update(u.c, at)
 		u.s.full = u.full
+		u.s.updateBudgets(u.budgets, b.l.share, now)
 		u.s.mu.Unlock()
 	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
@@ -161,6 +169,7 @@ func (b *Binder) Abort() { b.l.mu.Unlock() }
 type Subject struct {
 	l           *Limiter
 	key, tenant *state
+	budgeted    bool // the key or its tenant has a budget
 }
 
 // Scope says whose limit refused a request.
@@ -193,6 +202,10 @@ const (
 	// KindStore is a refusal because the fleet's store is unreachable
 	// and the node is configured to fail closed.
 	KindStore
+	// KindBudget is a refusal because a budget's window has been spent
+	// (docs/limits.md "Budgets"): retrying before the window ends is
+	// pointless.
+	KindBudget
 )
 
 func (k Kind) String() string {
@@ -205,6 +218,8 @@ func (k Kind) String() string {
 		return "concurrency"
 	case KindStore:
 		return "store"
+	case KindBudget:
+		return "budget"
 	}
 	return "none"
 }
@@ -221,6 +236,9 @@ type Window struct {
 // and when a request would fit.
 type Status struct {
 	Requests, Tokens Window
+	// Budget is the binding budget (docs/limits.md "Budgets"); its Limit
+	// is 0 when neither the key nor its tenant has one.
+	Budget BudgetWindow
 
 	// Set only on a refusal.
 	Scope      Scope
@@ -251,6 +269,23 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 		return Ticket{}, st, true
 	}
 	l := sub.l
+	if sub.budgeted && (l.fleet == nil || l.fleet.Up() || l.onFailure == FailLocal) {
+		// Budgets first: a spent window refuses until it ends, whatever
+		// the per-minute limits say.
+		var bst Status
+		switch {
+		case l.fleet != nil && l.fleet.Up() && sub.syncBudgets(now):
+			bst = sub.checkBudgetsFleet(now)
+		case l.fleet == nil || l.onFailure == FailLocal:
+			// The local store, or the store down with FailLocal: this
+			// node's own spend against its share.
+			bst = sub.checkBudgets(now)
+		}
+		if bst.Refused() {
+			return Ticket{}, bst, false
+		}
+		defer func() { st.Budget = bst.Budget }()
+	}
 	if f := l.fleet; f != nil {
 		if f.Up() {
 			if t, st, ok, done := sub.admitFleet(now); done {
@@ -408,6 +443,12 @@ type state struct {
 	at                 int64 // when the levels were last refilled
 	inflight           int64
 
+	// Budgets: spend in the current UTC day and month (budget.go), and
+	// with the redis store the fleet's (spendfleet.go).
+	spend [numSpans]spend
+	fleet [numSpans]fleetSpend
+	bkey  string // prefix of the fleet's spend counters; immutable
+
 	// Fleet mode only (docs/limits.md "Fleet-wide: the redis store").
 	full     caps   // the limits before the share
 	req, tok lease  // budget leased from the fleet's buckets
@@ -420,7 +461,7 @@ type state struct {
 // newState returns the state of one key ("k:"+id) or tenant ("t:"+id).
 func newState(id string) *state {
 	const prefix = "scootgate:limits:"
-	return &state{rkey: prefix + id + ":requests", tkey: prefix + id + ":tokens", ckey: prefix + id + ":concurrent"}
+	return &state{rkey: prefix + id + ":requests", tkey: prefix + id + ":tokens", ckey: prefix + id + ":concurrent", bkey: prefix + id + ":usd:"}
 }
 
 // update applies a snapshot's limits, refilling the buckets to now first.

@@ -83,7 +83,7 @@
 //	scootgate_limits_refused_total{scope,kind}                counter
 //	    Requests refused with 429 by a per-key or per-tenant limit
 //	    (docs/limits.md "Refusals"): scope key or tenant, kind requests,
-//	    tokens or concurrency; kind store for the 503s of a node whose
+//	    tokens, concurrency or budget (docs/limits.md "Budgets"); kind store for the 503s of a node whose
 //	    redis store is down with on_store_failure = "closed". Never a key
 //	    or tenant id.
 //	scootgate_fallbacks_total{from,to,reason}                 counter
@@ -135,6 +135,11 @@
 //	scootgate_model_stream_duration_seconds{model,backend}  histogram
 //	    Streams relayed to the client (status 200): attempt start to end.
 //	    Buckets 1 s to 20 min.
+//	scootgate_model_cost_usd_total{model,backend}           counter
+//	    What the attempts on priced targets cost, in US dollars, from the
+//	    events' cost (docs/usage-events.md "Cost"): summed exactly in
+//	    picodollars, converted to a float only when scraped. No series
+//	    until a pair has cost something.
 //	scootgate_model_request_bytes_total{model,backend}      counter  body bytes sent to the provider
 //	scootgate_model_response_bytes_total{model,backend}     counter  body bytes read from the provider
 //

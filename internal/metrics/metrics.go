@@ -115,7 +115,7 @@ func New(o Options) *Metrics {
 	// in a label (docs/limits.md "Refusals").
 	m.limitRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scootgate_limits_refused_total",
-		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency).",
+		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget).",
 	}, []string{"scope", "kind"})
 	// Fallbacks taken (docs/routing.md "Fallbacks"): from and to are
 	// model entries, never asked names, and only pairs a chain of the
@@ -219,15 +219,15 @@ func (m *Metrics) ObserveAttempt(backend string, outcome upstream.Outcome, ttfb 
 }
 
 // ObserveLimitRefusal records one request refused by a per-key or
-// per-tenant limit: scope "key" or "tenant", kind "requests", "tokens" or
-// "concurrency"; anything else is not counted.
+// per-tenant limit: scope "key" or "tenant", kind "requests", "tokens",
+// "concurrency" or "budget"; anything else is not counted.
 func (m *Metrics) ObserveLimitRefusal(scope, kind string) {
 	if m == nil {
 		return
 	}
 	switch {
 	case scope != "key" && scope != "tenant":
-	case kind != "requests" && kind != "tokens" && kind != "concurrency":
+	case kind != "requests" && kind != "tokens" && kind != "concurrency" && kind != "budget":
 	default:
 		m.limitRefused.WithLabelValues(scope, kind).Inc()
 	}

@@ -3,12 +3,14 @@ package metrics
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // DefaultMaxModelSeries is the number of (public model, backend) pairs
@@ -80,6 +82,13 @@ type modelSeries struct {
 	stream    prometheus.Observer
 	reqBytes  prometheus.Counter
 	respBytes prometheus.Counter
+
+	// key is the pair the series are labelled with (ModelOther for the
+	// pairs beyond the bound).
+	key modelKey
+	// cost is the sum of the events' costs in picodollars, exact:
+	// converted to dollars (a float) only when scraped.
+	cost atomic.Int64
 }
 
 // modelFamilies are the per-model vectors and the bounded set of pairs
@@ -93,6 +102,7 @@ type modelFamilies struct {
 	stream    *prometheus.HistogramVec // model, backend
 	reqBytes  *prometheus.CounterVec   // model, backend
 	respBytes *prometheus.CounterVec   // model, backend
+	costDesc  *prometheus.Desc         // model, backend; collected from pairs
 
 	mu    sync.RWMutex
 	pairs map[modelKey]*modelSeries // guarded by mu
@@ -129,12 +139,38 @@ func newModelFamilies(max int) *modelFamilies {
 			Name: "scootgate_model_response_bytes_total",
 			Help: "Response body bytes read from the provider, by public model and backend.",
 		}, mb),
+		costDesc: prometheus.NewDesc("scootgate_model_cost_usd_total",
+			"What the attempts cost at their targets' prices, in US dollars, by public model and backend (priced targets only; docs/usage-events.md \"Cost\").",
+			mb, nil),
 		pairs: make(map[modelKey]*modelSeries),
 	}
 }
 
 func (f *modelFamilies) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.requests, f.tokens, f.ttfb, f.stream, f.reqBytes, f.respBytes}
+	return []prometheus.Collector{f.requests, f.tokens, f.ttfb, f.stream, f.reqBytes, f.respBytes, (*costCollector)(f)}
+}
+
+// costCollector exports scootgate_model_cost_usd_total from the pairs'
+// exact sums: a float64 counter would round each addition.
+type costCollector modelFamilies
+
+func (c *costCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.costDesc }
+
+// Collect sends one counter per series that has priced an attempt; pairs
+// that share their backend's ModelOther series are sent once.
+func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	seen := make(map[*modelSeries]bool, len(c.pairs))
+	for _, s := range c.pairs {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if pico := s.cost.Load(); pico > 0 {
+			ch <- prometheus.MustNewConstMetric(c.costDesc, prometheus.CounterValue, float64(pico)/float64(usd.Dollar), s.key.model, s.key.backend)
+		}
+	}
 }
 
 // series returns the pair's series, creating them on first use; beyond
@@ -172,6 +208,7 @@ func (f *modelFamilies) series(model, backend string) *modelSeries {
 // resolve creates the series of k (allocates; once per pair).
 func (f *modelFamilies) resolve(k modelKey) *modelSeries {
 	s := &modelSeries{
+		key:       k,
 		ttfb:      f.ttfb.WithLabelValues(k.model, k.backend),
 		stream:    f.stream.WithLabelValues(k.model, k.backend),
 		reqBytes:  f.reqBytes.WithLabelValues(k.model, k.backend),
@@ -252,6 +289,11 @@ func (f *modelFamilies) observe(ev *usageevent.Event) {
 	if ev.Stream && ev.HTTPStatus == 200 {
 		s.stream.Observe(ev.DurationMs / 1000)
 	}
+	if c := ev.Cost; c != nil {
+		if pico, err := usd.ParseAmount(c.USD); err == nil && pico > 0 {
+			addSat(&s.cost, pico)
+		}
+	}
 	if u := ev.Usage; u != nil {
 		for t, n := range [numTokenKinds]int64{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens} {
 			if n > 0 {
@@ -272,4 +314,14 @@ func modelLabel(s string) string {
 		return labelInvalid
 	}
 	return s
+}
+
+// addSat adds a non-negative amount to a counter, saturating at usd.Max.
+func addSat(c *atomic.Int64, a usd.Amount) {
+	for {
+		old := c.Load()
+		if c.CompareAndSwap(old, int64(usd.Add(usd.Amount(old), a))) {
+			return
+		}
+	}
 }

@@ -159,3 +159,32 @@ scootgate_model_requests_total{backend="an",class="5xx",model="claude-*"} 0
 scootgate_model_requests_total{backend="an",class="none",model="claude-*"} 0
 `, "scootgate_model_requests_total")
 }
+
+// TestRecordModelCost: the cost counter adds the events' exact costs
+// (0.1 + 0.2 is 0.3 here, as a float sum would not make it) per pair, and
+// has no series for a pair that never cost anything.
+func TestRecordModelCost(t *testing.T) {
+	m := newMetrics(t)
+	for _, c := range []string{"0.1", "0.2", "0.000000000001"} {
+		ev := attemptEvent("gpt-4o", "oa", 200, false)
+		ev.Cost = &usageevent.Cost{USD: c, PriceVersion: 3}
+		m.Record(ev)
+	}
+	m.Record(attemptEvent("claude", "an", 200, false)) // unpriced
+	compare(t, m, `
+# HELP scootgate_model_cost_usd_total What the attempts cost at their targets' prices, in US dollars, by public model and backend (priced targets only; docs/usage-events.md "Cost").
+# TYPE scootgate_model_cost_usd_total counter
+scootgate_model_cost_usd_total{backend="oa",model="gpt-4o"} 0.300000000001
+`, "scootgate_model_cost_usd_total")
+}
+
+// TestLimitRefusalBudget: a budget refusal is counted under its own kind.
+func TestLimitRefusalBudget(t *testing.T) {
+	m := newMetrics(t)
+	m.ObserveLimitRefusal("tenant", "budget")
+	compare(t, m, `
+# HELP scootgate_limits_refused_total Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget).
+# TYPE scootgate_limits_refused_total counter
+scootgate_limits_refused_total{kind="budget",scope="tenant"} 1
+`, "scootgate_limits_refused_total")
+}

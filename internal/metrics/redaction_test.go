@@ -98,7 +98,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterTraces(func() metrics.TraceStats { return metrics.TraceStats{Exported: 3, Failed: 1} })
 	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Stream: true,
 		SendState: usageevent.SendResponseReceived, RequestBytes: 1, ResponseBytes: 1, TTFBMs: 1, DurationMs: 1,
-		Usage: &usageevent.Usage{InputTokens: 1}})
+		Usage: &usageevent.Usage{InputTokens: 1}, Cost: &usageevent.Cost{USD: "0.5"}})
 	m.Record(&usageevent.Event{PublicModel: "x\nsk-canary", Backend: "https://sk-canary", HTTPStatus: 1000, Placement: "session sk-canary"})
 	m.Record(&usageevent.Event{PublicModel: "gpt-4o", Backend: "openai-a", HTTPStatus: 200, Placement: "affinity"})
 	return m, clk

@@ -37,6 +37,7 @@ import (
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // Caps is a set of capabilities (docs/routing.md "Capabilities"); see [provider.Caps].
@@ -115,6 +116,10 @@ type Target struct {
 	// identity for rendezvous hashing, the same on every node that holds
 	// the same table. Compile sets it.
 	HashID uint64
+	// Price is what the target's tokens cost (docs/routing.md "Prices"),
+	// nil when unpriced. It travels with the routed target, so an attempt
+	// is priced by the table its request was routed with.
+	Price *Price
 	// Templated says that ProviderModel holds a "*" (a pattern's target,
 	// docs/routing.md "Aliases and patterns"): the model sent is made per
 	// request from the part of the asked name the pattern's star matched
@@ -133,6 +138,22 @@ type Target struct {
 // for whichever of the two it declares.
 func (t *Target) Holds(input, output int64) bool {
 	return (t.ContextWindow == 0 || input+output <= t.ContextWindow) && (t.MaxOutput == 0 || output <= t.MaxOutput)
+}
+
+// Price is a target's compiled price: picodollars a token, and the
+// version of the routing snapshot that set it (0 for the static
+// configuration), the price's identity in usage events.
+type Price struct {
+	usd.Price
+	Version uint64
+}
+
+// SetVersion records v, the routing snapshot's version, as the identity
+// of every price of t. Call it before the table is shared (Holder.Store).
+func (t *Table) SetVersion(v uint64) {
+	for _, p := range t.prices {
+		p.Version = v
+	}
 }
 
 // Resolved is what an attempt sends to a target: the provider model, as a
@@ -233,6 +254,7 @@ type Table struct {
 	// that matches a name is the most specific.
 	patterns []*Model
 	names    [provider.NumProtocols][]string // sorted exact names of models with a target of that protocol
+	prices   []*Price                        // every target's price, for SetVersion
 }
 
 // Model returns the public model a request that asks for name uses: the
@@ -435,13 +457,18 @@ func Compile(bs []routesnap.Backend, ms []routesnap.Model, creds map[string]cred
 			if tg.JSONSchema {
 				caps |= CapJSONSchema
 			}
+			var price *Price
+			if tg.Price != nil {
+				price = &Price{Price: tg.Price.Parse()}
+				t.prices = append(t.prices, price)
+			}
 			for e := range provider.NumEndpoints {
 				if !b.Endpoints.Has(e) {
 					continue
 				}
 				target := &Target{
 					Backend: b, ProviderModel: tg.Model, ProviderModelJSON: quoted, ProviderModelNamedJSON: named,
-					Weight: tg.Weight, Caps: caps, Tier: tg.Tier,
+					Weight: tg.Weight, Caps: caps, Tier: tg.Tier, Price: price,
 					HashID: TargetHash(b.ID, tg.Model), Templated: templated,
 					ContextWindow: tokens(tg.ContextWindow), MaxOutput: tokens(tg.MaxOutputTokens),
 				}

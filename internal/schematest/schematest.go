@@ -239,6 +239,7 @@ var AuthRules = []Rule{
 	{"key_id values are unique", matching(`^keys\[\d+\]\.key_id: duplicate of keys\[\d+\]$`)},
 	{"digest values are unique", matching(`^keys\[\d+\]\.digest: duplicate of keys\[\d+\]$`)},
 	{"tenant_id values in tenants are unique", matching(`^tenants\[\d+\]\.tenant_id: duplicate of tenants\[\d+\]$`)},
+	{"a member new in schema 2 needs schema 2", matching(`: needs schema 2 or later \(this document is schema 1\); raise schema or remove the member$`)},
 	integerSpelling,
 }
 

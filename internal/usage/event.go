@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // Attempt is what the request path knows of one finished provider
@@ -51,6 +52,13 @@ type Attempt struct {
 	Usage    usageevent.Usage
 	RawUsage json.RawMessage
 	HasUsage bool
+
+	// Priced says the target had a price (docs/usage-events.md "Cost"):
+	// the event then carries Cost, PriceVersion and CostEstimated.
+	Priced        bool
+	Cost          usd.Amount
+	PriceVersion  uint64 // the routing snapshot version that set the price; 0 = static configuration
+	CostEstimated bool   // no usage reported: the cost is of estimated tokens
 }
 
 // clientGone is the log-only status of an attempt whose client went away
@@ -61,6 +69,7 @@ const clientGone = 499
 type eventWithUsage struct {
 	ev usageevent.Event
 	u  usageevent.Usage
+	c  usageevent.Cost
 }
 
 // NewEvent makes the usage event of one attempt (docs/usage-events.md:
@@ -102,6 +111,10 @@ func NewEvent(a *Attempt) *usageevent.Event {
 	if a.HasUsage {
 		p.u = a.Usage
 		ev.Usage, ev.ProviderUsage = &p.u, a.RawUsage
+	}
+	if a.Priced {
+		p.c = usageevent.Cost{USD: a.Cost.String(), PriceVersion: a.PriceVersion, Estimated: a.CostEstimated}
+		ev.Cost = &p.c
 	}
 	return ev
 }

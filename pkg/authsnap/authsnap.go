@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// Schema is the only schema number this package reads and writes.
-const Schema = 1
+// Schema numbers this package reads: MinSchema..Schema. Schema 2 added
+// the budgets ([Limits.USDPerDay], [Limits.USDPerMonth]); a member a
+// schema introduced is refused in an older document (proto/VERSIONING.md).
+const (
+	MinSchema = 1
+	Schema    = 2
+)
 
 // Limits enforced by [Snapshot.Validate].
 const (
@@ -52,6 +57,14 @@ type Limits struct {
 	TokensPerMinute int64 `json:"tokens_per_minute,omitzero"`
 	// MaxConcurrent bounds the requests in progress at once.
 	MaxConcurrent int64 `json:"max_concurrent,omitzero"`
+
+	// Budgets (schema 2; docs/limits.md "Budgets"): what the attempts of
+	// the key, or of all keys of the tenant, may cost in one UTC calendar
+	// day or month, in US dollars as an exact decimal string ("200",
+	// "12.5"; at most 12 digits after the point, above 0, up to
+	// [usd.MaxBudget]). "" (omitted) is no budget.
+	USDPerDay   string `json:"usd_per_day,omitempty"`
+	USDPerMonth string `json:"usd_per_month,omitempty"`
 }
 
 // IsZero reports whether l sets no limit at all.

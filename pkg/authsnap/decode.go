@@ -54,9 +54,11 @@ type wireTenant struct {
 // would read as "refuse everything") stays apart from an omitted member
 // (no limit). null is the same as omitted, as for models and expires_at.
 type wireLimits struct {
-	RequestsPerMinute *int64 `json:"requests_per_minute"`
-	TokensPerMinute   *int64 `json:"tokens_per_minute"`
-	MaxConcurrent     *int64 `json:"max_concurrent"`
+	RequestsPerMinute *int64  `json:"requests_per_minute"`
+	TokensPerMinute   *int64  `json:"tokens_per_minute"`
+	MaxConcurrent     *int64  `json:"max_concurrent"`
+	USDPerDay         *string `json:"usd_per_day"`
+	USDPerMonth       *string `json:"usd_per_month"`
 }
 
 type wireKey struct {
@@ -172,6 +174,24 @@ func (w *wireLimits) limits(path string) (Limits, error) {
 		}
 		if *m.src < 1 {
 			return Limits{}, &DecodeError{Path: path + "." + m.name, Msg: limitMsg}
+		}
+		*m.dst = *m.src
+	}
+	for _, m := range []struct {
+		name string
+		src  *string
+		dst  *string
+	}{
+		{"usd_per_day", w.USDPerDay, &l.USDPerDay},
+		{"usd_per_month", w.USDPerMonth, &l.USDPerMonth},
+	} {
+		if m.src == nil {
+			continue
+		}
+		if *m.src == "" {
+			// "" is how Limits says "no budget": a written one is
+			// refused, as a written 0 limit is.
+			return Limits{}, &DecodeError{Path: path + "." + m.name, Msg: "must be a decimal string such as \"200\" (omit the member for no budget)"}
 		}
 		*m.dst = *m.src
 	}

@@ -401,7 +401,14 @@ func TestValidFixture(t *testing.T) {
 // without an entry here fails the test, so no fixture goes unchecked.
 func TestInvalidFixtures(t *testing.T) {
 	want := map[string][]string{
-		"bad-schema.json": {"schema: must be 1, got 2"},
+		"bad-schema.json": {"schema: must be 1..2, got 3"},
+		"budgets.json": {
+			`keys[0].limits.usd_per_day: "1e2" is not a non-negative decimal: want a budget in US dollars, a decimal string such as "200" or "12.5" with at most 12 digits after the point, up to 1000000`,
+			"keys[0].limits.usd_per_month: must be above 0 (leave it out for no budget)",
+			`tenants[0].limits.usd_per_day: "2000000" is too large: want a budget in US dollars, a decimal string such as "200" or "12.5" with at most 12 digits after the point, up to 1000000`,
+			`tenants[0].limits.usd_per_month: "0.0000000000001" has too many digits after the point: want a budget in US dollars, a decimal string such as "200" or "12.5" with at most 12 digits after the point, up to 1000000`,
+		},
+		"budgets-schema1.json": {"keys[0].limits.usd_per_day: needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		"bad-digest.json": {
 			"keys[0].digest: must be 64 lowercase hex characters (sha256), found uppercase",
 			"keys[1].digest: must be 64 lowercase hex characters (sha256)",

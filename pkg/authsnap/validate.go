@@ -1,12 +1,14 @@
 package authsnap
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // Problem is one reason a document is invalid: a member path and what is
@@ -25,7 +27,7 @@ func (e *ValidationError) Error() string {
 // Validate checks the snapshot's meaning and returns a [*ValidationError]
 // listing every problem, or nil. It checks that:
 //
-//   - schema is [Schema] and version is at least 1;
+//   - schema is [MinSchema]..[Schema] and version is at least 1;
 //   - keys is present (nil is rejected: an empty list must be explicit,
 //     so that a lost member cannot revoke every key by accident);
 //   - key_id and tenant_id are 1–[MaxIDLength] characters without control
@@ -38,6 +40,9 @@ func (e *ValidationError) Error() string {
 //     that starts with the part before it and goes on for at least one
 //     character (docs/authorization.md).
 //   - every limit, on a key or a tenant, is 0 (none) or 1–[MaxLimit];
+//   - every budget (usd_per_day, usd_per_month) is absent or a decimal
+//     string above 0 and up to [usd.MaxBudget] with at most 12 digits
+//     after the point, and appears only in a schema 2 document;
 //   - tenants lists each tenant_id at most once (a tenant with two sets of
 //     limits would be ambiguous). A tenant that keys name but tenants does
 //     not list has no limits of its own; a listed tenant no key names is
@@ -51,8 +56,10 @@ func (s *Snapshot) Validate() error {
 		ps = append(ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 
-	if s.Schema != Schema {
-		add("schema", "must be %d, got %d", Schema, s.Schema)
+	schema := s.Schema
+	if s.Schema < MinSchema || s.Schema > Schema {
+		add("schema", "must be %d..%d, got %d", MinSchema, Schema, s.Schema)
+		schema = Schema // judge the members by the newest rules only
 	}
 	if s.Version < 1 {
 		add("version", "must be at least 1")
@@ -92,7 +99,7 @@ func (s *Snapshot) Validate() error {
 				add(path+".models["+strconv.Itoa(m)+"]", `"*" may appear only once, as the last character (a pattern: a literal prefix followed by "*")`)
 			}
 		}
-		checkLimits(path+".limits", k.Limits, add)
+		checkLimits(path+".limits", k.Limits, schema, add)
 	}
 
 	tenants := make(map[string]int, len(s.Tenants))
@@ -105,7 +112,7 @@ func (s *Snapshot) Validate() error {
 		} else {
 			tenants[t.TenantID] = i
 		}
-		checkLimits(path+".limits", t.Limits, add)
+		checkLimits(path+".limits", t.Limits, schema, add)
 	}
 
 	if len(ps) > 0 {
@@ -114,8 +121,25 @@ func (s *Snapshot) Validate() error {
 	return nil
 }
 
-// checkLimits reports each limit outside 0 (none) and 1–MaxLimit.
-func checkLimits(path string, l Limits, add func(path, format string, args ...any)) {
+// checkLimits reports each limit outside 0 (none) and 1–MaxLimit, and
+// each budget that is not a decimal above 0 and up to usd.MaxBudget, or
+// that a schema 1 document carries.
+func checkLimits(path string, l Limits, schema int, add func(path, format string, args ...any)) {
+	for _, b := range []struct{ name, v string }{{"usd_per_day", l.USDPerDay}, {"usd_per_month", l.USDPerMonth}} {
+		if b.v == "" {
+			continue
+		}
+		if schema < 2 {
+			add(path+"."+b.name, "needs schema 2 or later (this document is schema %d); raise schema or remove the member", schema)
+		}
+		v, err := usd.ParseBudget(b.v)
+		switch {
+		case err != nil:
+			add(path+"."+b.name, "%s: want a budget in US dollars, a decimal string such as \"200\" or \"12.5\" with at most 12 digits after the point, up to %d", budgetMsg(b.v, err), usd.MaxBudget)
+		case v == 0:
+			add(path+"."+b.name, "must be above 0 (leave it out for no budget)")
+		}
+	}
 	for _, m := range []struct {
 		name string
 		v    int64
@@ -170,4 +194,18 @@ func checkDigest(d string) string {
 		return msg + ", found uppercase"
 	}
 	return ""
+}
+
+// budgetMsg quotes a malformed budget (clipped) and says what is wrong.
+func budgetMsg(v string, err error) string {
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	switch {
+	case errors.Is(err, usd.ErrPrecision):
+		return strconv.Quote(v) + " has too many digits after the point"
+	case errors.Is(err, usd.ErrRange):
+		return strconv.Quote(v) + " is too large"
+	}
+	return strconv.Quote(v) + " is not a non-negative decimal"
 }

@@ -68,8 +68,8 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:   "schema",
-			mutate: func(s *authsnap.Snapshot) { s.Schema = 2 },
-			want:   []authsnap.Problem{{Path: "schema", Msg: "must be 1, got 2"}},
+			mutate: func(s *authsnap.Snapshot) { s.Schema = 3 },
+			want:   []authsnap.Problem{{Path: "schema", Msg: "must be 1..2, got 3"}},
 		},
 		{
 			name:   "version zero",
@@ -154,7 +154,7 @@ func TestValidate(t *testing.T) {
 				s.Keys[1].Digest = "nope"
 			},
 			want: []authsnap.Problem{
-				{Path: "schema", Msg: "must be 1, got 0"},
+				{Path: "schema", Msg: "must be 1..2, got 0"},
 				{Path: "version", Msg: "must be at least 1"},
 				{Path: "keys[1].digest", Msg: "must be 64 lowercase hex characters (sha256)"},
 			},

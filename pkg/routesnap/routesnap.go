@@ -247,4 +247,9 @@ type Target struct {
 	// writes for one request: 1..[MaxContextTokens], and no more than
 	// ContextWindow when both are set.
 	MaxOutputTokens *int `json:"max_output_tokens,omitempty"`
+
+	// Price (schema 2) is what the provider charges for this target's
+	// tokens (docs/routing.md "Prices"); nil (absent) means unpriced: its usage
+	// events carry no cost, and budgets charge it nothing.
+	Price *Price `json:"price,omitempty"`
 }

@@ -74,6 +74,8 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		{"backend", backend, reflect.TypeFor[routesnap.Backend]()},
 		{"model", model, reflect.TypeFor[routesnap.Model]()},
 		{"target", target, reflect.TypeFor[routesnap.Target]()},
+		{"price", root.Defs["price"], reflect.TypeFor[routesnap.Price]()},
+		{"priceTier", root.Defs["priceTier"], reflect.TypeFor[routesnap.PriceTier]()},
 	} {
 		props, required := jsonMembers(tc.typ)
 		if diff := cmp.Diff(slices.Sorted(maps.Keys(tc.schema.Properties)), props); diff != "" {

@@ -161,6 +161,18 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[1].name", Msg: "must not contain control characters"},
 			{Path: "models[1].targets[0].weight", Msg: "must be 1..1000000, got 1000001"},
 		}},
+		"prices.json": {validate: []routesnap.Problem{
+			{Path: "models[0].targets[0].price.input", Msg: `"3.5e0" is not a non-negative decimal: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+			{Path: "models[0].targets[0].price.output", Msg: `"-1" is not a non-negative decimal: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+			{Path: "models[0].targets[0].price.cache_read", Msg: `"0.0000001" has too many digits after the point: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+			{Path: "models[1].targets[0].price.input", Msg: `required: a price in USD per million tokens, a decimal string such as "3.75"`},
+			{Path: "models[1].targets[0].price.output", Msg: `"200000" is too large: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+			{Path: "models[1].targets[0].price.long_context.above_input_tokens", Msg: "must be 1..9223372036854775807, got 0"},
+			{Path: "models[1].targets[0].price.long_context.cache_write", Msg: `".5" is not a non-negative decimal: want a price in USD per million tokens, a decimal string such as "3.75" with at most 6 digits after the point, up to 100000`},
+		}},
+		"prices-schema1.json": {validate: []routesnap.Problem{
+			{Path: "models[0].targets[0].price", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+		}},
 		"urls.json": {validate: []routesnap.Problem{
 			{Path: "backends[0].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
 			{Path: "backends[1].base_url", Msg: "link-local address; not allowed (cloud metadata services live there)"},

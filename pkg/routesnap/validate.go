@@ -404,6 +404,7 @@ func (v *validator) models(ms []Model, backends map[string]int) {
 				v.add(tpath+".tier", "must be 0..%d, got %d", MaxTier, t.Tier)
 			}
 			v.window(tpath, t)
+			v.price(tpath+".price", t.Price)
 			k := targetKey{t.Backend, t.Model}
 			if first, dup := seen[k]; dup {
 				v.add(tpath, "duplicate of targets[%d] (same backend and model); merge their weights", first)

@@ -20,6 +20,7 @@ var eventRules = []struct {
 }{
 	{"cache_read_tokens + cache_write_tokens <= input_tokens", regexp.MustCompile(`usage: cache_read_tokens \+ cache_write_tokens must not exceed input_tokens`)},
 	{"reasoning_tokens <= output_tokens", regexp.MustCompile(`usage\.reasoning_tokens: must not exceed output_tokens`)},
+	{"cost.usd <= 9223372 (the largest pkg/usd amount)", regexp.MustCompile(`cost\.usd: must be at most 9223372 \(US dollars\)`)},
 	// Only a number written with a fraction or an exponent: an integer
 	// out of the Go type's range is the schema's maximum, not this rule.
 	{"an integer member is written without a fraction or exponent", regexp.MustCompile(`^usageevent: decode: [a-z_]+(\.[a-z_]+)*: expected an integer, got number -?[0-9]+(\.[0-9]+([eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)$`)},
@@ -87,6 +88,12 @@ func eventDocs(t *testing.T) map[string][]byte {
 		"(built) one-digit hour in started_at":  regexp.MustCompile(`T\d\d:`).ReplaceAll(base, []byte("T1:")),
 		"(built) reasoning above output tokens": edit(`"reasoning_tokens": 0`, `"reasoning_tokens": 999999`),
 		"(built) cache reads above input":       edit(`"cache_read_tokens": 1024`, `"cache_read_tokens": 999999`),
+		"(built) cost":                          edit(`"tenant_id":`, `"cost": {"usd": "0.0105", "price_version": 7, "estimated": false}, "tenant_id":`),
+		"(built) cost above usd.Max":            edit(`"tenant_id":`, `"cost": {"usd": "9999999", "price_version": 7, "estimated": false}, "tenant_id":`),
+		"(built) cost with a trailing zero":     edit(`"tenant_id":`, `"cost": {"usd": "0.10", "price_version": 7, "estimated": false}, "tenant_id":`),
+		"(built) cost as a number":              edit(`"tenant_id":`, `"cost": {"usd": 0.1, "price_version": 7, "estimated": false}, "tenant_id":`),
+		"(built) estimated cost with usage":     edit(`"tenant_id":`, `"cost": {"usd": "0.1", "price_version": 7, "estimated": true}, "tenant_id":`),
+		"(built) USD in cost":                   edit(`"tenant_id":`, `"cost": {"USD": "1", "usd": "0.1", "price_version": 7, "estimated": false}, "tenant_id":`),
 	} {
 		docs[name] = d
 	}

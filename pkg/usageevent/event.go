@@ -187,6 +187,27 @@ type Event struct {
 	// message_start usage with each later message_delta usage member
 	// overlaid (docs/usage-consumers.md).
 	ProviderUsage json.RawMessage `json:"provider_usage"`
+
+	// Cost is what the attempt cost at its target's price
+	// (docs/usage-events.md "Cost"). Nodes set it whenever the target has
+	// a price; it is nil (absent) for an unpriced target, and in events
+	// written before nodes priced attempts.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is one attempt's cost (docs/usage-events.md "Cost").
+type Cost struct {
+	// USD is the cost in US dollars as an exact decimal string with at
+	// most 12 digits after the point ("0.0105"); pkg/usd reads it.
+	USD string `json:"usd"`
+	// PriceVersion is the version of the routing snapshot whose price
+	// applied (the table the request was routed with); 0 means the
+	// node's static configuration.
+	PriceVersion uint64 `json:"price_version"`
+	// Estimated is true when the provider reported no usage for an
+	// attempt that may have reached it: the cost is then that of the
+	// request's estimated input tokens, at the input price.
+	Estimated bool `json:"estimated"`
 }
 
 // Platforms (the platform member): the protocol's own wire, named by

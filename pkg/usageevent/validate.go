@@ -3,12 +3,14 @@ package usageevent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 // MaxStringLength is the longest id or name in an event, in characters.
@@ -51,6 +53,9 @@ func (e *ValidationError) Error() string {
 //     and not negative; started_at is set;
 //   - without a response (send_state other than response_received) there
 //     are no response bytes, no TTFB and no usage;
+//   - cost, when present, has a usd in [usd.Amount.String]'s form (at
+//     most 12 digits after the point, no trailing zero, not above
+//     [usd.Max]) and is not estimated when usage is set;
 //   - usage and provider_usage are both null or both set; provider_usage
 //     is a JSON object; token counts are not negative, cache reads plus
 //     cache writes do not exceed input, reasoning does not exceed output.
@@ -174,6 +179,17 @@ func (e *Event) Validate() error {
 			add("usage"+p.Path, "%s", p.Msg)
 		}
 	}
+	if c := e.Cost; c != nil {
+		switch _, err := usd.ParseAmount(c.USD); {
+		case errors.Is(err, usd.ErrRange):
+			add("cost.usd", "must be at most 9223372 (US dollars), got %q", clipQuote(c.USD))
+		case err != nil || !canonicalUSD(c.USD):
+			add("cost.usd", "must be an exact decimal string of US dollars with at most 12 digits after the point and no trailing zero after it, got %q", clipQuote(c.USD))
+		}
+		if c.Estimated && e.Usage != nil {
+			add("cost.estimated", "must be false when usage is set (the cost is the reported usage's)")
+		}
+	}
 
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
@@ -287,4 +303,19 @@ func validRegion(s string) bool {
 		}
 	}
 	return true
+}
+
+// canonicalUSD reports whether s is written as [usd.Amount.String] writes
+// it: no trailing zero after the point (so that one cost has one
+// spelling, as the schema's pattern says).
+func canonicalUSD(s string) bool {
+	return !strings.Contains(s, ".") || !strings.HasSuffix(s, "0")
+}
+
+// clipQuote shortens a value quoted in a message.
+func clipQuote(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }

@@ -1,0 +1,217 @@
+package limits
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/scootgate/scootgate/pkg/usd"
+)
+
+// Budgets across the fleet (docs/limits.md "Budgets across the fleet"):
+// with the redis store, each budgeted key's or tenant's spend in a window
+// is one Redis integer of picodollars, keyed by the window
+// ("scootgate:limits:k:<id>:usd:d:<day>"), which every node adds its
+// attempts' costs to with INCRBY (exact: Redis integers are 64-bit, and
+// no Lua number, a double, ever holds a sum). A node learns the fleet's
+// total from each INCRBY's answer; when what it knows is older than
+// budgetRefresh it asks again (INCRBY 0) before it admits. A key far from
+// its budget and busy on every node thus costs each node one round trip
+// per budgetRefresh at admission, and each attempt one round trip at its
+// end, off the request path.
+//
+// Charges a node could not send (the store was down, or a send was in
+// flight) are owed: they are sent with the next INCRBY of the same
+// window, so spend made during an outage is charged back on recovery.
+// A node that restarts keeps counting from the fleet's counter: the
+// counter is the window's, not the node's.
+
+// budgetRefresh is how old the fleet's total a node admits by may be.
+const budgetRefresh = time.Second
+
+// fleetSpend is what a node knows of one window's fleet-wide spend, and
+// owes it; guarded by the state's mu.
+type fleetSpend struct {
+	window  int64      // windowOf of total and owed
+	total   usd.Amount // the fleet's spend as of the last answer
+	seen    time.Time  // when the last answer came
+	owed    usd.Amount // charged here, not yet added to the fleet's counter
+	sending usd.Amount // part of owed in an INCRBY in flight
+
+	// Spend owed to the window before (it ended while the charge was
+	// owed): still sent, so that the fleet's record of it is whole.
+	late        usd.Amount
+	lateWindow  int64
+	lateSending bool
+}
+
+// roll moves f to window w, if later: the new window starts from what the
+// store will say, and what the ended one is still owed becomes late.
+func (f *fleetSpend) roll(w int64) {
+	if w <= f.window {
+		return
+	}
+	if rest := f.owed - f.sending; rest > 0 && !f.lateSending {
+		f.late, f.lateWindow = rest, f.window
+	}
+	f.window, f.total, f.seen, f.owed, f.sending = w, 0, time.Time{}, 0, 0
+}
+
+// spendKey is the Redis key of s's spend in window w of kind sp.
+func (s *state) spendKey(sp span, w int64) string {
+	k := "d:"
+	if sp == spanMonth {
+		k = "m:"
+	}
+	return s.bkey + k + strconv.FormatInt(w, 10)
+}
+
+// addSpend adds amounts[i] to keys[i] (INCRBY, 0 to read) and sets each
+// to expire a day after its window ends, in one pipelined round trip; it
+// returns the totals. An error marks the store down.
+func (r *Redis) addSpend(ctx context.Context, keys []string, amounts []usd.Amount, expires []time.Time) ([]int64, error) {
+	r.mu.Lock()
+	c := r.client
+	r.mu.Unlock()
+	if c == nil {
+		return nil, errStoreDown
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer cancel()
+	cmds := make(rueidis.Commands, 0, 2*len(keys))
+	for i, k := range keys {
+		cmds = append(cmds,
+			c.B().Incrby().Key(k).Increment(int64(amounts[i])).Build(),
+			c.B().Pexpireat().Key(k).MillisecondsTimestamp(expires[i].Add(24*time.Hour).UnixMilli()).Build())
+	}
+	out := make([]int64, len(keys))
+	var err error
+	// Once more on a connection error, as takes do: the first command
+	// after Redis came back may meet the connection Redis dropped. If the
+	// first send did reach Redis the spend counts twice: the fleet admits
+	// less, never more.
+	for try := 0; try < 2; try++ {
+		r.calls.Add(1)
+		err = nil
+		for i, res := range c.DoMulti(ctx, cmds...) {
+			if e := res.Error(); e != nil {
+				err = e
+				break
+			}
+			if i%2 == 0 {
+				out[i/2], _ = res.AsInt64()
+			}
+		}
+		if _, redisErr := rueidis.IsRedisErr(err); err == nil || redisErr || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		r.markDown()
+		return nil, err
+	}
+	return out, nil
+}
+
+// syncFleet sends what s owes and reads the fleet's totals of s's
+// budgeted windows at now, if what it knows is older than budgetRefresh
+// (or force), and records the answer. It reports false when the store
+// failed.
+func (l *Limiter) syncFleet(s *state, now time.Time, force bool) bool {
+	var (
+		keys    [2 * numSpans]string
+		amounts [2 * numSpans]usd.Amount
+		expires [2 * numSpans]time.Time
+		spans   [2 * numSpans]span
+		n       int
+	)
+	s.mu.Lock()
+	for sp := range numSpans {
+		if s.spend[sp].full == 0 {
+			continue
+		}
+		f := &s.fleet[sp]
+		w := windowOf(sp, now)
+		f.roll(w)
+		if f.late > 0 && !f.lateSending {
+			f.lateSending = true
+			keys[n], amounts[n], expires[n], spans[n] = s.spendKey(sp, f.lateWindow), f.late, windowEnd(sp, f.lateWindow), sp+numSpans
+			n++
+		}
+		if f.sending > 0 || !force && f.owed == 0 && now.Sub(f.seen) < budgetRefresh {
+			continue // fresh enough, or an INCRBY in flight whose answer will do
+		}
+		f.sending = f.owed
+		keys[n], amounts[n], expires[n], spans[n] = s.spendKey(sp, w), f.owed, windowEnd(sp, w), sp
+		n++
+	}
+	s.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	totals, err := l.fleet.addSpend(context.Background(), keys[:n], amounts[:n], expires[:n])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range n {
+		sp := spans[i]
+		if sp >= numSpans {
+			f := &s.fleet[sp-numSpans]
+			f.lateSending = false
+			if err == nil {
+				f.late = 0
+			}
+			continue
+		}
+		f := &s.fleet[sp]
+		if f.window != windowOf(sp, now) {
+			continue // the window rolled meanwhile
+		}
+		f.sending = 0
+		if err != nil {
+			continue // still owed
+		}
+		f.owed -= amounts[i]
+		f.total = usd.Amount(totals[i])
+		f.seen = now
+	}
+	return err == nil
+}
+
+// checkBudgetFleet is checkBudget against the fleet's spend: the total
+// the store last gave plus what this node owes it.
+func (s *state) checkBudgetFleet(scope Scope, now time.Time, st *Status) {
+	for sp := range numSpans {
+		b := &s.spend[sp]
+		if b.full == 0 {
+			continue
+		}
+		f := &s.fleet[sp]
+		w := windowOf(sp, now)
+		spent := usd.Amount(0)
+		if f.window == w {
+			spent = usd.Add(f.total, f.owed-f.sending)
+		}
+		rem := max(0, b.full-spent)
+		if spent >= b.full {
+			st.refuse(scope, KindBudget, windowEnd(sp, w).Sub(now))
+		}
+		if st.Budget.Limit == 0 || rem < st.Budget.Remaining {
+			st.Budget = BudgetWindow{Limit: b.full, Remaining: rem, Reset: windowEnd(sp, w).Sub(now)}
+		}
+	}
+}
+
+// chargeFleet records cost as owed to the fleet's counters of s's
+// windows at now; the caller sends it (syncFleet, force).
+func (s *state) chargeFleet(cost usd.Amount, now time.Time) {
+	for sp := range numSpans {
+		if s.spend[sp].full == 0 {
+			continue
+		}
+		f := &s.fleet[sp]
+		f.roll(windowOf(sp, now))
+		f.owed = usd.Add(f.owed, cost)
+	}
+}
