@@ -218,6 +218,12 @@ func describe(ev *usageevent.Event) string {
 	if ev.Usage != nil {
 		line += fmt.Sprintf(" tokens in=%d out=%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
 	}
+	if c := ev.Cost; c != nil {
+		line += " cost $" + c.USD
+		if c.Estimated {
+			line += " (estimated)"
+		}
+	}
 	return line
 }
 
@@ -264,6 +270,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	snap.Models = append(snap.Models, pool, claudePool)
 	snap.Models = append(snap.Models, demoFallback())
 	addClouds(&snap, base)
+	addDemoPrices(&snap)
 	return snap
 }
 
@@ -295,6 +302,29 @@ func addClouds(snap *routesnap.Snapshot, base string) {
 			{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
 			bedrock,
 		}})
+}
+
+// demoPrices are the demo models' prices, USD per million tokens
+// (docs/routing.md "Prices"): made up, in the shape of real ones, so that
+// every usage line shows a cost and a budget on the demo key
+// (README "Prices and budgets") has something to count.
+var demoPrices = map[string]*routesnap.Price{
+	"demo-gpt":         {Input: "2.5", Output: "10", CacheRead: "1.25"},
+	"demo-pool":        {Input: "2.5", Output: "10", CacheRead: "1.25"},
+	"demo-claude":      {Input: "3", Output: "15", CacheRead: "0.3", CacheWrite: "3.75"},
+	"demo-claude-pool": {Input: "3", Output: "15", CacheRead: "0.3", CacheWrite: "3.75"},
+	"demo-gemini": {Input: "1.25", Output: "10", CacheRead: "0.125",
+		LongContext: &routesnap.PriceTier{AboveInputTokens: 200000, Input: "2.5", Output: "15", CacheRead: "0.25"}},
+}
+
+// addDemoPrices gives the demo models' targets their demoPrices.
+func addDemoPrices(snap *routesnap.Snapshot) {
+	for i := range snap.Models {
+		p := demoPrices[snap.Models[i].Name]
+		for j := range snap.Models[i].Targets {
+			snap.Models[i].Targets[j].Price = p
+		}
+	}
 }
 
 // poolSuffixes name the three backends of demo-pool and demo-claude-pool.

@@ -19,6 +19,7 @@ import (
 	"github.com/scootgate/scootgate/internal/upstream"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/routesnap"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // The embedded demo config is a copy of testdata/config/dev.toml (go:embed
@@ -209,5 +210,35 @@ func TestLogLinesAsProduction(t *testing.T) {
 	newLogger(&buf).Info("drained: every request finished", "took", 3*time.Second)
 	if got, want := buf.String(), `"took":"3s"`; !strings.Contains(got, want) {
 		t.Errorf("log line %s does not contain %s", got, want)
+	}
+}
+
+// TestDescribeCost: a priced attempt's line shows its cost, and says when
+// it was estimated; the demo models carry prices.
+func TestDescribeCost(t *testing.T) {
+	ev := &usageevent.Event{PublicModel: "demo-gpt", Protocol: "openai", Backend: "fake-openai", ProviderModel: "fake-gpt-1",
+		Attempt: 1, SendState: "response_received", HTTPStatus: 200,
+		Usage: &usageevent.Usage{InputTokens: 3, OutputTokens: 4}, Cost: &usageevent.Cost{USD: "0.0000475", PriceVersion: 1}}
+	if got := describe(ev); !strings.HasSuffix(got, "tokens in=3 out=4 cost $0.0000475") {
+		t.Errorf("line %q does not end with the cost", got)
+	}
+	ev.Usage, ev.Cost = nil, &usageevent.Cost{USD: "0.00001", Estimated: true}
+	if got := describe(ev); !strings.HasSuffix(got, "cost $0.00001 (estimated)") {
+		t.Errorf("line %q does not say the cost was estimated", got)
+	}
+	snap := devRoutes(time.Now())
+	if err := snap.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	priced := 0
+	for _, m := range snap.Models {
+		for _, tg := range m.Targets {
+			if tg.Price != nil {
+				priced++
+			}
+		}
+	}
+	if priced < 5 {
+		t.Errorf("%d demo targets are priced, want the demo chat models' (at least 5)", priced)
 	}
 }

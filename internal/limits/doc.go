@@ -74,6 +74,18 @@
 // KindStore; [Redis.Run] probes with backoff and the node returns to the
 // fleet's buckets when Redis answers, without a restart.
 //
+// # Budgets
+//
+// A key's or tenant's usd_per_day and usd_per_month (docs/limits.md
+// "Budgets") are cumulative spend in UTC calendar windows, in integer
+// picodollars (pkg/usd), not buckets: [Ticket.Charge] adds each attempt's
+// cost when it ends, and Admit refuses (KindBudget, Retry-After the
+// window's end) once the window's spend has reached the budget. The
+// local store counts the node's own spend against its share; with a
+// [Redis] store every window is one fleet-wide INCRBY counter, read
+// again when the node's view is older than a second, with spend made
+// during an outage sent when the store is back (spendfleet.go).
+//
 // # Caveats
 //
 // Tokens are debited after the fact, so a key may overshoot its tokens per
