@@ -21,9 +21,6 @@ import (
 const (
 	bedrockModel     = "claude-clouds"
 	bedrockProvModel = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
-	// bedrockPath is the provider path of bedrockProvModel, escaped as
-	// the AWS SDKs escape it.
-	bedrockPath = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke"
 )
 
 var bedrockKeys = fakeprovider.BedrockKeys{
