@@ -310,6 +310,14 @@ func (l *Lease) Done(r upstream.Result) {
 	l.Backend.State.Finish(r)
 }
 
+// Vacate gives the slot back ahead of Done, once the provider's side of
+// the attempt has ended while the client is still reading the answer
+// (upstream.State.Vacate); Done, with Result.Vacated set, then reports
+// the outcome alone. It reads only l's target, so it may run on another
+// goroutine than Done's: the caller calls it at most once, before Done,
+// and orders the two.
+func (l *Lease) Vacate() { l.Backend.State.Vacate() }
+
 // Fit reports whether the target's token budget has room for a request
 // expected to cost tokens (0: unknown, always room), and counts them
 // against it. When it has none the slot is released and the Lease is

@@ -96,6 +96,7 @@ type attempt struct {
 	err       error
 	ttfb      time.Duration
 	committed bool
+	vacated   bool // the slot went back when the provider's side ended (readAhead); set on its goroutine, read after close
 
 	egressFault    bool              // the proxy itself failed (not the backend's fault, docs/egress.md "Failures")
 	nodeFault      bool              // the node had no file descriptor for the dial: its own overload
@@ -546,6 +547,7 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	if resp.StatusCode/100 == 2 && c.spec.Passthrough {
 		// From the headers on, non_stream_total bounds the whole answer.
 		a.timer.headersIn()
+		defer c.readAhead(a).close()
 		c.relayBytes(ctx, a)
 		return
 	}
@@ -557,12 +559,14 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 			total := time.AfterFunc(a.timer.left(), func() { a.cancel(errTotalTimeout) })
 			defer total.Stop()
 		}
+		defer c.readAhead(a).close()
 		c.relayStream(ctx, a)
 		return
 	}
 	if resp.StatusCode == http.StatusOK && c.req.Stream && c.spec.Stream != nil {
 		// A stream in one growing JSON document (Gemini's
 		// streamGenerateContent without alt=sse): relayed as it arrives.
+		defer c.readAhead(a).close()
 		c.relayJSONStream(ctx, a)
 		return
 	}
@@ -570,6 +574,16 @@ func (c *call) answered(ctx context.Context, a *attempt, resp *http.Response) {
 	// non_stream_total bounds it, never first_byte.
 	a.timer.headersIn()
 	c.relayWhole(ctx, a)
+}
+
+// readAhead makes a's successful answer read ahead of the client, so
+// that the backend's slot goes back when the provider has sent it,
+// whatever the client's pace (docs/failures.md "Slots"). The caller
+// closes it when the relay is done.
+func (c *call) readAhead(a *attempt) *readAhead {
+	ra := newReadAhead(a.answer, func() { a.lease.Vacate(); a.vacated = true }, a.cancel)
+	a.answer = ra
+	return ra
 }
 
 // exchangeTimer is an attempt's one timer (docs/api.md "Timeouts"). Until
@@ -842,6 +856,7 @@ func (a *attempt) cost() (cost usd.Amount, estimated, priced bool) {
 // backend's in-flight slot back.
 func (c *call) finish(ctx context.Context, a *attempt) {
 	res := c.result(a)
+	res.Vacated = a.vacated
 	a.lease.Done(res)
 	if c.limited {
 		now := c.h.o.Now()

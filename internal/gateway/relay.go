@@ -99,6 +99,15 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 	if whole || err != nil {
 		a.timer.stop()
 	}
+	if resp.StatusCode/100 == 2 && err == nil {
+		if whole {
+			// docs/failures.md "Slots": the provider has sent all of it.
+			a.lease.Vacate()
+			a.vacated = true
+		} else {
+			defer c.readAhead(a).close()
+		}
+	}
 	if err != nil {
 		a.err, a.stage = err, stageResponseBody
 		c.failBeforeCommit(ctx, a)

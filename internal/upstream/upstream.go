@@ -238,8 +238,17 @@ func (s *State) Finish(r Result) {
 	default: // EgressFault, Cancelled, NodeOverloaded: nothing learned about the backend
 		s.br.Abandon()
 	}
-	s.inflight.Add(-1)
+	if !r.Vacated {
+		s.inflight.Add(-1)
+	}
 }
+
+// Vacate gives an attempt's slot back before its outcome is known: the
+// provider has sent all of its answer (or its connection ended), and
+// only the client has not read it all yet. The slot measures the
+// provider's load, not the clients' (docs/failures.md "Slots"); the
+// outcome follows with Finish and Result.Vacated set.
+func (s *State) Vacate() { s.inflight.Add(-1) }
 
 // Release gives the slot back without an outcome (the attempt was never
 // made, or lost a race). A half-open probe slot is freed for the next
@@ -644,6 +653,10 @@ type Result struct {
 	// it): the tokens spent since are not in the provider's count. 0:
 	// none spent.
 	SentTokens uint64
+	// Vacated says the slot was already given back by Vacate, when the
+	// provider's side of the attempt ended before the client's: Finish
+	// then applies the outcome only.
+	Vacated bool
 }
 
 // breakerClock is the clock a backend's breaker reads: nil for the real
