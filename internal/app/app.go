@@ -379,6 +379,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
 		// No WriteTimeout: it would cut long streams (docs/architecture.md "Go traps").
 		ErrorLog: newServerLog(o.Logger, time.Now), // handshake failures rate-limited
+		// docs/operations.md "HTTP/2 limits": written out, so that a Go
+		// release cannot move it unnoticed.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
 	}
 	n.hsrv = &http.Server{
 		Handler:           n.health.Handler(n.metrics.Handler()),
@@ -844,6 +847,10 @@ func (n *node) limiterOptions() limits.Options {
 	return o
 }
 
+// h2MaxConcurrentStreams is the streams an HTTP/2 client connection may
+// have open at once (Go's own default, 250).
+const h2MaxConcurrentStreams = 250
+
 // listenAPI opens the public listener, with TLS 1.2+ when a certificate is
 // configured (docs/operations.md). Config validation already refused plaintext on a
 // non-loopback address without the explicit opt-in; the opt-in is logged.
@@ -853,6 +860,9 @@ func (n *node) listenAPI() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen.api: %w", err)
 	}
+	// docs/operations.md "Connection floods": a client address over its
+	// bound is closed at accept, before TLS.
+	ln = gateway.LimitConns(ln, n.cfg.Limits.MaxConnsPerClient)
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {
 			const why = "API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted"

@@ -97,6 +97,11 @@ type Limits struct {
 	// body is read and discarded for at most this long, so that a client
 	// still sending sees the answer instead of a reset. 0 = close at once.
 	LingerTimeout time.Duration
+	// MaxConnsPerClient bounds the API listener's connections open at
+	// once from one client address (an IPv6 client's /64); a connection
+	// over it is closed as it is accepted. 0: unbounded (docs/operations.md
+	// "Connection floods").
+	MaxConnsPerClient int
 
 	// LocalShare is the fraction of every per-key and per-tenant limit
 	// this node enforces, in (0, 1] (docs/limits.md "Behind a load
@@ -230,6 +235,7 @@ type Authz struct {
 //	limits.socket_lifetime     60m (OpenAI's own limit on a Responses WebSocket)
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
+//	limits.max_conns_per_client 0 (unbounded)
 //	limits.local_share         1 (docs/limits.md)
 //	limits.store               "local"
 //	limits.redis.on_store_failure "local"

@@ -67,6 +67,8 @@
 //	max_concurrent_requests = 10000     # 1..1000000 requests in flight (streams too); beyond: fast 503,
 //	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:
 //	                                    #   it would cut long streams (docs/architecture.md "Go traps")
+//	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
+//	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)
 //
 //	[timeouts]                          # Go durations (docs/api.md "Timeouts"); all but stream_keepalive >= 1ms
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS

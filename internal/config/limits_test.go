@@ -82,6 +82,27 @@ func TestRulesServerLimits(t *testing.T) {
 			},
 		},
 		{
+			name:     "max_conns_per_client",
+			add:      "[limits]\nmax_conns_per_client = 64\n",
+			view:     func(c *Config) any { return c.Limits.MaxConnsPerClient },
+			wantView: 64,
+		},
+		{
+			name: "max_conns_per_client out of range",
+			add:  "[limits]\nmax_conns_per_client = -1\n",
+			want: []Problem{{"limits.max_conns_per_client", "-1 is out of range; expected 0..1000000"}},
+		},
+		{
+			name: "max_conns_per_client above",
+			add:  "[limits]\nmax_conns_per_client = 1000001\n",
+			want: []Problem{{"limits.max_conns_per_client", "1000001 is out of range; expected 0..1000000"}},
+		},
+		{
+			name: "max_conns_per_client not an integer",
+			add:  "[limits]\nmax_conns_per_client = \"64\"\n",
+			want: []Problem{{"limits.max_conns_per_client", "expected an integer, got a string"}},
+		},
+		{
 			name:     "local_share",
 			add:      "[limits]\nlocal_share = 0.25\n",
 			view:     func(c *Config) any { return c.Limits.LocalShare },

@@ -35,7 +35,9 @@ const (
 	minHeaderBytes        = 4 << 10
 	maxHeaderBytes        = 1 << 20 // net/http's default
 	maxConcurrentRequests = 1000000
-	maxLinger             = time.Minute // a lingering read is short by definition
+	// maxConnsPerClient bounds limits.max_conns_per_client (0: unbounded).
+	maxConnsPerClient = 1000000
+	maxLinger         = time.Minute // a lingering read is short by definition
 )
 
 // validator turns the decoded document into a Config, collecting problems.
@@ -193,6 +195,9 @@ func (v *validator) limits(t *table, l *Limits) {
 		l.MaxConcurrentRequests = int(n)
 	}
 	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
+	if n, ok := t.integer("max_conns_per_client", "", 0, maxConnsPerClient); ok {
+		l.MaxConnsPerClient = int(n)
+	}
 	if raw, ok := t.get("local_share", ""); ok {
 		r := -1.0
 		switch n := raw.(type) {
