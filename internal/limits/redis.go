@@ -114,12 +114,7 @@ func (r *Redis) Run(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { r.refreshLoop(ctx) })
 	defer func() {
-		r.mu.Lock()
-		if r.client != nil {
-			r.client.Close()
-			r.client = nil
-		}
-		r.mu.Unlock()
+		r.dropClient()
 		r.setUp(false)
 	}()
 	const minBackoff = 50 * time.Millisecond
@@ -127,6 +122,7 @@ func (r *Redis) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	connected := false // the client answered since it was dialled
 	for {
 		if r.up.Load() {
 			timer.Reset(r.o.HealthInterval)
@@ -142,8 +138,17 @@ func (r *Redis) Run(ctx context.Context) {
 			}
 			continue
 		}
+		if connected {
+			// The store went down: the client's other pipelined
+			// connections may be to a Redis that has since restarted,
+			// and would each fail once on first use after the probe
+			// said up. Dial afresh.
+			r.dropClient()
+			connected = false
+		}
 		err := r.probe(ctx)
 		if err == nil {
+			connected = true
 			r.setUp(true)
 			backoff = minBackoff
 			continue
@@ -158,6 +163,19 @@ func (r *Redis) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, r.o.MaxBackoff)
+	}
+}
+
+// dropClient closes the client; the next probe dials a new one. Takes
+// that still hold the old one fail, as they would on a store that is
+// down.
+func (r *Redis) dropClient() {
+	r.mu.Lock()
+	c := r.client
+	r.client = nil
+	r.mu.Unlock()
+	if c != nil {
+		c.Close()
 	}
 }
 

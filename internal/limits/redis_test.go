@@ -604,3 +604,38 @@ func TestStoreDownWhileIdle(t *testing.T) {
 		t.Errorf("%d round trips counted; health probes are not takes", n)
 	}
 }
+
+// TestStoreFreshAfterRestart: once a restarted Redis answers the probe,
+// the store's takes and refreshes go through, on every connection of its
+// client: none is left over from before the restart to fail with EOF on
+// its first use and mark the store down again.
+func TestStoreFreshAfterRestart(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{MaxConcurrent: 4}, authsnap.Limits{})
+	n.wait(t, true)
+	use := func() (failed int) {
+		for range 40 {
+			if tk, _, ok := n.sub.Admit(fc.Now()); ok {
+				tk.Release()
+			}
+			if err := n.l.RefreshHolds(); err != nil {
+				failed++
+			}
+		}
+		return failed
+	}
+	if f := use(); f != 0 { // every pipelined connection of the client in use
+		t.Fatalf("%d of 40 refreshes failed before the restart", f)
+	}
+	rs.stop()
+	if err := n.l.RefreshHolds(); err == nil {
+		t.Fatal("a refresh succeeded with redis-server stopped")
+	}
+	n.wait(t, false)
+	rs.start(t)
+	n.wait(t, true)
+	if f := use(); f != 0 || !n.store.Up() {
+		t.Errorf("%d of 40 refreshes failed after the restart (store up %v); want 0", f, n.store.Up())
+	}
+}
