@@ -85,6 +85,9 @@ type Binder struct {
 	l             *Limiter
 	keys, tenants map[string]*state
 	updates       []update // applied by Done
+	// shares are the bound keys' fair shares of each tenant, applied by
+	// Done (a share not bound again is forgotten).
+	shares map[*state]map[string]*share
 }
 
 // update is a bound state's limits as of the snapshot being bound.
@@ -98,7 +101,7 @@ type update struct {
 // Done or Abort.
 func (l *Limiter) Bind() *Binder {
 	l.mu.Lock()
-	return &Binder{l: l, keys: map[string]*state{}, tenants: map[string]*state{}}
+	return &Binder{l: l, keys: map[string]*state{}, tenants: map[string]*state{}, shares: map[*state]map[string]*share{}}
 }
 
 // Subject returns the hold on the limiter of a key with the given own and
@@ -113,6 +116,7 @@ func (b *Binder) Subject(keyID, tenantID string, key, tenant authsnap.Limits) *S
 	}
 	if !tenant.IsZero() {
 		sub.tenant = b.bind(b.tenants, b.l.tenants, "t:", tenantID, tenant)
+		sub.share = b.share(sub.tenant, keyID)
 	}
 	sub.budgeted = key.USDPerDay != "" || key.USDPerMonth != "" || tenant.USDPerDay != "" || tenant.USDPerMonth != ""
 	return sub
@@ -132,6 +136,27 @@ func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsn
 	return s
 }
 
+// share returns keyID's fair share of tenant ts: the one it has, if the
+// key was bound before, else a new one.
+func (b *Binder) share(ts *state, keyID string) *share {
+	m := b.shares[ts]
+	if m == nil {
+		m = map[string]*share{}
+		b.shares[ts] = m
+	}
+	sh := m[keyID]
+	if sh == nil {
+		ts.mu.Lock()
+		sh = ts.shares[keyID]
+		ts.mu.Unlock()
+		if sh == nil {
+			sh = &share{}
+		}
+		m[keyID] = sh
+	}
+	return sh
+}
+
 // Done applies the snapshot's limits, makes the bound keys and tenants the
 // limiter's and forgets the others. Requests that hold a forgotten state
 // finish with it.
@@ -143,6 +168,9 @@ func (b *Binder) Done() {
 		u.s.update(u.c, at)
 		u.s.full = u.full
 		u.s.updateBudgets(u.budgets, b.l.share, now)
+		if m, ok := b.shares[u.s]; ok {
+			u.s.shares = m
+		}
 		u.s.mu.Unlock()
 	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
@@ -169,7 +197,8 @@ func (b *Binder) Abort() { b.l.mu.Unlock() }
 type Subject struct {
 	l           *Limiter
 	key, tenant *state
-	budgeted    bool // the key or its tenant has a budget
+	share       *share // the key's fair share of its tenant; nil without a tenant
+	budgeted    bool   // the key or its tenant has a budget
 }
 
 // Scope says whose limit refused a request.
@@ -318,6 +347,7 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 		defer ts.mu.Unlock()
 		ts.refill(at)
 		ts.check(ScopeTenant, &st)
+		ts.fairLocked(sub.share, ScopeTenant, at, &st)
 	}
 	if st.Refused() {
 		if ks != nil {
@@ -335,6 +365,7 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 	}
 	if ts != nil {
 		ts.take()
+		ts.takeShare(sub.share)
 		ts.owe(l.fleet, at)
 		ts.report(&st)
 	}
@@ -456,6 +487,11 @@ type state struct {
 	rkey     string // the fleet's requests bucket; immutable
 	tkey     string // the fleet's tokens bucket; immutable
 	ckey     string // the fleet's concurrency holds; immutable
+
+	// A tenant's only: its keys' fair shares (fair.go), by key ID.
+	shares map[string]*share
+	active int64 // keys offered a request in the last window, as of swept
+	swept  int64 // when active was last recounted
 }
 
 // newState returns the state of one key ("k:"+id) or tenant ("t:"+id).

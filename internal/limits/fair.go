@@ -1,0 +1,78 @@
+package limits
+
+import (
+	"math"
+	"time"
+)
+
+// Fairness inside a tenant (docs/limits.md "Fairness inside a tenant").
+// A tenant's requests per minute are shared by its keys: each key active
+// in the last window (offered a request) has a fair share of the
+// tenant's rate, L / active keys per minute, kept as a bucket of that
+// capacity refilling at that rate. The last fair share's worth of the
+// tenant's bucket is a reserve: a key takes from it only while its own
+// fair-share bucket holds a request. So a key that has used its share is
+// refused first when the tenant's bucket runs short, whichever key
+// happens to arrive first after each refill, and a key asking less than
+// its share always finds the reserve.
+
+// share is one key's fair share of its tenant's requests per minute;
+// guarded by the tenant state's mu.
+type share struct {
+	level float64 // requests the key may still take from the reserve, ≥ 0
+	at    int64   // when level was last refilled
+	last  int64   // when the key was last offered a request
+	seen  bool    // last is set
+}
+
+// sweepEvery is how often a tenant recounts its active keys; between
+// recounts a key that went quiet still counts, which only makes the
+// shares smaller (the reserve is then larger than one share).
+const sweepEvery = time.Second
+
+// fairLocked notes that sh's key is offered a request at at, refills its
+// share and records in st the refusal fairness causes: the tenant's
+// bucket is down to its reserve and the key has used its share. Call it
+// with s.mu held, after s.check.
+func (s *state) fairLocked(sh *share, scope Scope, at int64, st *Status) {
+	if s.rpm == 0 || sh == nil {
+		return
+	}
+	if !sh.seen || at-sh.last > int64(window) {
+		// The key becomes active: its share starts full.
+		s.active++
+		sh.seen, sh.at = true, at
+		sh.level = math.Inf(1) // clamped to the share below
+	}
+	sh.last = max(sh.last, at)
+	if at-s.swept >= int64(sweepEvery) {
+		s.swept = at
+		s.active = 0
+		for _, o := range s.shares {
+			if o.seen && at-o.last <= int64(window) {
+				s.active++
+			}
+		}
+	}
+	fair := float64(s.rpm) / float64(max(1, s.active))
+	if d := at - sh.at; d > 0 {
+		sh.level += float64(d) / float64(window) * fair
+		sh.at = at
+	}
+	sh.level = min(sh.level, fair)
+	if st.Refused() || sh.level >= 1 || s.reqLevel-1 >= fair {
+		return
+	}
+	// Fits once the share holds a request or the bucket is above the
+	// reserve again, whichever comes first.
+	wait := min(time.Duration(math.Ceil((1-sh.level)/fair*float64(window))), perMinute(fair+1-s.reqLevel, s.rpm))
+	st.refuse(scope, KindRequests, max(wait, 1)) // never 0: it does not fit now
+}
+
+// takeShare spends one request of sh's share; a share spent beyond zero
+// stays at zero (the key then takes only what is above the reserve).
+func (s *state) takeShare(sh *share) {
+	if s.rpm > 0 && sh != nil {
+		sh.level = max(0, sh.level-1)
+	}
+}

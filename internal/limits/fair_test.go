@@ -1,0 +1,101 @@
+package limits_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/scootgate/scootgate/internal/clock"
+	"github.com/scootgate/scootgate/internal/limits"
+)
+
+// offer is one key's demand in a fairness run: a request every period,
+// the first at phase.
+type offer struct {
+	period, phase time.Duration
+}
+
+// fairRun offers each key its requests for d under a tenant limited to
+// rpm requests per minute (the keys unlimited) and returns what each was
+// admitted in the last minute (the first two settle the buckets), in
+// order of arrival: a key at an earlier phase comes first at equal times.
+func fairRun(t *testing.T, newLimiter func(func() time.Time) *limits.Limiter, rpm int64, offers []offer, d time.Duration) []int {
+	t.Helper()
+	fc := clock.NewFake(time.Time{})
+	start := fc.Now()
+	l := newLimiter(fc.Now)
+	b := binding{keys: map[string]keyEntry{}, tenants: map[string]lim{"t1": {RequestsPerMinute: rpm}}}
+	for i := range offers {
+		b.keys["k"+strconv.Itoa(i)] = keyEntry{tenant: "t1"}
+	}
+	subs := b.bind(l)
+	next := make([]time.Duration, len(offers))
+	for i, o := range offers {
+		next[i] = o.phase
+	}
+	got := make([]int, len(offers))
+	for {
+		// The next arrival: the earliest, the lower index first.
+		i := 0
+		for j := range next {
+			if next[j] < next[i] {
+				i = j
+			}
+		}
+		if next[i] >= d {
+			return got
+		}
+		fc.Advance(start.Add(next[i]).Sub(fc.Now()))
+		tk, st, ok := subs["k"+strconv.Itoa(i)].Admit(fc.Now())
+		if ok {
+			tk.Release()
+			if next[i] >= d-time.Minute {
+				got[i]++
+			}
+		} else if st.Scope != limits.ScopeTenant || st.Kind != limits.KindRequests || st.RetryAfter < 0 {
+			t.Fatalf("key %d refused with %v %v after %v, want the tenant's requests limit", i, st.Scope, st.Kind, st.RetryAfter)
+		}
+		next[i] += offers[i].period
+	}
+}
+
+func localLimiter(now func() time.Time) *limits.Limiter {
+	return limits.New(limits.Options{Clock: now})
+}
+
+// Two keys offered 25 requests a second each, at fixed phase-shifted
+// intervals, under a tenant's 600 per minute: each gets half, whichever
+// arrives first after each refill.
+func TestFairTwoKeys(t *testing.T) {
+	for _, phase := range []time.Duration{time.Millisecond, 13 * time.Millisecond, 39 * time.Millisecond} {
+		offers := []offer{{40 * time.Millisecond, 0}, {40 * time.Millisecond, phase}}
+		got := fairRun(t, localLimiter, 600, offers, 3*time.Minute)
+		for i, n := range got {
+			if n < 285 || n > 315 {
+				t.Errorf("phase %v: key %d admitted %d in the third minute, want 300 ± 5 %% (all: %v)", phase, i, n, got)
+			}
+		}
+	}
+}
+
+// One heavy key and nine light ones (each below its fair share, 60 per
+// minute): the light keys get all they ask, the heavy key the rest.
+func TestFairHeavyAndLight(t *testing.T) {
+	offers := []offer{{40 * time.Millisecond, 0}} // heavy: 1,500 a minute
+	for i := range 9 {
+		// 30 a minute each, at the same instants as some of the heavy
+		// key's arrivals, which come first.
+		offers = append(offers, offer{2 * time.Second, time.Duration(i+1) * 200 * time.Millisecond})
+	}
+	got := fairRun(t, localLimiter, 600, offers, 3*time.Minute)
+	light := 0
+	for i, n := range got[1:] {
+		if n != 30 {
+			t.Errorf("light key %d admitted %d in the third minute, want all 30 (all: %v)", i+1, n, got)
+		}
+		light += n
+	}
+	if rest := 600 - light; got[0] < rest*95/100 || got[0] > rest {
+		t.Errorf("heavy key admitted %d in the third minute, want about the rest, %d (all: %v)", got[0], rest, got)
+	}
+}
