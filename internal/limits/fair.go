@@ -15,6 +15,11 @@ import (
 // refused first when the tenant's bucket runs short, whichever key
 // happens to arrive first after each refill, and a key asking less than
 // its share always finds the reserve.
+//
+// With the redis store a node judges by its own view: the keys active on
+// it, and as the tenant's level what it holds leased plus the fleet's
+// bucket as of its last take, refilled since (its local bucket, which
+// shadows the fleet's).
 
 // share is one key's fair share of its tenant's requests per minute;
 // guarded by the tenant state's mu.
@@ -32,9 +37,9 @@ const sweepEvery = time.Second
 
 // fairLocked notes that sh's key is offered a request at at, refills its
 // share and records in st the refusal fairness causes: the tenant's
-// bucket is down to its reserve and the key has used its share. Call it
-// with s.mu held, after s.check.
-func (s *state) fairLocked(sh *share, scope Scope, at int64, st *Status) {
+// bucket, at level, is down to its reserve and the key has used its
+// share. Call it with s.mu held, after s's own checks.
+func (s *state) fairLocked(sh *share, scope Scope, at int64, level float64, st *Status) {
 	if s.rpm == 0 || sh == nil {
 		return
 	}
@@ -60,12 +65,12 @@ func (s *state) fairLocked(sh *share, scope Scope, at int64, st *Status) {
 		sh.at = at
 	}
 	sh.level = min(sh.level, fair)
-	if st.Refused() || sh.level >= 1 || s.reqLevel-1 >= fair {
+	if st.Refused() || sh.level >= 1 || level-1 >= fair {
 		return
 	}
 	// Fits once the share holds a request or the bucket is above the
 	// reserve again, whichever comes first.
-	wait := min(time.Duration(math.Ceil((1-sh.level)/fair*float64(window))), perMinute(fair+1-s.reqLevel, s.rpm))
+	wait := min(time.Duration(math.Ceil((1-sh.level)/fair*float64(window))), perMinute(fair+1-level, s.rpm))
 	st.refuse(scope, KindRequests, max(wait, 1)) // never 0: it does not fit now
 }
 

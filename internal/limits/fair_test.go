@@ -21,7 +21,7 @@ type offer struct {
 // order of arrival: a key at an earlier phase comes first at equal times.
 func fairRun(t *testing.T, newLimiter func(func() time.Time) *limits.Limiter, rpm int64, offers []offer, d time.Duration) []int {
 	t.Helper()
-	fc := clock.NewFake(time.Time{})
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	start := fc.Now()
 	l := newLimiter(fc.Now)
 	b := binding{keys: map[string]keyEntry{}, tenants: map[string]lim{"t1": {RequestsPerMinute: rpm}}}
@@ -63,16 +63,33 @@ func localLimiter(now func() time.Time) *limits.Limiter {
 	return limits.New(limits.Options{Clock: now})
 }
 
+// fleetLimiter returns a node of a fleet on a Redis of its own.
+func fleetLimiter(t *testing.T) func(func() time.Time) *limits.Limiter {
+	return func(now func() time.Time) *limits.Limiter {
+		return limits.New(limits.Options{Clock: now, Fleet: runStore(t, startRedis(t).addr())})
+	}
+}
+
+var stores = []struct {
+	name string
+	new  func(*testing.T) func(func() time.Time) *limits.Limiter
+}{
+	{"local", func(*testing.T) func(func() time.Time) *limits.Limiter { return localLimiter }},
+	{"redis", fleetLimiter},
+}
+
 // Two keys offered 25 requests a second each, at fixed phase-shifted
 // intervals, under a tenant's 600 per minute: each gets half, whichever
 // arrives first after each refill.
 func TestFairTwoKeys(t *testing.T) {
-	for _, phase := range []time.Duration{time.Millisecond, 13 * time.Millisecond, 39 * time.Millisecond} {
-		offers := []offer{{40 * time.Millisecond, 0}, {40 * time.Millisecond, phase}}
-		got := fairRun(t, localLimiter, 600, offers, 3*time.Minute)
-		for i, n := range got {
-			if n < 285 || n > 315 {
-				t.Errorf("phase %v: key %d admitted %d in the third minute, want 300 ± 5 %% (all: %v)", phase, i, n, got)
+	for _, store := range stores {
+		for _, phase := range []time.Duration{time.Millisecond, 13 * time.Millisecond, 39 * time.Millisecond} {
+			offers := []offer{{40 * time.Millisecond, 0}, {40 * time.Millisecond, phase}}
+			got := fairRun(t, store.new(t), 600, offers, 3*time.Minute)
+			for i, n := range got {
+				if n < 285 || n > 315 {
+					t.Errorf("%s, phase %v: key %d admitted %d in the third minute, want 300 ± 5 %% (all: %v)", store.name, phase, i, n, got)
+				}
 			}
 		}
 	}
@@ -87,15 +104,17 @@ func TestFairHeavyAndLight(t *testing.T) {
 		// key's arrivals, which come first.
 		offers = append(offers, offer{2 * time.Second, time.Duration(i+1) * 200 * time.Millisecond})
 	}
-	got := fairRun(t, localLimiter, 600, offers, 3*time.Minute)
-	light := 0
-	for i, n := range got[1:] {
-		if n != 30 {
-			t.Errorf("light key %d admitted %d in the third minute, want all 30 (all: %v)", i+1, n, got)
+	for _, store := range stores {
+		got := fairRun(t, store.new(t), 600, offers, 3*time.Minute)
+		light := 0
+		for i, n := range got[1:] {
+			if n != 30 {
+				t.Errorf("%s: light key %d admitted %d in the third minute, want all 30 (all: %v)", store.name, i+1, n, got)
+			}
+			light += n
 		}
-		light += n
-	}
-	if rest := 600 - light; got[0] < rest*95/100 || got[0] > rest {
-		t.Errorf("heavy key admitted %d in the third minute, want about the rest, %d (all: %v)", got[0], rest, got)
+		if rest := 600 - light; got[0] < rest*95/100 || got[0] > rest {
+			t.Errorf("%s: heavy key admitted %d in the third minute, want about the rest, %d (all: %v)", store.name, got[0], rest, got)
+		}
 	}
 }

@@ -136,6 +136,9 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 		}
 		if ts != nil {
 			n = ts.checkFleet(ScopeTenant, at, gen, &st, needs[:], n, &waiting[1])
+			if ts.full.rpm > 0 {
+				ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel+float64(ts.req.bal), &st)
+			}
 		}
 		if n > 0 && (try == maxTakes || loops == maxLoops) {
 			// Concurrent requests spent every lease or slot taken
@@ -169,6 +172,9 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 				}
 				if s.full.rpm > 0 {
 					s.req.bal--
+				}
+				if s == ts {
+					s.takeShare(sub.share)
 				}
 				s.inflight++
 				s.hold.peak = max(s.hold.peak, s.inflight)

@@ -347,7 +347,7 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 		defer ts.mu.Unlock()
 		ts.refill(at)
 		ts.check(ScopeTenant, &st)
-		ts.fairLocked(sub.share, ScopeTenant, at, &st)
+		ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel, &st)
 	}
 	if st.Refused() {
 		if ks != nil {

@@ -544,7 +544,7 @@ func TestFleetConcurrentAdmit(t *testing.T) {
 
 // runStore starts a redis store on addr for a benchmark, waits until it is
 // up, and stops it when the benchmark ends.
-func runStore(b *testing.B, addr string) *limits.Redis {
+func runStore(b testing.TB, addr string) *limits.Redis {
 	ups := make(chan bool, 4)
 	store := limits.NewRedis(limits.RedisOptions{Address: addr, OnChange: func(up bool) { ups <- up }})
 	ctx, cancel := context.WithCancel(context.Background())
