@@ -70,12 +70,16 @@ func fleetLimiter(t *testing.T) func(func() time.Time) *limits.Limiter {
 	}
 }
 
+// stores are the limiters the fairness tests run on; slack is what one
+// minute may admit above the limit (a lease taken the minute before, a
+// twentieth of the 600).
 var stores = []struct {
-	name string
-	new  func(*testing.T) func(func() time.Time) *limits.Limiter
+	name  string
+	new   func(*testing.T) func(func() time.Time) *limits.Limiter
+	slack int
 }{
-	{"local", func(*testing.T) func(func() time.Time) *limits.Limiter { return localLimiter }},
-	{"redis", fleetLimiter},
+	{"local", func(*testing.T) func(func() time.Time) *limits.Limiter { return localLimiter }, 0},
+	{"redis", fleetLimiter, 30},
 }
 
 // Two keys offered 25 requests a second each, at fixed phase-shifted
@@ -113,7 +117,7 @@ func TestFairHeavyAndLight(t *testing.T) {
 			}
 			light += n
 		}
-		if rest := 600 - light; got[0] < rest*95/100 || got[0] > rest {
+		if rest := 600 - light; got[0] < rest*95/100 || got[0] > rest+store.slack {
 			t.Errorf("%s: heavy key admitted %d in the third minute, want about the rest, %d (all: %v)", store.name, got[0], rest, got)
 		}
 	}
