@@ -20,24 +20,34 @@ const maxTakes = 3
 // requests' takes included.
 const maxLoops = 12
 
-// minRetake and maxRetake bound how long a node waits before it asks an
-// empty fleet bucket again (retake): the time the bucket takes to refill
-// one lease, so that the next take finds a lease's worth, but at most a
-// second, so that a node comes back to a key freed by its neighbours
-// quickly. A key held at its limit then costs each node about one round
-// trip a second, however many requests it is offered; a bucket that
-// refills a lease faster than 100 ms is asked at most ten times a second.
+// minRetake and maxRetake bound how long a node waits before it asks a
+// fleet bucket that gave it less than a lease, or has less than one
+// left, again (retake): the time
+// the bucket takes to refill one lease, so that the next take finds a
+// lease's worth, but at most a second the first time, so that a node
+// comes back to a key freed by its neighbours quickly. A node that is
+// short again on its next take too (demand at the limit) waits the whole
+// refill time of a lease: each of its takes then brings a full lease (if
+// the other nodes leave it), so a key held at its limit costs its node
+// about one round trip per lease, however many requests it is offered.
+// A bucket that refills a lease faster than 100 ms is asked at most ten
+// times a second.
 const (
 	minRetake = 100 * time.Millisecond
 	maxRetake = time.Second
 )
 
-// retake is how long a node leaves an empty fleet bucket of capacity
-// alone: the time it refills one lease, within [minRetake, maxRetake],
-// or wait (when the fleet's next unit is further away) if longer.
-func retake(wait time.Duration, capacity int64) time.Duration {
-	refill := time.Duration(float64(window) * float64(leaseSize(capacity)) / float64(max(capacity, 1)))
-	return max(wait, min(max(refill, minRetake), maxRetake))
+// retake is how long a node leaves a fleet bucket of capacity alone
+// after a short take (less than a lease given or left): the time it refills one
+// lease, at least minRetake, and at most maxRetake unless the previous
+// take was short too (short); or wait (when the fleet's next unit is
+// further away) if longer.
+func retake(wait time.Duration, capacity int64, short bool) time.Duration {
+	refill := max(time.Duration(float64(window)*float64(leaseSize(capacity))/float64(max(capacity, 1))), minRetake)
+	if !short {
+		refill = min(refill, maxRetake)
+	}
+	return max(wait, refill)
 }
 
 // lease is what a node holds of one fleet bucket.
@@ -45,7 +55,8 @@ type lease struct {
 	bal        int64         // leased and unspent; tokens may go below zero (owed to the fleet)
 	at         int64         // when the last lease was granted
 	fleet      int64         // the fleet bucket's level after the last take, for headers
-	emptyUntil int64         // the fleet had nothing to give: no take before this
+	emptyUntil int64         // the fleet had less than a lease to give: no take before this
+	short      bool          // the last take got less than a lease or left the fleet's bucket below one
 	fetching   chan struct{} // non-nil while a take is in flight; closed when it ends
 }
 
@@ -344,9 +355,15 @@ func (l *Limiter) run(tk take, now time.Time) error {
 		ls.emptyUntil = 0
 		if grant > 0 {
 			ls.at = at
-		} else {
-			ls.emptyUntil = at + int64(retake(wait, tk.capacity))
 		}
+		// Short: the take got less than a lease, or left the fleet's
+		// bucket below one; a top-up before it refilled would find
+		// (next to) nothing.
+		short := grant < tk.want || level < tk.want
+		if short {
+			ls.emptyUntil = at + int64(retake(wait, tk.capacity, ls.short))
+		}
+		ls.short = short
 	}
 	ls.fetching = nil
 	close(tk.done)
