@@ -10,28 +10,39 @@ import (
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
-// atLimit offers one key of a node of the fleet five times what its
+// atLimit offers one key on nodes of a fleet five times what its
 // limit lets through, one request per op on a fake clock every (5 ×
 // the rate the limit lets through), and reports the round trips to Redis per
 // offered request. hold is how long each admitted request lasts; tokens
-// what each is debited when it ends.
-func atLimit(b *testing.B, every time.Duration, kl authsnap.Limits, hold time.Duration, tokens int64) {
+// what each is debited when it ends. The requests go round the nodes in
+// turn.
+func atLimit(b *testing.B, nodes int, every time.Duration, kl authsnap.Limits, hold time.Duration, tokens int64) {
 	rs := startRedis(b)
-	store := runStore(b, rs.addr())
 	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	l := limits.New(limits.Options{Clock: fc.Now, Fleet: store})
-	bd := l.Bind()
-	sub := bd.Subject("k", "t", kl, authsnap.Limits{})
-	bd.Done()
+	stores := make([]*limits.Redis, nodes)
+	subs := make([]*limits.Subject, nodes)
+	for i := range nodes {
+		stores[i] = runStore(b, rs.addr())
+		l := limits.New(limits.Options{Clock: fc.Now, Fleet: stores[i]})
+		bd := l.Bind()
+		subs[i] = bd.Subject("k", "t", kl, authsnap.Limits{})
+		bd.Done()
+	}
+	allCalls := func() (n int64) {
+		for _, st := range stores {
+			n += st.Calls()
+		}
+		return n
+	}
 	type running struct {
 		tk  limits.Ticket
 		end time.Time
 	}
 	var inflight []running
 	var admitted int
-	calls := store.Calls()
+	calls := allCalls()
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		fc.Advance(every)
 		now := fc.Now()
 		kept := inflight[:0]
@@ -44,12 +55,12 @@ func atLimit(b *testing.B, every time.Duration, kl authsnap.Limits, hold time.Du
 			r.tk.Release()
 		}
 		inflight = kept
-		if tk, _, ok := sub.Admit(now); ok {
+		if tk, _, ok := subs[i%nodes].Admit(now); ok {
 			admitted++
 			inflight = append(inflight, running{tk, now.Add(hold)})
 		}
 	}
-	b.ReportMetric(float64(store.Calls()-calls)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(allCalls()-calls)/float64(b.N), "roundtrips/op")
 	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
 }
 
@@ -59,13 +70,16 @@ func BenchmarkAtLimit(b *testing.B) {
 	for _, rate := range []int64{1, 10} { // what the limit lets through a second
 		every := time.Second / time.Duration(5*rate)
 		b.Run("rpm/"+strconv.FormatInt(60*rate, 10), func(b *testing.B) {
-			atLimit(b, every, authsnap.Limits{RequestsPerMinute: 60 * rate}, 0, 0)
+			atLimit(b, 1, every, authsnap.Limits{RequestsPerMinute: 60 * rate}, 0, 0)
 		})
 		b.Run("tpm/"+strconv.FormatInt(6000*rate, 10), func(b *testing.B) {
-			atLimit(b, every, authsnap.Limits{TokensPerMinute: 6000 * rate}, 0, 100)
+			atLimit(b, 1, every, authsnap.Limits{TokensPerMinute: 6000 * rate}, 0, 100)
 		})
 		b.Run("concurrent/"+strconv.FormatInt(rate, 10), func(b *testing.B) {
-			atLimit(b, every, authsnap.Limits{MaxConcurrent: 10 * rate}, 10*time.Second, 0)
+			atLimit(b, 1, every, authsnap.Limits{MaxConcurrent: 10 * rate}, 10*time.Second, 0)
+		})
+		b.Run("concurrent-2nodes/"+strconv.FormatInt(rate, 10), func(b *testing.B) {
+			atLimit(b, 2, every, authsnap.Limits{MaxConcurrent: 10 * rate}, 10*time.Second, 0)
 		})
 	}
 }

@@ -32,6 +32,7 @@ type hold struct {
 	peak      int64         // most requests in flight since the last refresh
 	pending   int64         // admissions waiting for a slot: the next take asks for them too
 	fullUntil int64         // the fleet had no slot to give: no take before this
+	fulls     int           // takes in a row that found the fleet full
 	sending   int64         // the target of the take or refresh in flight
 	fetching  chan struct{} // non-nil while a take or refresh is in flight; closed when it ends
 }
@@ -69,14 +70,19 @@ func (s *state) beginHoldLocked(gen uint64, target int64) (holdOp, chan struct{}
 
 // endHoldLocked records the answer to a take or refresh begun with
 // beginHoldLocked (granted, unless err). A take that got less than it
-// asked for found the fleet full: the node asks again after minRetake at
-// the earliest, and refuses meanwhile.
+// asked for found the fleet full: the node refuses without asking again
+// for minRetake, doubled for each take in a row that found it full, up
+// to maxRetake (slots other nodes free come back to the fleet at their
+// next refresh, a second apart, anyway).
 func (s *state) endHoldLocked(op holdOp, gen uint64, grant int64, err error, take bool, at int64) {
 	if err == nil {
 		s.hold.held, s.hold.gen = grant, gen
 		s.hold.fullUntil = 0
 		if take && grant < op.target {
-			s.hold.fullUntil = at + int64(minRetake)
+			s.hold.fullUntil = at + int64(min(minRetake<<min(s.hold.fulls, 4), maxRetake))
+			s.hold.fulls++
+		} else if take {
+			s.hold.fulls = 0
 		}
 	}
 	close(s.hold.fetching)

@@ -259,7 +259,9 @@ func (s *state) checkFleet(scope Scope, at int64, gen uint64, st *Status, needs 
 	// The local buckets keep refilling: they take over if the store fails.
 	s.refill(at)
 	if s.full.conc > 0 && s.inflight >= s.hold.usable(gen) {
-		if at < s.hold.fullUntil {
+		// A node that holds the whole limit has nothing to ask for.
+		whole := s.hold.gen == gen && s.hold.fetching == nil && s.hold.held >= s.full.conc
+		if whole || at < s.hold.fullUntil {
 			st.refuse(scope, KindConcurrency, concurrencyRetry)
 		} else {
 			needs[n] = need{s: s}
