@@ -59,12 +59,23 @@ type holdOp struct {
 
 // beginHoldLocked marks a take or refresh of s's hold in flight and
 // returns its arguments. floor is what the node may have in use when the
-// answer comes: the slots in use now, and those usable meanwhile.
-func (s *state) beginHoldLocked(gen uint64, target int64) (holdOp, chan struct{}) {
+// answer comes: the slots in use now, and for a take those usable
+// meanwhile. A refresh's floor is the slots in use alone, and no other
+// slot is usable until its answer: a hold is recorded even where it does
+// not fit (after an outage), and one kept spare beyond the limit would
+// otherwise be recorded again and again, and reused by new requests while
+// the fleet is over its limit.
+func (s *state) beginHoldLocked(gen uint64, target int64, refresh bool) (holdOp, chan struct{}) {
 	floor := max(s.inflight, min(s.hold.usable(gen), target))
+	if refresh {
+		floor = s.inflight
+	}
 	op := holdOp{key: s.ckey, limit: s.full.conc, floor: floor, target: max(target, floor)}
 	ch := make(chan struct{})
 	s.hold.sending, s.hold.fetching = op.target, ch
+	if refresh {
+		s.hold.sending = floor
+	}
 	return op, ch
 }
 
@@ -103,7 +114,7 @@ func (l *Limiter) fetchHold(s *state, gen uint64, now time.Time) (waited bool, e
 		s.mu.Unlock() // the limit went away meanwhile
 		return true, nil
 	}
-	op, _ := s.beginHoldLocked(gen, s.inflight+s.hold.pending)
+	op, _ := s.beginHoldLocked(gen, s.inflight+s.hold.pending, false)
 	s.mu.Unlock()
 	grants, err := l.fleet.hold(context.Background(), l.node, now.UnixMilli(), []holdOp{op})
 	var grant int64
@@ -142,7 +153,7 @@ func (l *Limiter) refreshHolds(ctx context.Context) error {
 		}
 		target := max(s.inflight, s.hold.peak)
 		s.hold.peak = s.inflight
-		op, _ := s.beginHoldLocked(gen, target)
+		op, _ := s.beginHoldLocked(gen, target, true)
 		s.mu.Unlock()
 		ss = append(ss, s)
 		ops = append(ops, op)
