@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scootgate/scootgate/internal/authz"
@@ -256,7 +257,16 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	// Per-key and per-tenant limits: each compiled authorization snapshot
 	// binds its limited keys to the node's limiter (docs/limits.md).
 	lim := limits.New(n.limiterOptions())
-	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz, lim))
+	// docs/api.md "Realtime sessions": a swap that revokes a key ends its
+	// open sessions. The handler is made below; a swap before that has no
+	// session to judge.
+	var sessions atomic.Pointer[gateway.Handler]
+	recheck := func() {
+		if gw := sessions.Load(); gw != nil {
+			gw.RecheckSessions()
+		}
+	}
+	authzDecode := snapshot.Signed(snapsign.AuthzPayloadType, cfg.Authz.VerifyKeys, authzDecoder(n.authz, lim, recheck))
 	if _, err := newPoller("authz", cfg.Authz.Source, authzDecode); err != nil {
 		return nil, err
 	}
@@ -279,8 +289,10 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		Transport: dialer.Transport(),
 		BodyLimit: cfg.Limits.BodyBytes,
 		// An idle WebSocket is closed like an idle keep-alive connection.
-		SocketIdle:      cfg.Limits.IdleTimeout,
-		SocketLifetime:  cfg.Limits.SocketLifetime,
+		SocketIdle:     cfg.Limits.IdleTimeout,
+		SocketLifetime: cfg.Limits.SocketLifetime,
+		Realtime: gateway.RealtimeOptions{FrameBytes: cfg.Realtime.FrameBytes,
+			Idle: cfg.Realtime.IdleTimeout, Total: cfg.Realtime.MaxDuration},
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		BodyDeadlineSet: true, // guardBody, below
 		MaxAttempts:     cfg.Limits.MaxAttempts,
@@ -362,6 +374,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	limited := gateway.LimitConcurrency(handler, concurrency, o.Logger)
 	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
 	n.gw = gw
+	sessions.Store(gw)
 	n.metrics.RegisterClient(func() metrics.ClientStats {
 		inflight, limit, refused := limited.Stats()
 		return metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}

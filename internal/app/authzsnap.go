@@ -12,8 +12,9 @@ import (
 // rules accept it) compile and swap it into st in one step
 // (docs/authorization.md, docs/snapshots.md). Compiling binds the limited
 // keys to lim: a key or tenant still listed keeps what it used this
-// minute, one left out is forgotten (docs/limits.md).
-func authzDecoder(st *authz.Store, lim *limits.Limiter) snapshot.DecodeFunc {
+// minute, one left out is forgotten (docs/limits.md). swapped, when set,
+// runs after each swap (the open realtime sessions' keys are judged again).
+func authzDecoder(st *authz.Store, lim *limits.Limiter, swapped func()) snapshot.DecodeFunc {
 	return func(data []byte) (uint64, func() error, error) {
 		doc, err := authsnap.Decode(data)
 		if err != nil {
@@ -31,6 +32,9 @@ func authzDecoder(st *authz.Store, lim *limits.Limiter) snapshot.DecodeFunc {
 			}
 			b.Done()
 			st.Swap(ix)
+			if swapped != nil {
+				swapped()
+			}
 			return nil
 		}, nil
 	}

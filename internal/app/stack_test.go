@@ -290,6 +290,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.weight == 0 {
 		o.weight = 1
 	}
+	// "#PROV#" in extraTOML stands for the fake provider's base URL.
+	o.extraTOML = strings.ReplaceAll(o.extraTOML, "#PROV#", s.provURL)
 	if o.second {
 		s.prov2 = fakeprovider.New(fakeprovider.Options{OpenAIKey: oaKey, GeminiKey: geminiProvKey})
 		if s.prov2URL, err = s.prov2.Start("127.0.0.1:0"); err != nil {

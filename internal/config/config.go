@@ -50,9 +50,10 @@ type Config struct {
 	Backends []routesnap.Backend // sorted by ID; nil when Routes.Source is a snapshot
 	Models   []routesnap.Model   // sorted by Name; nil when Routes.Source is a snapshot
 	Authz    Authz
-	MQTT     MQTT    // usage event delivery; see mqtt.go
-	Usage    Usage   // usage events and their outbox; see usage.go
-	Tracing  Tracing // OpenTelemetry trace export; see tracing.go
+	MQTT     MQTT     // usage event delivery; see mqtt.go
+	Usage    Usage    // usage events and their outbox; see usage.go
+	Tracing  Tracing  // OpenTelemetry trace export; see tracing.go
+	Realtime Realtime // realtime session bounds; see realtime.go
 
 	ControlPlane ControlPlane // snapshot polling, staleness, state dir; see controlplane.go
 	Routes       Routes       // static or snapshot routes; see controlplane.go
@@ -239,6 +240,9 @@ type Authz struct {
 //	limits.local_share         1 (docs/limits.md)
 //	limits.store               "local"
 //	limits.redis.on_store_failure "local"
+//	realtime.frame_bytes       16777216 (16 MiB)
+//	realtime.idle_timeout      5m
+//	realtime.max_duration      1h
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
@@ -307,7 +311,8 @@ func Defaults() Config {
 			StreamTotal:    30 * time.Minute,
 			NonStreamTotal: 10 * time.Minute,
 		},
-		Drain: Drain{Grace: 15 * time.Minute},
+		Drain:    Drain{Grace: 15 * time.Minute},
+		Realtime: Realtime{FrameBytes: 16 << 20, IdleTimeout: 5 * time.Minute, MaxDuration: time.Hour},
 		Balance: Balance{
 			Algorithm:   AlgorithmWeightedP2C,
 			SlowStart:   30 * time.Second,

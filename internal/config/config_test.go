@@ -156,6 +156,7 @@ func TestDefaults(t *testing.T) {
 		MQTT:     MQTT{Topic: "scootgate/usage", Window: 1024, BatchMax: 1, MaxPayload: 262144, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second},
 		Usage:    Usage{Enabled: true, OutboxPath: "scootgate-outbox.db", MaxEvents: 100000, MaxBytes: 268435456, CommitInterval: 100 * time.Millisecond, CrashWindowEvents: 4096, CrashWindow: 3 * time.Second, OpenAIIncludeUsage: true},
 		Tracing:  Tracing{SampleRatio: 1, Interval: 5 * time.Second},
+		Realtime: Realtime{FrameBytes: 16 << 20, IdleTimeout: 5 * time.Minute, MaxDuration: time.Hour},
 
 		ControlPlane: ControlPlane{PollInterval: 10 * time.Second, LongPollSilence: 10 * time.Second, StaleAfter: 5 * time.Minute, StateDir: "scootgate-state"},
 		Routes:       Routes{Source: "static"},
@@ -345,7 +346,7 @@ func TestInvalidFiles(t *testing.T) {
 				{"listen.helth", "unknown key; expected one of: api, health, insecure_plaintext, tls_cert_file, tls_key_file"},
 				{"egress.proxies[0].timeout", "unknown key; expected one of: ca_file, name, password, url, username"},
 				{`models."gpt 4".targets[0].wieght`, "unknown key; expected one of: backend, context_window, json_schema, max_output_tokens, model, price, stream, tier, tools, weight"},
-				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, tracing, usage"},
+				{"nodeid", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, realtime, routes, timeouts, tracing, usage"},
 			},
 		},
 		{
@@ -399,7 +400,7 @@ func TestInvalidFiles(t *testing.T) {
 			want: []Problem{
 				{"backends.anthropic-1.endpoints[1]", "expected a string, got an integer"},
 				{"backends.empty.endpoints", "must list at least one endpoint, or be left out for the protocol's default"},
-				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},
+				{"backends.openai-1.endpoints[1]", `unknown endpoint "count_tokens" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits, realtime`},
 				{"backends.openai-1.endpoints[2]", "duplicate of endpoints[0]"},
 			},
 		},

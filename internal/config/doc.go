@@ -70,6 +70,11 @@
 //	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
 //	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)
 //
+//	[realtime]                          # realtime sessions (docs/api.md "Realtime sessions")
+//	frame_bytes = 16777216              # 4 KiB..256 MiB: one message either way; a client's larger one: close 1009
+//	idle_timeout = "5m"                 # 100ms..24h: no frame either way this long closes the session
+//	max_duration = "1h"                 # 100ms..24h: a session's whole life
+//
 //	[timeouts]                          # Go durations (docs/api.md "Timeouts"); all but stream_keepalive >= 1ms
 //	connect = "10s"                     # proxy dial + CONNECT/SOCKS + provider TLS
 //	first_byte = "60s"                  # to the response headers; a stream: its first event

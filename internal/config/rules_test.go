@@ -152,7 +152,7 @@ func TestRulesNodeAndRoot(t *testing.T) {
 		},
 		{
 			name: "unknown section", add: "[listn]\napi = \"x\"\n",
-			want: []Problem{{"listn", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, routes, timeouts, tracing, usage"}},
+			want: []Problem{{"listn", "unknown key; expected one of: authz, backends, balance, breaker, control_plane, cooldown, credentials, drain, egress, limits, listen, models, mqtt, node_id, realtime, routes, timeouts, tracing, usage"}},
 		},
 		{
 			name: "every problem is reported, in a fixed order",

@@ -98,7 +98,8 @@ func (v *validator) config(root *table) *Config {
 	v.mqttSection(root, &c.MQTT) // [mqtt]: mqtt.go
 	// [usage]: usage.go
 	v.usageSection(root, &c.Usage)
-	v.tracingSection(root, &c.Tracing) // [tracing]: tracing.go
+	v.tracingSection(root, &c.Tracing)   // [tracing]: tracing.go
+	v.realtimeSection(root, &c.Realtime) // [realtime]: realtime.go
 	root.done()
 	return &c
 }

@@ -132,6 +132,10 @@ type attempt struct {
 func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, pathModel string, api *provider.API, rid string) {
 	w := &c.sw
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, api, rid, h.o.Now()
+	if spec.Realtime != nil {
+		h.serveRealtime(ctx, c, r, spec)
+		return
+	}
 	if r.Method != spec.Method {
 		if spec.Socket != nil && websocketUpgrade(r) {
 			h.serveSocket(ctx, c, r, spec, api, rid)

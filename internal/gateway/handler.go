@@ -147,6 +147,9 @@ type Options struct {
 	// gets the lifetime's error event and the socket is closed
 	// (0: DefaultSocketLifetime).
 	SocketLifetime time.Duration
+	// Realtime bounds realtime sessions (docs/api.md "Realtime
+	// sessions"); zero fields take their defaults.
+	Realtime RealtimeOptions
 
 	Logger   *slog.Logger
 	Draining *atomic.Bool     // optional; set while draining: answers add Connection: close
@@ -155,10 +158,11 @@ type Options struct {
 
 // Handler is the public API handler.
 type Handler struct {
-	o       Options
-	started time.Time
-	limit   *ConcurrencyLimit // set by UseLimit; nil: sockets count nowhere
-	sockets sockets
+	o        Options
+	started  time.Time
+	limit    *ConcurrencyLimit // set by UseLimit; nil: sockets count nowhere
+	sockets  sockets
+	realtime realtimeSessions // open realtime sessions, for RecheckSessions
 	// cancelLogs is each key's budget of request lines for attempts its
 	// client cancelled before anything was sent (call.log).
 	cancelLogs *usage.KeyBudget

@@ -153,6 +153,7 @@ scootgate_requests_total{code="200",endpoint="generate_content",send_state="resp
 scootgate_requests_total{code="200",endpoint="image_edits",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="image_generations",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="messages",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="realtime",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="rerank",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="responses_compact",send_state="response_received"} 1

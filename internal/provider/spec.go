@@ -166,6 +166,11 @@ type Spec struct {
 	// usage is unknown; BodyUsage is not asked. Error answers are read
 	// whole, as for every endpoint.
 	Passthrough bool
+	// Realtime, when set, says that the endpoint is a realtime session: a
+	// WebSocket at Path (a GET with Upgrade: websocket), relayed frame by
+	// frame to one opened to the target; Inspect and the other body
+	// functions are not used.
+	Realtime *RealtimeSpec
 	// Socket, when set, says that the endpoint is also served over
 	// WebSocket at its path (a GET with Upgrade: websocket): every client
 	// frame that asks for an answer is one request sent over HTTP as a

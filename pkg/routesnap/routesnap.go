@@ -170,6 +170,10 @@ const (
 
 	EndpointImageGenerations = "image_generations" // openai: POST /v1/images/generations → {base_url}/images/generations
 
+	// EndpointRealtime is new in schema 2: realtime sessions, a WebSocket
+	// each (openai: GET /v1/realtime?model= → {base_url}/realtime?model=).
+	EndpointRealtime = "realtime"
+
 	// gemini: POST /v1beta/models/{model}:METHOD (or /v1/…) → {base_url}/models/{provider model}:METHOD
 	EndpointGenerateContent       = "generate_content"        // :generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // :streamGenerateContent
@@ -185,7 +189,8 @@ func Endpoints(protocol string) []string {
 	case ProtocolOpenAI:
 		return []string{EndpointChatCompletions, EndpointResponses, EndpointEmbeddings,
 			EndpointResponsesCompact, EndpointResponsesInputTokens, EndpointCompletions, EndpointRerank, EndpointAudioSpeech,
-			EndpointAudioTranscriptions, EndpointAudioTranslations, EndpointImageGenerations, EndpointImageEdits}
+			EndpointAudioTranscriptions, EndpointAudioTranslations, EndpointImageGenerations, EndpointImageEdits,
+			EndpointRealtime}
 	case ProtocolAnthropic:
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:

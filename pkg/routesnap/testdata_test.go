@@ -137,9 +137,13 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[2].targets[0].model", Msg: gemModel},
 		}},
 		"endpoints.json": {validate: []routesnap.Problem{
-			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits`},
+			{Path: "backends[0].endpoints[1]", Msg: `unknown endpoint "messages" for protocol "openai"; expected one of chat_completions, responses, embeddings, responses_compact, responses_input_tokens, completions, rerank, audio_speech, audio_transcriptions, audio_translations, image_generations, image_edits, realtime`},
 			{Path: "backends[0].endpoints[2]", Msg: "duplicate of endpoints[0]"},
 			{Path: "backends[1].endpoints", Msg: "must list at least one endpoint, or be left out for the protocol's default"},
+		}},
+		// A schema 2 endpoint in a schema 1 document.
+		"realtime-schema1.json": {validate: []routesnap.Problem{
+			{Path: "backends[0].endpoints[1]", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		}},
 		"references.json": {validate: []routesnap.Problem{
 			{Path: "models[0].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},

@@ -339,6 +339,16 @@ func (v *validator) endpoints(path string, b Backend) {
 		} else if j := slices.Index(b.Endpoints, e); j < i {
 			v.add(at, "duplicate of endpoints[%d]", j)
 		}
+		v.realtimeEndpoint(at, e)
+	}
+}
+
+// realtimeEndpoint refuses the realtime endpoint in a schema 1 document:
+// a node that reads only schema 1 does not know the name and would refuse
+// the whole document.
+func (v *validator) realtimeEndpoint(at, e string) {
+	if e == EndpointRealtime {
+		v.since(2, at)
 	}
 }
 

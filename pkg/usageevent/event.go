@@ -50,6 +50,10 @@ const (
 	EndpointAudioTranslations   = "audio_translations"   // POST /v1/audio/translations
 	EndpointImageGenerations    = "image_generations"    // POST /v1/images/generations
 	EndpointImageEdits          = "image_edits"          // POST /v1/images/edits
+	// EndpointRealtime is a realtime session (GET /v1/realtime, a
+	// WebSocket): one event per response the session ran, and one for
+	// what was left when it closed (docs/usage-events.md "Realtime sessions").
+	EndpointRealtime = "realtime"
 
 	EndpointGenerateContent       = "generate_content"        // POST /v1beta/models/{model}:generateContent
 	EndpointStreamGenerateContent = "stream_generate_content" // POST /v1beta/models/{model}:streamGenerateContent

@@ -107,6 +107,7 @@ type Provider struct {
 	srv    *http.Server
 	done   chan struct{} // closed when srv.Serve returns
 	closed bool
+	stop   chan struct{} // closed by Close: ends the realtime sessions, which the server does not see
 	// inflight counts running handlers; Add only under mu while !closed, so
 	// Close's Wait never races a new Add.
 	inflight sync.WaitGroup
@@ -120,7 +121,7 @@ func New(o Options) *Provider {
 	if o.Models == nil {
 		o.Models = []string{"gpt-4o-mini", "claude-sonnet-4-5"}
 	}
-	return &Provider{o: o}
+	return &Provider{o: o, stop: make(chan struct{})}
 }
 
 // Start serves the provider on addr (for example "127.0.0.1:0") and returns
@@ -194,6 +195,9 @@ func (p *Provider) serve(ln net.Listener) error {
 // handlers) and waits for the serve loop and every handler to return.
 func (p *Provider) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
 	srv, done := p.srv, p.done
 	p.mu.Unlock()
@@ -269,6 +273,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.inflight.Done()
+	if r.URL.Path == "/v1/realtime" {
+		p.serveRealtime(w, r)
+		return
+	}
 
 	proto, method, k := route(r)
 

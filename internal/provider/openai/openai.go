@@ -34,7 +34,7 @@ import (
 var API = &provider.API{
 	Protocol: provider.OpenAI,
 	Endpoints: []*provider.Spec{Chat, Responses, Embeddings, Compact, InputTokens, Completions, Rerank, AudioSpeech,
-		AudioTranscriptions, AudioTranslations, ImageGenerations, ImageEdits},
+		AudioTranscriptions, AudioTranslations, ImageGenerations, ImageEdits, Realtime},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
 	Claims:    func(*http.Request) bool { return false },
