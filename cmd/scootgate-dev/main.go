@@ -243,7 +243,8 @@ func writeSnapshots(dir string, now time.Time) error {
 // devRoutes: demo-gpt (chat completions, responses and its compaction and
 // token count, legacy completions), demo-embed (embeddings), demo-rerank
 // (rerank), demo-tts (speech), demo-whisper (transcriptions, translations)
-// and demo-image (image generations and edits) on the fake provider's
+// demo-image (image generations and edits) and demo-realtime (realtime
+// sessions over WebSocket) on the fake provider's
 // OpenAI side, demo-claude (messages and count_tokens) on its Anthropic
 // side, the patterns claude-* and gpt-* (every name Claude Code and Codex
 // CLI ask for) on the same backends, demo-gemini (every Gemini
@@ -350,6 +351,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 				Endpoints: []string{routesnap.EndpointAudioSpeech, routesnap.EndpointAudioTranscriptions, routesnap.EndpointAudioTranslations}},
 			{ID: "fake-openai-image", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointImageGenerations, routesnap.EndpointImageEdits}},
+			// Realtime sessions (a WebSocket each; schema 2).
+			{ID: "fake-openai-realtime", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointRealtime}},
 			{ID: "fake-anthropic", Protocol: routesnap.ProtocolAnthropic, BaseURL: base, Credential: "fake-anthropic", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 			{ID: "fake-openai-capped", Protocol: routesnap.ProtocolOpenAI, BaseURL: base, Credential: "fake-openai", MaxInflightPerNode: cappedCap,
@@ -383,6 +387,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-image", Targets: []routesnap.Target{
 				{Backend: "fake-openai-image", Model: "fake-image-1", Weight: 1, Stream: true},
+			}},
+			{Name: "demo-realtime", Targets: []routesnap.Target{
+				{Backend: "fake-openai-realtime", Model: "fake-realtime-1", Weight: 1, Stream: true},
 			}},
 			{Name: "demo-gemini", Targets: []routesnap.Target{
 				{Backend: "fake-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -444,7 +451,8 @@ ScootGate dev stack is up.
   node API      http://%[1]s   (models: demo-gpt = OpenAI chat + responses + completions,
                 demo-embed = OpenAI embeddings, demo-rerank = rerank,
                 demo-tts = speech, demo-whisper = transcriptions
-                + translations, demo-image = images, demo-claude = Anthropic messages + count_tokens,
+                + translations, demo-image = images, demo-realtime = realtime sessions (WebSocket
+                /v1/realtime?model=demo-realtime), demo-claude = Anthropic messages + count_tokens,
                 demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 demo-fallback: served by its fallback demo-gpt, whose window is 131072 tokens;

@@ -94,6 +94,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-tts":         {provider.AudioSpeech},
 		"demo-whisper":     {provider.AudioTranscriptions, provider.AudioTranslations},
 		"demo-image":       {provider.ImageGenerations, provider.ImageEdits},
+		"demo-realtime":    {provider.Realtime},
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},
