@@ -422,3 +422,31 @@ func (s *stack) waitLog(t *testing.T, substr string, d time.Duration) {
 		<-tick.C
 	}
 }
+
+// TestRealtimeBounds: [realtime] idle_timeout closes a session in which
+// nothing went either way (the session_idle error event, 1000), and a
+// client message over frame_bytes closes it with 1009.
+func TestRealtimeBounds(t *testing.T) {
+	s := startRealtimeStack(t, stackOptions{extraTOML: "\n[realtime]\nidle_timeout = \"300ms\"\nframe_bytes = 4096\n"})
+	c, _, err := s.dialRealtime(t, realtimeModel, realtimeHeader(clientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readEvent(t, c)
+	if ev := readEvent(t, c); ev.Type != "error" || ev.Error.Code != "session_idle" {
+		t.Errorf("idle session: %+v, want the session_idle error event", ev)
+	}
+	if code := readClose(t, c); code != websocket.StatusNormalClosure {
+		t.Errorf("idle session closed with %v, want 1000", code)
+	}
+
+	big, _, err := s.dialRealtime(t, realtimeModel, realtimeHeader(clientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readEvent(t, big)
+	send(t, big, `{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 5000)+`"}`)
+	if code := readClose(t, big); code != websocket.StatusMessageTooBig {
+		t.Errorf("a message over frame_bytes closed the session with %v, want 1009", code)
+	}
+}
