@@ -118,6 +118,17 @@ base_url = "` + strings.TrimSuffix(base, "/v1") + `/v1beta"
 credential = "c"
 max_inflight_per_node = 1000
 endpoints = ["generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents"]
+[backends.oa-rt]
+protocol = "openai"
+base_url = "` + base + `"
+credential = "c"
+max_inflight_per_node = 100000
+endpoints = ["realtime"]
+[models.rt]
+[[models.rt.targets]]
+backend = "oa-rt"
+model = "provider-rt"
+weight = 1
 [models.gemini]
 [[models.gemini.targets]]
 backend = "gm"
