@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/scootgate/scootgate/internal/authz"
+)
+
+// revocable is an Authenticator whose one key can be revoked.
+type revocable struct{ revoked atomic.Bool }
+
+func (r *revocable) Authenticate(h http.Header, _ []string, _ time.Time) (*authz.Principal, error) {
+	if r.revoked.Load() || h.Get("Authorization") != "Bearer client-key" {
+		return nil, authz.ErrUnknownKey
+	}
+	return &authz.Principal{KeyID: "k", TenantID: "t"}, nil
+}
+
+// TestRealtimeKeyJudgedAtResponseCreate: the key is judged again before
+// every response.create a session relays, also without a snapshot swap
+// to trigger RecheckSessions: a revoked key's response.create gets the
+// invalid_api_key error event, the session is closed with 1008, and the
+// frame never reaches the provider.
+func TestRealtimeKeyJudgedAtResponseCreate(t *testing.T) {
+	auth := &revocable{}
+	h, prov := newHandler(t, Options{Auth: auth})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer client-key")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1)+"/v1/realtime?model=rt", &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	read := func() (string, string) {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var ev struct {
+			Type  string `json:"type"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Type, ev.Error.Code
+	}
+	if typ, _ := read(); typ != "session.created" {
+		t.Fatalf("first event %s", typ)
+	}
+	auth.revoked.Store(true)
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if typ, code := read(); typ != "error" || code != "invalid_api_key" {
+		t.Errorf("after the revocation: %s %s, want the invalid_api_key error event", typ, code)
+	}
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Errorf("closed with %v, want 1008", err)
+	}
+	for _, r := range prov.Requests() {
+		if strings.Contains(string(r.Body), "response.create") {
+			t.Error("the revoked key's response.create reached the provider")
+		}
+	}
+}
