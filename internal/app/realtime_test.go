@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -448,5 +451,60 @@ func TestRealtimeBounds(t *testing.T) {
 	send(t, big, `{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 5000)+`"}`)
 	if code := readClose(t, big); code != websocket.StatusMessageTooBig {
 		t.Errorf("a message over frame_bytes closed the session with %v, want 1009", code)
+	}
+}
+
+// TestRealtimeNodeSDK: the official OpenAI Node SDK's browser-style
+// realtime client (OpenAIRealtimeWebSocket: the runtime's WebSocket, the
+// key as the openai-insecure-api-key subprotocol, always wss) through a
+// node serving TLS: a response with its text and audio deltas and its
+// done event.
+func TestRealtimeNodeSDK(t *testing.T) {
+	node := requireAgent(t, "node", "nodejs")
+	sdk := filepath.Join(nodeSDKPrefix, "node_modules")
+	if _, err := os.Stat(filepath.Join(sdk, "openai", "realtime", "websocket.js")); err != nil {
+		msg := "the OpenAI Node SDK (with its realtime client) is not installed in " + nodeSDKPrefix + " (scripts/ci-agents.sh installs it)"
+		if os.Getenv("SCOOTGATE_REQUIRE_DAEMONS") == "1" {
+			t.Fatal("SCOOTGATE_REQUIRE_DAEMONS=1 but " + msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	cf, kf, _ := selfSigned(t)
+	s := startRealtimeStack(t, stackOptions{tlsCert: cf, tlsKey: kf})
+	script := filepath.Join(t.TempDir(), "realtime.cjs")
+	if err := os.WriteFile(script, []byte(`const OpenAI = require('openai');
+const { OpenAIRealtimeWebSocket } = require('openai/realtime/websocket');
+const client = new OpenAI({ baseURL: process.env.BASE, apiKey: process.env.KEY });
+const rt = new OpenAIRealtimeWebSocket({ model: process.env.MODEL, dangerouslyAllowBrowser: true }, client);
+const seen = [];
+rt.on('error', (e) => { console.error('error: ' + e.message); process.exit(1); });
+rt.on('event', (ev) => { seen.push(ev.type); });
+rt.on('session.created', () => {
+  rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'one two' }] } });
+  rt.send({ type: 'response.create' });
+});
+rt.on('response.done', (ev) => {
+  process.stdout.write(JSON.stringify({ seen, usage: ev.response.usage }));
+  rt.close();
+});
+setTimeout(() => { console.error('timeout: ' + seen.join(',')); process.exit(1); }, 20000).unref();
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// Node 20 has the WebSocket global behind a flag (22 by default).
+	cmd := exec.CommandContext(ctx, node, "--experimental-websocket", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_PATH=" + sdk, "NODE_EXTRA_CA_CERTS=" + cf,
+		"BASE=" + s.api + "/v1", "KEY=" + clientKey, "MODEL=" + realtimeModel}
+	out, err := cmd.CombinedOutput()
+	shown := strings.ReplaceAll(string(out), clientKey, "<client key>")
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, shown)
+	}
+	for _, want := range []string{`"session.created"`, `"response.text.delta"`, `"response.audio.delta"`, `"response.done"`, `"input_tokens":2`} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the SDK's session lacks %s: %s", want, shown)
+		}
 	}
 }
