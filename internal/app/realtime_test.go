@@ -28,8 +28,8 @@ const (
 )
 
 // realtimeTOML adds a backend "rt" on the fake provider serving realtime
-// sessions, and the model demo-realtime on it.
-func realtimeTOML(provURL string) string {
+// sessions, and the model demo-realtime on it, its target in tier.
+func realtimeTOML(provURL string, tier int) string {
 	return fmt.Sprintf(`
 [backends.rt]
 protocol = "openai"
@@ -43,7 +43,8 @@ backend = "rt"
 model = %q
 weight = 1
 stream = true
-`, provURL, realtimeModel, realtimeModel, realtimeProvModel)
+tier = %d
+`, provURL, realtimeModel, realtimeModel, realtimeProvModel, tier)
 }
 
 // startRealtimeStack is a stack whose fake provider also serves demo-realtime.
@@ -51,7 +52,11 @@ func startRealtimeStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	// The provider's URL is known only once it runs: the stack puts
 	// "#PROV#" in place of it.
-	o.extraTOML += realtimeTOML("#PROV#")
+	tier := 0
+	if strings.Contains(o.extraTOML, "rt-dead") {
+		tier = 1 // behind the dead one, which is tried first
+	}
+	o.extraTOML = realtimeTOML("#PROV#", tier) + o.extraTOML
 	return startStack(t, o)
 }
 
@@ -506,5 +511,41 @@ setTimeout(() => { console.error('timeout: ' + seen.join(',')); process.exit(1);
 		if !strings.Contains(shown, want) {
 			t.Errorf("the SDK's session lacks %s: %s", want, shown)
 		}
+	}
+}
+
+// TestRealtimeHandshakeRepicked: a provider whose handshake fails (nothing
+// listens) is an attempt of its own, definitely_not_sent, and the session
+// is opened on the next target: nothing of the client's had been sent.
+func TestRealtimeHandshakeRepicked(t *testing.T) {
+	s := startRealtimeStack(t, stackOptions{extraTOML: fmt.Sprintf(`
+[backends.rt-dead]
+protocol = "openai"
+base_url = "http://%s/v1"
+credential = "oa"
+max_inflight_per_node = 4
+endpoints = ["realtime"]
+[[models.%s.targets]]
+backend = "rt-dead"
+model = %q
+weight = 1
+tier = 0
+`, deadAddr(t), realtimeModel, realtimeProvModel)})
+	c, _, err := s.dialRealtime(t, realtimeModel, realtimeHeader(clientKey))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	if ev := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %+v", ev)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	s.shutdown()
+	var got []string
+	for _, ev := range s.outboxEvents(t) {
+		got = append(got, fmt.Sprintf("%d %s %s %s %s", ev.Attempt, ev.Backend, ev.SendState, ev.FailureStage, ev.Endpoint))
+	}
+	want := []string{"1 rt-dead definitely_not_sent connect realtime", "2 rt response_received  realtime"}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("events (-got +want):\n%s", diff)
 	}
 }

@@ -360,7 +360,9 @@ func (s *rtSession) handshake(ctx context.Context, a *attempt) bool {
 		HTTPClient: &http.Client{Transport: c.h.o.Transport}, HTTPHeader: header,
 		CompressionMode: websocket.CompressionDisabled,
 	})
-	a.ttfb = c.h.o.Now().Sub(a.started)
+	if err == nil || (resp != nil && resp.StatusCode != 0) {
+		a.ttfb = c.h.o.Now().Sub(a.started) // a handshake answer came back
+	}
 	if err == nil {
 		s.prov = conn
 		a.state, a.providerStatus = provider.ResponseReceived, resp.StatusCode
