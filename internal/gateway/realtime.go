@@ -658,6 +658,9 @@ func (s *rtSession) record(ctx context.Context, st stage, pe *provider.ProviderE
 	}
 	if c.limited {
 		c.ticket.Debit(now, ev.usage.InputTokens+ev.usage.OutputTokens)
+		if cost, _, _ := ev.cost(); cost > 0 {
+			c.ticket.Charge(now, cost) // docs/limits.md "Budgets": per response, as it ends
+		}
 	}
 	c.log(ctx, ev)
 	if len(c.h.o.Recorders) == 0 && c.h.o.Tracer == nil {
