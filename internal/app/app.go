@@ -48,6 +48,7 @@ import (
 	"github.com/scootgate/scootgate/internal/balance"
 	"github.com/scootgate/scootgate/internal/certreload"
 	"github.com/scootgate/scootgate/internal/config"
+	"github.com/scootgate/scootgate/internal/credential"
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/gateway"
 	"github.com/scootgate/scootgate/internal/limits"
@@ -99,6 +100,10 @@ type Options struct {
 	// the node a low one). limits.max_concurrent_requests is checked
 	// against it at start (openfiles.go).
 	OpenFileLimit func() (uint64, bool)
+	// TokenClock, if set, is the clock of minted-token credentials
+	// (gcp_service_account) in place of time.Now: tests move it past a
+	// token's expiry.
+	TokenClock func() time.Time
 }
 
 // credentialCheckEvery is how often the files of file credentials are
@@ -187,6 +192,7 @@ type node struct {
 	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
 	tracer    *tracing.Tracer           // nil when tracing is off
 	creds     *secret.Watcher           // the file credentials; nil when there are none
+	tokens    []*credential.TokenSource // the minted-token credentials, by name
 	limStore  *limits.Redis             // nil with the local store of limits
 	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
 	load      *upstream.NodeLoad        // whether the node itself is saturated (docs/failures.md)
@@ -212,6 +218,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	reg := upstream.NewRegistry(upstreamOptions(cfg))
 	var holder routes.Holder
+	if err := n.mintCredentials(dialer.Transport()); err != nil {
+		return nil, err
+	}
 
 	httpOpts, err := snapshot.ConfigHTTPOptions(cfg.ControlPlane, o.Logger)
 	if err != nil {
@@ -734,6 +743,16 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 		go func() {
 			defer wg.Done()
 			n.runCredentialWatch(pollCtx)
+		}()
+	}
+	// Minted tokens, like the publisher, stay fresh until the last
+	// request of the drain has ended; then a grant in flight is stopped.
+	for _, ts := range n.tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts.Run(pubCtx)
+			ts.Close()
 		}()
 	}
 	// Like the publisher, the node's load is read until the last request

@@ -7,6 +7,7 @@ package app
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,20 @@ type Health struct {
 	mu      sync.Mutex
 	checks  []namedCheck      // guarded by mu
 	details map[string]string // guarded by mu: facts an operator must see, not failures
+	// detailFns are details read at each /readyz (a credential's token
+	// state); guarded by mu.
+	detailFns map[string]func() string
+}
+
+// AddDetail registers a detail read at every /readyz, shown whether or
+// not the node is ready; fn must be cheap and reveal no secret.
+func (h *Health) AddDetail(name string, fn func() string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.detailFns == nil {
+		h.detailFns = map[string]func() string{}
+	}
+	h.detailFns[name] = fn
 }
 
 // SetDetail records a fact shown on /readyz whether or not the node is
@@ -71,13 +86,17 @@ func (h *Health) Ready() ReadyReport {
 	h.mu.Lock()
 	checks := h.checks
 	rep := ReadyReport{Ready: true}
-	if len(h.details) > 0 {
-		rep.Details = make(map[string]string, len(h.details))
+	if len(h.details)+len(h.detailFns) > 0 {
+		rep.Details = make(map[string]string, len(h.details)+len(h.detailFns))
 		for k, v := range h.details {
 			rep.Details[k] = v
 		}
 	}
+	fns := maps.Clone(h.detailFns)
 	h.mu.Unlock()
+	for k, fn := range fns {
+		rep.Details[k] = fn()
+	}
 	fail := func(name, why string) {
 		if rep.Reasons == nil {
 			rep.Reasons = map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -498,8 +499,13 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 		// Declared names resolve even when their value fails to load, so a
 		// missing variable is reported once, at the credential.
 		hosts := v.credentialHosts(e.t)
-		if kind, ok := v.credentialKind(e.t); ok && kind == kindAWS {
+		kind, kindOK := v.credentialKind(e.t)
+		if kindOK && kind == kindAWS {
 			creds[e.name] = credential.Credential{Hosts: hosts, AWS: v.awsKeys(e.t)}
+			continue
+		}
+		if kindOK && kind == kindGCP {
+			creds[e.name] = v.gcpServiceAccount(e.name, e.t, hosts)
 			continue
 		}
 		var auth credential.AuthHeader
@@ -521,6 +527,7 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 const (
 	kindStatic = "static"
 	kindAWS    = "aws"
+	kindGCP    = credential.KindGCPServiceAccount
 )
 
 // credentialKind reads a credential's kind; ok is false for one the node
@@ -534,10 +541,10 @@ func (v *validator) credentialKind(t *table) (string, bool) {
 		return "", false
 	}
 	switch kind {
-	case kindStatic, kindAWS:
+	case kindStatic, kindAWS, kindGCP:
 		return kind, true
 	}
-	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q or %q", kind, kindStatic, kindAWS)
+	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q, %q or %q", kind, kindStatic, kindAWS, kindGCP)
 	return "", false
 }
 
@@ -575,6 +582,69 @@ func (v *validator) awsKeys(t *table) *credential.AWS {
 		}
 	}
 	return keys
+}
+
+// gcpServiceAccount reads a gcp_service_account credential: the service
+// account's JSON key, either key_file = "PATH" (the file as Google
+// downloads it, several lines, read as it is) or key = { env = "NAME" } /
+// { file = "PATH" } (the key on one line), and scopes (optional: a list,
+// default cloud-platform). The key is checked now, and so is its token
+// endpoint against hosts (docs/egress.md "Minted-token credentials"); the
+// node makes the token source once it has its egress transport (Mint).
+func (v *validator) gcpServiceAccount(name string, t *table, hosts []string) credential.Credential {
+	defer t.done()
+	var key secret.Secret
+	at := t.at("key_file")
+	switch hasFile, hasRef := t.has("key_file"), t.has("key"); {
+	case hasFile && hasRef:
+		v.ps.add(t.path, "set exactly one of key_file or key, not both")
+	case hasFile:
+		f, ok := t.str("key_file", "the path of the service account's JSON key file")
+		if !ok {
+			break
+		}
+		if f == "" {
+			v.ps.add(at, "expected a file path")
+			break
+		}
+		var err error
+		if key, err = secret.FromDocumentFileFunc(v.resolve(f), v.readFile); err != nil {
+			v.ps.add(at, "%v", err)
+		}
+	case hasRef:
+		at = t.at("key")
+		raw, _ := t.get("key", "")
+		key = v.secretRef(t, "key", raw)
+	default:
+		v.ps.add(t.at("key_file"), `missing; expected key_file = "PATH" (the service account's JSON key file) or key = { env = "NAME" }`)
+	}
+	var scopes []string
+	if t.has("scopes") {
+		scopes, _ = t.strs("scopes", `a list of OAuth 2 scopes like ["https://www.googleapis.com/auth/cloud-platform"]`)
+	}
+	for _, k := range []string{"env", "file", "auth_header"} {
+		if t.has(k) {
+			v.ps.add(t.at(k), "does not apply to kind %q: its key is key_file or key", kindGCP)
+		}
+	}
+	mint := func(o credential.TokenOptions) (*credential.TokenSource, error) {
+		return credential.NewGCPServiceAccount(credential.GCPOptions{TokenOptions: o, Key: key, Scopes: scopes})
+	}
+	if !key.IsZero() && len(hosts) > 0 {
+		// The key and its token endpoint, checked before the node runs.
+		if _, err := mint(credential.TokenOptions{Name: name, Hosts: hosts, Transport: noTransport{}}); err != nil {
+			v.ps.add(at, "%v", err)
+		}
+	}
+	return credential.Credential{Hosts: hosts, Mint: mint}
+}
+
+// noTransport stands in for the egress transport when a minted-token
+// credential is only checked: it is never used.
+type noTransport struct{}
+
+func (noTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("config: a credential checked at load time sends nothing")
 }
 
 // credentialHosts reads a credential's hosts list: required, at least one

@@ -27,6 +27,7 @@
 package credential
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -53,6 +54,24 @@ type Credential struct {
 	// then zero, and requests are signed rather than carrying a value
 	// (docs/egress.md "Credential kinds"). nil for a static credential.
 	AWS *AWS
+
+	// Mint, for a minted-token kind (gcp_service_account), makes the
+	// credential's token source once the node has the egress transport
+	// its token endpoint is reached through; o carries everything but the
+	// kind's own material, which Mint holds. nil for other kinds.
+	Mint func(o TokenOptions) (*TokenSource, error)
+	// Token is where each attempt gets the value it sends, for a
+	// credential whose value is minted (Mint, set by the node once the
+	// source exists); Secret is then zero. nil for other kinds.
+	Token Bearer
+}
+
+// Bearer is a credential whose value is a short-lived token obtained when
+// it is needed (a *TokenSource). An error wrapping ErrNoToken means none
+// may be sent now: the request was not sent, and the backend is not to
+// blame.
+type Bearer interface {
+	Token(ctx context.Context) (secret.Secret, error)
 }
 
 // Allows reports whether c may be sent to host, a URL's host as

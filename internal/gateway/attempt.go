@@ -104,6 +104,7 @@ type attempt struct {
 	retryAfter     time.Duration     // the provider's retry advice on a 429
 	quota          bool              // an answer that says the quota or balance is gone
 	authRefused    bool              // an answer that says the backend's credential was refused
+	noToken        bool              // the backend's minted-token credential had no token: not sent
 	headroom       upstream.Headroom // what the answer's rate-limit headers said (docs/routing.md "Headroom")
 	aboutRequest   bool              // an error answer about this request alone (provider.API.AboutRequest)
 
@@ -334,6 +335,13 @@ func (c *call) route(ctx context.Context) {
 		c.fail(apierr.GatewayTimeout(fmt.Sprintf("could not reach a provider for model %q within the time limit", req.Model), false))
 		return
 	}
+	if last != nil && last.noToken {
+		// The last target's credential had no token (docs/egress.md
+		// "Minted-token credentials"): the gateway's credential, not the
+		// provider and not the client.
+		c.fail(apierr.BadGateway("upstream_auth_failed", fmt.Sprintf("the gateway has no valid token for the credential of model %q's backend (its token endpoint is failing)", req.Model), false))
+		return
+	}
 	c.fail(apierr.BadGateway("upstream_unreachable", fmt.Sprintf("could not reach a provider for model %q", req.Model), false))
 }
 
@@ -456,6 +464,17 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	// meanwhile reaches the next attempt (docs/operations.md
 	// "Credentials").
 	cred := t.Backend.Credential.Reveal()
+	if tok := t.Backend.Token; tok != nil {
+		// A minted token (docs/egress.md "Minted-token credentials"):
+		// none to send means nothing was sent, and the backend is not to
+		// blame; another target may take the request.
+		v, err := tok.Token(ctx)
+		if err != nil {
+			a.state, a.stage, a.err, a.noToken = provider.NotSent, stageProviderAuth, err, true
+			return a
+		}
+		cred = v.Reveal()
+	}
 	header := c.spec.Header(c.r.Header, cred)
 	if env != nil {
 		env.Header(header, cred)
@@ -898,6 +917,8 @@ func (a *attempt) result() upstream.Result {
 		r.Outcome = upstream.Cancelled
 	case a.state == provider.NotSent && a.egressFault:
 		r.Outcome = upstream.EgressFault
+	case a.noToken:
+		r.Outcome = upstream.CredentialUnavailable
 	case a.state == provider.NotSent && a.nodeFault:
 		// Out of descriptors (docs/egress.md "Failures"): nothing
 		// learned about the backend.

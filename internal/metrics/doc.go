@@ -41,7 +41,8 @@
 //	backend     backend id from config or the route snapshot
 //	outcome     success, provider_error, rate_limited, quota_exhausted,
 //	            auth_rejected, transport_failure, egress_fault, cancelled,
-//	            node_overloaded (upstream.Outcome), unknown
+//	            node_overloaded, credential_unavailable (upstream.Outcome),
+//	            unknown
 //	proxy       egress proxy name from config
 //	stage       proxy_dial, proxy_auth, proxy_tls, proxy_policy, target, provider_tls
 //	            (egress.Stage), unknown

@@ -87,6 +87,10 @@ type Backend struct {
 	// Signer, for a credential that signs requests (aws), signs every
 	// request to the backend; nil: the credential is sent as a value.
 	Signer *credential.SigV4
+	// Token, for a credential whose value is minted (gcp_service_account),
+	// gives each attempt the token it sends in place of Credential; nil:
+	// Credential is the value.
+	Token credential.Bearer
 }
 
 // Target binds a public model to a backend. Immutable.
@@ -319,6 +323,11 @@ func platform(cb *Backend, b routesnap.Backend, cred credential.Credential) erro
 		return fmt.Errorf("routes: backend %q: base_url: not a valid URL", b.ID)
 	}
 	cb.Base = base
+	if cb.Platform == provider.Vertex {
+		// Every Vertex URL is under the backend's project and location.
+		cb.Base = provider.VertexResource(base, b.Project, b.Location)
+	}
+	cb.Token = cred.Token
 	if cred.AWS == nil {
 		return nil
 	}

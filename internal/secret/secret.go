@@ -96,6 +96,7 @@ type Secret struct {
 type cell struct {
 	v    atomic.Pointer[string]
 	path string // the file a file secret was read from; "" otherwise
+	doc  bool   // read by FromDocumentFile: the file's bytes as they are
 }
 
 // New wraps v.
@@ -190,6 +191,25 @@ func FromFile(path string) (Secret, error) { return FromFileFunc(path, readFile)
 // FromFileFunc is FromFile with the reader injected. The content is checked
 // against MaxFileBytes after read returns, so read should bound itself too.
 func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error) {
+	return fromFile(path, read, false)
+}
+
+// FromDocumentFile reads a secret that is a document rather than one line:
+// a Google service-account key file, JSON over several lines. The file is
+// read as FromFile reads it (regular files only, at most MaxFileBytes, not
+// empty, re-read by a [Watcher] when it changes), but its bytes are kept
+// as they are, line breaks included. Such a value is never sent as it is
+// (a header cannot carry it): the credential kind that holds it reads it.
+func FromDocumentFile(path string) (Secret, error) { return fromFile(path, readFile, true) }
+
+// FromDocumentFileFunc is FromDocumentFile with the reader injected.
+func FromDocumentFileFunc(path string, read func(string) ([]byte, error)) (Secret, error) {
+	return fromFile(path, read, true)
+}
+
+// fromFile reads a file secret; doc keeps the bytes as they are
+// (FromDocumentFile).
+func fromFile(path string, read func(string) ([]byte, error), doc bool) (Secret, error) {
 	b, err := read(path)
 	if err != nil {
 		// os errors repeat the path; keep only the cause so the message
@@ -204,6 +224,14 @@ func FromFileFunc(path string, read func(string) ([]byte, error)) (Secret, error
 		return Secret{}, fmt.Errorf("secret: file %q is %w (limit %d bytes)", path, ErrTooLarge, MaxFileBytes)
 	}
 	v := string(b)
+	if doc {
+		if strings.TrimSpace(v) == "" {
+			return Secret{}, fmt.Errorf("secret: file %q is %w", path, ErrEmpty)
+		}
+		sec := New(v)
+		sec.p.path, sec.p.doc = path, true
+		return sec, nil
+	}
 	if s, ok := strings.CutSuffix(v, "\r\n"); ok {
 		v = s
 	} else {

@@ -89,7 +89,7 @@ func (w *Watcher) Check() {
 		if fi.Size() == f.size && fi.ModTime().Equal(f.mod) {
 			continue
 		}
-		fresh, err := FromFileFunc(path, w.o.Read)
+		fresh, err := fromFile(path, w.o.Read, f.s.p.doc)
 		if err != nil {
 			w.fail(path, err)
 			continue

@@ -610,6 +610,11 @@ const (
 	// failure is the node's, not the backend's; or the node had no file
 	// descriptor left to dial with. Neutral.
 	NodeOverloaded
+	// CredentialUnavailable: the backend's minted-token credential had no
+	// token to send (its token endpoint failing): nothing was sent, and
+	// nothing is learned about the backend. Neutral; the credential's own
+	// state says why (docs/egress.md "Minted-token credentials").
+	CredentialUnavailable
 )
 
 var outcomeNames = [...]string{
@@ -622,6 +627,8 @@ var outcomeNames = [...]string{
 	EgressFault:      "egress_fault",
 	Cancelled:        "cancelled",
 	NodeOverloaded:   "node_overloaded",
+
+	CredentialUnavailable: "credential_unavailable",
 }
 
 // String returns a snake_case name, suitable as a metric label.

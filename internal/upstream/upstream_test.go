@@ -692,10 +692,10 @@ func TestEWMAConcurrent(t *testing.T) {
 
 func TestOutcomeString(t *testing.T) {
 	var got []string
-	for o := Success; o <= NodeOverloaded+1; o++ {
+	for o := Success; o <= CredentialUnavailable+1; o++ {
 		got = append(got, o.String())
 	}
-	want := []string{"success", "provider_error", "rate_limited", "quota_exhausted", "auth_rejected", "transport_failure", "egress_fault", "cancelled", "node_overloaded", "unknown"}
+	want := []string{"success", "provider_error", "rate_limited", "quota_exhausted", "auth_rejected", "transport_failure", "egress_fault", "cancelled", "node_overloaded", "credential_unavailable", "unknown"}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("(-got +want):\n%s", diff)
 	}

@@ -80,7 +80,7 @@ var Messages = &provider.Spec{
 		Types: []string{"content_block_delta", "content_block_start", "content_block_stop",
 			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},
-	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Bedrock: bedrockMessages},
+	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Bedrock: bedrockMessages, provider.Vertex: vertexMessages},
 }
 
 // CountTokens is POST /v1/messages/count_tokens: routed and rewritten like

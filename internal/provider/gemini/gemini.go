@@ -82,6 +82,7 @@ var GenerateContent = &provider.Spec{
 	BodyOutcome:  BodyOutcome,
 	// Gemini names no session in the body.
 	SessionHeaders: sessionHeaders,
+	Envelopes:      [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexGenerate},
 }
 
 // sessionHeaders are where Gemini clients name a session, none in the
@@ -114,6 +115,7 @@ var StreamGenerateContent = &provider.Spec{
 		InBandError: inBand,
 		Keepalive:   []byte(": keepalive\n\n"),
 	},
+	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexStream},
 }
 
 // CountTokens is POST /v1beta/models/{model}:countTokens. Its answer
@@ -126,6 +128,7 @@ var CountTokens = &provider.Spec{
 	Inspect:      inspectCountTokens,
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
+	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexCountTokens},
 }
 
 // EmbedContent is POST /v1beta/models/{model}:embedContent.
