@@ -59,11 +59,11 @@ type Credential struct {
 	// credential's token source once the node has the egress transport
 	// its token endpoint is reached through; o carries everything but the
 	// kind's own material, which Mint holds. nil for other kinds.
-	Mint func(o TokenOptions) (*TokenSource, error)
+	Mint func(o TokenOptions) (*TokenSource, error) `json:"-"`
 	// Token is where each attempt gets the value it sends, for a
 	// credential whose value is minted (Mint, set by the node once the
 	// source exists); Secret is then zero. nil for other kinds.
-	Token Bearer
+	Token Bearer `json:"-"`
 }
 
 // Bearer is a credential whose value is a short-lived token obtained when
