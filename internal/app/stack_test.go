@@ -23,6 +23,7 @@ import (
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/connectproxy"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/devstack/faketoken"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -225,12 +226,23 @@ type stackOptions struct {
 	bedrockSecret string
 	// outboxPath, when set, is usage.outbox_path (default: in the stack's dir).
 	outboxPath string
+	// vertex serves a fake Google token endpoint over TLS (s.google) and
+	// makes the fake provider Vertex AI too, taking only its live tokens;
+	// it adds the gcp_service_account credential "gcp" (the key file,
+	// the endpoint's certificate trusted by egress.provider_tls), the
+	// Vertex backends "vx" (anthropic) and "vg" (gemini), the model
+	// vertexModel (the Vertex target, tier 0; "an", tier 1) and
+	// vertexGeminiModel (only "vg"). tokenClock is the clock of both the
+	// node's tokens and the endpoint (nil: time.Now).
+	vertex     bool
+	tokenClock func() time.Time
 }
 
 type stack struct {
 	t        *testing.T
 	prov     *fakeprovider.Provider
 	provURL  string
+	google   *faketoken.Google      // with stackOptions.vertex
 	prov2    *fakeprovider.Provider // with stackOptions.second
 	prov2URL string
 	socks    *socks5proxy.Server
@@ -280,6 +292,10 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	po := fakeprovider.Options{OpenAIKey: oaKey, AnthropicKey: anthropProvKey, GeminiKey: geminiProvKey, Script: o.script}
 	if o.bedrock {
 		po.BedrockKeys = bedrockKeys
+	}
+	if o.vertex {
+		o.extraTOML += s.startVertex(o.tokenClock)
+		po.VertexTokens, po.VertexProject = s.google, vertexProject
 	}
 	s.prov = fakeprovider.New(po)
 	var err error
@@ -387,6 +403,11 @@ tier = 1
 stream = true
 tools = true
 `, strings.TrimSuffix(s.provURL, "/v1"), o.cap, bedrockModel, bedrockModel, bedrockProvModel, bedrockModel, anthProvModel)
+	}
+
+	if o.vertex {
+		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#VERTEX_BASE#", strings.TrimSuffix(s.provURL, "/v1"))
+		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#CAP#", fmt.Sprint(o.cap))
 	}
 
 	proxyTOML, realProxyPassword := "", ""
@@ -564,6 +585,7 @@ outbox_path = %q
 			Hooks:           s.events.hooks(),
 			Pprof:           o.pprof,
 			CredentialTicks: o.credTicks,
+			TokenClock:      o.tokenClock,
 			PprofListening:  func(a net.Addr) { s.pprof = "http://" + a.String() },
 			Listening: func(api, health net.Addr) {
 				scheme := "http://"

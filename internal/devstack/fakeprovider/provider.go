@@ -64,6 +64,13 @@ type Options struct {
 	// BedrockAPIKey, when set, is a Bedrock API key the Bedrock paths take
 	// as Authorization: Bearer.
 	BedrockAPIKey string
+
+	// VertexTokens, when set, decides which access tokens the Vertex paths
+	// take (vertex.go): faketoken.NewGoogle's issuer. nil: any.
+	VertexTokens TokenChecker
+	// VertexProject, when set, is the only project the Vertex paths serve
+	// (another is Google's 403 PERMISSION_DENIED).
+	VertexProject string
 }
 
 // Request is what the provider received.
@@ -98,7 +105,8 @@ type Provider struct {
 	o Options
 
 	// atomic
-	conns atomic.Int64
+	conns         atomic.Int64
+	vertexProject atomic.Pointer[string] // Options.VertexProject, or SetVertexProject's
 
 	mu sync.Mutex
 	// guarded by mu
@@ -121,8 +129,14 @@ func New(o Options) *Provider {
 	if o.Models == nil {
 		o.Models = []string{"gpt-4o-mini", "claude-sonnet-4-5"}
 	}
-	return &Provider{o: o, stop: make(chan struct{})}
+	p := &Provider{o: o, stop: make(chan struct{})}
+	p.vertexProject.Store(&o.VertexProject)
+	return p
 }
+
+// SetVertexProject makes project the only one the Vertex paths serve from
+// now on ("" = any).
+func (p *Provider) SetVertexProject(project string) { p.vertexProject.Store(&project) }
 
 // Start serves the provider on addr (for example "127.0.0.1:0") and returns
 // its base URL, "http://HOST:PORT/v1": the OpenAI SDK's and the gateway's
@@ -277,12 +291,22 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveRealtime(w, r)
 		return
 	}
+	p.serve1(w, r)
+}
 
+// serve1 answers one request, which a Vertex request is twice: once as
+// itself, then on the path of the protocol it carries.
+func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
 	proto, method, k := route(r)
+	vc, isVertex := r.Context().Value(vertexKey{}).(vertexCall)
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if model, stream, ok := bedrockRoute(r.URL.Path); ok && readErr == nil {
 		p.serveBedrock(w, r, body, model, stream)
+		return
+	}
+	if project, pub, model, m, ok := vertexRoute(r.URL.Path); ok && readErr == nil && !isVertex {
+		p.serveVertex(w, r, body, project, pub, model, m)
 		return
 	}
 	in, parseErr := parseBody(body)
@@ -300,10 +324,14 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.Stream = k == kindStreamGenerate && r.URL.Query().Get("alt") == "sse"
 		prompt, words, inputs = parseGemini(body)
 	}
+	path := r.URL.Path
+	if isVertex {
+		path, in.Model = vc.path, vc.model
+	}
 	req := p.record(Request{
 		Protocol:     proto,
 		Method:       r.Method,
-		Path:         r.URL.Path,
+		Path:         path,
 		Header:       r.Header,
 		Body:         body,
 		Model:        in.Model,
@@ -334,10 +362,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case readErr != nil:
 		return // the client went away
-	case !p.authorized(proto, r.Header) && !(proto == Gemini && p.o.GeminiKey != "" && same(r.URL.Query().Get("key"), p.o.GeminiKey)):
+	case !isVertex && !p.authorized(proto, r.Header) && !(proto == Gemini && p.o.GeminiKey != "" && same(r.URL.Query().Get("key"), p.o.GeminiKey)):
 		fail(http.StatusUnauthorized, "")
 		return
-	case proto == Anthropic && r.Header.Get("anthropic-version") == "":
+	case proto == Anthropic && !isVertex && r.Header.Get("anthropic-version") == "":
 		fail(http.StatusBadRequest, "anthropic-version: header is required")
 		return
 	case k == kindModels:
