@@ -14,13 +14,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +37,7 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/devstack/faketoken"
 	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/pkg/authsnap"
@@ -82,6 +86,18 @@ var fakeBedrockKeys = fakeprovider.BedrockKeys{
 	SecretAccessKey: "fake-bedrock-secret-access-key",
 }
 
+// Claude and Gemini on Vertex AI in the dev stack (docs/routing.md
+// "Platforms"): a fake Google token endpoint on googleTokenAddr (TLS, its
+// certificate trusted through egress.provider_tls) mints access tokens for
+// a demo service account whose key dev.toml's gcp_service_account
+// credential reads from the environment; the fake provider takes only
+// those tokens, for vertexProject only.
+const (
+	googleTokenAddr = "127.0.0.1:18091"
+	vertexProject   = "scootgate-demo"
+	vertexLocation  = "us-east5"
+)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "scootgate-dev:", err)
@@ -99,8 +115,13 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	google, err := startGoogle()
+	if err != nil {
+		return err
+	}
+	defer google.srv.Close()
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey, GeminiKey: fakeGeminiKey,
-		BedrockKeys: fakeBedrockKeys})
+		BedrockKeys: fakeBedrockKeys, VertexTokens: google.g, VertexProject: vertexProject})
 	if _, err := prov.Start(providerAddr); err != nil {
 		return fmt.Errorf("fake provider on %s: %w", providerAddr, err)
 	}
@@ -133,7 +154,10 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 	cfgPath := filepath.Join(dir, "dev.toml")
-	if err := os.WriteFile(cfgPath, devConfig, 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, append(devConfig[:len(devConfig):len(devConfig)], google.tlsTOML...), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, googleCAFile), google.caPEM, 0o600); err != nil {
 		return err
 	}
 	os.Setenv("SCOOTGATE_DEV_OPENAI_KEY", fakeOpenAIKey)
@@ -141,6 +165,7 @@ func run() error {
 	os.Setenv("SCOOTGATE_DEV_GEMINI_KEY", fakeGeminiKey)
 	os.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", fakeBedrockKeys.AccessKeyID)
 	os.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", fakeBedrockKeys.SecretAccessKey)
+	os.Setenv("SCOOTGATE_DEV_GCP_KEY", google.keyJSON)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
@@ -168,6 +193,46 @@ func run() error {
 			})
 		},
 	})
+}
+
+// googleCAFile is the fake token endpoint's certificate, written next to
+// the config.
+const googleCAFile = "fake-google-ca.pem"
+
+// fakeGoogle is the dev stack's Google token endpoint.
+type fakeGoogle struct {
+	g       *faketoken.Google
+	srv     *httptest.Server
+	keyJSON string // the demo service account's key, on one line
+	caPEM   []byte
+	tlsTOML []byte // the config section that trusts srv's certificate
+}
+
+// startGoogle serves a fake Google token endpoint over TLS on
+// googleTokenAddr.
+func startGoogle() (*fakeGoogle, error) {
+	g, err := faketoken.NewGoogle(faketoken.GoogleOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", googleTokenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("fake google token endpoint on %s: %w", googleTokenAddr, err)
+	}
+	srv := httptest.NewUnstartedServer(g)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.StartTLS()
+	var key bytes.Buffer
+	if err := json.Compact(&key, g.KeyJSON(srv.URL+"/token")); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return &fakeGoogle{
+		g: g, srv: srv, keyJSON: key.String(),
+		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+		tlsTOML: []byte("\n# scootgate-dev: trust the fake Google token endpoint's certificate.\n[egress.provider_tls]\nca_file = \"" + googleCAFile + "\"\n"),
+	}, nil
 }
 
 // consumerFilter is the dev consumer's subscription: the topic the node
@@ -287,21 +352,36 @@ func demoFallback() routesnap.Model {
 
 // addClouds adds the cloud-platform demo: the backend fake-bedrock (Claude
 // on Amazon Bedrock Runtime, SigV4-signed with the aws credential
-// fake-aws), the model demo-claude-bedrock on it alone, and the pool
-// demo-claude-clouds with one target on the Anthropic API and one on
-// Bedrock (Vertex joins it when its envelope lands).
+// fake-aws), the backends fake-vertex-claude and fake-vertex-gemini (Claude
+// and Gemini on Vertex AI, with access tokens minted for the
+// gcp_service_account credential fake-gcp), the models
+// demo-claude-bedrock, demo-claude-vertex and demo-gemini-vertex on each
+// alone, and the pool demo-claude-clouds with one target on each of the
+// Anthropic API, Bedrock and Vertex.
 func addClouds(snap *routesnap.Snapshot, base string) {
-	root := strings.TrimSuffix(base, "/v1") // Bedrock paths start at /model/
+	root := strings.TrimSuffix(base, "/v1") // Bedrock paths start at /model/, Vertex's at /v1/projects/
 	snap.Backends = append(snap.Backends, routesnap.Backend{
 		ID: "fake-bedrock", Protocol: routesnap.ProtocolAnthropic, Platform: routesnap.PlatformBedrock, Region: "us-east-1",
 		BaseURL: root, Credential: "fake-aws", MaxInflightPerNode: demoCap,
-	})
+	},
+		routesnap.Backend{ID: "fake-vertex-claude", Protocol: routesnap.ProtocolAnthropic, Platform: routesnap.PlatformVertex,
+			Project: vertexProject, Location: vertexLocation, BaseURL: root, Credential: "fake-gcp", MaxInflightPerNode: demoCap},
+		routesnap.Backend{ID: "fake-vertex-gemini", Protocol: routesnap.ProtocolGemini, Platform: routesnap.PlatformVertex,
+			Project: vertexProject, Location: vertexLocation, BaseURL: root, Credential: "fake-gcp", MaxInflightPerNode: demoCap,
+			Endpoints: []string{routesnap.EndpointGenerateContent, routesnap.EndpointStreamGenerateContent, routesnap.EndpointGeminiCountTokens}},
+	)
 	bedrock := routesnap.Target{Backend: "fake-bedrock", Model: "us.anthropic.fake-claude-1:0", Weight: 1, Stream: true, Tools: true, JSONSchema: true}
+	vertex := routesnap.Target{Backend: "fake-vertex-claude", Model: "fake-claude-1@20250929", Weight: 1, Stream: true, Tools: true, JSONSchema: true}
 	snap.Models = append(snap.Models,
 		routesnap.Model{Name: "demo-claude-bedrock", Targets: []routesnap.Target{bedrock}},
+		routesnap.Model{Name: "demo-claude-vertex", Targets: []routesnap.Target{vertex}},
+		routesnap.Model{Name: "demo-gemini-vertex", Targets: []routesnap.Target{
+			{Backend: "fake-vertex-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+		}},
 		routesnap.Model{Name: "demo-claude-clouds", Targets: []routesnap.Target{
 			{Backend: "fake-anthropic", Model: "fake-claude-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
 			bedrock,
+			vertex,
 		}})
 }
 
@@ -457,7 +537,9 @@ ScootGate dev stack is up.
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 demo-fallback: served by its fallback demo-gpt, whose window is 131072 tokens;
                 demo-claude-bedrock = Claude on Amazon Bedrock (SigV4, event stream),
-                demo-claude-clouds = one pool over the Anthropic API and Bedrock;
+                demo-claude-vertex, demo-gemini-vertex = Claude and Gemini on Vertex AI
+                (minted service-account tokens), demo-claude-clouds = one pool over
+                the Anthropic API, Bedrock and Vertex;
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz

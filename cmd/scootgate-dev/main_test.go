@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/config"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
+	"github.com/scootgate/scootgate/internal/devstack/faketoken"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/upstream"
@@ -33,7 +35,7 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 		t.Fatal("cmd/scootgate-dev/dev.toml differs from testdata/config/dev.toml; copy one over the other")
 	}
 	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
-		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5"}
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t)}
 	if _, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile); err != nil {
 		t.Fatalf("embedded dev config does not parse: %v", err)
 	}
@@ -44,7 +46,7 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 // config's credentials, and the demo key authenticates.
 func TestDevSnapshots(t *testing.T) {
 	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
-		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5"}
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t)}
 	cfg, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +103,8 @@ func TestDevSnapshots(t *testing.T) {
 		// Cloud platforms.
 		"demo-claude-bedrock": {provider.Messages},
 		"demo-claude-clouds":  {provider.Messages},
+		"demo-claude-vertex":  {provider.Messages},
+		"demo-gemini-vertex":  {provider.GenerateContent, provider.StreamGenerateContent, provider.GeminiCountTokens},
 	} {
 		model, ok := table.Model(m)
 		if !ok {
@@ -242,4 +246,43 @@ func TestDescribeCost(t *testing.T) {
 	if priced < 5 {
 		t.Errorf("%d demo targets are priced, want the demo chat models' (at least 5)", priced)
 	}
+}
+
+// demoGCPKey is a demo service account's key on one line, as scootgate-dev
+// puts it in the environment, naming the dev token endpoint.
+func demoGCPKey(t *testing.T) string {
+	t.Helper()
+	g, err := faketoken.NewGoogle(faketoken.GoogleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, g.KeyJSON("https://"+googleTokenAddr+"/token")); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestDevCloudsPool: demo-claude-clouds has one target on each of the
+// Anthropic API, Bedrock and Vertex.
+func TestDevCloudsPool(t *testing.T) {
+	snap := devRoutes(time.Now())
+	platform := map[string]string{}
+	for _, b := range snap.Backends {
+		platform[b.ID] = b.Platform
+	}
+	for _, m := range snap.Models {
+		if m.Name != "demo-claude-clouds" {
+			continue
+		}
+		var got []string
+		for _, tg := range m.Targets {
+			got = append(got, platform[tg.Backend])
+		}
+		if diff := cmp.Diff(got, []string{"", routesnap.PlatformBedrock, routesnap.PlatformVertex}); diff != "" {
+			t.Errorf("demo-claude-clouds platforms (-got +want):\n%s", diff)
+		}
+		return
+	}
+	t.Fatal("no demo-claude-clouds")
 }
