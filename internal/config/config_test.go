@@ -36,11 +36,18 @@ func TestParseDevConfig(t *testing.T) {
 		// Claude on Bedrock's demo keys.
 		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID":     "dev-aws-id",
 		"SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "dev-aws-secret",
+		// Claude and Gemini on Vertex's demo service account.
+		"SCOOTGATE_DEV_GCP_KEY": compactJSON(t, gcpKeyJSON(t, "https://127.0.0.1:18091/token")),
 	})
 	got, err := Parse(readTestdata(t, "dev.toml"), env, fakeFS(nil))
 	if err != nil {
 		t.Fatalf("Parse(dev.toml): %v", err)
 	}
+	// A minted credential holds its kind's material in Mint, not compared.
+	if gcp := got.Credentials["fake-gcp"]; gcp.Mint == nil || !cmp.Equal(gcp.Hosts, []string{"127.0.0.1"}) {
+		t.Errorf("fake-gcp: %+v, want a minted credential for 127.0.0.1", gcp)
+	}
+	delete(got.Credentials, "fake-gcp")
 	want := Defaults()
 	want.NodeID = "dev-1"
 	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11090")}}}
@@ -256,6 +263,7 @@ func TestLoadDev(t *testing.T) {
 	t.Setenv("SCOOTGATE_DEV_GEMINI_KEY", "dev-gemini")
 	t.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", "dev-aws-id")
 	t.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", "dev-aws-secret")
+	t.Setenv("SCOOTGATE_DEV_GCP_KEY", compactJSON(t, gcpKeyJSON(t, "https://127.0.0.1:18091/token")))
 	c, err := Load(filepath.Join(testdata, "dev.toml"))
 	if err != nil {
 		t.Fatalf("Load(dev.toml): %v", err)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -92,4 +93,15 @@ func TestGCPServiceAccount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compactJSON is doc on one line, as a key is put in an environment
+// variable.
+func compactJSON(t *testing.T, doc string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
