@@ -224,6 +224,12 @@ type stackOptions struct {
 	// replaces the node's secret access key (a wrong one).
 	bedrock       bool
 	bedrockSecret string
+	// azure makes the fake provider Azure OpenAI too (api-key azureKey)
+	// and adds a static credential "az", an Azure backend "az" (its
+	// api_version azureVersion: a date, or "v1") and the model azureModel: the Azure target (tier 0) and the
+	// OpenAI backend "oa" (tier 1).
+	azure        bool
+	azureVersion string
 	// outboxPath, when set, is usage.outbox_path (default: in the stack's dir).
 	outboxPath string
 	// vertex serves a fake Google token endpoint over TLS (s.google) and
@@ -296,6 +302,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.vertex {
 		o.extraTOML += s.startVertex(o.tokenClock)
 		po.VertexTokens, po.VertexProject = s.google, vertexProject
+	}
+	if o.azure {
+		po.AzureKey = azureKey
 	}
 	s.prov = fakeprovider.New(po)
 	var err error
@@ -408,6 +417,36 @@ tools = true
 	if o.vertex {
 		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#VERTEX_BASE#", strings.TrimSuffix(s.provURL, "/v1"))
 		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#CAP#", fmt.Sprint(o.cap))
+	}
+	if o.azure {
+		version := fmt.Sprintf("api_version = %q", o.azureVersion)
+		o.extraTOML += fmt.Sprintf(`
+[credentials.az]
+env = "TEST_AZURE_KEY"
+hosts = ["127.0.0.1"]
+[backends.az]
+protocol = "openai"
+platform = "azure"
+%s
+base_url = %q
+credential = "az"
+max_inflight_per_node = %d
+endpoints = ["chat_completions", "embeddings", "responses"]
+[models.%s]
+[[models.%s.targets]]
+backend = "az"
+model = %q
+weight = 1
+stream = true
+tools = true
+[[models.%s.targets]]
+backend = "oa"
+model = %q
+weight = 1
+tier = 1
+stream = true
+tools = true
+`, version, strings.TrimSuffix(s.provURL, "/v1"), o.cap, azureModel, azureModel, azureDeployment, azureModel, openAIProvModel)
 	}
 
 	proxyTOML, realProxyPassword := "", ""
@@ -559,7 +598,7 @@ outbox_path = %q
 		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_GEMINI_KEY": geminiProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
 		"TEST_AWS_ACCESS_KEY_ID":   bedrockKeys.AccessKeyID, "TEST_AWS_SECRET_ACCESS_KEY": bedrockKeys.SecretAccessKey,
-		"TEST_AWS_SESSION_TOKEN": bedrockKeys.SessionToken,
+		"TEST_AWS_SESSION_TOKEN": bedrockKeys.SessionToken, "TEST_AZURE_KEY": azureKey,
 	}
 	if o.bedrockSecret != "" {
 		env["TEST_AWS_SECRET_ACCESS_KEY"] = o.bedrockSecret

@@ -442,7 +442,7 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 		model = nil // the model is in the URL
 	}
 	body := &piecesBody{}
-	if env != nil {
+	if env != nil && env.Body != nil {
 		if err := env.Body(&c.req, c.body, c.r.Header, &body.p); err != nil {
 			a.state, a.stage, a.err = provider.NotSent, stageInternal, err
 			c.failAttempt(a, apierr.BadGateway("bad_backend_body", "the request body could not be put in this backend's platform envelope", false))

@@ -90,7 +90,8 @@ func (pl Platform) Name(p Protocol) string {
 // concurrent use and keeps none of its arguments.
 type Envelope struct {
 	// URL returns the provider URL of one attempt: base is the backend's
-	// base URL (without trailing "/"), model the target's provider model,
+	// base URL (without trailing "/"; its query holds the platform's
+	// query coordinates: Azure's api-version), model the target's provider model,
 	// stream whether the request streams (Bedrock names that in the
 	// path). An error means the model cannot be put in a URL.
 	URL func(base *url.URL, model string, stream bool) (*url.URL, error)
@@ -98,7 +99,8 @@ type Envelope struct {
 	// [Request.Split]: every edit the platform's envelope needs (listed
 	// in docs/routing.md "Platforms") and no other; client is the
 	// client's request headers, some of which the platform takes as body
-	// members.
+	// members. nil: the protocol's own body edits ([Request.Split]), as
+	// on its own wire.
 	Body func(r *Request, body []byte, client http.Header, dst *Pieces) error
 	// Header adjusts the provider request's headers that the endpoint's
 	// Spec.Header built (credential included) to the platform: the

@@ -322,6 +322,10 @@ func platform(cb *Backend, b routesnap.Backend, cred credential.Credential) erro
 	if err != nil {
 		return fmt.Errorf("routes: backend %q: base_url: not a valid URL", b.ID)
 	}
+	if b.APIVersion != "" {
+		// Azure's deployment surface (openai.AzureURL).
+		base.RawQuery = "api-version=" + url.QueryEscape(b.APIVersion)
+	}
 	cb.Base = base
 	if cb.Platform == provider.Vertex {
 		// Every Vertex URL is under the backend's project and location.

@@ -104,9 +104,9 @@ type Backend struct {
 	// Required there and only there.
 	Project  string `json:"project,omitempty"`
 	Location string `json:"location,omitempty"`
-	// APIVersion is the api-version query of a [PlatformAzure] backend
-	// ("2024-10-21"); absent for Azure's versionless v1 surface. Only
-	// there.
+	// APIVersion is the api-version query of a [PlatformAzure] backend's
+	// deployment URLs ("2024-10-21"), or "v1" for Azure's versionless v1
+	// surface (/openai/v1/…). Required there and only there.
 	APIVersion string `json:"api_version,omitempty"`
 }
 

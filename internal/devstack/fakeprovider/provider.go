@@ -71,6 +71,11 @@ type Options struct {
 	// VertexProject, when set, is the only project the Vertex paths serve
 	// (another is Google's 403 PERMISSION_DENIED).
 	VertexProject string
+	// AzureKey, when set, is the api-key the Azure OpenAI paths
+	// (/openai/…, azure.go) take; AzureToken, when set, decides a Bearer
+	// token there. Neither set: the Azure paths refuse every request.
+	AzureKey   string
+	AzureToken AzureAuth
 }
 
 // Request is what the provider received.
@@ -89,6 +94,11 @@ type Request struct {
 	IncludeUsage bool
 	// Prompt is the text of the last user message, directives included.
 	Prompt string
+	// Azure says the request came on an Azure OpenAI path (Path is then
+	// that path); Deployment is the path's deployment ("" on /openai/v1
+	// and /openai/responses).
+	Azure      bool
+	Deployment string
 }
 
 // clone returns a deep copy of r.
@@ -297,6 +307,11 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve1 answers one request, which a Vertex request is twice: once as
 // itself, then on the path of the protocol it carries.
 func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
+	recorded := r.URL.Path
+	apath, deployment, versioned, azure := azureRoute(r)
+	if azure && !p.serveAzure(w, r, apath, versioned) {
+		return
+	}
 	proto, method, k := route(r)
 	vc, isVertex := r.Context().Value(vertexKey{}).(vertexCall)
 
@@ -328,11 +343,16 @@ func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
 	if isVertex {
 		path, in.Model = vc.path, vc.model
 	}
+	if azure {
+		path = recorded
+	}
 	req := p.record(Request{
 		Protocol:     proto,
 		Method:       r.Method,
 		Path:         path,
 		Header:       r.Header,
+		Azure:        azure,
+		Deployment:   deployment,
 		Body:         body,
 		Model:        in.Model,
 		Stream:       in.Stream,
@@ -362,7 +382,7 @@ func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
 		return
 	case readErr != nil:
 		return // the client went away
-	case !isVertex && !p.authorized(proto, r.Header) && !(proto == Gemini && p.o.GeminiKey != "" && same(r.URL.Query().Get("key"), p.o.GeminiKey)):
+	case !isVertex && !azure && !p.authorized(proto, r.Header) && !(proto == Gemini && p.o.GeminiKey != "" && same(r.URL.Query().Get("key"), p.o.GeminiKey)):
 		fail(http.StatusUnauthorized, "")
 		return
 	case proto == Anthropic && !isVertex && r.Header.Get("anthropic-version") == "":

@@ -81,6 +81,7 @@ var Chat = &provider.Spec{
 	UsageMember:    "usage",
 	BodyOutcome:    ChatBodyOutcome,
 	Stream:         chatStream,
+	Envelopes:      [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureChat},
 }
 
 // chatStream is how chat completions and legacy completions stream:
@@ -119,7 +120,8 @@ var Responses = &provider.Spec{
 		Keepalive:   keepalive,
 		Types:       responsesTypes,
 	},
-	Socket: responsesSocket,
+	Socket:    responsesSocket,
+	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureResponses},
 }
 
 // Compact is POST /v1/responses/compact: a conversation in, its compacted
@@ -169,6 +171,7 @@ var Embeddings = &provider.Spec{
 	BodyUsage:    ChatBodyUsage,
 	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
+	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureEmbeddings},
 }
 
 // Completions is POST /v1/completions, the legacy text completions that
@@ -188,6 +191,7 @@ var Completions = &provider.Spec{
 	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome,
 	Stream:       chatStream,
+	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureCompletions},
 }
 
 // Rerank is POST /v1/rerank, the shape Cohere, Jina and vLLM share
