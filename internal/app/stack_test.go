@@ -230,6 +230,14 @@ type stackOptions struct {
 	// OpenAI backend "oa" (tier 1).
 	azure        bool
 	azureVersion string
+	// entra, when set with azure, is a fake Entra tenant (entraTenant,
+	// entraClient, entraSecret) served with TLS at entraURL, whose
+	// certificate entraCA (a PEM file) the node trusts: the Azure backend
+	// then uses an azure_entra credential "entra" on it, and the fake
+	// provider takes its live tokens (tokenClock is the node's clock).
+	entra    *faketoken.Entra
+	entraURL string
+	entraCA  string
 	// outboxPath, when set, is usage.outbox_path (default: in the stack's dir).
 	outboxPath string
 	// vertex serves a fake Google token endpoint over TLS (s.google) and
@@ -305,6 +313,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.azure {
 		po.AzureKey = azureKey
+	}
+	if o.entra != nil {
+		po.AzureToken = o.entra.Authorized
 	}
 	s.prov = fakeprovider.New(po)
 	var err error
@@ -420,6 +431,21 @@ tools = true
 	}
 	if o.azure {
 		version := fmt.Sprintf("api_version = %q", o.azureVersion)
+		cred := "az"
+		if o.entra != nil {
+			cred = "entra"
+			o.extraTOML += fmt.Sprintf(`
+[credentials.entra]
+kind = "azure_entra"
+hosts = ["127.0.0.1"]
+tenant_id = %q
+client_id = %q
+client_secret = { env = "TEST_ENTRA_SECRET" }
+authority_host = %q
+[egress.provider_tls]
+ca_file = %q
+`, entraTenant, entraClient, o.entraURL, o.entraCA)
+		}
 		o.extraTOML += fmt.Sprintf(`
 [credentials.az]
 env = "TEST_AZURE_KEY"
@@ -429,7 +455,7 @@ protocol = "openai"
 platform = "azure"
 %s
 base_url = %q
-credential = "az"
+credential = %q
 max_inflight_per_node = %d
 endpoints = ["chat_completions", "embeddings", "responses"]
 [models.%s]
@@ -446,7 +472,7 @@ weight = 1
 tier = 1
 stream = true
 tools = true
-`, version, strings.TrimSuffix(s.provURL, "/v1"), o.cap, azureModel, azureModel, azureDeployment, azureModel, openAIProvModel)
+`, version, strings.TrimSuffix(s.provURL, "/v1"), cred, o.cap, azureModel, azureModel, azureDeployment, azureModel, openAIProvModel)
 	}
 
 	proxyTOML, realProxyPassword := "", ""
@@ -598,7 +624,7 @@ outbox_path = %q
 		"TEST_OPENAI_KEY": openAIProvKey, "TEST_ANTHROPIC_KEY": anthropProvKey, "TEST_GEMINI_KEY": geminiProvKey, "TEST_PROXY_PASSWORD": proxyPassword,
 		"TEST_REAL_PROXY_PASSWORD": realProxyPassword,
 		"TEST_AWS_ACCESS_KEY_ID":   bedrockKeys.AccessKeyID, "TEST_AWS_SECRET_ACCESS_KEY": bedrockKeys.SecretAccessKey,
-		"TEST_AWS_SESSION_TOKEN": bedrockKeys.SessionToken, "TEST_AZURE_KEY": azureKey,
+		"TEST_AWS_SESSION_TOKEN": bedrockKeys.SessionToken, "TEST_AZURE_KEY": azureKey, "TEST_ENTRA_SECRET": entraSecret,
 	}
 	if o.bedrockSecret != "" {
 		env["TEST_AWS_SECRET_ACCESS_KEY"] = o.bedrockSecret

@@ -508,6 +508,10 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 			creds[e.name] = v.gcpServiceAccount(e.name, e.t, hosts)
 			continue
 		}
+		if kindOK && kind == kindEntra {
+			creds[e.name] = v.azureEntra(e.name, e.t, hosts)
+			continue
+		}
 		var auth credential.AuthHeader
 		if e.t.has("auth_header") {
 			if name, ok := e.t.str("auth_header", credential.AuthHeaderNames); ok {
@@ -528,6 +532,7 @@ const (
 	kindStatic = "static"
 	kindAWS    = "aws"
 	kindGCP    = credential.KindGCPServiceAccount
+	kindEntra  = credential.KindAzureEntra
 )
 
 // credentialKind reads a credential's kind; ok is false for one the node
@@ -541,10 +546,10 @@ func (v *validator) credentialKind(t *table) (string, bool) {
 		return "", false
 	}
 	switch kind {
-	case kindStatic, kindAWS, kindGCP:
+	case kindStatic, kindAWS, kindGCP, kindEntra:
 		return kind, true
 	}
-	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q, %q or %q", kind, kindStatic, kindAWS, kindGCP)
+	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q, %q, %q or %q", kind, kindStatic, kindAWS, kindGCP, kindEntra)
 	return "", false
 }
 

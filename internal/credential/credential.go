@@ -64,6 +64,9 @@ type Credential struct {
 	// credential whose value is minted (Mint, set by the node once the
 	// source exists); Secret is then zero. nil for other kinds.
 	Token Bearer `json:"-"`
+	// Kind is KindAzureEntra for an azure_entra credential, which only
+	// platform azure may use; empty for the other kinds.
+	Kind string `json:"-"`
 }
 
 // Bearer is a credential whose value is a short-lived token obtained when
@@ -274,9 +277,13 @@ func HostsKey(name string) string {
 // checkKind returns the problems of pairing backend b with credential c
 // of its kind: aws keys only sign, so they go only to a platform that
 // takes signed requests (Bedrock), and only in their region when they
-// name one.
+// name one; an azure_entra token is for Azure's resources, so it goes
+// only to platform azure.
 func (p Policy) checkKind(path string, b routesnap.Backend, c Credential) []routesnap.Problem {
 	switch {
+	case c.Kind == KindAzureEntra && b.Platform != routesnap.PlatformAzure:
+		return []routesnap.Problem{{Path: path + ".credential", Msg: fmt.Sprintf(
+			"backend %q uses azure_entra credential %q, but only platform %q takes Entra tokens", b.ID, b.Credential, routesnap.PlatformAzure)}}
 	case c.AWS == nil:
 		return nil
 	case b.Platform != routesnap.PlatformBedrock:

@@ -331,6 +331,10 @@ func platform(cb *Backend, b routesnap.Backend, cred credential.Credential) erro
 		// Every Vertex URL is under the backend's project and location.
 		cb.Base = provider.VertexResource(base, b.Project, b.Location)
 	}
+	if cred.Kind == credential.KindAzureEntra && cb.Platform != provider.Azure {
+		// An Entra token is for Azure's resources only.
+		return fmt.Errorf("routes: backend %q: credential %q is an azure_entra credential, which only platform %q takes", b.ID, b.Credential, provider.NamePlatformAzure)
+	}
 	cb.Token = cred.Token
 	if cred.AWS == nil {
 		return nil
