@@ -98,6 +98,10 @@ const (
 	vertexLocation  = "us-east5"
 )
 
+// fakeAzureKey is the demo Azure OpenAI api-key the fake provider takes
+// on its Azure paths.
+const fakeAzureKey = "fake-azure-api-key"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "scootgate-dev:", err)
@@ -121,7 +125,8 @@ func run() error {
 	}
 	defer google.srv.Close()
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: fakeOpenAIKey, AnthropicKey: fakeAnthropicKey, GeminiKey: fakeGeminiKey,
-		BedrockKeys: fakeBedrockKeys, VertexTokens: google.g, VertexProject: vertexProject})
+		BedrockKeys: fakeBedrockKeys, VertexTokens: google.g, VertexProject: vertexProject,
+		AzureKey: fakeAzureKey})
 	if _, err := prov.Start(providerAddr); err != nil {
 		return fmt.Errorf("fake provider on %s: %w", providerAddr, err)
 	}
@@ -166,6 +171,7 @@ func run() error {
 	os.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", fakeBedrockKeys.AccessKeyID)
 	os.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", fakeBedrockKeys.SecretAccessKey)
 	os.Setenv("SCOOTGATE_DEV_GCP_KEY", google.keyJSON)
+	os.Setenv("SCOOTGATE_DEV_AZURE_KEY", fakeAzureKey)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
@@ -336,6 +342,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	snap.Models = append(snap.Models, pool, claudePool)
 	snap.Models = append(snap.Models, demoFallback())
 	addClouds(&snap, base)
+	addAzure(&snap, base)
 	addDemoPrices(&snap)
 	return snap
 }
@@ -406,6 +413,22 @@ func addDemoPrices(snap *routesnap.Snapshot) {
 			snap.Models[i].Targets[j].Price = p
 		}
 	}
+}
+
+// addAzure adds GPT on Azure OpenAI: the backend fake-azure (the
+// deployment surface, api-version 2024-10-21, the api-key credential
+// fake-azure) and the model demo-gpt-azure, whose deployment is
+// fake-gpt-1 (chat completions, embeddings and responses).
+func addAzure(snap *routesnap.Snapshot, base string) {
+	snap.Backends = append(snap.Backends, routesnap.Backend{
+		ID: "fake-azure", Protocol: routesnap.ProtocolOpenAI, Platform: routesnap.PlatformAzure, APIVersion: "2024-10-21",
+		BaseURL:    strings.TrimSuffix(base, "/v1"), // Azure paths start at /openai/
+		Credential: "fake-azure", MaxInflightPerNode: demoCap,
+		Endpoints: []string{routesnap.EndpointChatCompletions, routesnap.EndpointEmbeddings, routesnap.EndpointResponses},
+	})
+	snap.Models = append(snap.Models, routesnap.Model{Name: "demo-gpt-azure", Targets: []routesnap.Target{
+		{Backend: "fake-azure", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+	}})
 }
 
 // poolSuffixes name the three backends of demo-pool and demo-claude-pool.
@@ -540,6 +563,7 @@ ScootGate dev stack is up.
                 demo-claude-vertex, demo-gemini-vertex = Claude and Gemini on Vertex AI
                 (minted service-account tokens), demo-claude-clouds = one pool over
                 the Anthropic API, Bedrock and Vertex;
+                demo-gpt-azure = GPT on Azure OpenAI (a deployment, api-key);
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz

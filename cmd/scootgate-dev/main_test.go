@@ -35,7 +35,8 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 		t.Fatal("cmd/scootgate-dev/dev.toml differs from testdata/config/dev.toml; copy one over the other")
 	}
 	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
-		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t)}
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t),
+		"SCOOTGATE_DEV_AZURE_KEY": "k6"}
 	if _, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile); err != nil {
 		t.Fatalf("embedded dev config does not parse: %v", err)
 	}
@@ -46,7 +47,8 @@ func TestEmbeddedConfigMatchesTestdata(t *testing.T) {
 // config's credentials, and the demo key authenticates.
 func TestDevSnapshots(t *testing.T) {
 	env := map[string]string{"SCOOTGATE_DEV_OPENAI_KEY": "k1", "SCOOTGATE_DEV_ANTHROPIC_KEY": "k2", "SCOOTGATE_DEV_GEMINI_KEY": "k3",
-		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t)}
+		"SCOOTGATE_DEV_AWS_ACCESS_KEY_ID": "k4", "SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "k5", "SCOOTGATE_DEV_GCP_KEY": demoGCPKey(t),
+		"SCOOTGATE_DEV_AZURE_KEY": "k6"}
 	cfg, err := config.Parse(devConfig, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +107,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-claude-clouds":  {provider.Messages},
 		"demo-claude-vertex":  {provider.Messages},
 		"demo-gemini-vertex":  {provider.GenerateContent, provider.StreamGenerateContent, provider.GeminiCountTokens},
+		"demo-gpt-azure":      {provider.Chat, provider.Embeddings, provider.Responses},
 	} {
 		model, ok := table.Model(m)
 		if !ok {

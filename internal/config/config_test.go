@@ -38,6 +38,8 @@ func TestParseDevConfig(t *testing.T) {
 		"SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY": "dev-aws-secret",
 		// Claude and Gemini on Vertex's demo service account.
 		"SCOOTGATE_DEV_GCP_KEY": compactJSON(t, gcpKeyJSON(t, "https://127.0.0.1:18091/token")),
+		// GPT on Azure OpenAI's demo api-key.
+		"SCOOTGATE_DEV_AZURE_KEY": "dev-azure",
 	})
 	got, err := Parse(readTestdata(t, "dev.toml"), env, fakeFS(nil))
 	if err != nil {
@@ -55,6 +57,7 @@ func TestParseDevConfig(t *testing.T) {
 		"fake-openai":    {Secret: secret.New("dev-openai"), Hosts: []string{"127.0.0.1"}},
 		"fake-anthropic": {Secret: secret.New("dev-anthropic"), Hosts: []string{"127.0.0.1"}},
 		"fake-gemini":    {Secret: secret.New("dev-gemini"), Hosts: []string{"127.0.0.1"}},
+		"fake-azure":     {Secret: secret.New("dev-azure"), Hosts: []string{"127.0.0.1"}},
 		"fake-aws": {Hosts: []string{"127.0.0.1"}, AWS: &credential.AWS{
 			AccessKeyID: secret.New("dev-aws-id"), SecretAccessKey: secret.New("dev-aws-secret"), Region: "us-east-1"}},
 	}
@@ -264,6 +267,7 @@ func TestLoadDev(t *testing.T) {
 	t.Setenv("SCOOTGATE_DEV_AWS_ACCESS_KEY_ID", "dev-aws-id")
 	t.Setenv("SCOOTGATE_DEV_AWS_SECRET_ACCESS_KEY", "dev-aws-secret")
 	t.Setenv("SCOOTGATE_DEV_GCP_KEY", compactJSON(t, gcpKeyJSON(t, "https://127.0.0.1:18091/token")))
+	t.Setenv("SCOOTGATE_DEV_AZURE_KEY", "dev-azure")
 	c, err := Load(filepath.Join(testdata, "dev.toml"))
 	if err != nil {
 		t.Fatalf("Load(dev.toml): %v", err)
