@@ -240,9 +240,7 @@ var holdLua = rueidis.NewLuaScript(holdScript)
 // Holds are absolute, so a retry after a broken connection cannot count
 // twice.
 func (r *Redis) hold(ctx context.Context, node string, nowMS int64, ops []holdOp) ([]int64, error) {
-	r.mu.Lock()
-	c := r.client
-	r.mu.Unlock()
+	c := r.connected()
 	if c == nil {
 		return nil, errStoreDown
 	}

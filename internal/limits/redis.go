@@ -179,11 +179,17 @@ func (r *Redis) dropClient() {
 	}
 }
 
+// connected returns the client takes use, nil while none is dialled
+// (the store is down).
+func (r *Redis) connected() rueidis.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.client
+}
+
 // probe dials if there is no client yet, then sends a PING.
 func (r *Redis) probe(ctx context.Context) error {
-	r.mu.Lock()
-	c := r.client
-	r.mu.Unlock()
+	c := r.connected()
 	if c == nil {
 		var err error
 		c, err = rueidis.NewClient(rueidis.ClientOption{
@@ -285,9 +291,7 @@ var takeLua = rueidis.NewLuaScript(takeScript)
 // take runs takeScript (EVALSHA, EVAL once per connection when Redis does
 // not know the script yet). An error marks the store down.
 func (r *Redis) take(ctx context.Context, key string, capacity, nowMS, debt, want int64) (grant, level int64, wait time.Duration, err error) {
-	r.mu.Lock()
-	c := r.client
-	r.mu.Unlock()
+	c := r.connected()
 	if c == nil {
 		return 0, 0, 0, errStoreDown
 	}

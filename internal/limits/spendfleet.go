@@ -72,9 +72,7 @@ func (s *state) spendKey(sp span, w int64) string {
 // to expire a day after its window ends, in one pipelined round trip; it
 // returns the totals. An error marks the store down.
 func (r *Redis) addSpend(ctx context.Context, keys []string, amounts []usd.Amount, expires []time.Time) ([]int64, error) {
-	r.mu.Lock()
-	c := r.client
-	r.mu.Unlock()
+	c := r.connected()
 	if c == nil {
 		return nil, errStoreDown
 	}
