@@ -891,15 +891,23 @@ func (c *call) finish(ctx context.Context, a *attempt) {
 	c.sendState = a.state
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
 	c.log(ctx, a)
-	if len(c.h.o.Recorders) == 0 && c.h.o.Tracer == nil {
-		return
+	if c.h.recording() {
+		c.h.emit(ctx, c.event(a), a.outcome)
 	}
-	ev := c.event(a)
-	for _, r := range c.h.o.Recorders {
+}
+
+// recording reports whether anything takes usage events; without, no
+// event is built.
+func (h *Handler) recording() bool { return len(h.o.Recorders) > 0 || h.o.Tracer != nil }
+
+// emit hands one attempt's usage event to every recorder and to the
+// tracer.
+func (h *Handler) emit(ctx context.Context, ev *usageevent.Event, o provider.Outcome) {
+	for _, r := range h.o.Recorders {
 		r.Record(ev)
 	}
-	if c.h.o.Tracer != nil {
-		c.h.o.Tracer.Attempt(ctx, ev, a.outcome)
+	if h.o.Tracer != nil {
+		h.o.Tracer.Attempt(ctx, ev, o)
 	}
 }
 

@@ -663,15 +663,8 @@ func (s *rtSession) record(ctx context.Context, st stage, pe *provider.ProviderE
 		}
 	}
 	c.log(ctx, ev)
-	if len(c.h.o.Recorders) == 0 && c.h.o.Tracer == nil {
-		return
-	}
-	e := c.event(ev)
-	for _, r := range c.h.o.Recorders {
-		r.Record(e)
-	}
-	if c.h.o.Tracer != nil {
-		c.h.o.Tracer.Attempt(ctx, e, provider.Outcome{})
+	if c.h.recording() {
+		c.h.emit(ctx, c.event(ev), provider.Outcome{})
 	}
 }
 
