@@ -76,6 +76,9 @@ type call struct {
 
 	sw statusWriter // w, allocated with the call
 
+	door       *provider.Door // the cloud client path the request came in by, nil for the endpoint's own
+	doorStream bool           // the door's path asks for a stream
+
 	abort bool       // the answer went out in part and cannot be completed: abort the client's connection
 	guard writeGuard // the deadline of writes to the client
 }
@@ -152,9 +155,16 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
-		if spec.InspectForm != nil {
+		if c.door != nil {
+			// docs/api.md "Cloud client paths": the door's envelope off,
+			// and the request is the endpoint's own from here on.
+			c.body, pathModel, berr = c.door.Request(c.body, pathModel, c.doorStream, r.Header)
+		}
+		switch {
+		case berr != nil:
+		case spec.InspectForm != nil:
 			c.req, berr = spec.InspectForm(c.body, r.Header.Get("Content-Type"))
-		} else {
+		default:
 			c.req, berr = spec.Inspect(c.body, pathModel)
 		}
 		if berr == nil {

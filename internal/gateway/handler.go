@@ -175,11 +175,13 @@ type Handler struct {
 type endpoints struct {
 	exact map[string]endpoint
 	match []endpoint
+	doors []endpoint // one per door, looked up last
 }
 
 type endpoint struct {
 	spec *provider.Spec
 	api  *provider.API
+	door *provider.Door // the cloud client path the request came in by; nil for the endpoint's own
 }
 
 func newEndpoints() endpoints {
@@ -187,12 +189,15 @@ func newEndpoints() endpoints {
 	for _, a := range catalog.APIs() {
 		for _, s := range a.Endpoints {
 			if s.Path != "" {
-				e.exact[s.Path] = endpoint{s, a}
+				e.exact[s.Path] = endpoint{s, a, nil}
 				for _, p := range s.AlsoPaths {
-					e.exact[p] = endpoint{s, a}
+					e.exact[p] = endpoint{s, a, nil}
 				}
 			} else {
-				e.match = append(e.match, endpoint{s, a})
+				e.match = append(e.match, endpoint{s, a, nil})
+			}
+			for _, d := range s.Doors {
+				e.doors = append(e.doors, endpoint{s, a, d})
 			}
 		}
 	}
@@ -211,6 +216,17 @@ func (e *endpoints) lookup(path string) (endpoint, string) {
 		}
 	}
 	return endpoint{}, ""
+}
+
+// lookupDoor returns the endpoint one of whose doors is escapedPath (zero
+// when none), with what the door read from the path.
+func (e *endpoints) lookupDoor(escapedPath string) (ep endpoint, model string, stream bool, err *provider.BodyError) {
+	for _, ep := range e.doors {
+		if m, st, ok, err := ep.door.Match(escapedPath); ok {
+			return ep, m, st, err
+		}
+	}
+	return endpoint{}, "", false, nil
 }
 
 // New returns a Handler.
@@ -348,6 +364,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.o.Now()
 	ctx := r.Context()
 	ep, pathModel := h.endpoints.lookup(r.URL.Path)
+	var (
+		doorStream bool
+		doorErr    *provider.BodyError
+	)
+	if ep.spec == nil {
+		ep, pathModel, doorStream, doorErr = h.endpoints.lookupDoor(r.URL.EscapedPath())
+	}
 	spec, api := ep.spec, ep.api
 	var (
 		c *call
@@ -361,6 +384,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		api = catalog.Claiming(r)
 	}
 	w.ResponseWriter = rw
+	var dw provider.DoorWriter
+	if ep.door != nil {
+		// docs/api.md "Cloud client paths": the answer in the door's framing.
+		dw = ep.door.Writer(rw)
+		w.ResponseWriter = dw
+		c.door, c.doorStream = ep.door, doorStream
+	}
 	rid := newRequestID()
 	ridValue := []string{rid}
 	w.Header()["X-Request-Id"] = ridValue
@@ -372,7 +402,14 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if h.o.Draining.Load() && r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close") // docs/operations.md "Drain"
 	}
-	if spec != nil && r.URL.RawPath != "" {
+	if doorErr != nil {
+		apierr.BadRequest(doorErr.Code, doorErr.Msg).Write(w, api, rid)
+		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, provider.NoAttempt, h.o.Now().Sub(start), false)
+		h.noteRefusal(w, r, rid, "")
+		finishDoor(dw)
+		return
+	}
+	if spec != nil && ep.door == nil && r.URL.RawPath != "" {
 		// docs/api.md "Endpoints": an endpoint is served at its path as
 		// written, never at a percent-encoded spelling of it that a path
 		// rule in front (a load balancer, a WAF) would not recognise.
@@ -387,6 +424,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
 		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
 		h.noteRefusal(w, r, rid, c.req.Model)
+		if !c.abort {
+			finishDoor(dw)
+		}
 		if c.abort {
 			// Accounted for above; net/http closes the connection (HTTP/1)
 			// or resets the stream (HTTP/2) without a log line, and never
@@ -425,6 +465,15 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		apierr.NotFound("not_found", "no such endpoint").Write(w, api, rid)
 	default:
 		apierr.NotFound("not_found", "no such endpoint: "+path).Write(w, api, rid)
+	}
+}
+
+// finishDoor completes an answer written through a door's writer (nil:
+// none). A failure to write it is the client's connection failing, which
+// nothing after it can report.
+func finishDoor(dw provider.DoorWriter) {
+	if dw != nil {
+		_ = dw.Finish()
 	}
 }
 

@@ -181,6 +181,10 @@ type Spec struct {
 	// the FirstParty entry is always nil: the Spec itself is the
 	// protocol's own wire.
 	Envelopes [NumPlatforms]*Envelope
+	// Doors are the endpoint's further client paths: the shapes in which
+	// cloud platforms' own clients send it (docs/api.md "Cloud client
+	// paths"). Any target of the endpoint serves a request from any door.
+	Doors []*Door
 }
 
 // SocketSpec is how an endpoint is served over WebSocket.

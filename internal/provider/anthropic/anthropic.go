@@ -81,6 +81,7 @@ var Messages = &provider.Spec{
 			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},
 	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Bedrock: bedrockMessages, provider.Vertex: vertexMessages},
+	Doors:     []*provider.Door{BedrockInvokeDoor},
 }
 
 // CountTokens is POST /v1/messages/count_tokens: routed and rewritten like

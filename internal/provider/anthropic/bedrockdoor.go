@@ -1,0 +1,411 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+// The Bedrock door (docs/api.md "Cloud client paths"): what Bedrock
+// Runtime's own clients (the AWS SDKs' InvokeModel, Claude Code in its
+// Bedrock mode) send, served by any Messages target. The request
+//
+//	POST /model/{modelId}/invoke
+//	POST /model/{modelId}/invoke-with-response-stream
+//
+// carries the public model in the path (percent-encoded as the AWS SDKs
+// encode it) and a Messages body without "model" and "stream", with
+// "anthropic_version" (bedrock-2023-05-31) and, optionally,
+// "anthropic_beta". At the entrance the body gains the model (and
+// "stream": true on the streaming path), loses the version member, and its
+// betas become anthropic-beta headers: it is then a Messages request like
+// any other. A whole answer is Anthropic's message document, as Bedrock's
+// is; a stream goes back in AWS event-stream framing, one chunk per
+// Messages stream event, its bytes unchanged; an error goes back as
+// Bedrock's {"message": …} with its exception name in x-amzn-ErrorType.
+
+// BedrockInvokeDoor is Messages through Bedrock Runtime's invoke paths.
+var BedrockInvokeDoor = &provider.Door{
+	Platform: provider.Bedrock,
+	Match:    matchBedrockInvoke,
+	Request:  bedrockDoorRequest,
+	Writer:   func(w http.ResponseWriter) provider.DoorWriter { return newBedrockWriter(w) },
+}
+
+// BedrockModelSegment reads the model id segment of a Bedrock Runtime path
+// ("/model/{modelId}/{op}", as sent): the id, percent-decoded once, and
+// the operation. ok is false for a path of another shape. An id that is
+// empty, holds a "/" that was not encoded, or still holds a
+// percent-escape once decoded (a doubly encoded id, which one reader
+// would decode once and another twice) is a *BodyError.
+func BedrockModelSegment(escapedPath string) (model, op string, ok bool, err *provider.BodyError) {
+	rest, found := strings.CutPrefix(escapedPath, "/model/")
+	if !found {
+		return "", "", false, nil
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return "", "", false, nil
+	}
+	seg, op := rest[:i], rest[i+1:]
+	if seg == "" || strings.IndexByte(seg, '/') >= 0 {
+		return "", op, true, &provider.BodyError{Code: "invalid_model", Msg: "the model id in the path must be one segment: percent-encode its \"/\" and \":\" as %2F and %3A"}
+	}
+	id, uerr := url.PathUnescape(seg)
+	if uerr != nil || id == "" || doublyEncoded(id) {
+		return "", op, true, &provider.BodyError{Code: "non_canonical_path", Msg: "the model id in the path must be percent-encoded exactly once"}
+	}
+	return id, op, true, nil
+}
+
+// doublyEncoded reports whether s, once decoded, still holds a
+// percent-escape.
+func doublyEncoded(s string) bool {
+	for i := strings.IndexByte(s, '%'); i >= 0; i = strings.IndexByte(s, '%') {
+		if i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			return true
+		}
+		s = s[i+1:]
+	}
+	return false
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func matchBedrockInvoke(escapedPath string) (model string, stream, ok bool, err *provider.BodyError) {
+	model, op, ok, err := BedrockModelSegment(escapedPath)
+	switch {
+	case !ok:
+		return "", false, false, nil
+	case op == "invoke":
+		return model, false, true, err
+	case op == "invoke-with-response-stream":
+		return model, true, true, err
+	}
+	return "", false, false, nil
+}
+
+// bedrockDoorNames are the members the door reads: the envelope's, and
+// the ones its path stands for, which the body must not name.
+var bedrockDoorNames = provider.NewNames("anthropic_version", "anthropic_beta", "model", "stream")
+
+// bedrockDoorRequest is the Messages request of a Bedrock-shaped one.
+func bedrockDoorRequest(body []byte, model string, stream bool, h http.Header) ([]byte, string, *provider.BodyError) {
+	return fromEnvelope(body, model, stream, h, bedrockDoorNames, BedrockVersion)
+}
+
+// fromEnvelope makes a Messages body of one that a cloud platform's
+// clients send (Bedrock's, Vertex's): the model (and stream) that the path
+// names become members, the version member, which must be version, goes,
+// and so does "anthropic_beta", whose betas join the anthropic-beta
+// headers. names lists "anthropic_version", "anthropic_beta", "model",
+// "stream", in this order. Every other member keeps its bytes and order.
+func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *provider.Names, version string) ([]byte, string, *provider.BodyError) {
+	var vals [4][]byte
+	f := provider.Found{Vals: vals[:]}
+	berr, err := provider.Scan(body, "", names, &f)
+	switch {
+	case err != nil:
+		return nil, "", &provider.BodyError{Code: "invalid_json", Msg: "request body is not a JSON object: " + err.Error()}
+	case berr != nil:
+		return nil, "", berr
+	case f.Vals[0] == nil:
+		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version is required: " + strconv.Quote(version)}
+	case !jsonedit.EqualString(f.Vals[0], version):
+		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(version)}
+	case f.Vals[2] != nil:
+		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "model is named by the path; the body must not name it"}
+	case f.Vals[3] != nil:
+		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "stream is decided by the path; the body must not name it"}
+	}
+	if raw := f.Vals[1]; raw != nil {
+		var betas []string
+		if json.Unmarshal(raw, &betas) != nil {
+			return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta must be an array of strings"}
+		}
+		for _, b := range betas {
+			if b == "" || strings.ContainsAny(b, ",\r\n") {
+				return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta holds an invalid beta name"}
+			}
+			h.Add("Anthropic-Beta", b)
+		}
+	}
+	quoted, _ := json.Marshal(model) // a string always marshals
+	out := make([]byte, 0, len(body)+len(quoted)+24)
+	out = append(out, `{"model":`...)
+	out = append(out, quoted...)
+	if stream {
+		out = append(out, `,"stream":true`...)
+	}
+	it, _ := jsonedit.Members(body) // Scan has validated body
+	for {
+		m, ok, _ := it.Next()
+		if !ok {
+			break
+		}
+		if m.KeyIs("anthropic_version") || m.KeyIs("anthropic_beta") {
+			continue
+		}
+		out = append(out, ",\""...)
+		out = append(out, m.RawKey...)
+		out = append(out, "\":"...)
+		out = append(out, m.Value...)
+	}
+	out = append(out, '}')
+	return out, "", nil
+}
+
+// bedrockExceptions maps Anthropic error types to the Bedrock Runtime
+// exception a Bedrock client expects for them (the reverse of
+// bedrockErrorTypes), by status where the type does not decide.
+var bedrockExceptions = map[string]string{
+	"invalid_request_error": "ValidationException",
+	"authentication_error":  "UnrecognizedClientException",
+	"permission_error":      "AccessDeniedException",
+	"not_found_error":       "ResourceNotFoundException",
+	"request_too_large":     "ValidationException",
+	"rate_limit_error":      "ThrottlingException",
+	"timeout_error":         "ModelTimeoutException",
+	"overloaded_error":      "ServiceUnavailableException",
+	"api_error":             "InternalServerException",
+}
+
+// bedrockException names the exception of an Anthropic error type and
+// status.
+func bedrockException(kind string, status int) string {
+	if name, ok := bedrockExceptions[kind]; ok {
+		return name
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "ThrottlingException"
+	case status == http.StatusServiceUnavailable:
+		return "ServiceUnavailableException"
+	case status/100 == 4:
+		return "ValidationException"
+	}
+	return "InternalServerException"
+}
+
+// anthropicError reads an Anthropic error document: its type and message
+// ("" and the whole body when it is not one).
+func anthropicError(doc []byte) (kind, msg string) {
+	var e errorBody
+	if json.Unmarshal(doc, &e) != nil || e.Error.Message == "" {
+		return "", strings.TrimSpace(string(doc))
+	}
+	return e.Error.Type, e.Error.Message
+}
+
+// maxDoorError bounds an error document held back to rewrite.
+const maxDoorError = 64 << 10
+
+// bedrockWriter is the Bedrock door's response writer: an error answer
+// is held back and rewritten as Bedrock's; an SSE answer is written as an
+// AWS event stream, event by event; any other answer passes unchanged.
+type bedrockWriter struct {
+	w      http.ResponseWriter
+	status int
+	mode   uint8        // what the answer is, decided at WriteHeader
+	held   bytes.Buffer // the error document, or a partial SSE event
+	enc    *eventstream.Encoder
+	frames *sseFrames
+	err    error // the first write error to the client, sticky
+}
+
+const (
+	passAnswer uint8 = iota
+	errorAnswer
+	streamAnswer
+)
+
+func newBedrockWriter(w http.ResponseWriter) *bedrockWriter { return &bedrockWriter{w: w} }
+
+func (b *bedrockWriter) Header() http.Header         { return b.w.Header() }
+func (b *bedrockWriter) Unwrap() http.ResponseWriter { return b.w }
+
+func (b *bedrockWriter) WriteHeader(status int) {
+	if b.status != 0 {
+		return
+	}
+	b.status = status
+	h := b.w.Header()
+	if id := h.Get("X-Request-Id"); id != "" {
+		h.Set("X-Amzn-Requestid", id) // where the AWS SDKs read an answer's request id
+	}
+	switch {
+	case status >= 400:
+		b.mode = errorAnswer // written by Finish
+		return
+	case isEventStream(h.Get("Content-Type")):
+		b.mode = streamAnswer
+		h.Set("Content-Type", eventStreamType)
+		h.Del("Content-Length")
+		b.enc = eventstream.NewEncoder()
+		b.frames = &sseFrames{}
+	}
+	b.w.WriteHeader(status)
+}
+
+func (b *bedrockWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.WriteHeader(http.StatusOK)
+	}
+	switch b.mode {
+	case errorAnswer:
+		if b.held.Len()+len(p) <= maxDoorError {
+			b.held.Write(p)
+		}
+		return len(p), nil
+	case streamAnswer:
+		if b.err != nil {
+			return 0, b.err
+		}
+		b.frames.feed(p, b.frame)
+		return len(p), b.err
+	}
+	return b.w.Write(p)
+}
+
+// frame writes one SSE event as its event-stream message: a Messages
+// event as a chunk of its bytes, an error event as the exception it
+// stands for; a ping, which Bedrock does not send, as nothing.
+func (b *bedrockWriter) frame(typ string, data []byte) {
+	if b.err != nil || typ == "ping" {
+		return
+	}
+	var msg eventstream.Message
+	if typ == "error" {
+		kind, text := anthropicError(data)
+		name := bedrockException(kind, 0)
+		// Stream exceptions are named in lower camel case
+		// (throttlingException), as Bedrock sends them.
+		name = strings.ToLower(name[:1]) + name[1:]
+		msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
+		msg.Headers.Set(":exception-type", eventstream.StringValue(name))
+		msg.Headers.Set(":content-type", eventstream.StringValue("application/json"))
+		msg.Payload = []byte(`{"message":` + quote(text) + `}`)
+	} else {
+		msg.Headers.Set(":event-type", eventstream.StringValue("chunk"))
+		msg.Headers.Set(":content-type", eventstream.StringValue("application/json"))
+		msg.Headers.Set(":message-type", eventstream.StringValue("event"))
+		payload := make([]byte, 0, len(`{"bytes":""}`)+base64.StdEncoding.EncodedLen(len(data)))
+		payload = append(payload, `{"bytes":"`...)
+		payload = base64.StdEncoding.AppendEncode(payload, data)
+		msg.Payload = append(payload, `"}`...)
+	}
+	b.err = b.enc.Encode(b.w, msg)
+}
+
+func (b *bedrockWriter) FlushError() error {
+	if b.mode == errorAnswer {
+		return nil // nothing of an error answer goes before Finish
+	}
+	if b.err != nil {
+		return b.err
+	}
+	return http.NewResponseController(b.w).Flush()
+}
+
+func (b *bedrockWriter) Finish() error {
+	switch b.mode {
+	case errorAnswer:
+		kind, msg := anthropicError(b.held.Bytes())
+		h := b.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Amzn-Errortype", bedrockException(kind, b.status))
+		h.Del("Content-Length")
+		b.w.WriteHeader(b.status)
+		_, err := b.w.Write([]byte(`{"message":` + quote(msg) + `}`))
+		return err
+	case streamAnswer:
+		b.frames.feed([]byte("\n\n"), b.frame) // an event the stream left unterminated
+		return b.err
+	}
+	return nil
+}
+
+// isEventStream reports whether a Content-Type is SSE's.
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// sseFrames cuts an SSE byte stream, fed in any pieces, into its events
+// (the event type and the data lines joined by "\n"), as the SSE
+// specification dispatches them. Comments and fields other than event
+// and data are dropped.
+type sseFrames struct {
+	line   []byte // a line not yet ended
+	skipLF bool   // the last piece ended in a CR: a LF first in the next ends nothing
+	typ  string
+	data []byte
+	has  bool // a data line was seen
+}
+
+func (s *sseFrames) feed(p []byte, emit func(typ string, data []byte)) {
+	if s.skipLF && len(p) > 0 {
+		s.skipLF = false
+		if p[0] == '\n' {
+			p = p[1:]
+		}
+	}
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			s.line = append(s.line, p...)
+			return
+		}
+		s.line = append(s.line, p[:i]...)
+		// A CRLF ends one line, as do a lone CR and a lone LF.
+		n := 1
+		if p[i] == '\r' {
+			if i+1 == len(p) {
+				s.skipLF = true
+			} else if p[i+1] == '\n' {
+				n = 2
+			}
+		}
+		p = p[i+n:]
+		s.endLine(emit)
+	}
+}
+
+func (s *sseFrames) endLine(emit func(typ string, data []byte)) {
+	line := s.line
+	s.line = s.line[:0]
+	if len(line) == 0 {
+		if s.has {
+			emit(s.typ, s.data)
+		}
+		s.typ, s.data, s.has = "", s.data[:0], false
+		return
+	}
+	field, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "event":
+		s.typ = string(value)
+	case "data":
+		if s.has {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, value...)
+		s.has = true
+	}
+}
+
+var _ io.Writer = (*bedrockWriter)(nil)
