@@ -351,9 +351,9 @@ func isEventStream(ct string) bool {
 type sseFrames struct {
 	line   []byte // a line not yet ended
 	skipLF bool   // the last piece ended in a CR: a LF first in the next ends nothing
-	typ  string
-	data []byte
-	has  bool // a data line was seen
+	typ    string
+	data   []byte
+	has    bool // a data line was seen
 }
 
 func (s *sseFrames) feed(p []byte, emit func(typ string, data []byte)) {
