@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/azure"
+	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
@@ -35,14 +37,13 @@ func TestAzureSDK(t *testing.T) {
 	} {
 		t.Run(tc.version, func(t *testing.T) {
 			s := startStack(t, stackOptions{egress: "socks", azure: true, azureVersion: tc.version})
-			runAzureSuite(t, s, tc.chatPath, tc.respPath)
+			runAzureSuite(t, s, openAIClient(s, clientKey), tc.chatPath, tc.respPath)
 		})
 	}
 }
 
-func runAzureSuite(t *testing.T, s *stack, chatPath, respPath string) {
+func runAzureSuite(t *testing.T, s *stack, oc openai.Client, chatPath, respPath string) {
 	ctx := t.Context()
-	oc := openAIClient(s, clientKey)
 	checkAzure := func(t *testing.T, path string) fakeprovider.Request {
 		t.Helper()
 		last := lastProvRequest(t, s)
@@ -187,5 +188,103 @@ func TestAzureUsageEvent(t *testing.T) {
 	}
 	if ev.Platform != usageevent.PlatformAzure || ev.Region != "" {
 		t.Errorf("platform %q region %q, want azure and no region", ev.Platform, ev.Region)
+	}
+}
+
+// azureClient is the official OpenAI SDK configured for Azure OpenAI with
+// the node as the resource's endpoint: deployment paths, api-version,
+// the client key as api-key.
+func azureClient(s *stack, key, version string) openai.Client {
+	return openai.NewClient(
+		azure.WithEndpoint(s.api, version),
+		azure.WithAPIKey(key),
+		azure.WithUnsafeAllowHTTP(), // the test node listens on loopback without TLS
+		ooption.WithMaxRetries(0),
+		ooption.WithRequestTimeout(20*time.Second),
+	)
+}
+
+// TestAzureClientPaths: an application built on the Azure OpenAI client
+// uses the node as its Azure resource. Its deployment paths reach the
+// Azure target as they reach it from OpenAI's own paths, and a model whose
+// target is OpenAI's own API is served through them too.
+func TestAzureClientPaths(t *testing.T) {
+	s := startStack(t, stackOptions{egress: "socks", azure: true, azureVersion: azureVersion})
+	runAzureSuite(t, s, azureClient(s, clientKey, "2025-04-01-preview"),
+		"/openai/deployments/"+azureDeployment+"/chat/completions", "/openai/responses")
+
+	t.Run("first-party target", func(t *testing.T) {
+		p := openAIParams("hello first party")
+		p.Model = openAIModel
+		oc := azureClient(s, clientKey, azureVersion)
+		c, err := oc.Chat.Completions.New(t.Context(), p)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if got := c.Choices[0].Message.Content; got != "echo: hello first party" {
+			t.Errorf("content = %q", got)
+		}
+		if last := lastProvRequest(t, s); last.Azure || last.Model != openAIProvModel {
+			t.Errorf("provider saw %s for %q (azure %v), want OpenAI's path for %q", last.Path, last.Model, last.Azure, openAIProvModel)
+		}
+	})
+	s.shutdown()
+	if n := len(s.outboxEvents(t)); n != 4 {
+		t.Errorf("%d usage events, want one per request (4)", n)
+	}
+}
+
+// TestAzureClientPathRefusals: what an Azure path cannot serve is refused
+// before anything is sent, in OpenAI's shape.
+func TestAzureClientPathRefusals(t *testing.T) {
+	s := startStack(t, stackOptions{azure: true, azureVersion: azureVersion})
+	key := map[string]string{"Api-Key": clientKey}
+	chat := `{"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"no such deployment", "/openai/deployments/nope/chat/completions?api-version=2024-10-21", chat, 404, "model_not_found"},
+		{"body names another model", "/openai/deployments/" + openAIModel + "/chat/completions?api-version=2024-10-21", `{"model":"` + azureModel + `","messages":[]}`, 400, "invalid_model"},
+		{"api-version twice", "/openai/deployments/" + openAIModel + "/chat/completions?api-version=2024-10-21&api-version=2024-06-01", chat, 400, "invalid_api_version"},
+		{"api-version not a version", "/openai/deployments/" + openAIModel + "/chat/completions?api-version=yesterday", chat, 400, "invalid_api_version"},
+		{"encoded deployment", "/openai/deployments/demo%2Dgpt/chat/completions?api-version=2024-10-21", chat, 400, "invalid_model"},
+		{"no key", "/openai/v1/chat/completions", `{"model":"` + openAIModel + `","messages":[]}`, 401, "invalid_api_key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.prov.RequestCount()
+			h := key
+			if tc.status == 401 {
+				h = nil
+			}
+			r := s.do(http.MethodPost, tc.path, h, tc.body)
+			if r.status != tc.status {
+				t.Fatalf("status %d body %s, want %d", r.status, r.body, tc.status)
+			}
+			var doc struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Error.Code != tc.code {
+				t.Errorf("body %s, want OpenAI's error with code %q", r.body, tc.code)
+			}
+			if n := s.prov.RequestCount(); n != before {
+				t.Errorf("the provider saw %d requests", n-before)
+			}
+		})
+	}
+	// The v1 surface and a deployment path without a model in the body.
+	for _, path := range []string{"/openai/v1/chat/completions", "/openai/deployments/" + openAIModel + "/chat/completions?api-version=2024-10-21"} {
+		body := chat
+		if strings.HasPrefix(path, "/openai/v1/") {
+			body = `{"model":"` + openAIModel + `","messages":[{"role":"user","content":"hi"}]}`
+		}
+		if r := s.do(http.MethodPost, path, key, body); r.status != http.StatusOK {
+			t.Errorf("%s: status %d body %s", path, r.status, r.body)
+		} else if last := lastProvRequest(t, s); last.Model != openAIProvModel {
+			t.Errorf("%s: provider model %q, want %q", path, last.Model, openAIProvModel)
+		}
 	}
 }

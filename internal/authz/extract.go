@@ -19,7 +19,8 @@ const MaxKeyLength = 512
 //     consulted, because Bearer wins. Authorization with another scheme
 //     (Basic, …) is ignored, so clients that send both still work.
 //   - x-api-key: <key> (the Anthropic SDKs), then x-goog-api-key: <key>
-//     (the Gemini SDKs), with surrounding spaces and tabs ignored.
+//     (the Gemini SDKs), then api-key: <key> (the Azure OpenAI clients),
+//     with surrounding spaces and tabs ignored.
 //   - query, the values of the query parameter that the request's API
 //     names for a key (Gemini's ?key=); nil for an API without one. The
 //     request path never forwards a client's query, and never logs it.
@@ -37,7 +38,7 @@ func ExtractKey(h http.Header, query []string) (key string, ok bool) {
 			return checked(key)
 		}
 	}
-	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key"} {
+	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key", "Api-Key"} {
 		switch vs := h.Values(name); len(vs) {
 		case 0:
 			continue

@@ -155,6 +155,7 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 	var aerr *apierr.Error
 	if c.body, aerr = h.readBody(w, r); aerr == nil {
 		var berr *provider.BodyError
+		doorModel := pathModel
 		if c.door != nil {
 			// docs/api.md "Cloud client paths": the door's envelope off,
 			// and the request is the endpoint's own from here on.
@@ -166,6 +167,9 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 			c.req, berr = spec.InspectForm(c.body, r.Header.Get("Content-Type"))
 		default:
 			c.req, berr = spec.Inspect(c.body, pathModel)
+		}
+		if berr == nil && c.door != nil && doorModel != "" && c.req.Model != doorModel {
+			berr = &provider.BodyError{Code: "invalid_model", Msg: fmt.Sprintf("the path names model %q and the body %q; name one, or the same", doorModel, c.req.Model)}
 		}
 		if berr == nil {
 			if c.req.MaxOutput > 0 {

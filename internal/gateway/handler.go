@@ -319,7 +319,7 @@ func holdsKey(s string, r *http.Request) bool {
 			return true
 		}
 	}
-	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key"} {
+	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key", "Api-Key"} {
 		for _, v := range r.Header.Values(name) {
 			if holds(v) {
 				return true
@@ -370,6 +370,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	)
 	if ep.spec == nil {
 		ep, pathModel, doorStream, doorErr = h.endpoints.lookupDoor(r.URL.EscapedPath())
+		if doorErr == nil && ep.door != nil && ep.door.Query != nil {
+			doorErr = ep.door.Query(r.URL.Query())
+		}
 	}
 	spec, api := ep.spec, ep.api
 	var (

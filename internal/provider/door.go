@@ -1,6 +1,9 @@
 package provider
 
-import "net/http"
+import (
+	"net/http"
+	"net/url"
+)
 
 // Door is one more client-facing shape of an endpoint: the path and
 // envelope in which a cloud platform's own clients send the protocol
@@ -21,6 +24,10 @@ type Door struct {
 	// when the path is not this door's. A path that is this door's but
 	// malformed (a doubly encoded model id) is a *BodyError, with ok true.
 	Match func(escapedPath string) (model string, stream bool, ok bool, err *BodyError)
+	// Query, when set, checks the client's query on the door's path (a
+	// platform's API version): the query is the client's view and is
+	// never forwarded.
+	Query func(q url.Values) *BodyError
 	// Request makes the client's body (and headers, edited in place) the
 	// endpoint's own request for model: what its Spec.Inspect reads. It
 	// returns the body and the model to hand Inspect as the path's model
@@ -44,3 +51,15 @@ type DoorWriter interface {
 	// Finish writes what is held back; the answer is complete after it.
 	Finish() error
 }
+
+// PlainDoorWriter is the writer of a door whose answers are the
+// protocol's own: everything passes unchanged.
+func PlainDoorWriter(w http.ResponseWriter) DoorWriter { return plainDoorWriter{w} }
+
+type plainDoorWriter struct{ http.ResponseWriter }
+
+func (p plainDoorWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+func (p plainDoorWriter) FlushError() error {
+	return http.NewResponseController(p.ResponseWriter).Flush()
+}
+func (plainDoorWriter) Finish() error { return nil }

@@ -82,6 +82,7 @@ var Chat = &provider.Spec{
 	BodyOutcome:    ChatBodyOutcome,
 	Stream:         chatStream,
 	Envelopes:      [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureChat},
+	Doors:          []*provider.Door{azureChatDoor},
 }
 
 // chatStream is how chat completions and legacy completions stream:
@@ -122,6 +123,7 @@ var Responses = &provider.Spec{
 	},
 	Socket:    responsesSocket,
 	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureResponses},
+	Doors:     []*provider.Door{azureResponsesDoor},
 }
 
 // Compact is POST /v1/responses/compact: a conversation in, its compacted
@@ -172,6 +174,7 @@ var Embeddings = &provider.Spec{
 	UsageMember:  "usage",
 	BodyOutcome:  ChatBodyOutcome, // the model; embeddings have no finish reason
 	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureEmbeddings},
+	Doors:        []*provider.Door{azureEmbeddingsDoor},
 }
 
 // Completions is POST /v1/completions, the legacy text completions that
@@ -192,6 +195,7 @@ var Completions = &provider.Spec{
 	BodyOutcome:  ChatBodyOutcome,
 	Stream:       chatStream,
 	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Azure: azureCompletions},
+	Doors:        []*provider.Door{azureCompletionsDoor},
 }
 
 // Rerank is POST /v1/rerank, the shape Cohere, Jina and vLLM share
@@ -225,6 +229,7 @@ var AudioSpeech = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
 	Passthrough:  true,
+	Doors:        []*provider.Door{azureSpeechDoor},
 }
 
 // AudioTranscriptions is POST /v1/audio/transcriptions: a
@@ -245,6 +250,7 @@ var AudioTranscriptions = &provider.Spec{
 	BodyUsage:    ResponsesBodyUsage, // input_tokens, output_tokens
 	UsageMember:  "usage",
 	Stream:       transcriptStream,
+	Doors:        []*provider.Door{azureTranscriptionsDoor},
 }
 
 // AudioTranslations is POST /v1/audio/translations, the same form as
@@ -259,6 +265,7 @@ var AudioTranslations = &provider.Spec{
 	BodyUsage:    ResponsesBodyUsage,
 	UsageMember:  "usage",
 	Stream:       transcriptStream,
+	Doors:        []*provider.Door{azureTranslationsDoor},
 }
 
 // ImageGenerations is POST /v1/images/generations: a JSON body (model,
@@ -277,6 +284,7 @@ var ImageGenerations = &provider.Spec{
 	BodyUsage:    ResponsesBodyUsage,
 	UsageMember:  "usage",
 	Stream:       imageStream,
+	Doors:        []*provider.Door{azureImagesDoor},
 }
 
 // ImageEdits is POST /v1/images/edits: a multipart/form-data body (image
@@ -293,6 +301,7 @@ var ImageEdits = &provider.Spec{
 	BodyUsage:    ResponsesBodyUsage,
 	UsageMember:  "usage",
 	Stream:       imageStream,
+	Doors:        []*provider.Door{azureImageEditsDoor},
 }
 
 // imageStream: image_generation.completed or image_edit.completed ends an
