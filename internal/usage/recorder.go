@@ -1,7 +1,7 @@
 package usage
 
 import (
-	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,11 +30,15 @@ type Recorder struct {
 	// cancelled before anything was sent.
 	cancels *KeyBudget
 
+	// bufs holds *[]byte encoding buffers: the Appender copies what it
+	// keeps, so a buffer is free again once Append returns.
+	bufs sync.Pool
+
 	recorded atomic.Uint64 // accepted by the outbox
 	overKey  atomic.Uint64 // cancelled before sending, beyond the key's budget: counted, not recorded
 	dropped  atomic.Uint64 // refused by the outbox (full, failing)
 	oversize atomic.Uint64 // larger than the broker limit: refused before the outbox
-	invalid  atomic.Uint64 // failed Validate or json.Marshal: a gateway bug, counted and dropped
+	invalid  atomic.Uint64 // failed Validate or encoding: a gateway bug, counted and dropped
 }
 
 // RecorderStats are the recorder's counters.
@@ -72,7 +76,12 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 			return
 		}
 	}
-	data, err := json.Marshal(ev)
+	bp := r.getBuf()
+	defer r.putBuf(bp)
+	// appendJSON writes json.Marshal's bytes without reflection and, into
+	// a pooled buffer, without allocating; it relies on the Validate above.
+	data, err := appendJSON((*bp)[:0], ev)
+	*bp = data
 	if err != nil {
 		// What Validate lets through and JSON cannot hold: a started_at
 		// outside RFC 3339's years, an empty (not nil) provider_usage.
@@ -94,6 +103,27 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 	} else {
 		r.dropped.Add(1)
 	}
+}
+
+// maxPooledBuf is the largest buffer put back in the pool. Events are
+// usually under 1 KiB; one with a huge provider_usage should not pin its
+// buffer there.
+const maxPooledBuf = 64 << 10
+
+func (r *Recorder) getBuf() *[]byte {
+	if bp, ok := r.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 1024)
+	return &b
+}
+
+func (r *Recorder) putBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	*bp = (*bp)[:0]
+	r.bufs.Put(bp)
 }
 
 // Stats returns the counters.
