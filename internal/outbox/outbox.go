@@ -50,6 +50,14 @@ const dropLogInterval = 10 * time.Second
 // before it lets events through again to find out whether the disk is back.
 const failingBackoff = time.Second
 
+// chunkSize is the size of the chunks queued row values are packed into
+// (rowLocked): a commit of 64 typical events fills about one.
+// maxFreeChunks bounds the chunks kept for reuse between commits (1 MiB).
+const (
+	chunkSize     = 64 << 10
+	maxFreeChunks = 16
+)
+
 // Read's allocation sizes: payload copies are packed into chunks of
 // readChunk bytes, and the result starts with room for readRecords rows.
 const (
@@ -236,6 +244,8 @@ type Store struct {
 	// queuedNotSent and committingNotSent count the definitely-not-sent
 	// events among them.
 	queue             []item
+	chunks            [][]byte // the chunks the queue's values are packed into; the last one fills (rowLocked)
+	freeChunks        [][]byte // empty chunks, handed back after their commit
 	committing        int
 	committingSince   time.Time
 	queuedNotSent     int
@@ -344,9 +354,6 @@ func (s *Store) AppendNotSent(payload []byte) bool { return s.append(payload, tr
 func (s *Store) append(payload []byte, notSent bool) bool {
 	now := s.o.Clock()
 	at := s.wall.Now()
-	val := make([]byte, timeLen+len(payload))
-	binary.BigEndian.PutUint64(val, uint64(now.UnixNano()))
-	copy(val[timeLen:], payload)
 	n := int64(len(payload))
 
 	s.mu.Lock()
@@ -373,6 +380,9 @@ func (s *Store) append(payload []byte, notSent bool) bool {
 		s.dropLocked(at, why)
 		return false
 	}
+	val := s.rowLocked(timeLen + len(payload))
+	binary.BigEndian.PutUint64(val, uint64(now.UnixNano()))
+	copy(val[timeLen:], payload)
 	s.queue = append(s.queue, item{val: val, at: at, notSent: notSent})
 	if notSent {
 		s.queuedNotSent++
@@ -385,6 +395,32 @@ func (s *Store) append(payload []byte, notSent bool) bool {
 	s.stats.Appended++
 	s.mu.Unlock()
 	return true
+}
+
+// rowLocked returns room for one queued row value of n bytes. Rows are
+// packed into chunks of chunkSize that the writer hands back after the
+// commit that wrote them (bbolt keeps a Put's value only until its
+// transaction ends), so a steady stream of events allocates nothing here;
+// a row larger than a quarter chunk gets its own allocation. s.mu must be
+// held.
+func (s *Store) rowLocked(n int) []byte {
+	if n > chunkSize/4 {
+		return make([]byte, n)
+	}
+	last := len(s.chunks) - 1
+	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < n {
+		var c []byte
+		if f := len(s.freeChunks) - 1; f >= 0 {
+			c, s.freeChunks = s.freeChunks[f], s.freeChunks[:f]
+		} else {
+			c = make([]byte, 0, chunkSize)
+		}
+		s.chunks = append(s.chunks, c)
+		last++
+	}
+	c := s.chunks[last]
+	s.chunks[last] = c[:len(c)+n]
+	return c[len(c) : len(c)+n : len(c)+n]
 }
 
 // Reasons a full crash window gives (behindLocked).

@@ -40,6 +40,7 @@ func (realWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
 func (s *Store) run() {
 	defer close(s.stopped)
 	spare := make([]item, 0, s.o.MaxBatch)
+	var spareChunks [][]byte
 	for {
 		s.mu.Lock()
 		deadline, due := s.dueLocked(s.wall.Now())
@@ -49,8 +50,8 @@ func (s *Store) run() {
 			s.sleep(deadline)
 			continue
 		}
-		batch := s.queue
-		s.queue = spare[:0]
+		batch, chunks := s.queue, s.chunks
+		s.queue, s.chunks = spare[:0], spareChunks[:0]
 		s.committing = len(batch)
 		s.committingNotSent, s.queuedNotSent = s.queuedNotSent, 0
 		if len(batch) > 0 {
@@ -58,7 +59,7 @@ func (s *Store) run() {
 		}
 		s.mu.Unlock()
 
-		s.commit(batch) // failures are counted and logged by commit
+		spareChunks = s.commit(batch, chunks) // failures are counted and logged by commit
 		spare = reset(batch)
 		if closed {
 			// Append refuses events and Delete fails once closed is set,
@@ -114,6 +115,21 @@ func (s *Store) poke() {
 	}
 }
 
+// freeChunksAfter hands the chunks of a finished commit back to
+// rowLocked (nothing reads the batch's rows once its transaction has
+// ended) and returns the emptied list for reuse.
+func (s *Store) freeChunksAfter(chunks [][]byte) [][]byte {
+	s.mu.Lock()
+	for _, c := range chunks {
+		if len(s.freeChunks) < maxFreeChunks {
+			s.freeChunks = append(s.freeChunks, c[:0])
+		}
+	}
+	s.mu.Unlock()
+	clear(chunks)
+	return chunks[:0]
+}
+
 // reset empties batch, dropping its references to payloads.
 func reset(batch []item) []item {
 	clear(batch)
@@ -131,11 +147,16 @@ type result struct {
 // fsync. On failure the batch's events are dropped and counted (docs/usage-events.md:
 // drop_newest when not writable), the deletes are kept for the next commit,
 // and Append refuses events for failingBackoff.
-func (s *Store) commit(batch []item) {
+//
+// It returns chunks, emptied, once the chunks in it (the batch's rows)
+// are free again.
+func (s *Store) commit(batch []item, chunks [][]byte) [][]byte {
 	attempted, err := s.commitOnce(batch)
+	chunks = s.freeChunksAfter(chunks)
 	if h := s.hooks.afterCommit; h != nil && attempted {
 		h(err)
 	}
+	return chunks
 }
 
 func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
