@@ -176,9 +176,11 @@ func rangeError(maxWhole int64) error {
 }
 
 // String writes a in USD as the shortest exact decimal: "0", "3.75",
-// "0.000000000001". A negative amount gets a leading "-".
+// "0.000000000001". A negative amount gets a leading "-". It allocates
+// only the string: every priced usage event carries one.
 func (a Amount) String() string {
-	var b []byte
+	var buf [24]byte // "-9223372.036854775808"
+	b := buf[:0]
 	u := uint64(a)
 	if a < 0 {
 		b = append(b, '-')
@@ -189,12 +191,17 @@ func (a Amount) String() string {
 	if frac == 0 {
 		return string(b)
 	}
-	digits := strconv.AppendUint(nil, frac, 10)
-	b = append(b, '.')
-	for range amountDigits - len(digits) {
-		b = append(b, '0')
+	var digits [amountDigits]byte
+	for i := amountDigits - 1; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
 	}
-	b = append(b, strings.TrimRight(string(digits), "0")...)
+	n := amountDigits
+	for digits[n-1] == '0' { // frac > 0: some digit is not 0
+		n--
+	}
+	b = append(b, '.')
+	b = append(b, digits[:n]...)
 	return string(b)
 }
 

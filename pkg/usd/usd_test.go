@@ -2,6 +2,7 @@ package usd_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -84,6 +85,10 @@ func TestString(t *testing.T) {
 		{3_750_000_000_000, "3.75"},
 		{-1500 * usd.Dollar / 1000, "-1.5"},
 		{usd.Max, "9223372.036854775807"},
+		{math.MinInt64, "-9223372.036854775808"},
+		{1_000_000_000_001, "1.000000000001"},
+		{100_000_000_000, "0.1"},
+		{-1, "-0.000000000001"},
 	}
 	for _, tt := range tests {
 		if got := tt.in.String(); got != tt.want {
@@ -92,6 +97,14 @@ func TestString(t *testing.T) {
 	}
 	if got := usd.Amount(3_750_000).PerMillion(); got != "3.75" {
 		t.Errorf("PerMillion = %q, want 3.75", got)
+	}
+}
+
+// TestStringAllocs: String allocates only its result.
+func TestStringAllocs(t *testing.T) {
+	a := usd.Amount(123_456_789)
+	if n := testing.AllocsPerRun(100, func() { _ = a.String() }); n > 1 {
+		t.Errorf("String: %v allocations, want 1", n)
 	}
 }
 
