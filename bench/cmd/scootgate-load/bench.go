@@ -87,22 +87,28 @@ const (
 	keyNode       = "node"
 	keyBrokerDown = "node-broker-down"
 	keyUsageOff   = "node-usage-off"
+	keyTmpfs      = "node-outbox-tmpfs"
 	keyTracing    = "node-tracing"
 	keyBatched    = "node-batched"
 	keyTwin       = "node-twin"
 )
 
+// tmpfsRoot is where the node-outbox-tmpfs variant keeps its outbox: a
+// tmpfs, whose fsync costs nothing.
+const tmpfsRoot = "/dev/shm"
+
 // batchedMax is the node-batched variant's [mqtt] batch_max.
 const batchedMax = 100
 
 // variantOrder is the node variants, in report order.
-var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTracing, keyBatched, keyTwin}
+var variantOrder = []string{keyBrokerDown, keyUsageOff, keyTmpfs, keyTracing, keyBatched, keyTwin}
 
 var targetNames = map[string]string{
 	keyBaseline:   "baseline (httputil.ReverseProxy)",
 	keyNode:       "node",
 	keyBrokerDown: "node, MQTT broker down",
 	keyUsageOff:   "node, usage events off",
+	keyTmpfs:      "node, outbox on tmpfs",
 	keyTracing:    "node, tracing on",
 	keyBatched:    "node, usage events batched",
 	keyTwin:       "node's twin (the same configuration)",
@@ -122,6 +128,7 @@ type bench struct {
 	pin   pinning
 	sut   sutRuntime // every system under test's CPU and runtime settings
 	dir   string
+	shm   string // the tmpfs directory of the node-outbox-tmpfs variant's outbox, or ""
 	prov  *child // fake provider + MQTT broker
 	proxy *child // SOCKS5 + CONNECT proxies
 	env   []string
@@ -153,9 +160,17 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 	if !o.keep {
 		defer os.RemoveAll(dir)
 	}
+	var shm string
+	if slices.Contains(o.variants, keyTmpfs) {
+		// Removed whatever -keep says: it holds memory, not disk.
+		if shm, err = os.MkdirTemp(tmpfsRoot, "scootgate-load-"); err != nil {
+			return nil, fmt.Errorf("%s needs a tmpfs at %s: %w", keyTmpfs, tmpfsRoot, err)
+		}
+		defer os.RemoveAll(shm)
+	}
 	debug.SetMemoryLimit(genMemoryLimit)
 	b := &bench{
-		o: o, pin: pin, dir: dir,
+		o: o, pin: pin, dir: dir, shm: shm,
 		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
 		sut: newSUTRuntime(pin, o.sutGOGC, o.sutMemLimitMiB),
 	}
@@ -258,6 +273,13 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 			s.Broker = dead
 		case keyUsageOff:
 			s.Usage, s.Broker = false, ""
+		case keyTmpfs:
+			// fsync free: what the outbox's disk costs, apart from the
+			// rest of an event's life in the process.
+			if b.shm == "" {
+				return nil, fmt.Errorf("%s: no tmpfs directory (%s)", name, tmpfsRoot)
+			}
+			s.OutboxPath = filepath.Join(b.shm, name+".db")
 		case keyTracing:
 			s.Tracing = b.sink.url()
 		case keyBatched:

@@ -41,6 +41,7 @@ func TestNodeConfigLoads(t *testing.T) {
 	}{
 		{"broker up", nodeSetup{Broker: "127.0.0.1:1883", Usage: true}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second, 1},
 		{"usage off", nodeSetup{Usage: false}, false, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
+		{"outbox on tmpfs", nodeSetup{Broker: "127.0.0.1:1883", Usage: true, OutboxPath: "/dev/shm/x/node-outbox-tmpfs.db"}, true, "tcp://127.0.0.1:1883", 100 * time.Millisecond, "", 60 * time.Second, 1},
 		{"connect egress", nodeSetup{Egress: "http://127.0.0.1:3128", Usage: true}, true, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
 		{"commit interval", nodeSetup{Usage: true, CommitInterval: 100 * time.Millisecond}, true, "", 100 * time.Millisecond, "", 60 * time.Second, 1},
 		{"first byte", nodeSetup{Usage: true, FirstByte: time.Second}, true, "", 100 * time.Millisecond, "", time.Second, 1},
@@ -73,6 +74,13 @@ func TestNodeConfigLoads(t *testing.T) {
 				tt.wantTrace, wantRatio, wantInterval, tt.wantFirst, tt.wantBatch}
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Errorf("usage, broker, egress, authz, commit interval, tracing endpoint, ratio, interval, first byte, batch max (-got +want):\n%s", diff)
+			}
+			wantOutbox := s.OutboxPath
+			if wantOutbox == "" {
+				wantOutbox = dir + "/outbox.db"
+			}
+			if cfg.Usage.OutboxPath != wantOutbox {
+				t.Errorf("usage.outbox_path = %q, want %q", cfg.Usage.OutboxPath, wantOutbox)
 			}
 		})
 	}
@@ -190,6 +198,10 @@ func TestChecks(t *testing.T) {
 		add(ns, keyNode, run([]time.Duration{110 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
 		add(ns, keyBrokerDown, run([]time.Duration{108 * µs, 146 * µs}[round], 3*ms, 0, 0, 0.3))
 		add(ns, keyTracing, run([]time.Duration{165 * µs, 225 * µs}[round], 3*ms, 0, 0, 0.3))
+		// Usage events off: 95, 130 µs (events +15, +20 µs; on ÷ off
+		// 1.16, 1.15); outbox on tmpfs: as the node.
+		add(ns, keyUsageOff, run([]time.Duration{95 * µs, 130 * µs}[round], 3*ms, 0, 0, 0.3))
+		add(ns, keyTmpfs, run([]time.Duration{110 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
 		// The twin: 100, 150 µs (node ÷ twin 1.10, 1.00; pooled 130 ÷ 125).
 		add(ns, keyTwin, run([]time.Duration{100 * µs, 150 * µs}[round], 3*ms, 0, 0, 0.3))
 		// Streams: TTFB over the 1 ms delay 2 ms vs 2.5 ms (1.25×); gaps
@@ -228,12 +240,15 @@ func TestChecks(t *testing.T) {
 		{"stream TTFB p99 (over provider delay), " + st, 1.25, "1.25…1.25×", false, true, true},
 		{"event gap p99 over the provider's gap, " + st, 1.1, "1.10…1.10×", true, true, true},
 		{"broker attached: CPU per request, node − node with broker down, " + ns, 0, "+2.0…+4.0 µs", true, true, false},
+		{"usage events: CPU per request, node − node with usage events off, " + ns, 0, "+15.0…+20.0 µs", false, true, false},
 		{"added latency p50, " + ns, 2, "2.00…2.00×", false, false, false},
 		{"added latency p99, " + ns, 2, "2.00…2.00×", true, false, false},
 		{"maximum sustainable non-stream rate", 0.6, "", false, false, true},
 		{"broker down ÷ broker up, latency p50, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"broker down ÷ broker up, latency p99, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"tracing on ÷ node, CPU per request, " + ns, 1.5, "1.50…1.50×", true, false, false},
+		{"usage events on ÷ off, CPU per request, " + ns, 1.156, "1.15…1.16×", false, false, false},
+		{"outbox on tmpfs ÷ node, CPU per request, " + ns, 1, "1.00…1.00×", true, false, false},
 		{"noise floor: node ÷ its twin, CPU per request, " + ns, 1.04, "1.00…1.10×", true, false, false},
 		{"resident memory per idle stream (10 streams)", 1.25, "", false, true, false},
 		{"resident memory with 10000 idle streams (extrapolated from 10)", 0, "", true, false, false},
@@ -245,6 +260,7 @@ func TestChecks(t *testing.T) {
 	for _, row := range []string{
 		"| added latency p50, " + ns + " | 2.000 ms | 1.000 ms | 2.00× | 2.00…2.00× | ≤ 1.5× | **FAIL** |  |",
 		"| broker attached: CPU per request, node − node with broker down, " + ns + " | 130.0 µs (+3.0 µs) | 127.0 µs | – | +2.0…+4.0 µs | ≤ 5.0 µs more | pass |  |",
+		"| usage events: CPU per request, node − node with usage events off, " + ns + " | 130.0 µs (+17.5 µs) | 112.5 µs | – | +15.0…+20.0 µs | ≤ 10.0 µs more | **FAIL** |  |",
 		"| CPU per stream, " + st + " | 1100.0 µs | 1000.0 µs | 1.10× | 1.10…1.10× | ≤ 1.2× | pass | load side CPU 95% with node: saturated, the rate was not reached |",
 	} {
 		if !strings.Contains(md, row) {
@@ -381,7 +397,7 @@ func TestScenarios(t *testing.T) {
 	}
 	const (
 		pair     = "baseline node"
-		variants = "baseline node node-broker-down node-usage-off node-tracing node-batched node-twin"
+		variants = "baseline node node-broker-down node-usage-off node-outbox-tmpfs node-tracing node-batched node-twin"
 	)
 	want := []string{
 		"chat completions, non-stream @ 500/s (/v1/chat/completions false 500): " + variants,

@@ -32,6 +32,9 @@ type nodeSetup struct {
 	Egress   string // socks5://HOST:PORT or http://HOST:PORT
 	Broker   string // host:port, "" = no [mqtt] broker
 	Usage    bool   // usage events and the disk outbox
+	// OutboxPath is usage.outbox_path; "" is outbox.db in the node's
+	// directory.
+	OutboxPath string
 	// CommitInterval is usage.commit_interval; 0 leaves the default.
 	CommitInterval time.Duration
 	// Tracing is tracing.endpoint, every new trace sampled; "" = off.
@@ -56,6 +59,10 @@ func nodeTOML(s nodeSetup) string {
 	firstByte := ""
 	if s.FirstByte > 0 {
 		firstByte = fmt.Sprintf("first_byte = %q\n", s.FirstByte.String())
+	}
+	outboxPath := "outbox.db"
+	if s.OutboxPath != "" {
+		outboxPath = s.OutboxPath
 	}
 	mqtt := ""
 	if s.Broker != "" {
@@ -132,11 +139,11 @@ state_dir = "state"
 %[10]s
 [usage]
 enabled = %[11]t
-outbox_path = "outbox.db"
+outbox_path = %[15]q
 max_events = 10000000
 max_bytes = 8589934592
 %[12]s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider), firstByte)
+		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider), firstByte, outboxPath)
 }
 
 // providerHost is the host of the fake provider's URL: the one host the

@@ -366,8 +366,9 @@ func (r *report) cell(scenario, target string) *cell { return r.byKey[scenario+"
 
 // Bounds of the checks (docs/performance.md "Checks").
 const (
-	targetRatio  = 1.2                  // node ÷ baseline: CPU per request and per stream, TTFB p99, gap p99
-	brokerBudget = 5 * time.Microsecond // CPU per request the attached MQTT broker may cost
+	targetRatio  = 1.2                   // node ÷ baseline: CPU per request and per stream, TTFB p99, gap p99
+	brokerBudget = 5 * time.Microsecond  // CPU per request the attached MQTT broker may cost
+	eventsBudget = 10 * time.Microsecond // CPU per request a usage event's whole life may cost
 )
 
 // metric is one quantity of a cell, pooled over its runs and per run.
@@ -439,6 +440,11 @@ func (r *report) checks() []check {
 	if up, down := r.variantCells(keyBrokerDown); up != nil {
 		out = append(out, differenceCheck("broker attached: CPU per request, node − node with broker down, "+up.Scenario, up, down, cpu, brokerBudget))
 	}
+	if on, off := r.variantCells(keyUsageOff); on != nil {
+		// All of an event's life: building, encoding, the outbox and
+		// its commits, delivery and the deletes after PUBACK.
+		out = append(out, differenceCheck("usage events: CPU per request, node − node with usage events off, "+on.Scenario, on, off, cpu, eventsBudget))
+	}
 
 	// Looser checks, for what the targets do not cover.
 	for _, c := range r.sortedCells(false) {
@@ -489,6 +495,16 @@ func (r *report) checks() []check {
 			// messages ([mqtt] batch_max), against the same hop.
 			out = append(out, ratioCheck("CPU per request, node with usage events batched ÷ baseline, "+c.Scenario, c, b, cpu, 1.1, false))
 		}
+	}
+	if on, off := r.variantCells(keyUsageOff); on != nil {
+		// Beside the twin's noise floor: events cost more than noise
+		// when this ratio is further from 1 than node ÷ twin.
+		out = append(out, ratioCheck("usage events on ÷ off, CPU per request, "+on.Scenario, on, off, cpu, twinMargin, false))
+	}
+	if node, tmpfs := r.variantCells(keyTmpfs); node != nil {
+		// Informational: what the outbox's disk (its fsyncs) costs,
+		// apart from the rest of an event's life in the process.
+		out = append(out, ratioCheck("outbox on tmpfs ÷ node, CPU per request, "+node.Scenario, tmpfs, node, cpu, 1, false))
 	}
 	for _, c := range r.Cells {
 		if c.Target != keyTwin {
@@ -715,7 +731,7 @@ func (r *report) markdown() string {
 	for _, k := range s.Paths {
 		labels = append(labels, fmt.Sprintf("%s (`%s`)", apiPaths[k].label, apiPaths[k].url))
 	}
-	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, tracing on, usage events batched, the node's twin) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
+	p("Paths: %s; the node routes each to a backend of its protocol, the baseline forwards it to the same fake provider. Variants (broker down, usage events off, outbox on tmpfs, tracing on, usage events batched, the node's twin) on the first path, at the first rate of each kind.", strings.Join(labels, ", "))
 	p("%d interleaved rounds of %v per run; node request log %s. Latency runs from the intended send time (open loop).",
 		s.Rounds, s.Duration, map[bool]string{true: "on (JSON lines to a file)", false: "off"}[s.NodeLog])
 	p("Host stalls: %s. The stream tail targets (TTFB and gap p99) are read without the waits and gaps a host stall overlapped; their notes give the ratio with them.", s.Stalls)
@@ -784,7 +800,7 @@ func (r *report) markdown() string {
 	} else {
 		p("The embedded broker received **no** usage events during the rounds (%d clients connected): in this build the node does not publish to MQTT, so events stayed in the disk outbox for every node variant, and \"broker down\" differs from \"broker up\" only in the configured address.", r.MQTT.ClientsAtEnd)
 	}
-	p("\"node, usage events off\" runs with `usage.enabled = false` (no outbox), for the cost of usage events themselves.")
+	p("\"node, usage events off\" runs with `usage.enabled = false` (no outbox), for the cost of usage events themselves; \"node, outbox on tmpfs\" keeps its outbox in %s, where fsync costs nothing, for what the disk adds to it.", tmpfsRoot)
 	p("")
 	p("## Traces")
 	p("")

@@ -39,6 +39,7 @@ func TestEverySUTRunsWithTheSameRuntime(t *testing.T) {
 				pin:    pin,
 				sut:    newSUTRuntime(pin, tc.gogc, tc.memMiB),
 				dir:    t.TempDir(),
+				shm:    t.TempDir(), // a directory is all the command needs
 				env:    []string{providerKeyEnv + "=k"},
 				prov:   &child{ready: readyLine{Provider: "http://127.0.0.1:1", Broker: "127.0.0.1:2"}},
 				egress: "socks5://127.0.0.1:3",
