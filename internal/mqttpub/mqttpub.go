@@ -25,7 +25,9 @@ type Record = outbox.Record
 
 // Source is the outbox as the Publisher consumes it; *outbox.Store is one.
 type Source interface {
-	// Read returns up to max committed rows with Seq > after, in Seq order.
+	// Read returns up to max committed rows with Seq > after, in Seq
+	// order. Fewer than max rows means there are no more after them now:
+	// the Publisher then waits for Notify rather than reading again.
 	Read(after uint64, max int) ([]Record, error)
 	// Delete removes rows; unknown sequence numbers are not an error.
 	Delete(seqs ...uint64) error
@@ -493,7 +495,6 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			if err != nil {
 				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
 			}
-			caughtUp = len(recs) == 0
 			var drop []uint64
 			var b batch
 			for _, r := range recs {
@@ -531,6 +532,11 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			if b.rows > 0 {
 				inflight = append(inflight, p.publishBatch(l, &b))
 			}
+			// Fewer rows than asked for, all of them taken: the outbox
+			// has no more now (outbox.Store.Read), and the next commit's
+			// Notify says when it has. Reading on would cost a read
+			// transaction per commit that finds nothing.
+			caughtUp = len(recs) < limit && (len(recs) == 0 || cursor == recs[len(recs)-1].Seq)
 			l.flush()
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {

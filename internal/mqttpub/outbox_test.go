@@ -1,6 +1,7 @@
 package mqttpub
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -143,5 +144,30 @@ func TestPartialAcksLeaveExactlyTheUnacked(t *testing.T) {
 	ob = openOutbox(t, path, 1000)
 	if diff := cmp.Diff(left(ob), want); diff != "" {
 		t.Errorf("rows on disk after Close (-got +want):\n%s", diff)
+	}
+}
+
+// TestOneReadPerCommit: a commit's rows cost the publisher one Read. A
+// Read that returns fewer rows than asked for has found everything there
+// is; reading again until one came back empty cost a read transaction per
+// commit that found nothing.
+func TestOneReadPerCommit(t *testing.T) {
+	addr, _ := startMochiWith(t, "127.0.0.1:0", &allowHook{}, nil)
+	src := newFakeSource()
+	p := newPublisher(t, src, testOptions(addr, uniqueTopic(t)))
+	start(t, p)
+	reads := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.reads
+	}
+	eventually(t, "the first read on connecting", func() bool { return reads() >= 1 })
+	const commits = 3
+	for i := range commits {
+		src.add(payloads(fmt.Sprintf("commit%d", i), 10, 100)...)
+		eventually(t, "every row acknowledged", func() bool { return src.pending() == 0 })
+	}
+	if got, want := reads(), 1+commits; got != want {
+		t.Errorf("%d outbox reads for %d commits, want %d (one on connecting, one a commit)", got, commits, want)
 	}
 }
