@@ -81,7 +81,7 @@ var Messages = &provider.Spec{
 			"message_start", "message_delta", "message_stop", "ping", "error"},
 	},
 	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Bedrock: bedrockMessages, provider.Vertex: vertexMessages},
-	Doors:     []*provider.Door{BedrockInvokeDoor},
+	Doors:     []*provider.Door{BedrockInvokeDoor, VertexRawPredictDoor},
 }
 
 // CountTokens is POST /v1/messages/count_tokens: routed and rewritten like
@@ -95,6 +95,7 @@ var CountTokens = &provider.Spec{
 	Inspect:      inspectCountTokens,
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
+	Doors:        []*provider.Door{VertexCountTokensDoor},
 }
 
 // DefaultVersion is sent when the client names none (a sane default);

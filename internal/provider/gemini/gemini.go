@@ -83,6 +83,7 @@ var GenerateContent = &provider.Spec{
 	// Gemini names no session in the body.
 	SessionHeaders: sessionHeaders,
 	Envelopes:      [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexGenerate},
+	Doors:          []*provider.Door{vertexGenerateDoor},
 }
 
 // sessionHeaders are where Gemini clients name a session, none in the
@@ -116,6 +117,7 @@ var StreamGenerateContent = &provider.Spec{
 		Keepalive:   []byte(": keepalive\n\n"),
 	},
 	Envelopes: [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexStream},
+	Doors:     []*provider.Door{vertexStreamDoor},
 }
 
 // CountTokens is POST /v1beta/models/{model}:countTokens. Its answer
@@ -129,6 +131,7 @@ var CountTokens = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
 	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Vertex: vertexCountTokens},
+	Doors:        []*provider.Door{vertexCountTokensDoor},
 }
 
 // EmbedContent is POST /v1beta/models/{model}:embedContent.
