@@ -6,6 +6,11 @@
 #   gemini (npm @google/gemini-cli)   TestGeminiCLI (internal/app): `gemini -p`
 #                                     with GOOGLE_GEMINI_BASE_URL and
 #                                     GEMINI_API_KEY pointed at the node
+#   claude (npm @anthropic-ai/claude-code)
+#                                     TestClaudeCodeVertex (internal/app): two
+#                                     `claude -p` turns of one session in its
+#                                     Vertex mode, ANTHROPIC_VERTEX_BASE_URL
+#                                     pointed at the node
 #   openai (npm, the Node SDK) in     TestAudioTranscriptionNodeSDK (internal/app):
 #   /opt/scootgate-node               a multipart upload as the Node SDK builds it
 #
@@ -19,6 +24,7 @@ log() { printf 'ci-agents: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 gemini_version=0.61.0
+claude_version=2.1.328
 node_openai_version=7.59.0
 node_prefix=/opt/scootgate-node
 
@@ -27,6 +33,13 @@ if [[ $(gemini --version 2>/dev/null) != "$gemini_version" ]]; then
 	log "installing @google/gemini-cli@$gemini_version"
 	npm install -g --no-audit --no-fund "@google/gemini-cli@$gemini_version" >&2
 	[[ $(gemini --version 2>/dev/null) == "$gemini_version" ]] || die "gemini $gemini_version missing after install"
+fi
+# The package's optional dependency for the platform carries the native
+# binary; its wrapper runs it, with or without the postinstall step.
+if [[ $(claude --version 2>/dev/null) != "$claude_version (Claude Code)" ]]; then
+	log "installing @anthropic-ai/claude-code@$claude_version"
+	npm install -g --no-audit --no-fund "@anthropic-ai/claude-code@$claude_version" >&2
+	[[ $(claude --version 2>/dev/null) == "$claude_version (Claude Code)" ]] || die "claude $claude_version missing after install"
 fi
 installed=$(node -p "require('$node_prefix/node_modules/openai/package.json').version" 2>/dev/null || true)
 if [[ $installed != "$node_openai_version" ]]; then

@@ -51,14 +51,22 @@ func vertexAnthropicClient(t *testing.T, s *stack, key string) anthropic.Client 
 }
 
 // vertexGenaiClient is genai's Vertex client pointed at the node: with
-// express true it sends key as its API key, otherwise as the access token
-// of its credentials, under a project and location.
+// express true it is configured by the environment variables README gives
+// (Vertex mode, an API key, the base URL) and sends key as its API key;
+// otherwise it sends key as the access token of its credentials, under a
+// project and location.
 func vertexGenaiClient(t *testing.T, s *stack, key string, express bool) *genai.Client {
 	t.Helper()
-	cfg := &genai.ClientConfig{Backend: genai.BackendVertexAI, HTTPOptions: genai.HTTPOptions{BaseURL: s.api + "/"}}
+	cfg := &genai.ClientConfig{}
+	for _, v := range []string{"GEMINI_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_REGION", "GOOGLE_GEMINI_BASE_URL"} {
+		t.Setenv(v, "")
+	}
 	if express {
-		cfg.APIKey = key
+		t.Setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+		t.Setenv("GOOGLE_API_KEY", key)
+		t.Setenv("GOOGLE_VERTEX_BASE_URL", s.api+"/")
 	} else {
+		cfg.Backend, cfg.HTTPOptions.BaseURL = genai.BackendVertexAI, s.api+"/"
 		cfg.Project, cfg.Location = "my-project", "us-central1"
 		cfg.Credentials = auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken(key)})
 	}
@@ -206,6 +214,15 @@ stream = true
 		}
 	}
 	s.shutdown()
+	// The clients used the paths they use against Vertex AI.
+	for _, path := range []string{
+		"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/" + vertexModel + ":streamRawPredict",
+		"/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict",
+		"/v1beta1/projects/my-project/locations/us-central1/publishers/google/models/" + geminiModel + ":countTokens",
+		"/v1beta1/publishers/google/models/" + vertexGeminiModel + ":streamGenerateContent",
+	} {
+		s.logs.mustContain(t, `"path":"`+path+`"`)
+	}
 	events := s.outboxEvents(t)
 	if len(events) != calls-1 { // the refused model is no attempt
 		t.Errorf("%d usage events for %d calls that reached a target", len(events), calls-1)
