@@ -5,7 +5,9 @@
 #
 #   gemini (npm @google/gemini-cli)   TestGeminiCLI (internal/app): `gemini -p`
 #                                     with GOOGLE_GEMINI_BASE_URL and
-#                                     GEMINI_API_KEY pointed at the node
+#                                     GEMINI_API_KEY pointed at the node;
+#                                     TestGeminiCLIVertexExpress: the same in
+#                                     Vertex AI express mode
 #   claude (npm @anthropic-ai/claude-code)
 #                                     TestClaudeCodeVertex (internal/app): two
 #                                     `claude -p` turns of one session in its

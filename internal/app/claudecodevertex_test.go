@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,55 @@ tools = true
 	}
 	if len(backends) != 1 {
 		t.Errorf("one session's turns went to backends %v, want one", backends)
+	}
+}
+
+// TestGeminiCLIVertexExpress: Gemini CLI (the @google/genai SDK inside it)
+// in Vertex AI express mode, with the three variables README gives for
+// genai in Vertex mode and the Vertex login selected, posts to
+// /v1beta1/publishers/google/models/{model}:streamGenerateContent with the
+// node's key as its API key, and answers; every request is one usage
+// event.
+func TestGeminiCLIVertexExpress(t *testing.T) {
+	bin := requireAgent(t, "gemini", "@google/gemini-cli")
+	s := startStack(t, stackOptions{gemini: true})
+	home, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings := `{"security":{"auth":{"selectedType":"vertex-ai"}},"general":{"disableAutoUpdate":true},"privacy":{"usageStatisticsEnabled":false}}`
+	if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-m", geminiModel, "-p", "repeat after me: copper bridge")
+	cmd.Dir = work
+	cmd.Env = []string{
+		"HOME=" + home,
+		"PATH=" + os.Getenv("PATH"),
+		"GOOGLE_GENAI_USE_VERTEXAI=true",
+		"GOOGLE_API_KEY=" + clientKey,
+		"GOOGLE_VERTEX_BASE_URL=" + s.api + "/",
+		"GEMINI_CLI_TRUST_WORKSPACE=true",
+		"NO_COLOR=1",
+		"CI=1",
+	}
+	out, err := cmd.CombinedOutput()
+	shown := strings.ReplaceAll(string(out), clientKey, "<client key>")
+	if err != nil {
+		t.Fatalf("gemini -p: %v\n%s", err, shown)
+	}
+	if !strings.Contains(shown, "copper bridge") {
+		t.Errorf("gemini -p printed no echo of the prompt:\n%s", shown)
+	}
+	reqs := s.prov.Requests()
+	if len(reqs) == 0 {
+		t.Fatalf("the provider saw no request; the CLI printed:\n%s", shown)
+	}
+	s.shutdown()
+	s.logs.mustContain(t, `"path":"/v1beta1/publishers/google/models/`+geminiModel+`:streamGenerateContent"`)
+	if events := s.outboxEvents(t); len(events) != len(reqs) {
+		t.Errorf("%d usage events for %d provider requests", len(events), len(reqs))
 	}
 }
