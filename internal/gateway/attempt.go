@@ -149,7 +149,7 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 		return
 	}
 	var ok bool
-	if c.principal, ok = h.authenticate(w, r, api, rid); !ok {
+	if c.principal, ok = h.authenticateDoor(w, r, api, rid, c.door); !ok {
 		return
 	}
 	var aerr *apierr.Error

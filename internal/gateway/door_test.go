@@ -9,9 +9,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/authz"
 )
 
 // postDoor posts body to path on the node at base, as a Bedrock client
@@ -146,6 +149,8 @@ func TestBedrockDoorRefusals(t *testing.T) {
 		{"stream in the body", "/model/claude/invoke", `{"anthropic_version":"bedrock-2023-05-31","stream":true,"messages":[]}`, 400, "ValidationException"},
 		{"no version", "/model/claude/invoke", `{"max_tokens":5,"messages":[]}`, 400, "ValidationException"},
 		{"another version", "/model/claude/invoke", `{"anthropic_version":"vertex-2023-10-16","messages":[]}`, 400, "ValidationException"},
+		{"version not a string", "/model/claude/invoke", `{"anthropic_version":20230601,"messages":[]}`, 400, "ValidationException"},
+		{"version not a date", "/model/claude/invoke", `{"anthropic_version":"2023-6-01x","messages":[]}`, 400, "ValidationException"},
 		{"version twice in two cases", "/model/claude/invoke", `{"anthropic_version":"bedrock-2023-05-31","Anthropic_Version":"x","messages":[]}`, 400, "ValidationException"},
 		{"betas not strings", "/model/claude/invoke", `{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":[1],"messages":[]}`, 400, "ValidationException"},
 		{"unknown model", "/model/nope/invoke", ok, 404, "ResourceNotFoundException"},
@@ -170,5 +175,95 @@ func TestBedrockDoorRefusals(t *testing.T) {
 	}
 	if n := prov.RequestCount(); n != 0 {
 		t.Errorf("provider saw %d requests, want 0", n)
+	}
+}
+
+// oneKey accepts one client key, found as the node finds keys.
+type oneKey string
+
+func (k oneKey) Authenticate(h http.Header, q []string, _ time.Time) (*authz.Principal, error) {
+	key, ok := authz.ExtractKey(h, q)
+	switch {
+	case !ok:
+		return nil, authz.ErrMissingKey
+	case key != string(k):
+		return nil, authz.ErrUnknownKey
+	}
+	return &authz.Principal{KeyID: "k", TenantID: "t"}, nil
+}
+
+// TestBedrockDoorKeys: a Bedrock client presents its key as a Bedrock API
+// key (Authorization: Bearer); one that signs with SigV4, or sends no
+// key, is told so in Bedrock's shape, and a Messages client is still told
+// the endpoint's own way.
+func TestBedrockDoorKeys(t *testing.T) {
+	h, prov := newHandler(t, Options{Auth: oneKey("sk-door")})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const body = `{"anthropic_version":"bedrock-2023-05-31","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	sigv4 := "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261206/us-east-1/bedrock/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc"
+	tests := []struct {
+		name   string
+		header []string
+		status int
+		want   string // in the message
+	}{
+		{"bearer", []string{"Authorization", "Bearer sk-door"}, 200, ""},
+		{"sigv4", []string{"Authorization", sigv4}, 401, "does not accept AWS SigV4 signatures: send the gateway key as a Bedrock API key, Authorization: Bearer <key> (AWS_BEARER_TOKEN_BEDROCK)"},
+		{"none", nil, 401, "missing API key: send the gateway key as a Bedrock API key, Authorization: Bearer <key> (AWS_BEARER_TOKEN_BEDROCK)"},
+		{"unknown key", []string{"Authorization", "Bearer sk-other"}, 401, "invalid API key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, data := postDoor(t, srv.URL, "/model/claude/invoke", body, tt.header...)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, data)
+			}
+			if tt.status == 200 {
+				return
+			}
+			var doc struct{ Message string }
+			if err := json.Unmarshal(data, &doc); err != nil || !strings.Contains(doc.Message, tt.want) {
+				t.Errorf("body %s: want a message with %q", data, tt.want)
+			}
+			if got := resp.Header.Get("X-Amzn-Errortype"); got != "UnrecognizedClientException" {
+				t.Errorf("x-amzn-errortype %q", got)
+			}
+		})
+	}
+	if n := prov.RequestCount(); n != 1 {
+		t.Errorf("provider saw %d requests, want 1", n)
+	}
+	// The Messages endpoint's own path keeps its own message.
+	resp, data := postDoor(t, srv.URL, "/v1/messages", `{"model":"claude","max_tokens":5,"messages":[]}`, "Authorization", sigv4)
+	if resp.StatusCode != 401 || !strings.Contains(string(data), "missing API key: send Authorization: Bearer") {
+		t.Errorf("/v1/messages: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestBedrockDoorVersions: the body's anthropic_version is Bedrock's, or
+// the Anthropic API version that the Anthropic SDKs' Bedrock clients put
+// there, which becomes the anthropic-version header; the member never
+// reaches the provider.
+func TestBedrockDoorVersions(t *testing.T) {
+	h, prov := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tt := range []struct{ version, header string }{
+		{"bedrock-2023-05-31", "2023-06-01"}, // the node's default
+		{"2026-10-21", "2026-10-21"},
+	} {
+		resp, data := postDoor(t, srv.URL, "/model/claude/invoke", `{"anthropic_version":"`+tt.version+`","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", tt.version, resp.StatusCode, data)
+		}
+		sent := prov.Requests()
+		last := sent[len(sent)-1]
+		if bytes.Contains(last.Body, []byte("anthropic_version")) {
+			t.Errorf("%s: provider body %s", tt.version, last.Body)
+		}
+		if got := last.Header.Get("Anthropic-Version"); got != tt.header {
+			t.Errorf("%s: anthropic-version %q, want %q", tt.version, got, tt.header)
+		}
 	}
 }

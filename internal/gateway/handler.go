@@ -482,11 +482,22 @@ func finishDoor(dw provider.DoorWriter) {
 
 // authenticate answers 401 itself when the key is missing or not valid.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (*authz.Principal, bool) {
+	return h.authenticateDoor(w, r, api, rid, nil)
+}
+
+// authenticateDoor is authenticate for a request that came in by door
+// (nil: none), which may tell a client without a key how the door's
+// clients send one (docs/api.md "Cloud client paths").
+func (h *Handler) authenticateDoor(w http.ResponseWriter, r *http.Request, api *provider.API, rid string, door *provider.Door) (*authz.Principal, bool) {
 	p, err := h.o.Auth.Authenticate(r.Header, keyQuery(r, api), h.o.Now())
 	if err == nil {
 		return p, true
 	}
-	unauthorized(err).Write(w, api, rid)
+	e := unauthorized(err)
+	if door != nil && door.MissingKey != nil && errors.Is(err, authz.ErrMissingKey) {
+		e = apierr.Unauthorized(door.MissingKey(r.Header))
+	}
+	e.Write(w, api, rid)
 	return nil, false
 }
 

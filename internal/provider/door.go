@@ -38,6 +38,11 @@ type Door struct {
 	// reaches the client in the door's. Finish must be called once the
 	// handler is done writing.
 	Writer func(w http.ResponseWriter) DoorWriter
+	// MissingKey, when set, is the message of the 401 that a request
+	// through this door without a usable client key gets: how the
+	// platform's clients send one, read from what they sent instead (h,
+	// the request's headers). Nil: the endpoint's own message.
+	MissingKey func(h http.Header) string
 }
 
 // DoorWriter is a response writer that re-frames an answer for a Door.

@@ -26,7 +26,8 @@ import (
 //
 // carries the public model in the path (percent-encoded as the AWS SDKs
 // encode it) and a Messages body without "model" and "stream", with
-// "anthropic_version" (bedrock-2023-05-31) and, optionally,
+// "anthropic_version" (bedrock-2023-05-31, or the Anthropic API version
+// that the Anthropic SDKs' Bedrock clients send) and, optionally,
 // "anthropic_beta". At the entrance the body gains the model (and
 // "stream": true on the streaming path), loses the version member, and its
 // betas become anthropic-beta headers: it is then a Messages request like
@@ -37,10 +38,23 @@ import (
 
 // BedrockInvokeDoor is Messages through Bedrock Runtime's invoke paths.
 var BedrockInvokeDoor = &provider.Door{
-	Platform: provider.Bedrock,
-	Match:    matchBedrockInvoke,
-	Request:  bedrockDoorRequest,
-	Writer:   func(w http.ResponseWriter) provider.DoorWriter { return newBedrockWriter(w) },
+	Platform:   provider.Bedrock,
+	Match:      matchBedrockInvoke,
+	Request:    bedrockDoorRequest,
+	Writer:     func(w http.ResponseWriter) provider.DoorWriter { return newBedrockWriter(w) },
+	MissingKey: bedrockMissingKey,
+}
+
+// bedrockMissingKey tells a Bedrock client without a usable key how to
+// send one: as a Bedrock API key (what AWS_BEARER_TOKEN_BEDROCK makes the
+// AWS SDKs and Claude Code send). A SigV4 signature is named as such: the
+// node holds no AWS secret to verify it against.
+func bedrockMissingKey(h http.Header) string {
+	const send = "send the gateway key as a Bedrock API key, Authorization: Bearer <key> (AWS_BEARER_TOKEN_BEDROCK)"
+	if strings.HasPrefix(strings.TrimLeft(h.Get("Authorization"), " \t"), "AWS4-") {
+		return "this gateway does not accept AWS SigV4 signatures: " + send
+	}
+	return "missing API key: " + send
 }
 
 // BedrockModelSegment reads the model id segment of a Bedrock Runtime path
@@ -109,10 +123,14 @@ func bedrockDoorRequest(body []byte, model string, stream bool, h http.Header) (
 
 // fromEnvelope makes a Messages body of one that a cloud platform's
 // clients send (Bedrock's, Vertex's): the model (and stream) that the path
-// names become members, the version member, which must be version, goes,
-// and so does "anthropic_beta", whose betas join the anthropic-beta
-// headers. names lists "anthropic_version", "anthropic_beta", "model",
-// "stream", in this order. Every other member keeps its bytes and order.
+// names become members, the version member goes, and so does
+// "anthropic_beta", whose betas join the anthropic-beta headers. The
+// version member is the platform's version, or an Anthropic API version
+// (YYYY-MM-DD: what the Anthropic SDKs' platform clients put there, the
+// version their requests are written for), which becomes the
+// anthropic-version header unless the client sent one. names lists
+// "anthropic_version", "anthropic_beta", "model", "stream", in this order.
+// Every other member keeps its bytes and order.
 func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *provider.Names, version string) ([]byte, string, *provider.BodyError) {
 	var vals [4][]byte
 	f := provider.Found{Vals: vals[:]}
@@ -124,12 +142,17 @@ func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *
 		return nil, "", berr
 	case f.Vals[0] == nil:
 		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version is required: " + strconv.Quote(version)}
-	case !jsonedit.EqualString(f.Vals[0], version):
-		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(version)}
 	case f.Vals[2] != nil:
 		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "model is named by the path; the body must not name it"}
 	case f.Vals[3] != nil:
 		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "stream is decided by the path; the body must not name it"}
+	}
+	var asked string
+	if json.Unmarshal(f.Vals[0], &asked) != nil || asked != version && !isDateVersion(asked) {
+		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(version) + " or an Anthropic API version (YYYY-MM-DD)"}
+	}
+	if asked != version && h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", asked)
 	}
 	if raw := f.Vals[1]; raw != nil {
 		var betas []string
@@ -166,6 +189,24 @@ func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *
 	}
 	out = append(out, '}')
 	return out, "", nil
+}
+
+// isDateVersion reports whether s has the form of an Anthropic API
+// version: YYYY-MM-DD.
+func isDateVersion(s string) bool {
+	if len(s) != len("2023-06-01") {
+		return false
+	}
+	for i := range len(s) {
+		if i == 4 || i == 7 {
+			if s[i] != '-' {
+				return false
+			}
+		} else if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // bedrockExceptions maps Anthropic error types to the Bedrock Runtime
