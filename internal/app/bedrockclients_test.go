@@ -291,3 +291,31 @@ func TestBedrockSigV4Refused(t *testing.T) {
 		t.Errorf("provider saw %d requests, want 0", n)
 	}
 }
+
+// TestBedrockRuntimeCountTokens: the AWS SDK's CountTokens, with an
+// InvokeModel body, is count_tokens on the model's target: the SDK reads
+// the count, and the request is one usage event of count_tokens, without
+// usage.
+func TestBedrockRuntimeCountTokens(t *testing.T) {
+	s, hc := bedrockStack(t)
+	br := bedrockRuntime(s, hc, clientKey)
+	out, err := br.CountTokens(t.Context(), &bedrockruntime.CountTokensInput{
+		ModelId: aws.String(anthropicModel),
+		Input:   &brtypes.CountTokensInputMemberInvokeModel{Value: brtypes.InvokeModelTokensRequest{Body: invokeBody("one two three four")}},
+	})
+	if err != nil {
+		t.Fatalf("CountTokens: %v", err)
+	}
+	if out.InputTokens == nil || *out.InputTokens != 4 {
+		t.Errorf("input tokens %v, want 4", out.InputTokens)
+	}
+	last := lastProvRequest(t, s)
+	if last.Path != "/v1/messages/count_tokens" || last.Model != anthProvModel || strings.Contains(string(last.Body), "max_tokens") {
+		t.Errorf("provider saw %s %s", last.Path, last.Body)
+	}
+	s.shutdown()
+	evs := s.outboxEvents(t)
+	if len(evs) != 1 || evs[0].Endpoint != usageevent.EndpointCountTokens || evs[0].HTTPStatus != 200 || evs[0].Usage != nil {
+		t.Fatalf("events %+v, want one count_tokens event without usage", evs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,85 @@ func TestBedrockDoorVersions(t *testing.T) {
 		if got := last.Header.Get("Anthropic-Version"); got != tt.header {
 			t.Errorf("%s: anthropic-version %q, want %q", tt.version, got, tt.header)
 		}
+	}
+}
+
+// countBody is a CountTokens request around the InvokeModel body invoke.
+func countBody(invoke string) string {
+	return `{"input":{"invokeModel":{"body":"` + base64.StdEncoding.EncodeToString([]byte(invoke)) + `"}}}`
+}
+
+// TestBedrockCountTokensDoor: Bedrock's CountTokens path is count_tokens:
+// the provider gets the Messages count request (the InvokeModel body less
+// its envelope and the members that only steer generation), and the
+// client gets {"inputTokens":N}.
+func TestBedrockCountTokensDoor(t *testing.T) {
+	h, prov := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	invoke := `{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["b1"],"max_tokens":5,"temperature":0.5,"system":"s","messages":[{"role":"user","content":"one two three"}]}`
+	resp, data := postDoor(t, srv.URL, "/model/claude-all/count-tokens", countBody(invoke))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, data)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil || len(doc) != 1 || doc["inputTokens"] == nil {
+		t.Fatalf("answer %s, want {\"inputTokens\":N}", data)
+	}
+	if resp.Header.Get("Content-Length") != strconv.Itoa(len(data)) {
+		t.Errorf("content-length %q for %d bytes", resp.Header.Get("Content-Length"), len(data))
+	}
+	reqs := prov.Requests()
+	if len(reqs) != 1 || reqs[0].Path != "/v1/messages/count_tokens" {
+		t.Fatalf("provider requests %+v", reqs)
+	}
+	want := `{"model":"provider-claude","system":"s","messages":[{"role":"user","content":"one two three"}]}`
+	if diff := cmp.Diff(string(reqs[0].Body), want); diff != "" {
+		t.Errorf("provider body (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(reqs[0].Header.Values("Anthropic-Beta"), []string{"b1"}); diff != "" {
+		t.Errorf("anthropic-beta (-got +want):\n%s", diff)
+	}
+	var n struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	_ = json.Unmarshal(doc["inputTokens"], &n.InputTokens)
+	if n.InputTokens == 0 {
+		t.Errorf("inputTokens %s", doc["inputTokens"])
+	}
+}
+
+// TestBedrockCountTokensRefusals: the CountTokens shape is closed, and
+// its refusals are Bedrock's.
+func TestBedrockCountTokensRefusals(t *testing.T) {
+	h, prov := newHandler(t, Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tests := []struct{ name, body, want string }{
+		{"not an object", `[]`, "must be an object"},
+		{"no input", `{}`, "input is required"},
+		{"unknown member", `{"input":{"invokeModel":{"body":"e30="}},"x":1}`, `unknown member "x"`},
+		{"case variant", `{"Input":{"invokeModel":{"body":"e30="}}}`, `unknown member "Input"`},
+		{"twice", `{"input":{"invokeModel":{"body":"e30="}},"input":{"invokeModel":{"body":"e30="}}}`, "input is given twice"},
+		{"converse", `{"input":{"converse":{"messages":[]}}}`, "input.converse"},
+		{"body not a string", `{"input":{"invokeModel":{"body":1}}}`, "must be a string"},
+		{"body not base64", `{"input":{"invokeModel":{"body":"@@"}}}`, "not valid base64"},
+		{"model in the invoke body", countBody(`{"anthropic_version":"bedrock-2023-05-31","model":"x","messages":[]}`), "input.invokeModel.body: model is named by the path"},
+		{"no version", countBody(`{"messages":[]}`), "anthropic_version is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, data := postDoor(t, srv.URL, "/model/claude-all/count-tokens", tt.body)
+			if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-Errortype") != "ValidationException" {
+				t.Fatalf("status %d type %q: %s", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"), data)
+			}
+			var doc struct{ Message string }
+			if err := json.Unmarshal(data, &doc); err != nil || !strings.Contains(doc.Message, tt.want) {
+				t.Errorf("body %s, want it to say %q", data, tt.want)
+			}
+		})
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Errorf("provider saw %d requests", n)
 	}
 }

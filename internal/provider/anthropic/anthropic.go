@@ -95,7 +95,7 @@ var CountTokens = &provider.Spec{
 	Inspect:      inspectCountTokens,
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
-	Doors:        []*provider.Door{VertexCountTokensDoor},
+	Doors:        []*provider.Door{BedrockCountTokensDoor, VertexCountTokensDoor},
 }
 
 // DefaultVersion is sent when the client names none (a sane default);

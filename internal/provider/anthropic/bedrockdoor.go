@@ -251,17 +251,19 @@ func anthropicError(doc []byte) (kind, msg string) {
 	return e.Error.Type, e.Error.Message
 }
 
-// maxDoorError bounds an error document held back to rewrite.
+// maxDoorError bounds an error document (or a count) held back to rewrite.
 const maxDoorError = 64 << 10
 
-// bedrockWriter is the Bedrock door's response writer: an error answer
+// bedrockWriter is the Bedrock doors' response writer: an error answer
 // is held back and rewritten as Bedrock's; an SSE answer is written as an
-// AWS event stream, event by event; any other answer passes unchanged.
+// AWS event stream, event by event; a count_tokens answer (count) is held
+// back and written as CountTokens'; any other answer passes unchanged.
 type bedrockWriter struct {
 	w      http.ResponseWriter
+	count  bool // the answer is count_tokens': held back and written as CountTokens'
 	status int
 	mode   uint8        // what the answer is, decided at WriteHeader
-	held   bytes.Buffer // the error document, or a partial SSE event
+	held   bytes.Buffer // the error document or count, or a partial SSE event
 	enc    *eventstream.Encoder
 	frames *sseFrames
 	err    error // the first write error to the client, sticky
@@ -271,6 +273,7 @@ const (
 	passAnswer uint8 = iota
 	errorAnswer
 	streamAnswer
+	countAnswer // a count_tokens answer, written by Finish
 )
 
 func newBedrockWriter(w http.ResponseWriter) *bedrockWriter { return &bedrockWriter{w: w} }
@@ -291,6 +294,9 @@ func (b *bedrockWriter) WriteHeader(status int) {
 	case status >= 400:
 		b.mode = errorAnswer // written by Finish
 		return
+	case b.count:
+		b.mode = countAnswer // written by Finish
+		return
 	case isEventStream(h.Get("Content-Type")):
 		b.mode = streamAnswer
 		h.Set("Content-Type", eventStreamType)
@@ -306,7 +312,7 @@ func (b *bedrockWriter) Write(p []byte) (int, error) {
 		b.WriteHeader(http.StatusOK)
 	}
 	switch b.mode {
-	case errorAnswer:
+	case errorAnswer, countAnswer:
 		if b.held.Len()+len(p) <= maxDoorError {
 			b.held.Write(p)
 		}
@@ -352,8 +358,8 @@ func (b *bedrockWriter) frame(typ string, data []byte) {
 }
 
 func (b *bedrockWriter) FlushError() error {
-	if b.mode == errorAnswer {
-		return nil // nothing of an error answer goes before Finish
+	if b.mode == errorAnswer || b.mode == countAnswer {
+		return nil // nothing of a held answer goes before Finish
 	}
 	if b.err != nil {
 		return b.err
@@ -375,6 +381,16 @@ func (b *bedrockWriter) Finish() error {
 	case streamAnswer:
 		b.frames.feed([]byte("\n\n"), b.frame) // an event the stream left unterminated
 		return b.err
+	case countAnswer:
+		out, ok := bedrockCount(b.held.Bytes())
+		if !ok {
+			out = b.held.Bytes() // not a count: as it came
+		}
+		h := b.w.Header()
+		h.Set("Content-Length", strconv.Itoa(len(out)))
+		b.w.WriteHeader(b.status)
+		_, err := b.w.Write(out)
+		return err
 	}
 	return nil
 }
