@@ -148,8 +148,12 @@ func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, s
 		apierr.MethodNotAllowed("use "+spec.Method).Write(w, api, rid)
 		return
 	}
+	var missingKey func(http.Header) string
+	if c.door != nil {
+		missingKey = c.door.MissingKey
+	}
 	var ok bool
-	if c.principal, ok = h.authenticateDoor(w, r, api, rid, c.door); !ok {
+	if c.principal, ok = h.authenticateDoor(w, r, api, rid, missingKey); !ok {
 		return
 	}
 	var aerr *apierr.Error

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -343,6 +345,125 @@ func TestBedrockCountTokensRefusals(t *testing.T) {
 				t.Errorf("body %s, want it to say %q", data, tt.want)
 			}
 		})
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Errorf("provider saw %d requests", n)
+	}
+}
+
+// getProfiles asks the node at base for Bedrock's inference profiles.
+func getProfiles(t *testing.T, base, query string, header ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/inference-profiles"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+type profileList struct {
+	Summaries []struct {
+		Name   string            `json:"inferenceProfileName"`
+		ID     string            `json:"inferenceProfileId"`
+		ARN    string            `json:"inferenceProfileArn"`
+		Models []json.RawMessage `json:"models"`
+		Status string            `json:"status"`
+		Type   string            `json:"type"`
+	} `json:"inferenceProfileSummaries"`
+	NextToken *string `json:"nextToken"`
+}
+
+func (l profileList) ids() []string {
+	var ids []string
+	for _, s := range l.Summaries {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// TestBedrockInferenceProfiles: GET /inference-profiles lists the public
+// Messages models as Bedrock's system-defined inference profiles, pages
+// with maxResults and nextToken, and refuses in Bedrock's shape.
+func TestBedrockInferenceProfiles(t *testing.T) {
+	h, prov := newHandler(t, Options{Auth: oneKey("sk-door")})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	key := []string{"Authorization", "Bearer sk-door"}
+
+	resp, data := getProfiles(t, srv.URL, "?type=SYSTEM_DEFINED", key...)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), data)
+	}
+	var all profileList
+	if err := json.Unmarshal(data, &all); err != nil {
+		t.Fatal(err)
+	}
+	ids := all.ids()
+	if !slices.Contains(ids, "claude") || !slices.Contains(ids, "claude-all") || slices.Contains(ids, "gpt") || !slices.IsSorted(ids) || all.NextToken != nil {
+		t.Errorf("profiles %v (next %v): want the sorted Messages models, no OpenAI one", ids, all.NextToken)
+	}
+	p := all.Summaries[0]
+	if p.Name != p.ID || p.Status != "ACTIVE" || p.Type != "SYSTEM_DEFINED" || p.ARN != "arn:aws:bedrock:::inference-profile/"+p.ID || p.Models == nil {
+		t.Errorf("summary %+v", p)
+	}
+
+	var paged []string
+	query := "?maxResults=1"
+	for range len(ids) + 1 {
+		resp, data := getProfiles(t, srv.URL, query, key...)
+		var l profileList
+		if resp.StatusCode != 200 || json.Unmarshal(data, &l) != nil {
+			t.Fatalf("status %d: %s", resp.StatusCode, data)
+		}
+		paged = append(paged, l.ids()...)
+		if l.NextToken == nil {
+			break
+		}
+		query = "?maxResults=1&nextToken=" + url.QueryEscape(*l.NextToken)
+	}
+	if diff := cmp.Diff(paged, ids); diff != "" {
+		t.Errorf("paged (-got +want):\n%s", diff)
+	}
+
+	resp, data = getProfiles(t, srv.URL, "?type=APPLICATION", key...)
+	if resp.StatusCode != 200 || string(data) != `{"inferenceProfileSummaries":[]}` {
+		t.Errorf("APPLICATION: %d %s", resp.StatusCode, data)
+	}
+
+	for _, tt := range []struct {
+		name, query string
+		header      []string
+		status      int
+		errType     string
+	}{
+		{"no key", "", nil, 401, "UnrecognizedClientException"},
+		{"unknown parameter", "?limit=2", key, 400, "ValidationException"},
+		{"parameter twice", "?type=SYSTEM_DEFINED&type=APPLICATION", key, 400, "ValidationException"},
+		{"bad type", "?type=OTHER", key, 400, "ValidationException"},
+		{"maxResults out of range", "?maxResults=0", key, 400, "ValidationException"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, data := getProfiles(t, srv.URL, tt.query, tt.header...)
+			if resp.StatusCode != tt.status || resp.Header.Get("X-Amzn-Errortype") != tt.errType {
+				t.Fatalf("status %d type %q, want %d %s: %s", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"), tt.status, tt.errType, data)
+			}
+			var doc map[string]string
+			if err := json.Unmarshal(data, &doc); err != nil || doc["message"] == "" || len(doc) != 1 {
+				t.Errorf("body %s: want Bedrock's {\"message\": …}", data)
+			}
+		})
+	}
+	if resp, data := postDoor(t, srv.URL, "/inference-profiles", "{}", key...); resp.StatusCode != 405 || resp.Header.Get("X-Amzn-Errortype") == "" {
+		t.Errorf("POST: %d %s", resp.StatusCode, data)
 	}
 	if n := prov.RequestCount(); n != 0 {
 		t.Errorf("provider saw %d requests", n)

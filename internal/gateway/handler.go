@@ -176,6 +176,13 @@ type endpoints struct {
 	exact map[string]endpoint
 	match []endpoint
 	doors []endpoint // one per door, looked up last
+	// modelsDoors are the platforms' model listings, by path.
+	modelsDoors map[string]modelsDoor
+}
+
+type modelsDoor struct {
+	api  *provider.API
+	door *provider.ModelsDoor
 }
 
 type endpoint struct {
@@ -187,6 +194,12 @@ type endpoint struct {
 func newEndpoints() endpoints {
 	e := endpoints{exact: map[string]endpoint{}}
 	for _, a := range catalog.APIs() {
+		for _, d := range a.ModelsDoors {
+			if e.modelsDoors == nil {
+				e.modelsDoors = make(map[string]modelsDoor)
+			}
+			e.modelsDoors[d.Path] = modelsDoor{a, d}
+		}
 		for _, s := range a.Endpoints {
 			if s.Path != "" {
 				e.exact[s.Path] = endpoint{s, a, nil}
@@ -441,6 +454,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	model := ""
 	defer func() { h.noteRefusal(w, r, rid, model) }()
 	path := r.URL.Path
+	if md, ok := h.endpoints.modelsDoors[path]; ok && r.URL.RawPath == "" {
+		h.serveModelsDoor(w, r, md, rid)
+		h.o.Observer.ObserveModels(w.status, h.o.Now().Sub(start))
+		return
+	}
 	for _, a := range catalog.APIs() {
 		if code, msg, ok := a.NotRouted(path); ok {
 			apierr.NotFound(code, msg).Write(w, api, rid) // in the client's shape
@@ -485,17 +503,18 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *prov
 	return h.authenticateDoor(w, r, api, rid, nil)
 }
 
-// authenticateDoor is authenticate for a request that came in by door
-// (nil: none), which may tell a client without a key how the door's
-// clients send one (docs/api.md "Cloud client paths").
-func (h *Handler) authenticateDoor(w http.ResponseWriter, r *http.Request, api *provider.API, rid string, door *provider.Door) (*authz.Principal, bool) {
+// authenticateDoor is authenticate for a request that came in by a door
+// whose MissingKey is missingKey (nil: none, or no door): it tells a
+// client without a key how the door's clients send one (docs/api.md
+// "Cloud client paths").
+func (h *Handler) authenticateDoor(w http.ResponseWriter, r *http.Request, api *provider.API, rid string, missingKey func(http.Header) string) (*authz.Principal, bool) {
 	p, err := h.o.Auth.Authenticate(r.Header, keyQuery(r, api), h.o.Now())
 	if err == nil {
 		return p, true
 	}
 	e := unauthorized(err)
-	if door != nil && door.MissingKey != nil && errors.Is(err, authz.ErrMissingKey) {
-		e = apierr.Unauthorized(door.MissingKey(r.Header))
+	if missingKey != nil && errors.Is(err, authz.ErrMissingKey) {
+		e = apierr.Unauthorized(missingKey(r.Header))
 	}
 	e.Write(w, api, rid)
 	return nil, false

@@ -12,13 +12,14 @@ import (
 )
 
 // modelsRequest authenticates a GET on the model list or one model and
-// loads the table; it answers the failure itself.
-func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) (func(string) bool, *routes.Table, bool) {
+// loads the table; it answers the failure itself. missingKey is as for
+// authenticateDoor.
+func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, api *provider.API, rid string, missingKey func(http.Header) string) (func(string) bool, *routes.Table, bool) {
 	if r.Method != http.MethodGet {
 		apierr.MethodNotAllowed("use GET").Write(w, api, rid)
 		return nil, nil, false
 	}
-	principal, ok := h.authenticate(w, r, api, rid)
+	principal, ok := h.authenticateDoor(w, r, api, rid, missingKey)
 	if !ok {
 		return nil, nil, false
 	}
@@ -34,7 +35,7 @@ func (h *Handler) modelsRequest(w http.ResponseWriter, r *http.Request, api *pro
 // of the API the request's client speaks (docs/api.md "Client surface
 // details"), in that API's shape and with its paging.
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, api *provider.API, rid string) {
-	allows, table, ok := h.modelsRequest(w, r, api, rid)
+	allows, table, ok := h.modelsRequest(w, r, api, rid, nil)
 	if !ok {
 		return
 	}
@@ -60,7 +61,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, api *provi
 // name comes from the request's decoded path, so a model name with "/"
 // (which the SDKs escape as %2F) is found.
 func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, api *provider.API, rid, name string) {
-	allows, table, ok := h.modelsRequest(w, r, api, rid)
+	allows, table, ok := h.modelsRequest(w, r, api, rid, nil)
 	if !ok {
 		return
 	}
@@ -76,4 +77,30 @@ func writeJSON(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
+}
+
+// serveModelsDoor answers a platform's own model listing (docs/api.md
+// "Cloud client paths"): the public models of the API's protocol the key
+// may use, in the platform's shape, refusals included.
+func (h *Handler) serveModelsDoor(w *statusWriter, r *http.Request, md modelsDoor, rid string) {
+	dw := md.door.Writer(w.ResponseWriter)
+	w.ResponseWriter = dw
+	defer finishDoor(dw)
+	api := md.api
+	allows, table, ok := h.modelsRequest(w, r, api, rid, md.door.MissingKey)
+	if !ok {
+		return
+	}
+	var names []string
+	for _, n := range table.Names(api.Protocol) {
+		if allows(n) {
+			names = append(names, n)
+		}
+	}
+	body, berr := md.door.List(names, r.URL.Query(), h.started)
+	if berr != nil {
+		apierr.BadRequest(berr.Code, berr.Msg).Write(w, api, rid)
+		return
+	}
+	writeJSON(w, body)
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // Door is one more client-facing shape of an endpoint: the path and
@@ -68,3 +69,23 @@ func (p plainDoorWriter) FlushError() error {
 	return http.NewResponseController(p.ResponseWriter).Flush()
 }
 func (plainDoorWriter) Finish() error { return nil }
+
+// ModelsDoor is a cloud platform's own listing of the models a client may
+// ask for, answered from the public models of the API's protocol that the
+// key may use (docs/api.md "Cloud client paths"): what the platform's
+// clients ask before their first request.
+type ModelsDoor struct {
+	// Platform is the platform whose clients ask.
+	Platform Platform
+	// Path is the GET path, matched exactly (the query is List's).
+	Path string
+	// List renders the answer: names are the public models of the API's
+	// protocol the key may use, sorted; query holds the listing's
+	// parameters; created is when the node started. A parameter out of
+	// range is a BodyError.
+	List func(names []string, query url.Values, created time.Time) ([]byte, *BodyError)
+	// Writer and MissingKey are as for a Door: the refusals go back in
+	// the platform's shape.
+	Writer     func(w http.ResponseWriter) DoorWriter
+	MissingKey func(h http.Header) string
+}

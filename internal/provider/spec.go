@@ -98,6 +98,9 @@ type API struct {
 	ListModels func(names []string, query url.Values, created time.Time) ([]byte, *BodyError)
 	// GetModel renders the answer of GET /v1/models/{name}.
 	GetModel func(name string, created time.Time) []byte
+	// ModelsDoors are cloud platforms' own model listings of the API's
+	// public models (Bedrock's ListInferenceProfiles).
+	ModelsDoors []*ModelsDoor
 }
 
 // Spec describes one endpoint to the request path. Every function field is

@@ -51,6 +51,7 @@ var API = &provider.API{
 	Headroom:          headroom,
 	QuotaExhausted:    quota.Exhausted,
 	ModelsPaths:       []string{"/v1/models"},
+	ModelsDoors:       []*provider.ModelsDoor{BedrockInferenceProfiles},
 	ListModels:        listModels,
 	GetModel:          getModel,
 }
