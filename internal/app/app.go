@@ -403,7 +403,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		ErrorLog: newServerLog(o.Logger, time.Now), // handshake failures rate-limited
 		// docs/operations.md "HTTP/2 limits": written out, so that a Go
 		// release cannot move it unnoticed.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
+		Protocols: apiProtocols(),
 	}
 	n.hsrv = &http.Server{
 		Handler:           n.health.Handler(n.metrics.Handler()),
@@ -877,6 +878,19 @@ func (n *node) limiterOptions() limits.Options {
 		o.OnFailure = limits.FailClosed
 	}
 	return o
+}
+
+// apiProtocols are the protocols of the API listener: HTTP/1.1, HTTP/2
+// over TLS (ALPN h2) and, on a plaintext listener, HTTP/2 with prior
+// knowledge (h2c: the AWS SDK for JavaScript to an http:// endpoint, load
+// balancers speaking h2c to their backends), with the same HTTP/2 limits
+// (docs/operations.md "HTTP/2 limits"). h2c by Upgrade is not served.
+func apiProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // h2MaxConcurrentStreams is the streams an HTTP/2 client connection may
