@@ -12,7 +12,11 @@
 #                                     TestClaudeCodeVertex (internal/app): two
 #                                     `claude -p` turns of one session in its
 #                                     Vertex mode, ANTHROPIC_VERTEX_BASE_URL
-#                                     pointed at the node
+#                                     pointed at the node; TestClaudeCodeBedrock:
+#                                     two turns in its Bedrock mode
+#                                     (CLAUDE_CODE_USE_BEDROCK,
+#                                     ANTHROPIC_BEDROCK_BASE_URL,
+#                                     AWS_BEARER_TOKEN_BEDROCK) against the node
 #   openai (npm, the Node SDK) in     TestAudioTranscriptionNodeSDK (internal/app):
 #   /opt/scootgate-node               a multipart upload as the Node SDK builds it
 #
