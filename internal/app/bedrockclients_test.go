@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -317,5 +318,57 @@ func TestBedrockRuntimeCountTokens(t *testing.T) {
 	evs := s.outboxEvents(t)
 	if len(evs) != 1 || evs[0].Endpoint != usageevent.EndpointCountTokens || evs[0].HTTPStatus != 200 || evs[0].Usage != nil {
 		t.Fatalf("events %+v, want one count_tokens event without usage", evs)
+	}
+}
+
+// TestBedrockRuntimeErrors: the AWS SDK reads the node's refusals and a
+// provider's failures as the typed Bedrock exceptions: an unknown model,
+// an error inside a stream (an exception frame), and a provider's 429.
+func TestBedrockRuntimeErrors(t *testing.T) {
+	var mu sync.Mutex
+	var current fakeprovider.Behaviour
+	script := func(fakeprovider.Request) *fakeprovider.Behaviour {
+		mu.Lock()
+		defer mu.Unlock()
+		b := current
+		return &b
+	}
+	cf, kf, pool := selfSigned(t)
+	s := startStack(t, stackOptions{bedrock: true, tlsCert: cf, tlsKey: kf, script: script, attempts: 1})
+	br := bedrockRuntime(s, tlsClient(pool), clientKey)
+	ctx := t.Context()
+	behave := func(b fakeprovider.Behaviour) {
+		mu.Lock()
+		current = b
+		mu.Unlock()
+	}
+
+	_, err := br.InvokeModel(ctx, &bedrockruntime.InvokeModelInput{ModelId: aws.String("no-such-model"), Body: invokeBody("hi"), ContentType: aws.String("application/json")})
+	var notFound *brtypes.ResourceNotFoundException
+	if !errors.As(err, &notFound) {
+		t.Errorf("unknown model: %v, want a ResourceNotFoundException", err)
+	}
+
+	behave(fakeprovider.Behaviour{Chunks: 4, ErrorEvent: true, ErrorAfter: 2})
+	out, err := br.InvokeModelWithResponseStream(ctx, &bedrockruntime.InvokeModelWithResponseStreamInput{ModelId: aws.String(anthropicModel), Body: invokeBody("hello stream"), ContentType: aws.String("application/json")})
+	if err != nil {
+		t.Fatalf("InvokeModelWithResponseStream: %v", err)
+	}
+	st := out.GetStream()
+	chunks := 0
+	for range st.Events() {
+		chunks++
+	}
+	st.Close()
+	var unavailable *brtypes.ServiceUnavailableException
+	if err := st.Err(); !errors.As(err, &unavailable) || chunks != 2 {
+		t.Errorf("stream error after %d chunks: %v, want a ServiceUnavailableException after 2", chunks, err)
+	}
+
+	behave(fakeprovider.Behaviour{Status: 429, ErrorMessage: "slow down"})
+	_, err = br.InvokeModel(ctx, &bedrockruntime.InvokeModelInput{ModelId: aws.String(anthropicModel), Body: invokeBody("hi"), ContentType: aws.String("application/json")})
+	var throttled *brtypes.ThrottlingException
+	if !errors.As(err, &throttled) {
+		t.Errorf("provider 429: %v, want a ThrottlingException", err)
 	}
 }
