@@ -176,6 +176,12 @@ func TestBedrockDoorRefusals(t *testing.T) {
 			}
 		})
 	}
+	// A guardrail the node cannot apply is refused, not dropped.
+	resp, data := postDoor(t, srv.URL, "/model/claude/invoke-with-response-stream", ok,
+		"X-Amzn-Bedrock-GuardrailIdentifier", "gr-1", "X-Amzn-Bedrock-GuardrailVersion", "1")
+	if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-Errortype") != "ValidationException" || !strings.Contains(string(data), "guardrails") {
+		t.Errorf("guardrail: %d %q %s", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"), data)
+	}
 	if n := prov.RequestCount(); n != 0 {
 		t.Errorf("provider saw %d requests, want 0", n)
 	}

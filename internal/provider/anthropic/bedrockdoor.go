@@ -118,7 +118,21 @@ var bedrockDoorNames = provider.NewNames("anthropic_version", "anthropic_beta", 
 
 // bedrockDoorRequest is the Messages request of a Bedrock-shaped one.
 func bedrockDoorRequest(body []byte, model string, stream bool, h http.Header) ([]byte, string, *provider.BodyError) {
+	if berr := refuseGuardrail(h); berr != nil {
+		return nil, "", berr
+	}
 	return fromEnvelope(body, model, stream, h, bedrockDoorNames, BedrockVersion)
+}
+
+// refuseGuardrail refuses a request that asks for a Bedrock guardrail
+// (X-Amzn-Bedrock-GuardrailIdentifier): the node cannot apply one, and
+// serving the request without it would drop a safety control the client
+// asked for.
+func refuseGuardrail(h http.Header) *provider.BodyError {
+	if h.Get("X-Amzn-Bedrock-Guardrailidentifier") == "" {
+		return nil
+	}
+	return &provider.BodyError{Code: "invalid_request", Msg: "Bedrock guardrails (X-Amzn-Bedrock-GuardrailIdentifier) are not applied through this gateway; send the request without one"}
 }
 
 // fromEnvelope makes a Messages body of one that a cloud platform's
