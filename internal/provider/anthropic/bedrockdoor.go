@@ -161,24 +161,8 @@ func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *
 	case f.Vals[3] != nil:
 		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "stream is decided by the path; the body must not name it"}
 	}
-	var asked string
-	if json.Unmarshal(f.Vals[0], &asked) != nil || asked != version && !isDateVersion(asked) {
-		return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(version) + " or an Anthropic API version (YYYY-MM-DD)"}
-	}
-	if asked != version && h.Get("Anthropic-Version") == "" {
-		h.Set("Anthropic-Version", asked)
-	}
-	if raw := f.Vals[1]; raw != nil {
-		var betas []string
-		if json.Unmarshal(raw, &betas) != nil {
-			return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta must be an array of strings"}
-		}
-		for _, b := range betas {
-			if b == "" || strings.ContainsAny(b, ",\r\n") {
-				return nil, "", &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta holds an invalid beta name"}
-			}
-			h.Add("Anthropic-Beta", b)
-		}
+	if berr := takeEnvelope(f.Vals[0], f.Vals[1], h, version); berr != nil {
+		return nil, "", berr
 	}
 	quoted, _ := json.Marshal(model) // a string always marshals
 	out := make([]byte, 0, len(body)+len(quoted)+24)
@@ -205,22 +189,34 @@ func fromEnvelope(body []byte, model string, stream bool, h http.Header, names *
 	return out, "", nil
 }
 
-// isDateVersion reports whether s has the form of an Anthropic API
-// version: YYYY-MM-DD.
-func isDateVersion(s string) bool {
-	if len(s) != len("2023-06-01") {
-		return false
+// takeEnvelope reads a platform envelope's members: version, the
+// version member's value, must be the platform's version or an Anthropic
+// API version (YYYY-MM-DD: what the Anthropic SDKs' platform clients put
+// there), which becomes the anthropic-version header unless the client
+// sent one; betas, the "anthropic_beta" member's value (nil when absent),
+// join the anthropic-beta headers.
+func takeEnvelope(version, betas []byte, h http.Header, platformVersion string) *provider.BodyError {
+	var asked string
+	if json.Unmarshal(version, &asked) != nil || asked != platformVersion && !apiVersion(asked) {
+		return &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(platformVersion) + " or an Anthropic API version (YYYY-MM-DD)"}
 	}
-	for i := range len(s) {
-		if i == 4 || i == 7 {
-			if s[i] != '-' {
-				return false
-			}
-		} else if s[i] < '0' || s[i] > '9' {
-			return false
+	if asked != platformVersion && h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", asked)
+	}
+	if betas == nil {
+		return nil
+	}
+	var list []string
+	if json.Unmarshal(betas, &list) != nil {
+		return &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta must be an array of strings"}
+	}
+	for _, b := range list {
+		if b == "" || strings.ContainsAny(b, ",\r\n") {
+			return &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta holds an invalid beta name"}
 		}
+		h.Add("Anthropic-Beta", b)
 	}
-	return true
+	return nil
 }
 
 // bedrockExceptions maps Anthropic error types to the Bedrock Runtime

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/internal/provider"
@@ -129,24 +128,8 @@ func scanVertexEnvelope(body []byte, h http.Header) (provider.Found, *provider.B
 	case f.Vals[0] == nil:
 		return f, &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version is required: " + strconv.Quote(VertexVersion)}
 	}
-	var version string
-	if json.Unmarshal(f.Vals[0], &version) != nil || version != VertexVersion && !apiVersion(version) {
-		return f, &provider.BodyError{Code: "invalid_request", Msg: "anthropic_version must be " + strconv.Quote(VertexVersion) + " or an Anthropic API version (YYYY-MM-DD)"}
-	}
-	if version != VertexVersion && h.Get("Anthropic-Version") == "" {
-		h.Set("Anthropic-Version", version)
-	}
-	if raw := f.Vals[1]; raw != nil {
-		var betas []string
-		if json.Unmarshal(raw, &betas) != nil {
-			return f, &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta must be an array of strings"}
-		}
-		for _, b := range betas {
-			if b == "" || strings.ContainsAny(b, ",\r\n") {
-				return f, &provider.BodyError{Code: "invalid_request", Msg: "anthropic_beta holds an invalid beta name"}
-			}
-			h.Add("Anthropic-Beta", b)
-		}
+	if berr := takeEnvelope(f.Vals[0], f.Vals[1], h, VertexVersion); berr != nil {
+		return f, berr
 	}
 	return f, nil
 }
