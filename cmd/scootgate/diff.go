@@ -321,6 +321,9 @@ func limits(l authsnap.Limits) string {
 	if l.USDPerMonth != "" {
 		parts = append(parts, "usd/month "+l.USDPerMonth)
 	}
+	if l.BudgetMode != "" {
+		parts = append(parts, "budget_mode "+l.BudgetMode)
+	}
 	if len(parts) == 0 {
 		return "none"
 	}

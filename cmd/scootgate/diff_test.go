@@ -151,11 +151,11 @@ func TestDiffBudgets(t *testing.T) {
 	}
 	old := &authsnap.Snapshot{Schema: 2, Version: 1, Keys: []authsnap.Key{key(authsnap.Limits{RequestsPerMinute: 60})}}
 	new := &authsnap.Snapshot{Schema: 2, Version: 2, Keys: []authsnap.Key{key(authsnap.Limits{RequestsPerMinute: 60, USDPerDay: "20"})},
-		Tenants: []authsnap.Tenant{{TenantID: "t", Limits: authsnap.Limits{USDPerMonth: "500.5"}}}}
+		Tenants: []authsnap.Tenant{{TenantID: "t", Limits: authsnap.Limits{USDPerMonth: "500.5", BudgetMode: authsnap.BudgetReserve}}}}
 	got := diffAuthz(old, new).String()
 	want := `authz: version 1 -> 2: 2 changes
 ~ key k: limits rpm 60 -> rpm 60, usd/day 20
-+ tenant t (limits usd/month 500.5)
++ tenant t (limits usd/month 500.5, budget_mode reserve)
 `
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("diff mismatch (-got +want):\n%s", diff)

@@ -255,8 +255,16 @@ func (c *call) route(ctx context.Context) {
 	// refused before anything is sent; an admitted one holds its slots
 	// until it ends, whichever way. Only limited keys pay for this.
 	if sub := c.principal.Limit; sub != nil {
+		var worst usd.Amount
+		if sub.Reserves() {
+			var bounded bool
+			if worst, bounded = c.reserveCost(m); !bounded {
+				c.fail(errUnbounded())
+				return
+			}
+		}
 		c.limited, c.admitted = true, c.h.o.Now()
-		tk, st, ok := sub.Admit(c.admitted)
+		tk, st, ok := sub.AdmitReserve(c.admitted, worst)
 		c.rl, c.budget = rateLimits(&st), st.Budget
 		if !ok {
 			c.refuseLimited(&st)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,55 @@ func TestBudgetRefusalShapes(t *testing.T) {
 	}
 	if diff := cmp.Diff(obs.refused, map[string]int{"tenant/budget": 3}); diff != "" {
 		t.Errorf("refusal metric (-got +want):\n%s", diff)
+	}
+}
+
+// TestBudgetReserve: a key whose budget reserves is admitted only if its
+// request's worst case fits (its body as input, its max_tokens as output,
+// at the target's price, and the estimate of each further attempt); a
+// request without an output cap is refused as bad; what the answer cost
+// is settled when the request ends.
+func TestBudgetReserve(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
+	l := limits.New(limits.Options{Clock: fc.Now})
+	b := l.Bind()
+	key := authsnap.Limits{USDPerDay: "0.0002", BudgetMode: authsnap.BudgetReserve} // 200 millionths
+	p := &authz.Principal{KeyID: "k_1", TenantID: "t_1", Limits: key}
+	p.Limit = b.Subject(p.KeyID, p.TenantID, key, authsnap.Limits{})
+	b.Done()
+	h, prov := newHandler(t, Options{Auth: limitedAuth{p}, Now: fc.Now, MaxAttempts: 2})
+	// "gpt" at 1 USD per million input tokens and 2 per million output.
+	var holder routes.Holder
+	base := strings.TrimSuffix(provURL(t, h), "/chat/completions")
+	holder.Store(pricedTable(t, base, &routesnap.Price{Input: "1", Output: "2"}, 5, upstream.NewRegistry(upstream.Options{})))
+	h.o.Routes = &holder
+
+	capped := func(n int) string {
+		return `{"model":"gpt","max_tokens":` + strconv.Itoa(n) + `,"messages":[{"role":"user","content":"hi"}]}`
+	}
+	uncapped := serve(h, "POST", "/v1/chat/completions", chatBody, budgetHeaderNames)
+	tooBig := serve(h, "POST", "/v1/chat/completions", capped(100), budgetHeaderNames)
+	// 75 bytes + 2 × 20 tokens + the estimate of a second attempt, 19
+	// tokens: 134 millionths held; the answer costs 7.
+	fits := serve(h, "POST", "/v1/chat/completions", capped(20), budgetHeaderNames)
+	after := serve(h, "POST", "/v1/chat/completions", capped(20), budgetHeaderNames)
+	if len(capped(20)) != 75 {
+		t.Fatalf("body of %d bytes; the sums below assume 75", len(capped(20)))
+	}
+	got := []answer{uncapped, tooBig, fits, after}
+	want := []answer{
+		{Status: 400, Headers: map[string]string{"Retry-After": "", "X-Should-Retry": "", headerBudgetRemaining: "", headerBudgetReset: ""},
+			Body: `{"error":{"code":"output_cap_required","message":"` + errUnbounded().Msg + `","param":null,"type":"invalid_request_error"}}`},
+		// 76 + 200 + 19 = 295 millionths do not fit in 200.
+		{Status: 429, Headers: map[string]string{"Retry-After": "3600", "X-Should-Retry": "false", headerBudgetRemaining: "0.0002", headerBudgetReset: "3600"},
+			Body: `{"error":{"code":"key_budget_exceeded","message":"this API key has spent its budget for the current window","param":null,"type":"rate_limit_exceeded"}}`},
+		{Status: 200, Headers: map[string]string{"Retry-After": "", "X-Should-Retry": "", headerBudgetRemaining: "0.000066", headerBudgetReset: "3600"}},
+		{Status: 200, Headers: map[string]string{"Retry-After": "", "X-Should-Retry": "", headerBudgetRemaining: "0.000059", headerBudgetReset: "3600"}},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("answers (-got +want):\n%s", diff)
+	}
+	if n := prov.RequestCount(); n != 2 {
+		t.Errorf("the provider got %d requests, want 2", n)
 	}
 }

@@ -196,6 +196,10 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 		return
 	}
 	if sub := c.principal.Limit; sub != nil {
+		if sub.Reserves() {
+			c.fail(errSessionUnbounded())
+			return
+		}
 		// docs/limits.md "Realtime sessions": the session is one request
 		// and holds one of the key's concurrent slots while it is open.
 		c.limited, c.admitted = true, h.o.Now()

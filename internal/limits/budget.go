@@ -54,13 +54,14 @@ type spend struct {
 	full   usd.Amount // the budget before the share (the fleet's)
 	window int64      // windowOf of the last roll
 	spent  usd.Amount // in window, by this node (local store)
+	held   usd.Amount // reserved by this node's requests in flight, reservation mode (reserve.go)
 }
 
 // roll starts a new window when t is in a later one than s holds. A t in
 // an earlier one (clocks of concurrent callers) keeps the current window.
 func (s *spend) roll(sp span, t time.Time) {
 	if w := windowOf(sp, t); w > s.window {
-		s.window, s.spent = w, 0
+		s.window, s.spent, s.held = w, 0, 0
 	}
 }
 
@@ -95,12 +96,21 @@ func shareOf(a usd.Amount, share float64) usd.Amount {
 // updateBudgets applies a snapshot's budgets: a changed budget keeps the
 // window's spend (a raised budget lets the key go on at once; a lowered
 // one may refuse it at once).
-func (s *state) updateBudgets(full [numSpans]usd.Amount, share float64, now time.Time) {
+//
+// A budget that stops reserving gives back to the fleet's counters what
+// the node held of its grants.
+func (s *state) updateBudgets(full [numSpans]usd.Amount, reserve bool, share float64, now time.Time) {
 	for sp := range numSpans {
 		b := &s.spend[sp]
 		b.roll(sp, now)
 		b.full, b.budget = full[sp], shareOf(full[sp], share)
+		if s.reserve && !reserve {
+			f := &s.fleet[sp]
+			f.owed -= f.bal
+			f.bal = 0
+		}
 	}
+	s.reserve = reserve && s.hasBudget()
 }
 
 // hasBudget reports whether s has a budget of either kind.
@@ -117,7 +127,7 @@ func (s *state) checkBudget(scope Scope, now time.Time, st *Status) {
 			continue
 		}
 		b.roll(sp, now)
-		if b.spent >= b.budget {
+		if usd.Add(b.spent, b.held) >= b.budget {
 			st.refuse(scope, KindBudget, windowEnd(sp, b.window).Sub(now))
 		}
 	}
@@ -131,7 +141,7 @@ func (s *state) reportBudget(now time.Time, st *Status) {
 		if b.budget == 0 {
 			continue
 		}
-		rem := max(0, b.budget-b.spent)
+		rem := max(0, b.budget-usd.Add(b.spent, b.held))
 		if st.Budget.Limit != 0 && rem >= st.Budget.Remaining {
 			continue
 		}
@@ -169,20 +179,32 @@ func (t Ticket) Charge(now time.Time, cost usd.Amount) {
 	if t.l == nil || cost <= 0 {
 		return
 	}
+	if t.r != nil {
+		t.r.spent.Add(int64(cost))
+	}
 	for _, s := range [2]*state{t.key, t.tenant} {
 		if s == nil {
 			continue
 		}
 		s.mu.Lock()
 		budgeted := s.hasBudget()
-		if budgeted {
+		reserved := t.r != nil && (t.r.states[0] == s || t.r.states[1] == s)
+		send := budgeted && !s.reserve
+		switch {
+		case !budgeted:
+		case reserved:
+			// docs/limits.md "Reservations": charged to the windows the
+			// reservation was taken in; the fleet's counters hold the
+			// reservation, settled when the request ends.
+			s.chargeReserved(cost, t.r)
+		default:
 			s.charge(cost, now) // the local count: the fallback while the store is down
 			if t.l.fleet != nil {
 				s.chargeFleet(cost, now)
 			}
 		}
 		s.mu.Unlock()
-		if budgeted && t.l.fleet != nil && t.l.fleet.Up() {
+		if send && t.l.fleet != nil && t.l.fleet.Up() {
 			if t.l.chargeInline {
 				t.l.syncFleet(s, now, true)
 				continue
@@ -194,13 +216,25 @@ func (t Ticket) Charge(now time.Time, cost usd.Amount) {
 	}
 }
 
+// chargeReserved adds cost to the local count of the windows r was
+// taken in (the fallback while the store is down), if they have not
+// ended.
+func (s *state) chargeReserved(cost usd.Amount, r *reservation) {
+	for sp := range numSpans {
+		b := &s.spend[sp]
+		if b.budget != 0 && b.window == r.window[sp] {
+			b.spent = usd.Add(b.spent, cost)
+		}
+	}
+}
+
 // syncBudgets brings what the node knows of the fleet's spend of the
 // key's and tenant's windows up to date (a round trip only when it is
 // older than budgetRefresh, or owed spend waits); false when the store
 // failed.
 func (sub *Subject) syncBudgets(now time.Time) bool {
 	for _, s := range [2]*state{sub.key, sub.tenant} {
-		if s != nil && !sub.l.syncFleet(s, now, false) {
+		if s != nil && !s.reserve && !sub.l.syncFleet(s, now, false) {
 			return false
 		}
 	}

@@ -289,7 +289,8 @@ func (r *Redis) hold(ctx context.Context, node string, nowMS int64, ops []holdOp
 	return grants, nil
 }
 
-// refreshLoop refreshes the holds of the limiters using the store every
+// refreshLoop refreshes the holds of the limiters using the store, and
+// settles what they owe its budget counters (flushBudgets), every
 // holdRefresh while it is up, until ctx ends.
 func (r *Redis) refreshLoop(ctx context.Context) {
 	t := time.NewTicker(r.refresh)
@@ -307,7 +308,7 @@ func (r *Redis) refreshLoop(ctx context.Context) {
 		hs := r.holders
 		r.mu.Unlock()
 		for _, l := range hs {
-			if l.refreshHolds(ctx) != nil {
+			if l.refreshHolds(ctx) != nil || l.flushBudgets(ctx) != nil {
 				break // marked down: Run probes
 			}
 		}

@@ -86,6 +86,14 @@
 // again when the node's view is older than a second, with spend made
 // during an outage sent when the store is back (spendfleet.go).
 //
+// A budget in reservation mode (docs/limits.md "Reservations") holds
+// each request's worst-case cost at admission ([Subject.AdmitReserve])
+// and settles it when the ticket is released, so that it is never
+// exceeded: on the local store against the node's share, with a [Redis]
+// store from grants each node takes from the fleet's counter with one
+// atomic script, a twentieth of the budget at a time, and gives back
+// when unused (reserve.go).
+//
 // # Caveats
 //
 // Tokens are debited after the fact, so a key may overshoot its tokens per

@@ -19,3 +19,7 @@ const HoldTTL = holdTTL
 // ChargeInline makes Charge send budget charges to the fleet before it
 // returns, so that tests see them in order.
 func (l *Limiter) ChargeInline() { l.chargeInline = true }
+
+// FlushBudgets runs one settlement of l's budget counters now, as the
+// store's Run does every holdRefresh.
+func (l *Limiter) FlushBudgets() error { return l.flushBudgets(context.Background()) }

@@ -53,6 +53,9 @@ type Limiter struct {
 	// The bound states with a fleet-wide max_concurrent, whose holds the
 	// store refreshes; set by Done.
 	concStates atomic.Pointer[[]*state]
+	// The bound states with a budget, whose spend the store's refresh
+	// sends (flushBudgets); set by Done.
+	budgetStates atomic.Pointer[[]*state]
 
 	mu      sync.Mutex        // serializes binds
 	keys    map[string]*state // guarded by mu; the last bind's
@@ -95,6 +98,7 @@ type update struct {
 	s       *state
 	c, full caps
 	budgets [numSpans]usd.Amount // before the share
+	reserve bool                 // the budgets are held in reservation mode
 }
 
 // Bind starts binding a snapshot. It holds the limiter's bind lock until
@@ -118,7 +122,10 @@ func (b *Binder) Subject(keyID, tenantID string, key, tenant authsnap.Limits) *S
 		sub.tenant = b.bind(b.tenants, b.l.tenants, "t:", tenantID, tenant)
 		sub.share = b.share(sub.tenant, keyID)
 	}
-	sub.budgeted = key.USDPerDay != "" || key.USDPerMonth != "" || tenant.USDPerDay != "" || tenant.USDPerMonth != ""
+	keyBudget, tenantBudget := key.USDPerDay != "" || key.USDPerMonth != "", tenant.USDPerDay != "" || tenant.USDPerMonth != ""
+	sub.budgeted = keyBudget || tenantBudget
+	sub.reserving = [2]bool{keyBudget && key.Reserves(), tenantBudget && tenant.Reserves()}
+	sub.reserves = sub.reserving[0] || sub.reserving[1]
 	return sub
 }
 
@@ -131,7 +138,7 @@ func (b *Binder) bind(next, prev map[string]*state, scope, id string, lim authsn
 		next[id] = s
 		// A tenant's limits are the same for each of its keys: the first
 		// is enough.
-		b.updates = append(b.updates, update{s, b.l.effective(lim), capsOf(lim), budgets(lim)})
+		b.updates = append(b.updates, update{s, b.l.effective(lim), capsOf(lim), budgets(lim), lim.Reserves()})
 	}
 	return s
 }
@@ -167,7 +174,7 @@ func (b *Binder) Done() {
 		u.s.mu.Lock()
 		u.s.update(u.c, at)
 		u.s.full = u.full
-		u.s.updateBudgets(u.budgets, b.l.share, now)
+		u.s.updateBudgets(u.budgets, u.reserve, b.l.share, now)
 		if m, ok := b.shares[u.s]; ok {
 			u.s.shares = m
 		}
@@ -175,15 +182,19 @@ func (b *Binder) Done() {
 	}
 	b.l.keys, b.l.tenants = b.keys, b.tenants
 	if b.l.fleet != nil {
-		var cs []*state
+		var cs, bs []*state
 		for _, m := range [2]map[string]*state{b.keys, b.tenants} {
 			for _, s := range m {
 				if s.full.conc > 0 {
 					cs = append(cs, s)
 				}
+				if s.spend[spanDay].full > 0 || s.spend[spanMonth].full > 0 {
+					bs = append(bs, s)
+				}
 			}
 		}
 		b.l.concStates.Store(&cs)
+		b.l.budgetStates.Store(&bs)
 	}
 	b.l.mu.Unlock()
 }
@@ -197,8 +208,10 @@ func (b *Binder) Abort() { b.l.mu.Unlock() }
 type Subject struct {
 	l           *Limiter
 	key, tenant *state
-	share       *share // the key's fair share of its tenant; nil without a tenant
-	budgeted    bool   // the key or its tenant has a budget
+	share       *share  // the key's fair share of its tenant; nil without a tenant
+	budgeted    bool    // the key or its tenant has a budget
+	reserves    bool    // the key's or its tenant's budget reserves (reserve.go)
+	reserving   [2]bool // the key's budgets reserve, the tenant's do
 }
 
 // Scope says whose limit refused a request.
@@ -282,7 +295,8 @@ func (s *Status) Refused() bool { return s.Scope != 0 }
 // (unlimited request) does nothing.
 type Ticket struct {
 	l           *Limiter
-	key, tenant *state // nil when that side has no limits
+	key, tenant *state       // nil when that side has no limits
+	r           *reservation // what it holds of reserving budgets; nil for none
 }
 
 // Admit checks the key's and its tenant's limits at now and, if both
@@ -292,8 +306,17 @@ type Ticket struct {
 // (reading it costs as much as the rest of the check).
 //
 // A nil Subject (nothing limits the key) admits everything and takes
-// nothing.
+// nothing. A budget in reservation mode holds one picodollar: use
+// [Subject.AdmitReserve] for a request whose worst case is known.
 func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
+	return sub.AdmitReserve(now, 0)
+}
+
+// AdmitReserve is Admit for a request whose cost is at most worst: a
+// budget in reservation mode (docs/limits.md "Reservations") admits it
+// only if worst fits in what is left of its window, and holds worst until
+// the ticket is released; budgets in charge mode ignore worst.
+func (sub *Subject) AdmitReserve(now time.Time, worst usd.Amount) (t Ticket, st Status, ok bool) {
 	if sub == nil {
 		return Ticket{}, st, true
 	}
@@ -301,19 +324,41 @@ func (sub *Subject) Admit(now time.Time) (t Ticket, st Status, ok bool) {
 	if sub.budgeted && (l.fleet == nil || l.fleet.Up() || l.onFailure == FailLocal) {
 		// Budgets first: a spent window refuses until it ends, whatever
 		// the per-minute limits say.
-		var bst Status
+		var (
+			bst   Status
+			fleet bool
+			r     *reservation
+		)
 		switch {
 		case l.fleet != nil && l.fleet.Up() && sub.syncBudgets(now):
+			fleet = true
 			bst = sub.checkBudgetsFleet(now)
 		case l.fleet == nil || l.onFailure == FailLocal:
 			// The local store, or the store down with FailLocal: this
 			// node's own spend against its share.
 			bst = sub.checkBudgets(now)
 		}
+		if sub.reserves && !bst.Refused() {
+			worst = max(worst, 1)
+			var err error
+			if fleet {
+				r, err = sub.reserveFleet(now, worst, &bst)
+			}
+			if (!fleet || err != nil) && (l.fleet == nil || l.onFailure == FailLocal) {
+				r = sub.reserveLocal(now, worst, &bst)
+			}
+		}
 		if bst.Refused() {
 			return Ticket{}, bst, false
 		}
-		defer func() { st.Budget = bst.Budget }()
+		defer func() {
+			st.Budget = bst.Budget
+			if ok {
+				t.r = r
+			} else {
+				r.cancel()
+			}
+		}()
 	}
 	if f := l.fleet; f != nil {
 		if f.Up() {
@@ -415,6 +460,9 @@ func (t Ticket) Debit(now time.Time, tokens int64) {
 // Release gives the concurrency slots back. Call it exactly once, when the
 // request ends, whichever way it ends.
 func (t Ticket) Release() {
+	if t.r != nil {
+		t.r.settle(usd.Amount(t.r.spent.Load()))
+	}
 	for _, s := range [2]*state{t.key, t.tenant} {
 		if s == nil {
 			continue
@@ -476,9 +524,10 @@ type state struct {
 
 	// Budgets: spend in the current UTC day and month (budget.go), and
 	// with the redis store the fleet's (spendfleet.go).
-	spend [numSpans]spend
-	fleet [numSpans]fleetSpend
-	bkey  string // prefix of the fleet's spend counters; immutable
+	spend   [numSpans]spend
+	fleet   [numSpans]fleetSpend
+	reserve bool   // the budgets are held in reservation mode (reserve.go)
+	bkey    string // prefix of the fleet's spend counters; immutable
 
 	// Fleet mode only (docs/limits.md "Fleet-wide: the redis store").
 	full     caps   // the limits before the share

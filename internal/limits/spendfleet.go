@@ -45,6 +45,13 @@ type fleetSpend struct {
 	late        usd.Amount
 	lateWindow  int64
 	lateSending bool
+
+	// Reservation mode (reserve.go): what the fleet's counter granted
+	// this node in window that no request holds; below zero, spend
+	// beyond the reservations, owed to the counter.
+	bal       usd.Amount
+	used      time.Time  // when a reservation last held from bal
+	returning usd.Amount // part of a return (or payment) of bal in flight
 }
 
 // roll moves f to window w, if later: the new window starts from what the
@@ -53,10 +60,17 @@ func (f *fleetSpend) roll(w int64) {
 	if w <= f.window {
 		return
 	}
-	if rest := f.owed - f.sending; rest > 0 && !f.lateSending {
+	rest := f.owed - f.sending
+	if f.bal < 0 {
+		rest -= f.bal // spend beyond the reservations: the ended window's
+	}
+	if rest > 0 && !f.lateSending {
 		f.late, f.lateWindow = rest, f.window
 	}
+	// A grant left unused in the ended window stays in its counter: that
+	// window admits nothing more.
 	f.window, f.total, f.seen, f.owed, f.sending = w, 0, time.Time{}, 0, 0
+	f.bal, f.returning = 0, 0
 }
 
 // spendKey is the Redis key of s's spend in window w of kind sp.
@@ -180,6 +194,9 @@ func (l *Limiter) syncFleet(s *state, now time.Time, force bool) bool {
 // checkBudgetFleet is checkBudget against the fleet's spend: the total
 // the store last gave plus what this node owes it.
 func (s *state) checkBudgetFleet(scope Scope, now time.Time, st *Status) {
+	if s.reserve {
+		return // the reservation decides (reserve.go)
+	}
 	for sp := range numSpans {
 		b := &s.spend[sp]
 		if b.full == 0 {
@@ -210,6 +227,113 @@ func (s *state) chargeFleet(cost usd.Amount, now time.Time) {
 		}
 		f := &s.fleet[sp]
 		f.roll(windowOf(sp, now))
+		if s.reserve {
+			f.bal -= cost // spent beyond any reservation: owed from the node's grant
+			continue
+		}
 		f.owed = usd.Add(f.owed, cost)
 	}
+}
+
+// flushBudgets settles, in one round trip, what the node owes the fleet's
+// budget counters of every bound budgeted key and tenant at now: charges
+// not sent yet, spend beyond reservations, and grants no reservation has
+// used for budgetRefresh, given back so that other nodes may have them
+// (docs/limits.md "Reservations"). The store's refresh runs it every
+// holdRefresh.
+func (l *Limiter) flushBudgets(ctx context.Context) error {
+	states := l.budgetStates.Load()
+	if states == nil || len(*states) == 0 {
+		return nil
+	}
+	now := l.clock()
+	const (
+		owed  = iota // charges not sent
+		late         // charges owed to the ended window
+		grant        // a reserving budget's unused grant, or its spend beyond the reservations
+	)
+	type item struct {
+		s      *state
+		sp     span
+		w      int64
+		amount usd.Amount
+		kind   int
+	}
+	var (
+		items   []item
+		keys    []string
+		amounts []usd.Amount
+		expires []time.Time
+	)
+	add := func(it item) {
+		items = append(items, it)
+		keys = append(keys, it.s.spendKey(it.sp, it.w))
+		amounts = append(amounts, it.amount)
+		expires = append(expires, windowEnd(it.sp, it.w))
+	}
+	for _, s := range *states {
+		s.mu.Lock()
+		for sp := range numSpans {
+			if s.spend[sp].full == 0 {
+				continue
+			}
+			f := &s.fleet[sp]
+			w := windowOf(sp, now)
+			f.roll(w)
+			if f.late > 0 && !f.lateSending {
+				f.lateSending = true
+				add(item{s: s, sp: sp, w: f.lateWindow, amount: f.late, kind: late})
+			}
+			switch {
+			case s.reserve:
+				if f.returning == 0 && (f.bal < 0 || f.bal > 0 && now.Sub(f.used) >= budgetRefresh) {
+					f.returning = -f.bal
+					f.bal = 0
+					add(item{s: s, sp: sp, w: w, amount: f.returning, kind: grant})
+				}
+				if f.sending == 0 && f.owed != 0 {
+					// Owed from before the budget reserved.
+					f.sending = f.owed
+					add(item{s: s, sp: sp, w: w, amount: f.owed, kind: owed})
+				}
+			case f.sending == 0 && f.owed != 0:
+				f.sending = f.owed
+				add(item{s: s, sp: sp, w: w, amount: f.owed})
+			}
+		}
+		s.mu.Unlock()
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	totals, err := l.fleet.addSpend(ctx, keys, amounts, expires)
+	for i, it := range items {
+		s := it.s
+		s.mu.Lock()
+		f := &s.fleet[it.sp]
+		switch {
+		case it.kind == late:
+			f.lateSending = false
+			if err == nil {
+				f.late = 0
+			}
+		case f.window != it.w:
+			// the window rolled meanwhile
+		case it.kind == grant:
+			f.returning = 0
+			if err != nil {
+				f.bal -= it.amount // still the node's
+			} else {
+				f.total, f.seen = usd.Amount(totals[i]), now
+			}
+		default:
+			f.sending = 0
+			if err == nil {
+				f.owed -= it.amount
+				f.total, f.seen = usd.Amount(totals[i]), now
+			}
+		}
+		s.mu.Unlock()
+	}
+	return err
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // Schema numbers this package reads: MinSchema..Schema. Schema 2 added
-// the budgets ([Limits.USDPerDay], [Limits.USDPerMonth]); a member a
+// the budgets ([Limits.USDPerDay], [Limits.USDPerMonth],
+// [Limits.BudgetMode]); a member a
 // schema introduced is refused in an older document (proto/VERSIONING.md).
 const (
 	MinSchema = 1
@@ -65,7 +66,23 @@ type Limits struct {
 	// [usd.MaxBudget]). "" (omitted) is no budget.
 	USDPerDay   string `json:"usd_per_day,omitempty"`
 	USDPerMonth string `json:"usd_per_month,omitempty"`
+
+	// BudgetMode (schema 2; docs/limits.md "Reservations") is how the
+	// budgets of these Limits are held: [BudgetCharge] ("", omitted),
+	// spend charged as each attempt ends, or [BudgetReserve], each
+	// request's worst-case cost held at admission and settled at its end,
+	// so that the budget is never exceeded. Only beside a budget.
+	BudgetMode string `json:"budget_mode,omitempty"`
 }
+
+// Budget modes ([Limits.BudgetMode]).
+const (
+	BudgetCharge  = "charge"
+	BudgetReserve = "reserve"
+)
+
+// Reserves reports whether l's budgets are held in reservation mode.
+func (l Limits) Reserves() bool { return l.BudgetMode == BudgetReserve }
 
 // IsZero reports whether l sets no limit at all.
 func (l Limits) IsZero() bool { return l == Limits{} }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestBudgetsFixture: the schema 2 example with budgets decodes and
-// validates, its budgets as written.
+// validates, its budgets (and the tenant's reservation mode) as written.
 func TestBudgetsFixture(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(fixtures, "valid-budgets.json"))
 	if err != nil {
@@ -26,7 +26,7 @@ func TestBudgetsFixture(t *testing.T) {
 	}
 	want := []authsnap.Limits{
 		{RequestsPerMinute: 600, USDPerDay: "50", USDPerMonth: "1000"},
-		{USDPerMonth: "5000.50"},
+		{USDPerMonth: "5000.50", BudgetMode: authsnap.BudgetReserve},
 	}
 	if diff := cmp.Diff([]authsnap.Limits{got.Keys[0].Limits, got.Tenants[0].Limits}, want); diff != "" {
 		t.Errorf("limits (-got +want):\n%s", diff)

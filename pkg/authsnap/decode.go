@@ -59,6 +59,7 @@ type wireLimits struct {
 	MaxConcurrent     *int64  `json:"max_concurrent"`
 	USDPerDay         *string `json:"usd_per_day"`
 	USDPerMonth       *string `json:"usd_per_month"`
+	BudgetMode        *string `json:"budget_mode"`
 }
 
 type wireKey struct {
@@ -194,6 +195,12 @@ func (w *wireLimits) limits(path string) (Limits, error) {
 			return Limits{}, &DecodeError{Path: path + "." + m.name, Msg: "must be a decimal string such as \"200\" (omit the member for no budget)"}
 		}
 		*m.dst = *m.src
+	}
+	if w.BudgetMode != nil {
+		if *w.BudgetMode == "" {
+			return Limits{}, &DecodeError{Path: path + ".budget_mode", Msg: `must be "charge" or "reserve" (omit the member for "charge")`}
+		}
+		l.BudgetMode = *w.BudgetMode
 	}
 	return l, nil
 }

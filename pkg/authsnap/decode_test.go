@@ -408,7 +408,13 @@ func TestInvalidFixtures(t *testing.T) {
 			`tenants[0].limits.usd_per_day: "2000000" is too large: want a budget in US dollars, a decimal string such as "200" or "12.5" with at most 12 digits after the point, up to 1000000`,
 			`tenants[0].limits.usd_per_month: "0.0000000000001" has too many digits after the point: want a budget in US dollars, a decimal string such as "200" or "12.5" with at most 12 digits after the point, up to 1000000`,
 		},
-		"budgets-schema1.json": {"keys[0].limits.usd_per_day: needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+		"budget-mode.json": {
+			`keys[0].limits.budget_mode: "hold" is not a budget mode: want "charge" or "reserve"`,
+			"keys[1].limits.budget_mode: holds no budget: set usd_per_day or usd_per_month beside it, or remove the member",
+		},
+		"budget-mode-schema1.json": {"keys[0].limits.budget_mode: needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+		"budget-mode-empty.json":   {`keys[0].limits.budget_mode: must be "charge" or "reserve" (omit the member for "charge")`},
+		"budgets-schema1.json":     {"keys[0].limits.usd_per_day: needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		"bad-digest.json": {
 			"keys[0].digest: must be 64 lowercase hex characters (sha256), found uppercase",
 			"keys[1].digest: must be 64 lowercase hex characters (sha256)",

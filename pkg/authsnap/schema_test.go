@@ -22,6 +22,7 @@ type jsonSchema struct {
 	Ref                  string                 `json:"$ref"`
 	Type                 any                    `json:"type"`
 	Const                any                    `json:"const"`
+	Enum                 []any                  `json:"enum"`
 	Required             []string               `json:"required"`
 	AdditionalProperties *bool                  `json:"additionalProperties"`
 	Properties           map[string]*jsonSchema `json:"properties"`
@@ -126,6 +127,12 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		if strings.HasPrefix(name, "usd_") {
 			if m.Ref != "#/$defs/budget" {
 				t.Errorf("limits.%s does not use #/$defs/budget", name)
+			}
+			continue
+		}
+		if name == "budget_mode" {
+			if !slices.Equal(m.Enum, []any{authsnap.BudgetCharge, authsnap.BudgetReserve, nil}) {
+				t.Errorf("limits.budget_mode enum = %v, want charge, reserve, null", m.Enum)
 			}
 			continue
 		}

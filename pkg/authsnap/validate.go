@@ -43,6 +43,8 @@ func (e *ValidationError) Error() string {
 //   - every budget (usd_per_day, usd_per_month) is absent or a decimal
 //     string above 0 and up to [usd.MaxBudget] with at most 12 digits
 //     after the point, and appears only in a schema 2 document;
+//   - budget_mode is absent, "charge" or "reserve", only beside a
+//     budget, and only in a schema 2 document;
 //   - tenants lists each tenant_id at most once (a tenant with two sets of
 //     limits would be ambiguous). A tenant that keys name but tenants does
 //     not list has no limits of its own; a listed tenant no key names is
@@ -138,6 +140,16 @@ func checkLimits(path string, l Limits, schema int, add func(path, format string
 			add(path+"."+b.name, "%s: want a budget in US dollars, a decimal string such as \"200\" or \"12.5\" with at most 12 digits after the point, up to %d", budgetMsg(b.v, err), usd.MaxBudget)
 		case v == 0:
 			add(path+"."+b.name, "must be above 0 (leave it out for no budget)")
+		}
+	}
+	if l.BudgetMode != "" {
+		switch {
+		case schema < 2:
+			add(path+".budget_mode", "needs schema 2 or later (this document is schema %d); raise schema or remove the member", schema)
+		case l.BudgetMode != BudgetCharge && l.BudgetMode != BudgetReserve:
+			add(path+".budget_mode", "%q is not a budget mode: want \"charge\" or \"reserve\"", l.BudgetMode)
+		case l.USDPerDay == "" && l.USDPerMonth == "":
+			add(path+".budget_mode", "holds no budget: set usd_per_day or usd_per_month beside it, or remove the member")
 		}
 	}
 	for _, m := range []struct {

@@ -42,3 +42,26 @@ func (p *Price) Cost(t Tokens) Amount {
 	c = Add(c, Mul(write, r.CacheWrite))
 	return Add(c, Mul(t.Output, r.Output))
 }
+
+// Most is the most an attempt of at most input input tokens and output
+// output tokens can cost at p, however its input divides into cache
+// reads, cache writes and the rest: every input token at the dearest of
+// the three input rates. When input is above LongAbove, each rate is the
+// dearer of the base and the long-context one (fewer tokens than input
+// may be counted, on either side of the threshold).
+func (p *Price) Most(input, output int64) Amount {
+	r := p.Base
+	if p.LongAbove > 0 && input > p.LongAbove {
+		r = Rates{
+			Input: max(r.Input, p.Long.Input), Output: max(r.Output, p.Long.Output),
+			CacheRead: max(r.CacheRead, p.Long.CacheRead), CacheWrite: max(r.CacheWrite, p.Long.CacheWrite),
+		}
+	}
+	return Add(Mul(input, max(r.Input, r.CacheRead, r.CacheWrite)), Mul(output, r.Output))
+}
+
+// PricesOutput reports whether p charges for output tokens at either
+// tier.
+func (p *Price) PricesOutput() bool {
+	return p.Base.Output > 0 || p.LongAbove > 0 && p.Long.Output > 0
+}
