@@ -204,16 +204,14 @@ func (t Ticket) Charge(now time.Time, cost usd.Amount) {
 			}
 		}
 		s.mu.Unlock()
-		if send && t.l.fleet != nil && t.l.fleet.Up() {
-			if t.l.chargeInline {
-				t.l.syncFleet(s, now, true)
-				continue
-			}
-			// Off the request path: the attempt has ended. Bounded by the
-			// store's timeout; what fails stays owed.
-			go t.l.syncFleet(s, now, true)
+		if send && t.l.chargeInline && t.l.fleet != nil && t.l.fleet.Up() {
+			t.l.syncFleet([2]*state{s}, now, true)
 		}
 	}
+	// Otherwise the charge waits, owed, for the next admission that reads
+	// the window, or the store's refresh within budgetRefresh: it costs
+	// no round trip of its own (docs/limits.md "Budgets across the
+	// fleet").
 }
 
 // chargeReserved adds cost to the local count of the windows r was
@@ -229,16 +227,10 @@ func (s *state) chargeReserved(cost usd.Amount, r *reservation) {
 }
 
 // syncBudgets brings what the node knows of the fleet's spend of the
-// key's and tenant's windows up to date (a round trip only when it is
-// older than budgetRefresh, or owed spend waits); false when the store
-// failed.
+// key's and tenant's windows up to date, in one round trip, when it is
+// older than budgetStale; false when the store failed.
 func (sub *Subject) syncBudgets(now time.Time) bool {
-	for _, s := range [2]*state{sub.key, sub.tenant} {
-		if s != nil && !s.reserve && !sub.l.syncFleet(s, now, false) {
-			return false
-		}
-	}
-	return true
+	return sub.l.syncFleet([2]*state{sub.key, sub.tenant}, now, false)
 }
 
 // checkBudgetsFleet is checkBudgets against the fleet's spend.

@@ -24,8 +24,8 @@ func (n *node) spendOn(fc *clock.Fake, cost usd.Amount) (limits.Status, bool) {
 
 // TestFleetBudget: two nodes share a key's day budget on a real Redis.
 // Each charges the fleet's counter; a node refuses once the fleet's spend
-// has reached the budget (at once when its own charge told it, within
-// the refresh interval when another's did); a node that starts mid-window
+// has reached the budget (at once when its own charge told it, at the
+// next refresh when another's did); a node that starts mid-window
 // counts from the fleet's counter; spend made while Redis was down is
 // charged back when it returns.
 func TestFleetBudget(t *testing.T) {
@@ -38,7 +38,7 @@ func TestFleetBudget(t *testing.T) {
 	b.l.ChargeInline()
 	a.wait(t, true)
 	b.wait(t, true)
-	const sixty = 600_000_000_000 // $0.60
+	const sixty = 60 * cent
 	if st, ok := a.spendOn(fc, sixty); !ok || st.Budget.Remaining != usd.Dollar {
 		t.Fatalf("a's first request: ok %v, budget %+v", ok, st.Budget)
 	}
@@ -50,10 +50,21 @@ func TestFleetBudget(t *testing.T) {
 	if st, ok := b.spendOn(fc, 1); ok || st.Kind != limits.KindBudget || st.RetryAfter != time.Hour {
 		t.Fatalf("b after the budget: ok %v, %s retry %s; want a budget refusal for 1h", ok, st.Kind, st.RetryAfter)
 	}
-	// a admits on what it knew until its view is a refresh old.
+	// a admits on what it knew until the store's refresh (once a
+	// second) reads the window again: a admitted by it since.
 	fc.Advance(time.Second)
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := a.spendOn(fc, 1); ok {
-		t.Fatal("a admitted a refresh after the fleet's budget ran out")
+		t.Fatal("a admitted after a refresh told it the fleet's budget ran out")
+	}
+	// b, which no refresh told, reads the window again at admission once
+	// its view is two refreshes old.
+	b.l.ChargeInline()
+	fc.Advance(time.Second)
+	if _, ok := b.spendOn(fc, 1); ok {
+		t.Fatal("b admitted with a view two refreshes old")
 	}
 	if got, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != "1200000000000" {
 		t.Errorf("fleet counter = %s, want 1200000000000", got)
@@ -90,36 +101,99 @@ func TestFleetBudget(t *testing.T) {
 	}
 }
 
+// TestFleetBudgetRoundTrips: budgets add no round trip per request: a
+// busy key's charges wait, owed, for the store's refresh, which sends
+// them and reads the windows again for the key and its tenant in one
+// round trip; an admission reads (key and tenant in one round trip) only
+// when its view is older than two refreshes.
+func TestFleetBudgetRoundTrips(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	budgets := authsnap.Limits{USDPerDay: "100", USDPerMonth: "1000"}
+	n := newNode(t, rs.addr(), fc, limits.FailLocal, budgets, budgets)
+	n.wait(t, true)
+	calls := n.store.Calls()
+	for range 100 {
+		if _, ok := n.spendOn(fc, cent); !ok {
+			t.Fatal("refused")
+		}
+	}
+	if got := n.store.Calls() - calls; got != 1 {
+		t.Fatalf("%d round trips for 100 requests, want 1 (the first admission reads key and tenant)", got)
+	}
+	// The refresh a second on: one round trip sends the dollar and reads.
+	fc.Advance(time.Second)
+	if err := n.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.store.Calls() - calls; got != 2 {
+		t.Fatalf("%d round trips after the refresh, want 2", got)
+	}
+	for _, k := range []string{"k:k1:usd:d:", "t:t1:usd:d:"} {
+		if got, _ := rs.do("GET scootgate:limits:" + k + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != strconv.FormatInt(int64(usd.Dollar), 10) {
+			t.Errorf("%s counter %s, want the dollar spent", k, got)
+		}
+	}
+	// Busy: admitted a second after the refresh, by its view.
+	fc.Advance(time.Second)
+	if _, ok := n.spendOn(fc, cent); !ok {
+		t.Fatal("refused")
+	}
+	if got := n.store.Calls() - calls; got != 2 {
+		t.Fatalf("%d round trips, want still 2", got)
+	}
+	// Idle for longer than two refreshes: one read for key and tenant.
+	fc.Advance(3 * time.Second)
+	if _, ok := n.spendOn(fc, cent); !ok {
+		t.Fatal("refused")
+	}
+	if got := n.store.Calls() - calls; got != 3 {
+		t.Fatalf("%d round trips, want 3", got)
+	}
+}
+
 // BenchmarkAdmitRedisBudget is BenchmarkAdmitRedis with day and month
-// budgets on the key and the tenant. "fresh": the node's view of every
-// key's and tenant's fleet spend is younger than budgetRefresh (a busy
-// key: no round trip); "stale": on the real clock, 10000 keys visited
-// in turn, every view is older than that (each admission reads the key's
-// and the tenant's counters); "+charge": the attempt's charge too, sent
-// before Charge returns here (the node sends it in the background, off
-// the request path).
+// budgets on the key and the tenant; round trips include the store's
+// refresh (flushBudgets, once a second, in the background). "fresh":
+// every admission at the bind's instant (no view ages); "fresh+charge":
+// each attempt's charge too (owed, sent by the refresh); "stale": on the
+// real clock plus a second, 10000 keys visited in turn (each seen about
+// every half second: the refresh keeps their views fresh); "idle": plus
+// three seconds, so that every view is older than two refreshes (each
+// admission reads its key's and tenant's counters); "reserve": budgets
+// in reservation mode (grants), with the charge.
 func BenchmarkAdmitRedisBudget(b *testing.B) {
 	rs := startRedis(b)
 	const keys = 10000
 	big := authsnap.Limits{RequestsPerMinute: authsnap.MaxLimit, TokensPerMinute: authsnap.MaxLimit, MaxConcurrent: 1 << 20,
 		USDPerDay: "1000000", USDPerMonth: "1000000"}
 	for _, bc := range []struct {
-		name          string
-		stale, charge bool
-	}{{"fresh", false, false}, {"fresh+charge", false, true}, {"stale", true, false}} {
+		name    string
+		ahead   time.Duration // 0: the bind's instant; else the real clock plus this
+		charge  bool
+		reserve bool
+	}{{"fresh", 0, false, false}, {"fresh+charge", 0, true, false}, {"stale", time.Second, false, false},
+		{"idle", 3 * time.Second, false, false}, {"reserve", 0, true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			store := runStore(b, rs.addr())
-			l := limits.New(limits.Options{Fleet: store})
-			l.ChargeInline()
+			start := time.Now()
+			clk := func() time.Time { return start } // the store's refresh reads the admissions' clock
+			if bc.ahead != 0 {
+				clk = func() time.Time { return time.Now().Add(bc.ahead) }
+			}
+			l := limits.New(limits.Options{Fleet: store, Clock: clk})
+			lim := big
+			if bc.reserve {
+				lim.BudgetMode = authsnap.BudgetReserve
+			}
 			bd := l.Bind()
 			subs := make([]*limits.Subject, keys)
 			for i := range subs {
-				subs[i] = bd.Subject("k_"+strconv.Itoa(i), "t_"+strconv.Itoa(i%100), big, big)
+				subs[i] = bd.Subject("k_"+strconv.Itoa(i), "t_"+strconv.Itoa(i%100), lim, lim)
 			}
 			bd.Done()
-			start := time.Now()
 			for _, sub := range subs { // take every lease, read every counter
-				tk, _, ok := sub.Admit(start)
+				tk, _, ok := sub.AdmitReserve(clk(), 1000)
 				if !ok {
 					b.Fatal("refused")
 				}
@@ -129,17 +203,14 @@ func BenchmarkAdmitRedisBudget(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				now := start
-				if bc.stale {
-					now = time.Now().Add(time.Second)
-				}
-				tk, _, ok := subs[i].Admit(now)
+				now := clk()
+				tk, _, ok := subs[i].AdmitReserve(now, 1000)
 				if !ok {
 					b.Fatal("refused")
 				}
 				tk.Debit(now, 100)
 				if bc.charge {
-					tk.Charge(now, 1000)
+					tk.Charge(now, 700)
 				}
 				tk.Release()
 				if i++; i == keys {
@@ -148,5 +219,91 @@ func BenchmarkAdmitRedisBudget(b *testing.B) {
 			}
 			b.ReportMetric(float64(store.Calls()-calls)/float64(b.N), "roundtrips/op")
 		})
+	}
+}
+
+// TestFleetRoundTripsBudgets counts the round trips to Redis per request
+// of 1000 keys over 10 tenants with every rate limit fleet-wide, with
+// and without day and month budgets on keys and tenants, on the fake
+// clock (the counts do not depend on the machine's speed), the store's
+// refresh run by hand every simulated second: "busy", every key a
+// request every 100 ms for 5 s; "sparse", every 5 s for 30 s (views of
+// the budgets' spend go stale between requests). After each key's first
+// request (the first takes of its leases and slots, and the first read
+// of its budgets), budgets must add no round trip per request beyond
+// the rate limits', beside the refresh's batches (a round trip for each
+// 256 windows the node admitted by in the last minute, once a second).
+func TestFleetRoundTripsBudgets(t *testing.T) {
+	rs := startRedis(t)
+	const keys, tenants = 1000, 10
+	rate := authsnap.Limits{RequestsPerMinute: authsnap.MaxLimit, TokensPerMinute: authsnap.MaxLimit, MaxConcurrent: 1 << 20}
+	budgets := rate
+	budgets.USDPerDay, budgets.USDPerMonth = "1000000", "1000000"
+	reserve := budgets
+	reserve.BudgetMode = authsnap.BudgetReserve
+	for _, regime := range []struct {
+		name       string
+		every, run time.Duration
+	}{{"busy", 100 * time.Millisecond, 5 * time.Second}, {"sparse", 5 * time.Second, 30 * time.Second}} {
+		perRequest := map[string]float64{}
+		for _, cfg := range []struct {
+			name string
+			lim  authsnap.Limits
+		}{{"rate limits", rate}, {"+ budgets", budgets}, {"+ budgets, reserve", reserve}} {
+			fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+			n := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{}, authsnap.Limits{})
+			n.wait(t, true)
+			bd := n.l.Bind()
+			subs := make([]*limits.Subject, keys)
+			for i := range subs {
+				// Keys and tenants of their own per run: nothing carries over.
+				subs[i] = bd.Subject(regime.name+cfg.name+"k"+strconv.Itoa(i), regime.name+cfg.name+"t"+strconv.Itoa(i%tenants), cfg.lim, cfg.lim)
+			}
+			bd.Done()
+			before := n.store.Calls()
+			var calls, requests, first, flushes int64
+			end := fc.Now().Add(regime.run)
+			nextRefresh := fc.Now().Add(time.Second)
+			for pass := 0; fc.Now().Before(end); pass++ {
+				if pass == 1 {
+					// The first pass is each key's first request on
+					// the node: its first takes, and the first read of
+					// its budgets' windows.
+					first, calls, requests, flushes = n.store.Calls(), n.store.Calls(), 0, 0
+				}
+				for _, sub := range subs {
+					tk, _, ok := sub.AdmitReserve(fc.Now(), cent)
+					if !ok {
+						t.Fatal("refused")
+					}
+					requests++
+					tk.Debit(fc.Now(), 100)
+					tk.Charge(fc.Now(), cent/2)
+					tk.Release()
+				}
+				next := fc.Now().Add(regime.every)
+				for !next.Before(nextRefresh) {
+					fc.Set(nextRefresh)
+					if err := n.l.RefreshHolds(); err != nil {
+						t.Fatal(err)
+					}
+					c := n.store.Calls()
+					if err := n.l.FlushBudgets(); err != nil {
+						t.Fatal(err)
+					}
+					flushes += n.store.Calls() - c
+					nextRefresh = nextRefresh.Add(time.Second)
+				}
+				fc.Set(next)
+			}
+			perRequest[cfg.name] = float64(n.store.Calls()-calls-flushes) / float64(requests)
+			t.Logf("%s, %s: first request of each key %.2f round trips; then %d requests, %.4f round trips per request, and the refresh's budget batches %.1f a second",
+				regime.name, cfg.name, float64(first-before)/keys, requests, perRequest[cfg.name], float64(flushes)/(regime.run-regime.every).Seconds())
+		}
+		for _, c := range []string{"+ budgets", "+ budgets, reserve"} {
+			if perRequest[c] > perRequest["rate limits"]+0.01 {
+				t.Errorf("%s, %s: %.4f round trips per request, rate limits alone %.4f", regime.name, c, perRequest[c], perRequest["rate limits"])
+			}
+		}
 	}
 }

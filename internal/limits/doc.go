@@ -82,9 +82,10 @@
 // cost when it ends, and Admit refuses (KindBudget, Retry-After the
 // window's end) once the window's spend has reached the budget. The
 // local store counts the node's own spend against its share; with a
-// [Redis] store every window is one fleet-wide INCRBY counter, read
-// again when the node's view is older than a second, with spend made
-// during an outage sent when the store is back (spendfleet.go).
+// [Redis] store every window is one fleet-wide INCRBY counter; charges
+// and fresh reads of the windows in use go in the store's refresh, once
+// a second, batched (no round trip per request), and spend made during an
+// outage is sent when the store is back (spendfleet.go).
 //
 // A budget in reservation mode (docs/limits.md "Reservations") holds
 // each request's worst-case cost at admission ([Subject.AdmitReserve])

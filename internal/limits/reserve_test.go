@@ -171,35 +171,55 @@ func TestFleetReserveNeverOver(t *testing.T) {
 // TestFleetReserveSettles: a request's reservation comes back to its
 // node when it costs less; spend beyond the worst case (an attempt that
 // cost more than it could be expected to) is owed and paid to the
-// fleet's counter by the next settlement; a grant the node stops using
-// goes back to the counter.
+// fleet's counter by the next refresh; a grant the node stops using goes
+// back to the counter once the counter holds more than half the budget
+// (below, it is kept, and only read); a request reserved before midnight
+// is charged to the day it was reserved in.
 func TestFleetReserveSettles(t *testing.T) {
 	rs := startRedis(t)
-	fc := clock.NewFake(time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC))
-	key := authsnap.Limits{USDPerDay: "20", BudgetMode: authsnap.BudgetReserve}
+	fc := clock.NewFake(time.Date(2026, 12, 31, 23, 59, 57, 0, time.UTC))
+	key := authsnap.Limits{USDPerDay: "0.5", BudgetMode: authsnap.BudgetReserve} // grants of 2.5 cents
 	a := reserveNodes(t, 1, rs, fc, key, authsnap.Limits{})[0]
 	day := func() string {
 		out, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10))
 		return out
 	}
-	tk, st, ok := a.sub.AdmitReserve(fc.Now(), 10*cent)
-	if !ok || st.Budget.Remaining != 19*usd.Dollar+90*cent {
-		t.Fatalf("ok %v, budget %+v; want $19.90 left", ok, st.Budget)
+	flush := func() {
+		t.Helper()
+		if err := a.l.FlushBudgets(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := day(); got != strconv.FormatInt(int64(usd.Dollar), 10) {
-		t.Fatalf("counter %s after the first grant, want a twentieth of the budget (%d)", got, usd.Dollar)
+	tk, st, ok := a.sub.AdmitReserve(fc.Now(), 10*cent)
+	if !ok || st.Budget.Remaining != 40*cent {
+		t.Fatalf("ok %v, budget %+v; want 40 cents left", ok, st.Budget)
+	}
+	if got := day(); got != strconv.FormatInt(int64(10*cent), 10) {
+		t.Fatalf("counter %s after the first grant, want what the request needed, 10 cents", got)
 	}
 	tk.Charge(fc.Now(), 30*cent) // beyond the worst case
 	tk.Release()
-	fc.Advance(time.Second) // 23:59:59, idle for a refresh
-	if err := a.l.FlushBudgets(); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	if got := day(); got != strconv.FormatInt(int64(30*cent), 10) {
-		t.Fatalf("counter %s after the settlement, want the 30 cents spent", got)
+		t.Fatalf("counter %s after the refresh, want the 30 cents spent", got)
+	}
+	// A grant of 2.5 cents, a cent of it reserved and given back.
+	tk, _, ok = a.sub.AdmitReserve(fc.Now(), cent)
+	if !ok {
+		t.Fatal("refused")
+	}
+	tk.Release()
+	if got := day(); got != strconv.FormatInt(int64(32*cent+cent/2), 10) {
+		t.Fatalf("counter %s, want 32.5 cents", got)
+	}
+	fc.Advance(time.Second) // 23:59:58, the grant unused for a refresh, the counter above half the budget
+	flush()
+	if got := day(); got != strconv.FormatInt(int64(30*cent), 10) {
+		t.Fatalf("counter %s after the unused grant went back, want 30 cents", got)
 	}
 	// A reservation at 23:59:59 that ends in the new year is charged to
 	// the old day; the new day's counter starts with the next grant.
+	fc.Advance(time.Second)
 	tk, _, ok = a.sub.AdmitReserve(fc.Now(), 10*cent)
 	if !ok {
 		t.Fatal("refused")
@@ -211,10 +231,40 @@ func TestFleetReserveSettles(t *testing.T) {
 	if got := day(); got != "$-1" {
 		t.Fatalf("the new day's counter is %q before any grant of it", got)
 	}
-	if _, st, ok := a.sub.AdmitReserve(fc.Now(), 10*cent); !ok || st.Budget.Remaining != 19*usd.Dollar+90*cent || st.Budget.Reset != 24*time.Hour {
-		t.Fatalf("new day: ok %v, budget %+v; want $19.90 of a fresh day", ok, st.Budget)
+	if _, st, ok := a.sub.AdmitReserve(fc.Now(), 10*cent); !ok || st.Budget.Remaining != 40*cent || st.Budget.Reset != 24*time.Hour {
+		t.Fatalf("new day: ok %v, budget %+v; want 40 cents of a fresh day", ok, st.Budget)
 	}
-	if old != strconv.FormatInt(int64(130*cent), 10) {
-		t.Errorf("old day's counter %s with the second grant, want 130 cents", old)
+	if old != strconv.FormatInt(int64(40*cent), 10) {
+		t.Errorf("old day's counter %s with the last grant, want 40 cents", old)
+	}
+}
+
+// TestFleetReserveKeepsUncontendedGrant: a grant a node does not use is
+// kept while the counter holds at most half the budget: a key seen every
+// few seconds costs no round trip per request; the refresh reads the
+// counter instead.
+func TestFleetReserveKeepsUncontendedGrant(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	key := authsnap.Limits{USDPerDay: "20", BudgetMode: authsnap.BudgetReserve} // grants of $1
+	a := reserveNodes(t, 1, rs, fc, key, authsnap.Limits{})[0]
+	calls := a.store.Calls()
+	for range 10 {
+		tk, _, ok := a.sub.AdmitReserve(fc.Now(), 5*cent)
+		if !ok {
+			t.Fatal("refused")
+		}
+		tk.Charge(fc.Now(), cent)
+		tk.Release()
+		fc.Advance(5 * time.Second)
+	}
+	if got := a.store.Calls() - calls; got != 1 {
+		t.Fatalf("%d round trips for 10 requests 5 s apart, want 1 (the grant)", got)
+	}
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != strconv.FormatInt(int64(usd.Dollar), 10) {
+		t.Errorf("counter %s, want the $1 grant kept", got)
 	}
 }

@@ -16,20 +16,33 @@ import (
 // ("scootgate:limits:k:<id>:usd:d:<day>"), which every node adds its
 // attempts' costs to with INCRBY (exact: Redis integers are 64-bit, and
 // no Lua number, a double, ever holds a sum). A node learns the fleet's
-// total from each INCRBY's answer; when what it knows is older than
-// budgetRefresh it asks again (INCRBY 0) before it admits. A key far from
-// its budget and busy on every node thus costs each node one round trip
-// per budgetRefresh at admission, and each attempt one round trip at its
-// end, off the request path.
+// total from each INCRBY's answer.
+//
+// Budgets cost no round trip per request: an attempt's charge is owed,
+// and the store's refresh (flushBudgets, every budgetRefresh) sends what
+// every bound key and tenant owes and reads again every window the node
+// admitted by in the last minute, in pipelined round trips of flushBatch
+// windows. An admission reads (INCRBY 0, the key's and the tenant's
+// windows in one round trip) only when its view is older than
+// budgetStale: a key's first request on the node, or one idle for a
+// minute.
 //
 // Charges a node could not send (the store was down, or a send was in
-// flight) are owed: they are sent with the next INCRBY of the same
+// flight) stay owed: they are sent with the next INCRBY of the same
 // window, so spend made during an outage is charged back on recovery.
 // A node that restarts keeps counting from the fleet's counter: the
 // counter is the window's, not the node's.
 
-// budgetRefresh is how old the fleet's total a node admits by may be.
-const budgetRefresh = time.Second
+// budgetRefresh is how often the store's refresh settles what a node
+// owes the budget counters and reads again the totals of the windows it
+// admitted requests by in the last minute (flushBudgets): the refresh's
+// period.
+const budgetRefresh = holdRefresh
+
+// budgetStale is how old the fleet's total a node admits by may be: a
+// view older than this (a key idle on this node for a while) is read
+// again before the admission.
+const budgetStale = 2 * budgetRefresh
 
 // fleetSpend is what a node knows of one window's fleet-wide spend, and
 // owes it; guarded by the state's mu.
@@ -37,6 +50,7 @@ type fleetSpend struct {
 	window  int64      // windowOf of total and owed
 	total   usd.Amount // the fleet's spend as of the last answer
 	seen    time.Time  // when the last answer came
+	asked   time.Time  // when an admission last went by total
 	owed    usd.Amount // charged here, not yet added to the fleet's counter
 	sending usd.Amount // part of owed in an INCRBY in flight
 
@@ -127,66 +141,73 @@ func (r *Redis) addSpend(ctx context.Context, keys []string, amounts []usd.Amoun
 	return out, nil
 }
 
-// syncFleet sends what s owes and reads the fleet's totals of s's
-// budgeted windows at now, if what it knows is older than budgetRefresh
-// (or force), and records the answer. It reports false when the store
-// failed.
-func (l *Limiter) syncFleet(s *state, now time.Time, force bool) bool {
+// syncFleet sends what the states of ss owe and reads the fleet's
+// totals of their budgeted windows at now, in one pipelined round trip,
+// for each window whose view is older than budgetStale (or, force, for
+// every window that owes), and records the answers. It reports false
+// when the store failed. Reserving states have nothing to read (the
+// grants decide) and are skipped.
+func (l *Limiter) syncFleet(ss [2]*state, now time.Time, force bool) bool {
 	var (
-		keys    [2 * numSpans]string
-		amounts [2 * numSpans]usd.Amount
-		expires [2 * numSpans]time.Time
-		spans   [2 * numSpans]span
+		keys    [2 * 2 * numSpans]string
+		amounts [2 * 2 * numSpans]usd.Amount
+		expires [2 * 2 * numSpans]time.Time
+		owners  [2 * 2 * numSpans]*state
+		spans   [2 * 2 * numSpans]span
 		n       int
 	)
-	s.mu.Lock()
-	for sp := range numSpans {
-		if s.spend[sp].full == 0 {
+	for _, s := range ss {
+		if s == nil {
 			continue
 		}
-		f := &s.fleet[sp]
-		w := windowOf(sp, now)
-		f.roll(w)
-		if f.late > 0 && !f.lateSending {
-			f.lateSending = true
-			keys[n], amounts[n], expires[n], spans[n] = s.spendKey(sp, f.lateWindow), f.late, windowEnd(sp, f.lateWindow), sp+numSpans
+		s.mu.Lock()
+		if s.reserve {
+			s.mu.Unlock()
+			continue
+		}
+		for sp := range numSpans {
+			if s.spend[sp].full == 0 {
+				continue
+			}
+			f := &s.fleet[sp]
+			w := windowOf(sp, now)
+			f.roll(w)
+			if f.late > 0 && !f.lateSending {
+				f.lateSending = true
+				keys[n], amounts[n], expires[n], owners[n], spans[n] = s.spendKey(sp, f.lateWindow), f.late, windowEnd(sp, f.lateWindow), s, sp+numSpans
+				n++
+			}
+			if f.sending != 0 || (!force || f.owed == 0) && now.Sub(f.seen) < budgetStale {
+				continue // fresh enough, or an INCRBY in flight whose answer will do
+			}
+			f.sending = f.owed
+			keys[n], amounts[n], expires[n], owners[n], spans[n] = s.spendKey(sp, w), f.owed, windowEnd(sp, w), s, sp
 			n++
 		}
-		if f.sending > 0 || !force && f.owed == 0 && now.Sub(f.seen) < budgetRefresh {
-			continue // fresh enough, or an INCRBY in flight whose answer will do
-		}
-		f.sending = f.owed
-		keys[n], amounts[n], expires[n], spans[n] = s.spendKey(sp, w), f.owed, windowEnd(sp, w), sp
-		n++
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if n == 0 {
 		return true
 	}
 	totals, err := l.fleet.addSpend(context.Background(), keys[:n], amounts[:n], expires[:n])
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for i := range n {
-		sp := spans[i]
+		s, sp := owners[i], spans[i]
+		s.mu.Lock()
 		if sp >= numSpans {
 			f := &s.fleet[sp-numSpans]
 			f.lateSending = false
 			if err == nil {
 				f.late = 0
 			}
-			continue
+		} else if f := &s.fleet[sp]; f.window == windowOf(sp, now) {
+			f.sending = 0
+			if err == nil {
+				f.owed -= amounts[i]
+				f.total = usd.Amount(totals[i])
+				f.seen = now
+			}
 		}
-		f := &s.fleet[sp]
-		if f.window != windowOf(sp, now) {
-			continue // the window rolled meanwhile
-		}
-		f.sending = 0
-		if err != nil {
-			continue // still owed
-		}
-		f.owed -= amounts[i]
-		f.total = usd.Amount(totals[i])
-		f.seen = now
+		s.mu.Unlock()
 	}
 	return err == nil
 }
@@ -203,6 +224,7 @@ func (s *state) checkBudgetFleet(scope Scope, now time.Time, st *Status) {
 			continue
 		}
 		f := &s.fleet[sp]
+		f.asked = now
 		w := windowOf(sp, now)
 		spent := usd.Amount(0)
 		if f.window == w {
@@ -247,93 +269,142 @@ func (l *Limiter) flushBudgets(ctx context.Context) error {
 		return nil
 	}
 	now := l.clock()
-	const (
-		owed  = iota // charges not sent
-		late         // charges owed to the ended window
-		grant        // a reserving budget's unused grant, or its spend beyond the reservations
-	)
-	type item struct {
-		s      *state
-		sp     span
-		w      int64
-		amount usd.Amount
-		kind   int
-	}
 	var (
-		items   []item
+		items   []flushItem
 		keys    []string
 		amounts []usd.Amount
 		expires []time.Time
 	)
-	add := func(it item) {
+	add := func(it flushItem) {
 		items = append(items, it)
 		keys = append(keys, it.s.spendKey(it.sp, it.w))
 		amounts = append(amounts, it.amount)
 		expires = append(expires, windowEnd(it.sp, it.w))
 	}
-	for _, s := range *states {
-		s.mu.Lock()
-		for sp := range numSpans {
-			if s.spend[sp].full == 0 {
-				continue
-			}
-			f := &s.fleet[sp]
-			w := windowOf(sp, now)
-			f.roll(w)
-			if f.late > 0 && !f.lateSending {
-				f.lateSending = true
-				add(item{s: s, sp: sp, w: f.lateWindow, amount: f.late, kind: late})
-			}
-			switch {
-			case s.reserve:
-				if f.returning == 0 && (f.bal < 0 || f.bal > 0 && now.Sub(f.used) >= budgetRefresh) {
-					f.returning = -f.bal
-					f.bal = 0
-					add(item{s: s, sp: sp, w: w, amount: f.returning, kind: grant})
-				}
-				if f.sending == 0 && f.owed != 0 {
-					// Owed from before the budget reserved.
-					f.sending = f.owed
-					add(item{s: s, sp: sp, w: w, amount: f.owed, kind: owed})
-				}
-			case f.sending == 0 && f.owed != 0:
-				f.sending = f.owed
-				add(item{s: s, sp: sp, w: w, amount: f.owed})
-			}
+	// A round trip for at most flushBatch windows: one pipeline of
+	// thousands of commands would outlast the store's timeout.
+	for next := 0; next < len(*states); {
+		items, keys, amounts, expires = items[:0], keys[:0], amounts[:0], expires[:0]
+		for ; next < len(*states) && len(items) < flushBatch; next++ {
+			(*states)[next].collectFlush(now, add)
 		}
-		s.mu.Unlock()
+		if len(items) == 0 {
+			continue
+		}
+		totals, err := l.fleet.addSpend(ctx, keys, amounts, expires)
+		for i, it := range items {
+			it.s.mu.Lock()
+			it.s.settleFlushed(it, totals, i, err, now)
+			it.s.mu.Unlock()
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if len(items) == 0 {
-		return nil
-	}
-	totals, err := l.fleet.addSpend(ctx, keys, amounts, expires)
-	for i, it := range items {
-		s := it.s
-		s.mu.Lock()
-		f := &s.fleet[it.sp]
+	return nil
+}
+
+// contended reports whether a grant unused since f.used should go back
+// to the counter now: when the counter, as last read, holds more than
+// half the budget full (another node's request may need it), or it has
+// not been used for a window of the per-minute limits. Below half, any
+// request whose worst case is at most half the budget is granted
+// elsewhere whatever this node keeps, so the node keeps its grant, and a
+// key it sees every few seconds costs no round trip per request.
+func (f *fleetSpend) contended(full usd.Amount, now time.Time) bool {
+	return f.total > full/2 || now.Sub(f.used) >= window
+}
+
+// What a flushed window owed: charges not sent, charges owed to the
+// ended window, or a reserving budget's unused grant (or its spend
+// beyond the reservations).
+const (
+	flushOwed = iota
+	flushLate
+	flushGrant
+)
+
+// flushBatch is the most windows one round trip of flushBudgets sends.
+const flushBatch = 256
+
+// flushItem is one window flushBudgets sends.
+type flushItem struct {
+	s      *state
+	sp     span
+	w      int64
+	amount usd.Amount
+	kind   int
+}
+
+// collectFlush hands add what s's windows have to send at now, and
+// marks it in flight.
+func (s *state) collectFlush(now time.Time, add func(flushItem)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sp := range numSpans {
+		if s.spend[sp].full == 0 {
+			continue
+		}
+		f := &s.fleet[sp]
+		w := windowOf(sp, now)
+		f.roll(w)
+		if f.late > 0 && !f.lateSending {
+			f.lateSending = true
+			add(flushItem{s: s, sp: sp, w: f.lateWindow, amount: f.late, kind: flushLate})
+		}
 		switch {
-		case it.kind == late:
-			f.lateSending = false
-			if err == nil {
-				f.late = 0
+		case s.reserve:
+			switch {
+			case f.returning != 0:
+			case f.bal < 0 || f.bal > 0 && now.Sub(f.used) >= budgetRefresh && f.contended(s.spend[sp].full, now):
+				f.returning = -f.bal
+				f.bal = 0
+				add(flushItem{s: s, sp: sp, w: w, amount: f.returning, kind: flushGrant})
+			case f.bal > 0 && now.Sub(f.used) >= budgetRefresh:
+				// Kept: read the counter, to know when to give it back.
+				f.returning = 0
+				add(flushItem{s: s, sp: sp, w: w, kind: flushGrant})
 			}
-		case f.window != it.w:
-			// the window rolled meanwhile
-		case it.kind == grant:
-			f.returning = 0
-			if err != nil {
-				f.bal -= it.amount // still the node's
-			} else {
-				f.total, f.seen = usd.Amount(totals[i]), now
+			if f.sending == 0 && f.owed != 0 {
+				// Owed from before the budget reserved.
+				f.sending = f.owed
+				add(flushItem{s: s, sp: sp, w: w, amount: f.owed, kind: flushOwed})
 			}
-		default:
-			f.sending = 0
-			if err == nil {
-				f.owed -= it.amount
-				f.total, f.seen = usd.Amount(totals[i]), now
-			}
+		case f.sending == 0 && (f.owed != 0 || !f.asked.IsZero() && now.Sub(f.asked) < window):
+			// What the node owes, and a fresh view of a window it
+			// admitted by in the last minute: its admissions then need
+			// no read.
+			f.sending = f.owed
+			add(flushItem{s: s, sp: sp, w: w, amount: f.owed, kind: flushOwed})
 		}
-		s.mu.Unlock()
 	}
-	return err
+}
+
+// settleFlushed records the answer (totals[i], or err) to it, one of
+// s's flushed windows. s.mu is held.
+func (s *state) settleFlushed(it flushItem, totals []int64, i int, err error, now time.Time) {
+	f := &s.fleet[it.sp]
+	amount, kind := it.amount, it.kind
+	switch {
+	case kind == flushLate:
+		f.lateSending = false
+		if err == nil {
+			f.late = 0
+		}
+	case f.window != it.w:
+		// the window rolled meanwhile
+	case kind == flushGrant:
+		f.returning = 0
+		if err != nil {
+			f.bal -= amount // still the node's
+		} else {
+			f.total, f.seen = usd.Amount(totals[i]), now
+		}
+	default:
+		f.sending = 0
+		if err == nil {
+			f.owed -= amount
+			f.total, f.seen = usd.Amount(totals[i]), now
+		}
+	}
 }
