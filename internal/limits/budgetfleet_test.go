@@ -307,3 +307,78 @@ func TestFleetRoundTripsBudgets(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetBudgetWindowBoundaries: on the fleet's counters a window ends
+// on the instant, at the end of a leap day that is also the end of
+// February: at 23:59:59 the spent day refuses for a second (and the
+// spent month likewise); at 00:00:00 on March 1st both are new counters.
+// A charge made at 23:59:59 and sent after midnight (the refresh) goes
+// to February's counters, not March's.
+func TestFleetBudgetWindowBoundaries(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2028, 2, 29, 23, 59, 58, 0, time.UTC))
+	a := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{USDPerDay: "1"}, authsnap.Limits{USDPerMonth: "2"})
+	a.wait(t, true)
+	get := func(k string) string {
+		out, _ := rs.do("GET scootgate:limits:" + k)
+		return out
+	}
+	const feb29, march1 = "k:k1:usd:d:21243", "k:k1:usd:d:21244" // days since 1970-01-01
+	const feb, march = "t:t1:usd:m:24337", "t:t1:usd:m:24338"    // months since January of year 0
+	open, _, ok := a.sub.Admit(fc.Now()) // its attempt ends at 23:59:59.5
+	if !ok {
+		t.Fatal("refused")
+	}
+	if st, ok := a.spendOn(fc, usd.Dollar); !ok || st.Budget.Reset != 2*time.Second {
+		t.Fatalf("23:59:58: ok %v, budget %+v", ok, st.Budget)
+	}
+	fc.Advance(time.Second) // 23:59:59
+	_, st, ok := a.sub.Admit(fc.Now())
+	if ok || st.Scope != limits.ScopeKey || st.RetryAfter != time.Second {
+		t.Fatalf("23:59:59: ok %v, %s retry %s; want the key's day refusing for 1s", ok, st.Scope, st.RetryAfter)
+	}
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(feb29); got != strconv.FormatInt(int64(usd.Dollar), 10) {
+		t.Fatalf("February 29th's counter %s, want the dollar", got)
+	}
+	// Another node spent the rest of February's tenant budget.
+	if _, err := rs.do("INCRBY scootgate:limits:" + feb + " " + strconv.FormatInt(int64(usd.Dollar), 10)); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(time.Second / 2) // 23:59:59.5
+	b := newNode(t, rs.addr(), fc, limits.FailLocal, authsnap.Limits{}, authsnap.Limits{USDPerMonth: "2"})
+	b.wait(t, true)
+	_, st, ok = b.sub.Admit(fc.Now())
+	if ok || st.Scope != limits.ScopeTenant || st.RetryAfter != time.Second/2 {
+		t.Fatalf("23:59:59.5 on another key: ok %v, %s retry %s; want the tenant's month refusing for 0.5s", ok, st.Scope, st.RetryAfter)
+	}
+	// The request a admitted at 23:59:58 ends now; its charge is sent
+	// after midnight.
+	open.Charge(fc.Now(), 10*cent)
+	open.Release()
+	fc.Set(time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC))
+	st, ok = a.spendOn(fc, 30*cent)
+	if !ok || st.Budget.Remaining != usd.Dollar || st.Budget.Reset != 24*time.Hour {
+		t.Fatalf("March 1st 00:00:00: ok %v, budget %+v; want a whole new day", ok, st.Budget)
+	}
+	if _, ok := b.spendOn(fc, 0); !ok {
+		t.Fatal("March 1st: the tenant's new month refused")
+	}
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := get(march1), strconv.FormatInt(int64(30*cent), 10); got != want {
+		t.Errorf("March 1st's counter %s, want %s", got, want)
+	}
+	if got, want := get(march), strconv.FormatInt(int64(30*cent), 10); got != want {
+		t.Errorf("March's tenant counter %s, want %s", got, want)
+	}
+	if got, want := get(feb), strconv.FormatInt(int64(2*usd.Dollar+10*cent), 10); got != want {
+		t.Errorf("February's tenant counter %s, want %s (the late charge in it)", got, want)
+	}
+	if got, want := get(feb29), strconv.FormatInt(int64(usd.Dollar+10*cent), 10); got != want {
+		t.Errorf("February 29th's counter %s, want %s (the late charge in it)", got, want)
+	}
+}
