@@ -325,7 +325,7 @@ func TestFleetBudgetWindowBoundaries(t *testing.T) {
 	}
 	const feb29, march1 = "k:k1:usd:d:21243", "k:k1:usd:d:21244" // days since 1970-01-01
 	const feb, march = "t:t1:usd:m:24337", "t:t1:usd:m:24338"    // months since January of year 0
-	open, _, ok := a.sub.Admit(fc.Now()) // its attempt ends at 23:59:59.5
+	open, _, ok := a.sub.Admit(fc.Now())                         // its attempt ends at 23:59:59.5
 	if !ok {
 		t.Fatal("refused")
 	}

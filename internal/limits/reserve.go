@@ -35,6 +35,7 @@ import (
 type reservation struct {
 	worst  usd.Amount
 	fleet  bool            // held from the nodes' grants (fleetSpend.bal); else from the local share (spend.held)
+	owe    bool            // held locally while the fleet's store was down: the spend is owed to it
 	window [numSpans]int64 // the windows it was taken in; its attempts are charged to them
 	states [2]*state       // the key's and the tenant's, nil for a side that does not reserve
 	spent  atomic.Int64    // what the request's attempts cost so far (usd.Amount)
@@ -92,7 +93,7 @@ func (sub *Subject) reserveLocal(now time.Time, worst usd.Amount, st *Status) *r
 		}
 		return nil
 	}
-	r := &reservation{worst: worst, states: rs}
+	r := &reservation{worst: worst, states: rs, owe: sub.l.fleet != nil}
 	for _, s := range rs {
 		if s == nil {
 			continue
@@ -303,6 +304,15 @@ func (r *reservation) settle(spent usd.Amount) {
 				continue
 			}
 			b.held = max(0, b.held-r.worst)
+			if r.owe {
+				// Held locally while the store was down: what it cost is
+				// owed to the fleet's counter, paid by the refresh.
+				f := &s.fleet[sp]
+				f.roll(r.window[sp])
+				if f.window == r.window[sp] {
+					f.bal -= spent
+				}
+			}
 		}
 		s.mu.Unlock()
 	}

@@ -268,3 +268,39 @@ func TestFleetReserveKeepsUncontendedGrant(t *testing.T) {
 		t.Errorf("counter %s, want the $1 grant kept", got)
 	}
 }
+
+// TestFleetReserveOutage: while Redis is down a reserving budget holds
+// reservations against the node's share (on_store_failure local), and
+// what those requests cost is charged to the fleet's counter once Redis
+// answers again; with on_store_failure closed nothing is admitted.
+func TestFleetReserveOutage(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	key := authsnap.Limits{USDPerDay: "1", BudgetMode: authsnap.BudgetReserve}
+	a := reserveNodes(t, 1, rs, fc, key, authsnap.Limits{})[0]
+	closed := newNode(t, rs.addr(), fc, limits.FailClosed, key, authsnap.Limits{})
+	closed.wait(t, true)
+	rs.stop()
+	tk, _, ok := a.sub.AdmitReserve(fc.Now(), 10*cent) // finds the store down, falls back
+	if !ok {
+		t.Fatal("refused with on_store_failure local")
+	}
+	a.wait(t, false)
+	if _, _, ok := a.sub.AdmitReserve(fc.Now(), 95*cent); ok {
+		t.Fatal("the local share admitted a worst case beside the reservation beyond the budget")
+	}
+	tk.Charge(fc.Now(), 7*cent)
+	tk.Release()
+	if _, st, ok := closed.sub.AdmitReserve(fc.Now(), cent); ok || st.Kind != limits.KindStore {
+		t.Fatalf("on_store_failure closed: ok %v, %s; want a store refusal", ok, st.Kind)
+	}
+	rs.start(t)
+	a.wait(t, true)
+	fc.Advance(time.Second)
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != strconv.FormatInt(int64(7*cent), 10) {
+		t.Fatalf("counter %s after the outage, want the 7 cents spent meanwhile", got)
+	}
+}
