@@ -167,10 +167,21 @@ func (sub *Subject) reserveFleet(now time.Time, worst usd.Amount, st *Status) (*
 				f.roll(w)
 				if f.bal < worst {
 					need := worst - f.bal
+					if now.Before(f.refusedUntil) && need > full-f.total {
+						// The counter refused a grant this size a moment
+						// ago: refuse without asking again.
+						st.refuse(scopeOf(sub.indexOf(s)), KindBudget, windowEnd(sp, w).Sub(now))
+						continue
+					}
 					asks[n] = ask{s: s, sp: sp, w: w, need: need, want: max(need, reserveSize(full))}
 					n++
 				}
 			}
+		}
+		if st.Refused() {
+			sub.reportReserved(now, st)
+			unlock()
+			return nil, nil
 		}
 		if n == 0 {
 			r := &reservation{worst: worst, fleet: true, states: rs}
@@ -218,6 +229,7 @@ func (sub *Subject) reserveFleet(now time.Time, worst usd.Amount, st *Status) (*
 				f.total, f.seen = res.totals[i], now
 			case res.refused == i:
 				f.total, f.seen = res.totals[i], now
+				f.refusedUntil = now.Add(budgetRefresh)
 			}
 		}
 		if res.refused >= 0 {

@@ -97,9 +97,9 @@ func reserveNodes(t *testing.T, n int, rs *redisServer, fc *clock.Fake, key, ten
 // TestFleetReserveNeverOver: two nodes on one Redis, 24 clients offering
 // five times what the key's budget allows at once: the requests admitted
 // never cost more than the budget, whatever they cost up to their worst
-// case; once the nodes have given their unused grants back, the fleet's
-// counter is exactly what they spent, and the budget's last cents are
-// still admitted.
+// case; the budget's last cents are still admitted, and once the nodes
+// have given their unused grants back the fleet's counter is exactly what
+// they spent.
 func TestFleetReserveNeverOver(t *testing.T) {
 	rs := startRedis(t)
 	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
@@ -141,7 +141,30 @@ func TestFleetReserveNeverOver(t *testing.T) {
 		t.Fatalf("the fleet admitted requests costing %s of a %s budget (%d admitted)", got, budget, admitted.Load())
 	}
 	t.Logf("burst: %d of %d offered admitted, %s spent", admitted.Load(), offered, usd.Amount(spent.Load()))
-	// Idle for a refresh: both nodes give back what they hold unused.
+	// What is left is admitted to the cent, and no more: a node refused
+	// while the other holds a grant gets it once that node has given it
+	// back (idle for a refresh, the counter above half the budget).
+	for range 2 {
+		fc.Advance(time.Second)
+		for _, n := range ns {
+			if err := n.l.FlushBudgets(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range ns {
+			for {
+				tk, _, ok := n.sub.AdmitReserve(fc.Now(), worst)
+				if !ok {
+					break
+				}
+				tk.Charge(fc.Now(), worst)
+				spent.Add(int64(worst))
+				tk.Release()
+			}
+		}
+	}
+	// Idle for a refresh: both nodes give back what they hold unused,
+	// and the counter is what they spent.
 	fc.Advance(time.Second)
 	for _, n := range ns {
 		if err := n.l.FlushBudgets(); err != nil {
@@ -151,17 +174,6 @@ func TestFleetReserveNeverOver(t *testing.T) {
 	day := "scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)
 	if got, _ := rs.do("GET " + day); got != strconv.FormatInt(spent.Load(), 10) {
 		t.Fatalf("day counter %s after the grants came back, want the spend %d", got, spent.Load())
-	}
-	// What is left is admitted to the cent, on either node, and no more.
-	for i := 0; ; i++ {
-		n := ns[i%2]
-		tk, _, ok := n.sub.AdmitReserve(fc.Now(), worst)
-		if !ok {
-			break
-		}
-		tk.Charge(fc.Now(), worst)
-		spent.Add(int64(worst))
-		tk.Release()
 	}
 	if got := usd.Amount(spent.Load()); got > budget || budget-got >= worst {
 		t.Fatalf("spent %s of %s after the last cents: want within a cent of the budget, never above", got, budget)
@@ -302,5 +314,37 @@ func TestFleetReserveOutage(t *testing.T) {
 	}
 	if got, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != strconv.FormatInt(int64(7*cent), 10) {
 		t.Fatalf("counter %s after the outage, want the 7 cents spent meanwhile", got)
+	}
+}
+
+// TestFleetReserveRefusalsWait: once the counter refused a grant, the
+// node refuses requests that need as much without asking again until the
+// next refresh: a key offered far more than its budget costs a round
+// trip a second, not one per request.
+func TestFleetReserveRefusalsWait(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	key := authsnap.Limits{USDPerDay: "0.1", BudgetMode: authsnap.BudgetReserve}
+	a := reserveNodes(t, 1, rs, fc, key, authsnap.Limits{})[0]
+	tk, _, ok := a.sub.AdmitReserve(fc.Now(), 10*cent) // the whole budget
+	if !ok {
+		t.Fatal("refused")
+	}
+	defer tk.Release()
+	calls := a.store.Calls()
+	for range 100 {
+		if _, st, ok := a.sub.AdmitReserve(fc.Now(), cent); ok || st.Kind != limits.KindBudget {
+			t.Fatalf("ok %v, %s; want a budget refusal", ok, st.Kind)
+		}
+	}
+	if got := a.store.Calls() - calls; got != 1 {
+		t.Fatalf("%d round trips for 100 refusals, want 1", got)
+	}
+	fc.Advance(time.Second)
+	if _, _, ok := a.sub.AdmitReserve(fc.Now(), cent); ok {
+		t.Fatal("admitted beyond the budget")
+	}
+	if got := a.store.Calls() - calls; got != 2 {
+		t.Fatalf("%d round trips a second later, want 2", got)
 	}
 }

@@ -66,6 +66,9 @@ type fleetSpend struct {
 	bal       usd.Amount
 	used      time.Time  // when a reservation last held from bal
 	returning usd.Amount // part of a return (or payment) of bal in flight
+	// The counter refused a grant: until then, a request that needs more
+	// than the budget less total is refused without asking again.
+	refusedUntil time.Time
 }
 
 // roll moves f to window w, if later: the new window starts from what the
@@ -84,7 +87,7 @@ func (f *fleetSpend) roll(w int64) {
 	// A grant left unused in the ended window stays in its counter: that
 	// window admits nothing more.
 	f.window, f.total, f.seen, f.owed, f.sending = w, 0, time.Time{}, 0, 0
-	f.bal, f.returning = 0, 0
+	f.bal, f.returning, f.refusedUntil = 0, 0, time.Time{}
 }
 
 // spendKey is the Redis key of s's spend in window w of kind sp.
