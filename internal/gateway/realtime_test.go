@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/limits"
+	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
 // revocable is an Authenticator whose one key can be revoked.
@@ -77,5 +80,37 @@ func TestRealtimeKeyJudgedAtResponseCreate(t *testing.T) {
 		if strings.Contains(string(r.Body), "response.create") {
 			t.Error("the revoked key's response.create reached the provider")
 		}
+	}
+}
+
+// TestRealtimeRefusedToReservingBudget: a realtime session has no worst
+// case, so a key whose budget reserves (docs/limits.md "Reservations")
+// is refused one with 400 before the upgrade, and nothing is sent.
+func TestRealtimeRefusedToReservingBudget(t *testing.T) {
+	l := limits.New(limits.Options{})
+	b := l.Bind()
+	key := authsnap.Limits{USDPerDay: "5", BudgetMode: authsnap.BudgetReserve}
+	p := &authz.Principal{KeyID: "k_1", TenantID: "t_1", Limits: key}
+	p.Limit = b.Subject(p.KeyID, p.TenantID, key, authsnap.Limits{})
+	b.Done()
+	h, prov := newHandler(t, Options{Auth: limitedAuth{p}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1)+"/v1/realtime?model=rt", nil)
+	if err == nil {
+		c.CloseNow()
+		t.Fatal("the session was opened")
+	}
+	if resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("answer %v, want 400", resp)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"code":"reservation_unsupported"`) {
+		t.Errorf("body %s, want code reservation_unsupported", body)
+	}
+	if n := prov.RequestCount(); n != 0 {
+		t.Errorf("the provider got %d requests, want 0", n)
 	}
 }
