@@ -32,6 +32,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/limits"
 	"github.com/scootgate/scootgate/pkg/authsnap"
+	"github.com/scootgate/scootgate/pkg/usd"
 )
 
 type limitsOptions struct {
@@ -45,6 +46,13 @@ type limitsOptions struct {
 	outage    time.Duration
 	hold      time.Duration
 	persisted bool
+	// A day budget on the key (docs/limits.md "Budgets"): -offer times
+	// it offered over the run, each request's worst case the same share
+	// of it, each costing between half and all of it.
+	usdPerDay  string
+	budgetMode string
+	budget     usd.Amount
+	worst      usd.Amount
 }
 
 func runLimits(args []string) error {
@@ -60,11 +68,21 @@ func runLimits(args []string) error {
 	fs.DurationVar(&o.outage, "outage", 3*time.Second, "how long redis-server stays down")
 	fs.DurationVar(&o.hold, "hold", 100*time.Millisecond, "how long an admitted request stays in progress")
 	fs.BoolVar(&o.persisted, "aof", true, "run redis-server with appendonly (fsync always), so a restart keeps the buckets")
+	fs.StringVar(&o.usdPerDay, "usd-per-day", "", "a day budget on the key, in USD; -offer then multiplies it (set -rate, and -rpm out of the way)")
+	fs.StringVar(&o.budgetMode, "budget-mode", "", `the budget's mode: "charge" (default) or "reserve"`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.rate == 0 {
 		o.rate = o.offer * float64(o.rpm) / 60
+	}
+	if o.usdPerDay != "" {
+		var err error
+		if o.budget, err = usd.ParseBudget(o.usdPerDay); err != nil {
+			return fmt.Errorf("-usd-per-day: %w", err)
+		}
+		// offer × budget over the run's requests.
+		o.worst = usd.Amount(float64(o.budget) * o.offer / (o.rate * o.duration.Seconds()))
 	}
 	if o.nodes < 1 || o.rpm < 1 || o.conc < 1 || o.offer <= 0 || o.duration <= 0 {
 		return errors.New("-nodes, -rpm, -max-concurrent, -offer and -duration must be positive")
@@ -112,7 +130,8 @@ func (r *redisProc) kill() {
 // limitsResult is what measureLimits saw.
 type limitsResult struct {
 	offered, admitted, refusedStore int64
-	perSecond                       []int64 // admitted in each second of the run
+	spent                           usd.Amount // with a budget: what the admitted requests cost
+	perSecond                       []int64    // admitted in each second of the run
 	roundTrips                      int64
 	latencies                       []time.Duration // of every Admit
 	mostInProgress                  int64
@@ -150,7 +169,7 @@ func measureLimits(ctx context.Context, o limitsOptions) (*limitsResult, error) 
 	defer rp.kill()
 
 	quiet := slog.New(slog.DiscardHandler)
-	lim := authsnap.Limits{RequestsPerMinute: o.rpm, MaxConcurrent: o.conc}
+	lim := authsnap.Limits{RequestsPerMinute: o.rpm, MaxConcurrent: o.conc, USDPerDay: o.usdPerDay, BudgetMode: o.budgetMode}
 	type fleetNode struct {
 		store *limits.Redis
 		sub   *limits.Subject
@@ -187,7 +206,7 @@ func measureLimits(ctx context.Context, o limitsOptions) (*limitsResult, error) 
 	// interval, whatever happened to the last one.
 	interval := time.Duration(float64(time.Second) * float64(o.nodes) / o.rate)
 	var load sync.WaitGroup
-	var offered, admitted, refusedStore atomic.Int64
+	var offered, admitted, refusedStore, spent atomic.Int64
 	perSecond := make([]atomic.Int64, len(res.perSecond))
 	for i, n := range nodes {
 		load.Go(func() {
@@ -214,7 +233,7 @@ func measureLimits(ctx context.Context, o limitsOptions) (*limitsResult, error) 
 				}
 				offered.Add(1)
 				t0 := time.Now()
-				tk, st, ok := n.sub.Admit(t0)
+				tk, st, ok := n.sub.AdmitReserve(t0, o.worst)
 				d := time.Since(t0)
 				if !ok {
 					if st.Kind == limits.KindStore {
@@ -231,8 +250,15 @@ func measureLimits(ctx context.Context, o limitsOptions) (*limitsResult, error) 
 				sec := int(since / time.Second)
 				res.mostPerSecond[sec] = max(res.mostPerSecond[sec], c)
 				mu.Unlock()
+				// Between half and all of the worst case, by the
+				// request's number.
+				cost := o.worst/2 + o.worst/2*usd.Amount(offered.Load()%11)/10
 				time.AfterFunc(o.hold, func() {
 					inProgress.Add(-1) // before the slot is free: never counts more than are held
+					if cost > 0 {
+						tk.Charge(time.Now(), cost)
+						spent.Add(int64(cost))
+					}
 					tk.Release()
 				})
 				lat = append(lat, d)
@@ -268,6 +294,7 @@ func measureLimits(ctx context.Context, o limitsOptions) (*limitsResult, error) 
 	load.Wait()
 	res.wall = time.Since(start)
 	res.offered, res.admitted, res.refusedStore = offered.Load(), admitted.Load(), refusedStore.Load()
+	res.spent = usd.Amount(spent.Load())
 	for i := range perSecond {
 		res.perSecond[i] = perSecond[i].Load()
 	}
@@ -306,15 +333,20 @@ func (r *limitsResult) markdown(o limitsOptions) string {
 	p("## Fleet limits: %d nodes, one key: %d rpm, max_concurrent %d, %.0f requests/s offered, each in progress %s\n\n", o.nodes, o.rpm, o.conc, o.rate, o.hold)
 	p("| measure | value |\n|---|---|\n")
 	p("| run | %s, %d requests offered (%.0f/s) |\n", r.wall.Round(time.Second), r.offered, float64(r.offered)/r.wall.Seconds())
-	p("| admitted, whole run | %d; the bucket's allowance (limit + refill) %.0f: %+.1f %% (lease bound ±%d, outage fallback on top) |\n",
-		r.admitted, allowance, 100*(float64(r.admitted)/allowance-1), bound)
+	if o.budget > 0 {
+		// The budget binds, not the requests per minute.
+		p("| admitted, whole run | %d |\n", r.admitted)
+	} else {
+		p("| admitted, whole run | %d; the bucket's allowance (limit + refill) %.0f: %+.1f %% (lease bound ±%d, outage fallback on top) |\n",
+			r.admitted, allowance, 100*(float64(r.admitted)/allowance-1), bound)
+	}
 	steadyTo := int(r.wall / time.Second)
 	if r.killedAt > 0 {
 		steadyTo = int(r.killedAt / time.Second)
 	}
 	// From 20 s on the initial burst allowance is spent at ×5.
 	row := func(name string, from, to int) {
-		if to-from < 1 || to-from < 5 && name != outageRow {
+		if o.budget > 0 || to-from < 1 || to-from < 5 && name != outageRow {
 			return
 		}
 		got := r.window(from, to)
@@ -330,6 +362,14 @@ func (r *limitsResult) markdown(o limitsOptions) string {
 		}
 		row("steady, after the restart", u+10, int(r.wall/time.Second))
 		p("| redis-server killed at / every node back | %s / %s |\n", r.killedAt.Round(time.Millisecond), r.upAgainAt.Round(time.Millisecond))
+	}
+	if o.budget > 0 {
+		mode := o.budgetMode
+		if mode == "" {
+			mode = "charge"
+		}
+		p("| budget (%s), offered ×%.0f, worst case a request | $%s a day; $%s |\n", mode, o.offer, o.budget, o.worst)
+		p("| spent by the admitted requests | $%s: %+.3f %% of the budget |\n", r.spent, 100*(float64(r.spent)/float64(o.budget)-1))
 	}
 	p("| requests refused because of the store | %d |\n", r.refusedStore)
 	p("| round trips to Redis | %d: %.4f per offered request, %.4f per admitted |\n", r.roundTrips,
