@@ -25,11 +25,13 @@ import (
 // needs it) with one atomic script that grants only what fits under the
 // budget, and holds each request's reservation from its grant (fleetSpend.bal)
 // without a round trip. A request's settlement gives the difference back to
-// the node's grant; what a node holds unused for a refresh interval it gives
-// back to the counter (flushBudgets). So the counter never passes the
-// budget, whatever the nodes do at once, and a node that crashes strands at
-// most its grant until the window ends (the fleet then admits less, never
-// more).
+// the node's grant. The store's refresh (flushBudgets) pays the counter
+// what was spent beyond the reservations, and gives back a grant unused
+// for a refresh interval once the counter holds more than half the budget
+// (below, a request elsewhere is granted anyway; [fleetSpend.contended]).
+// So the counter never passes the budget, whatever the nodes do at once,
+// and a node that crashes strands at most its grant until the window ends
+// (the fleet then admits less, never more).
 
 // reservation is what an admitted request holds of its reserving budgets.
 type reservation struct {
@@ -40,7 +42,6 @@ type reservation struct {
 	states [2]*state       // the key's and the tenant's, nil for a side that does not reserve
 	spent  atomic.Int64    // what the request's attempts cost so far (usd.Amount)
 	ended  atomic.Bool     // settled
-	_      [0]func(*state) // never copied
 }
 
 // reserveSize is what one grant asks for at least: a twentieth of the
