@@ -97,18 +97,21 @@ func shareOf(a usd.Amount, share float64) usd.Amount {
 // window's spend (a raised budget lets the key go on at once; a lowered
 // one may refuse it at once).
 //
-// A budget that stops reserving gives back to the fleet's counters what
-// the node held of its grants.
+// A budget that stops reserving, or is lowered, gives back to the fleet's
+// counters what the node held of its grants.
 func (s *state) updateBudgets(full [numSpans]usd.Amount, reserve bool, share float64, now time.Time) {
 	for sp := range numSpans {
 		b := &s.spend[sp]
 		b.roll(sp, now)
-		b.full, b.budget = full[sp], shareOf(full[sp], share)
-		if s.reserve && !reserve {
+		if s.reserve && (!reserve || full[sp] < b.full) {
+			// What the node holds of the counter goes back to it (the
+			// refresh sends it): a lowered budget applies to the grants
+			// at once, and a charging one counts spend only.
 			f := &s.fleet[sp]
 			f.owed -= f.bal
 			f.bal = 0
 		}
+		b.full, b.budget = full[sp], shareOf(full[sp], share)
 	}
 	s.reserve = reserve && s.hasBudget()
 }

@@ -348,3 +348,34 @@ func TestFleetReserveRefusalsWait(t *testing.T) {
 		t.Fatalf("%d round trips a second later, want 2", got)
 	}
 }
+
+// TestFleetReserveLowered: a snapshot that lowers a reserving budget
+// applies to the grant the node holds at once: the grant goes back to
+// the counter with the next refresh, and the node reserves from the new
+// budget only.
+func TestFleetReserveLowered(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	a := reserveNodes(t, 1, rs, fc, authsnap.Limits{USDPerDay: "20", BudgetMode: authsnap.BudgetReserve}, authsnap.Limits{})[0]
+	tk, _, ok := a.sub.AdmitReserve(fc.Now(), 5*cent) // a grant of $1
+	if !ok {
+		t.Fatal("refused")
+	}
+	tk.Charge(fc.Now(), 5*cent)
+	tk.Release()
+	b := a.l.Bind()
+	a.sub = b.Subject("k1", "t1", authsnap.Limits{USDPerDay: "0.1", BudgetMode: authsnap.BudgetReserve}, authsnap.Limits{})
+	b.Done()
+	// The $1 grant is still in the counter: the new budget has nothing
+	// to grant until it goes back.
+	if _, _, ok := a.sub.AdmitReserve(fc.Now(), 6*cent); ok {
+		t.Fatal("reserved 6 cents from the old grant beyond a lowered budget of 10 cents, 5 spent")
+	}
+	fc.Advance(time.Second)
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if _, st, ok := a.sub.AdmitReserve(fc.Now(), 5*cent); !ok || st.Budget.Remaining != 0 {
+		t.Fatalf("after the refresh: ok %v, budget %+v; want the last 5 cents reserved", ok, st.Budget)
+	}
+}
