@@ -154,7 +154,15 @@ func (sub *Subject) reserveFleet(now time.Time, worst usd.Amount, st *Status) (*
 			n    int
 		)
 		lock()
-		for _, s := range rs {
+		// A state bound again without reservations since sub was bound
+		// holds nothing (a request of the snapshot before, in flight).
+		live := rs
+		for i, s := range live {
+			if s != nil && !s.reserve {
+				live[i] = nil
+			}
+		}
+		for _, s := range live {
 			if s == nil {
 				continue
 			}
@@ -185,8 +193,8 @@ func (sub *Subject) reserveFleet(now time.Time, worst usd.Amount, st *Status) (*
 			return nil, nil
 		}
 		if n == 0 {
-			r := &reservation{worst: worst, fleet: true, states: rs}
-			for _, s := range rs {
+			r := &reservation{worst: worst, fleet: true, states: live}
+			for _, s := range live {
 				if s == nil {
 					continue
 				}

@@ -379,3 +379,29 @@ func TestFleetReserveLowered(t *testing.T) {
 		t.Fatalf("after the refresh: ok %v, budget %+v; want the last 5 cents reserved", ok, st.Budget)
 	}
 }
+
+// TestFleetReserveSwitchedOff: a request admitted through the Subject of
+// a snapshot whose budget reserved, after a snapshot that made it charge,
+// takes no grant: it is charged, and the counter holds its spend only.
+func TestFleetReserveSwitchedOff(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	a := reserveNodes(t, 1, rs, fc, authsnap.Limits{USDPerDay: "20", BudgetMode: authsnap.BudgetReserve}, authsnap.Limits{})[0]
+	old := a.sub
+	b := a.l.Bind()
+	a.sub = b.Subject("k1", "t1", authsnap.Limits{USDPerDay: "20"}, authsnap.Limits{})
+	b.Done()
+	tk, _, ok := old.AdmitReserve(fc.Now(), 5*cent)
+	if !ok {
+		t.Fatal("refused")
+	}
+	tk.Charge(fc.Now(), 3*cent)
+	tk.Release()
+	fc.Advance(time.Second)
+	if err := a.l.FlushBudgets(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rs.do("GET scootgate:limits:k:k1:usd:d:" + strconv.FormatInt(fc.Now().Unix()/86400, 10)); got != strconv.FormatInt(int64(3*cent), 10) {
+		t.Fatalf("counter %s, want the 3 cents spent", got)
+	}
+}
