@@ -241,6 +241,7 @@ type crashConfig struct {
 	provider, egress string // the fake provider's base URL, the egress proxy URL
 	broker, topic    string // "" broker: no [mqtt], events stay in the outbox
 	delay            string // drain.delay
+	extra            string // more TOML, appended
 }
 
 // writeCrashConfig writes the node config and authorization snapshot.
@@ -290,7 +291,7 @@ source = "file:authz.json"
 state_dir = "state"
 [usage]
 outbox_path = "outbox.db"
-%s`, c.api, c.health, c.delay, c.egress, c.provider, crashModel, crashModel, mqtt)
+%s%s`, c.api, c.health, c.delay, c.egress, c.provider, crashModel, crashModel, mqtt, c.extra)
 	if err := os.WriteFile(filepath.Join(dir, "scootgate.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -430,6 +431,7 @@ func (n *crashNode) term(t *testing.T) {
 type nodeMetrics struct {
 	ok                         bool
 	depth, appended, committed float64
+	unsynced                   float64
 	goroutines                 float64
 	dropped                    uint64 // every reason
 	reasons                    string // the non-zero reasons, "queue=3 full=1"
@@ -460,6 +462,8 @@ func (n *crashNode) metrics() nodeMetrics {
 			m.goroutines = v
 		case name == "scootgate_outbox_depth":
 			m.depth = v
+		case name == "scootgate_outbox_unsynced":
+			m.unsynced = v
 		case name == "scootgate_outbox_appended_total":
 			m.appended = v
 		case name == "scootgate_outbox_committed_total":
@@ -508,8 +512,11 @@ func outboxRows(t *testing.T, path string) map[string]string {
 // the subscriber.
 
 type deliveredEvent struct {
-	rid   string
-	count int
+	rid      string
+	endpoint string
+	stage    string // failure_stage
+	usage    bool   // the event has usage
+	count    int
 }
 
 type eventSubscriber struct {
@@ -538,8 +545,11 @@ func subscribeEvents(t *testing.T, addr, topic string) *eventSubscriber {
 	}
 	tok := s.c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
 		var ev struct {
-			EventID   string `json:"event_id"`
-			RequestID string `json:"request_id"`
+			EventID      string          `json:"event_id"`
+			RequestID    string          `json:"request_id"`
+			Endpoint     string          `json:"endpoint"`
+			FailureStage string          `json:"failure_stage"`
+			Usage        json.RawMessage `json:"usage"`
 		}
 		err := json.Unmarshal(m.Payload(), &ev)
 		s.mu.Lock()
@@ -551,7 +561,8 @@ func subscribeEvents(t *testing.T, addr, topic string) *eventSubscriber {
 		}
 		e := s.events[ev.EventID]
 		if e == nil {
-			e = &deliveredEvent{rid: ev.RequestID}
+			e = &deliveredEvent{rid: ev.RequestID, endpoint: ev.Endpoint, stage: ev.FailureStage,
+				usage: len(ev.Usage) > 0 && string(ev.Usage) != "null"}
 			s.events[ev.EventID] = e
 		}
 		e.count++
