@@ -163,7 +163,28 @@ func realtimeEvents(evs []*usageevent.Event) []*usageevent.Event {
 // event and not relayed, and each response is one usage event with its
 // usage (text, audio and cached tokens as the provider reported them).
 func TestRealtimeSession(t *testing.T) {
-	s := startRealtimeStack(t, stackOptions{})
+	runRealtimeSession(t, startRealtimeStack(t, stackOptions{}))
+}
+
+// TestRealtimeSessionThroughDante is TestRealtimeSession with Debian's
+// dante-server as the SOCKS5 egress proxy: the provider's WebSocket is a
+// tunnel through it for the session's life.
+func TestRealtimeSessionThroughDante(t *testing.T) {
+	addr := requireDaemon(t, "SCOOTGATE_DANTE_ADDR", "dante-server (SOCKS5)")
+	runRealtimeSession(t, startRealtimeStack(t, stackOptions{proxyURL: "socks5://" + addr}))
+}
+
+// TestRealtimeSessionThroughTinyproxy is TestRealtimeSession with
+// Debian's tinyproxy as the HTTP CONNECT egress proxy, with Basic auth.
+func TestRealtimeSessionThroughTinyproxy(t *testing.T) {
+	u := requireDaemon(t, "SCOOTGATE_TINYPROXY_URL", "tinyproxy (HTTP CONNECT)")
+	runRealtimeSession(t, startRealtimeStack(t, stackOptions{proxyURL: u}))
+}
+
+// runRealtimeSession is TestRealtimeSession's body against s, which it
+// shuts down.
+func runRealtimeSession(t *testing.T, s *stack) {
+	t.Helper()
 	c, resp, err := s.dialRealtime(t, realtimeModel, realtimeHeader(clientKey))
 	if err != nil {
 		t.Fatalf("dial: %v", err)
