@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -124,6 +125,13 @@ type rtSession struct {
 	revoked    chan struct{} // closed when the key no longer authenticates
 	revokeOnce sync.Once
 	ended      chan struct{} // a response ended (buffered, 1)
+	// For an API whose first client frame names the model
+	// (RealtimeSpec.SetupModel): the writer of the answers the node gives
+	// once the upgrade is accepted, and that frame, relayed first. up
+	// owns setup once the relay starts.
+	answer    *closeAnswer
+	setup     []byte
+	setupType websocket.MessageType
 
 	last atomic.Int64 // real time of the last frame either way, Unix ns
 
@@ -176,12 +184,14 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 	if c.principal, ok = h.authenticate(w, ar, c.api, c.rid); !ok {
 		return
 	}
-	model, berr := rs.Model(r.URL.Query())
-	if berr != nil {
-		c.fail(apierr.BadRequest(berr.Code, berr.Msg))
-		return
+	if rs.Model != nil {
+		model, berr := rs.Model(r.URL.Query())
+		if berr != nil {
+			c.fail(apierr.BadRequest(berr.Code, berr.Msg))
+			return
+		}
+		c.req.Model = model
 	}
-	c.req.Model = model
 	// A draining node opens no session; a session open when the drain
 	// starts is told to go away like a socket (GoingAway).
 	drain := &socket{h: h, away: make(chan struct{})}
@@ -191,8 +201,27 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 	}
 	defer h.sockets.remove(drain)
 
+	var query []string // the API's key query parameter, judged again later
+	if c.api.QueryKey != "" {
+		query = r.URL.Query()[c.api.QueryKey]
+	}
+	s := &rtSession{c: c, spec: rs, o: h.o.Realtime.withDefaults(), auth: auth, query: query,
+		revoked: make(chan struct{}), ended: make(chan struct{}, 1)}
+	if rs.SetupModel != nil {
+		// docs/api.md "Gemini Live": the model is in the first frame, so
+		// the upgrade is accepted first and what follows is refused with
+		// close frames.
+		if !s.accept(w, r) || !s.readSetup(ctx) {
+			return
+		}
+		if h.limit != nil {
+			h.limit.release() // an open session holds no request slot (docs/api.md "Connection limit")
+			defer h.limit.hold()
+		}
+	}
 	pool, m, ok := c.realtimePool()
 	if !ok {
+		s.refused()
 		return
 	}
 	if sub := c.principal.Limit; sub != nil {
@@ -207,44 +236,140 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 		c.rl = rateLimits(&st)
 		if !ok {
 			c.refuseLimited(&st)
+			s.refused()
 			return
 		}
 		c.ticket = tk
 		defer tk.Release()
 	}
-	var query []string // the API's key query parameter, judged again later
-	if c.api.QueryKey != "" {
-		query = r.URL.Query()[c.api.QueryKey]
-	}
-	s := &rtSession{c: c, spec: rs, o: h.o.Realtime.withDefaults(), auth: auth, query: query,
-		revoked: make(chan struct{}), ended: make(chan struct{}, 1)}
 	if !s.dial(ctx, pool, m.Affinity) {
+		s.refused()
 		return
 	}
 	a := s.a
-	// A browser's WebSocket needs one of the subprotocols it offered
-	// back; the one carrying its key is never chosen (RealtimeSpec).
-	client, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols: rs.Subprotocols, InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled,
-	})
-	if err != nil {
-		// Accept answered the client (400, 426); nothing was relayed.
-		_ = s.prov.CloseNow()
-		a.stage, a.status = stageClientCancelled, w.status
-		s.close(ctx, a.stage)
-		return
+	if s.client == nil {
+		if !s.accept(w, r) {
+			// Accept answered the client (400, 426); nothing was relayed.
+			_ = s.prov.CloseNow()
+			a.stage, a.status = stageClientCancelled, w.status
+			s.close(ctx, a.stage)
+			return
+		}
+		if h.limit != nil {
+			h.limit.release() // an open session holds no request slot (docs/api.md "Connection limit")
+			defer h.limit.hold()
+		}
 	}
-	s.client = client
 	a.status = http.StatusSwitchingProtocols
-	client.SetReadLimit(s.o.FrameBytes)
 	s.prov.SetReadLimit(s.o.FrameBytes)
-	if h.limit != nil {
-		h.limit.release() // an open session holds no request slot (docs/api.md "Connection limit")
-		defer h.limit.hold()
-	}
 	h.realtime.add(s)
 	defer h.realtime.remove(s)
 	s.relay(ctx, drain.away)
+}
+
+// accept accepts the client's upgrade. A browser's WebSocket needs one of
+// the subprotocols it offered back; the one carrying its key is never
+// chosen (RealtimeSpec). On failure Accept has answered the client.
+func (s *rtSession) accept(w http.ResponseWriter, r *http.Request) bool {
+	client, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: s.spec.Subprotocols, InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return false
+	}
+	s.client = client
+	client.SetReadLimit(s.o.FrameBytes)
+	return true
+}
+
+// readSetup reads the session's first client frame, which names the
+// model (RealtimeSpec.SetupModel), within the idle bound. From here the
+// node's refusals are close frames: the call's answers go to s.answer.
+func (s *rtSession) readSetup(ctx context.Context) bool {
+	c := s.c
+	s.answer = &closeAnswer{sw: &c.sw}
+	c.w = s.answer
+	rctx, cancel := context.WithTimeout(ctx, s.o.Idle)
+	defer cancel()
+	typ, frame, err := s.client.Read(rctx)
+	switch {
+	case err == nil:
+	case rctx.Err() != nil && ctx.Err() == nil:
+		_ = s.client.Close(websocket.StatusCode(s.spec.Close(0, "session_idle")),
+			closeReason(fmt.Sprintf("no setup message within %s", s.o.Idle)))
+		return false
+	default:
+		_ = s.client.CloseNow() // the client left, or its frame was over the bound (closed with 1009)
+		return false
+	}
+	s.touch()
+	if typ != websocket.MessageText && !s.spec.Binary {
+		c.fail(apierr.BadRequest("invalid_event", "messages must be text frames (JSON)"))
+		s.refused()
+		return false
+	}
+	model, berr := s.spec.SetupModel(frame)
+	if berr != nil {
+		c.fail(apierr.BadRequest(berr.Code, berr.Msg))
+		s.refused()
+		return false
+	}
+	c.req.Model = model
+	s.setup, s.setupType = frame, typ
+	return true
+}
+
+// refused ends a session the node accepted and then refused (its setup
+// frame, routing, admission, the provider's handshake) with the close
+// frame that says the error the node answered (RealtimeSpec.Close), as
+// the API closes its own sessions. A session not accepted yet was
+// answered over HTTP.
+func (s *rtSession) refused() {
+	if s.client == nil {
+		return
+	}
+	e := s.answer.err
+	if e == nil { // cancelled: nothing to say
+		_ = s.client.CloseNow()
+		return
+	}
+	_ = s.client.Close(websocket.StatusCode(s.spec.Close(e.Status, e.Code)), closeReason(e.Msg))
+}
+
+// closeAnswer is the call's writer once a session's upgrade was accepted
+// before routing: it keeps the error for refused and notes the status and
+// code for the request's metric and refusal log, as an HTTP answer would.
+type closeAnswer struct {
+	sw  *statusWriter
+	h   http.Header
+	err *apierr.Error
+}
+
+func (a *closeAnswer) Header() http.Header {
+	if a.h == nil {
+		a.h = make(http.Header)
+	}
+	return a.h
+}
+
+// NoteError implements apierr.Noter.
+func (a *closeAnswer) NoteError(e *apierr.Error) { a.err, a.sw.code = e, e.Code }
+
+func (a *closeAnswer) WriteHeader(status int)      { a.sw.status = status }
+func (a *closeAnswer) Write(b []byte) (int, error) { return len(b), nil }
+
+// closeReason fits msg in a close frame's reason (123 bytes), cut at a
+// character boundary.
+func closeReason(msg string) string {
+	const maxReason = 123
+	if len(msg) <= maxReason {
+		return msg
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 // realtimePool resolves the session's model to the pool of targets that
@@ -345,7 +470,13 @@ func (s *rtSession) handshake(ctx context.Context, a *attempt) bool {
 		return false
 	}
 	a.model, s.model = res.Model, res.JSON
+	if s.spec.Named {
+		s.model = res.NamedJSON
+	}
 	u := *res.URL // the backend's, shared
+	if s.spec.Path != nil {
+		u.Path, u.RawPath = s.spec.Path(u.Path), ""
+	}
 	u.RawQuery = s.spec.Query(res.Model)
 
 	cred := t.Backend.Credential.Reveal()
@@ -430,8 +561,8 @@ func (s *rtSession) relay(ctx context.Context, away <-chan struct{}) {
 	var end rtEnd
 	leaving := false
 	goAway := func() rtEnd {
-		return rtEnd{stage: stageShutdown, code: websocket.StatusGoingAway, reason: "the node is shutting down",
-			event: s.spec.ErrorEvent(rtServerError, "node_shutting_down", "the node is shutting down; open a new session", nil)}
+		return s.fail(stageShutdown, websocket.StatusGoingAway, "the node is shutting down",
+			rtServerError, "node_shutting_down", "the node is shutting down; open a new session", nil)
 	}
 loop:
 	for {
@@ -443,16 +574,16 @@ loop:
 				idle.Reset(left)
 				continue
 			}
-			end = rtEnd{stage: stageTimeout, code: websocket.StatusNormalClosure, reason: "idle timeout",
-				event: s.spec.ErrorEvent(rtInvalidRequest, "session_idle", fmt.Sprintf("no event either way for %s: the session is closed", s.o.Idle), nil)}
+			end = s.fail(stageTimeout, websocket.StatusNormalClosure, "idle timeout",
+				rtInvalidRequest, "session_idle", fmt.Sprintf("no event either way for %s: the session is closed", s.o.Idle), nil)
 			break loop
 		case <-total.C:
-			end = rtEnd{stage: stageStreamTotal, code: websocket.StatusNormalClosure, reason: "session limit reached",
-				event: s.spec.ErrorEvent(rtInvalidRequest, "session_expired", fmt.Sprintf("the session reached its limit of %s", s.o.Total), nil)}
+			end = s.fail(stageStreamTotal, websocket.StatusNormalClosure, "session limit reached",
+				rtInvalidRequest, "session_expired", fmt.Sprintf("the session reached its limit of %s", s.o.Total), nil)
 			break loop
 		case <-s.revoked:
-			end = rtEnd{stage: stageClientCancelled, code: websocket.StatusPolicyViolation, reason: "API key no longer valid",
-				event: s.spec.ErrorEvent(rtInvalidRequest, "invalid_api_key", "the session's API key is no longer valid", nil)}
+			end = s.fail(stageClientCancelled, websocket.StatusPolicyViolation, "API key no longer valid",
+				rtInvalidRequest, "invalid_api_key", "the session's API key is no longer valid", nil)
 			break loop
 		case <-away:
 			// docs/operations.md "Drain": a session between responses
@@ -522,44 +653,69 @@ func (s *rtSession) responding() bool {
 	return s.seg.inResponse
 }
 
-// up relays the client's frames to the provider.
+// up relays the client's frames to the provider, the setup frame read
+// before routing first.
 func (s *rtSession) up(ctx context.Context) rtEnd {
-	c := s.c
 	rctx := context.WithoutCancel(ctx) // a cancelled read closes without a close frame; relay closes
+	typ, data := s.setupType, s.setup
+	s.setup = nil
 	for {
-		typ, data, err := s.client.Read(rctx)
-		if err != nil {
-			return s.clientGone()
+		if data == nil {
+			var err error
+			if typ, data, err = s.client.Read(rctx); err != nil {
+				return s.clientGone()
+			}
+			s.touch()
 		}
-		s.touch()
-		if typ != websocket.MessageText {
-			s.refuse(ctx, "invalid_event", "events must be text frames (JSON)", nil)
-			continue
+		if end, ok := s.upFrame(ctx, rctx, typ, data); !ok {
+			return end
 		}
-		out, ev, berr := s.spec.ClientFrame(data, c.req.Model, s.model)
-		if berr != nil {
-			s.refuse(ctx, berr.Code, berr.Msg, ev.ID)
-			continue
-		}
-		if ev.Kind == provider.ClientResponseCreate && !s.keyValid() {
-			// docs/api.md "Realtime sessions": the key is judged again
-			// before every response it asks for.
-			return rtEnd{stage: stageClientCancelled, code: websocket.StatusPolicyViolation, reason: "API key no longer valid",
-				event: s.spec.ErrorEvent(rtInvalidRequest, "invalid_api_key", "the session's API key is no longer valid", ev.ID)}
-		}
-		s.mu.Lock()
-		s.seg.reqBytes += int64(len(out))
-		s.mu.Unlock()
-		// The first frame relayed is the point of no return: from here
-		// the session is never re-picked (it never is after the upgrade).
-		wctx, cancel := context.WithTimeout(rctx, c.h.o.StreamIdle)
-		err = s.prov.Write(wctx, websocket.MessageText, out)
-		cancel()
-		if err != nil {
-			return rtEnd{stage: stageStream, code: websocket.StatusInternalError, reason: "the provider connection failed",
-				event: s.spec.ErrorEvent(rtServerError, "upstream_failed", "the provider connection failed", nil)}
-		}
+		data = nil
 	}
+}
+
+// upFrame relays one client frame, or refuses it; false when that ends
+// the session. rctx is ctx without its cancellation, for the write.
+func (s *rtSession) upFrame(ctx, rctx context.Context, typ websocket.MessageType, data []byte) (rtEnd, bool) {
+	c := s.c
+	if typ != websocket.MessageText && !s.spec.Binary {
+		return s.refuse(ctx, "invalid_event", "events must be text frames (JSON)", nil)
+	}
+	out, ev, berr := s.spec.ClientFrame(data, c.req.Model, s.model)
+	if berr != nil {
+		return s.refuse(ctx, berr.Code, berr.Msg, ev.ID)
+	}
+	if ev.Kind == provider.ClientResponseCreate && !s.keyValid() {
+		// docs/api.md "Realtime sessions": the key is judged again
+		// before every response it asks for.
+		return s.fail(stageClientCancelled, websocket.StatusPolicyViolation, "API key no longer valid",
+			rtInvalidRequest, "invalid_api_key", "the session's API key is no longer valid", ev.ID), false
+	}
+	s.mu.Lock()
+	s.seg.reqBytes += int64(len(out))
+	s.mu.Unlock()
+	// The first frame relayed is the point of no return: from here
+	// the session is never re-picked (it never is after the upgrade).
+	wctx, cancel := context.WithTimeout(rctx, c.h.o.StreamIdle)
+	err := s.prov.Write(wctx, typ, out)
+	cancel()
+	if err != nil {
+		return s.fail(stageStream, websocket.StatusInternalError, "the provider connection failed",
+			rtServerError, "upstream_failed", "the provider connection failed", nil), false
+	}
+	return rtEnd{}, true
+}
+
+// fail is the end of a session over an error the node found itself: the
+// API's error event and the node's close code, or, for an API that says
+// its errors with close codes (RealtimeSpec.Close), that code and the
+// message as the reason.
+func (s *rtSession) fail(st stage, code websocket.StatusCode, reason, typ, errCode, msg string, id []byte) rtEnd {
+	e := rtEnd{stage: st, code: code, reason: reason, event: s.spec.ErrorEvent(typ, errCode, msg, id)}
+	if s.spec.Close != nil {
+		e.code, e.reason = websocket.StatusCode(s.spec.Close(0, errCode)), closeReason(msg)
+	}
+	return e
 }
 
 // clientGone is the end of a session whose client closed or broke it:
@@ -573,11 +729,20 @@ func (s *rtSession) clientGone() rtEnd {
 	return rtEnd{stage: st, code: websocket.StatusNormalClosure, now: true}
 }
 
-// refuse tells the client of a frame the node does not relay.
-func (s *rtSession) refuse(ctx context.Context, code, msg string, id []byte) {
+// refuse tells the client of a frame the node does not relay: an error
+// event, and the session goes on; or, for an API that says errors with
+// close codes (RealtimeSpec.Close), the end of the session, as the
+// provider ends one over a message it refuses.
+func (s *rtSession) refuse(ctx context.Context, code, msg string, id []byte) (rtEnd, bool) {
+	if s.spec.Close != nil {
+		end := s.clientGone()
+		end.now, end.code, end.reason = false, websocket.StatusCode(s.spec.Close(http.StatusBadRequest, code)), closeReason(msg)
+		return end, false
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.h.o.StreamIdle)
 	defer cancel()
 	_ = s.client.Write(wctx, websocket.MessageText, s.spec.ErrorEvent(rtInvalidRequest, code, msg, id))
+	return rtEnd{}, true
 }
 
 // down relays the provider's frames to the client, recording each
@@ -596,7 +761,7 @@ func (s *rtSession) down(ctx context.Context) rtEnd {
 		}
 		s.touch()
 		var pe provider.ProviderEvent
-		if typ == websocket.MessageText {
+		if typ == websocket.MessageText || s.spec.Binary {
 			pe = s.spec.ProviderFrame(data)
 		}
 		s.mu.Lock()

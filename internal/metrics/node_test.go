@@ -143,6 +143,7 @@ scootgate_requests_total{code="200",endpoint="audio_speech",send_state="response
 scootgate_requests_total{code="200",endpoint="audio_transcriptions",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="audio_translations",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="batch_embed_contents",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="bidi_generate_content",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="chat_completions",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="completions",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="count_tokens",send_state="response_received"} 1

@@ -117,6 +117,7 @@ const (
 	ImageGenerations                      // OpenAI POST /v1/images/generations
 	ImageEdits                            // OpenAI POST /v1/images/edits (multipart)
 	Realtime                              // OpenAI GET /v1/realtime (a WebSocket session)
+	BidiGenerateContent                   // Gemini Live: GET /ws/…GenerativeService.BidiGenerateContent (a WebSocket session)
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -149,6 +150,7 @@ var endpointInfo = [NumEndpoints]struct {
 	ImageGenerations:     {usageevent.EndpointImageGenerations, OpenAI},
 	ImageEdits:           {usageevent.EndpointImageEdits, OpenAI},
 	Realtime:             {usageevent.EndpointRealtime, OpenAI},
+	BidiGenerateContent:  {usageevent.EndpointBidiGenerateContent, Gemini},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
@@ -156,7 +158,8 @@ var endpointInfo = [NumEndpoints]struct {
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
 // "batch_embed_contents", "responses_compact", "responses_input_tokens",
 // "completions", "rerank", "audio_speech", "audio_transcriptions",
-// "audio_translations", "image_generations", "image_edits" or "realtime".
+// "audio_translations", "image_generations", "image_edits", "realtime" or
+// "bidi_generate_content".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -196,7 +199,7 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses (and its compaction), embeddings, legacy completions, rerank, audio, images, realtime sessions and the token counts
+// both). Responses (and its compaction), embeddings, legacy completions, rerank, audio, images, realtime and Live sessions and the token counts
 // are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {

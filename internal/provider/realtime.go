@@ -16,7 +16,24 @@ import (
 // arguments.
 type RealtimeSpec struct {
 	// Model reads the public model the upgrade asks for from its query.
+	// Nil when the session's first client frame names the model instead
+	// (SetupModel).
 	Model func(q url.Values) (string, *BodyError)
+	// SetupModel, set instead of Model, reads the public model from the
+	// session's first client frame (Gemini Live's setup message). The node
+	// then accepts the client's upgrade before it routes, so what it
+	// refuses after that is a close frame (Close), not an HTTP answer.
+	SetupModel func(frame []byte) (string, *BodyError)
+	// Named says that frames name the model as "models/{model}": the
+	// target's provider model reaches ClientFrame in that form.
+	Named bool
+	// Binary says that binary frames carry events too (Gemini Live's
+	// server sends its JSON messages as binary frames): they are looked at
+	// like text frames and relayed as binary frames.
+	Binary bool
+	// Path, when set, gives the provider socket's URL path from the
+	// backend's (its base URL's path followed by the Spec's UpstreamPath).
+	Path func(upstream string) string
 	// Key returns a client key the upgrade carries where the headers
 	// authz reads do not (a browser cannot set Authorization on a
 	// WebSocket: OpenAI's browser SDK sends the key as a subprotocol);
@@ -42,8 +59,18 @@ type RealtimeSpec struct {
 	ProviderFrame func(frame []byte) ProviderEvent
 	// ErrorEvent is the frame that tells the client of an error the node
 	// found itself: typ is the error type, clientEvent the id of the
-	// client event it is about (nil when none).
+	// client event it is about (nil when none). nil: the API has no such
+	// frame for this error, and Close says it.
 	ErrorEvent func(typ, code, msg string, clientEvent []byte) []byte
+	// Close, when set, is the close code the node ends a session with
+	// over an error it found itself, for an API that says its errors with
+	// close codes and reasons (Gemini Live): code is the node's error code
+	// (apierr's, or a realtime one such as session_idle), status the HTTP
+	// status it stands for (0 for one found after the session opened).
+	// The close reason is the error's message. A frame the node refuses
+	// then ends the session. Nil: the node's own close codes (docs/api.md
+	// "Realtime sessions"), and a refused frame leaves the session open.
+	Close func(status int, code string) int
 }
 
 // ClientEvent is what a client frame of a realtime session is.

@@ -180,6 +180,13 @@ const (
 	EndpointGeminiCountTokens     = "gemini_count_tokens"     // :countTokens
 	EndpointEmbedContent          = "embed_content"           // :embedContent
 	EndpointBatchEmbedContents    = "batch_embed_contents"    // :batchEmbedContents
+
+	// EndpointBidiGenerateContent is new in schema 2: Gemini Live
+	// sessions, a WebSocket each (gemini: GET
+	// /ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent
+	// → the same path on base_url's host, under base_url's path without
+	// its version segment).
+	EndpointBidiGenerateContent = "bidi_generate_content"
 )
 
 // Endpoints returns the endpoint names of a protocol, its defaults first;
@@ -195,7 +202,8 @@ func Endpoints(protocol string) []string {
 		return []string{EndpointMessages, EndpointCountTokens}
 	case ProtocolGemini:
 		return []string{EndpointGenerateContent, EndpointStreamGenerateContent,
-			EndpointGeminiCountTokens, EndpointEmbedContent, EndpointBatchEmbedContents}
+			EndpointGeminiCountTokens, EndpointEmbedContent, EndpointBatchEmbedContents,
+			EndpointBidiGenerateContent}
 	}
 	return nil
 }

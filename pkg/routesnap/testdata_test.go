@@ -145,6 +145,10 @@ func TestInvalidFixtures(t *testing.T) {
 		"realtime-schema1.json": {validate: []routesnap.Problem{
 			{Path: "backends[0].endpoints[1]", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
 		}},
+		// The Gemini Live endpoint, new in schema 2, in a schema 1 document.
+		"live-schema1.json": {validate: []routesnap.Problem{
+			{Path: "backends[0].endpoints[1]", Msg: "needs schema 2 or later (this document is schema 1); raise schema or remove the member"},
+		}},
 		"references.json": {validate: []routesnap.Problem{
 			{Path: "models[0].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},
 			{Path: "models[1].targets", Msg: "must list at least one target (an empty pool can serve nothing)"},

@@ -340,6 +340,15 @@ func (v *validator) endpoints(path string, b Backend) {
 			v.add(at, "duplicate of endpoints[%d]", j)
 		}
 		v.realtimeEndpoint(at, e)
+		v.liveEndpoint(at, e)
+	}
+}
+
+// liveEndpoint refuses the Gemini Live endpoint in a schema 1 document,
+// as realtimeEndpoint does the realtime one.
+func (v *validator) liveEndpoint(at, e string) {
+	if e == EndpointBidiGenerateContent {
+		v.since(2, at)
 	}
 }
 

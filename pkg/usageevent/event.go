@@ -60,6 +60,11 @@ const (
 	EndpointGeminiCountTokens     = "gemini_count_tokens"     // POST /v1beta/models/{model}:countTokens
 	EndpointEmbedContent          = "embed_content"           // POST /v1beta/models/{model}:embedContent
 	EndpointBatchEmbedContents    = "batch_embed_contents"    // POST /v1beta/models/{model}:batchEmbedContents
+	// EndpointBidiGenerateContent is a Gemini Live session (a WebSocket at
+	// /ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent):
+	// one event per turn the session ran, and one for what was left when
+	// it closed (docs/usage-events.md "Realtime sessions").
+	EndpointBidiGenerateContent = "bidi_generate_content"
 
 	EndpointResponsesCompact     = "responses_compact"      // POST /v1/responses/compact
 	EndpointResponsesInputTokens = "responses_input_tokens" // POST /v1/responses/input_tokens

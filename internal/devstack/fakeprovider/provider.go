@@ -297,8 +297,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.inflight.Done()
-	if r.URL.Path == "/v1/realtime" {
+	switch r.URL.Path {
+	case "/v1/realtime":
 		p.serveRealtime(w, r)
+		return
+	case LivePath:
+		p.serveLive(w, r)
 		return
 	}
 	p.serve1(w, r)

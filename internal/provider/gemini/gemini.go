@@ -1,7 +1,8 @@
 // Package gemini is everything the node knows about the Gemini API
 // (generativelanguage.googleapis.com and the providers compatible with
 // it): the endpoints it forwards (generateContent, streamGenerateContent,
-// countTokens, embedContent, batchEmbedContents), where the model is (in
+// countTokens, embedContent, batchEmbedContents, and Live sessions:
+// BidiGenerateContent over WebSocket, [Live]), where the model is (in
 // the path), which body members decide routing and which name the model,
 // which headers go up (x-goog-api-key) and come back, how a stream ends
 // and fails, where usage is, the error document, what a quota answer
@@ -41,7 +42,7 @@ import (
 // API is the Gemini API's catalog entry.
 var API = &provider.API{
 	Protocol:  provider.Gemini,
-	Endpoints: []*provider.Spec{GenerateContent, StreamGenerateContent, CountTokens, EmbedContent, BatchEmbedContents},
+	Endpoints: []*provider.Spec{GenerateContent, StreamGenerateContent, CountTokens, EmbedContent, BatchEmbedContents, Live},
 	Claims:    claims,
 	// Gemini clients may send their key as ?key= (after the headers).
 	QueryKey: "key",
