@@ -276,11 +276,21 @@ func LiveProviderFrame(frame []byte) provider.ProviderEvent {
 		return pe
 	}
 	pe.Kind = provider.ProviderResponseDone
-	if provider.Usable(usage) {
+	if provider.Usable(usage) && !emptyObject(usage) { // {}: the turn was not counted
 		pe.Usage = liveUsage(usage)
 		pe.Raw, pe.HasUsage = json.RawMessage(bytes.Clone(usage)), true
 	}
 	return pe
+}
+
+// emptyObject reports whether obj, an object, has no member.
+func emptyObject(obj []byte) bool {
+	it, err := jsonedit.Members(obj)
+	if err != nil {
+		return false
+	}
+	_, ok, err := it.Next()
+	return err == nil && !ok
 }
 
 // liveUsage normalizes a Live usageMetadata object.
