@@ -465,6 +465,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			{ID: "fake-gemini", Protocol: routesnap.ProtocolGemini, BaseURL: strings.TrimSuffix(base, "/v1") + "/v1beta", Credential: "fake-gemini", MaxInflightPerNode: demoCap,
 				Endpoints: []string{routesnap.EndpointGenerateContent, routesnap.EndpointStreamGenerateContent,
 					routesnap.EndpointGeminiCountTokens, routesnap.EndpointEmbedContent, routesnap.EndpointBatchEmbedContents}},
+			// Gemini Live sessions (a WebSocket each; schema 2).
+			{ID: "fake-gemini-live", Protocol: routesnap.ProtocolGemini, BaseURL: strings.TrimSuffix(base, "/v1") + "/v1beta", Credential: "fake-gemini", MaxInflightPerNode: demoCap,
+				Endpoints: []string{routesnap.EndpointBidiGenerateContent}},
 		},
 		Models: []routesnap.Model{
 			{Name: "demo-gpt", Targets: []routesnap.Target{
@@ -496,6 +499,9 @@ func devSingles(now time.Time, base string) routesnap.Snapshot {
 			}},
 			{Name: "demo-gemini", Targets: []routesnap.Target{
 				{Backend: "fake-gemini", Model: "fake-gemini-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
+			}},
+			{Name: "demo-gemini-live", Targets: []routesnap.Target{
+				{Backend: "fake-gemini-live", Model: "fake-gemini-live-1", Weight: 1, Stream: true},
 			}},
 			{Name: "demo-capped", Targets: []routesnap.Target{
 				{Backend: "fake-openai-capped", Model: "fake-gpt-1", Weight: 1, Stream: true, Tools: true, JSONSchema: true},
@@ -556,7 +562,9 @@ ScootGate dev stack is up.
                 demo-tts = speech, demo-whisper = transcriptions
                 + translations, demo-image = images, demo-realtime = realtime sessions (WebSocket
                 /v1/realtime?model=demo-realtime), demo-claude = Anthropic messages + count_tokens,
-                demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …);
+                demo-gemini = every Gemini method (/v1beta/models/demo-gemini:generateContent, …),
+                demo-gemini-live = Gemini Live sessions (WebSocket /ws/google.ai.generativelanguage.
+                v1beta.GenerativeService.BidiGenerateContent, setup naming models/demo-gemini-live);
                 demo-pool and demo-claude-pool: the same over three backends each, with affinity;
                 demo-fallback: served by its fallback demo-gpt, whose window is 131072 tokens;
                 demo-claude-bedrock = Claude on Amazon Bedrock (SigV4, event stream),

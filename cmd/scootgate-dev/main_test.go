@@ -99,6 +99,7 @@ func TestDevSnapshots(t *testing.T) {
 		"demo-whisper":     {provider.AudioTranscriptions, provider.AudioTranslations},
 		"demo-image":       {provider.ImageGenerations, provider.ImageEdits},
 		"demo-realtime":    {provider.Realtime},
+		"demo-gemini-live": {provider.BidiGenerateContent},
 		"demo-capped":      {provider.Chat},
 		"demo-pool":        {provider.Chat},
 		"demo-claude-pool": {provider.Messages},
