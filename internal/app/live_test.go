@@ -14,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genai"
 
+	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
@@ -266,6 +268,15 @@ func TestGeminiLiveRefusals(t *testing.T) {
 			t.Errorf("%s: close %v %q, want %v with %q", tc.name, code, reason, tc.code, tc.reason)
 		}
 	}
+	// A key whose allowlist leaves the model out: 1008.
+	c, _, err = s.dialLive(t, "?key="+limitedKey)
+	if err != nil {
+		t.Fatalf("dial with the limited key: %v", err)
+	}
+	send(t, c, `{"setup":{"model":"models/`+liveModel+`"}}`)
+	if code, reason := liveClose(t, c); code != 1008 || !strings.Contains(reason, "may not use model") {
+		t.Errorf("a model the key may not use: close %v %q, want 1008", code, reason)
+	}
 	if got := len(s.prov.Requests()); got != before {
 		t.Errorf("refused sessions reached the provider: %d requests", got-before)
 	}
@@ -340,5 +351,49 @@ func TestGeminiLiveAudioTurnCut(t *testing.T) {
 	}
 	if diff := cmp.Diff(got, []string{" in 5 out 3", "client_cancelled no usage"}); diff != "" {
 		t.Errorf("events (-got +want):\n%s", diff)
+	}
+}
+
+// TestGeminiLiveRevocation: a Live session whose key an authorization
+// snapshot swap revokes is closed with 1007 and the reason, as Google
+// closes a session over an invalid key; the key opens no new one (401);
+// another key's session goes on.
+func TestGeminiLiveRevocation(t *testing.T) {
+	cp := startControlPlane(t)
+	keyOther := authsnap.Key{KeyID: "k-other", TenantID: "t-2", Digest: authsnap.Digest(limitedKey)}
+	cp.publish("authz.json", authzDoc(1, keyFull, keyOther))
+	s := startLiveStack(t, stackOptions{
+		authzSource:  cp.srv.URL(cpserver.AuthzPath),
+		controlPlane: "poll_interval = \"1s\"\nlong_poll = \"30s\"\nstale_after = \"1m\"",
+	})
+	open := func(key string) *websocket.Conn {
+		c, _, err := s.dialLive(t, "?key="+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(t, c, `{"setup":{"model":"models/`+liveModel+`"}}`)
+		if _, data, err := c.Read(t.Context()); err != nil || string(data) != `{"setupComplete":{}}` {
+			t.Fatalf("after setup: %q, %v", data, err)
+		}
+		return c
+	}
+	doomed, other := open(clientKey), open(limitedKey)
+	cp.publish("authz.json", authzDoc(2, keyOther))
+	s.events.waitFor(t, applied("authz", 2), 5*time.Second)
+	if code, reason := liveClose(t, doomed); code != 1007 || !strings.Contains(reason, "no longer valid") {
+		t.Errorf("revoked key's session: close %v %q, want 1007", code, reason)
+	}
+	if _, resp, err := s.dialLive(t, "?key="+clientKey); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("revoked key opening a session: %v %v, want 401", err, resp)
+	}
+	send(t, other, `{"clientContent":{"turns":[{"role":"user","parts":[{"text":"still here"}]}],"turnComplete":true}}`)
+	for {
+		_, data, err := other.Read(t.Context())
+		if err != nil {
+			t.Fatalf("the other key's session: %v", err)
+		}
+		if strings.Contains(string(data), `"turnComplete":true`) {
+			break
+		}
 	}
 }

@@ -129,6 +129,17 @@ endpoints = ["realtime"]
 backend = "oa-rt"
 model = "provider-rt"
 weight = 1
+[backends.gm-live]
+protocol = "gemini"
+base_url = "` + strings.TrimSuffix(base, "/v1") + `/v1beta"
+credential = "c"
+max_inflight_per_node = 100000
+endpoints = ["bidi_generate_content"]
+[models.live]
+[[models.live.targets]]
+backend = "gm-live"
+model = "provider-live"
+weight = 1
 [models.gemini]
 [[models.gemini.targets]]
 backend = "gm"

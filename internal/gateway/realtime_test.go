@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -112,5 +113,50 @@ func TestRealtimeRefusedToReservingBudget(t *testing.T) {
 	}
 	if n := prov.RequestCount(); n != 0 {
 		t.Errorf("the provider got %d requests, want 0", n)
+	}
+}
+
+// TestLiveKeyJudgedAtClientContent: a Gemini Live session's key is judged
+// again at every clientContent message (it asks for a turn), also without
+// a snapshot swap: a revoked key's clientContent closes the session with
+// 1007 and the reason, as Google closes one over an invalid key, and the
+// message never reaches the provider.
+func TestLiveKeyJudgedAtClientContent(t *testing.T) {
+	auth := &revocable{}
+	h, prov := newHandler(t, Options{Auth: auth})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer client-key")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	url := strings.Replace(srv.URL, "http", "ws", 1) + "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"setup":{"model":"models/live"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if typ, data, err := c.Read(ctx); err != nil || typ != websocket.MessageBinary || string(data) != `{"setupComplete":{}}` {
+		t.Fatalf("after setup: %v %q %v; want setupComplete in a binary frame", typ, data, err)
+	}
+	auth.revoked.Store(true)
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"clientContent":{"turns":[{"role":"user","parts":[{"text":"hi"}]}],"turnComplete":true}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 1007 || !strings.Contains(ce.Reason, "no longer valid") {
+		t.Errorf("after the revocation: %v, want close 1007 saying the key is no longer valid", err)
+	}
+	for _, r := range prov.Requests() {
+		if strings.Contains(string(r.Body), "clientContent") {
+			t.Error("the revoked key's clientContent reached the provider")
+		}
+		if strings.Contains(string(r.Body), `"setup"`) && !strings.Contains(string(r.Body), `"models/provider-live"`) {
+			t.Errorf("the setup reached the provider as %s", r.Body)
+		}
 	}
 }
