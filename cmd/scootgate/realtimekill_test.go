@@ -28,12 +28,25 @@ import (
 const (
 	rtKillModel     = "rt-kill"
 	rtKillProvModel = "fake-realtime-1"
+	liveKillModel   = "live-kill"
 )
 
 // rtKillTOML is a realtime backend on the fake provider and the model
-// rt-kill on it.
+// rt-kill on it, and a Gemini Live backend and the model live-kill.
 func rtKillTOML(provURL string) string {
 	return fmt.Sprintf(`
+[backends.gl]
+protocol = "gemini"
+base_url = %q
+credential = "c"
+max_inflight_per_node = 100
+endpoints = ["bidi_generate_content"]
+[models.%s]
+[[models.%s.targets]]
+backend = "gl"
+model = "fake-gemini-1"
+weight = 1
+stream = true`, strings.TrimSuffix(provURL, "/v1")+"/v1beta", liveKillModel, liveKillModel) + fmt.Sprintf(`
 [backends.rt]
 protocol = "openai"
 base_url = %q
@@ -138,9 +151,69 @@ func (s *rtKillSession) respond(t *testing.T, prompt, until string) {
 	}
 }
 
-// TestRealtimeKill9: the real node with three realtime sessions open,
-// each having completed responses, killed with SIGKILL (one session in
-// the middle of a response) and restarted on the same outbox. The first
+// liveKillSession is a Gemini Live session of the test, as a raw client
+// (the key in ?key=).
+type liveKillSession struct {
+	c    *websocket.Conn
+	rid  string
+	done int // turns the client saw end (turnComplete)
+}
+
+func openLiveKillSession(t *testing.T, api string) *liveKillSession {
+	t.Helper()
+	u := "ws://" + api + "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=" + crashKey
+	c, resp, err := websocket.Dial(t.Context(), u, nil)
+	if err != nil {
+		t.Fatalf("open a Live session: %v", err)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	s := &liveKillSession{c: c, rid: resp.Header.Get("X-Request-Id")}
+	s.send(t, `{"setup":{"model":"models/`+liveKillModel+`"}}`)
+	if !strings.Contains(s.read(t), "setupComplete") {
+		t.Fatal("no setupComplete")
+	}
+	return s
+}
+
+func (s *liveKillSession) read(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, data, err := s.c.Read(ctx)
+	if err != nil {
+		t.Fatalf("Live session %s: read: %v", s.rid, err)
+	}
+	return string(data)
+}
+
+func (s *liveKillSession) send(t *testing.T, msg string) {
+	t.Helper()
+	if err := s.c.Write(t.Context(), websocket.MessageText, []byte(msg)); err != nil {
+		t.Fatalf("Live session %s: write: %v", s.rid, err)
+	}
+}
+
+// turn runs one turn, reading up to its end (or, with hang, its first
+// message).
+func (s *liveKillSession) turn(t *testing.T, prompt string, hang bool) {
+	t.Helper()
+	s.send(t, `{"clientContent":{"turns":[{"role":"user","parts":[{"text":"`+prompt+`"}]}],"turnComplete":true}}`)
+	for {
+		msg := s.read(t)
+		if hang {
+			return
+		}
+		if strings.Contains(msg, `"turnComplete":true`) {
+			s.done++
+			return
+		}
+	}
+}
+
+// TestRealtimeKill9: the real node with three realtime sessions and two
+// Gemini Live sessions open, each having completed responses (turns),
+// killed with SIGKILL (one of each in the middle of one) and restarted on
+// the same outbox. The first
 // node publishes nowhere, so what reaches the broker is what its outbox
 // file kept. Every response completed before the node reported its
 // events synced is delivered by the restarted node, with the session's
@@ -177,20 +250,28 @@ func TestRealtimeKill9(t *testing.T) {
 	for i := range sessions {
 		sessions[i] = openKillSession(t, api)
 	}
-	// Settled: two responses each, then the node says their events are
-	// on disk (committed, nothing unsynced).
+	lives := []*liveKillSession{openLiveKillSession(t, api), openLiveKillSession(t, api)}
+	// Settled: two responses (turns) each, then the node says their
+	// events are on disk (committed, nothing unsynced).
 	for _, s := range sessions {
 		s.respond(t, "one two", "response.done")
 		s.respond(t, "three four five", "response.done")
+	}
+	for _, s := range lives {
+		s.turn(t, "one two", false)
+		s.turn(t, "three", false)
 	}
 	settled := map[string]int{}
 	for _, s := range sessions {
 		settled[s.rid] = s.done
 	}
+	for _, s := range lives {
+		settled[s.rid] = s.done
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		m := first.metrics()
-		if m.ok && m.unsynced == 0 && m.committed >= 6 {
+		if m.ok && m.unsynced == 0 && m.committed >= 10 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -203,6 +284,8 @@ func TestRealtimeKill9(t *testing.T) {
 	sessions[0].respond(t, "six", "response.done")
 	sessions[1].respond(t, "seven", "response.done")
 	sessions[2].respond(t, "wait [[hang]]", "response.audio.delta")
+	lives[0].turn(t, "six", false)
+	lives[1].turn(t, "wait [[hang]]", true)
 	first.kill(t)
 
 	rows := outboxRows(t, filepath.Join(dir, "outbox.db"))
@@ -243,7 +326,7 @@ func TestRealtimeKill9(t *testing.T) {
 	}
 	responses := map[string]int{} // by session: delivered events of completed responses
 	for _, ev := range delivered {
-		if ev.endpoint != "realtime" {
+		if ev.endpoint != "realtime" && ev.endpoint != "bidi_generate_content" {
 			t.Errorf("event of endpoint %q", ev.endpoint)
 			continue
 		}
@@ -252,20 +335,27 @@ func TestRealtimeKill9(t *testing.T) {
 		}
 	}
 	completed, lost := 0, 0
+	done := map[string]int{}
 	for _, s := range sessions {
-		completed += s.done
-		if responses[s.rid] < settled[s.rid] {
-			t.Errorf("session %s: %d responses delivered, want at least the %d completed before the node synced", s.rid, responses[s.rid], settled[s.rid])
+		done[s.rid] = s.done
+	}
+	for _, s := range lives {
+		done[s.rid] = s.done
+	}
+	for rid, n := range done {
+		completed += n
+		if responses[rid] < settled[rid] {
+			t.Errorf("session %s: %d responses delivered, want at least the %d completed before the node synced", rid, responses[rid], settled[rid])
 		}
-		if responses[s.rid] > s.done {
-			t.Errorf("session %s: %d response events delivered for %d responses", s.rid, responses[s.rid], s.done)
+		if responses[rid] > n {
+			t.Errorf("session %s: %d response events delivered for %d responses", rid, responses[rid], n)
 		}
-		lost += max(0, s.done-responses[s.rid])
+		lost += max(0, n-responses[rid])
 	}
 	if lost > outbox.DefaultMaxUnsynced {
 		t.Errorf("the kill lost %d events of completed responses; the crash bound is %d", lost, outbox.DefaultMaxUnsynced)
 	}
-	t.Logf("%d responses completed in 3 sessions, %d rows left by the kill, %d delivered, %d lost (the crash bound is %d)",
+	t.Logf("%d responses and turns completed in 5 sessions, %d rows left by the kill, %d delivered, %d lost (the crash bound is %d)",
 		completed, len(rows), len(delivered), lost, outbox.DefaultMaxUnsynced)
 	for _, n := range []*crashNode{first, second} {
 		if strings.Contains(n.output(), crashProviderKey) || strings.Contains(n.output(), crashKey) {
