@@ -397,3 +397,24 @@ func TestGeminiLiveRevocation(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiLiveProviderClose: a provider that ends a Live session with a
+// close code (Google's way of saying an error: 1011 for a quota, 1008,
+// 1007) is relayed to the client with that code and reason, and the
+// session's event has stage stream.
+func TestGeminiLiveProviderClose(t *testing.T) {
+	s := startLiveStack(t, stackOptions{})
+	c, _, err := s.dialLive(t, "?key="+clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, `{"setup":{"model":"models/`+liveModel+`"}}`)
+	if _, _, err := c.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, `{"clientContent":{"turns":[{"role":"user","parts":[{"text":"[[close=1011]]"}]}],"turnComplete":true}}`)
+	if code, reason := liveClose(t, c); code != 1011 || reason != "fakeprovider: closed as asked" {
+		t.Errorf("closed with %v %q, want the provider's 1011 and reason", code, reason)
+	}
+	s.waitLog(t, `"stage":"stream"`, 10*time.Second)
+}

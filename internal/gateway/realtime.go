@@ -358,6 +358,24 @@ func (a *closeAnswer) NoteError(e *apierr.Error) { a.err, a.sw.code = e, e.Code 
 func (a *closeAnswer) WriteHeader(status int)      { a.sw.status = status }
 func (a *closeAnswer) Write(b []byte) (int, error) { return len(b), nil }
 
+// providerClose is the close code and reason a provider ended a session
+// with, for an API that says its errors with close codes
+// (RealtimeSpec.Close): the client gets them as the provider sent them
+// (docs/api.md "Gemini Live"). A connection that broke without a close
+// frame, or a code that may not be sent, is 1011.
+func providerClose(err error) (websocket.StatusCode, string) {
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) {
+		return websocket.StatusInternalError, "the provider connection failed"
+	}
+	switch c := ce.Code; {
+	case c == 1004, c == websocket.StatusNoStatusRcvd, c == websocket.StatusAbnormalClosure, c == websocket.StatusTLSHandshake,
+		c < websocket.StatusNormalClosure, c > 4999, c >= 1016 && c < 3000: // reserved, or never on the wire (RFC 6455 7.4)
+		return websocket.StatusInternalError, closeReason(ce.Reason)
+	}
+	return ce.Code, ce.Reason
+}
+
 // closeReason fits msg in a close frame's reason (123 bytes), cut at a
 // character boundary.
 func closeReason(msg string) string {
@@ -757,7 +775,11 @@ func (s *rtSession) down(ctx context.Context) rtEnd {
 			if websocket.CloseStatus(err) == websocket.StatusNormalClosure && !s.responding() {
 				st = stageNone
 			}
-			return rtEnd{stage: st, code: websocket.StatusNormalClosure, reason: "the provider closed the session"}
+			end := rtEnd{stage: st, code: websocket.StatusNormalClosure, reason: "the provider closed the session"}
+			if s.spec.Close != nil {
+				end.code, end.reason = providerClose(err)
+			}
+			return end
 		}
 		s.touch()
 		var pe provider.ProviderEvent

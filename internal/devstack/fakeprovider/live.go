@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -38,7 +39,8 @@ const LivePath = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.Bidi
 // promptTokensDetails and responseTokensDetails. Every client message is
 // recorded as a Request whose Body is the message and Model the setup's
 // model. A prompt with [[hang]] starts the turn and never ends it;
-// [[flood=N]] adds N audio messages of 64 KiB.
+// [[flood=N]] adds N audio messages of 64 KiB; [[close=N]] closes the
+// session with code N instead (as Google does over an error).
 
 // liveMessage is the part of a client message the fake reads.
 type liveMessage struct {
@@ -136,6 +138,10 @@ func (p *Provider) serveLive(w http.ResponseWriter, r *http.Request) {
 		if !turn {
 			continue
 		}
+		if code, ok := closeAsked(prompt); ok {
+			_ = conn.Close(code, "fakeprovider: closed as asked")
+			return
+		}
 		if !p.liveTurn(send, prompt, audioIn) {
 			return
 		}
@@ -148,6 +154,21 @@ func (p *Provider) serveLive(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// closeAsked reads [[close=N]]: the session is closed with code N
+// instead of a turn, as Google closes one over an error.
+func closeAsked(prompt string) (websocket.StatusCode, bool) {
+	_, rest, ok := strings.Cut(prompt, "[[close=")
+	if !ok {
+		return 0, false
+	}
+	digits, _, _ := strings.Cut(rest, "]]")
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1000 || n > 4999 {
+		return 0, false
+	}
+	return websocket.StatusCode(n), true
 }
 
 // liveTurn sends the messages of one model turn; a prompt with [[hang]]
