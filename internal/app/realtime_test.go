@@ -560,6 +560,9 @@ tier = 0
 		t.Fatalf("first event %+v", ev)
 	}
 	_ = c.Close(websocket.StatusNormalClosure, "")
+	// The session's end is recorded after the close handshake the client
+	// waited for: a drain before that would cut the session (shutdown).
+	s.waitLog(t, `"attempt":2`, 10*time.Second)
 	s.shutdown()
 	var got []string
 	for _, ev := range s.outboxEvents(t) {
