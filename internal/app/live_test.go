@@ -268,6 +268,10 @@ func TestGeminiLiveRefusals(t *testing.T) {
 			t.Errorf("%s: close %v %q, want %v with %q", tc.name, code, reason, tc.code, tc.reason)
 		}
 	}
+	if r := s.do(http.MethodGet, fakeprovider.LivePath+"?key="+clientKey, nil, ""); r.status != http.StatusUpgradeRequired ||
+		!strings.Contains(r.body, `"status"`) || strings.Contains(r.body, "?model") {
+		t.Errorf("GET without the upgrade: %d %s, want 426 in Google's error shape", r.status, r.body)
+	}
 	// A key whose allowlist leaves the model out: 1008.
 	c, _, err = s.dialLive(t, "?key="+limitedKey)
 	if err != nil {

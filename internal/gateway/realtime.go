@@ -167,8 +167,12 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 	w := &c.sw
 	c.req.Stream = true
 	if !websocketUpgrade(r) {
+		query := "?model=…"
+		if rs.Model == nil {
+			query = "" // the model is in the first message
+		}
 		c.fail(&apierr.Error{Status: http.StatusUpgradeRequired, Code: "websocket_required",
-			Msg: "a realtime session is a WebSocket: send GET " + spec.Path + "?model=… with Upgrade: websocket"})
+			Msg: "a realtime session is a WebSocket: send GET " + spec.Path + query + " with Upgrade: websocket"})
 		return
 	}
 	// The key: the headers, or, for a browser that cannot set them, the
@@ -211,12 +215,15 @@ func (h *Handler) serveRealtime(ctx context.Context, c *call, r *http.Request, s
 		// docs/api.md "Gemini Live": the model is in the first frame, so
 		// the upgrade is accepted first and what follows is refused with
 		// close frames.
-		if !s.accept(w, r) || !s.readSetup(ctx) {
+		if !s.accept(w, r) {
 			return
 		}
 		if h.limit != nil {
 			h.limit.release() // an open session holds no request slot (docs/api.md "Connection limit")
 			defer h.limit.hold()
+		}
+		if !s.readSetup(ctx) {
+			return
 		}
 	}
 	pool, m, ok := c.realtimePool()
