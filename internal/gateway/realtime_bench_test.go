@@ -71,7 +71,8 @@ func bareRelay(provider string) http.Handler {
 // a bare relay of the same library (docs/performance.md): per relayed
 // audio frame (100 ms of 24 kHz PCM16 as input_audio_buffer.append, sent
 // and echoed back: two relayed frames) its time, allocations and CPU,
-// and per open idle session the heap and goroutines it holds. Both
+// and per open idle session the heap and goroutines it holds; and the
+// audio frame of a Gemini Live session (realtimeInput, binary frames). Both
 // measure the client, relay and provider in one process: the difference
 // between the two is the node's own cost.
 func BenchmarkRealtime(b *testing.B) {
@@ -108,6 +109,38 @@ func BenchmarkRealtime(b *testing.B) {
 					b.Fatal(err)
 				}
 				if _, data, err := c.Read(b.Context()); err != nil || len(data) != len(frame) {
+					b.Fatalf("echo: %d bytes, %v", len(data), err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+	// Gemini Live: the same audio as realtimeInput, after the setup
+	// message that opens the session (docs/api.md "Gemini Live"); binary
+	// frames, as Google's server sends them.
+	liveFrame := []byte(`{"realtimeInput":{"audio":{"data":"` + base64.StdEncoding.EncodeToString(make([]byte, 4800)) + `","mimeType":"audio/pcm;rate=24000"}}}`)
+	lives := []struct{ name, url string }{
+		{"node", strings.Replace(node.URL, "http", "ws", 1) + "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"},
+		{"bare", strings.Replace(bare.URL, "http", "ws", 1) + "/"},
+	}
+	for _, r := range lives {
+		b.Run("live_audio_frame/"+r.name, func(b *testing.B) {
+			c := dial(b, r.url)
+			defer c.CloseNow()
+			if err := c.Write(b.Context(), websocket.MessageText, []byte(`{"setup":{"model":"models/live"}}`)); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := c.Read(b.Context()); err != nil { // the setup, echoed
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(2 * len(liveFrame)))
+			cpu := cpuTime(b)
+			for b.Loop() {
+				if err := c.Write(b.Context(), websocket.MessageBinary, liveFrame); err != nil {
+					b.Fatal(err)
+				}
+				if _, data, err := c.Read(b.Context()); err != nil || len(data) != len(liveFrame) {
 					b.Fatalf("echo: %d bytes, %v", len(data), err)
 				}
 			}
