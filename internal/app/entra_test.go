@@ -109,6 +109,12 @@ func TestAzureEntra(t *testing.T) {
 	if d := tokenReadyDetail(t, s); !strings.HasPrefix(d, "expired") || !strings.Contains(d, "503") {
 		t.Errorf("readyz detail %q, want the expired state and the grant's status", d)
 	}
+	text := s.scrapeMetrics()
+	for _, want := range []string{`scootgate_credential_token_state{credential="entra",state="expired"} 1`, `scootgate_credential_token_state{credential="entra",state="ok"} 0`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 
 	// The tenant recovers: after the backoff, the backend works again.
 	entra.Fail(0)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/credential"
+	"github.com/scootgate/scootgate/internal/metrics"
 )
 
 // mintCredentials makes the token source of every minted-token credential
@@ -15,11 +16,14 @@ import (
 // transport, so that a grant goes through the egress proxies like a
 // provider request, and gives it to the credential as the value every
 // attempt sends. The node owns the sources: run keeps them fresh and
-// closes them. Each one's state is a /readyz detail; a credential with no
-// token leaves the node ready (its backends are unusable, others serve).
+// closes them. Each one's state is a /readyz detail and the gauge
+// scootgate_credential_token_state; a credential with no token leaves the
+// node ready (its backends are unusable, others serve).
 func (n *node) mintCredentials(transport http.RoundTripper) error {
 	creds := n.cfg.Credentials
 	var minted map[string]bool
+	var states []metrics.TokenCredential // by name, as the gauge lists them
+	var sources []*credential.TokenSource
 	for _, name := range slices.Sorted(maps.Keys(creds)) {
 		c := creds[name]
 		if c.Mint == nil {
@@ -43,9 +47,18 @@ func (n *node) mintCredentials(transport http.RoundTripper) error {
 		creds[name] = c
 		n.tokens = append(n.tokens, ts)
 		n.health.AddDetail("credential "+name, func() string { return tokenDetail(ts.Status()) })
+		states = append(states, metrics.TokenCredential{Name: name})
+		sources = append(sources, ts)
 	}
 	if minted != nil {
 		n.cfg.Credentials = creds
+		n.metrics.RegisterTokens(func() []metrics.TokenCredential {
+			out := slices.Clone(states)
+			for i, ts := range sources {
+				out[i].State = ts.Status().State.String()
+			}
+			return out
+		})
 	}
 	return nil
 }

@@ -299,6 +299,17 @@ func TestVertexTokenEndpointFailing(t *testing.T) {
 	if hr.StatusCode != http.StatusOK || !strings.HasPrefix(rep.Details["credential gcp"], "expired") {
 		t.Errorf("/readyz %d %+v, want ready with the credential expired", hr.StatusCode, rep)
 	}
+	text := s.scrapeMetrics()
+	for _, want := range []string{
+		`scootgate_credential_token_state{credential="gcp",state="expired"} 1`,
+		`scootgate_credential_token_state{credential="gcp",state="ok"} 0`,
+		`scootgate_credential_token_state{credential="gcp",state="pending"} 0`,
+		`scootgate_credential_token_state{credential="gcp",state="refresh_failing"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	// The endpoint recovers: the backoff passes, the next request mints.
 	s.google.Fail(0)
 	if !strings.Contains(s.logs.String(), "gcp") {

@@ -114,6 +114,10 @@
 //	scootgate_credential_reloads_total{result}          counter  re-reads of file credentials after their file
 //	                                                             changed: changed, or failed (the old value stays);
 //	                                                             with file credentials only
+//	scootgate_credential_token_state{credential,state}  gauge    1 for the state a minted-token credential
+//	                                                             (gcp_service_account, azure_entra) is in: ok,
+//	                                                             pending, refresh_failing or expired (its backends are
+//	                                                             unusable); with such credentials only
 //
 // scootgate_egress_errors_total exists at 0 for every stage of every
 // configured proxy from the start ([Metrics.InitEgress]), so an alert on

@@ -391,6 +391,24 @@ func (m *Metrics) RegisterCredentials(stats func() CredentialStats) {
 	m.state.set(func(s *sources) { s.creds = stats })
 }
 
+// TokenCredential is one minted-token credential's state for
+// scootgate_credential_token_state: its name and one of tokenStates.
+type TokenCredential struct{ Name, State string }
+
+// tokenStates are the states of a minted-token credential
+// (credential.TokenState's names), each a series of
+// scootgate_credential_token_state.
+func tokenStates() [4]string { return [...]string{"ok", "pending", "refresh_failing", "expired"} }
+
+// RegisterTokens sets the source of scootgate_credential_token_state;
+// without one (no minted-token credentials) the family is absent.
+func (m *Metrics) RegisterTokens(states func() []TokenCredential) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.tokens = states })
+}
+
 // TraceStats is what the trace exporter reports for
 // scootgate_trace_spans_total (it mirrors tracing.Stats, so this package
 // does not depend on the exporter; the app converts).

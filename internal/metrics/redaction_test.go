@@ -93,6 +93,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterHealth(func() bool { return true }, func() bool { return false })
 	m.RegisterLimitsStore(func() bool { return true })
 	m.RegisterUsageEvents(func() bool { return true })
+	m.RegisterTokens(func() []metrics.TokenCredential { return []metrics.TokenCredential{{Name: "entra", State: "ok"}} })
 	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })
 	m.InitEgress("socks-2", "http://sk-canary@proxy")
 	m.RegisterTraces(func() metrics.TraceStats { return metrics.TraceStats{Exported: 3, Failed: 1} })
@@ -151,10 +152,11 @@ func TestLabelSetsClosed(t *testing.T) {
 		"class":     {"2xx", "3xx", "4xx", "5xx", "none"},
 		"placement": {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
 		"scope":     {"key", "tenant"},
+		"state":     {"ok", "pending", "refresh_failing", "expired"},
 		"type":      {"input", "output", "cache_read", "cache_write", "reasoning"},
 		"le":        nil, // histogram buckets: numbers
 	}
-	ids := map[string]bool{"backend": true, "proxy": true, "kind": true}
+	ids := map[string]bool{"backend": true, "proxy": true, "kind": true, "credential": true}
 	versions := map[string]bool{"version": true, "revision": true, "goversion": true}
 	versionShape := regexp.MustCompile(`^[A-Za-z0-9._+-]{1,128}$`)
 	code := regexp.MustCompile(`^([1-5][0-9][0-9]|unknown)$`)

@@ -31,6 +31,7 @@ type sources struct {
 	client    func() ClientStats
 	traces    func() TraceStats
 	creds     func() CredentialStats
+	tokens    func() []TokenCredential
 	store     func() bool // the limits store answers; nil = the local store
 	// usageEvents: usage events are recorded; nil = not exported
 	usageEvents func() bool
@@ -80,6 +81,7 @@ type stateDescs struct {
 	backendHeadroom, backendHeld, backendIneligible, backendMalformed *prometheus.Desc
 
 	credentialReloads *prometheus.Desc
+	credentialToken   *prometheus.Desc
 
 	snapshotVersion, snapshotAge, snapshotRejections, snapshotSigRejections,
 	snapshotFetchErrors, snapshotStale *prometheus.Desc
@@ -157,7 +159,8 @@ func newStateDescs() stateDescs {
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
 		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
 
-		traceSpans: newDesc("scootgate_trace_spans_total", "Trace spans by what became of them: exported, dropped (queue full), failed (the collector refused or did not answer).", "result"),
+		credentialToken: newDesc("scootgate_credential_token_state", "A minted-token credential's state: 1 for the state it is in (ok, pending, refresh_failing, expired), 0 for the others.", "credential", "state"),
+		traceSpans:      newDesc("scootgate_trace_spans_total", "Trace spans by what became of them: exported, dropped (queue full), failed (the collector refused or did not answer).", "result"),
 	}
 }
 
@@ -166,7 +169,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.backendInFlight, d.backendCapacity, d.backendTTFB, d.backendBreaker,
 		d.backendDisabled, d.backendCooling, d.backendSlowStart,
 		d.backendHeadroom, d.backendHeld, d.backendIneligible, d.backendMalformed,
-		d.credentialReloads,
+		d.credentialReloads, d.credentialToken,
 		d.snapshotVersion, d.snapshotAge, d.snapshotRejections, d.snapshotSigRejections, d.snapshotFetchErrors, d.snapshotStale,
 		d.outboxDepth, d.outboxBytes, d.outboxOldestAge, d.outboxAppended, d.outboxDropped,
 		d.outboxCommitted, d.outboxDeleted, d.outboxCommits, d.outboxQuarantined,
@@ -237,6 +240,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		st := src.creds()
 		e.counter(c.d.credentialReloads, st.Changed, "changed")
 		e.counter(c.d.credentialReloads, st.Failed, "failed")
+	}
+	if src.tokens != nil {
+		for _, tc := range src.tokens() {
+			for _, s := range tokenStates() {
+				e.gauge(c.d.credentialToken, boolValue(tc.State == s), idLabel(tc.Name), s)
+			}
+		}
 	}
 	if src.traces != nil {
 		st := src.traces()
