@@ -27,7 +27,7 @@ func TestMetricsOnHealthListenerOnly(t *testing.T) {
 	for _, want := range []string{
 		`scootgate_requests_total{code="200",endpoint="chat_completions",send_state="response_received"} 1`,
 		`scootgate_requests_total{code="401",endpoint="chat_completions",send_state="none"} 1`,
-		`scootgate_upstream_attempts_total{backend="oa",outcome="success"} 1`,
+		`scootgate_upstream_attempts_total{backend="oa",outcome="success",platform="openai"} 1`,
 		`scootgate_backend_capacity{backend="oa"} 16`,
 		`scootgate_snapshot_version{kind="authz"} 1`,
 		`scootgate_outbox_`,

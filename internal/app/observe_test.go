@@ -188,6 +188,9 @@ func TestPruneModelsAfterSwap(t *testing.T) {
 // a renamed or removed metric fails here, not on an operator's screen.
 func TestDeployQueriesExist(t *testing.T) {
 	_, text := observedStack(t)
+	// A node with a minted-token credential has the families only such
+	// credentials bring.
+	text += startStack(t, stackOptions{vertex: true}).scrapeMetrics()
 	families := map[string]string{} // name -> type
 	for _, line := range strings.Split(text, "\n") {
 		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {

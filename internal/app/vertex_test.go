@@ -318,12 +318,16 @@ func TestVertexTokenEndpointFailing(t *testing.T) {
 }
 
 // TestVertexUsageEvent: a Vertex attempt's usage event names the platform
-// and, as its region, the location.
+// and, as its region, the location; its attempt metric the platform.
 func TestVertexUsageEvent(t *testing.T) {
 	s := startStack(t, stackOptions{vertex: true})
 	ac := anthropicClient(s, clientKey)
 	if _, err := ac.Messages.New(t.Context(), vertexParams("hello")); err != nil {
 		t.Fatal(err)
+	}
+	// The attempt metrics name the platform too.
+	if want := `scootgate_upstream_attempts_total{backend="vx",outcome="success",platform="vertex"} 1`; !strings.Contains(s.scrapeMetrics(), want) {
+		t.Errorf("metrics lack %s", want)
 	}
 	s.shutdown()
 	var ev *usageevent.Event

@@ -915,7 +915,7 @@ func (c *call) finish(ctx context.Context, a *attempt) {
 		}
 	}
 	c.sendState = a.state
-	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
+	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, a.target.Backend.PlatformName, res.Outcome, res.TTFB)
 	c.log(ctx, a)
 	if c.h.recording() {
 		c.h.emit(ctx, c.event(a), a.outcome)

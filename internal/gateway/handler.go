@@ -62,7 +62,7 @@ type Tracer interface {
 type Observer interface {
 	ObserveRequest(endpoint provider.Endpoint, status int, sendState provider.SendState, d time.Duration, stream bool)
 	ObserveModels(status int, d time.Duration)
-	ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration)
+	ObserveAttempt(backend, platform string, outcome upstream.Outcome, ttfb time.Duration)
 	// ObserveLimitRefusal counts a 429 by a per-key or per-tenant limit:
 	// scope "key" or "tenant", kind "requests", "tokens" or "concurrency".
 	ObserveLimitRefusal(scope, kind string)
@@ -369,7 +369,7 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, time.Duration, bool) {}
 func (nopObserver) ObserveModels(int, time.Duration)                                               {}
-func (nopObserver) ObserveAttempt(string, upstream.Outcome, time.Duration)                         {}
+func (nopObserver) ObserveAttempt(string, string, upstream.Outcome, time.Duration)                 {}
 func (nopObserver) ObserveLimitRefusal(string, string)                                             {}
 func (nopObserver) ObserveFallback(string, string, string)                                         {}
 

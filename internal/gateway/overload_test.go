@@ -36,7 +36,7 @@ type attemptOutcomes struct {
 	got []string
 }
 
-func (o *attemptOutcomes) ObserveAttempt(_ string, out upstream.Outcome, _ time.Duration) {
+func (o *attemptOutcomes) ObserveAttempt(_, _ string, out upstream.Outcome, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.got = append(o.got, out.String())
@@ -46,10 +46,10 @@ type discardObserver struct{}
 
 func (discardObserver) ObserveRequest(provider.Endpoint, int, provider.SendState, time.Duration, bool) {
 }
-func (discardObserver) ObserveModels(int, time.Duration)                       {}
-func (discardObserver) ObserveAttempt(string, upstream.Outcome, time.Duration) {}
-func (discardObserver) ObserveLimitRefusal(string, string)                     {}
-func (discardObserver) ObserveFallback(string, string, string)                 {}
+func (discardObserver) ObserveModels(int, time.Duration)                               {}
+func (discardObserver) ObserveAttempt(string, string, upstream.Outcome, time.Duration) {}
+func (discardObserver) ObserveLimitRefusal(string, string)                             {}
+func (discardObserver) ObserveFallback(string, string, string)                         {}
 
 // TestSaturatedNodeKeepsBreakerClosed: first-byte timeouts of a node that
 // is itself saturated are the node's (docs/failures.md "When the node is

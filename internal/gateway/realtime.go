@@ -894,5 +894,5 @@ func (s *rtSession) close(ctx context.Context, st stage) {
 	}
 	a.lease.Done(res)
 	c.sendState = a.state
-	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, res.Outcome, res.TTFB)
+	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, a.target.Backend.PlatformName, res.Outcome, res.TTFB)
 }

@@ -27,8 +27,8 @@ func TestHotPathAllocs(t *testing.T) {
 			m.ObserveRequest(provider.Chat, 200, provider.ResponseReceived, time.Second, true)
 		}},
 		{"ObserveRequest unknown values", func() { m.ObserveRequest(provider.Endpoint(200), 0, provider.SendState(200), time.Second, false) }},
-		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond) }},
-		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", upstream.Outcome(200), time.Second) }},
+		{"ObserveAttempt", func() { m.ObserveAttempt("openai-a", "azure", upstream.Success, 300*time.Millisecond) }},
+		{"ObserveAttempt invalid", func() { m.ObserveAttempt("http://x", "x", upstream.Outcome(200), time.Second) }},
 		{"ObserveEgressError", func() { m.ObserveEgressError("socks-1", egress.StageProxyDial) }},
 		{"Record", func() { m.Record(benchEvent) }},
 	}
@@ -81,7 +81,7 @@ func BenchmarkObserveAttempt(b *testing.B) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	b.ReportAllocs()
 	for b.Loop() {
-		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
+		m.ObserveAttempt("openai-primary", "openai", upstream.Success, 300*time.Millisecond)
 	}
 }
 
@@ -90,7 +90,7 @@ func BenchmarkObserveAttemptParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
+			m.ObserveAttempt("openai-primary", "openai", upstream.Success, 300*time.Millisecond)
 		}
 	})
 }
@@ -100,7 +100,7 @@ func BenchmarkObserveNil(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.ObserveRequest(provider.Chat, 200, provider.ResponseReceived, time.Second, true)
-		m.ObserveAttempt("openai-primary", upstream.Success, 300*time.Millisecond)
+		m.ObserveAttempt("openai-primary", "openai", upstream.Success, 300*time.Millisecond)
 	}
 }
 

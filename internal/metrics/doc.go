@@ -39,6 +39,9 @@
 //	            none (no attempt: the node answered by itself), unknown
 //	stream      true, false
 //	backend     backend id from config or the route snapshot
+//	platform    the backend's platform (docs/routing.md "Platforms"): openai,
+//	            anthropic, google (the protocols' own APIs), bedrock, vertex,
+//	            azure; unknown
 //	outcome     success, provider_error, rate_limited, quota_exhausted,
 //	            auth_rejected, transport_failure, egress_fault, cancelled,
 //	            node_overloaded, credential_unavailable (upstream.Outcome),
@@ -65,10 +68,13 @@
 //	scootgate_request_duration_seconds{endpoint,stream}       histogram
 //	    Arrival to end of response (the whole stream for streams).
 //	    Buckets 5 ms to 10 min.
-//	scootgate_upstream_attempts_total{backend,outcome}        counter
+//	scootgate_upstream_attempts_total{backend,platform,outcome}        counter
 //	    Provider attempts, one per pick (re-picks after definitely_not_sent
-//	    count again), by how the attempt ended for the backend.
-//	scootgate_upstream_ttfb_seconds{backend}                  histogram
+//	    count again), by how the attempt ended for the backend. platform
+//	    is the backend's: one per backend id, so it adds no series (a
+//	    backend redefined on another platform under the same id keeps its
+//	    old series until ForgetBackend).
+//	scootgate_upstream_ttfb_seconds{backend,platform}                  histogram
 //	    Request sent to first response byte, successful attempts only: an
 //	    error reply is not a latency sample (docs/failures.md "Fast
 //	    errors"). Buckets 50 ms to 60 s.

@@ -8,6 +8,7 @@ import (
 	"github.com/scootgate/scootgate/internal/egress"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/upstream"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 // Every label value is either one of a closed set of words or a config id
@@ -112,6 +113,18 @@ func stageLabels() map[egress.Stage]string {
 		m[s] = s.String()
 	}
 	return m
+}
+
+// platformLabel returns a backend's platform (docs/routing.md
+// "Platforms") as a label value: one of the platforms the node knows,
+// "unknown" otherwise.
+func platformLabel(s string) string {
+	switch s {
+	case usageevent.PlatformOpenAI, usageevent.PlatformAnthropic, usageevent.PlatformGoogle,
+		usageevent.PlatformBedrock, usageevent.PlatformVertex, usageevent.PlatformAzure:
+		return s
+	}
+	return labelUnknown
 }
 
 func stageLabel(set map[egress.Stage]string, s egress.Stage) string {

@@ -57,8 +57,8 @@ type Metrics struct {
 
 	requests     *prometheus.CounterVec // endpoint, code, send_state
 	duration     [numEndpoints][2]prometheus.Observer
-	attempts     *prometheus.CounterVec   // backend, outcome
-	ttfb         *prometheus.HistogramVec // backend
+	attempts     *prometheus.CounterVec   // backend, platform, outcome
+	ttfb         *prometheus.HistogramVec // backend, platform
 	egressErrors *prometheus.CounterVec   // proxy, stage
 	placements   *prometheus.CounterVec   // placement
 	placementSet map[string]string
@@ -86,15 +86,15 @@ func New(o Options) *Metrics {
 		}, []string{"endpoint", "code", "send_state"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scootgate_upstream_attempts_total",
-			Help: "Provider attempts by backend and outcome.",
-		}, []string{"backend", "outcome"}),
+			Help: "Provider attempts by backend, its platform and outcome.",
+		}, []string{"backend", "platform", "outcome"}),
 		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "scootgate_upstream_ttfb_seconds",
-			Help: "Time from sending a request to the provider's first response byte, successful attempts only.",
+			Help: "Time from sending a request to the provider's first response byte, successful attempts only, by backend and its platform.",
 			// LLM first tokens: tens of ms (cached, small) to a minute
 			// (long prompts, reasoning models queued at the provider).
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13, 20, 30, 45, 60},
-		}, []string{"backend"}),
+		}, []string{"backend", "platform"}),
 		egressErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scootgate_egress_errors_total",
 			Help: "Egress dials that failed before any request byte, by proxy and stage.",
@@ -204,17 +204,19 @@ func (m *Metrics) observeRequest(e endpoint, status int, sendState provider.Send
 }
 
 // ObserveAttempt records one provider attempt: backend is the backend id,
-// outcome how the attempt ended. ttfb is sampled only for a
-// success and only when positive: an error reply is not a latency sample
-// (docs/failures.md "Fast errors"). It does not allocate.
-func (m *Metrics) ObserveAttempt(backend string, outcome upstream.Outcome, ttfb time.Duration) {
+// platform its platform's name (docs/routing.md "Platforms": a backend has
+// one, so the label adds no series), outcome how the attempt ended. ttfb
+// is sampled only for a success and only when positive: an error reply is
+// not a latency sample (docs/failures.md "Fast errors"). It does not
+// allocate.
+func (m *Metrics) ObserveAttempt(backend, platform string, outcome upstream.Outcome, ttfb time.Duration) {
 	if m == nil {
 		return
 	}
-	b := idLabel(backend)
-	m.attempts.WithLabelValues(b, outcomeLabel(outcome)).Inc()
+	b, p := idLabel(backend), platformLabel(platform)
+	m.attempts.WithLabelValues(b, p, outcomeLabel(outcome)).Inc()
 	if ttfb > 0 && outcome == upstream.Success {
-		m.ttfb.WithLabelValues(b).Observe(ttfb.Seconds())
+		m.ttfb.WithLabelValues(b, p).Observe(ttfb.Seconds())
 	}
 }
 
@@ -436,7 +438,7 @@ func (m *Metrics) ForgetBackend(id string) {
 	}
 	b := idLabel(id)
 	m.attempts.DeletePartialMatch(prometheus.Labels{"backend": b})
-	m.ttfb.DeleteLabelValues(b)
+	m.ttfb.DeletePartialMatch(prometheus.Labels{"backend": b})
 }
 
 // Backend is one tracked backend state, as the scootgate_backend_*

@@ -187,41 +187,42 @@ func TestRequestDurationSeriesPreResolved(t *testing.T) {
 
 func TestObserveAttempt(t *testing.T) {
 	m := newMetrics(t)
-	m.ObserveAttempt("openai-a", upstream.Success, 300*time.Millisecond)
-	m.ObserveAttempt("openai-a", upstream.Success, 700*time.Millisecond)
-	m.ObserveAttempt("openai-a", upstream.Success, 0)                       // no first byte known: counted, not sampled
-	m.ObserveAttempt("openai-a", upstream.RateLimited, 10*time.Millisecond) // an error reply is not a latency sample
-	m.ObserveAttempt("anthropic-b", upstream.TransportFailure, 0)
-	m.ObserveAttempt("anthropic-b", upstream.EgressFault, 0)
-	m.ObserveAttempt("anthropic-b", upstream.Cancelled, 0)
-	m.ObserveAttempt("anthropic-b", upstream.ProviderError, time.Second)
-	m.ObserveAttempt("anthropic-b", upstream.QuotaExhausted, 0)
-	m.ObserveAttempt("anthropic-b", upstream.AuthRejected, 0)
-	m.ObserveAttempt("anthropic-b", upstream.NodeOverloaded, 0)
-	m.ObserveAttempt("anthropic-b", upstream.Outcome(200), time.Second)                         // unknown outcome
-	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second) // not an id
-	m.ObserveAttempt("", upstream.Success, 0)
+	m.ObserveAttempt("openai-a", "openai", upstream.Success, 300*time.Millisecond)
+	m.ObserveAttempt("openai-a", "openai", upstream.Success, 700*time.Millisecond)
+	m.ObserveAttempt("openai-a", "openai", upstream.Success, 0)                       // no first byte known: counted, not sampled
+	m.ObserveAttempt("openai-a", "openai", upstream.RateLimited, 10*time.Millisecond) // an error reply is not a latency sample
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.TransportFailure, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.EgressFault, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.Cancelled, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.ProviderError, time.Second)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.QuotaExhausted, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.AuthRejected, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.NodeOverloaded, 0)
+	m.ObserveAttempt("anthropic-b", "bedrock", upstream.Outcome(200), time.Second)                        // unknown outcome
+	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", "vertex", upstream.Success, time.Second) // not an id
+	m.ObserveAttempt("", "sk-canary", upstream.Success, 0)                                                // nor a platform
 
 	compare(t, m, `
-# HELP scootgate_upstream_attempts_total Provider attempts by backend and outcome.
+# HELP scootgate_upstream_attempts_total Provider attempts by backend, its platform and outcome.
 # TYPE scootgate_upstream_attempts_total counter
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="auth_rejected"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="cancelled"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="egress_fault"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="node_overloaded"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="provider_error"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="quota_exhausted"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="transport_failure"} 1
-scootgate_upstream_attempts_total{backend="anthropic-b",outcome="unknown"} 1
-scootgate_upstream_attempts_total{backend="invalid",outcome="success"} 2
-scootgate_upstream_attempts_total{backend="openai-a",outcome="rate_limited"} 1
-scootgate_upstream_attempts_total{backend="openai-a",outcome="success"} 3
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="auth_rejected",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="cancelled",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="egress_fault",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="node_overloaded",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="provider_error",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="quota_exhausted",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="transport_failure",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="anthropic-b",outcome="unknown",platform="bedrock"} 1
+scootgate_upstream_attempts_total{backend="invalid",outcome="success",platform="unknown"} 1
+scootgate_upstream_attempts_total{backend="invalid",outcome="success",platform="vertex"} 1
+scootgate_upstream_attempts_total{backend="openai-a",outcome="rate_limited",platform="openai"} 1
+scootgate_upstream_attempts_total{backend="openai-a",outcome="success",platform="openai"} 3
 `, "scootgate_upstream_attempts_total")
 
 	got := histograms(t, m.Gatherer(), "scootgate_upstream_ttfb_seconds")
 	want := map[string]hist{
-		"backend=openai-a": {2, 1},
-		"backend=invalid":  {1, 1},
+		"backend=openai-a,platform=openai": {2, 1},
+		"backend=invalid,platform=vertex":  {1, 1},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("ttfb (-got +want):\n%s", diff)
@@ -253,16 +254,17 @@ scootgate_egress_errors_total{proxy="socks-1",stage="proxy_tls"} 1
 
 func TestForgetBackend(t *testing.T) {
 	m := newMetrics(t)
-	m.ObserveAttempt("gone", upstream.Success, time.Second)
-	m.ObserveAttempt("gone", upstream.RateLimited, 0)
-	m.ObserveAttempt("kept", upstream.Success, time.Second)
+	m.ObserveAttempt("gone", "anthropic", upstream.Success, time.Second)
+	m.ObserveAttempt("gone", "bedrock", upstream.Success, time.Second) // redefined on another platform
+	m.ObserveAttempt("gone", "bedrock", upstream.RateLimited, 0)
+	m.ObserveAttempt("kept", "vertex", upstream.Success, time.Second)
 	m.ForgetBackend("gone")
 	compare(t, m, `
-# HELP scootgate_upstream_attempts_total Provider attempts by backend and outcome.
+# HELP scootgate_upstream_attempts_total Provider attempts by backend, its platform and outcome.
 # TYPE scootgate_upstream_attempts_total counter
-scootgate_upstream_attempts_total{backend="kept",outcome="success"} 1
+scootgate_upstream_attempts_total{backend="kept",outcome="success",platform="vertex"} 1
 `, "scootgate_upstream_attempts_total")
-	if diff := cmp.Diff(histograms(t, m.Gatherer(), "scootgate_upstream_ttfb_seconds"), map[string]hist{"backend=kept": {1, 1}}); diff != "" {
+	if diff := cmp.Diff(histograms(t, m.Gatherer(), "scootgate_upstream_ttfb_seconds"), map[string]hist{"backend=kept,platform=vertex": {1, 1}}); diff != "" {
 		t.Errorf("ttfb (-got +want):\n%s", diff)
 	}
 }
@@ -272,7 +274,7 @@ scootgate_upstream_attempts_total{backend="kept",outcome="success"} 1
 func TestNil(t *testing.T) {
 	var m *metrics.Metrics
 	m.ObserveModels(200, time.Second)
-	m.ObserveAttempt("a", upstream.Success, time.Second)
+	m.ObserveAttempt("a", "openai", upstream.Success, time.Second)
 	m.ObserveEgressError("p", egress.StageProxyDial)
 	m.ForgetBackend("a")
 	m.RegisterBackends(nil)

@@ -43,11 +43,11 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.ObserveRequest(provider.Messages, 1000, provider.PossiblySent, time.Second, false)
 
 	for o := upstream.Outcome(0); o.String() != "unknown"; o++ {
-		m.ObserveAttempt("openai-a", o, time.Second)
+		m.ObserveAttempt("openai-a", "azure", o, time.Second)
 	}
-	m.ObserveAttempt("openai-a", upstream.Outcome(201), time.Second)
-	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", upstream.Success, time.Second)
-	m.ObserveAttempt("Bearer sk-canary", upstream.Success, time.Second)
+	m.ObserveAttempt("openai-a", "sk-canary", upstream.Outcome(201), time.Second)
+	m.ObserveAttempt("https://api.example.com/v1?key=sk-canary", "openai", upstream.Success, time.Second)
+	m.ObserveAttempt("Bearer sk-canary", "https://x.openai.azure.com", upstream.Success, time.Second)
 
 	m.ObserveLimitRefusal("key", "requests")
 	m.ObserveLimitRefusal("tenant", "concurrency")
@@ -151,6 +151,7 @@ func TestLabelSetsClosed(t *testing.T) {
 		"budget":    {"requests", "tokens"},
 		"class":     {"2xx", "3xx", "4xx", "5xx", "none"},
 		"placement": {"balanced", "keyless", "affinity", "spill_overloaded", "spill_unavailable", "spill_retry", "unknown"},
+		"platform":  {"openai", "anthropic", "google", "bedrock", "vertex", "azure", "unknown"},
 		"scope":     {"key", "tenant"},
 		"state":     {"ok", "pending", "refresh_failing", "expired"},
 		"type":      {"input", "output", "cache_read", "cache_write", "reasoning"},
