@@ -641,7 +641,7 @@ func (v *validator) gcpServiceAccount(name string, t *table, hosts []string) cre
 			v.ps.add(at, "%v", err)
 		}
 	}
-	return credential.Credential{Hosts: hosts, Mint: mint}
+	return credential.Credential{Hosts: hosts, Mint: mint, Kind: kindGCP}
 }
 
 // noTransport stands in for the egress transport when a minted-token

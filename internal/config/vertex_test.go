@@ -105,3 +105,36 @@ func compactJSON(t *testing.T, doc string) string {
 	}
 	return b.String()
 }
+
+// TestGCPServiceAccountVertexOnly: a Google access token is for Vertex
+// AI: a backend on another platform may not use a gcp_service_account
+// credential, even on a host the credential lists (the Gemini API's own
+// host among them), and the problem names the backend's credential key.
+func TestGCPServiceAccountVertexOnly(t *testing.T) {
+	files := map[string]string{"/keys/good.json": gcpKeyJSON(t, "https://oauth2.googleapis.com/token")}
+	cred := "kind = \"gcp_service_account\"\nkey_file = \"/keys/good.json\"\n" +
+		`hosts = ["oauth2.googleapis.com", "generativelanguage.googleapis.com", "api.example.com"]`
+	tests := []struct {
+		name    string
+		backend string // replaces protocol = "openai" and base_url
+	}{
+		{"the Gemini API", "protocol = \"gemini\"\nbase_url = \"https://generativelanguage.googleapis.com/v1beta\""},
+		{"an OpenAI backend", "protocol = \"openai\"\nbase_url = \"https://api.example.com/v1\""},
+		{"platform google", "protocol = \"gemini\"\nplatform = \"google\"\nbase_url = \"https://generativelanguage.googleapis.com/v1beta\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := edit(t, base, credEnv+"\n"+credHosts, cred)
+			doc = edit(t, doc, backendProt+"\n"+backendBase, tt.backend)
+			_, err := Parse([]byte(doc), ruleEnv(), fakeFS(files))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("Parse = %v, want a *config.Error\n%s", err, doc)
+			}
+			want := []Problem{{"backends.b1.credential", `backend "b1" uses gcp_service_account credential "c1", but only platform "vertex" takes Google Cloud access tokens`}}
+			if diff := cmp.Diff(cerr.Problems, want); diff != "" {
+				t.Errorf("problems (-got +want):\n%s", diff)
+			}
+		})
+	}
+}

@@ -64,8 +64,9 @@ type Credential struct {
 	// credential whose value is minted (Mint, set by the node once the
 	// source exists); Secret is then zero. nil for other kinds.
 	Token Bearer `json:"-"`
-	// Kind is KindAzureEntra for an azure_entra credential, which only
-	// platform azure may use; empty for the other kinds.
+	// Kind is the kind of a minted-token credential, whose tokens only one
+	// platform takes (PlatformOf): KindAzureEntra or KindGCPServiceAccount;
+	// empty for the other kinds.
 	Kind string `json:"-"`
 }
 
@@ -274,16 +275,33 @@ func HostsKey(name string) string {
 	return "credentials." + name + ".hosts"
 }
 
+// PlatformOf returns the one platform (a routesnap.Platform* name) that
+// takes a credential of kind, and what it takes, for messages; "" for a
+// kind any platform may use.
+func PlatformOf(kind string) (platform, takes string) {
+	switch kind {
+	case KindAzureEntra:
+		return routesnap.PlatformAzure, "Entra tokens"
+	case KindGCPServiceAccount:
+		return routesnap.PlatformVertex, "Google Cloud access tokens"
+	}
+	return "", ""
+}
+
 // checkKind returns the problems of pairing backend b with credential c
 // of its kind: aws keys only sign, so they go only to a platform that
 // takes signed requests (Bedrock), and only in their region when they
-// name one; an azure_entra token is for Azure's resources, so it goes
-// only to platform azure.
+// name one; a minted token is for one cloud's resources, so an
+// azure_entra credential goes only to platform azure and a
+// gcp_service_account one only to platform vertex (a Google token sent
+// to another provider would be a Google credential in a stranger's
+// hands, whatever the hosts list says).
 func (p Policy) checkKind(path string, b routesnap.Backend, c Credential) []routesnap.Problem {
-	switch {
-	case c.Kind == KindAzureEntra && b.Platform != routesnap.PlatformAzure:
+	if platform, takes := PlatformOf(c.Kind); platform != "" && b.Platform != platform {
 		return []routesnap.Problem{{Path: path + ".credential", Msg: fmt.Sprintf(
-			"backend %q uses azure_entra credential %q, but only platform %q takes Entra tokens", b.ID, b.Credential, routesnap.PlatformAzure)}}
+			"backend %q uses %s credential %q, but only platform %q takes %s", b.ID, c.Kind, b.Credential, platform, takes)}}
+	}
+	switch {
 	case c.AWS == nil:
 		return nil
 	case b.Platform != routesnap.PlatformBedrock:

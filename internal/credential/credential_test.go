@@ -1,6 +1,7 @@
 package credential_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -184,5 +185,43 @@ func TestPolicyValidate(t *testing.T) {
 	doc.Backends[1].BaseURL = "https://a.example/v2"
 	if err := p.Validate(doc); err != nil {
 		t.Errorf("Validate = %v, want nil", err)
+	}
+}
+
+// TestPolicyKinds: a credential of a kind only one platform takes is a
+// problem at the backend's credential path on any other platform: aws
+// keys sign for Bedrock, Entra tokens are Azure's, Google access tokens
+// Vertex's.
+func TestPolicyKinds(t *testing.T) {
+	hosts := []string{"*.example.com"}
+	p := credential.Policy{Credentials: map[string]credential.Credential{
+		"aws":   {AWS: &credential.AWS{}, Hosts: hosts},
+		"entra": {Kind: credential.KindAzureEntra, Hosts: hosts},
+		"gcp":   {Kind: credential.KindGCPServiceAccount, Hosts: hosts},
+	}}
+	backend := func(id, platform, cred string) routesnap.Backend {
+		return routesnap.Backend{ID: id, BaseURL: "https://" + id + ".example.com", Platform: platform, Credential: cred}
+	}
+	bs := []routesnap.Backend{
+		backend("bedrock", routesnap.PlatformBedrock, "aws"),
+		backend("azure", routesnap.PlatformAzure, "entra"),
+		backend("vertex", routesnap.PlatformVertex, "gcp"),
+		backend("gemini", "", "gcp"),
+		backend("google", routesnap.PlatformGoogle, "gcp"),
+		backend("azure-gcp", routesnap.PlatformAzure, "gcp"),
+		backend("vertex-entra", routesnap.PlatformVertex, "entra"),
+		backend("vertex-aws", routesnap.PlatformVertex, "aws"),
+	}
+	gcp := func(i int, id string) routesnap.Problem {
+		return routesnap.Problem{Path: fmt.Sprintf("backends[%d].credential", i),
+			Msg: fmt.Sprintf(`backend %q uses gcp_service_account credential "gcp", but only platform "vertex" takes Google Cloud access tokens`, id)}
+	}
+	want := []routesnap.Problem{
+		gcp(3, "gemini"), gcp(4, "google"), gcp(5, "azure-gcp"),
+		{Path: "backends[6].credential", Msg: `backend "vertex-entra" uses azure_entra credential "entra", but only platform "azure" takes Entra tokens`},
+		{Path: "backends[7].credential", Msg: `backend "vertex-aws" uses aws credential "aws", but only platform "bedrock" takes AWS-signed requests`},
+	}
+	if diff := cmp.Diff(p.Check(bs), want); diff != "" {
+		t.Errorf("Check (-got +want):\n%s", diff)
 	}
 }

@@ -331,9 +331,10 @@ func platform(cb *Backend, b routesnap.Backend, cred credential.Credential) erro
 		// Every Vertex URL is under the backend's project and location.
 		cb.Base = provider.VertexResource(base, b.Project, b.Location)
 	}
-	if cred.Kind == credential.KindAzureEntra && cb.Platform != provider.Azure {
-		// An Entra token is for Azure's resources only.
-		return fmt.Errorf("routes: backend %q: credential %q is an azure_entra credential, which only platform %q takes", b.ID, b.Credential, provider.NamePlatformAzure)
+	if only, _ := credential.PlatformOf(cred.Kind); only != "" && cb.PlatformName != only {
+		// A minted token is for one cloud's resources only (the
+		// credential.Policy reports it first, at the document's path).
+		return fmt.Errorf("routes: backend %q: credential %q is a %s credential, which only platform %q takes", b.ID, b.Credential, cred.Kind, only)
 	}
 	cb.Token = cred.Token
 	if cred.AWS == nil {
