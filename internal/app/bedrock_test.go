@@ -119,6 +119,46 @@ func runBedrockSuite(t *testing.T, s *stack) {
 			t.Errorf("provider path %q", last.Path)
 		}
 	})
+	t.Run("count_tokens", func(t *testing.T) {
+		// Bedrock's CountTokens, signed, counts for the foundation model
+		// of the target's cross-region inference profile; its
+		// {"inputTokens":N} reaches the SDK as {"input_tokens":N}.
+		res, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+			Model:    bedrockModel,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("one two three four"))},
+		}, option.WithHeader("anthropic-beta", "beta-one"))
+		if err != nil {
+			t.Fatalf("CountTokens: %v", err)
+		}
+		if res.InputTokens != 4 {
+			t.Errorf("input tokens = %d, want 4", res.InputTokens)
+		}
+		last := lastProvRequest(t, s)
+		const model = "anthropic.claude-sonnet-4-5-20250929-v1:0" // bedrockProvModel without "us."
+		if last.Protocol != fakeprovider.Bedrock || last.Path != "/model/"+model+"/count-tokens" {
+			t.Fatalf("provider saw %s %s, want Bedrock's count-tokens of %s", last.Protocol, last.Path, model)
+		}
+		if !strings.HasPrefix(last.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+bedrockKeys.AccessKeyID+"/") {
+			t.Error("the request is not SigV4-signed with the credential's key")
+		}
+		var body struct {
+			Input struct {
+				InvokeModel struct {
+					Body []byte `json:"body"`
+				} `json:"invokeModel"`
+			} `json:"input"`
+		}
+		if err := json.Unmarshal(last.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		var invoke map[string]json.RawMessage
+		if err := json.Unmarshal(body.Input.InvokeModel.Body, &invoke); err != nil {
+			t.Fatalf("invoke body %q: %v", body.Input.InvokeModel.Body, err)
+		}
+		if _, ok := invoke["model"]; ok || string(invoke["anthropic_version"]) != `"bedrock-2023-05-31"` || string(invoke["anthropic_beta"]) != `["beta-one"]` {
+			t.Errorf("invoke body %s: want Messages' Bedrock edits", body.Input.InvokeModel.Body)
+		}
+	})
 }
 
 // TestBedrockStreamFailures: an exception message in a Bedrock stream

@@ -408,6 +408,7 @@ region = "us-east-1"
 base_url = %q
 credential = "aws"
 max_inflight_per_node = %d
+endpoints = ["messages", "count_tokens"]
 [models.%s]
 [[models.%s.targets]]
 backend = "br"

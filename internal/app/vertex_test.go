@@ -76,6 +76,7 @@ location = %q
 base_url = "#VERTEX_BASE#"
 credential = "gcp"
 max_inflight_per_node = #CAP#
+endpoints = ["messages", "count_tokens"]
 [backends.vg]
 protocol = "gemini"
 platform = "vertex"
@@ -157,6 +158,32 @@ func runVertexSuite(t *testing.T, s *stack) {
 		}
 		if _, ok := body["model"]; ok || string(body["anthropic_version"]) != `"vertex-2023-10-16"` {
 			t.Errorf("body %s: want no model and anthropic_version vertex-2023-10-16", last.Body)
+		}
+	})
+	t.Run("claude count_tokens", func(t *testing.T) {
+		// Vertex's one count-tokens URL; the body keeps its model member,
+		// naming the target's Vertex model.
+		res, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+			Model:    vertexModel,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("one two three"))},
+		})
+		if err != nil {
+			t.Fatalf("CountTokens: %v", err)
+		}
+		if res.InputTokens != 3 {
+			t.Errorf("input tokens = %d, want 3", res.InputTokens)
+		}
+		last := lastProvRequest(t, s)
+		if last.Path != vertexResource+"/publishers/anthropic/models/count-tokens:rawPredict" || last.Model != vertexProvModel {
+			t.Fatalf("provider saw %s (%s)", last.Path, last.Model)
+		}
+		checkVertexAuth(t, s, last)
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(last.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if string(body["model"]) != `"`+vertexProvModel+`"` {
+			t.Errorf("body %s: want the model member naming %s", last.Body, vertexProvModel)
 		}
 	})
 	t.Run("claude stream", func(t *testing.T) {

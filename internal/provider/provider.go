@@ -309,6 +309,15 @@ func (p *Pieces) Parts() [][]byte { return p.parts }
 // Len is the body's length.
 func (p *Pieces) Len() int { return p.size }
 
+// Set makes b the whole body, in place of what p held: the body of an
+// envelope that wraps the client's bytes rather than editing them in
+// place (Bedrock's count-tokens carries the invoke body base64-encoded).
+// b must stay unchanged while p is in use.
+func (p *Pieces) Set(b []byte) {
+	p.parts, p.size = p.buf[:0], 0
+	p.add(b)
+}
+
 func (p *Pieces) add(b []byte) {
 	if len(b) > 0 {
 		p.parts = append(p.parts, b)

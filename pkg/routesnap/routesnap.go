@@ -140,12 +140,11 @@ func PlatformServes(platform, protocol string) bool {
 }
 
 // PlatformEndpoints returns the endpoints of protocol that platform
-// carries; nil when it carries them all. Bedrock carries Messages only:
-// its token count takes a body of another shape.
+// carries; nil when it carries them all, which every platform now does
+// (Bedrock carries count_tokens as its CountTokens operation). A node
+// may still carry fewer than a platform has (docs/routing.md
+// "Platforms"); it refuses those backends when it compiles the routes.
 func PlatformEndpoints(platform string) []string {
-	if platform == PlatformBedrock {
-		return []string{EndpointMessages}
-	}
 	return nil
 }
 

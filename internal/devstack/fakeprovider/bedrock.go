@@ -25,7 +25,9 @@ import (
 // "bedrock-2023-05-31"; a stream is AWS event-stream framing (encoded
 // with the AWS SDK's codec), one chunk per Messages event, its payload
 // {"bytes":"<base64 event>"}; errors are {"message":…} with
-// x-amzn-ErrorType.
+// x-amzn-ErrorType. POST /model/{modelId}/count-tokens takes that invoke
+// body base64-encoded in {"input":{"invokeModel":{"body":…}}} and answers
+// {"inputTokens":N}, N the words of the invoke body.
 
 // BedrockKeys are the AWS keys the fake's Bedrock paths accept.
 type BedrockKeys struct {
@@ -36,25 +38,56 @@ type BedrockKeys struct {
 // BedrockVersion is the anthropic_version Bedrock requires.
 const BedrockVersion = "bedrock-2023-05-31"
 
-// bedrockRoute reads /model/{modelId}/invoke[-with-response-stream]; the
-// model id is the decoded segment.
-func bedrockRoute(path string) (model string, stream, ok bool) {
+// Bedrock Runtime operations the fake serves.
+const (
+	bedrockInvoke = iota
+	bedrockStreamOp
+	bedrockCount
+)
+
+// bedrockRoute reads /model/{modelId}/invoke[-with-response-stream] and
+// /model/{modelId}/count-tokens; the model id is the decoded segment.
+func bedrockRoute(path string) (model string, op int, ok bool) {
 	rest, ok := strings.CutPrefix(path, "/model/")
 	if !ok {
-		return "", false, false
+		return "", 0, false
 	}
-	switch {
-	case strings.HasSuffix(rest, "/invoke-with-response-stream"):
-		return strings.TrimSuffix(rest, "/invoke-with-response-stream"), true, true
-	case strings.HasSuffix(rest, "/invoke"):
-		return strings.TrimSuffix(rest, "/invoke"), false, true
+	for _, o := range []struct {
+		suffix string
+		op     int
+	}{{"/invoke-with-response-stream", bedrockStreamOp}, {"/invoke", bedrockInvoke}, {"/count-tokens", bedrockCount}} {
+		if m, found := strings.CutSuffix(rest, o.suffix); found {
+			return m, o.op, true
+		}
 	}
-	return "", false, false
+	return "", 0, false
+}
+
+// bedrockCountInput reads a count-tokens body,
+// {"input":{"invokeModel":{"body":"<base64>"}}}, and returns the invoke
+// body it carries.
+func bedrockCountInput(body []byte) ([]byte, bool) {
+	var in struct {
+		Input struct {
+			InvokeModel *struct {
+				Body []byte `json:"body"` // base64 in JSON, as encoding/json reads []byte
+			} `json:"invokeModel"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(body, &in) != nil || in.Input.InvokeModel == nil || len(in.Input.InvokeModel.Body) == 0 {
+		return nil, false
+	}
+	return in.Input.InvokeModel.Body, true
 }
 
 // serveBedrock answers one Bedrock Runtime request.
-func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []byte, model string, stream bool) {
-	in, parseErr := parseBody(body)
+func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []byte, model string, op int) {
+	stream := op == bedrockStreamOp
+	invoke, countOK := body, true
+	if op == bedrockCount {
+		invoke, countOK = bedrockCountInput(body)
+	}
+	in, parseErr := parseBody(invoke)
 	req := p.record(Request{
 		Protocol: Bedrock, Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body,
 		Model: model, Stream: stream, Prompt: in.prompt(),
@@ -81,7 +114,10 @@ func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []b
 		Version string           `json:"anthropic_version"`
 	}
 	switch {
-	case parseErr != nil || json.Unmarshal(body, &env) != nil:
+	case !countOK:
+		fail(http.StatusBadRequest, "ValidationException", "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must not be null")
+		return
+	case parseErr != nil || json.Unmarshal(invoke, &env) != nil:
 		fail(http.StatusBadRequest, "ValidationException", "Malformed input request, please reformat your input and try again.")
 		return
 	case env.Model != nil:
@@ -108,8 +144,15 @@ func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []b
 		fail(b.Status, bedrockErrorName(b.Status), orDefault(b.ErrorMessage, "fakeprovider: scripted failure"))
 		return
 	}
-	rp := reply{seq: req.Seq, model: model, created: p.o.Clock(), pieces: split("echo: "+echo, b.Chunks), words: in.words(), b: b, stream: stream}
 	w.Header().Set("X-Amzn-Requestid", bedrockRequestID(req.Seq))
+	if op == bedrockCount {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(mustJSON(struct {
+			InputTokens int `json:"inputTokens"`
+		}{in.words()}))
+		return
+	}
+	rp := reply{seq: req.Seq, model: model, created: p.o.Clock(), pieces: split("echo: "+echo, b.Chunks), words: in.words(), b: b, stream: stream}
 	if !stream {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Amzn-Bedrock-Input-Token-Count", "1")

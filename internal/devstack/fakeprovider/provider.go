@@ -320,8 +320,8 @@ func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
 	vc, isVertex := r.Context().Value(vertexKey{}).(vertexCall)
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if model, stream, ok := bedrockRoute(r.URL.Path); ok && readErr == nil {
-		p.serveBedrock(w, r, body, model, stream)
+	if model, op, ok := bedrockRoute(r.URL.Path); ok && readErr == nil {
+		p.serveBedrock(w, r, body, model, op)
 		return
 	}
 	if project, pub, model, m, ok := vertexRoute(r.URL.Path); ok && readErr == nil && !isVertex {

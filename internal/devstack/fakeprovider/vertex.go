@@ -13,6 +13,9 @@ import (
 // POST /v1/projects/{project}/locations/{location}/publishers/anthropic/models/{model}:rawPredict
 // (or :streamRawPredict), the Messages body without "model" and with
 // anthropic_version "vertex-2023-10-16", answered as Anthropic answers;
+// .../publishers/anthropic/models/count-tokens:rawPredict, the
+// count_tokens body with its "model" (the Vertex model id) and
+// anthropic_version optional, answered as Anthropic's count_tokens;
 // and .../publishers/google/models/{model}:generateContent,
 // :streamGenerateContent, :countTokens, answered as the Gemini API
 // answers. Every request carries an OAuth 2 access token as
@@ -75,9 +78,34 @@ func (p *Provider) serveVertex(w http.ResponseWriter, r *http.Request, body []by
 		googleFail(http.StatusForbidden, "PERMISSION_DENIED", "Permission 'aiplatform.endpoints.predict' denied on resource '//aiplatform.googleapis.com/projects/"+project+"' (or it may not exist).")
 		return
 	}
-	r2 := r.Clone(context.WithValue(r.Context(), vertexKey{}, vertexCall{path: r.URL.Path, model: model}))
+	call := vertexCall{path: r.URL.Path, model: model}
+	if publisher == "anthropic" && model == "count-tokens" {
+		// The model to count for is the body's.
+		var in struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(body, &in)
+		call.model = in.Model
+	}
+	r2 := r.Clone(context.WithValue(r.Context(), vertexKey{}, call))
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	switch {
+	case publisher == "anthropic" && model == "count-tokens" && method == "rawPredict":
+		var env struct {
+			Version *string `json:"anthropic_version"`
+		}
+		switch {
+		case json.Unmarshal(body, &env) != nil:
+			googleFail(http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+			return
+		case call.model == "":
+			googleFail(http.StatusBadRequest, "INVALID_ARGUMENT", "model: Field required")
+			return
+		case env.Version != nil && *env.Version != VertexVersion:
+			googleFail(http.StatusBadRequest, "INVALID_ARGUMENT", "anthropic_version: Input should be '"+VertexVersion+"'")
+			return
+		}
+		r2.URL.Path = "/v1/messages/count_tokens"
 	case publisher == "anthropic" && (method == "rawPredict" || method == "streamRawPredict"):
 		var env struct {
 			Model   *json.RawMessage `json:"model"`

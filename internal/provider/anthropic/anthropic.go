@@ -87,7 +87,8 @@ var Messages = &provider.Spec{
 
 // CountTokens is POST /v1/messages/count_tokens: routed and rewritten like
 // Messages, JSON only. Its answer ({"input_tokens":N}) is a count, not
-// token usage, so its usage events carry none.
+// token usage, so its usage events carry none. Bedrock and Vertex AI
+// count with operations of their own (countenv.go).
 var CountTokens = &provider.Spec{
 	Endpoint:     provider.CountTokens,
 	Method:       http.MethodPost,
@@ -97,6 +98,7 @@ var CountTokens = &provider.Spec{
 	Header:       Header,
 	BodyUsage:    provider.NoUsage,
 	Doors:        []*provider.Door{BedrockCountTokensDoor, VertexCountTokensDoor},
+	Envelopes:    [provider.NumPlatforms]*provider.Envelope{provider.Bedrock: bedrockCountTokens, provider.Vertex: vertexCountTokens},
 }
 
 // DefaultVersion is sent when the client names none (a sane default);
