@@ -224,6 +224,11 @@ type stackOptions struct {
 	// replaces the node's secret access key (a wrong one).
 	bedrock       bool
 	bedrockSecret string
+	// stsURL, when set with bedrock, is a fake STS (TLS, its certificate
+	// the PEM file stsCA) and the "aws" credential is then an
+	// aws_web_identity one for stsRole with the token file stsTokenFile,
+	// its keys minted on tokenClock.
+	stsURL, stsCA, stsTokenFile string
 	// azure makes the fake provider Azure OpenAI too (api-key azureKey)
 	// and adds a static credential "az", an Azure backend "az" (its
 	// api_version azureVersion: a date, or "v1") and the model azureModel: the Azure target (tier 0) and the
@@ -393,14 +398,27 @@ json_schema = true
 	}
 
 	if o.bedrock {
-		o.extraTOML += fmt.Sprintf(`
+		awsCred := `
 [credentials.aws]
 kind = "aws"
 hosts = ["127.0.0.1"]
 region = "us-east-1"
 access_key_id = { env = "TEST_AWS_ACCESS_KEY_ID" }
 secret_access_key = { env = "TEST_AWS_SECRET_ACCESS_KEY" }
-session_token = { env = "TEST_AWS_SESSION_TOKEN" }
+session_token = { env = "TEST_AWS_SESSION_TOKEN" }`
+		if o.stsURL != "" {
+			awsCred = fmt.Sprintf(`
+[egress.provider_tls]
+ca_file = %q
+[credentials.aws]
+kind = "aws_web_identity"
+hosts = ["127.0.0.1"]
+region = "us-east-1"
+role_arn = %q
+web_identity_token_file = %q
+sts_endpoint = %q`, o.stsCA, stsRole, o.stsTokenFile, o.stsURL)
+		}
+		o.extraTOML += awsCred + fmt.Sprintf(`
 [backends.br]
 protocol = "anthropic"
 platform = "bedrock"

@@ -43,7 +43,14 @@ func (n *node) mintCredentials(transport http.RoundTripper) error {
 			creds = maps.Clone(creds)
 		}
 		minted[name] = true
-		c.Token = ts
+		if c.AWS != nil {
+			// Minted AWS keys sign; they are never a header value.
+			keys := *c.AWS
+			keys.Minted = ts
+			c.AWS = &keys
+		} else {
+			c.Token = ts
+		}
 		creds[name] = c
 		n.tokens = append(n.tokens, ts)
 		n.health.AddDetail("credential "+name, func() string { return tokenDetail(ts.Status()) })

@@ -47,7 +47,7 @@ func TestRulesPlatforms(t *testing.T) {
 		},
 		{
 			name: "unknown kind", edits: []string{credEnv, credEnv + "\nkind = \"gcp\""},
-			want: []Problem{{"credentials.c1.kind", `unknown credential kind "gcp"; expected "static", "aws", "gcp_service_account" or "azure_entra"`}},
+			want: []Problem{{"credentials.c1.kind", `unknown credential kind "gcp"; expected "static", "aws", "aws_web_identity", "gcp_service_account" or "azure_entra"`}},
 		},
 		{
 			name: "aws credential on a first-party backend", edits: []string{credEnv, awsCred},

@@ -512,6 +512,10 @@ func (v *validator) credentials(root *table) map[string]credential.Credential {
 			creds[e.name] = v.azureEntra(e.name, e.t, hosts)
 			continue
 		}
+		if kindOK && kind == kindAWSWeb {
+			creds[e.name] = v.awsWebIdentity(e.name, e.t, hosts)
+			continue
+		}
 		var auth credential.AuthHeader
 		if e.t.has("auth_header") {
 			if name, ok := e.t.str("auth_header", credential.AuthHeaderNames); ok {
@@ -533,6 +537,7 @@ const (
 	kindAWS    = "aws"
 	kindGCP    = credential.KindGCPServiceAccount
 	kindEntra  = credential.KindAzureEntra
+	kindAWSWeb = credential.KindAWSWebIdentity
 )
 
 // credentialKind reads a credential's kind; ok is false for one the node
@@ -546,10 +551,10 @@ func (v *validator) credentialKind(t *table) (string, bool) {
 		return "", false
 	}
 	switch kind {
-	case kindStatic, kindAWS, kindGCP, kindEntra:
+	case kindStatic, kindAWS, kindGCP, kindEntra, kindAWSWeb:
 		return kind, true
 	}
-	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q, %q, %q or %q", kind, kindStatic, kindAWS, kindGCP, kindEntra)
+	v.ps.add(t.at("kind"), "unknown credential kind %q; expected %q, %q, %q, %q or %q", kind, kindStatic, kindAWS, kindAWSWeb, kindGCP, kindEntra)
 	return "", false
 }
 

@@ -1,6 +1,7 @@
 package credential
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -26,6 +27,29 @@ type AWS struct {
 	// Region, when not "", is the only region the keys are used in: a
 	// backend of another region is refused at load.
 	Region string
+
+	// Minted is where each signature gets the keys of an aws_web_identity
+	// credential (the source Credential.Mint makes, set by the node; the
+	// static keys above are then zero); nil for static keys. When it has none to give, Sign fails with an error wrapping
+	// ErrNoToken: nothing is sent, and the backend is not to blame.
+	Minted Bearer `json:"-"`
+}
+
+// keys returns the keys to sign with now: the static ones, or the
+// minted source's current ones.
+func (a *AWS) keys(ctx context.Context) (aws.Credentials, error) {
+	if a.Minted != nil {
+		v, err := a.Minted.Token(ctx)
+		if err != nil {
+			return aws.Credentials{}, err
+		}
+		return decodeKeys(v)
+	}
+	return aws.Credentials{
+		AccessKeyID:     a.AccessKeyID.Reveal(),
+		SecretAccessKey: a.SecretAccessKey.Reveal(),
+		SessionToken:    a.SessionToken.Reveal(),
+	}, nil
 }
 
 // Signer returns the signer of requests to service in region with a's
@@ -36,7 +60,8 @@ func (a *AWS) Signer(service, region string, now func() time.Time) *SigV4 {
 
 // SigV4 signs provider requests with AWS Signature Version 4, by the AWS
 // SDK's own signer. The keys are read at each signature, so that a
-// rotated file reaches the next request. Safe for concurrent use.
+// rotated file or newly minted keys reach the next request. Safe for
+// concurrent use.
 type SigV4 struct {
 	keys            *AWS
 	service, region string
@@ -51,12 +76,12 @@ var ErrNoKeys = errors.New("credential: aws access key id or secret access key i
 // Sign signs r, whose body is the concatenation of body: the payload hash
 // is computed over exactly those bytes, the ones the transport sends. It
 // sets Authorization, X-Amz-Date and, with a session token,
-// X-Amz-Security-Token. Errors never carry key material.
+// X-Amz-Security-Token. Errors never carry key material; minted keys
+// that cannot be had now are an error wrapping ErrNoToken.
 func (s *SigV4) Sign(r *http.Request, body [][]byte) error {
-	creds := aws.Credentials{
-		AccessKeyID:     s.keys.AccessKeyID.Reveal(),
-		SecretAccessKey: s.keys.SecretAccessKey.Reveal(),
-		SessionToken:    s.keys.SessionToken.Reveal(),
+	creds, err := s.keys.keys(r.Context())
+	if err != nil {
+		return err
 	}
 	if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
 		return ErrNoKeys

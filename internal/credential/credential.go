@@ -55,10 +55,12 @@ type Credential struct {
 	// (docs/egress.md "Credential kinds"). nil for a static credential.
 	AWS *AWS
 
-	// Mint, for a minted-token kind (gcp_service_account), makes the
-	// credential's token source once the node has the egress transport
-	// its token endpoint is reached through; o carries everything but the
-	// kind's own material, which Mint holds. nil for other kinds.
+	// Mint, for a minted kind (gcp_service_account, azure_entra,
+	// aws_web_identity), makes the credential's token source once the
+	// node has the egress transport its token endpoint is reached
+	// through; o carries everything but the kind's own material, which
+	// Mint holds. The source becomes Token, or, for minted AWS keys
+	// (AWS set), AWS.Minted. nil for other kinds.
 	Mint func(o TokenOptions) (*TokenSource, error) `json:"-"`
 	// Token is where each attempt gets the value it sends, for a
 	// credential whose value is minted (Mint, set by the node once the

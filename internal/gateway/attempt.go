@@ -522,6 +522,12 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 		// Signed over the exact bytes the transport sends (docs/egress.md
 		// "Credential kinds").
 		if err := sg.Sign(req, body.p.Parts()); err != nil {
+			if errors.Is(err, credential.ErrNoToken) {
+				// Minted keys (aws_web_identity) with none to sign with:
+				// as a minted token's absence above.
+				a.state, a.stage, a.err, a.noToken = provider.NotSent, stageProviderAuth, err, true
+				return a
+			}
 			a.state, a.stage, a.err = provider.NotSent, stageInternal, err
 			c.failAttempt(a, apierr.BadGateway("upstream_auth_failed", "the gateway could not sign the request with this backend's credential", false))
 			return a

@@ -1,7 +1,7 @@
-// Package faketoken stands in for the OAuth 2 token endpoints the node's
+// Package faketoken stands in for the token endpoints the node's
 // minted-token credentials use: Google's (the JWT bearer grant signed
-// with a service-account key) and Microsoft Entra ID's (the client
-// credentials grant). It is a dev/test tool only and is never imported by
+// with a service-account key), Microsoft Entra ID's (the client
+// credentials grant) and AWS STS (AssumeRoleWithWebIdentity). It is a dev/test tool only and is never imported by
 // cmd/scootgate or internal/app.
 //
 // # Basics
@@ -17,7 +17,11 @@
 // refuses others as Entra does (401 invalid_client with AADSTS7000215 for
 // a wrong secret).
 //
-// Both issue random short-lived bearer tokens (Options.Lifetime) and
+// [NewSTS] serves AWS STS's AssumeRoleWithWebIdentity for one role and
+// web identity token, issuing fixed temporary keys (the ones a fake
+// Bedrock accepts) that expire Options.Lifetime after the grant.
+//
+// Google and Entra issue random short-lived bearer tokens (Options.Lifetime) and
 // remember them: [Issuer.Live] and [Issuer.Authorized] tell a fake
 // provider whether a request carries a token that is live now, by the
 // Issuer's clock. [Issuer.Fail] makes every grant fail with a status, to
