@@ -255,6 +255,10 @@ type stackOptions struct {
 	// node's tokens and the endpoint (nil: time.Now).
 	vertex     bool
 	tokenClock func() time.Time
+	// underLoad lengthens timeouts.connect and non_stream_total (2s and
+	// 10s by default) to a minute, for tests that run hundreds of
+	// requests at once on a shared machine.
+	underLoad bool
 }
 
 type stack struct {
@@ -262,6 +266,7 @@ type stack struct {
 	prov     *fakeprovider.Provider
 	provURL  string
 	google   *faketoken.Google      // with stackOptions.vertex
+	tokens   *gate                  // holds grants at s.google's endpoint, with stackOptions.vertex
 	prov2    *fakeprovider.Provider // with stackOptions.second
 	prov2URL string
 	socks    *socks5proxy.Server
@@ -622,6 +627,10 @@ outbox_path = %q
 	}
 	if o.credFile != "" {
 		toml = strings.Replace(toml, "[credentials.oa]\nenv = \"TEST_OPENAI_KEY\"", fmt.Sprintf("[credentials.oa]\nfile = %q", o.credFile), 1)
+	}
+	if o.underLoad {
+		toml = strings.Replace(toml, "connect = \"2s\"\n", "connect = \"1m\"\n", 1)
+		toml = strings.Replace(toml, "non_stream_total = \"10s\"\n", "non_stream_total = \"1m\"\n", 1)
 	}
 	toml = strings.Replace(toml, "#LIMITS#", o.limits, 1)
 	toml = strings.Replace(toml, "#CONTROL-PLANE#", o.controlPlane, 1)

@@ -50,8 +50,10 @@ func (s *stack) startVertex(now func() time.Time) string {
 		t.Fatal(err)
 	}
 	s.google = g
-	srv := httptest.NewTLSServer(g)
+	s.tokens = &gate{entered: make(chan struct{}, 64)}
+	srv := httptest.NewTLSServer(s.tokens.wrap(g))
 	t.Cleanup(srv.Close)
+	t.Cleanup(s.tokens.release) // before Close: a held grant must go for Close to return
 	keyFile := filepath.Join(s.dir, "service-account.json")
 	if err := os.WriteFile(keyFile, g.KeyJSON(srv.URL+"/token"), 0o600); err != nil {
 		t.Fatal(err)
