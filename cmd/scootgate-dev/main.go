@@ -370,9 +370,11 @@ func addClouds(snap *routesnap.Snapshot, base string) {
 	snap.Backends = append(snap.Backends, routesnap.Backend{
 		ID: "fake-bedrock", Protocol: routesnap.ProtocolAnthropic, Platform: routesnap.PlatformBedrock, Region: "us-east-1",
 		BaseURL: root, Credential: "fake-aws", MaxInflightPerNode: demoCap,
+		Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens},
 	},
 		routesnap.Backend{ID: "fake-vertex-claude", Protocol: routesnap.ProtocolAnthropic, Platform: routesnap.PlatformVertex,
-			Project: vertexProject, Location: vertexLocation, BaseURL: root, Credential: "fake-gcp", MaxInflightPerNode: demoCap},
+			Project: vertexProject, Location: vertexLocation, BaseURL: root, Credential: "fake-gcp", MaxInflightPerNode: demoCap,
+			Endpoints: []string{routesnap.EndpointMessages, routesnap.EndpointCountTokens}},
 		routesnap.Backend{ID: "fake-vertex-gemini", Protocol: routesnap.ProtocolGemini, Platform: routesnap.PlatformVertex,
 			Project: vertexProject, Location: vertexLocation, BaseURL: root, Credential: "fake-gcp", MaxInflightPerNode: demoCap,
 			Endpoints: []string{routesnap.EndpointGenerateContent, routesnap.EndpointStreamGenerateContent, routesnap.EndpointGeminiCountTokens}},
