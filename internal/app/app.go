@@ -586,7 +586,10 @@ func (n *node) warnPlaintextProxies() {
 }
 
 func newDialer(cfg *config.Config, onFailure func(*egress.NotSentError)) (*egress.Dialer, error) {
-	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect, OnFailure: onFailure}
+	// As many idle tunnels as requests may run at once: after a burst, the
+	// next one reuses them (docs/egress.md "Connection reuse").
+	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect, OnFailure: onFailure,
+		IdleConns: cfg.Limits.MaxConcurrentRequests}
 	for _, p := range cfg.Egress.Proxies {
 		ep := egress.Proxy{Name: p.Name, URL: p.URL, Username: p.Username, Password: p.Password}
 		if p.CAFile != "" {

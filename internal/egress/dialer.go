@@ -22,6 +22,9 @@ import (
 // DefaultConnectTimeout is used when Options.ConnectTimeout is zero.
 const DefaultConnectTimeout = 10 * time.Second
 
+// DefaultIdleConns is used when Options.IdleConns is zero.
+const DefaultIdleConns = 4096
+
 // Proxy is one configured egress proxy.
 type Proxy struct {
 	// Name identifies the proxy in errors, logs and metrics. Empty means
@@ -59,6 +62,12 @@ type Options struct {
 	// caller's context ended the attempt, nor for a node fault (StageNode:
 	// the node out of descriptors): nothing is known about the proxy. It must be safe for concurrent use and must not block.
 	OnFailure func(*NotSentError)
+	// IdleConns bounds the idle keep-alive connections (each an open
+	// tunnel) Transport keeps, per provider host and in all. A connection
+	// a finished request hands back beyond it is closed, so the next burst
+	// opens a tunnel through the proxy again: set it to the most requests
+	// the node runs at once. Zero means DefaultIdleConns.
+	IdleConns int
 }
 
 type proxyKind int
@@ -90,6 +99,7 @@ type Dialer struct {
 	providerCAs *x509.CertPool
 	sessions    tls.ClientSessionCache
 	onFailure   func(*NotSentError) // nil = none
+	idleConns   int
 
 	// preferred is the index of the proxy that last opened a tunnel; dials
 	// start there so a dead first proxy does not cost every dial a timeout.
@@ -105,14 +115,21 @@ func New(o Options) (*Dialer, error) {
 	if o.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("egress: negative connect timeout %s", o.ConnectTimeout)
 	}
+	if o.IdleConns < 0 {
+		return nil, fmt.Errorf("egress: negative idle connection bound %d", o.IdleConns)
+	}
 	d := &Dialer{
 		timeout:     o.ConnectTimeout,
 		providerCAs: o.ProviderCAs,
 		sessions:    tls.NewLRUClientSessionCache(256),
 		onFailure:   o.OnFailure,
+		idleConns:   o.IdleConns,
 	}
 	if d.timeout == 0 {
 		d.timeout = DefaultConnectTimeout
+	}
+	if d.idleConns == 0 {
+		d.idleConns = DefaultIdleConns
 	}
 	var errs []error
 	for i, p := range o.Proxies {
@@ -334,6 +351,9 @@ func checkTarget(addr string) (string, error) {
 //     the client's behalf, so bytes (SSE above all) reach the client
 //     exactly as the provider sent them, and are never transparently
 //     decompressed and buffered.
+//   - Up to Options.IdleConns idle connections are kept, per host and in
+//     all: every connection a burst opened stays for the next one, which
+//     then reuses tunnels instead of opening new ones while overloaded.
 //   - ResponseHeaderTimeout and ExpectContinueTimeout are 0: the caller
 //     owns first-byte timing (docs/api.md "Timeouts") and never sends
 //     Expect: 100-continue.
@@ -348,8 +368,8 @@ func (d *Dialer) Transport() *http.Transport {
 		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{},
 		Protocols:             &protocols,
 		DisableCompression:    true,
-		MaxIdleConns:          0, // no total limit; bounded per host
-		MaxIdleConnsPerHost:   256,
+		MaxIdleConns:          d.idleConns,
+		MaxIdleConnsPerHost:   d.idleConns,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0,
 		ExpectContinueTimeout: 0,

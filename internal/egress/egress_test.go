@@ -411,7 +411,7 @@ func TestTransportSettings(t *testing.T) {
 		ProxyNil, DialSet, DialTLSSet, TLSNextProtoEmpty bool
 		ForceHTTP2, HTTP2, HTTP1                         bool
 		DisableCompression                               bool
-		MaxIdleConnsPerHost                              int
+		MaxIdleConns, MaxIdleConnsPerHost                int
 		IdleConnTimeout, ResponseHeaderTimeout           time.Duration
 		ExpectContinueTimeout                            time.Duration
 	}
@@ -424,6 +424,7 @@ func TestTransportSettings(t *testing.T) {
 		HTTP2:                 tr.Protocols.HTTP2(),
 		HTTP1:                 tr.Protocols.HTTP1(),
 		DisableCompression:    tr.DisableCompression,
+		MaxIdleConns:          tr.MaxIdleConns,
 		MaxIdleConnsPerHost:   tr.MaxIdleConnsPerHost,
 		IdleConnTimeout:       tr.IdleConnTimeout,
 		ResponseHeaderTimeout: tr.ResponseHeaderTimeout,
@@ -431,7 +432,8 @@ func TestTransportSettings(t *testing.T) {
 	}
 	want := settings{
 		ProxyNil: true, DialSet: true, DialTLSSet: true, TLSNextProtoEmpty: true,
-		HTTP1: true, DisableCompression: true, MaxIdleConnsPerHost: 256,
+		HTTP1: true, DisableCompression: true,
+		MaxIdleConns: DefaultIdleConns, MaxIdleConnsPerHost: DefaultIdleConns,
 		IdleConnTimeout: 90 * time.Second,
 	}
 	if diff := cmp.Diff(got, want); diff != "" {

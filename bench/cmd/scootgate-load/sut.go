@@ -203,10 +203,13 @@ func newBaselineProxy(provider, egress, key string) (*httputil.ReverseProxy, err
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	transport := &http.Transport{
-		DialContext:         dial,
-		Protocols:           &protocols,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 256,
+		DialContext:        dial,
+		Protocols:          &protocols,
+		DisableCompression: true,
+		// The node's idle pool: as many as its default
+		// limits.max_concurrent_requests, per host and in all.
+		MaxIdleConns:        10000,
+		MaxIdleConnsPerHost: 10000,
 		IdleConnTimeout:     90 * time.Second,
 	}
 	auth := "Bearer " + key
