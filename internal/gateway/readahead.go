@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 )
 
 // Bounds of the read-ahead of a provider's answer.
@@ -15,39 +16,65 @@ const (
 	readAheadMax = 256 << 10
 	// readAheadChunk is the most one read from the provider takes.
 	readAheadChunk = 8 << 10
+	// readAheadAfter is how long the relay may stay away from the
+	// provider's answer (writing to the client) before the read-ahead
+	// starts: a relay that keeps up never starts it.
+	readAheadAfter = 5 * time.Millisecond
 )
 
-// readAhead reads a provider's answer on a goroutine of its own into a
-// buffer of at most readAheadMax bytes, which the relay reads from at the
-// client's pace. When the provider's side ends (its answer read to the
-// end, or its connection failed) ended is called on that goroutine: the
-// backend's slot goes back then, not when a slow client has read the last
-// byte. A client that does not read holds at most readAheadMax bytes of
-// the node's memory per attempt, on top of its connection's socket
-// buffers; then the provider waits, as it would without a read-ahead.
+// readAhead relays a provider's answer, read ahead of the client once the
+// client falls behind. While the relay keeps up it reads the provider
+// directly, on its own goroutine, into its own buffer. Once it has been
+// away from the answer for readAheadAfter (a write to the client that
+// waits for the client), a goroutine of the read-ahead's own reads the
+// provider into a buffer of at most readAheadMax bytes, which the relay
+// then reads from at the client's pace. When the provider's side ends
+// (its answer read to the end, or its connection failed) ended is called,
+// on whichever goroutine read it: the backend's slot goes back then, not
+// when a slow client has read the last byte. A client that does not read
+// holds at most readAheadMax bytes of the node's memory per attempt, on
+// top of its connection's socket buffers; then the provider waits, as it
+// would without a read-ahead.
 //
-// The relay is the only reader. close stops the goroutine and waits for
-// it, so that nothing reads the provider's body after the attempt.
+// The relay is the only reader. close stops the goroutine, if it was
+// started, and waits for it, so that nothing reads the provider's body
+// after the attempt.
 type readAhead struct {
 	src    io.Reader
-	ended  func()                  // called once, on the reading goroutine, when src returned an error (io.EOF included)
+	ended  func()                  // called once, when src returned an error (io.EOF included)
 	cancel context.CancelCauseFunc // ends the provider exchange, and so a read of src that waits
+	after  time.Duration           // readAheadAfter; longer in tests
+	behind *time.Timer             // fires after the relay's last Read returned; nil until then
 
-	mu     sync.Mutex
-	cond   sync.Cond // signalled when buf, err or closed change
-	buf    []byte    // read from src, not yet by the relay: buf[off:]
-	off    int
-	err    error // src's error, once it returned one
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	cond    sync.Cond // signalled when buf, err or closed change
+	reading bool      // the relay is in Read: it is not behind
+	started bool      // the goroutine reads src; the relay reads buf only
+	buf     []byte    // read from src, not yet by the relay: buf[off:]
+	off     int
+	err     error // src's error, once it returned one
+	closed  bool
+	done    chan struct{} // closed when the goroutine has returned
 }
 
-// newReadAhead starts reading src.
+// newReadAhead relays src.
 func newReadAhead(src io.Reader, ended func(), cancel context.CancelCauseFunc) *readAhead {
-	r := &readAhead{src: src, ended: ended, cancel: cancel, done: make(chan struct{})}
+	r := &readAhead{src: src, ended: ended, cancel: cancel, after: readAheadAfter}
 	r.cond.L = &r.mu
-	go r.run()
 	return r
+}
+
+// fellBehind starts the goroutine if the relay is still away from the
+// answer (its timer may fire just as the relay comes back for more).
+func (r *readAhead) fellBehind() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reading || r.started || r.closed || r.err != nil {
+		return
+	}
+	r.started = true
+	r.done = make(chan struct{})
+	go r.run()
 }
 
 func (r *readAhead) run() {
@@ -85,10 +112,40 @@ func (r *readAhead) run() {
 	}
 }
 
-// Read returns what has been read from the provider, waiting for it when
-// there is none yet; src's error once all of it was returned.
+// Read returns what the provider sent next, waiting for it when there is
+// none yet; src's error once all of it was returned.
 func (r *readAhead) Read(p []byte) (int, error) {
 	r.mu.Lock()
+	if !r.started {
+		// The relay keeps up: it reads src itself. Its timer, if armed,
+		// finds it reading and does nothing.
+		err := r.err
+		r.reading = true
+		r.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		n, err := r.src.Read(p)
+		r.mu.Lock()
+		r.reading = false
+		if err != nil {
+			r.err = err
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.ended()
+			if n > 0 {
+				err = nil // returned by the next Read, after these bytes
+			}
+			return n, err
+		}
+		if r.behind == nil {
+			r.behind = time.AfterFunc(r.after, r.fellBehind)
+		} else {
+			r.behind.Reset(r.after)
+		}
+		return n, nil
+	}
 	defer r.mu.Unlock()
 	for r.off == len(r.buf) && r.err == nil {
 		r.cond.Wait()
@@ -105,14 +162,20 @@ func (r *readAhead) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// close stops the reading goroutine and waits until it has returned; a
-// read that waits for the provider is ended by cancelling the exchange
-// (a no-op when it has ended already).
+// close stops the reading goroutine, if it was started, and waits until
+// it has returned; a read that waits for the provider is ended by
+// cancelling the exchange (a no-op when it has ended already).
 func (r *readAhead) close() {
 	r.mu.Lock()
 	r.closed = true
+	started := r.started
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if r.behind != nil {
+		r.behind.Stop()
+	}
 	r.cancel(nil)
-	<-r.done
+	if started {
+		<-r.done
+	}
 }
