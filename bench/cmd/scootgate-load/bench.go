@@ -59,7 +59,13 @@ type options struct {
 	overloadDuration time.Duration
 	recoveryFactor   float64
 	recoveryDuration time.Duration
-	firstByte        time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
+	// With overloadRate set, the schedule is absolute instead: node and
+	// baseline alike at overloadRate, then recoveryRate, overloadReps
+	// times, alternating which goes first; no search needed.
+	overloadRate float64
+	recoveryRate float64
+	overloadReps int
+	firstByte    time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
 
 	idleStreams []int // one fresh node and baseline per count
 	idleRate    float64
@@ -768,9 +774,12 @@ func (b *bench) rounds(ctx context.Context) error {
 		if err := b.searchMax(ctx, ts); err != nil {
 			return err
 		}
-		if b.o.overload {
+		if b.o.overload && b.o.overloadRate == 0 {
 			return b.overloads(ctx, ts)
 		}
+	}
+	if b.o.overload && b.o.overloadRate > 0 {
+		return b.overloadsAt(ctx, targets[keyNode], targets[keyBaseline])
 	}
 	return nil
 }

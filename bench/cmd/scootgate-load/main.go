@@ -166,6 +166,9 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.overloadDuration, "overload-duration", 2*time.Second, "length of the overload")
 	fs.Float64Var(&o.recoveryFactor, "recovery-factor", 0.5, "the rate right after the overload, as a multiple of the maximum sustainable rate")
 	fs.DurationVar(&o.recoveryDuration, "recovery-duration", 8*time.Second, "length of the run right after the overload")
+	fs.Float64Var(&o.overloadRate, "overload-rate", 0, "the overload's absolute rate, the same for node and baseline (0: -overload-factor × each one's searched maximum)")
+	fs.Float64Var(&o.recoveryRate, "recovery-rate", 0, "with -overload-rate, the absolute rate right after the overload")
+	fs.IntVar(&o.overloadReps, "overload-reps", 3, "with -overload-rate, repetitions, alternating node and baseline")
 	fs.DurationVar(&o.firstByte, "first-byte", 0, "the nodes' timeouts.first_byte (0: the shipped default)")
 	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing, node-batched")
@@ -237,7 +240,11 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-rates and -stream-rates are both empty: nothing to measure")
 	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
-	case o.overload && (!o.search || o.overloadFactor <= 1 || o.overloadDuration <= 0 || o.recoveryFactor <= 0 || o.recoveryFactor >= 1 || o.recoveryDuration <= 0):
+	case o.overload && o.overloadRate > 0 && (o.recoveryRate <= 0 || o.recoveryRate >= o.overloadRate || o.overloadReps < 1 || o.overloadDuration <= 0 || o.recoveryDuration <= 0):
+		return o, errors.New("-overload-rate needs -recovery-rate in (0, -overload-rate), -overload-reps at least 1 and positive durations")
+	case o.overload && o.overloadRate < 0:
+		return o, errors.New("-overload-rate must not be negative")
+	case o.overload && o.overloadRate == 0 && (!o.search || o.overloadFactor <= 1 || o.overloadDuration <= 0 || o.recoveryFactor <= 0 || o.recoveryFactor >= 1 || o.recoveryDuration <= 0):
 		return o, errors.New("-overload needs -search, -overload-factor above 1, -recovery-factor in (0, 1) and positive durations")
 	case o.firstByte < 0:
 		return o, errors.New("-first-byte must not be negative")

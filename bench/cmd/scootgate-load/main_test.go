@@ -448,10 +448,27 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-stalls", "yes"},
 		{"-sut-gomemlimit", "-1"},
 		{"-sut-gomemlimit", "9223372036854775807"},
+		{"-overload", "-search=false"},
+		{"-overload", "-overload-rate", "6000"},
+		{"-overload", "-overload-rate", "6000", "-recovery-rate", "6000"},
+		{"-overload", "-overload-rate", "6000", "-recovery-rate", "1500", "-overload-reps", "0"},
+		{"-overload", "-overload-rate", "-1"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+}
+
+// TestParseFlagsOverloadAt: an absolute overload schedule needs no
+// search; its rates and repetitions reach the options.
+func TestParseFlagsOverloadAt(t *testing.T) {
+	o, err := parseFlags([]string{"-overload", "-search=false", "-overload-rate", "6000", "-recovery-rate", "1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.overloadRate != 6000 || o.recoveryRate != 1500 || o.overloadReps != 3 {
+		t.Errorf("overload %g/s, then %g/s, %d reps; want 6000, 1500, 3", o.overloadRate, o.recoveryRate, o.overloadReps)
 	}
 }
 

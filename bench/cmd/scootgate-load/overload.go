@@ -29,6 +29,12 @@ type overloadResult struct {
 	// AfterKinds are the recovery run's errors by kind ("status 503": the
 	// node refused for want of an available target).
 	AfterKinds map[string]int `json:"recovery_errors_by_kind,omitempty"`
+	// Rep is the repetition of an absolute schedule (-overload-rate),
+	// from 1; 0 for a schedule relative to the searched maximum.
+	Rep int `json:"rep,omitempty"`
+	// Lag is the most a shot of either schedule was sent after its
+	// intended time: a lagging generator overloads no one on schedule.
+	Lag time.Duration `json:"generator_lag_ns"`
 	// Recovery runs from the end of the overload (the recovery run's
 	// first intended send) to the intended send of the first request from
 	// which every later one succeeded; 0 when none failed, -1 when the
@@ -62,10 +68,44 @@ func (b *bench) overloads(ctx context.Context, targets []*target) error {
 	return nil
 }
 
+// overloadsAt overloads node and baseline on the same absolute schedule
+// (-overload-rate, then -recovery-rate), -overload-reps times,
+// alternating which of the two goes first, with idle connections closed
+// on the load side between runs.
+func (b *bench) overloadsAt(ctx context.Context, node, baseline *target) error {
+	for rep := 1; rep <= b.o.overloadReps; rep++ {
+		order := []*target{node, baseline}
+		if rep%2 == 0 {
+			order = []*target{baseline, node}
+		}
+		for _, t := range order {
+			if err := b.pause(ctx, 2*time.Second); err != nil {
+				return err
+			}
+			res, err := b.overloadAt(ctx, t, b.o.overloadRate, b.o.recoveryRate)
+			if err != nil {
+				return err
+			}
+			res.Rep = rep
+			b.rep.Overload = append(b.rep.Overload, res)
+			b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v)",
+				rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, res.Lag)
+			t.client.CloseIdleConnections()
+		}
+	}
+	return nil
+}
+
 func (b *bench) overload(ctx context.Context, t *target, maxRate float64) (overloadResult, error) {
+	res, err := b.overloadAt(ctx, t, maxRate*b.o.overloadFactor, maxRate*b.o.recoveryFactor)
+	res.MaxRate = maxRate
+	return res, err
+}
+
+func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate float64) (overloadResult, error) {
 	fire := b.fire(t, apiPaths[b.o.paths[0]], false)
-	over := loadgen.Attack{Rate: maxRate * b.o.overloadFactor, Duration: b.o.overloadDuration, MaxInFlight: 4000, Timeout: 10 * time.Second}
-	after := loadgen.Attack{Rate: maxRate * b.o.recoveryFactor, Duration: b.o.recoveryDuration, MaxInFlight: 2000, Timeout: 10 * time.Second}
+	over := loadgen.Attack{Rate: overRate, Duration: b.o.overloadDuration, MaxInFlight: 4000, Timeout: 10 * time.Second}
+	after := loadgen.Attack{Rate: afterRate, Duration: b.o.recoveryDuration, MaxInFlight: 2000, Timeout: 10 * time.Second}
 	var (
 		wg      sync.WaitGroup
 		overRes loadgen.Result
@@ -83,7 +123,7 @@ func (b *bench) overload(ctx context.Context, t *target, maxRate float64) (overl
 		return overloadResult{}, err
 	}
 	res := overloadResult{
-		Target: t.key, MaxRate: maxRate,
+		Target: t.key, Lag: max(maxLate(overRes), maxLate(afterRes)),
 		Rate: over.Rate, Sent: len(overRes.Shots), Failed: len(overRes.Shots) - overRes.OK(), Kinds: errorKinds(overRes.Shots),
 		After: after.Rate, AfterN: len(afterRes.Shots), AfterBad: len(afterRes.Shots) - afterRes.OK(), AfterKinds: errorKinds(afterRes.Shots),
 	}
@@ -110,6 +150,14 @@ func recoveredAfter(r loadgen.Result) time.Duration {
 	return r.Shots[last+1].Intended.Sub(r.Start)
 }
 
+func maxLate(r loadgen.Result) time.Duration {
+	var late time.Duration
+	for i := range r.Shots {
+		late = max(late, r.Shots[i].Late)
+	}
+	return late
+}
+
 func errorKinds(shots []loadgen.Shot) map[string]int {
 	var kinds map[string]int
 	for i := range shots {
@@ -128,17 +176,22 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 	s := r.Setup
 	p("## Overload and recovery")
 	p("")
-	p("Each system at %g× its maximum passing rate for %v, then from the end of that schedule at %g× it for %v (the two overlap while the backlog drains); the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded.",
-		s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
+	if s.OverloadRate > 0 {
+		p("Node and baseline alike at %.0f/s for %v, then from the end of that schedule at %.0f/s for %v (the two overlap while the backlog drains), %d repetitions alternating which goes first; the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded. A run whose generator lagged is not an overload on schedule: read its lag.",
+			s.OverloadRate, s.OverloadDuration, s.RecoveryRate, s.RecoveryDuration, s.OverloadReps, firstByteName(s.FirstByte))
+	} else {
+		p("Each system at %g× its maximum passing rate for %v, then from the end of that schedule at %g× it for %v (the two overlap while the backlog drains); the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded.",
+			s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
+	}
 	p("")
-	p("| system | overload | failed | errors | then | failed | errors | recovered after |")
-	p("|---|---:|---:|---|---:|---:|---|---:|")
+	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | generator lag |")
+	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|")
 	for _, o := range r.Overload {
 		rec := "not within the run"
 		if o.Recovery >= 0 {
 			rec = o.Recovery.Round(time.Millisecond).String()
 		}
-		p("| %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s |", targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec)
+		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.Lag.Round(time.Millisecond))
 	}
 	p("")
 }

@@ -55,6 +55,9 @@ type setup struct {
 	// The overload phase's, when it ran.
 	OverloadFactor   float64       `json:"overload_factor,omitempty"`
 	OverloadDuration time.Duration `json:"overload_duration_ns,omitempty"`
+	OverloadRate     float64       `json:"overload_rate,omitempty"` // absolute schedule (-overload-rate); 0 = relative to the search
+	RecoveryRate     float64       `json:"recovery_rate,omitempty"`
+	OverloadReps     int           `json:"overload_reps,omitempty"`
 	RecoveryFactor   float64       `json:"recovery_factor,omitempty"`
 	RecoveryDuration time.Duration `json:"recovery_duration_ns,omitempty"`
 	Stalls           string        `json:"host_stalls"` // how host stalls were traced, or why not
@@ -212,6 +215,9 @@ func newReport(o options, p pinning, sut sutRuntime) *report {
 	}
 	if o.overload {
 		r.Setup.OverloadFactor, r.Setup.OverloadDuration = o.overloadFactor, o.overloadDuration
+		if o.overloadRate > 0 {
+			r.Setup.OverloadRate, r.Setup.RecoveryRate, r.Setup.OverloadReps = o.overloadRate, o.recoveryRate, o.overloadReps
+		}
 		r.Setup.RecoveryFactor, r.Setup.RecoveryDuration = o.recoveryFactor, o.recoveryDuration
 	}
 	return r
