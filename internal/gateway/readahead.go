@@ -115,10 +115,15 @@ func (r *readAhead) run() {
 // Read returns what the provider sent next, waiting for it when there is
 // none yet; src's error once all of it was returned.
 func (r *readAhead) Read(p []byte) (int, error) {
+	if r.behind != nil {
+		// Back for more: not behind. A timer left to fire would cost a
+		// goroutine and a wake-up per read for nothing.
+		r.behind.Stop()
+	}
 	r.mu.Lock()
 	if !r.started {
-		// The relay keeps up: it reads src itself. Its timer, if armed,
-		// finds it reading and does nothing.
+		// The relay keeps up: it reads src itself. Its timer, if it
+		// fires all the same, finds it reading and does nothing.
 		err := r.err
 		r.reading = true
 		r.mu.Unlock()
