@@ -59,7 +59,7 @@ type call struct {
 	served    *routes.Model
 	fallback  fallbackReason
 	start     time.Time
-	sendState provider.SendState // the last attempt's, for the request metric
+	sendState provider.SendState // the last attempt's, for the request metric (endpointResult)
 	// tokens is what the request is expected to cost against a
 	// credential's token budget: its declared output cap plus a quarter of
 	// its body's bytes; 0 when it declares no cap (the node then never
@@ -79,7 +79,7 @@ type call struct {
 	door       *provider.Door // the cloud client path the request came in by, nil for the endpoint's own
 	doorStream bool           // the door's path asks for a stream
 
-	abort bool       // the answer went out in part and cannot be completed: abort the client's connection
+	abort bool       // the answer went out in part and cannot be completed: abort the client's connection (endpointResult)
 	guard writeGuard // the deadline of writes to the client
 }
 
@@ -131,9 +131,25 @@ type attempt struct {
 	_       [0]func(*exchangeTimer) // attempts are never copied (timer holds a closure over a)
 }
 
+// endpointResult is what ServeHTTP needs to know of a request once
+// serveEndpoint has answered it: for the request metric, the refusal
+// note, and the client's connection.
+type endpointResult struct {
+	model     string             // the model the request named; "" before its body was read
+	sendState provider.SendState // the last attempt's; NoAttempt when none ran
+	stream    bool               // the request asked for a stream
+	abort     bool               // the answer went out in part: abort the client's connection
+}
+
 // serveEndpoint serves the request for spec with c, whose writer c.sw is
-// set up.
-func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, pathModel string, api *provider.API, rid string) {
+// set up, and says how it went.
+func (h *Handler) serveEndpoint(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, pathModel string, api *provider.API, rid string) endpointResult {
+	h.serve(ctx, c, r, spec, pathModel, api, rid)
+	return endpointResult{model: c.req.Model, sendState: c.sendState, stream: c.req.Stream, abort: c.abort}
+}
+
+// serve is serveEndpoint's work: authentication, the body, and the route.
+func (h *Handler) serve(ctx context.Context, c *call, r *http.Request, spec *provider.Spec, pathModel string, api *provider.API, rid string) {
 	w := &c.sw
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, api, rid, h.o.Now()
 	if spec.Realtime != nil {

@@ -437,13 +437,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if spec != nil {
-		h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
-		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, c.sendState, h.o.Now().Sub(start), c.req.Stream)
-		h.noteRefusal(w, r, rid, c.req.Model)
-		if !c.abort {
+		res := h.serveEndpoint(ctx, c, r, spec, pathModel, api, rid)
+		h.o.Observer.ObserveRequest(spec.Endpoint, w.status, res.sendState, h.o.Now().Sub(start), res.stream)
+		h.noteRefusal(w, r, rid, res.model)
+		if !res.abort {
 			finishDoor(dw)
 		}
-		if c.abort {
+		if res.abort {
 			// Accounted for above; net/http closes the connection (HTTP/1)
 			// or resets the stream (HTTP/2) without a log line, and never
 			// ends a chunked answer as if it were complete.
