@@ -213,9 +213,38 @@ func (c *call) failAttempt(a *attempt, e *apierr.Error) {
 	c.fail(e)
 }
 
-// route resolves the model to a pool and runs the attempt loop.
+// route serves the request in three steps, each of which may answer it
+// and end it there: resolve finds the model and pool that serve it,
+// admit holds it against its key's limits, and attempts sends it to
+// targets until one answers.
 func (c *call) route(ctx context.Context) {
-	req := c.req
+	rs, ok := c.resolve()
+	if !ok {
+		return
+	}
+	if !c.admit(rs.named) {
+		return
+	}
+	if c.limited {
+		defer c.ticket.Release() // admitted: its slots are held until the request ends, whichever way
+	}
+	c.attempts(ctx, rs)
+}
+
+// resolved is where a request goes, as resolve found it before anything
+// was sent (docs/routing.md "Fallbacks").
+type resolved struct {
+	named *routes.Model    // the model the request named
+	cur   *routes.Model    // the model that serves: named, or one of its chain
+	next  int              // the index in named.Chain of the next model to fall back to
+	pool  []*routes.Target // cur's targets that can take the request
+	first fallbackReason   // why named could not take it, when it could not
+}
+
+// resolve finds the model the request names and the pool that serves it,
+// or refuses the request; nothing is sent.
+func (c *call) resolve() (resolved, bool) {
+	req := &c.req
 	// docs/api.md "Endpoints" (model names that hold the key): a model name that holds the caller's own
 	// key (a client that put its key in the model) is refused before
 	// anything is sent, whatever the table holds. A pattern would serve
@@ -223,28 +252,28 @@ func (c *call) route(ctx context.Context) {
 	// log and the usage event.
 	if holdsKey(req.Model, c.r) {
 		c.fail(apierr.BadRequest("invalid_model", "the model name holds this request's API key; check the client's model setting"))
-		return
+		return resolved{}, false
 	}
 	if !c.principal.Allows(req.Model) {
 		c.fail(apierr.Forbidden(fmt.Sprintf("this API key may not use model %q", req.Model)))
-		return
+		return resolved{}, false
 	}
 	table := c.h.o.Routes.Load() // pinned for the whole request (docs/snapshots.md)
 	if table == nil {
 		c.fail(apierr.Unavailable("routes are not loaded yet", time.Second))
-		return
+		return resolved{}, false
 	}
 	m, ok := table.Model(req.Model)
 	if !ok {
 		c.fail(apierr.NotFound("model_not_found", fmt.Sprintf("model %q does not exist", req.Model)))
-		return
+		return resolved{}, false
 	}
 	if m.Pattern { // docs/routing.md "Aliases and patterns"
 		c.pattern, c.star = m.Name, m.Star(req.Model)
 	}
 	if len(m.Pools[c.spec.Endpoint]) == 0 && !m.Serves(c.api.Protocol) {
 		c.fail(apierr.BadRequest("protocol_mismatch", fmt.Sprintf("model %q is not served on %s; no conversion between protocols", req.Model, c.spec.Route())))
-		return
+		return resolved{}, false
 	}
 	// docs/routing.md "Fallbacks": the model serves when one of its
 	// targets can take the request, else the first model of its chain
@@ -256,7 +285,7 @@ func (c *call) route(ctx context.Context) {
 	for pool == nil {
 		if next == len(m.Chain) {
 			c.refuseStatic(why, req.Model, len(m.Chain) > 0)
-			return
+			return resolved{}, false
 		}
 		cur, next = m.Chain[next], next+1
 		if !c.principal.Allows(cur.Name) {
@@ -267,29 +296,43 @@ func (c *call) route(ctx context.Context) {
 			why = max(why, w) // the furthest a model got: endpoint < capability < context
 		}
 	}
-	// docs/limits.md: a request over its key's or tenant's limits is
-	// refused before anything is sent; an admitted one holds its slots
-	// until it ends, whichever way. Only limited keys pay for this.
-	if sub := c.principal.Limit; sub != nil {
-		var worst usd.Amount
-		if sub.Reserves() {
-			var bounded bool
-			if worst, bounded = c.reserveCost(m); !bounded {
-				c.fail(errUnbounded())
-				return
-			}
-		}
-		c.limited, c.admitted = true, c.h.o.Now()
-		tk, st, ok := sub.AdmitReserve(c.admitted, worst)
-		c.rl, c.budget = rateLimits(&st), st.Budget
-		if !ok {
-			c.refuseLimited(&st)
-			return
-		}
-		c.ticket = tk
-		defer tk.Release()
-	}
+	return resolved{named: m, cur: cur, next: next, pool: pool, first: first}, true
+}
 
+// admit holds the request against its key's and tenant's limits
+// (docs/limits.md): a request over them is refused before anything is
+// sent, and admit reports false; an admitted one holds its slots in
+// c.ticket until it ends, whichever way (route releases it). Only limited
+// keys pay for this.
+func (c *call) admit(m *routes.Model) bool {
+	sub := c.principal.Limit
+	if sub == nil {
+		return true
+	}
+	var worst usd.Amount
+	if sub.Reserves() {
+		var bounded bool
+		if worst, bounded = c.reserveCost(m); !bounded {
+			c.fail(errUnbounded())
+			return false
+		}
+	}
+	c.limited, c.admitted = true, c.h.o.Now()
+	tk, st, ok := sub.AdmitReserve(c.admitted, worst)
+	c.rl, c.budget = rateLimits(&st), st.Budget
+	if !ok {
+		c.refuseLimited(&st)
+		return false
+	}
+	c.ticket = tk
+	return true
+}
+
+// attempts runs the attempt loop over rs's pool and, when it runs dry, its
+// model's fallback chain, and answers the request when no attempt did.
+func (c *call) attempts(ctx context.Context, rs resolved) {
+	req := c.req
+	m, cur, next, pool, first := rs.named, rs.cur, rs.next, rs.pool, rs.first
 	var tried []*routes.Target
 	placement := balance.Balanced
 	if cur.Affinity {
