@@ -405,6 +405,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		// release cannot move it unnoticed.
 		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
 		Protocols: apiProtocols(),
+		// A connection's first authenticated request ends its
+		// unauthenticated time (docs/operations.md "Connection floods").
+		ConnContext: gateway.ConnContext,
 	}
 	n.hsrv = &http.Server{
 		Handler:           n.health.Handler(n.metrics.Handler()),
@@ -911,7 +914,11 @@ func (n *node) listenAPI() (net.Listener, error) {
 	}
 	// docs/operations.md "Connection floods": a client address over its
 	// bound is closed at accept, before TLS.
-	ln = gateway.LimitConns(ln, n.cfg.Limits.MaxConnsPerClient)
+	ln = gateway.LimitConns(ln, gateway.ConnBounds{
+		Open:            n.cfg.Limits.MaxConnsPerClient,
+		Unauthenticated: n.cfg.Limits.MaxUnauthenticatedPerClient,
+		Rate:            float64(n.cfg.Limits.ConnRatePerClient),
+	})
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {
 			const why = "API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted"

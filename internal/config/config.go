@@ -103,6 +103,15 @@ type Limits struct {
 	// over it is closed as it is accepted. 0: unbounded (docs/operations.md
 	// "Connection floods").
 	MaxConnsPerClient int
+	// MaxUnauthenticatedPerClient bounds the API listener's connections
+	// open at once from one client address whose first request has not
+	// authenticated yet (the TLS handshake, the headers, refused keys); a
+	// connection over it is closed as it is accepted. 0: unbounded.
+	MaxUnauthenticatedPerClient int
+	// ConnRatePerClient bounds the new API connections accepted per
+	// second from one client address (a bucket of one second's worth); a
+	// connection over it is closed as it is accepted. 0: unbounded.
+	ConnRatePerClient int
 
 	// LocalShare is the fraction of every per-key and per-tenant limit
 	// this node enforces, in (0, 1] (docs/limits.md "Behind a load
@@ -237,6 +246,8 @@ type Authz struct {
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
 //	limits.max_conns_per_client 0 (unbounded)
+//	limits.max_unauthenticated_per_client 64
+//	limits.conn_rate_per_client 0 (unbounded)
 //	limits.local_share         1 (docs/limits.md)
 //	limits.store               "local"
 //	limits.redis.on_store_failure "local"
@@ -296,7 +307,7 @@ func Defaults() Config {
 			BodyBytes: 32 << 20, MaxAttempts: 2,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
-			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000,
+			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 64,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
 			LocalShare:      1,

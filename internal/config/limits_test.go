@@ -21,7 +21,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
-				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -35,7 +35,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -49,7 +49,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -101,6 +101,38 @@ func TestRulesServerLimits(t *testing.T) {
 			name: "max_conns_per_client not an integer",
 			add:  "[limits]\nmax_conns_per_client = \"64\"\n",
 			want: []Problem{{"limits.max_conns_per_client", "expected an integer, got a string"}},
+		},
+		{
+			name:     "max_unauthenticated_per_client default",
+			view:     func(c *Config) any { return c.Limits.MaxUnauthenticatedPerClient },
+			wantView: 64,
+		},
+		{
+			name:     "max_unauthenticated_per_client",
+			add:      "[limits]\nmax_unauthenticated_per_client = 0\n",
+			view:     func(c *Config) any { return c.Limits.MaxUnauthenticatedPerClient },
+			wantView: 0,
+		},
+		{
+			name: "max_unauthenticated_per_client out of range",
+			add:  "[limits]\nmax_unauthenticated_per_client = -1\n",
+			want: []Problem{{"limits.max_unauthenticated_per_client", "-1 is out of range; expected 0..1000000"}},
+		},
+		{
+			name:     "conn_rate_per_client default",
+			view:     func(c *Config) any { return c.Limits.ConnRatePerClient },
+			wantView: 0,
+		},
+		{
+			name:     "conn_rate_per_client",
+			add:      "[limits]\nconn_rate_per_client = 20\n",
+			view:     func(c *Config) any { return c.Limits.ConnRatePerClient },
+			wantView: 20,
+		},
+		{
+			name: "conn_rate_per_client not an integer",
+			add:  "[limits]\nconn_rate_per_client = 2.5\n",
+			want: []Problem{{"limits.conn_rate_per_client", "expected an integer, got a float"}},
 		},
 		{
 			name:     "local_share",

@@ -36,7 +36,8 @@ const (
 	minHeaderBytes        = 4 << 10
 	maxHeaderBytes        = 1 << 20 // net/http's default
 	maxConcurrentRequests = 1000000
-	// maxConnsPerClient bounds limits.max_conns_per_client (0: unbounded).
+	// maxConnsPerClient bounds limits.max_conns_per_client,
+	// max_unauthenticated_per_client and conn_rate_per_client (0: unbounded).
 	maxConnsPerClient = 1000000
 	maxLinger         = time.Minute // a lingering read is short by definition
 )
@@ -199,6 +200,12 @@ func (v *validator) limits(t *table, l *Limits) {
 	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
 	if n, ok := t.integer("max_conns_per_client", "", 0, maxConnsPerClient); ok {
 		l.MaxConnsPerClient = int(n)
+	}
+	if n, ok := t.integer("max_unauthenticated_per_client", "", 0, maxConnsPerClient); ok {
+		l.MaxUnauthenticatedPerClient = int(n)
+	}
+	if n, ok := t.integer("conn_rate_per_client", "", 0, maxConnsPerClient); ok {
+		l.ConnRatePerClient = int(n)
 	}
 	if raw, ok := t.get("local_share", ""); ok {
 		r := -1.0

@@ -1,40 +1,78 @@
 package gateway
 
 import (
+	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// ConnLimit is a listener that bounds the connections open at once from
-// one client address (docs/operations.md "Connection floods"). A
-// connection over its address's bound is closed as soon as it is
-// accepted, before TLS or HTTP: it costs the node one accept and one
-// close, and the listen queue keeps draining at full speed, so that one
-// source opening connections faster than it finishes them cannot starve
-// the others of the accept loop. The addresses of an IPv6 client count
-// per /64, which one host usually has whole.
+// ConnBounds are the API listener's bounds per client address
+// (docs/operations.md "Connection floods"). A zero member is no bound of
+// that kind.
+type ConnBounds struct {
+	// Open bounds the connections open at once (limits.max_conns_per_client).
+	Open int
+	// Unauthenticated bounds the connections open whose first request
+	// has not authenticated yet: those in the TLS handshake, reading
+	// headers, or with only refused keys so far
+	// (limits.max_unauthenticated_per_client).
+	Unauthenticated int
+	// Rate bounds the new connections accepted per second
+	// (limits.conn_rate_per_client), as a token bucket that holds one
+	// second's worth (at least one).
+	Rate float64
+	// Now is the rate's clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (b ConnBounds) off() bool { return b.Open <= 0 && b.Unauthenticated <= 0 && b.Rate <= 0 }
+
+// ConnLimit is a listener that bounds, per client address, the
+// connections open at once, those not yet authenticated, and the rate
+// of new ones (ConnBounds). A connection over one of its address's
+// bounds is closed as soon as it is accepted, before TLS or HTTP: it
+// costs the node one accept and one close, and the listen queue keeps
+// draining at full speed, so that one source opening connections faster
+// than it finishes them cannot starve the others of the accept loop or
+// of the work behind it. The addresses of an IPv6 client count per /64,
+// which one host usually has whole.
 type ConnLimit struct {
 	net.Listener
-	per int
+	b     ConnBounds
+	burst float64 // the rate bucket's capacity
 
-	mu      sync.Mutex
-	open    map[netip.Addr]int // connections open per client address; an address at 0 is dropped
-	refused atomic.Uint64
+	mu        sync.Mutex
+	clients   map[netip.Addr]*client // an address with nothing open and a full bucket is dropped
+	nextSweep time.Time
+	refused   atomic.Uint64
 }
 
-// LimitConns bounds ln's connections to per open at once per client
-// address; per <= 0 leaves ln unbounded (and returns it as it is).
-func LimitConns(ln net.Listener, per int) net.Listener {
-	if per <= 0 {
+// client is one address's counts; guarded by ConnLimit.mu.
+type client struct {
+	open   int       // connections open
+	unauth int       // of those, not yet authenticated
+	tokens float64   // the rate bucket's level at at
+	at     time.Time // when tokens was last brought up to date
+}
+
+// LimitConns bounds ln's connections per client address by b; with no
+// bound set it returns ln as it is.
+func LimitConns(ln net.Listener, b ConnBounds) net.Listener {
+	if b.off() {
 		return ln
 	}
-	return &ConnLimit{Listener: ln, per: per, open: make(map[netip.Addr]int)}
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	return &ConnLimit{Listener: ln, b: b, burst: max(b.Rate, 1), clients: make(map[netip.Addr]*client)}
 }
 
-// Accept returns the next connection whose address is within its bound,
-// closing those that are not.
+// Accept returns the next connection whose address is within its
+// bounds, closing those that are not.
 func (l *ConnLimit) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -45,30 +83,84 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		if !ok {
 			return c, nil // not TCP (a test's pipe): nothing to count by
 		}
-		l.mu.Lock()
-		n := l.open[a]
-		if n >= l.per {
-			l.mu.Unlock()
+		if !l.admit(a) {
 			l.refused.Add(1)
 			_ = c.Close()
 			continue
 		}
-		l.open[a] = n + 1
-		l.mu.Unlock()
-		return &limitedConn{Conn: c, l: l, addr: a}, nil
+		lc := &limitedConn{Conn: c, l: l, addr: a}
+		lc.unauth.Store(true)
+		return lc, nil
 	}
 }
 
-// Refused returns how many connections were closed for their address's
-// bound.
+// admit counts a new connection from a, or says it is over a bound.
+func (l *ConnLimit) admit(a netip.Addr) bool {
+	now := l.b.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweepLocked(now)
+	cl := l.clients[a]
+	if cl == nil {
+		cl = &client{tokens: l.burst, at: now}
+		l.clients[a] = cl
+	}
+	if l.b.Open > 0 && cl.open >= l.b.Open || l.b.Unauthenticated > 0 && cl.unauth >= l.b.Unauthenticated {
+		return false
+	}
+	if l.b.Rate > 0 {
+		if d := now.Sub(cl.at); d > 0 {
+			cl.tokens = min(l.burst, cl.tokens+d.Seconds()*l.b.Rate)
+		}
+		cl.at = now
+		if cl.tokens < 1 {
+			return false
+		}
+		cl.tokens--
+	}
+	cl.open++
+	cl.unauth++
+	return true
+}
+
+// sweepLocked drops, at most once a second, the addresses that have
+// nothing open and whose bucket has refilled: the map holds the
+// addresses seen in the last second or two, not every one ever seen.
+func (l *ConnLimit) sweepLocked(now time.Time) {
+	if now.Before(l.nextSweep) {
+		return
+	}
+	l.nextSweep = now.Add(time.Second)
+	for a, cl := range l.clients {
+		if cl.open == 0 && (l.b.Rate <= 0 || cl.tokens+now.Sub(cl.at).Seconds()*l.b.Rate >= l.burst) {
+			delete(l.clients, a)
+		}
+	}
+}
+
+// Refused returns how many connections were closed for one of their
+// address's bounds.
 func (l *ConnLimit) Refused() uint64 { return l.refused.Load() }
 
-func (l *ConnLimit) done(a netip.Addr) {
+func (l *ConnLimit) done(c *limitedConn) {
+	unauth := c.unauth.Swap(false)
 	l.mu.Lock()
-	if n := l.open[a] - 1; n > 0 {
-		l.open[a] = n
-	} else {
-		delete(l.open, a)
+	if cl := l.clients[c.addr]; cl != nil {
+		cl.open--
+		if unauth {
+			cl.unauth--
+		}
+	}
+	l.mu.Unlock()
+}
+
+func (l *ConnLimit) authenticated(c *limitedConn) {
+	if !c.unauth.Swap(false) {
+		return
+	}
+	l.mu.Lock()
+	if cl := l.clients[c.addr]; cl != nil {
+		cl.unauth--
 	}
 	l.mu.Unlock()
 }
@@ -92,18 +184,19 @@ func clientAddr(a net.Addr) (netip.Addr, bool) {
 	return ip, true
 }
 
-// limitedConn gives its slot back once, when it is closed.
+// limitedConn gives its counts back once, when it is closed.
 type limitedConn struct {
 	net.Conn
 	l      *ConnLimit
 	addr   netip.Addr
+	unauth atomic.Bool // no request on it has authenticated yet
 	closed atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.done(c.addr)
+		c.l.done(c)
 	}
 	return err
 }
@@ -116,4 +209,29 @@ func (c *limitedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return c.Conn.Close()
+}
+
+// connKey is the context key of a request's *limitedConn.
+type connKey struct{}
+
+// ConnContext is the API server's http.Server.ConnContext: it gives a
+// connection accepted through a ConnLimit (under TLS or not) to its
+// requests, so that the first one to authenticate ends the connection's
+// unauthenticated time. Other connections' contexts are left as they are.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// connAuthenticated tells r's connection's ConnLimit, if any, that a
+// request on it authenticated.
+func connAuthenticated(r *http.Request) {
+	if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.unauth.Load() {
+		lc.l.authenticated(lc)
+	}
 }

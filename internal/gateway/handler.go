@@ -510,6 +510,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, api *prov
 func (h *Handler) authenticateDoor(w http.ResponseWriter, r *http.Request, api *provider.API, rid string, missingKey func(http.Header) string) (*authz.Principal, bool) {
 	p, err := h.o.Auth.Authenticate(r.Header, keyQuery(r, api), h.o.Now())
 	if err == nil {
+		connAuthenticated(r) // docs/operations.md "Connection floods"
 		return p, true
 	}
 	e := unauthorized(err)
