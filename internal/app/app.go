@@ -391,11 +391,13 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	n.limited = limited
 	n.api = &http.Server{
 		// The request path's middlewares (internal/gateway middleware.go):
+		// an HTTP/2 connection that resets too many streams is closed
+		// (conns.go);
 		// close after chunked bodies (smuggling guard); the whole body
 		// within body_read_timeout, early answers at once and closed after
 		// a lingering read; a fast 503 beyond
 		// limits.max_concurrent_requests.
-		Handler:           gateway.CloseAfterChunked(gateway.GuardBody(limited, cfg.Limits.BodyReadTimeout, cfg.Limits.LingerTimeout)),
+		Handler:           gateway.LimitResets(gateway.CloseAfterChunked(gateway.GuardBody(limited, cfg.Limits.BodyReadTimeout, cfg.Limits.LingerTimeout))),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, // slowloris guard
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes, // larger → 431
@@ -918,6 +920,7 @@ func (n *node) listenAPI() (net.Listener, error) {
 		Open:            n.cfg.Limits.MaxConnsPerClient,
 		Unauthenticated: n.cfg.Limits.MaxUnauthenticatedPerClient,
 		Rate:            float64(n.cfg.Limits.ConnRatePerClient),
+		Resets:          float64(n.cfg.Limits.H2ResetsPerClient),
 	})
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {

@@ -353,12 +353,22 @@ type rapidReset struct {
 
 func dialRapidReset(t *testing.T, addr string, pool *x509.CertPool) *rapidReset {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
+	f, err := tryRapidReset(addr, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// tryRapidReset connects, or says why it could not.
+func tryRapidReset(addr string, pool *x509.CertPool) (*rapidReset, error) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		return nil, err
+	}
 	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
-		t.Fatalf("ALPN = %q, want h2", p)
+		conn.Close()
+		return nil, fmt.Errorf("ALPN = %q, want h2", p)
 	}
 	f := &rapidReset{conn: conn, bw: bufio.NewWriterSize(conn, 64<<10), nextID: 1, window: 65535,
 		statuses: map[string]int{}, resets: map[http2.ErrCode]int{}, answer: make(chan string, 1), stopped: make(chan struct{})}
@@ -366,17 +376,17 @@ func dialRapidReset(t *testing.T, addr string, pool *x509.CertPool) *rapidReset 
 	f.enc = hpack.NewEncoder(&f.hbuf)
 	f.fr = http2.NewFramer(f.bw, conn)
 	f.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if _, err := f.bw.WriteString(http2.ClientPreface); err != nil {
-		t.Fatal(err)
+	if _, err := f.bw.WriteString(http2.ClientPreface); err == nil {
+		if err = f.fr.WriteSettings(); err == nil {
+			err = f.bw.Flush()
+		}
 	}
-	if err := f.fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.bw.Flush(); err != nil {
-		t.Fatal(err)
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	go f.read()
-	return f
+	return f, nil
 }
 
 // write runs fn on the framer and flushes.

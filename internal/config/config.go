@@ -112,6 +112,12 @@ type Limits struct {
 	// second from one client address (a bucket of one second's worth); a
 	// connection over it is closed as it is accepted. 0: unbounded.
 	ConnRatePerClient int
+	// H2ResetsPerClient bounds the HTTP/2 requests a second, per client
+	// address, whose stream the client reset while the node worked on it
+	// (a bucket of one second's worth): the connection of a reset over
+	// it is closed, and the address's new connections are closed at
+	// accept until the bucket holds a reset again. 0: unbounded.
+	H2ResetsPerClient int
 
 	// LocalShare is the fraction of every per-key and per-tenant limit
 	// this node enforces, in (0, 1] (docs/limits.md "Behind a load
@@ -248,6 +254,7 @@ type Authz struct {
 //	limits.max_conns_per_client 0 (unbounded)
 //	limits.max_unauthenticated_per_client 64
 //	limits.conn_rate_per_client 0 (unbounded)
+//	limits.h2_resets_per_client 0 (unbounded)
 //	limits.local_share         1 (docs/limits.md)
 //	limits.store               "local"
 //	limits.redis.on_store_failure "local"

@@ -119,6 +119,16 @@ func TestRulesServerLimits(t *testing.T) {
 			want: []Problem{{"limits.max_unauthenticated_per_client", "-1 is out of range; expected 0..1000000"}},
 		},
 		{
+			name:     "h2_resets_per_client default",
+			view:     func(c *Config) any { return c.Limits.H2ResetsPerClient },
+			wantView: 0,
+		},
+		{
+			name: "h2_resets_per_client out of range",
+			add:  "[limits]\nh2_resets_per_client = 1000001\n",
+			want: []Problem{{"limits.h2_resets_per_client", "1000001 is out of range; expected 0..1000000"}},
+		},
+		{
 			name:     "conn_rate_per_client default",
 			view:     func(c *Config) any { return c.Limits.ConnRatePerClient },
 			wantView: 0,

@@ -37,7 +37,8 @@ const (
 	maxHeaderBytes        = 1 << 20 // net/http's default
 	maxConcurrentRequests = 1000000
 	// maxConnsPerClient bounds limits.max_conns_per_client,
-	// max_unauthenticated_per_client and conn_rate_per_client (0: unbounded).
+	// max_unauthenticated_per_client, conn_rate_per_client and
+	// h2_resets_per_client (0: unbounded).
 	maxConnsPerClient = 1000000
 	maxLinger         = time.Minute // a lingering read is short by definition
 )
@@ -206,6 +207,9 @@ func (v *validator) limits(t *table, l *Limits) {
 	}
 	if n, ok := t.integer("conn_rate_per_client", "", 0, maxConnsPerClient); ok {
 		l.ConnRatePerClient = int(n)
+	}
+	if n, ok := t.integer("h2_resets_per_client", "", 0, maxConnsPerClient); ok {
+		l.H2ResetsPerClient = int(n)
 	}
 	if raw, ok := t.get("local_share", ""); ok {
 		r := -1.0

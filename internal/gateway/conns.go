@@ -25,11 +25,21 @@ type ConnBounds struct {
 	// (limits.conn_rate_per_client), as a token bucket that holds one
 	// second's worth (at least one).
 	Rate float64
+	// Resets bounds the HTTP/2 requests whose stream the client reset
+	// while the node worked on them, as a token bucket of Resets a
+	// second that holds one second's worth, per client address: the
+	// connection of a reset over it is closed (limits.h2_resets_per_client),
+	// and so is each of the address's connections whose stream is reset
+	// until the bucket refills. It counts only on a server whose handler
+	// is wrapped in LimitResets.
+	Resets float64
 	// Now is the rate's clock (time.Now when nil).
 	Now func() time.Time
 }
 
-func (b ConnBounds) off() bool { return b.Open <= 0 && b.Unauthenticated <= 0 && b.Rate <= 0 }
+func (b ConnBounds) off() bool {
+	return b.Open <= 0 && b.Unauthenticated <= 0 && b.Rate <= 0 && b.Resets <= 0
+}
 
 // ConnLimit is a listener that bounds, per client address, the
 // connections open at once, those not yet authenticated, and the rate
@@ -49,14 +59,18 @@ type ConnLimit struct {
 	clients   map[netip.Addr]*client // an address with nothing open and a full bucket is dropped
 	nextSweep time.Time
 	refused   atomic.Uint64
+	// resetClosed counts the connections closed for their resets.
+	resetClosed atomic.Uint64
 }
 
 // client is one address's counts; guarded by ConnLimit.mu.
 type client struct {
-	open   int       // connections open
-	unauth int       // of those, not yet authenticated
-	tokens float64   // the rate bucket's level at at
-	at     time.Time // when tokens was last brought up to date
+	open     int       // connections open
+	unauth   int       // of those, not yet authenticated
+	tokens   float64   // the rate bucket's level at at
+	at       time.Time // when tokens was last brought up to date
+	resets   float64   // the reset bucket's level at resetsAt
+	resetsAt time.Time
 }
 
 // LimitConns bounds ln's connections per client address by b; with no
@@ -102,10 +116,15 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 	l.sweepLocked(now)
 	cl := l.clients[a]
 	if cl == nil {
-		cl = &client{tokens: l.burst, at: now}
+		cl = &client{tokens: l.burst, at: now, resets: max(l.b.Resets, 1), resetsAt: now}
 		l.clients[a] = cl
 	}
 	if l.b.Open > 0 && cl.open >= l.b.Open || l.b.Unauthenticated > 0 && cl.unauth >= l.b.Unauthenticated {
+		return false
+	}
+	if l.b.Resets > 0 && cl.resets+now.Sub(cl.resetsAt).Seconds()*l.b.Resets < 1 {
+		// The address spent its resets: it may connect again once it has
+		// one more.
 		return false
 	}
 	if l.b.Rate > 0 {
@@ -132,15 +151,25 @@ func (l *ConnLimit) sweepLocked(now time.Time) {
 	}
 	l.nextSweep = now.Add(time.Second)
 	for a, cl := range l.clients {
-		if cl.open == 0 && (l.b.Rate <= 0 || cl.tokens+now.Sub(cl.at).Seconds()*l.b.Rate >= l.burst) {
+		if cl.open == 0 && full(cl.tokens, cl.at, l.b.Rate, now) && full(cl.resets, cl.resetsAt, l.b.Resets, now) {
 			delete(l.clients, a)
 		}
 	}
 }
 
+// full says whether a bucket of rate a second, level at at, has refilled
+// to its capacity (one second's worth, at least 1) by now.
+func full(level float64, at time.Time, rate float64, now time.Time) bool {
+	return rate <= 0 || level+now.Sub(at).Seconds()*rate >= max(rate, 1)
+}
+
 // Refused returns how many connections were closed for one of their
 // address's bounds.
 func (l *ConnLimit) Refused() uint64 { return l.refused.Load() }
+
+// ResetClosed returns how many HTTP/2 connections were closed for the
+// streams reset from their address.
+func (l *ConnLimit) ResetClosed() uint64 { return l.resetClosed.Load() }
 
 func (l *ConnLimit) done(c *limitedConn) {
 	unauth := c.unauth.Swap(false)
@@ -193,6 +222,29 @@ type limitedConn struct {
 	closed atomic.Bool
 }
 
+// reset counts one stream the client reset against its address; the
+// connection is closed when the address's bucket is empty.
+func (c *limitedConn) reset() {
+	l := c.l
+	now := l.b.Now()
+	l.mu.Lock()
+	over := false
+	if cl := l.clients[c.addr]; cl != nil { // it is: c is open
+		if d := now.Sub(cl.resetsAt); d > 0 {
+			cl.resets = min(max(l.b.Resets, 1), cl.resets+d.Seconds()*l.b.Resets)
+		}
+		cl.resetsAt = now
+		if over = cl.resets < 1; !over {
+			cl.resets--
+		}
+	}
+	l.mu.Unlock()
+	if over && !c.closed.Load() {
+		l.resetClosed.Add(1)
+		_ = c.Close() // every stream on it ends; the client must connect again
+	}
+}
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
@@ -234,4 +286,34 @@ func connAuthenticated(r *http.Request) {
 	if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.unauth.Load() {
 		lc.l.authenticated(lc)
 	}
+}
+
+// LimitResets wraps the API handler so that an HTTP/2 request whose
+// stream ends while its handler runs (the client reset it, or the
+// connection went) counts against its address's ConnBounds.Resets, at
+// the moment it ends: the connection is closed before the node takes in
+// much more of a flood. Go's HTTP/2 server drops a stream reset
+// before its handler started by itself (and closes a connection with
+// too many of those queued); this bounds those whose handler ran,
+// whatever they cost.
+func LimitResets(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lc, ok := r.Context().Value(connKey{}).(*limitedConn)
+		if r.ProtoMajor != 2 || !ok || lc.l.b.Resets <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// The stream's context ends after the handler returns, too:
+		// stop counts only what ended before, and a count under way is
+		// waited for, so that the request is done when its handler is.
+		counted := make(chan struct{})
+		stop := context.AfterFunc(r.Context(), func() {
+			defer close(counted)
+			lc.reset()
+		})
+		next.ServeHTTP(w, r)
+		if !stop() {
+			<-counted
+		}
+	})
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // The request path's middlewares, outermost first as the node wires them:
-// CloseAfterChunked, GuardBody, LimitConcurrency, then the Handler.
+// LimitResets (conns.go), CloseAfterChunked, GuardBody, LimitConcurrency,
+// then the Handler.
 
 // CloseAfterChunked closes the connection after every HTTP/1.x request with
 // a chunked body. It is the request-smuggling guard that net/http lacks
