@@ -14,7 +14,9 @@
 #   redis-server                   the redis store of per-key and per-tenant
 #                                  limits: the tests start their own servers
 #                                  on free loopback ports (internal/limits,
-#                                  internal/app)
+#                                  internal/app), and Redis Sentinels from
+#                                  deploy/redis with `redis-server --sentinel`
+#                                  (the same package: no other binary)
 #
 # Usage, as root on Debian 12:   scripts/ci-tools.sh
 #

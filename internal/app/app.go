@@ -857,6 +857,8 @@ func (n *node) limiterOptions() limits.Options {
 	r := l.Redis
 	var tlsCfg *tls.Config
 	if r.TLS {
+		// Through Sentinel the name is each address dialled (crypto/tls
+		// takes it from the address when ServerName is empty).
 		host, _, _ := net.SplitHostPort(r.Address)
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
 	}
@@ -865,16 +867,21 @@ func (n *node) limiterOptions() limits.Options {
 		config.OnStoreFailureOpen:   "no requests or tokens per minute (on_store_failure = open)",
 		config.OnStoreFailureClosed: "limited requests refused with 503 (on_store_failure = closed)",
 	}[r.OnStoreFailure]
+	where := r.Address
+	if len(r.SentinelAddrs) > 0 {
+		where = r.MasterName + " (sentinels " + strings.Join(r.SentinelAddrs, ",") + ")"
+	}
 	detail := func(up bool) {
 		if up {
-			n.health.SetDetail("limits_store", "redis "+r.Address+": up; requests and tokens per minute and max_concurrent are fleet-wide")
+			n.health.SetDetail("limits_store", "redis "+where+": up; requests and tokens per minute and max_concurrent are fleet-wide")
 		} else {
-			n.health.SetDetail("limits_store", "redis "+r.Address+": unreachable; until it answers, "+fallback)
+			n.health.SetDetail("limits_store", "redis "+where+": unreachable; until it answers, "+fallback)
 		}
 	}
 	detail(false)
 	n.limStore = limits.NewRedis(limits.RedisOptions{
-		Address: r.Address, Username: r.Username, Password: r.Password, TLS: tlsCfg,
+		Address: r.Address, SentinelAddrs: r.SentinelAddrs, MasterName: r.MasterName,
+		Username: r.Username, Password: r.Password, TLS: tlsCfg,
 		OnChange: detail, Logger: n.log,
 	})
 	n.metrics.RegisterLimitsStore(n.limStore.Up)

@@ -148,8 +148,13 @@ const (
 
 // LimitsRedis is the Redis that holds the fleet's limits.
 type LimitsRedis struct {
-	Address  string // host:port
-	Username string // "" = the default user
+	Address string // host:port; "" with Sentinel
+	// SentinelAddrs are the Redis Sentinels (host:port) that name the
+	// primary of MasterName, instead of Address: the node follows a
+	// failover (docs/limits.md "A replicated Redis").
+	SentinelAddrs []string
+	MasterName    string // the Sentinel master set; only with SentinelAddrs
+	Username      string // "" = the default user
 	// Password is sent to Redis (AUTH); only over TLS or to a loopback
 	// address (it would otherwise cross the network in cleartext).
 	Password secret.Secret

@@ -194,8 +194,40 @@ func TestRulesServerLimits(t *testing.T) {
 			want: []Problem{
 				{"limits.redis.address", `expected host:port with a host and a numeric port, like "10.0.0.5:6379", got "redis:port"`},
 				{"limits.redis.on_store_failure", `expected "local", "open" or "closed", got "retry"`},
-				{"limits.redis.db", "unknown key; expected one of: address, on_store_failure, password, tls, username"},
+				{"limits.redis.db", "unknown key; expected one of: address, master_name, on_store_failure, password, sentinel_addrs, tls, username"},
 			},
+		},
+		{
+			name: "redis store through Sentinel",
+			add: "[limits]\nstore = \"redis\"\n[limits.redis]\nsentinel_addrs = [\"127.0.0.1:26379\", \"127.0.0.1:26380\"]\n" +
+				"master_name = \"scootgate\"\npassword = { env = \"PROXY_PW\" }\n",
+			view: func(c *Config) any {
+				r := c.Limits.Redis
+				return []any{r.Address, r.SentinelAddrs, r.MasterName}
+			},
+			wantView: []any{"", []string{"127.0.0.1:26379", "127.0.0.1:26380"}, "scootgate"},
+		},
+		{
+			name: "redis store through Sentinel: problems",
+			add: "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"10.0.0.5:6379\"\n" +
+				"sentinel_addrs = [\"10.0.0.6:26379\", \"10.0.0.6:26379\", \"sentinel\"]\npassword = { env = \"PROXY_PW\" }\n",
+			want: []Problem{
+				{"limits.redis.address", "not with sentinel_addrs: the Sentinels name the primary"},
+				{"limits.redis.sentinel_addrs[1]", `"10.0.0.6:26379" is listed twice`},
+				{"limits.redis.sentinel_addrs[2]", `expected host:port with a host and a numeric port, like "10.0.0.5:6379", got "sentinel"`},
+				{"limits.redis.master_name", `missing; expected the Sentinel master set the node's limits are on, like "scootgate"`},
+				{"limits.redis.password", "would cross the network in cleartext to a non-loopback Redis; set tls = true or use a loopback address"},
+			},
+		},
+		{
+			name: "redis store: master_name without Sentinel, an empty list",
+			add:  "[limits]\nstore = \"redis\"\n[limits.redis]\naddress = \"10.0.0.5:6379\"\nmaster_name = \"m\"\n",
+			want: []Problem{{"limits.redis.master_name", "only with sentinel_addrs"}},
+		},
+		{
+			name: "redis store: no Sentinel listed",
+			add:  "[limits]\nstore = \"redis\"\n[limits.redis]\nsentinel_addrs = []\nmaster_name = \"m\"\n",
+			want: []Problem{{"limits.redis.sentinel_addrs", "expected 1 to 16 Sentinel addresses, got 0"}},
 		},
 		{
 			name: "redis store: cleartext password to a remote Redis",
@@ -218,7 +250,7 @@ func TestRulesServerLimits(t *testing.T) {
 		{
 			name: "redis address missing",
 			add:  "[limits]\nstore = \"redis\"\n[limits.redis]\non_store_failure = \"open\"\n",
-			want: []Problem{{"limits.redis.address", "missing; expected the Redis address, host:port"}},
+			want: []Problem{{"limits.redis.address", "missing; expected the Redis address, host:port (or sentinel_addrs and master_name)"}},
 		},
 		{
 			name: "wrong types",

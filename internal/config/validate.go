@@ -41,6 +41,8 @@ const (
 	// h2_resets_per_client (0: unbounded).
 	maxConnsPerClient = 1000000
 	maxLinger         = time.Minute // a lingering read is short by definition
+	// maxSentinels bounds limits.redis.sentinel_addrs.
+	maxSentinels = 16
 )
 
 // validator turns the decoded document into a Config, collecting problems.
@@ -257,14 +259,57 @@ func (v *validator) limitsStore(t *table, l *Limits) {
 		v.ps.add(t.at("redis"), "only applies with limits.store = %q", StoreRedis)
 	}
 	r := &l.Redis
-	host := ""
-	if a, ok := rt.str("address", "the Redis address, host:port"); ok {
+	// hosts are the addresses the password goes to: the Redis, or the
+	// Sentinels (the primary they name is on their network).
+	var hosts []string
+	hostPort := func(path, a string) (string, bool) {
 		h, port, err := net.SplitHostPort(a)
 		if _, portOK := parsePort(port); err != nil || h == "" || !portOK || port == "0" {
-			v.ps.add(rt.at("address"), "expected host:port with a host and a numeric port, like \"10.0.0.5:6379\", got %q", a)
-		} else {
-			r.Address, host = a, h
+			v.ps.add(path, "expected host:port with a host and a numeric port, like \"10.0.0.5:6379\", got %q", a)
+			return "", false
 		}
+		return h, true
+	}
+	if !rt.has("sentinel_addrs") {
+		if a, ok := rt.str("address", "the Redis address, host:port (or sentinel_addrs and master_name)"); ok {
+			if h, ok := hostPort(rt.at("address"), a); ok {
+				r.Address, hosts = a, []string{h}
+			}
+		}
+	} else {
+		if rt.has("address") {
+			v.ps.add(rt.at("address"), "not with sentinel_addrs: the Sentinels name the primary")
+		}
+		if addrs, ok := rt.strs("sentinel_addrs", "a list of Sentinel addresses, host:port"); ok {
+			switch {
+			case len(addrs) == 0 || len(addrs) > maxSentinels:
+				v.ps.add(rt.at("sentinel_addrs"), "expected 1 to %d Sentinel addresses, got %d", maxSentinels, len(addrs))
+			default:
+				seen := map[string]bool{}
+				for i, a := range addrs {
+					path := index(rt.at("sentinel_addrs"), i)
+					if seen[a] {
+						v.ps.add(path, "%q is listed twice", a)
+						continue
+					}
+					seen[a] = true
+					if h, ok := hostPort(path, a); ok {
+						hosts = append(hosts, h)
+					}
+				}
+				r.SentinelAddrs = addrs
+			}
+		}
+		if m, ok := rt.str("master_name", "the Sentinel master set the node's limits are on, like \"scootgate\""); ok {
+			if m == "" || strings.ContainsFunc(m, unicode.IsControl) || strings.ContainsRune(m, ' ') {
+				v.ps.add(rt.at("master_name"), "expected a Sentinel master name without spaces or control characters")
+			} else {
+				r.MasterName = m
+			}
+		}
+	}
+	if rt.has("master_name") && !rt.has("sentinel_addrs") {
+		v.ps.add(rt.at("master_name"), "only with sentinel_addrs")
 	}
 	if u, ok := rt.str("username", ""); ok {
 		if u == "" || strings.ContainsFunc(u, unicode.IsControl) || strings.ContainsRune(u, ' ') {
@@ -278,8 +323,11 @@ func (v *validator) limitsStore(t *table, l *Limits) {
 	}
 	if raw, ok := rt.get("password", ""); ok {
 		r.Password = v.secretRef(rt, "password", raw)
-		if !r.TLS && host != "" && !loopback(host) {
-			v.ps.add(rt.at("password"), "would cross the network in cleartext to a non-loopback Redis; set tls = true or use a loopback address")
+		for _, host := range hosts {
+			if !r.TLS && !loopback(host) {
+				v.ps.add(rt.at("password"), "would cross the network in cleartext to a non-loopback Redis; set tls = true or use a loopback address")
+				break
+			}
 		}
 	}
 	if s, ok := rt.str("on_store_failure", ""); ok {

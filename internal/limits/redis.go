@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,10 +34,15 @@ const (
 
 // RedisOptions configure a Redis store.
 type RedisOptions struct {
-	Address  string        // host:port
-	Username string        // "" = the default user
-	Password secret.Secret // zero = none; revealed only into the AUTH handshake
-	TLS      *tls.Config   // nil = plaintext
+	Address string // host:port; unused with SentinelAddrs
+	// SentinelAddrs, when set, are Redis Sentinels (host:port) asked for
+	// the primary of the master set MasterName; the client follows
+	// their failovers (docs/limits.md "A replicated Redis").
+	SentinelAddrs []string
+	MasterName    string
+	Username      string        // "" = the default user
+	Password      secret.Secret // zero = none; revealed only into the AUTH handshake
+	TLS           *tls.Config   // nil = plaintext
 	// Timeout bounds one lease take and one probe; 0 means 1s. A take
 	// that times out marks the store down.
 	Timeout time.Duration
@@ -98,8 +104,16 @@ func (r *Redis) Up() bool { return r.up.Load() }
 // takes, concurrency slot takes and hold refreshes; not probes).
 func (r *Redis) Calls() int64 { return r.calls.Load() }
 
-// Address is the store's host:port, for status lines.
-func (r *Redis) Address() string { return r.o.Address }
+// Address is the store's host:port, or its Sentinel master set and
+// Sentinels, for status lines.
+func (r *Redis) Address() string { return r.o.describe() }
+
+func (o RedisOptions) describe() string {
+	if len(o.SentinelAddrs) == 0 {
+		return o.Address
+	}
+	return o.MasterName + " (sentinels " + strings.Join(o.SentinelAddrs, ",") + ")"
+}
 
 // Run connects the store and, whenever a take or a health probe
 // (every HealthInterval while up) fails, probes Redis with exponential
@@ -187,12 +201,16 @@ func (r *Redis) connected() rueidis.Client {
 	return r.client
 }
 
+// sentinelRefresh is how often a client through Sentinel asks them which
+// primary to use, besides following their failover announcements.
+const sentinelRefresh = 5 * time.Second
+
 // probe dials if there is no client yet, then sends a PING.
 func (r *Redis) probe(ctx context.Context) error {
 	c := r.connected()
 	if c == nil {
 		var err error
-		c, err = rueidis.NewClient(rueidis.ClientOption{
+		opt := rueidis.ClientOption{
 			InitAddress:       []string{r.o.Address},
 			Username:          r.o.Username,
 			Password:          r.o.Password.Reveal(),
@@ -202,7 +220,19 @@ func (r *Redis) probe(ctx context.Context) error {
 			DisableCache:     true,
 			ConnWriteTimeout: r.o.Timeout,
 			Dialer:           net.Dialer{Timeout: r.o.Timeout},
-		})
+		}
+		if len(r.o.SentinelAddrs) > 0 {
+			opt.InitAddress = r.o.SentinelAddrs
+			opt.Sentinel = rueidis.SentinelOption{
+				MasterSet: r.o.MasterName,
+				TLSConfig: r.o.TLS,
+				Dialer:    net.Dialer{Timeout: r.o.Timeout},
+				// Besides the +switch-master events: a missed event
+				// would otherwise bind the client to a demoted primary.
+				TopologyRefreshInterval: sentinelRefresh,
+			}
+		}
+		c, err = rueidis.NewClient(opt)
 		if err != nil {
 			return err
 		}
@@ -225,9 +255,9 @@ func (r *Redis) setUp(up bool) {
 		return
 	}
 	if up {
-		r.log.Info("limits store up: fleet-wide limits", "store", "redis", "address", r.o.Address)
+		r.log.Info("limits store up: fleet-wide limits", "store", "redis", "address", r.o.describe())
 	} else {
-		r.log.Warn("limits store unreachable: falling back", "store", "redis", "address", r.o.Address)
+		r.log.Warn("limits store unreachable: falling back", "store", "redis", "address", r.o.describe())
 	}
 	if r.o.OnChange != nil {
 		r.o.OnChange(up)
