@@ -105,3 +105,67 @@ func readyDetail(t *testing.T, healthURL string) string {
 	}
 	return rep.Details["limits_store"]
 }
+
+// TestNodeLimitsThroughSentinel: a node whose [limits.redis] names a
+// Redis Sentinel and its master set (no address) finds the primary
+// through it, says so on /readyz, and serves a limited key by the
+// fleet's buckets.
+func TestNodeLimitsThroughSentinel(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		msg := "redis-server is not installed (apt-get install redis-server)"
+		if os.Getenv("SCOOTGATE_REQUIRE_DAEMONS") == "1" {
+			t.Fatal("SCOOTGATE_REQUIRE_DAEMONS=1 but " + msg)
+		}
+		t.Skip("SKIPPING real-Redis Sentinel test: " + msg)
+	}
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
+	start := func(args ...string) {
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	rp, sp := free(), free()
+	dir := t.TempDir()
+	start("--port", rp, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	conf := filepath.Join(dir, "sentinel.conf")
+	if err := os.WriteFile(conf, []byte("port "+sp+"\nbind 127.0.0.1\ndir "+dir+"\nsentinel monitor sg 127.0.0.1 "+rp+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start(conf, "--sentinel")
+
+	path := filepath.Join(t.TempDir(), "authz-limits.json")
+	data, err := json.Marshal(authsnap.Snapshot{Schema: authsnap.Schema, Version: 1, Keys: []authsnap.Key{
+		{KeyID: "k-limited", TenantID: "t-2", Digest: authsnap.Digest(limitedKey), Limits: authsnap.Limits{RequestsPerMinute: 100}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, stackOptions{authzSource: "file:" + path, limits: "store = \"redis\"\n[limits.redis]\n" +
+		"sentinel_addrs = [\"127.0.0.1:" + sp + "\"]\nmaster_name = \"sg\"\non_store_failure = \"closed\""})
+	want := "redis sg (sentinels 127.0.0.1:" + sp + "): up;"
+	deadline := time.Now().Add(20 * time.Second) // the Sentinel and the node's probes start on their own
+	for !strings.Contains(readyDetail(t, s.health), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz detail %q, want %q", readyDetail(t, s.health), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	body := `{"model":"` + anthropicModel + `","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	r := s.do("POST", "/v1/messages", map[string]string{"x-api-key": limitedKey, "anthropic-version": "2023-06-01"}, body)
+	if r.status != 200 || r.header.Get("Anthropic-Ratelimit-Requests-Limit") != "100" {
+		t.Fatalf("limited key through Sentinel: %d, headers %v", r.status, r.header)
+	}
+}
