@@ -15,15 +15,21 @@ import (
 // the rate the limit lets through), and reports the round trips to Redis per
 // offered request. hold is how long each admitted request lasts; tokens
 // what each is debited when it ends. The requests go round the nodes in
-// turn.
+// turn. Holds are refreshed every second of the fake clock; their round
+// trips count (one per node a second, whatever the keys).
 func atLimit(b *testing.B, nodes int, every time.Duration, kl authsnap.Limits, hold time.Duration, tokens int64) {
 	rs := startRedis(b)
 	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	stores := make([]*limits.Redis, nodes)
 	subs := make([]*limits.Subject, nodes)
+	lims := make([]*limits.Limiter, nodes)
 	for i := range nodes {
 		stores[i] = runStore(b, rs.addr())
+		// Holds are refreshed every second of the fake clock, below,
+		// as the store does every second of real time.
+		stores[i].SetHoldRefresh(time.Hour)
 		l := limits.New(limits.Options{Clock: fc.Now, Fleet: stores[i]})
+		lims[i] = l
 		bd := l.Bind()
 		subs[i] = bd.Subject("k", "t", kl, authsnap.Limits{})
 		bd.Done()
@@ -41,10 +47,19 @@ func atLimit(b *testing.B, nodes int, every time.Duration, kl authsnap.Limits, h
 	var inflight []running
 	var admitted int
 	calls := allCalls()
+	refreshed := fc.Now()
 	b.ResetTimer()
 	for i := range b.N {
 		fc.Advance(every)
 		now := fc.Now()
+		if now.Sub(refreshed) >= time.Second {
+			refreshed = now
+			for _, l := range lims {
+				if err := l.RefreshHolds(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 		kept := inflight[:0]
 		for _, r := range inflight {
 			if r.end.After(now) {

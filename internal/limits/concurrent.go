@@ -16,6 +16,16 @@ import (
 // holds in Redis, and returns those it no longer uses.
 const holdRefresh = time.Second
 
+// maxHoldRetake bounds how long a node found full leaves the fleet's
+// max_concurrent alone. At a key's limit with more demand than slots,
+// every node reuses the slots its own requests release, so the fleet
+// stays full and a take finds nothing: up to 4 s between them (1 s
+// before) cuts those takes by three quarters (BenchmarkAtLimit), at the
+// price of slots another node stopped using, and returned with its
+// refresh, waiting up to 4 s for a node that was refused. A crashed
+// node's slots take holdTTL to come back anyway.
+const maxHoldRetake = 4 * time.Second
+
 // holdTTL is how long a node's hold outlives its last refresh: the slots
 // of a node that crashed free after this. Five refreshes: a refresh that
 // times out (1 s), the reconnection after it and a long GC pause all fit
@@ -83,17 +93,18 @@ func (s *state) beginHoldLocked(gen uint64, target int64, refresh bool) (holdOp,
 // beginHoldLocked (granted, unless err). A take that got less than it
 // asked for found the fleet full: the node refuses without asking again
 // for minRetake, doubled for each take in a row that found it full, up
-// to maxRetake (slots other nodes free come back to the fleet at their
-// next refresh, a second apart, anyway).
+// to maxHoldRetake.
 func (s *state) endHoldLocked(op holdOp, gen uint64, grant int64, err error, take bool, at int64) {
 	if err == nil {
 		s.hold.held, s.hold.gen = grant, gen
-		s.hold.fullUntil = 0
-		if take && grant < op.target {
-			s.hold.fullUntil = at + int64(min(minRetake<<min(s.hold.fulls, 4), maxRetake))
+		// Only a take learns whether the fleet has slots to give: a
+		// refresh leaves the wait after a full one as it is.
+		switch {
+		case take && grant < op.target:
+			s.hold.fullUntil = at + int64(min(minRetake<<min(s.hold.fulls, 6), maxHoldRetake))
 			s.hold.fulls++
-		} else if take {
-			s.hold.fulls = 0
+		case take:
+			s.hold.fullUntil, s.hold.fulls = 0, 0
 		}
 	}
 	close(s.hold.fetching)

@@ -363,3 +363,40 @@ func BenchmarkAdmitRedisConcurrent(b *testing.B) {
 	b.ReportMetric(float64(store.Calls()-calls)/float64(b.N), "roundtrips/op")
 	b.ReportMetric(float64(refused.Load())/float64(b.N), "refused/op")
 }
+
+// TestFleetConcurrencyRefreshKeepsWait: a node whose take found the
+// fleet's max_concurrent full waits before it asks again, and its own
+// refresh meanwhile does not end the wait (a refresh says nothing of the
+// other nodes' slots): the refused request after it costs no round trip.
+func TestFleetConcurrencyRefreshKeepsWait(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	kl := authsnap.Limits{MaxConcurrent: 3}
+	a := newNode(t, rs.addr(), fc, limits.FailLocal, kl, authsnap.Limits{})
+	b := newNode(t, rs.addr(), fc, limits.FailLocal, kl, authsnap.Limits{})
+	a.wait(t, true)
+	b.wait(t, true)
+	// b runs one request (so that its refresh has a hold to renew), a
+	// the two others the limit allows.
+	if _, _, ok := b.sub.Admit(fc.Now()); !ok {
+		t.Fatal("node b refused within the limit")
+	}
+	for range 2 {
+		if _, _, ok := a.sub.Admit(fc.Now()); !ok { // held to the end of the test
+			t.Fatal("node a refused within the limit")
+		}
+	}
+	if b.admit(fc.Now()) {
+		t.Fatal("node b admitted over the fleet's limit")
+	}
+	if err := b.l.RefreshHolds(); err != nil {
+		t.Fatal(err)
+	}
+	calls := b.store.Calls()
+	if b.admit(fc.Now()) {
+		t.Fatal("node b admitted over the fleet's limit after its refresh")
+	}
+	if n := b.store.Calls() - calls; n != 0 {
+		t.Errorf("the refused request after the refresh cost %d round trips, want 0 (the wait after the full take)", n)
+	}
+}
