@@ -257,7 +257,7 @@ type Authz struct {
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
 //	limits.max_conns_per_client 0 (unbounded)
-//	limits.max_unauthenticated_per_client 64
+//	limits.max_unauthenticated_per_client 256
 //	limits.conn_rate_per_client 0 (unbounded)
 //	limits.h2_resets_per_client 0 (unbounded)
 //	limits.local_share         1 (docs/limits.md)
@@ -319,7 +319,7 @@ func Defaults() Config {
 			BodyBytes: 32 << 20, MaxAttempts: 2,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
-			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 64,
+			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
 			LocalShare:      1,

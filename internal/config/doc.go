@@ -69,7 +69,7 @@
 //	                                    #   it would cut long streams (docs/architecture.md "Go traps")
 //	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
 //	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)
-//	max_unauthenticated_per_client = 64 # 0..1000000 of those whose first request has not authenticated
+//	max_unauthenticated_per_client = 256 # 0..1000000 of those whose first request has not authenticated
 //	                                    #   yet (TLS handshake, headers, refused keys); 0 = unbounded
 //	conn_rate_per_client = 0            # 0..1000000 new connections a second per client address (a
 //	                                    #   bucket of one second's worth); 0 = unbounded

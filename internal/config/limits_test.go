@@ -21,7 +21,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
-				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -35,7 +35,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -49,7 +49,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 64, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -105,7 +105,7 @@ func TestRulesServerLimits(t *testing.T) {
 		{
 			name:     "max_unauthenticated_per_client default",
 			view:     func(c *Config) any { return c.Limits.MaxUnauthenticatedPerClient },
-			wantView: 64,
+			wantView: 256,
 		},
 		{
 			name:     "max_unauthenticated_per_client",
