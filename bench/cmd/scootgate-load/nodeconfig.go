@@ -47,8 +47,9 @@ type nodeSetup struct {
 }
 
 // nodeTOML renders a complete node config: the shipped defaults except
-// where a benchmark needs otherwise (ports chosen by the kernel, a large
-// in-flight cap for the idle-stream test, an outbox that does not fill
+// where a benchmark needs otherwise (ports chosen by the kernel, no
+// per-address bound on unauthenticated connections, a large in-flight
+// cap for the idle-stream test, an outbox that does not fill
 // during a long run, short drain). Relative paths resolve against the
 // file's directory.
 func nodeTOML(s nodeSetup) string {
@@ -84,6 +85,11 @@ node_id = %q
 [listen]
 api = "127.0.0.1:0"
 health = "127.0.0.1:0"
+
+# The generator is one client address opening thousands of connections:
+# the per-address bound on unauthenticated ones is not what is measured.
+[limits]
+max_unauthenticated_per_client = 0
 
 [timeouts]
 connect = "5s"
