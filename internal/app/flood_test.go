@@ -376,10 +376,12 @@ func tryRapidReset(addr string, pool *x509.CertPool) (*rapidReset, error) {
 	f.enc = hpack.NewEncoder(&f.hbuf)
 	f.fr = http2.NewFramer(f.bw, conn)
 	f.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if _, err := f.bw.WriteString(http2.ClientPreface); err == nil {
-		if err = f.fr.WriteSettings(); err == nil {
-			err = f.bw.Flush()
-		}
+	_, err = f.bw.WriteString(http2.ClientPreface)
+	if err == nil {
+		err = f.fr.WriteSettings()
+	}
+	if err == nil {
+		err = f.bw.Flush()
 	}
 	if err != nil {
 		conn.Close()
