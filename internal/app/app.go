@@ -56,6 +56,7 @@ import (
 	"github.com/scootgate/scootgate/internal/metrics"
 	"github.com/scootgate/scootgate/internal/mqttpub"
 	"github.com/scootgate/scootgate/internal/outbox"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/routes"
 	"github.com/scootgate/scootgate/internal/secret"
 	"github.com/scootgate/scootgate/internal/snapshot"
@@ -205,7 +206,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(logline.NewHandler(os.Stderr, nil))
 	}
-	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{}, metrics: metrics.New(metrics.Options{Version: o.Version}),
+	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{KeyHeaders: catalog.KeyHeaders()}, metrics: metrics.New(metrics.Options{Version: o.Version}),
 		load: upstream.NewNodeLoad(upstream.NodeLoadOptions{})}
 	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)
 	if err != nil {

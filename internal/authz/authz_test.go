@@ -58,7 +58,7 @@ func mustCompile(t testing.TB, doc *authsnap.Snapshot) *authz.Index {
 func bearer(key string) http.Header { return http.Header{"Authorization": {"Bearer " + key}} }
 
 func TestAuthenticate(t *testing.T) {
-	loaded := &authz.Store{}
+	loaded := &authz.Store{KeyHeaders: keyHeaders}
 	loaded.Swap(mustCompile(t, testSnapshot(1)))
 
 	tests := []struct {
@@ -322,7 +322,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			Digest: authsnap.Digest(fmt.Sprintf("sk-bench-%032d", i)),
 		}
 	}
-	st := &authz.Store{}
+	st := &authz.Store{KeyHeaders: keyHeaders}
 	st.Swap(mustCompile(b, doc))
 	cases := []struct {
 		name    string
@@ -348,7 +348,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 // TestAuthenticateDoesNotAllocate guards the hot path: hashing a key longer
 // than 32 bytes must not copy it to the heap.
 func TestAuthenticateDoesNotAllocate(t *testing.T) {
-	st := &authz.Store{}
+	st := &authz.Store{KeyHeaders: keyHeaders}
 	st.Swap(mustCompile(t, testSnapshot(1)))
 	long := strings.Repeat("k", authz.MaxKeyLength)
 	for _, h := range []http.Header{bearer(keyAll), bearer(long), {"X-Api-Key": {keyList}}} {

@@ -18,9 +18,11 @@ const MaxKeyLength = 512
 //     holds more than one token, ok is false and nothing else is
 //     consulted, because Bearer wins. Authorization with another scheme
 //     (Basic, …) is ignored, so clients that send both still work.
-//   - x-api-key: <key> (the Anthropic SDKs), then x-goog-api-key: <key>
-//     (the Gemini SDKs), then api-key: <key> (the Azure OpenAI clients),
-//     with surrounding spaces and tabs ignored.
+//   - each of headers in order (canonical names: the provider APIs' key
+//     headers, which the wiring passes in from the catalog: x-api-key for
+//     the Anthropic SDKs, then x-goog-api-key for the Gemini SDKs, then
+//     api-key for the Azure OpenAI clients), with surrounding spaces and
+//     tabs ignored.
 //   - query, the values of the query parameter that the request's API
 //     names for a key (Gemini's ?key=); nil for an API without one. The
 //     request path never forwards a client's query, and never logs it.
@@ -29,7 +31,7 @@ const MaxKeyLength = 512
 // whitespace, control characters or non-ASCII bytes. A repeated header or
 // query parameter is ambiguous and yields ok false; the first place that
 // is present decides.
-func ExtractKey(h http.Header, query []string) (key string, ok bool) {
+func ExtractKey(h http.Header, headers, query []string) (key string, ok bool) {
 	if vs := h.Values("Authorization"); len(vs) > 0 {
 		if len(vs) > 1 {
 			return "", false
@@ -38,7 +40,7 @@ func ExtractKey(h http.Header, query []string) (key string, ok bool) {
 			return checked(key)
 		}
 	}
-	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key", "Api-Key"} {
+	for _, name := range headers {
 		switch vs := h.Values(name); len(vs) {
 		case 0:
 			continue

@@ -71,7 +71,7 @@ func TestExtractKey(t *testing.T) {
 	}
 	for _, tt := range extractCases {
 		t.Run(tt.name, func(t *testing.T) {
-			key, ok := authz.ExtractKey(header(tt.auth, tt.apiKey), nil)
+			key, ok := authz.ExtractKey(header(tt.auth, tt.apiKey), keyHeaders, nil)
 			if diff := cmp.Diff(result{key, ok}, result{tt.wantKey, tt.wantOK}); diff != "" {
 				t.Errorf("ExtractKey mismatch (-got +want):\n%s", diff)
 			}
@@ -90,7 +90,7 @@ func TestExtractKeyRepeatedHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if key, ok := authz.ExtractKey(tt.h, nil); ok || key != "" {
+			if key, ok := authz.ExtractKey(tt.h, keyHeaders, nil); ok || key != "" {
 				t.Errorf("ExtractKey = %q, %v; want \"\", false", key, ok)
 			}
 		})
@@ -106,7 +106,7 @@ func FuzzExtractKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, auth, apiKey string) {
 		h := http.Header{"Authorization": {auth}, "X-Api-Key": {apiKey}}
-		key, ok := authz.ExtractKey(h, nil)
+		key, ok := authz.ExtractKey(h, keyHeaders, nil)
 		if !ok {
 			if key != "" {
 				t.Fatalf("not ok but key %q returned", key)
@@ -154,7 +154,36 @@ func TestExtractKeyGoogAndQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			key, ok := authz.ExtractKey(tt.h, tt.query)
+			key, ok := authz.ExtractKey(tt.h, keyHeaders, tt.query)
+			if key != tt.wantKey || ok != tt.wantOK {
+				t.Errorf("ExtractKey = %q, %v; want %q, %v", key, ok, tt.wantKey, tt.wantOK)
+			}
+		})
+	}
+}
+
+// keyHeaders are the key headers the node's catalog passes in today.
+var keyHeaders = []string{"X-Api-Key", "X-Goog-Api-Key", "Api-Key"}
+
+// TestExtractKeyHeadersGiven: the key headers are the caller's list, in
+// its order: a header it does not name is never read, and a new API's
+// header works once it is in the list, with no change here.
+func TestExtractKeyHeadersGiven(t *testing.T) {
+	h := http.Header{"Api-Key": {"sk-azure"}, "X-Goog-Api-Key": {"sk-g"}}
+	tests := []struct {
+		name    string
+		headers []string
+		wantKey string
+		wantOK  bool
+	}{
+		{"none named", nil, "", false},
+		{"not named", []string{"X-Api-Key"}, "", false},
+		{"named", []string{"Api-Key"}, "sk-azure", true},
+		{"in the list's order", []string{"X-Goog-Api-Key", "Api-Key"}, "sk-g", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, ok := authz.ExtractKey(h, tt.headers, nil)
 			if key != tt.wantKey || ok != tt.wantOK {
 				t.Errorf("ExtractKey = %q, %v; want %q, %v", key, ok, tt.wantKey, tt.wantOK)
 			}

@@ -151,6 +151,13 @@ func (ix *Index) lookup(digest [sha256.Size]byte) *Principal {
 // every key with ErrNoSnapshot. A Store must not be copied; it is safe for
 // concurrent use.
 type Store struct {
+	// KeyHeaders are the headers in which a key may come after
+	// Authorization: Bearer, in order ([ExtractKey]): the provider APIs'
+	// (catalog.KeyHeaders, which the wiring passes in, so that a new API's
+	// header needs no change here). Set before the first Authenticate and
+	// never changed.
+	KeyHeaders []string
+
 	ix atomic.Pointer[Index] // nil until the first Swap
 }
 
@@ -183,7 +190,7 @@ func (s *Store) Authenticate(h http.Header, query []string, now time.Time) (*Pri
 	if ix == nil {
 		return nil, ErrNoSnapshot
 	}
-	key, ok := ExtractKey(h, query)
+	key, ok := ExtractKey(h, s.KeyHeaders, query)
 	if !ok {
 		return nil, ErrMissingKey
 	}

@@ -61,7 +61,7 @@ func TestLoadFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &authz.Store{}
+	st := &authz.Store{KeyHeaders: keyHeaders}
 	if err := decodeApply(st, valid); err != nil || st.Version() != 42 {
 		t.Fatalf("valid.json: %v; version %d; want nil, version 42", err, st.Version())
 	}
@@ -135,9 +135,9 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	}
 
 	// Authenticate, every failure.
-	empty := &authz.Store{}
+	empty := &authz.Store{KeyHeaders: keyHeaders}
 	collect(empty.Authenticate(bearer(canary), nil, now))
-	st := &authz.Store{}
+	st := &authz.Store{KeyHeaders: keyHeaders}
 	exp := now.Add(-time.Hour)
 	st.Swap(mustCompile(t, &authsnap.Snapshot{Schema: 1, Version: 1, Keys: []authsnap.Key{
 		{KeyID: "k_exp", TenantID: "t", Digest: digest, ExpiresAt: &exp},

@@ -829,7 +829,7 @@ func (v *validator) backends(root *table) []routesnap.Backend {
 			out = append(out, b) // declared; its type is reported
 			continue
 		}
-		b.Protocol, _ = t.str("protocol", `"openai", "anthropic" or "gemini"`)
+		b.Protocol, _ = t.str("protocol", oneOf(routesnap.Protocols()))
 		b.BaseURL, _ = t.str("base_url", `an https:// URL like "https://api.openai.com/v1"`)
 		b.Credential, _ = t.str("credential", "the name of a [credentials.<name>]")
 		if n, ok := t.integer("max_inflight_per_node", "an integer 1..100000", math.MinInt64, math.MaxInt64); ok {
@@ -1071,4 +1071,17 @@ func unspecified(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsUnspecified()
+}
+
+// oneOf lists the words of a closed set as messages do: each quoted, the
+// last after "or" (`"a", "b" or "c"`).
+func oneOf(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/scootgate/scootgate/internal/authz"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 )
 
 // postDoor posts body to path on the node at base, as a Bedrock client
@@ -191,7 +192,7 @@ func TestBedrockDoorRefusals(t *testing.T) {
 type oneKey string
 
 func (k oneKey) Authenticate(h http.Header, q []string, _ time.Time) (*authz.Principal, error) {
-	key, ok := authz.ExtractKey(h, q)
+	key, ok := authz.ExtractKey(h, catalog.KeyHeaders(), q)
 	switch {
 	case !ok:
 		return nil, authz.ErrMissingKey

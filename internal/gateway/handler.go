@@ -318,7 +318,8 @@ func withoutKey(s string, r *http.Request) string {
 
 // holdsKey reports whether s contains a credential the request carries
 // (a client that put its key in the path or the model): any place
-// authz.ExtractKey reads a key from, and a "key" query parameter.
+// authz.ExtractKey reads a key from (Authorization, every API's key
+// headers), and every API's key query parameter.
 func holdsKey(s string, r *http.Request) bool {
 	holds := func(v string) bool {
 		v = strings.TrimSpace(v)
@@ -332,15 +333,18 @@ func holdsKey(s string, r *http.Request) bool {
 			return true
 		}
 	}
-	for _, name := range [...]string{"X-Api-Key", "X-Goog-Api-Key", "Api-Key"} {
+	for _, name := range catalog.KeyHeaders() {
 		for _, v := range r.Header.Values(name) {
 			if holds(v) {
 				return true
 			}
 		}
 	}
-	if strings.Contains(r.URL.RawQuery, "key=") {
-		for _, v := range r.URL.Query()["key"] {
+	for _, name := range catalog.KeyQueries() {
+		if !strings.Contains(r.URL.RawQuery, name+"=") {
+			continue
+		}
+		for _, v := range r.URL.Query()[name] {
 			if holds(v) {
 				return true
 			}

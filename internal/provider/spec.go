@@ -26,6 +26,13 @@ type API struct {
 	// and model list. The catalog asks the APIs in its order; its default
 	// answers the requests no API claims.
 	Claims func(r *http.Request) bool
+	// KeyHeaders are the headers, besides Authorization: Bearer, in which
+	// the API's clients present their key (Anthropic's x-api-key,
+	// Gemini's x-goog-api-key), canonical names, the preferred first.
+	// The node reads every API's on every request, in the catalog's
+	// order (catalog.KeyHeaders, authz.Store.KeyHeaders), and never
+	// forwards them.
+	KeyHeaders []string
 	// QueryKey, when set, is the query parameter in which the API's clients
 	// may present their key (Gemini's "key"), after the headers
 	// (authz.ExtractKey). The node never forwards a client's query.

@@ -42,6 +42,12 @@ const (
 	ProtocolGemini    = "gemini"    // POST {base_url}/models/{model}:generateContent
 )
 
+// Protocols returns the backend protocols, in the order messages list
+// them; [Endpoints] knows the endpoints of each.
+func Protocols() []string {
+	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini}
+}
+
 // Snapshot is one complete routing snapshot.
 type Snapshot struct {
 	Schema      int       `json:"schema"`                // [MinSchema]..[Schema]

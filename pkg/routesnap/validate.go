@@ -207,7 +207,7 @@ func (v *validator) backends(bs []Backend) map[string]int {
 			ids[b.ID] = i
 		}
 		if Endpoints(b.Protocol) == nil {
-			v.add(path+".protocol", "must be %q, %q or %q", ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini)
+			v.add(path+".protocol", "must be %s", contract.OneOf(Protocols()))
 		}
 		if err := CheckBaseURL(b.BaseURL); err != nil {
 			v.add(path+".base_url", "%s", err.Msg)
@@ -222,7 +222,7 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		if b.MaxInflightPerNode < 1 || b.MaxInflightPerNode > MaxInflight {
 			v.add(path+".max_inflight_per_node", "must be 1..%d, got %d", MaxInflight, b.MaxInflightPerNode)
 		}
-		if b.IncludeUsage != nil && (b.Protocol == ProtocolAnthropic || b.Protocol == ProtocolGemini) {
+		if b.IncludeUsage != nil && b.Protocol != ProtocolOpenAI && Endpoints(b.Protocol) != nil {
 			v.add(path+".include_usage", "only applies to protocol %q (stream_options.include_usage); remove it", ProtocolOpenAI)
 		}
 		v.endpoints(path+".endpoints", b)

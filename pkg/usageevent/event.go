@@ -31,6 +31,13 @@ const (
 	ProtocolGemini    = "gemini"    // Gemini API (generateContent and the others)
 )
 
+// Protocols returns the protocol names, the closed set a node writes
+// (proto/VERSIONING.md: a value joins it only with a new schema number,
+// or before the first release). Validate refuses any other.
+func Protocols() []string {
+	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini}
+}
+
 // Endpoints: the client endpoint of the attempt. Unlike protocols the set
 // is open: a later node may serve an endpoint not listed here, and
 // consumers must accept any value (proto/VERSIONING.md). Events written

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -90,10 +91,8 @@ func (e *Event) Validate() error {
 			add(f.path, "%s", msg)
 		}
 	}
-	switch e.Protocol {
-	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
-	default:
-		add("protocol", "must be %q, %q or %q", ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini)
+	if !slices.Contains(Protocols(), e.Protocol) {
+		add("protocol", "must be %s", contract.OneOf(Protocols()))
 	}
 	if e.ModelPattern != "" {
 		if msg := checkString(e.ModelPattern); msg != "" {

@@ -37,7 +37,9 @@ var API = &provider.API{
 	// Anthropic clients always send anthropic-version: a request the node
 	// does not route (the model list, an unknown path) that carries it is
 	// answered in the Anthropic shape.
-	Claims:          func(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" },
+	Claims: func(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" },
+	// The Anthropic SDKs send their key as x-api-key.
+	KeyHeaders:      []string{"X-Api-Key"},
 	RequestIDHeader: "Request-Id",
 	ErrorBody:       func(status int, _, msg, requestID string) []byte { return ErrorBody(status, msg, requestID) },
 	NotRouted:       func(string) (string, string, bool) { return "", "", false },

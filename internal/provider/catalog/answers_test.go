@@ -73,8 +73,10 @@ func TestRetryAfter(t *testing.T) {
 		for k, v := range tt.h {
 			h.Set(k, v)
 		}
-		for p, want := range map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.anthropic} {
-			if got := catalog.API(p).RetryAfter(h, now); got != want {
+		for _, a := range catalog.APIs() {
+			p := a.Protocol
+			want := expect(t, p, map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.anthropic})
+			if got := a.RetryAfter(h, now); got != want {
 				t.Errorf("%s, %v: RetryAfter = %v, want %v", tt.name, p, got, want)
 			}
 		}
@@ -109,9 +111,10 @@ func TestBodyRetryAfter(t *testing.T) {
 		{"not json", `retryDelay 36s`, 0},
 	}
 	for _, tt := range tests {
-		for _, p := range []provider.Protocol{provider.OpenAI, provider.Anthropic, provider.Gemini} {
+		for _, a := range catalog.APIs() {
+			p := a.Protocol
 			var got, want time.Duration
-			if f := catalog.API(p).BodyRetryAfter; f != nil {
+			if f := a.BodyRetryAfter; f != nil {
 				got = f([]byte(tt.body))
 			}
 			if p == provider.Gemini {
@@ -165,8 +168,10 @@ func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 		{"gemini 400 daily quota", 400, geminiQuota("GenerateRequestsPerDayPerProjectPerModel"), false, false, false},
 	}
 	for _, tt := range tests {
-		for p, want := range map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.gemini} {
-			if got := catalog.API(p).QuotaExhausted(tt.status, []byte(tt.body)); got != want {
+		for _, a := range catalog.APIs() {
+			p := a.Protocol
+			want := expect(t, p, map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.gemini})
+			if got := a.QuotaExhausted(tt.status, []byte(tt.body)); got != want {
 				t.Errorf("%s, %v: QuotaExhausted(%d) = %v, want %v", tt.name, p, tt.status, got, want)
 			}
 		}
@@ -211,4 +216,17 @@ func TestClaiming(t *testing.T) {
 			t.Errorf("%s: Claiming = %v, want %v", tt.name, got.Protocol, tt.want)
 		}
 	}
+}
+
+// expect returns a table row's expectation for the API of protocol p,
+// failing the test when the row states none: every API of the catalog
+// must have its column, so that a new API cannot pass a table by being
+// left out of it.
+func expect[T any](t *testing.T, p provider.Protocol, cols map[provider.Protocol]T) T {
+	t.Helper()
+	want, ok := cols[p]
+	if !ok {
+		t.Fatalf("the table has no expectation for protocol %v: add its column", p)
+	}
+	return want
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
 	"github.com/scootgate/scootgate/internal/provider/openai"
 	"github.com/scootgate/scootgate/internal/sse"
@@ -92,7 +93,7 @@ func anthropicStream(tb testing.TB) []sse.Event {
 
 // benchStream runs one tracker per stream over evs and reports per-event
 // costs next to the per-stream ones.
-func benchStream(b *testing.B, evs []sse.Event, newTracker func() tracker) {
+func benchStream(b *testing.B, evs []sse.Event, newTracker func() provider.Tracker) {
 	b.ReportAllocs()
 	var bytesIn int64
 	for i := range evs {
@@ -114,13 +115,13 @@ func benchStream(b *testing.B, evs []sse.Event, newTracker func() tracker) {
 
 func BenchmarkObserve(b *testing.B) {
 	b.Run("openai/usage-null", func(b *testing.B) {
-		benchStream(b, openAIStream(b, `,"usage":null`), func() tracker { return openai.NewChatStream(true) })
+		benchStream(b, openAIStream(b, `,"usage":null`), func() provider.Tracker { return openai.NewChatStream(true) })
 	})
 	b.Run("openai/no-usage-member", func(b *testing.B) {
-		benchStream(b, openAIStream(b, ""), func() tracker { return openai.NewChatStream(true) })
+		benchStream(b, openAIStream(b, ""), func() provider.Tracker { return openai.NewChatStream(true) })
 	})
 	b.Run("anthropic", func(b *testing.B) {
-		benchStream(b, anthropicStream(b), func() tracker { return anthropic.NewStream() })
+		benchStream(b, anthropicStream(b), func() provider.Tracker { return anthropic.NewStream() })
 	})
 }
 
@@ -150,7 +151,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	o := openai.NewChatStream(true)
 	a := anthropic.NewStream()
 	for name, c := range map[string]struct {
-		tr tracker
+		tr provider.Tracker
 		ev *sse.Event
 	}{
 		"openai usage null":    {o, &oai[50]},

@@ -26,6 +26,8 @@ var apis = []*provider.API{
 var (
 	byProtocol [provider.NumProtocols]*provider.API
 	byEndpoint [provider.NumEndpoints]*provider.Spec
+	keyHeaders []string
+	keyQueries []string
 )
 
 func init() {
@@ -35,7 +37,33 @@ func init() {
 			byEndpoint[s.Endpoint] = s
 		}
 	}
+	// The key headers: the other APIs' in order, then the default's,
+	// whose api-key is the most generic name (and came last before the
+	// APIs declared their headers).
+	for _, a := range append(apis[1:len(apis):len(apis)], apis[0]) {
+		for _, h := range a.KeyHeaders {
+			if !slices.Contains(keyHeaders, h) {
+				keyHeaders = append(keyHeaders, h)
+			}
+		}
+		if a.QueryKey != "" && !slices.Contains(keyQueries, a.QueryKey) {
+			keyQueries = append(keyQueries, a.QueryKey)
+		}
+	}
 }
+
+// KeyHeaders returns every API's key headers (provider.API.KeyHeaders),
+// in the order of the APIs, the default's last, and then of each API's
+// list, each once: where
+// the node looks for a client's key after Authorization: Bearer
+// (docs/authorization.md "Presenting a key"). The slice is shared: do
+// not modify it.
+func KeyHeaders() []string { return keyHeaders }
+
+// KeyQueries returns the query parameters in which some API's clients
+// present their key (provider.API.QueryKey), each once. The slice is
+// shared: do not modify it.
+func KeyQueries() []string { return keyQueries }
 
 // APIs returns every provider API, the default first. The slice is shared:
 // do not modify it.

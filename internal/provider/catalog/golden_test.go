@@ -9,40 +9,56 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/scootgate/scootgate/internal/provider/anthropic"
-	"github.com/scootgate/scootgate/internal/provider/gemini"
-	"github.com/scootgate/scootgate/internal/provider/openai"
+	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
-// tracker is what the relay sees of either stream tracker.
-type tracker interface {
-	Observe(ev *sse.Event) bool
-	Usage() (usageevent.Usage, json.RawMessage, bool)
+// streamOf returns how a transcript is read: its name starts with its
+// protocol's name and "_", and the first streaming endpoint of that
+// protocol's API reads it (openai: chat completions).
+func streamOf(t testing.TB, name string) *provider.StreamSpec {
+	t.Helper()
+	for _, a := range catalog.APIs() {
+		if !strings.HasPrefix(name, a.Protocol.String()+"_") {
+			continue
+		}
+		for _, s := range a.Endpoints {
+			if s.Stream != nil {
+				return s.Stream
+			}
+		}
+	}
+	t.Fatalf("transcript %s: name must start with the name of a protocol that streams and \"_\"", name)
+	return nil
 }
 
-// newTracker picks the tracker for a transcript by its name's prefix.
-func newTracker(t testing.TB, name string, hide bool) tracker {
-	t.Helper()
-	switch {
-	case strings.HasPrefix(name, "openai_"):
-		return openai.NewChatStream(hide)
-	case strings.HasPrefix(name, "anthropic_"):
-		return anthropic.NewStream()
-	case strings.HasPrefix(name, "gemini_"):
-		return gemini.NewStream()
+// TestGoldenCoversEveryAPI: every API that streams has transcripts, so
+// that a new API's streams are read from recorded bytes too.
+func TestGoldenCoversEveryAPI(t *testing.T) {
+	in := transcripts(t)
+	for _, a := range catalog.APIs() {
+		streams := slices.ContainsFunc(a.Endpoints, func(s *provider.Spec) bool { return s.Stream != nil })
+		n := 0
+		for name := range in {
+			if strings.HasPrefix(name, a.Protocol.String()+"_") {
+				n++
+			}
+		}
+		if streams && n == 0 {
+			t.Errorf("no testdata/%s_*.sse transcript", a.Protocol)
+		}
 	}
-	t.Fatalf("transcript %s: name must start with openai_, anthropic_ or gemini_", name)
-	return nil
 }
 
 // relay runs a transcript through sse.Reader and a tracker the way the
@@ -52,14 +68,15 @@ func newTracker(t testing.TB, name string, hide bool) tracker {
 // rendering of what the tracker reported.
 func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, report string) {
 	t.Helper()
-	tr := newTracker(t, name, hide)
+	ss := streamOf(t, name)
+	tr := ss.NewTracker(hide)
 	rd := sse.NewReader(r, 0)
 	var (
 		hidden []int
 		n      int
 		end    string
-		// Gemini streams have no terminator event of their own: the
-		// report says which chunks end the stream or report a failure.
+		// Streams without a terminator event of their own (Gemini's):
+		// the report says which chunks end the stream or report a failure.
 		terminal []string
 	)
 	for {
@@ -75,8 +92,8 @@ func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, re
 			}
 			break
 		}
-		if strings.HasPrefix(name, "gemini_") {
-			switch done, failed := gemini.Terminal(&ev); {
+		if ss.EndsAtEOF {
+			switch done, failed := ss.Terminal(&ev); {
 			case done:
 				terminal = append(terminal, fmt.Sprintf("%d done", n))
 			case failed:
@@ -93,7 +110,7 @@ func relay(t testing.TB, name string, r io.Reader, hide bool) (client []byte, re
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "events: %d\nend: %s\nhidden: %v\n", n, end, hidden)
-	if strings.HasPrefix(name, "gemini_") {
+	if ss.EndsAtEOF {
 		fmt.Fprintf(&b, "terminal: %v\n", terminal)
 	}
 	u, raw, ok := tr.Usage()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/provider/openai"
 	"github.com/scootgate/scootgate/internal/sse"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -195,11 +196,12 @@ func TestContractExamples(t *testing.T) {
 			continue
 		}
 		body := []byte(`{"usage":` + string(e.ProviderUsage) + `}`)
-		from := openai.ChatBodyUsage
-		if e.Protocol == usageevent.ProtocolAnthropic {
-			from = anthropic.BodyUsage
+		ep, ok := provider.ParseEndpoint(e.Endpoint)
+		if !ok {
+			t.Errorf("%s: endpoint %q is no endpoint of the catalog", filepath.Base(p), e.Endpoint)
+			continue
 		}
-		got, _, ok := from(body)
+		got, _, ok := catalog.Spec(ep).BodyUsage(body)
 		if !ok {
 			t.Errorf("%s: no usage found in provider_usage", filepath.Base(p))
 			continue
@@ -263,7 +265,7 @@ func TestStreamUsageIsACopy(t *testing.T) {
 	a.Observe(&sse.Event{Type: "message_delta", Data: adata})
 	clear(data)
 	clear(adata)
-	for name, tr := range map[string]tracker{"openai": o, "anthropic": a} {
+	for name, tr := range map[string]provider.Tracker{"openai": o, "anthropic": a} {
 		_, raw, ok := tr.Usage()
 		if !ok || !json.Valid(raw) {
 			t.Errorf("%s: Usage after the event buffer was reused = %q, %v", name, raw, ok)

@@ -44,8 +44,10 @@ var API = &provider.API{
 	Protocol:  provider.Gemini,
 	Endpoints: []*provider.Spec{GenerateContent, StreamGenerateContent, CountTokens, EmbedContent, BatchEmbedContents, Live},
 	Claims:    claims,
-	// Gemini clients may send their key as ?key= (after the headers).
-	QueryKey: "key",
+	// Google's SDKs send their key as x-goog-api-key, and may send it as
+	// ?key= (after the headers).
+	KeyHeaders: []string{"X-Goog-Api-Key"},
+	QueryKey:   "key",
 	// Gemini has no request-id header convention: the node's id is in
 	// X-Request-Id, and in every error document as a google.rpc.RequestInfo
 	// detail (ErrorBody), where Google's SDKs show error details.

@@ -37,9 +37,11 @@ var API = &provider.API{
 		AudioTranscriptions, AudioTranslations, ImageGenerations, ImageEdits, Realtime},
 	// The OpenAI shape is the catalog's default: it answers every request
 	// no other API claims.
-	Claims:    func(*http.Request) bool { return false },
-	ErrorBody: func(status int, code, msg, _ string) []byte { return ErrorBody(status, code, msg) },
-	NotRouted: notRouted,
+	Claims: func(*http.Request) bool { return false },
+	// The Azure OpenAI clients send their key as api-key.
+	KeyHeaders: []string{"Api-Key"},
+	ErrorBody:  func(status int, code, msg, _ string) []byte { return ErrorBody(status, code, msg) },
+	NotRouted:  notRouted,
 	// OpenAI's own headers first; compatible providers send others' too
 	// (Anthropic's OpenAI-compatible endpoint its anthropic-ratelimit-*
 	// and request-id).

@@ -240,3 +240,21 @@ func rfc3339(s string) bool {
 // TimePattern is rfc3339's grammar as a JSON Schema "pattern" (ECMA-262
 // and RE2 read it alike); the schemas' timestamp members carry it.
 const TimePattern = `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+
+// OneOf is the words of a closed set as a message lists them: each quoted,
+// the last after "or" (`"a", "b" or "c"`), so that a message follows the
+// set it names instead of a copy typed by hand.
+func OneOf(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		switch {
+		case i == 0:
+		case i == len(names)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(fmt.Sprintf("%q", n))
+	}
+	return b.String()
+}

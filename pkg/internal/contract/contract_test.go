@@ -67,3 +67,19 @@ func TestJSONErrorNumbers(t *testing.T) {
 		}
 	}
 }
+
+func TestOneOf(t *testing.T) {
+	for _, tt := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"a"}, `"a"`},
+		{[]string{"a", "b"}, `"a" or "b"`},
+		{[]string{"a", "b", "c"}, `"a", "b" or "c"`},
+	} {
+		if got := OneOf(tt.in); got != tt.want {
+			t.Errorf("OneOf(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
