@@ -690,13 +690,13 @@ func TestRulesBackends(t *testing.T) {
 		},
 		{
 			name: "unknown protocol", edits: []string{backendProt, `protocol = "cohere"`},
-			want: []Problem{{"backends.b1.protocol", `must be "openai", "anthropic" or "gemini"`}},
+			want: []Problem{{"backends.b1.protocol", `must be "openai", "anthropic", "gemini" or "bedrock_converse"`}},
 		},
 		{
 			name:  "everything missing",
 			edits: []string{backendProt, "", backendBase, "", backendCred, "", backendCap, ""},
 			want: []Problem{
-				{"backends.b1.protocol", `missing; expected "openai", "anthropic" or "gemini"`},
+				{"backends.b1.protocol", `missing; expected "openai", "anthropic", "gemini" or "bedrock_converse"`},
 				{"backends.b1.base_url", `missing; expected an https:// URL like "https://api.openai.com/v1"`},
 				{"backends.b1.credential", "missing; expected the name of a [credentials.<name>]"},
 				{"backends.b1.max_inflight_per_node", "missing; expected an integer 1..100000"},

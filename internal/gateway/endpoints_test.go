@@ -203,13 +203,26 @@ func TestHostileRequests(t *testing.T) {
 }
 
 // TestEndpointTable: the handler's endpoint table finds every endpoint of
-// every API at the path the catalog gives it, with its own API, and the
-// model a path names.
+// every API at the path the catalog gives it (or, for an endpoint only
+// doors reach, at its door's), with its own API, and the model a path
+// names.
 func TestEndpointTable(t *testing.T) {
 	e := newEndpoints()
 	n := 0
 	for _, a := range catalog.APIs() {
 		for _, s := range a.Endpoints {
+			if s.Path == "" && s.Match == nil {
+				// Reached only by its doors, whose paths are the
+				// platform's: the upstream path with the model
+				// percent-encoded as the platform's SDKs encode it.
+				path := strings.Replace(s.UpstreamPath, "{model}", "m%3A1", 1)
+				ep, m, _, berr := e.lookupDoor(path)
+				if ep.spec != s || ep.api != a || m != "m:1" || berr != nil {
+					t.Errorf("%s: lookupDoor(%s) = %v, %v, %q, %v", s.Endpoint, path, ep.spec, ep.api, m, berr)
+				}
+				n++
+				continue
+			}
 			path, model := s.Path, ""
 			if path == "" {
 				path, model = "/v1beta/models/m-1:"+strings.TrimPrefix(s.UpstreamPath, "/models/{model}:"), "m-1"

@@ -206,9 +206,9 @@ func newEndpoints() endpoints {
 				for _, p := range s.AlsoPaths {
 					e.exact[p] = endpoint{s, a, nil}
 				}
-			} else {
+			} else if s.Match != nil {
 				e.match = append(e.match, endpoint{s, a, nil})
-			}
+			} // else the endpoint is reached only through its doors
 			for _, d := range s.Doors {
 				e.doors = append(e.doors, endpoint{s, a, d})
 			}

@@ -146,6 +146,8 @@ scootgate_requests_total{code="200",endpoint="batch_embed_contents",send_state="
 scootgate_requests_total{code="200",endpoint="bidi_generate_content",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="chat_completions",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="completions",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="converse",send_state="response_received"} 1
+scootgate_requests_total{code="200",endpoint="converse_stream",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="count_tokens",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="embed_content",send_state="response_received"} 1
 scootgate_requests_total{code="200",endpoint="embeddings",send_state="response_received"} 1

@@ -140,7 +140,7 @@ func TestLabelSetsClosed(t *testing.T) {
 	sets := map[string][]string{
 		"endpoint": {"chat_completions", "messages", "responses", "embeddings", "count_tokens",
 			"generate_content", "stream_generate_content", "gemini_count_tokens", "embed_content", "batch_embed_contents", "responses_compact", "responses_input_tokens", "completions", "rerank", "audio_speech",
-			"audio_transcriptions", "audio_translations", "image_generations", "image_edits", "realtime", "bidi_generate_content", "models", "unknown"},
+			"audio_transcriptions", "audio_translations", "image_generations", "image_edits", "realtime", "bidi_generate_content", "converse", "converse_stream", "models", "unknown"},
 		"send_state": {"definitely_not_sent", "possibly_sent", "response_received", "none", "unknown"},
 		"stream":     {"true", "false"},
 		"outcome":    outcomes,

@@ -17,7 +17,8 @@ const (
 	// FirstParty is the protocol's own wire: what every backend was
 	// before platforms, and what a backend that names none is.
 	FirstParty Platform = iota
-	// Bedrock is Amazon Bedrock Runtime (Anthropic Messages).
+	// Bedrock is Amazon Bedrock Runtime (Anthropic Messages, and
+	// Bedrock's own Converse API, which has no other wire).
 	Bedrock
 	// Vertex is Google Vertex AI (Anthropic Messages, Gemini).
 	Vertex
@@ -43,6 +44,11 @@ const (
 // backend of protocol p names it: "" and p's own first-party name are
 // FirstParty; ok is false for a name that is no platform of p.
 func ParsePlatform(name string, p Protocol) (Platform, bool) {
+	if p == BedrockConverse {
+		// Bedrock's own API: Bedrock is its only wire, and a backend
+		// names it (pkg/routesnap refuses one that does not).
+		return Bedrock, name == NamePlatformBedrock
+	}
 	switch name {
 	case "", FirstPartyName(p):
 		return FirstParty, true
@@ -57,9 +63,12 @@ func ParsePlatform(name string, p Protocol) (Platform, bool) {
 }
 
 // FirstPartyName is the platform name of protocol p's own wire:
-// "openai", "anthropic" or "google".
+// "openai", "anthropic", "google", or "bedrock" for Bedrock Converse,
+// whose own wire is Bedrock's.
 func FirstPartyName(p Protocol) string {
 	switch p {
+	case BedrockConverse:
+		return NamePlatformBedrock
 	case Anthropic:
 		return NamePlatformAnthropic
 	case Gemini:

@@ -8,7 +8,7 @@
 // # Basics
 //
 // A [Protocol] is a provider wire API and a pool of backends: OpenAI
-// (OpenAI-compatible), Anthropic or Gemini. The pools are never mixed and a body is
+// (OpenAI-compatible), Anthropic, Gemini or Bedrock Converse. The pools are never mixed and a body is
 // never converted from one to the other. An [Endpoint] is one client entry
 // point of a protocol (chat completions, responses, embeddings, messages,
 // count_tokens, Gemini's generate_content and the others); backends declare the set of endpoints they serve
@@ -58,6 +58,9 @@ const (
 	OpenAI Protocol = iota
 	Anthropic
 	Gemini
+	// BedrockConverse is Amazon Bedrock's own Converse API, which only
+	// Bedrock serves: its backends are always on platform Bedrock.
+	BedrockConverse
 	// NumProtocols is the number of protocols, for arrays indexed by one.
 	NumProtocols
 )
@@ -68,6 +71,8 @@ const (
 	NameOpenAI    = usageevent.ProtocolOpenAI
 	NameAnthropic = usageevent.ProtocolAnthropic
 	NameGemini    = usageevent.ProtocolGemini
+
+	NameBedrockConverse = usageevent.ProtocolBedrockConverse
 )
 
 func (p Protocol) String() string {
@@ -76,6 +81,8 @@ func (p Protocol) String() string {
 		return NameAnthropic
 	case Gemini:
 		return NameGemini
+	case BedrockConverse:
+		return NameBedrockConverse
 	}
 	return NameOpenAI
 }
@@ -89,6 +96,8 @@ func ParseProtocol(s string) (Protocol, bool) {
 		return Anthropic, true
 	case NameGemini:
 		return Gemini, true
+	case NameBedrockConverse:
+		return BedrockConverse, true
 	}
 	return 0, false
 }
@@ -118,6 +127,8 @@ const (
 	ImageEdits                            // OpenAI POST /v1/images/edits (multipart)
 	Realtime                              // OpenAI GET /v1/realtime (a WebSocket session)
 	BidiGenerateContent                   // Gemini Live: GET /ws/…GenerativeService.BidiGenerateContent (a WebSocket session)
+	Converse                              // Bedrock Converse POST /model/{modelId}/converse
+	ConverseStream                        // Bedrock Converse POST /model/{modelId}/converse-stream
 	// NumEndpoints is the number of endpoints, for arrays indexed by one.
 	NumEndpoints
 )
@@ -151,6 +162,9 @@ var endpointInfo = [NumEndpoints]struct {
 	ImageEdits:           {usageevent.EndpointImageEdits, OpenAI},
 	Realtime:             {usageevent.EndpointRealtime, OpenAI},
 	BidiGenerateContent:  {usageevent.EndpointBidiGenerateContent, Gemini},
+
+	Converse:       {usageevent.EndpointConverse, BedrockConverse},
+	ConverseStream: {usageevent.EndpointConverseStream, BedrockConverse},
 }
 
 // String returns the endpoint's name: "chat_completions", "messages",
@@ -158,8 +172,8 @@ var endpointInfo = [NumEndpoints]struct {
 // "stream_generate_content", "gemini_count_tokens", "embed_content",
 // "batch_embed_contents", "responses_compact", "responses_input_tokens",
 // "completions", "rerank", "audio_speech", "audio_transcriptions",
-// "audio_translations", "image_generations", "image_edits", "realtime" or
-// "bidi_generate_content".
+// "audio_translations", "image_generations", "image_edits", "realtime",
+// "bidi_generate_content", "converse" or "converse_stream".
 func (e Endpoint) String() string { return endpointInfo[e].name }
 
 // Protocol returns the protocol the endpoint belongs to.
@@ -199,7 +213,7 @@ func (s EndpointSet) Has(e Endpoint) bool { return s&e.Set() != 0 }
 // say: chat completions for OpenAI, messages for Anthropic,
 // generate_content and stream_generate_content for Gemini (one model
 // generating, answered whole or streamed: Google's SDKs and agents use
-// both). Responses (and its compaction), embeddings, legacy completions, rerank, audio, images, realtime and Live sessions and the token counts
+// both), converse and converse_stream for Bedrock Converse (the same). Responses (and its compaction), embeddings, legacy completions, rerank, audio, images, realtime and Live sessions and the token counts
 // are opt-in: not every compatible provider serves them.
 func DefaultEndpoints(p Protocol) EndpointSet {
 	switch p {
@@ -207,6 +221,8 @@ func DefaultEndpoints(p Protocol) EndpointSet {
 		return Messages.Set()
 	case Gemini:
 		return GenerateContent.Set() | StreamGenerateContent.Set()
+	case BedrockConverse:
+		return Converse.Set() | ConverseStream.Set()
 	}
 	return Chat.Set()
 }

@@ -29,7 +29,7 @@ func TestNamesMatchContracts(t *testing.T) {
 		if spec == nil || spec.Endpoint != e {
 			t.Fatalf("catalog.Spec(%v) = %v", e, spec)
 		}
-		if spec.Match == nil {
+		if spec.Path != "" { // an endpoint with neither Path nor Match is reached by its doors
 			if got, _ := catalog.ByPath(spec.Path); got != spec {
 				t.Errorf("ByPath(%q) is not the %v spec", spec.Path, e)
 			}

@@ -40,12 +40,16 @@ const (
 	ProtocolOpenAI    = "openai"    // POST {base_url}/chat/completions
 	ProtocolAnthropic = "anthropic" // POST {base_url}/messages
 	ProtocolGemini    = "gemini"    // POST {base_url}/models/{model}:generateContent
+	// ProtocolBedrockConverse (schema 2) is Amazon Bedrock's Converse
+	// API, served only on [PlatformBedrock]:
+	// POST {base_url}/model/{model}/converse.
+	ProtocolBedrockConverse = "bedrock_converse"
 )
 
 // Protocols returns the backend protocols, in the order messages list
 // them; [Endpoints] knows the endpoints of each.
 func Protocols() []string {
-	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini}
+	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini, ProtocolBedrockConverse}
 }
 
 // Snapshot is one complete routing snapshot.
@@ -60,7 +64,7 @@ type Snapshot struct {
 // Backend is one provider endpoint (docs/routing.md "Models and targets").
 type Backend struct {
 	ID       string `json:"id"`       // unique; 1–64 of [A-Za-z0-9._-]
-	Protocol string `json:"protocol"` // [ProtocolOpenAI], [ProtocolAnthropic] or [ProtocolGemini]
+	Protocol string `json:"protocol"` // one of [Protocols]; [ProtocolBedrockConverse] needs schema 2
 	// BaseURL is an absolute https:// URL (http:// only for a loopback
 	// host) without user info, query or fragment; the endpoint path is
 	// appended to it.
@@ -122,7 +126,7 @@ const (
 	PlatformOpenAI    = "openai"    // protocol openai's own wire
 	PlatformAnthropic = "anthropic" // protocol anthropic's own wire
 	PlatformGoogle    = "google"    // protocol gemini's own wire (the Gemini API)
-	PlatformBedrock   = "bedrock"   // Amazon Bedrock Runtime: anthropic
+	PlatformBedrock   = "bedrock"   // Amazon Bedrock Runtime: anthropic, bedrock_converse
 	PlatformVertex    = "vertex"    // Google Vertex AI: anthropic, gemini
 	PlatformAzure     = "azure"     // Azure OpenAI: openai
 )
@@ -132,11 +136,14 @@ const (
 func PlatformServes(platform, protocol string) bool {
 	switch platform {
 	case "":
-		return Endpoints(protocol) != nil
+		// Bedrock Converse has no wire but Bedrock's.
+		return Endpoints(protocol) != nil && protocol != ProtocolBedrockConverse
 	case PlatformOpenAI, PlatformAzure:
 		return protocol == ProtocolOpenAI
-	case PlatformAnthropic, PlatformBedrock:
+	case PlatformAnthropic:
 		return protocol == ProtocolAnthropic
+	case PlatformBedrock:
+		return protocol == ProtocolAnthropic || protocol == ProtocolBedrockConverse
 	case PlatformGoogle:
 		return protocol == ProtocolGemini
 	case PlatformVertex:
@@ -192,6 +199,12 @@ const (
 	// → the same path on base_url's host, under base_url's path without
 	// its version segment).
 	EndpointBidiGenerateContent = "bidi_generate_content"
+
+	// bedrock_converse (schema 2): POST /model/{model}/converse and
+	// /converse-stream → {base_url}/model/{provider model}/converse and
+	// /converse-stream
+	EndpointConverse       = "converse"
+	EndpointConverseStream = "converse_stream"
 )
 
 // Endpoints returns the endpoint names of a protocol, its defaults first;
@@ -209,6 +222,8 @@ func Endpoints(protocol string) []string {
 		return []string{EndpointGenerateContent, EndpointStreamGenerateContent,
 			EndpointGeminiCountTokens, EndpointEmbedContent, EndpointBatchEmbedContents,
 			EndpointBidiGenerateContent}
+	case ProtocolBedrockConverse:
+		return []string{EndpointConverse, EndpointConverseStream}
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	bounds("weight", target.Properties["weight"], 1, routesnap.MaxWeight)
 	bounds("tier", target.Properties["tier"], 0, routesnap.MaxTier)
 
-	if diff := cmp.Diff(backend.Properties["protocol"].Enum, []string{routesnap.ProtocolOpenAI, routesnap.ProtocolAnthropic, routesnap.ProtocolGemini}); diff != "" {
+	if diff := cmp.Diff(backend.Properties["protocol"].Enum, routesnap.Protocols()); diff != "" {
 		t.Errorf("protocol enum mismatch (-schema +Go):\n%s", diff)
 	}
 	if ts := root.Properties["generated_at"]; ts.Pattern != contract.TimePattern {

@@ -156,7 +156,7 @@ func TestInvalidFixtures(t *testing.T) {
 			{Path: "models[2].targets[1].backend", Msg: "must be a backend id: 1-64 characters from [A-Za-z0-9._-]"},
 		}},
 		"ranges.json": {validate: []routesnap.Problem{
-			{Path: "backends[0].protocol", Msg: `must be "openai", "anthropic" or "gemini"`},
+			{Path: "backends[0].protocol", Msg: `must be "openai", "anthropic", "gemini" or "bedrock_converse"`},
 			{Path: "backends[0].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
 			{Path: "backends[0].max_inflight_per_node", Msg: "must be 1..100000, got 0"},
 			{Path: "backends[1].id", Msg: "must be 1-64 characters from [A-Za-z0-9._-]"},

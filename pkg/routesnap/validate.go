@@ -72,7 +72,8 @@ func (s *Snapshot) ValidateCredentials(defined func(name string) bool) error {
 //     nothing, and it would turn every request into a 404);
 //   - backend ids and credential names pass [ValidID]; backend ids are
 //     unique;
-//   - protocol is [ProtocolOpenAI], [ProtocolAnthropic] or [ProtocolGemini];
+//   - protocol is one of [Protocols]; a [ProtocolBedrockConverse] backend
+//     (schema 2) is on [PlatformBedrock];
 //   - base_url is acceptable to [CheckBaseURL];
 //   - max_inflight_per_node is 1..[MaxInflight];
 //   - include_usage is absent on a backend of another protocol than
@@ -227,6 +228,7 @@ func (v *validator) backends(bs []Backend) map[string]int {
 		}
 		v.endpoints(path+".endpoints", b)
 		v.platform(path, b)
+		v.converse(path, b)
 	}
 	return ids
 }
@@ -262,11 +264,30 @@ func (v *validator) platform(path string, b Backend) {
 	coord("location", b.Location, PlatformVertex, `a Google Cloud location like "us-east5" or "global"`, ValidRegion)
 	coord("api_version", b.APIVersion, PlatformAzure, `an Azure OpenAI api-version like "2024-10-21"`, validAPIVersion)
 	if only := PlatformEndpoints(b.Platform); only != nil {
-		for i, e := range b.Endpoints {
-			if !slices.Contains(only, e) && slices.Contains(Endpoints(b.Protocol), e) {
-				v.add(path+".endpoints["+strconv.Itoa(i)+"]", "platform %q does not carry endpoint %q; expected %s", b.Platform, e, strings.Join(only, ", "))
+		var of []string // the protocol's endpoints that the platform carries
+		for _, e := range only {
+			if slices.Contains(Endpoints(b.Protocol), e) {
+				of = append(of, e)
 			}
 		}
+		for i, e := range b.Endpoints {
+			if !slices.Contains(only, e) && slices.Contains(Endpoints(b.Protocol), e) {
+				v.add(path+".endpoints["+strconv.Itoa(i)+"]", "platform %q does not carry endpoint %q; expected %s", b.Platform, e, strings.Join(of, ", "))
+			}
+		}
+	}
+}
+
+// converse checks a Bedrock Converse backend (schema 2): Bedrock's own
+// API, carried by no wire but Bedrock's, so the backend names the
+// platform (and so its region).
+func (v *validator) converse(path string, b Backend) {
+	if b.Protocol != ProtocolBedrockConverse {
+		return
+	}
+	v.since(2, path+".protocol")
+	if b.Platform == "" {
+		v.add(path+".platform", "required for protocol %q: it is served only by Amazon Bedrock; set %q", ProtocolBedrockConverse, PlatformBedrock)
 	}
 }
 
@@ -277,6 +298,9 @@ func platformsOf(protocol string) string {
 		if PlatformServes(p, protocol) {
 			out = append(out, strconv.Quote(p))
 		}
+	}
+	if !PlatformServes("", protocol) {
+		return strings.Join(out, ", ")
 	}
 	return strings.Join(out, ", ") + " (or none, for the protocol's own wire)"
 }

@@ -129,7 +129,7 @@ func TestValidate(t *testing.T) {
 			},
 			want: []routesnap.Problem{
 				{Path: "backends[1].id", Msg: "must be 1-64 characters from [A-Za-z0-9._-]"},
-				{Path: "backends[1].protocol", Msg: `must be "openai", "anthropic" or "gemini"`},
+				{Path: "backends[1].protocol", Msg: `must be "openai", "anthropic", "gemini" or "bedrock_converse"`},
 				{Path: "backends[1].base_url", Msg: "plaintext http:// is only allowed for a loopback host (127.0.0.0/8, ::1, localhost); use https:// (docs/egress.md)"},
 				{Path: "backends[1].credential", Msg: "must be a credential name: 1-64 characters from [A-Za-z0-9._-]"},
 				{Path: "backends[1].max_inflight_per_node", Msg: "must be 1..100000, got 0"},

@@ -29,13 +29,17 @@ const (
 	ProtocolOpenAI    = "openai"    // OpenAI Chat Completions
 	ProtocolAnthropic = "anthropic" // Anthropic Messages
 	ProtocolGemini    = "gemini"    // Gemini API (generateContent and the others)
+	// ProtocolBedrockConverse is Amazon Bedrock's Converse API. It joined
+	// schema 2 before the first release, as gemini did
+	// (proto/VERSIONING.md).
+	ProtocolBedrockConverse = "bedrock_converse"
 )
 
 // Protocols returns the protocol names, the closed set a node writes
 // (proto/VERSIONING.md: a value joins it only with a new schema number,
 // or before the first release). Validate refuses any other.
 func Protocols() []string {
-	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini}
+	return []string{ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini, ProtocolBedrockConverse}
 }
 
 // Endpoints: the client endpoint of the attempt. Unlike protocols the set
@@ -75,6 +79,9 @@ const (
 
 	EndpointResponsesCompact     = "responses_compact"      // POST /v1/responses/compact
 	EndpointResponsesInputTokens = "responses_input_tokens" // POST /v1/responses/input_tokens
+
+	EndpointConverse       = "converse"        // POST /model/{modelId}/converse (bedrock_converse)
+	EndpointConverseStream = "converse_stream" // POST /model/{modelId}/converse-stream (bedrock_converse)
 )
 
 // Placements: how the attempt's target was chosen (docs/routing.md
@@ -148,7 +155,7 @@ type Event struct {
 	ServedModel   string `json:"served_model,omitempty"`
 	ProviderModel string `json:"provider_model"` // the model name sent to the provider
 	Backend       string `json:"backend"`        // backend id from the node's route configuration
-	Protocol      string `json:"protocol"`       // ProtocolOpenAI, ProtocolAnthropic or ProtocolGemini
+	Protocol      string `json:"protocol"`       // one of Protocols()
 	// Endpoint is the client endpoint (one of the Endpoint* constants or a
 	// newer one). Nodes always set it; it is absent only from events
 	// written before it existed (see the Endpoint* constants).

@@ -92,7 +92,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	}{
 		{"schema", p["schema"].Const, float64(usageevent.Schema)},
 		{"authoritative", p["authoritative"].Const, false},
-		{"protocol", p["protocol"].Enum, []any{usageevent.ProtocolOpenAI, usageevent.ProtocolAnthropic, usageevent.ProtocolGemini}},
+		{"protocol", p["protocol"].Enum, []any{usageevent.ProtocolOpenAI, usageevent.ProtocolAnthropic, usageevent.ProtocolGemini, usageevent.ProtocolBedrockConverse}},
 		{"send_state", p["send_state"].Enum, []any{usageevent.SendDefinitelyNotSent, usageevent.SendPossiblySent, usageevent.SendResponseReceived}},
 		{"failure_stage", p["failure_stage"].Pattern, "^$|^[a-z][a-z0-9_]{0," + strconv.Itoa(usageevent.MaxStageLength-1) + "}$"},
 		{"event_id", p["event_id"].Pattern, "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},

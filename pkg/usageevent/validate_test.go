@@ -137,7 +137,7 @@ func TestValidate(t *testing.T) {
 				e.StartedAt = time.Time{}
 			},
 			want: []usageevent.Problem{
-				{Path: "protocol", Msg: `must be "openai", "anthropic" or "gemini"`},
+				{Path: "protocol", Msg: `must be "openai", "anthropic", "gemini" or "bedrock_converse"`},
 				{Path: "attempt", Msg: "must be at least 1"},
 				{Path: "send_state", Msg: `must be "definitely_not_sent", "possibly_sent" or "response_received"`},
 				{Path: "failure_stage", Msg: "must be 1-64 of [a-z0-9_] starting with a letter"},

@@ -28,10 +28,13 @@ func TestAPIsComplete(t *testing.T) {
 			if s.Endpoint.Protocol() != a.Protocol {
 				t.Errorf("%v lists %v, an endpoint of %v", a.Protocol, s.Endpoint, s.Endpoint.Protocol())
 			}
-			if (s.Inspect == nil) == (s.InspectForm == nil) || s.Header == nil || s.BodyUsage == nil || (s.Path == "") == (s.Match == nil) || s.UpstreamPath == "" {
+			// A client path: Path, or Match, or (for an endpoint that only
+			// a cloud platform's clients call) only doors.
+			doorsOnly := s.Path == "" && s.Match == nil
+			if (s.Inspect == nil) == (s.InspectForm == nil) || s.Header == nil || s.BodyUsage == nil || s.Path != "" && s.Match != nil || doorsOnly && len(s.Doors) == 0 || s.UpstreamPath == "" {
 				t.Errorf("%v: a Spec field is missing (or both Path and Match, or Inspect and InspectForm, are set)", s.Endpoint)
 			}
-			if s.Match != nil && strings.Count(s.UpstreamPath, "{model}") != 1 {
+			if (s.Match != nil || doorsOnly) && strings.Count(s.UpstreamPath, "{model}") != 1 {
 				t.Errorf("%v: the path names the model, but the upstream path %q does not", s.Endpoint, s.UpstreamPath)
 			}
 			if st := s.Stream; st != nil && (st.Terminal == nil || st.NewTracker == nil || st.InBandError == nil || len(st.Keepalive) == 0) {
@@ -56,7 +59,7 @@ func TestRetryAfter(t *testing.T) {
 		name      string
 		h         map[string]string
 		openai    time.Duration
-		anthropic time.Duration // and gemini: Retry-After only
+		anthropic time.Duration // and gemini and bedrock_converse: Retry-After only
 	}{
 		{"absent", nil, 0, 0},
 		{"seconds", map[string]string{"Retry-After": "7"}, 7 * time.Second, 7 * time.Second},
@@ -75,7 +78,7 @@ func TestRetryAfter(t *testing.T) {
 		}
 		for _, a := range catalog.APIs() {
 			p := a.Protocol
-			want := expect(t, p, map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.anthropic})
+			want := expect(t, p, map[provider.Protocol]time.Duration{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.anthropic, provider.BedrockConverse: tt.anthropic})
 			if got := a.RetryAfter(h, now); got != want {
 				t.Errorf("%s, %v: RetryAfter = %v, want %v", tt.name, p, got, want)
 			}
@@ -131,7 +134,7 @@ func TestBodyRetryAfter(t *testing.T) {
 // providers send it (OpenAI's 429 insufficient_quota, Anthropic's 400
 // credit balance, DeepSeek's 402), through either API (compatible
 // providers use the other's words), and the answers that only quote the
-// words or are rate limits.
+// words or are rate limits. Bedrock has no balance: only a 402 means it.
 func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 	tests := []struct {
 		name                      string
@@ -170,7 +173,7 @@ func TestQuotaExhaustedWhateverTheStatus(t *testing.T) {
 	for _, tt := range tests {
 		for _, a := range catalog.APIs() {
 			p := a.Protocol
-			want := expect(t, p, map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.gemini})
+			want := expect(t, p, map[provider.Protocol]bool{provider.OpenAI: tt.openai, provider.Anthropic: tt.anthropic, provider.Gemini: tt.gemini, provider.BedrockConverse: tt.status == 402})
 			if got := a.QuotaExhausted(tt.status, []byte(tt.body)); got != want {
 				t.Errorf("%s, %v: QuotaExhausted(%d) = %v, want %v", tt.name, p, tt.status, got, want)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/anthropic"
+	"github.com/scootgate/scootgate/internal/provider/converse"
 	"github.com/scootgate/scootgate/internal/provider/gemini"
 	"github.com/scootgate/scootgate/internal/provider/openai"
 )
@@ -20,6 +21,7 @@ var apis = []*provider.API{
 	openai.API,
 	anthropic.API,
 	gemini.API,
+	converse.API,
 }
 
 // Indexes built from apis once; read-only afterwards.

@@ -23,32 +23,35 @@ func everySpec(t *testing.T, f func(t *testing.T, api *provider.API, s *provider
 // follows, whatever its API: the body is a JSON object; a "model" member
 // appears once and in its exact spelling; the model is a required,
 // non-empty string in the body, or, for an endpoint whose path names it,
-// the path's, which a body "model" must name too; and the rewrite changes
-// the model's bytes and nothing else.
+// the path's, which a body "model" must name too, or, for an endpoint
+// that only its doors reach (Bedrock's Converse), the path's alone, which
+// the body must not name; and the rewrite changes the model's bytes and
+// nothing else.
 func TestEveryEndpointInspects(t *testing.T) {
 	const pathModel = "public-m"
 	refused := []struct {
 		body string
 		code string // for an endpoint whose body names the model
 		path string // for one whose path does; "" = accepted
+		door string // for one only doors reach, whose path alone names it
 	}{
-		{`{"messages":[]}`, "missing_model", ""},
-		{`{"model":""}`, "invalid_model", "invalid_model"},
-		{`{"model":7}`, "invalid_model", "invalid_model"},
-		{`{"model":null}`, "invalid_model", "invalid_model"},
-		{`{"model":"other"}`, "", "invalid_model"},
-		{`{"model":"models/other"}`, "", "invalid_model"},
-		{`{"model":"public-m"}`, "", ""},
-		{`{"model":"models/public-m"}`, "", ""},
-		{`{"model":"a","model":"b"}`, "invalid_model", "invalid_model"},
-		{`{"model":"public-m","model":"public-m"}`, "invalid_model", "invalid_model"},
-		{`{"model":"a","Model":"b"}`, "invalid_model", "invalid_model"},
-		{`{"MODEL":"a","model":"b"}`, "invalid_model", "invalid_model"},
-		{`{"Model":"public-m"}`, "invalid_model", "invalid_model"},
-		{`[{"model":"a"}]`, "invalid_json", "invalid_json"},
-		{`{"model":"a"`, "invalid_json", "invalid_json"},
-		{``, "invalid_json", "invalid_json"},
-		{`null`, "invalid_json", "invalid_json"},
+		{`{"messages":[]}`, "missing_model", "", ""},
+		{`{"model":""}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"model":7}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"model":null}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"model":"other"}`, "", "invalid_model", "invalid_model"},
+		{`{"model":"models/other"}`, "", "invalid_model", "invalid_model"},
+		{`{"model":"public-m"}`, "", "", "invalid_model"},
+		{`{"model":"models/public-m"}`, "", "", "invalid_model"},
+		{`{"model":"a","model":"b"}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"model":"public-m","model":"public-m"}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"model":"a","Model":"b"}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"MODEL":"a","model":"b"}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`{"Model":"public-m"}`, "invalid_model", "invalid_model", "invalid_model"},
+		{`[{"model":"a"}]`, "invalid_json", "invalid_json", "invalid_json"},
+		{`{"model":"a"`, "invalid_json", "invalid_json", "invalid_json"},
+		{``, "invalid_json", "invalid_json", "invalid_json"},
+		{`null`, "invalid_json", "invalid_json", "invalid_json"},
 	}
 	everySpec(t, func(t *testing.T, _ *provider.API, s *provider.Spec) {
 		if s.InspectForm != nil {
@@ -57,14 +60,18 @@ func TestEveryEndpointInspects(t *testing.T) {
 		if s.Realtime != nil {
 			t.Skip("a realtime session has no body: its frames' own tests (internal/provider/openai realtime_test.go)")
 		}
+		doorsOnly := s.Path == "" && s.Match == nil
 		pm := ""
-		if s.Match != nil {
+		if s.Match != nil || doorsOnly {
 			pm = pathModel
 		}
 		for _, c := range refused {
 			want := c.code
-			if s.Match != nil {
+			switch {
+			case s.Match != nil:
 				want = c.path
+			case doorsOnly:
+				want = c.door
 			}
 			_, berr := s.Inspect([]byte(c.body), pm)
 			switch {
@@ -73,6 +80,24 @@ func TestEveryEndpointInspects(t *testing.T) {
 			case want != "" && (berr == nil || berr.Code != want):
 				t.Errorf("Inspect(%s) = %v, want %s", c.body, berr, want)
 			}
+		}
+		if doorsOnly {
+			// The body goes as it came: nothing in it names the model.
+			body := []byte("{ \"messages\" : [{\"role\":\"user\",\"content\":[{\"text\":\"model\"}]}],\n \"z\":{\"model\":\"inner\"}}")
+			if _, berr := s.Inspect(body, ""); berr == nil {
+				t.Error("Inspect without the path's model accepted the body")
+			}
+			r, berr := s.Inspect(body, pm)
+			if berr != nil {
+				t.Fatalf("Inspect: %v", berr)
+			}
+			if r.Model != pathModel {
+				t.Errorf("model %q, want the path's", r.Model)
+			}
+			if got := r.Rewrite(body, nil, nil, true); !bytes.Equal(got, body) {
+				t.Errorf("Rewrite = %s, want the body unchanged", got)
+			}
+			return
 		}
 		body := []byte("{ \"input\" : [1, \"model\"],\n \"model\" :\"public-\\u006d\" , \"z\":{\"model\":\"inner\"}}")
 		model, named := []byte(`"real"`), []byte(`"models/real"`)
