@@ -343,6 +343,7 @@ func devRoutes(now time.Time) routesnap.Snapshot {
 	snap.Models = append(snap.Models, demoFallback())
 	addClouds(&snap, base)
 	addAzure(&snap, base)
+	addConverse(&snap, base)
 	addDemoPrices(&snap)
 	return snap
 }
@@ -392,6 +393,22 @@ func addClouds(snap *routesnap.Snapshot, base string) {
 			bedrock,
 			vertex,
 		}})
+}
+
+// addConverse adds Amazon Bedrock's Converse API (protocol
+// bedrock_converse, docs/api.md "Bedrock Converse"): the backend
+// fake-bedrock-converse on the fake's Bedrock Runtime, SigV4-signed with
+// the aws credential fake-aws, and the model demo-nova on it, which the
+// AWS SDKs' Converse and ConverseStream call at
+// /model/demo-nova/converse[-stream].
+func addConverse(snap *routesnap.Snapshot, base string) {
+	snap.Backends = append(snap.Backends, routesnap.Backend{
+		ID: "fake-bedrock-converse", Protocol: routesnap.ProtocolBedrockConverse, Platform: routesnap.PlatformBedrock, Region: "us-east-1",
+		BaseURL: strings.TrimSuffix(base, "/v1"), Credential: "fake-aws", MaxInflightPerNode: demoCap,
+	})
+	snap.Models = append(snap.Models, routesnap.Model{Name: "demo-nova", Targets: []routesnap.Target{
+		{Backend: "fake-bedrock-converse", Model: "us.amazon.fake-nova-1:0", Weight: 1, Stream: true, Tools: true},
+	}})
 }
 
 // demoPrices are the demo models' prices, USD per million tokens
@@ -574,6 +591,7 @@ ScootGate dev stack is up.
                 (minted service-account tokens), demo-claude-clouds = one pool over
                 the Anthropic API, Bedrock and Vertex;
                 demo-gpt-azure = GPT on Azure OpenAI (a deployment, api-key);
+                demo-nova = Bedrock's Converse API (/model/demo-nova/converse, -stream);
                 the patterns claude-* and gpt-*: any such name, sent to the provider as asked;
                 each backend takes %[12]d concurrent requests, demo-capped only %[13]d)
   health        http://%[2]s/readyz

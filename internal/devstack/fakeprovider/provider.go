@@ -320,6 +320,10 @@ func (p *Provider) serve1(w http.ResponseWriter, r *http.Request) {
 	vc, isVertex := r.Context().Value(vertexKey{}).(vertexCall)
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if model, stream, ok := converseRoute(r.URL.Path); ok && readErr == nil {
+		p.serveConverse(w, r, body, model, stream)
+		return
+	}
 	if model, op, ok := bedrockRoute(r.URL.Path); ok && readErr == nil {
 		p.serveBedrock(w, r, body, model, op)
 		return
