@@ -449,6 +449,8 @@ tools = true
 `, strings.TrimSuffix(s.provURL, "/v1"), o.cap, bedrockModel, bedrockModel, bedrockProvModel, bedrockModel, anthProvModel)
 	}
 
+	// The fake provider's root, for backends whose paths start at /model/.
+	o.extraTOML = strings.ReplaceAll(o.extraTOML, "#PROV_ROOT#", strings.TrimSuffix(s.provURL, "/v1"))
 	if o.vertex {
 		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#VERTEX_BASE#", strings.TrimSuffix(s.provURL, "/v1"))
 		o.extraTOML = strings.ReplaceAll(o.extraTOML, "#CAP#", fmt.Sprint(o.cap))
