@@ -61,13 +61,19 @@ func (g *gate) release() {
 func TestVertexRefreshUnderLoad(t *testing.T) {
 	// 1,000 requests; under -race fewer, as the race detector allows
 	// 8,128 live goroutines and each request here keeps about ten (client,
-	// node, SOCKS5 tunnel, fake provider).
+	// node, SOCKS5 tunnel, fake provider), and every package's race tests
+	// share two cores in CI.
 	n := 1000
 	if raceEnabled {
-		n = 500
+		n = 300
 	}
 	clk := clock.NewFake(time.Now())
-	s := startStack(t, stackOptions{vertex: true, tokenClock: clk.Now, cap: 2 * n, attempts: 1, firstByte: "1m", underLoad: true})
+	// All n connections open at once from one address: under load more
+	// than the node's bound on unauthenticated connections per address
+	// may wait for their first request at once (docs/operations.md), and
+	// it would close them, which is not what this test is about.
+	s := startStack(t, stackOptions{vertex: true, tokenClock: clk.Now, cap: 2 * n, attempts: 1, firstByte: "1m", underLoad: true,
+		limits: "max_unauthenticated_per_client = 0\n"})
 	first := vertexMessage(t.Context(), s)
 	if first.err != nil || first.status != http.StatusOK {
 		t.Fatalf("first request: %+v", first)
@@ -88,10 +94,12 @@ func TestVertexRefreshUnderLoad(t *testing.T) {
 	}
 	select {
 	case <-s.tokens.entered:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // only when it fails
 		t.Fatal("no grant reached the token endpoint")
 	}
-	waitMetric(t, s, fmt.Sprintf(`scootgate_backend_inflight{backend="vx"} %d`, n), 30*time.Second)
+	// Bounds, not synchronisation: under -race on two shared cores the
+	// requests take tens of seconds to all arrive.
+	waitMetric(t, s, fmt.Sprintf(`scootgate_backend_inflight{backend="vx"} %d`, n), 2*time.Minute)
 	s.tokens.release()
 	wg.Wait()
 
