@@ -918,7 +918,7 @@ func TestAppendAllocatesNothing(t *testing.T) {
 // one).
 func TestChunksReusedAfterCommit(t *testing.T) {
 	h, commits := commitLog()
-	ts := newStore(t, Options{MaxBatch: 4}, h)
+	ts := newStore(t, Options{MaxBatch: 4, CommitInterval: time.Hour}, h)
 	chunk := func() *byte {
 		ts.Store.mu.Lock()
 		defer ts.Store.mu.Unlock()
@@ -927,10 +927,16 @@ func TestChunksReusedAfterCommit(t *testing.T) {
 		}
 		return unsafe.SliceData(ts.chunks[0])
 	}
-	for i := range 4 {
+	// The first rows' chunk, read while the batch is not yet full: the
+	// fourth row hands it to the writer, which may take it at once.
+	for i := range 3 {
 		ts.Append(payload(i))
 	}
 	first := chunk()
+	if first == nil {
+		t.Fatal("three queued rows are in no chunk")
+	}
+	ts.Append(payload(3))
 	if err := recv(t, commits); err != nil {
 		t.Fatal(err)
 	}
