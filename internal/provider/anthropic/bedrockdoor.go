@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -57,46 +56,10 @@ func bedrockMissingKey(h http.Header) string {
 	return "missing API key: " + send
 }
 
-// BedrockModelSegment reads the model id segment of a Bedrock Runtime path
-// ("/model/{modelId}/{op}", as sent): the id, percent-decoded once, and
-// the operation. ok is false for a path of another shape. An id that is
-// empty, holds a "/" that was not encoded, or still holds a
-// percent-escape once decoded (a doubly encoded id, which one reader
-// would decode once and another twice) is a *BodyError.
+// BedrockModelSegment reads a Bedrock Runtime path as sent
+// ([provider.BedrockModelSegment]).
 func BedrockModelSegment(escapedPath string) (model, op string, ok bool, err *provider.BodyError) {
-	rest, found := strings.CutPrefix(escapedPath, "/model/")
-	if !found {
-		return "", "", false, nil
-	}
-	i := strings.LastIndexByte(rest, '/')
-	if i < 0 {
-		return "", "", false, nil
-	}
-	seg, op := rest[:i], rest[i+1:]
-	if seg == "" || strings.IndexByte(seg, '/') >= 0 {
-		return "", op, true, &provider.BodyError{Code: "invalid_model", Msg: "the model id in the path must be one segment: percent-encode its \"/\" and \":\" as %2F and %3A"}
-	}
-	id, uerr := url.PathUnescape(seg)
-	if uerr != nil || id == "" || doublyEncoded(id) {
-		return "", op, true, &provider.BodyError{Code: "non_canonical_path", Msg: "the model id in the path must be percent-encoded exactly once"}
-	}
-	return id, op, true, nil
-}
-
-// doublyEncoded reports whether s, once decoded, still holds a
-// percent-escape.
-func doublyEncoded(s string) bool {
-	for i := strings.IndexByte(s, '%'); i >= 0; i = strings.IndexByte(s, '%') {
-		if i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
-			return true
-		}
-		s = s[i+1:]
-	}
-	return false
-}
-
-func ishex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	return provider.BedrockModelSegment(escapedPath)
 }
 
 func matchBedrockInvoke(escapedPath string) (model string, stream, ok bool, err *provider.BodyError) {
@@ -275,7 +238,7 @@ type bedrockWriter struct {
 	mode   uint8        // what the answer is, decided at WriteHeader
 	held   bytes.Buffer // the error document or count, or a partial SSE event
 	enc    *eventstream.Encoder
-	frames *sseFrames
+	frames *provider.SSEFrames
 	err    error // the first write error to the client, sticky
 }
 
@@ -312,7 +275,7 @@ func (b *bedrockWriter) WriteHeader(status int) {
 		h.Set("Content-Type", eventStreamType)
 		h.Del("Content-Length")
 		b.enc = eventstream.NewEncoder()
-		b.frames = &sseFrames{}
+		b.frames = &provider.SSEFrames{}
 	}
 	b.w.WriteHeader(status)
 }
@@ -331,7 +294,7 @@ func (b *bedrockWriter) Write(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		b.frames.feed(p, b.frame)
+		b.frames.Feed(p, b.frame)
 		return len(p), b.err
 	}
 	return b.w.Write(p)
@@ -389,7 +352,7 @@ func (b *bedrockWriter) Finish() error {
 		_, err := b.w.Write([]byte(`{"message":` + quote(msg) + `}`))
 		return err
 	case streamAnswer:
-		b.frames.feed([]byte("\n\n"), b.frame) // an event the stream left unterminated
+		b.frames.Feed([]byte("\n\n"), b.frame) // an event the stream left unterminated
 		return b.err
 	case countAnswer:
 		out, ok := bedrockCount(b.held.Bytes())
@@ -409,70 +372,6 @@ func (b *bedrockWriter) Finish() error {
 func isEventStream(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
-}
-
-// sseFrames cuts an SSE byte stream, fed in any pieces, into its events
-// (the event type and the data lines joined by "\n"), as the SSE
-// specification dispatches them. Comments and fields other than event
-// and data are dropped.
-type sseFrames struct {
-	line   []byte // a line not yet ended
-	skipLF bool   // the last piece ended in a CR: a LF first in the next ends nothing
-	typ    string
-	data   []byte
-	has    bool // a data line was seen
-}
-
-func (s *sseFrames) feed(p []byte, emit func(typ string, data []byte)) {
-	if s.skipLF && len(p) > 0 {
-		s.skipLF = false
-		if p[0] == '\n' {
-			p = p[1:]
-		}
-	}
-	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\r\n")
-		if i < 0 {
-			s.line = append(s.line, p...)
-			return
-		}
-		s.line = append(s.line, p[:i]...)
-		// A CRLF ends one line, as do a lone CR and a lone LF.
-		n := 1
-		if p[i] == '\r' {
-			if i+1 == len(p) {
-				s.skipLF = true
-			} else if p[i+1] == '\n' {
-				n = 2
-			}
-		}
-		p = p[i+n:]
-		s.endLine(emit)
-	}
-}
-
-func (s *sseFrames) endLine(emit func(typ string, data []byte)) {
-	line := s.line
-	s.line = s.line[:0]
-	if len(line) == 0 {
-		if s.has {
-			emit(s.typ, s.data)
-		}
-		s.typ, s.data, s.has = "", s.data[:0], false
-		return
-	}
-	field, value, _ := bytes.Cut(line, []byte(":"))
-	value = bytes.TrimPrefix(value, []byte(" "))
-	switch string(field) {
-	case "event":
-		s.typ = string(value)
-	case "data":
-		if s.has {
-			s.data = append(s.data, '\n')
-		}
-		s.data = append(s.data, value...)
-		s.has = true
-	}
 }
 
 var _ io.Writer = (*bedrockWriter)(nil)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // FuzzBedrockModelSegment: whatever the path, the matcher does not panic;
@@ -47,7 +49,7 @@ func FuzzBedrockModelSegment(f *testing.F) {
 			}
 			return
 		}
-		if model == "" || doublyEncoded(model) {
+		if model == "" || provider.DoublyEncoded(model) {
 			t.Fatalf("%q: accepted model %q", path, model)
 		}
 		again, op2, ok, berr := BedrockModelSegment("/model/" + url.PathEscape(model) + "/" + op)

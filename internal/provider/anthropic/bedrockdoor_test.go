@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scootgate/scootgate/internal/provider"
 )
 
 // TestSSEFramesAnySplit: the events read from an SSE stream are the same
@@ -16,11 +18,11 @@ func TestSSEFramesAnySplit(t *testing.T) {
 	for cut := 0; cut <= len(stream); cut++ {
 		for cut2 := cut; cut2 <= len(stream); cut2++ {
 			var got []string
-			var f sseFrames
+			var f provider.SSEFrames
 			emit := func(typ string, data []byte) { got = append(got, typ+" "+string(data)) }
-			f.feed([]byte(stream[:cut]), emit)
-			f.feed([]byte(stream[cut:cut2]), emit)
-			f.feed([]byte(stream[cut2:]), emit)
+			f.Feed([]byte(stream[:cut]), emit)
+			f.Feed([]byte(stream[cut:cut2]), emit)
+			f.Feed([]byte(stream[cut2:]), emit)
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Fatalf("cut at %d and %d (-got +want):\n%s", cut, cut2, diff)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
+	"github.com/scootgate/scootgate/internal/provider"
+
 	"github.com/scootgate/scootgate/internal/sse"
 )
 
@@ -32,7 +34,7 @@ func FuzzModelSegment(f *testing.F) {
 			}
 			return
 		}
-		if model == "" || doublyEncoded(model) {
+		if model == "" || provider.DoublyEncoded(model) {
 			t.Fatalf("accepted id %q", model)
 		}
 		again := "/model/" + ModelPath(model) + "/" + op
