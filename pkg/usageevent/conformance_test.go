@@ -93,6 +93,12 @@ func eventDocs(t *testing.T) map[string][]byte {
 		"(built) cost with a trailing zero":     edit(`"tenant_id":`, `"cost": {"usd": "0.10", "price_version": 7, "estimated": false}, "tenant_id":`),
 		"(built) cost as a number":              edit(`"tenant_id":`, `"cost": {"usd": 0.1, "price_version": 7, "estimated": false}, "tenant_id":`),
 		"(built) estimated cost with usage":     edit(`"tenant_id":`, `"cost": {"usd": "0.1", "price_version": 7, "estimated": true}, "tenant_id":`),
+		"(built) empty model_pattern":           edit(`"tenant_id":`, `"model_pattern": "", "tenant_id":`),
+		"(built) empty served_model":            edit(`"served_model": "demo-gpt"`, `"served_model": ""`),
+		"(built) empty endpoint":                edit(`"endpoint": "chat_completions"`, `"endpoint": ""`),
+		"(built) empty platform":                edit(`"platform": "openai"`, `"platform": ""`),
+		"(built) empty region":                  edit(`"tenant_id":`, `"region": "", "tenant_id":`),
+		"(built) empty placement":               edit(`"tenant_id":`, `"placement": "", "tenant_id":`),
 		"(built) USD in cost":                   edit(`"tenant_id":`, `"cost": {"USD": "1", "usd": "0.1", "price_version": 7, "estimated": false}, "tenant_id":`),
 	} {
 		docs[name] = d

@@ -59,7 +59,8 @@ var ErrUnsupportedSchema = errors.New("usageevent: unsupported schema")
 // included), or that differs from a member of [Event] only in letter case
 // ("Tenant_ID"), or a missing member (every member but endpoint is
 // required) returns a [*DecodeError] naming the member, once the schema
-// member has been checked. (encoding/json alone would read the last duplicate and
+// member has been checked; so does an optional string member written as
+// "" (a node omits it instead, and the schema refuses it). (encoding/json alone would read the last duplicate and
 // match names case-insensitively, so a consumer would count what a schema
 // validator of the same document does not.) Otherwise, a document
 // whose schema is not [Schema] returns an error wrapping
@@ -101,6 +102,9 @@ func Decode(data []byte) (*Event, error) {
 	if l, ok, syntax := contract.Exact(data, shape); !ok && !syntax {
 		return nil, &DecodeError{Path: l.Path, Line: l.Line, Column: l.Column, Msg: l.Msg}
 	}
+	if err := presentEmpty(data); err != nil {
+		return nil, err
+	}
 
 	// started_at is read apart: time.Time's own parser skips string
 	// escapes and takes spellings the schema's date-time pattern refuses
@@ -127,6 +131,41 @@ func Decode(data []byte) (*Event, error) {
 		return nil, err
 	}
 	return &e, nil
+}
+
+// optionalStrings is a struct of one *string per optional string member
+// of [Event] (those a node omits when empty), for presentEmpty.
+var optionalStrings = func() reflect.Type {
+	var fields []reflect.StructField
+	for f := range reflect.TypeFor[Event]().Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type.Kind() == reflect.String && strings.Contains(","+opts+",", ",omitempty,") {
+			fields = append(fields, reflect.StructField{
+				Name: f.Name,
+				Type: reflect.TypeFor[*string](),
+				Tag:  reflect.StructTag(`json:"` + name + `"`),
+			})
+		}
+	}
+	return reflect.StructOf(fields)
+}()
+
+// presentEmpty refuses an optional string member written as "": a node
+// omits such a member when it has no value, and the schema refuses it
+// present and empty (every one has minLength 1), while decoding alone
+// would read it as absent.
+func presentEmpty(data []byte) error {
+	v := reflect.New(optionalStrings)
+	if err := json.Unmarshal(data, v.Interface()); err != nil {
+		return typeError(err, "")
+	}
+	for i := range optionalStrings.NumField() {
+		if p := v.Elem().Field(i).Interface().(*string); p != nil && *p == "" {
+			name, _, _ := strings.Cut(optionalStrings.Field(i).Tag.Get("json"), ",")
+			return &DecodeError{Path: name, Msg: "must be absent or a non-empty string"}
+		}
+	}
+	return nil
 }
 
 // typeError turns an encoding/json type error, a value its Go field cannot
