@@ -23,12 +23,17 @@ func newTracer(cfg *config.Config, o Options) *tracing.Tracer {
 }
 
 // traceRoute names a request's route for its span: a client endpoint's
-// fixed path (the endpoint's name when its path names the model),
-// /v1/models/{id}, or "other" (never the client's own path, which could
-// hold anything).
-func traceRoute(path string) string {
+// fixed path (the endpoint's name when its path names the model), the
+// same behind the platform of a cloud-native door ("bedrock
+// /v1/messages"), /v1/models/{id}, or "other" (never the client's own
+// path, which could hold anything). escaped is the path as sent, which
+// doors read.
+func traceRoute(path, escaped string) string {
 	if spec, _ := catalog.ByPath(path); spec != nil {
 		return spec.Route()
+	}
+	if spec, platform := catalog.ByDoor(escaped); spec != nil {
+		return platform + " " + spec.Route()
 	}
 	switch {
 	case path == "/v1/models":
@@ -44,7 +49,7 @@ func traceRoute(path string) string {
 // sent and the node's request id.
 func traced(next http.Handler, t *tracing.Tracer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, ctx := t.StartRequest(r, traceRoute(r.URL.Path))
+		q, ctx := t.StartRequest(r, traceRoute(r.URL.Path, r.URL.EscapedPath()))
 		if q == nil {
 			next.ServeHTTP(w, r)
 			return

@@ -268,3 +268,25 @@ func TestTraceResponseOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceRouteNamesDoors: a request through a cloud platform's client
+// path is named by its platform and endpoint, never "other" and never
+// the client's own path (which holds the model).
+func TestTraceRouteNamesDoors(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/chat/completions":                           "/v1/chat/completions",
+		"/model/demo-claude/invoke":                      "bedrock /v1/messages",
+		"/model/demo-claude/invoke-with-response-stream": "bedrock /v1/messages",
+		"/model/demo-claude/count-tokens":                "bedrock /v1/messages/count_tokens",
+		"/model/demo-nova/converse":                      "bedrock converse",
+		"/v1/projects/p-1/locations/global/publishers/anthropic/models/demo-claude:rawPredict":           "vertex /v1/messages",
+		"/v1/projects/p-1/locations/us-east5/publishers/google/models/demo-gemini:streamGenerateContent": "vertex stream_generate_content",
+		"/openai/deployments/demo-gpt/chat/completions":                                                  "azure /v1/chat/completions",
+		"/v1/models/demo-gpt":  "/v1/models/{id}",
+		"/v1/nothing/demo-gpt": "other",
+	} {
+		if got := traceRoute(path, path); got != want {
+			t.Errorf("traceRoute(%s) = %q, want %q", path, got, want)
+		}
+	}
+}

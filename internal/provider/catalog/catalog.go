@@ -96,6 +96,22 @@ func ByPath(path string) (spec *provider.Spec, model string) {
 	return nil, ""
 }
 
+// ByDoor returns the endpoint one of whose doors is escapedPath (the
+// path as the client sent it, provider.Door.Match), and the name of that
+// door's platform ("bedrock"); nil when no door matches.
+func ByDoor(escapedPath string) (*provider.Spec, string) {
+	for _, a := range apis {
+		for _, s := range a.Endpoints {
+			for _, d := range s.Doors {
+				if _, _, ok, _ := d.Match(escapedPath); ok {
+					return s, d.Platform.Name(a.Protocol)
+				}
+			}
+		}
+	}
+	return nil, ""
+}
+
 // Claiming returns the API whose clients send a request that is not for
 // an endpoint (the model list, an unknown path): the first that claims
 // it, else the default.
