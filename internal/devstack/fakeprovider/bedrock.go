@@ -92,21 +92,8 @@ func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []b
 		Protocol: Bedrock, Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body,
 		Model: model, Stream: stream, Prompt: in.prompt(),
 	})
-	fail := func(status int, kind, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Amzn-Errortype", kind+":http://internal.amazon.com/coral/com.amazon.bedrock/")
-		w.Header().Set("X-Amzn-Requestid", bedrockRequestID(req.Seq))
-		w.WriteHeader(status)
-		_, _ = w.Write(mustJSON(struct {
-			Message string `json:"message"`
-		}{msg}))
-	}
-	if r.Method != http.MethodPost {
-		fail(http.StatusMethodNotAllowed, "ValidationException", "method not allowed")
-		return
-	}
-	if kind, msg, ok := p.bedrockAuthorized(r, body); !ok {
-		fail(http.StatusForbidden, kind, msg)
+	fail := bedrockFail(w, req.Seq)
+	if !p.bedrockAdmit(r, body, fail) {
 		return
 	}
 	var env struct {
@@ -300,6 +287,35 @@ func parseSigV4(auth string) (cred, signed, sig string, ok bool) {
 		}
 	}
 	return cred, signed, sig, cred != "" && signed != "" && sig != ""
+}
+
+// bedrockFail returns the writer of request seq's error answers, as
+// Bedrock Runtime writes them: {"message"} with the exception's name in
+// X-Amzn-Errortype.
+func bedrockFail(w http.ResponseWriter, seq int64) func(status int, kind, msg string) {
+	return func(status int, kind, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Errortype", kind+":http://internal.amazon.com/coral/com.amazon.bedrock/")
+		w.Header().Set("X-Amzn-Requestid", bedrockRequestID(seq))
+		w.WriteHeader(status)
+		_, _ = w.Write(mustJSON(struct {
+			Message string `json:"message"`
+		}{msg}))
+	}
+}
+
+// bedrockAdmit answers, through fail, a request that is no POST or is not
+// authorized, as Bedrock does; it reports whether the request may go on.
+func (p *Provider) bedrockAdmit(r *http.Request, body []byte, fail func(status int, kind, msg string)) bool {
+	if r.Method != http.MethodPost {
+		fail(http.StatusMethodNotAllowed, "ValidationException", "method not allowed")
+		return false
+	}
+	if kind, msg, ok := p.bedrockAuthorized(r, body); !ok {
+		fail(http.StatusForbidden, kind, msg)
+		return false
+	}
+	return true
 }
 
 func bedrockRequestID(seq int64) string { return fmt.Sprintf("fake-bedrock-%06d", seq) }

@@ -130,21 +130,8 @@ func (p *Provider) serveConverse(w http.ResponseWriter, r *http.Request, body []
 		Protocol: BedrockConverse, Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body,
 		Model: model, Stream: stream, Prompt: in.prompt(),
 	})
-	fail := func(status int, kind, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Amzn-Errortype", kind+":http://internal.amazon.com/coral/com.amazon.bedrock/")
-		w.Header().Set("X-Amzn-Requestid", bedrockRequestID(req.Seq))
-		w.WriteHeader(status)
-		_, _ = w.Write(mustJSON(struct {
-			Message string `json:"message"`
-		}{msg}))
-	}
-	if r.Method != http.MethodPost {
-		fail(http.StatusMethodNotAllowed, "ValidationException", "method not allowed")
-		return
-	}
-	if kind, msg, ok := p.bedrockAuthorized(r, body); !ok {
-		fail(http.StatusForbidden, kind, msg)
+	fail := bedrockFail(w, req.Seq)
+	if !p.bedrockAdmit(r, body, fail) {
 		return
 	}
 	switch {
