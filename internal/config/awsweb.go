@@ -20,16 +20,7 @@ import (
 func (v *validator) awsWebIdentity(name string, t *table, hosts []string) credential.Credential {
 	defer t.done()
 	before := len(v.ps.list)
-	str := func(key string, required bool) string {
-		if !t.has(key) {
-			if required {
-				v.ps.add(t.at(key), "missing; required for kind %q", kindAWSWeb)
-			}
-			return ""
-		}
-		s, _ := t.str(key, "")
-		return s
-	}
+	str := func(key string, required bool) string { return v.kindString(t, kindAWSWeb, key, required) }
 	role := str("role_arn", true)
 	tokenFile := v.resolve(str("web_identity_token_file", true))
 	session := str("role_session_name", false)

@@ -19,16 +19,7 @@ import (
 func (v *validator) azureEntra(name string, t *table, hosts []string) credential.Credential {
 	defer t.done()
 	before := len(v.ps.list)
-	str := func(key string, required bool) string {
-		if !t.has(key) {
-			if required {
-				v.ps.add(t.at(key), "missing; required for kind %q", kindEntra)
-			}
-			return ""
-		}
-		s, _ := t.str(key, "")
-		return s
-	}
+	str := func(key string, required bool) string { return v.kindString(t, kindEntra, key, required) }
 	tenant := str("tenant_id", true)
 	client := str("client_id", true)
 	authority := str("authority_host", false)
@@ -66,4 +57,17 @@ func (v *validator) azureEntra(name string, t *table, hosts []string) credential
 		v.ps.add(t.path, "%s", msg)
 	}
 	return c
+}
+
+// kindString reads the string member key of a credential of kind (""
+// when absent), and reports it missing when required.
+func (v *validator) kindString(t *table, kind, key string, required bool) string {
+	if !t.has(key) {
+		if required {
+			v.ps.add(t.at(key), "missing; required for kind %q", kind)
+		}
+		return ""
+	}
+	s, _ := t.str(key, "")
+	return s
 }
