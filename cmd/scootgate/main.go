@@ -174,7 +174,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}()
 	err = app.Run(ctx, cfg, app.Options{
 		Logger: log, BaseDir: filepath.Dir(*path), Version: version, Abort: abort,
-		Pprof: *pprofAddr, PprofAllowRemote: *pprofRemote,
+		Pprof: *pprofAddr, PprofAllowRemote: *pprofRemote, LogDropped: logOut.Dropped,
 	})
 	if errors.Is(err, app.ErrAborted) {
 		sig, _ := second.Load().(os.Signal)

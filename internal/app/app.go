@@ -76,6 +76,10 @@ type Options struct {
 	Listening func(api, health net.Addr)
 	// Version is the build version scootgate_build_info reports; "" = "dev".
 	Version string
+	// LogDropped, if set, counts the log lines the log output dropped
+	// because it was stuck (internal/logbuf), for
+	// scootgate_log_lines_dropped_total.
+	LogDropped func() uint64
 	// Abort, when closed after ctx was cancelled (a second SIGTERM or
 	// SIGINT), ends the drain at once: what still runs is cut as at the
 	// end of the grace, the usage events of the cut attempts are written
@@ -363,6 +367,9 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	}
 	usageOn := n.outbox != nil
 	n.metrics.RegisterUsageEvents(func() bool { return usageOn })
+	if o.LogDropped != nil {
+		n.metrics.RegisterLogOutput(o.LogDropped)
+	}
 	// Traces (off by default): the gateway adds attempt spans under the
 	// request span that traced starts.
 	var gw *gateway.Handler

@@ -221,3 +221,76 @@ func BenchmarkSlogLine(b *testing.B) {
 		})
 	}
 }
+
+// stuck is an underlying writer whose writes block until release is
+// closed, as a pipe whose reader stopped reading does.
+type stuck struct {
+	entered chan struct{} // one value per write that started
+	release chan struct{}
+	mu      sync.Mutex
+	out     bytes.Buffer
+}
+
+func (s *stuck) Write(p []byte) (int, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.Write(p)
+}
+
+// TestStuckOutputDoesNotStopWriters: while one batch's write is stuck,
+// every other Write returns at once, holding lines up to MaxHeld and
+// dropping (and counting) the rest; once the output moves again, the held
+// lines follow the stuck batch, in order.
+func TestStuckOutputDoesNotStopWriters(t *testing.T) {
+	out := &stuck{entered: make(chan struct{}, 16), release: make(chan struct{})}
+	w := New(out, Options{FlushInterval: time.Hour, MaxBuffer: 10, MaxHeld: 40})
+	flushed := make(chan error, 1)
+	w.Write([]byte("first\n"))
+	go func() { flushed <- w.Flush() }()
+	<-out.entered // the batch "first\n" is being written, and blocks
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 10 {
+			fmt.Fprintf(w, "line %d\n", i) // 7 bytes each: 5 fit in 40
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Write waited on a stuck output")
+	}
+	if got := w.Dropped(); got != 5 {
+		t.Errorf("Dropped() = %d, want 5", got)
+	}
+	close(out.release)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "first\nline 0\nline 1\nline 2\nline 3\nline 4\n"
+	out.mu.Lock()
+	got := out.out.String()
+	out.mu.Unlock()
+	if got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
+
+// BenchmarkWrite is one request's log line through the Writer, its share
+// of the batch's write included.
+func BenchmarkWrite(b *testing.B) {
+	w := New(io.Discard, Options{})
+	line := []byte(strings.Repeat("x", 400) + "\n")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w.Write(line)
+		}
+	})
+}

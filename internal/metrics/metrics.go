@@ -352,6 +352,16 @@ func (m *Metrics) RegisterUsageEvents(enabled func() bool) {
 	m.state.set(func(s *sources) { s.usageEvents = enabled })
 }
 
+// RegisterLogOutput sets the source of scootgate_log_lines_dropped_total:
+// the log lines dropped because the log output was stuck (internal/logbuf).
+// Without it the counter is not exported.
+func (m *Metrics) RegisterLogOutput(dropped func() uint64) {
+	if m == nil {
+		return
+	}
+	m.state.set(func(s *sources) { s.logDropped = dropped })
+}
+
 // RegisterLimitsStore sets the source of scootgate_limits_store_up:
 // whether the redis store of limits answers (docs/limits.md). Without it
 // (the local store) the gauge is not exported.

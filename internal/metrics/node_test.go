@@ -164,3 +164,18 @@ scootgate_requests_total{code="200",endpoint="responses_input_tokens",send_state
 scootgate_requests_total{code="200",endpoint="stream_generate_content",send_state="response_received"} 1
 `, "scootgate_requests_total")
 }
+
+// TestLogLinesDropped: scootgate_log_lines_dropped_total reads its source
+// at each scrape, and is absent without one.
+func TestLogLinesDropped(t *testing.T) {
+	m := newMetrics(t)
+	compare(t, m, ``, "scootgate_log_lines_dropped_total")
+	var n uint64
+	m.RegisterLogOutput(func() uint64 { return n })
+	const help = `# HELP scootgate_log_lines_dropped_total Log lines dropped because the log output (stderr) did not take them: a write was stuck while 4 MiB of lines waited.
+# TYPE scootgate_log_lines_dropped_total counter
+`
+	compare(t, m, help+"scootgate_log_lines_dropped_total 0\n", "scootgate_log_lines_dropped_total")
+	n = 7
+	compare(t, m, help+"scootgate_log_lines_dropped_total 7\n", "scootgate_log_lines_dropped_total")
+}

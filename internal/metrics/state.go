@@ -35,6 +35,9 @@ type sources struct {
 	store     func() bool // the limits store answers; nil = the local store
 	// usageEvents: usage events are recorded; nil = not exported
 	usageEvents func() bool
+	// logDropped: log lines dropped while the log output was stuck; nil
+	// = not exported
+	logDropped func() uint64
 }
 
 type healthSource struct{ ready, draining func() bool }
@@ -94,6 +97,7 @@ type stateDescs struct {
 	mqttConnectFailures, mqttOversize, mqttInFlight *prometheus.Desc
 
 	usageEvents *prometheus.Desc
+	logDropped  *prometheus.Desc
 
 	ready, draining *prometheus.Desc
 	storeUp         *prometheus.Desc
@@ -150,6 +154,8 @@ func newStateDescs() stateDescs {
 
 		usageEvents: newDesc("scootgate_usage_events_total", "Usage events by what the recorder did with them: recorded, dropped, oversize, invalid, over_key_budget.", "result"),
 
+		logDropped: newDesc("scootgate_log_lines_dropped_total", "Log lines dropped because the log output (stderr) did not take them: a write was stuck while 4 MiB of lines waited."),
+
 		ready:        newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
 		draining:     newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
 		storeUp:      newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
@@ -176,7 +182,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.outboxUnsynced, d.outboxUnsyncedAge,
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
-		d.usageEvents,
+		d.usageEvents, d.logDropped,
 		d.ready, d.draining, d.storeUp, d.usageEnabled,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
 		d.traceSpans,
@@ -226,6 +232,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.usageEvents != nil {
 		e.gauge(c.d.usageEnabled, boolValue(src.usageEvents()))
+	}
+	if src.logDropped != nil {
+		e.counter(c.d.logDropped, src.logDropped())
 	}
 	if src.store != nil {
 		e.gauge(c.d.storeUp, boolValue(src.store()))
