@@ -112,9 +112,8 @@ func openNodeOutbox(b *testing.B, path string, n, maxBatch int) *outbox.Store {
 // on disk, counting every row deleted by then).
 //
 // Each iteration drains once per variant, rotating the order, so that
-// the variants share the machine's state: "paho-64" and "paho-1024" are
-// the publisher as it runs on paho.mqtt.golang with a window of 64 and
-// of 1024 publishes in flight, one event a message; "batch-100" the
+// the variants share the machine's state: "single-64" and "single-1024"
+// are the publisher with a window of 64 and of 1024 publishes in flight, one event a message; "batch-100" the
 // default window with up to 100 events a message ([mqtt] batch_max) and
 // the outbox committing as the node makes it for that framing. CPU per
 // event is all of delivery: reading the rows, publishing, the PUBACKs,
@@ -123,7 +122,7 @@ func openNodeOutbox(b *testing.B, path string, n, maxBatch int) *outbox.Store {
 // appends the outbox refused (events the node would have dropped).
 func BenchmarkDrainMosquitto(b *testing.B) {
 	addr := mosquittoAddr(b)
-	clients := []string{"paho-64", "paho-1024", "batch-100"}
+	clients := []string{"single-64", "single-1024", "batch-100"}
 	for _, rate := range []int{0, 2000} {
 		b.Run(fmt.Sprintf("writer=%d/s", rate), func(b *testing.B) {
 			template := backlogFile(b)
@@ -143,7 +142,7 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 					if n, ok := strings.CutPrefix(client, "batch-"); ok {
 						o.BatchMax, _ = strconv.Atoi(n)
 					} else {
-						o.Window, _ = strconv.Atoi(strings.TrimPrefix(client, "paho-"))
+						o.Window, _ = strconv.Atoi(strings.TrimPrefix(client, "single-"))
 					}
 					ob := openNodeOutbox(b, path, backlog, CommitBatch(o.BatchMax, outbox.DefaultMaxUnsynced))
 					p := newPublisher(b, ob, o)
@@ -192,18 +191,18 @@ func BenchmarkDrainMosquitto(b *testing.B) {
 	}
 }
 
-// countWith makes p count socket reads and writes under genConn.
+// countWith makes p count socket reads and writes.
 func countWith(b *testing.B, p *Publisher, reads, writes *atomic.Int64) {
 	b.Helper()
 	lc, err := check(&p.o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	lc.wrap = func(c net.Conn, end func()) net.Conn {
-		return newGenConn(&countingConn{Conn: c, reads: reads, writes: writes}, end, quiesce)
+	lc.wrap = func(c net.Conn) net.Conn {
+		return &countingConn{Conn: c, reads: reads, writes: writes}
 	}
-	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		l, err := dialLink(ctx, lc, gen)
+	p.connect = func(ctx context.Context) (link, error) {
+		l, err := dialLink(ctx, lc)
 		if err != nil {
 			return nil, err
 		}

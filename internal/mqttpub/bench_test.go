@@ -1,11 +1,9 @@
 package mqttpub
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -80,59 +78,36 @@ func BenchmarkAppendToAck(b *testing.B) {
 }
 
 // BenchmarkDrainConn: BenchmarkDrainFakeSource with the socket calls
-// counted, on genConn (buffered reads, group-committed writes) and on the
-// unbuffered baseline, in one run. reads/event and writes/event count Read
-// and Write calls on the TCP socket: a Write is one write(2) unless the
-// kernel takes only part of it; a Read is one read(2) that returned data
-// (Go's netpoller adds an EAGAIN read(2) before each wait).
+// counted. reads/event and writes/event count Read and Write calls on the
+// TCP socket: a Write is one write(2) unless the kernel takes only part
+// of it; a Read is one read(2) that returned data (Go's netpoller adds an
+// EAGAIN read(2) before each wait).
 func BenchmarkDrainConn(b *testing.B) {
-	for _, conn := range []struct {
-		name string
-		wrap func(net.Conn, func()) net.Conn
-	}{
-		{"unbuffered", func(c net.Conn, end func()) net.Conn { return &unbufferedConn{Conn: c, end: end} }},
-		{"genConn", func(c net.Conn, end func()) net.Conn { return newGenConn(c, end, quiesce) }},
-	} {
-		// window=1: one publish at a time, nothing to coalesce (the worst
-		// case for the flusher handoff).
-		for _, window := range []int{1, 64, 256} {
-			b.Run(fmt.Sprintf("conn=%s/%s", conn.name, windowName(window)), func(b *testing.B) {
-				addr, _ := startMochiWith(b, "127.0.0.1:0", &allowHook{}, nil)
-				src := newFakeSource()
-				src.add(payloads("bench", b.N, 400)...)
-				o := testOptions(addr, "bench/usage")
-				o.Window = window
-				p := newPublisher(b, src, o)
-				lc, err := check(&p.o)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var reads, writes atomic.Int64
-				lc.wrap = func(c net.Conn, end func()) net.Conn {
-					return conn.wrap(&countingConn{Conn: c, reads: &reads, writes: &writes}, end)
-				}
-				p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-					l, err := dialLink(ctx, lc, gen)
-					if err != nil {
-						return nil, err
-					}
-					return l, nil
-				}
-				b.ResetTimer()
-				cpu0 := cpuTime(b)
-				begin := time.Now()
-				r := start(b, p)
-				eventually(b, "drained", func() bool { return src.pending() == 0 })
-				elapsed := time.Since(begin)
-				cpu := cpuTime(b) - cpu0
-				b.StopTimer()
-				r.stop(b)
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
-				b.ReportMetric(float64(reads.Load())/float64(b.N), "reads/event")
-				b.ReportMetric(float64(writes.Load())/float64(b.N), "writes/event")
-			})
-		}
+	// window=1: one publish at a time, nothing to coalesce.
+	for _, window := range []int{1, 64, 256} {
+		b.Run(windowName(window), func(b *testing.B) {
+			addr, _ := startMochiWith(b, "127.0.0.1:0", &allowHook{}, nil)
+			src := newFakeSource()
+			src.add(payloads("bench", b.N, 400)...)
+			o := testOptions(addr, "bench/usage")
+			o.Window = window
+			p := newPublisher(b, src, o)
+			var reads, writes atomic.Int64
+			countWith(b, p, &reads, &writes)
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			begin := time.Now()
+			r := start(b, p)
+			eventually(b, "drained", func() bool { return src.pending() == 0 })
+			elapsed := time.Since(begin)
+			cpu := cpuTime(b) - cpu0
+			b.StopTimer()
+			r.stop(b)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
+			b.ReportMetric(float64(reads.Load())/float64(b.N), "reads/event")
+			b.ReportMetric(float64(writes.Load())/float64(b.N), "writes/event")
+		})
 	}
 }
 
@@ -173,35 +148,6 @@ func (c *countingConn) Read(b []byte) (int, error) {
 func (c *countingConn) Write(b []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(b)
-}
-
-// unbufferedConn is genConn before buffering (commit 9977a63), the
-// baseline: every paho Read and Write goes to the socket.
-type unbufferedConn struct {
-	net.Conn
-	once sync.Once
-	end  func()
-}
-
-func (c *unbufferedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if err != nil {
-		c.once.Do(c.end)
-	}
-	return n, err
-}
-
-func (c *unbufferedConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if err != nil {
-		c.once.Do(c.end)
-	}
-	return n, err
-}
-
-func (c *unbufferedConn) Close() error {
-	c.once.Do(c.end)
-	return c.Conn.Close()
 }
 
 // allowHook admits every client and records nothing (ackHook's bookkeeping

@@ -93,6 +93,10 @@ const (
 	MaxBatchMax = 1000
 )
 
+// maxKeepAlive is the longest keepalive CONNECT can carry: a 16-bit
+// number of seconds.
+const maxKeepAlive = 65535 * time.Second
+
 // idlePoll re-reads the outbox when nothing else happened for this long, so
 // that a lost wakeup costs seconds of delay rather than waiting for the next
 // append.
@@ -174,9 +178,6 @@ type Publisher struct {
 	connect connector
 	wait    func(ctx context.Context, d time.Duration) bool // the backoff sleep; tests record it
 
-	// gen is the connection generation: bumped when a network connection
-	// opens and when it ends (see link.go).
-	gen     atomic.Uint64
 	running atomic.Bool
 
 	// counters for Stats
@@ -191,7 +192,11 @@ type Publisher struct {
 	mu      sync.Mutex
 	lastErr string // guarded by mu
 
-	acks []uint64 // settle's sequence numbers, reused; only the Run goroutine uses it
+	// used by the Run goroutine only, reused across connections
+	win  *window  // the publishes in flight on the current connection
+	ids  []uint16 // packet identifiers of the PUBACKs being settled
+	acks []uint64 // the sequence numbers settle deletes
+	b    batch    // the batch being built (BatchMax > 1)
 }
 
 // New checks o, applies defaults and returns a Publisher for src. It does
@@ -206,8 +211,8 @@ func New(src Source, o Options) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{src: src, o: o, log: o.Logger, wait: sleep}
-	p.connect = func(ctx context.Context, gen *atomic.Uint64) (link, error) {
-		l, err := dialLink(ctx, lc, gen)
+	p.connect = func(ctx context.Context) (link, error) {
+		l, err := dialLink(ctx, lc)
 		if err != nil {
 			return nil, err
 		}
@@ -322,6 +327,9 @@ func check(o *Options) (*linkConfig, error) {
 	if o.BackoffMax < o.BackoffMin {
 		bad("backoff max %s is below backoff min %s", o.BackoffMax, o.BackoffMin)
 	}
+	if o.KeepAlive > maxKeepAlive {
+		bad("keepalive %s is above %s (MQTT's 16-bit seconds)", o.KeepAlive, maxKeepAlive)
+	}
 	if o.BackoffMax > time.Hour {
 		bad("backoff max %s is above 1h", o.BackoffMax)
 	}
@@ -402,7 +410,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		l, err := p.connect(ctx, &p.gen)
+		l, err := p.connect(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -417,7 +425,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.reconnects.Add(1)
 		}
 		connects++
-		p.log.Info("mqtt connected", "broker", p.o.Broker, "client_id", p.o.ClientID, "generation", p.gen.Load())
+		p.log.Info("mqtt connected", "broker", p.o.Broker, "client_id", p.o.ClientID)
 
 		p.connected.Store(true)
 		start := p.o.Clock()
@@ -451,269 +459,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
-		return false
-	}
-}
-
-// pending is one publish awaiting its PUBACK.
-type pending struct {
-	seq  uint64   // the row published, or the first row of a batch
-	more []uint64 // a batch's other rows
-	tok  token
-	gen  uint64 // connection generation when it was published
-}
-
-// drain runs one connection: it replays the Source from its first row,
-// keeps at most Window publishes in flight, and deletes each row once its
-// PUBACK arrived on this connection. It returns when the connection fails
-// (error) or ctx ends (nil). progressed reports whether any row was
-// acknowledged.
-func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err error) {
-	var (
-		inflight []pending // FIFO, oldest first
-		cursor   uint64    // last Seq read; 0 replays everything still in the outbox
-		caughtUp bool      // the last Read returned nothing
-	)
-	ackTimer := time.NewTimer(p.o.AckTimeout)
-	ackTimer.Stop()
-	defer ackTimer.Stop()
-	poll := time.NewTicker(idlePoll)
-	defer poll.Stop()
-	notify := p.src.Notify()
-	acked := l.acks()
-
-	for {
-		if !caughtUp && len(inflight) < p.o.Window {
-			if done(l.lost()) {
-				return progressed, ErrConnectionLost
-			}
-			was := len(inflight)
-			// Whole batches, at most maxReadRows rows: the loop reads on
-			// until the window is full.
-			limit := min(p.o.Window-len(inflight), max(1, maxReadRows/p.o.BatchMax)) * p.o.BatchMax
-			recs, err := p.src.Read(cursor, limit)
-			if err != nil {
-				return progressed, fmt.Errorf("mqttpub: read outbox: %w", err)
-			}
-			var drop []uint64
-			var b batch
-			for _, r := range recs {
-				if done(l.lost()) {
-					break // publishing into a dead connection only wastes the window; returns above
-				}
-				if len(r.Payload) > p.o.MaxPayload-p.framing() {
-					// Refuse before publishing: the broker could
-					// ack and drop it, and it could never be delivered.
-					cursor = r.Seq
-					drop = append(drop, r.Seq)
-					p.log.Warn("usage event larger than mqtt max_payload; dropped unpublished", "seq", r.Seq, "bytes", len(r.Payload), "max_payload", p.o.MaxPayload)
-					continue
-				}
-				if p.o.BatchMax == 1 {
-					cursor = r.Seq
-					inflight = append(inflight, pending{seq: r.Seq, tok: l.publish(r.Payload), gen: p.gen.Load()})
-					p.published.Add(1)
-					continue
-				}
-				if b.rows == p.o.BatchMax || len(b.payload)+len(r.Payload)+1 > p.o.MaxPayload {
-					inflight = append(inflight, p.publishBatch(l, &b))
-				}
-				if len(inflight) == p.o.Window {
-					break // the rest is read again when PUBACKs free the window
-				}
-				if b.rows == 0 {
-					// Sized from the first row: events of one node are
-					// alike, and a larger one only grows it once.
-					b.payload = make([]byte, 0, min(p.o.MaxPayload, p.o.BatchMax*(len(r.Payload)+1)))
-				}
-				cursor = r.Seq
-				b.add(r)
-			}
-			if b.rows > 0 {
-				inflight = append(inflight, p.publishBatch(l, &b))
-			}
-			// Fewer rows than asked for, all of them taken: the outbox
-			// has no more now (outbox.Store.Read), and the next commit's
-			// Notify says when it has. Reading on would cost a read
-			// transaction per commit that finds nothing.
-			caughtUp = len(recs) < limit && (len(recs) == 0 || cursor == recs[len(recs)-1].Seq)
-			l.flush()
-			if len(drop) > 0 {
-				if err := p.src.Delete(drop...); err != nil {
-					return progressed, fmt.Errorf("mqttpub: delete oversize rows: %w", err)
-				}
-				p.oversize.Add(uint64(len(drop)))
-			}
-			if was == 0 && len(inflight) > 0 {
-				ackTimer.Reset(p.o.AckTimeout)
-			}
-			p.inFlight.Store(int64(len(inflight)))
-			if !caughtUp && len(inflight) < p.o.Window {
-				continue // read on before waiting
-			}
-		}
-
-		select {
-		case <-ctx.Done():
-			// Delete what is already acknowledged, to replay less later.
-			p.finish(l, &inflight)
-			return progressed, nil
-		case <-l.lost():
-			// Nothing in flight is judged now: the loss bumped gen, so no
-			// completion could count anyway. The rows are replayed.
-			return progressed, ErrConnectionLost
-		case <-completions(acked, inflight):
-			n, err := p.settle(&inflight)
-			progressed = progressed || n > 0
-			if err != nil {
-				return progressed, err
-			}
-			if len(inflight) == 0 {
-				ackTimer.Stop()
-			} else if n > 0 {
-				ackTimer.Reset(p.o.AckTimeout) // progress: the clock restarts for the new head
-			}
-			p.inFlight.Store(int64(len(inflight)))
-		case <-notify:
-			caughtUp = false
-		case <-poll.C:
-			caughtUp = false
-		case <-ackTimer.C:
-			return progressed, ErrAckTimeout
-		}
-	}
-}
-
-// framing is what a row costs besides its payload in a message: the
-// newline that ends each event of a batch.
-func (p *Publisher) framing() int {
-	if p.o.BatchMax > 1 {
-		return 1
-	}
-	return 0
-}
-
-// batch gathers rows into one message: each payload followed by "\n".
-type batch struct {
-	payload []byte
-	first   uint64
-	more    []uint64
-	rows    int
-}
-
-func (b *batch) add(r Record) {
-	if b.rows == 0 {
-		b.first = r.Seq
-	} else {
-		b.more = append(b.more, r.Seq)
-	}
-	b.payload = append(append(b.payload, r.Payload...), '\n')
-	b.rows++
-}
-
-// publishBatch publishes b and empties it. The payload is not reused: the
-// client holds it until the PUBACK.
-func (p *Publisher) publishBatch(l link, b *batch) pending {
-	e := pending{seq: b.first, more: b.more, tok: l.publish(b.payload), gen: p.gen.Load()}
-	p.published.Add(1)
-	*b = batch{}
-	return e
-}
-
-// finish settles the publishes in flight when Run is stopped: the rows
-// whose PUBACK already came are deleted, and those still on their way get
-// up to quiesce to arrive, so that a node that stops replays as few
-// delivered rows as it can after its restart.
-func (p *Publisher) finish(l link, inflight *[]pending) {
-	t := time.NewTimer(quiesce)
-	defer t.Stop()
-	acked := l.acks()
-	for {
-		if _, err := p.settle(inflight); err != nil || len(*inflight) == 0 {
-			return
-		}
-		select {
-		case <-completions(acked, *inflight):
-		case <-l.lost():
-			return
-		case <-t.C:
-			_, _ = p.settle(inflight)
-			return
-		}
-	}
-}
-
-// settle deletes the rows of the acknowledged publishes in *inflight and
-// removes them from it, keeping the ones still in flight in order: a
-// PUBACK the broker withholds holds back only its own row. It returns an
-// error at the first completed publish, oldest first, that is not an
-// acknowledgement: a link error (connection lost, write timeout) or a
-// completion across a connection change (ErrStaleAck). Acknowledged rows
-// before that one are still deleted.
-func (p *Publisher) settle(inflight *[]pending) (int, error) {
-	q := *inflight
-	var (
-		seqs = p.acks[:0] // Delete copies them: reused, not regrown per PUBACK burst
-		bad  error
-		keep = q[:0] // in place: kept entries never overtake the scan
-	)
-	for i, e := range q {
-		if !done(e.tok.Done()) {
-			keep = append(keep, e)
-			continue
-		}
-		if err := e.tok.Error(); err != nil {
-			bad = fmt.Errorf("%w: publish of seq %d: %w", ErrConnectionLost, e.seq, err)
-			keep = append(keep, q[i:]...)
-			break
-		}
-		// docs/usage-events.md "MQTT acknowledgement": the connection that
-		// carried the publish must still be the current one. The link bumps
-		// gen before it completes any publish because of a loss or a
-		// reconnect, so an unchanged gen means this PUBACK was read on
-		// that very connection.
-		if p.gen.Load() != e.gen {
-			bad = fmt.Errorf("%w (seq %d)", ErrStaleAck, e.seq)
-			keep = append(keep, q[i:]...)
-			break
-		}
-		seqs = append(append(seqs, e.seq), e.more...)
-	}
-	p.acks = seqs
-	if len(seqs) == 0 {
-		return 0, bad
-	}
-	if err := p.src.Delete(seqs...); err != nil {
-		// The rows stay and are published again on the next connection:
-		// a duplicate, never a loss. (*inflight is not used after an
-		// error: the connection ends and every row is replayed.)
-		return 0, fmt.Errorf("mqttpub: delete acknowledged rows: %w", err)
-	}
-	p.acked.Add(uint64(len(seqs)))
-	clear(q[len(keep):]) // drop the tokens of the removed entries
-	*inflight = keep
-	return len(seqs), bad
-}
-
-// completions is what signals that publishes in inflight completed: the
-// link's acks signal, or, for a link without one, the oldest publish's
-// token. nil (never ready) when nothing is in flight.
-func completions(acked <-chan struct{}, inflight []pending) <-chan struct{} {
-	switch {
-	case acked != nil:
-		return acked
-	case len(inflight) > 0:
-		return inflight[0].tok.Done()
-	}
-	return nil
-}
-
-// done reports whether c is closed.
-func done(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
 		return false
 	}
 }
