@@ -19,14 +19,14 @@
 //     published again with the same payload, hence the same event_id;
 //  2. keeps at most Options.Window publishes in flight, reading more as
 //     PUBACKs free the window, and waits on Source.Notify when caught up;
-//  3. judges every completed publish, oldest first: one that completed
-//     with its PUBACK on this connection is an acknowledgement, and the
-//     acknowledged rows of one wakeup are deleted in one Delete call. A
-//     PUBACK the broker withholds holds back only its own row;
-//  4. ends on the first publish that completed any other way, when the
-//     connection is lost, when no PUBACK arrived for Options.AckTimeout
-//     while publishes were in flight, or on an outbox error. Nothing in
-//     flight is then trusted: the connection is closed, Run waits a backoff
+//  3. deletes the rows of the PUBACKs read on this connection, those of
+//     one burst in one Delete call, in whatever order they come: a PUBACK
+//     the broker withholds holds back only its own row
+//     (TestPartialAcksLeaveExactlyTheUnacked withholds every third);
+//  4. ends when the connection is lost (a failed read or write, an
+//     unanswered keepalive), when no PUBACK arrived for Options.AckTimeout
+//     while publishes were in flight, or on an outbox error. Nothing still
+//     in flight is trusted: the connection is closed, Run waits a backoff
 //     and connects again, and step 1 replays the rows.
 //
 // Rows larger than Options.MaxPayload are deleted before they are ever
@@ -35,55 +35,54 @@
 // message_size_limit does this for MQTT 3.1.1 clients), so such a PUBACK
 // would prove nothing, and the row could never be delivered.
 //
-// # The MQTT client
+// # The connection
 //
-// The client is paho.mqtt.golang (v1.5.1), one paho client per connection
-// (link.go). paho completes tokens in the order PUBACKs arrive, so the
-// drain loop does not wait on the oldest token: paho's store, wrapped,
-// reports each PUBACK it has read; one goroutine per link waits for those
-// tokens, a batch at a time, and signals the drain loop once per batch
-// (one wakeup judges every publish completed by then). A PUBACK the
-// broker withholds delays no other row.
-// TestPartialAcksLeaveExactlyTheUnacked (every third PUBACK withheld)
-// checks that exactly the unacknowledged rows stay in the outbox. paho
-// reads and writes through genConn (genconn.go): reads go through a
-// buffer, so a burst of PUBACKs costs one read, and writes are batched,
-// and corked while the drain loop publishes a burst, so that the burst
-// leaves in one write.
+// The Publisher owns its MQTT 3.1.1 connection (conn.go) rather than
+// running paho.mqtt.golang's client, for two reasons. paho's client can
+// complete a publish token with a nil error although no PUBACK came: with
+// its own reconnect it replaces a stored publish's token and completes the
+// old one (paho.mqtt.golang#563, still open), so a successful token alone
+// is not an acknowledgement, and guarding against that took a connection
+// generation bumped by a wrapped net.Conn. And its goroutine hand-offs (a
+// channel to its outgoing goroutine, a token and its channel, a
+// message-id map and a store entry per publish, its incoming goroutine per
+// PUBACK) cost about 40 allocations and 30 µs of CPU an event
+// (BenchmarkEventLife, docs/performance.md "Usage delivery"). Every
+// packet is still framed by paho's packets package (CONNECT, CONNACK,
+// PUBLISH, PUBACK, PINGREQ, PINGRESP, DISCONNECT); nothing here encodes
+// MQTT by hand.
 //
-// # Connection generations
+// One connection per drain: dialLink dials the configured broker (no proxy
+// from the environment; TLS for ssl://), sends CONNECT and reads CONNACK
+// within Options.ConnectTimeout; a refusal is a [RefusedError] naming the
+// return code. Then:
 //
-// paho.mqtt.golang can complete a publish token with a nil error although
-// no PUBACK came: with AutoReconnect, on reconnect it replaces the stored
-// publish's token and completes the old one (paho.mqtt.golang#563, still
-// open, and reproduced by TestPahoIssue563). So a successful token alone is not an
-// acknowledgement. The Publisher therefore:
+//   - the drain loop's goroutine writes every packet: a burst of PUBLISH
+//     packets goes into a write buffer and leaves with one flush, one
+//     write(2), under a write deadline of Options.ConnectTimeout;
+//   - one reader goroutine reads every later packet through a read
+//     buffer, so a burst of PUBACKs costs one read(2), and hands their
+//     packet identifiers to the drain loop with one wakeup a burst;
+//   - packet identifiers index the publishes in flight (a window of
+//     Options.Window slots): a PUBACK frees exactly its own publish, a
+//     PUBACK for an identifier not in flight is ignored, and identifiers
+//     continue across connections rather than restart at 1.
 //
-//   - never lets paho reconnect: AutoReconnect and ConnectRetry are off,
-//     and every connection is a new paho client that connects once;
-//   - dials the broker itself (paho's CustomOpenConnectionFn) and wraps the
-//     connection so that its end (first failed read or write, or Close)
-//     bumps a connection generation and closes the loss signal. paho closes
-//     the connection before it fails or completes any token because of the
-//     loss, so the bump always comes first. Opening a connection bumps it
-//     too;
-//   - records the generation with each publish, and counts a completed
-//     token as an acknowledgement only if it has no error and the
-//     generation is unchanged when it is judged. Then the connection that
-//     carried the publish is the one that delivered the PUBACK. A token that
-//     completed across a connection change ends the connection
-//     ([ErrStaleAck]).
+// So a PUBACK counts only if it was read on the connection that carried
+// its publish, by construction: a connection's reader reads only its own
+// socket, and its window is emptied when it ends.
+// TestOnlyThisConnectionsPUBACKsCount checks it against a scripted broker
+// that drops a connection with publishes in flight and then sends PUBACKs
+// for the old identifiers on the next one. PUBACKs read before a
+// connection ended still count.
 //
-// What paho v1.5.1 does, observed against the embedded broker with the
-// PUBACK withheld and the link cut (TestPahoFailsPendingTokensOnLoss,
-// TestPahoIssue563): with AutoReconnect off, the pending token ends with
-// the error "connection lost before Publish completed", after the
-// generation moved; with AutoReconnect on, it completes with a nil error
-// once paho has reconnected, and no PUBACK was ever sent. The generation
-// check rejects it. Three independent checks thus guard every delete: the
-// token error, the generation, and the loss signal, which ends the drain
-// before anything in flight is judged (TestStaleAckIsNotAnAck for the
-// second).
+// Keepalive (MQTT 3.1.1 §3.1.2.10) runs on the drain loop's timer: a
+// PINGREQ once nothing was sent or nothing was read for Options.KeepAlive,
+// and the connection is given up when nothing is read within half the
+// interval after it. A half-open link ends within about 1.5×KeepAlive of
+// its last packet (TestKeepalive, TestHalfOpenLinkDetected). A packet the
+// publisher never asks for (anything but PUBACK and PINGRESP after
+// CONNACK) ends the connection with [ErrProtocol].
 //
 // # Session, reconnects and identity
 //
@@ -94,7 +93,8 @@
 // nothing for a client that only publishes: the broker keeps no state for
 // a QoS 1 PUBLISH after its PUBACK, and the outbox is the one durable copy.
 // It would only leave per-node state on the broker, and its resend rule
-// would tie redelivery to paho's in-memory store, which a restart loses.
+// would tie redelivery to a client's in-memory state, which a restart
+// loses.
 //
 // After a failed or lost connection Run waits with "full jitter": a draw
 // from [0, min(BackoffMax, BackoffMin·2^(n-1))) after n consecutive

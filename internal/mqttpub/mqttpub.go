@@ -135,7 +135,8 @@ type Options struct {
 	// KeepAlive is the MQTT keepalive; a dead link is noticed within about
 	// 1.5 times it.
 	KeepAlive time.Duration
-	// ConnectTimeout bounds dial + TLS + CONNECT/CONNACK, and each write.
+	// ConnectTimeout bounds dial + TLS + CONNECT/CONNACK, and the writes
+	// of each burst of publishes.
 	ConnectTimeout time.Duration
 	// AckTimeout: with publishes in flight and no PUBACK for this long, the
 	// connection is dropped and the rows are replayed on a new one.
@@ -159,7 +160,7 @@ func ClientID(nodeID string) string { return "scootgate-" + nodeID }
 // metrics). Counters only grow; they are per Publisher, not per process.
 type Stats struct {
 	Connected       bool   // a connection is up now
-	Published       uint64 // PUBLISH packets handed to the client, replays included
+	Published       uint64 // PUBLISH packets written, replays included
 	Acked           uint64 // rows deleted after a PUBACK on the connection that carried them
 	Reconnects      uint64 // connections established after the first one
 	ConnectFailures uint64 // connection attempts that failed
