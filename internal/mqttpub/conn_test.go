@@ -385,3 +385,35 @@ func TestBurstLeavesTogether(t *testing.T) {
 	}
 	t.Logf("%d socket reads for CONNACK and %d PUBACKs", reads.Load(), burst)
 }
+
+// TestUnexpectedPacketEndsTheConnection: a packet the publisher never
+// asks for (here a PUBLISH to a client that subscribed to nothing) ends
+// the connection with ErrProtocol, and the rows are delivered on the next.
+func TestUnexpectedPacketEndsTheConnection(t *testing.T) {
+	src := newFakeSource()
+	src.add(payloads("proto", 2, 40)...)
+	b := newScriptBroker(t,
+		func(c *scriptConn) {
+			c.connect(packets.Accepted)
+			c.publishes(2)
+			pub := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+			pub.TopicName, pub.Payload = "t", []byte("unasked")
+			c.send(pub)
+			c.read()
+		},
+		func(c *scriptConn) {
+			c.connect(packets.Accepted)
+			for _, p := range c.publishes(2) {
+				c.send(puback(p.MessageID))
+			}
+			c.read()
+		},
+	)
+	p := newPublisher(t, src, testOptions(b.addr, "t"))
+	start(t, p)
+	eventually(t, "rows delivered on the next connection", func() bool { return src.pending() == 0 })
+	const want = "protocol violation by the broker: unexpected PUBLISH"
+	if st := p.Stats(); st.Reconnects != 1 || !strings.Contains(st.LastError, want) {
+		t.Errorf("Stats = %+v; want one reconnect and LastError with %q", st, want)
+	}
+}

@@ -88,6 +88,7 @@ func TestNewRejects(t *testing.T) {
 		{"negative window", func(o *Options) { o.Window = -1 }, "window"},
 		{"payload too large", func(o *Options) { o.MaxPayload = MaxMaxPayload + 1 }, "max payload"},
 		{"sub-second keepalive", func(o *Options) { o.KeepAlive = 500 * time.Millisecond }, "keepalive"},
+		{"keepalive beyond 16 bits of seconds", func(o *Options) { o.KeepAlive = 65536 * time.Second }, "above 18h12m15s"},
 		{"backoff inverted", func(o *Options) { o.BackoffMin, o.BackoffMax = time.Second, time.Millisecond }, "backoff max"},
 		{"TLS on tcp", func(o *Options) { o.TLS = &tls.Config{} }, "use ssl://"},
 	}
