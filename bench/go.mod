@@ -37,7 +37,6 @@ require (
 	github.com/rs/xid v1.4.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
