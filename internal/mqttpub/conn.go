@@ -85,16 +85,16 @@ type linkConfig struct {
 // drain loop. Packets are framed by paho.mqtt.golang's packets package.
 type conn struct {
 	// immutable after dialLink
-	nc           net.Conn
-	writeTimeout time.Duration
-	begun        time.Time     // monotonic base of heardAt
-	acked        chan struct{} // capacity 1: takeAcks has something
-	dead         chan struct{} // closed when the reader returns
+	nc    net.Conn
+	begun time.Time     // monotonic base of heardAt
+	acked chan struct{} // capacity 1: takeAcks has something
+	dead  chan struct{} // closed when the reader returns
 
 	// used by the drain loop's goroutine only
-	bw      *bufio.Writer
-	pub     packets.PublishPacket // reused for every publish
-	writing bool                  // a burst is being written: its deadline is set
+	bw           *bufio.Writer
+	pub          packets.PublishPacket // reused for every publish
+	writing      bool                  // a burst is being written: its deadline is set
+	writeTimeout time.Duration         // a burst's write deadline; quiesce once closing
 
 	// used by the reader goroutine only (and by dialLink before it starts)
 	br *bufio.Reader
@@ -108,12 +108,13 @@ type conn struct {
 	closeOnce sync.Once
 }
 
-// dialLink dials the broker, sends CONNECT and waits for its CONNACK. ctx
-// bounds the whole connect (dial, TLS, CONNECT/CONNACK) together with the
-// connect timeout; cancelling it closes a half-open connection so that the
-// connect ends at once.
+// dialLink dials the broker, sends CONNECT and waits for its CONNACK. The
+// connect timeout bounds the whole connect (dial, TLS, CONNECT/CONNACK),
+// and so does ctx: cancelling it closes a half-open connection so that
+// the connect ends at once.
 func dialLink(ctx context.Context, c *linkConfig) (*conn, error) {
-	nc, err := dialBroker(ctx, c)
+	deadline := time.Now().Add(c.connectTimeout)
+	nc, err := dialBroker(ctx, c, deadline)
 	if err != nil {
 		return nil, fmt.Errorf("mqttpub: connect to %s: %w", c.broker.Redacted(), err)
 	}
@@ -134,7 +135,7 @@ func dialLink(ctx context.Context, c *linkConfig) (*conn, error) {
 		},
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
-	err = l.handshake(c)
+	err = l.handshake(c, deadline)
 	if !stop() {
 		err = ctx.Err() // the connect was cut short: nc is closed
 	}
@@ -149,18 +150,19 @@ func dialLink(ctx context.Context, c *linkConfig) (*conn, error) {
 
 // dialBroker opens the TCP (and for ssl://, TLS) connection. It is the
 // configured broker exactly: no proxy from the environment.
-func dialBroker(ctx context.Context, c *linkConfig) (net.Conn, error) {
-	d := &net.Dialer{Timeout: c.connectTimeout}
+func dialBroker(ctx context.Context, c *linkConfig, deadline time.Time) (net.Conn, error) {
+	d := &net.Dialer{Deadline: deadline}
 	if c.tls != nil {
 		return (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext(ctx, "tcp", c.broker.Host)
 	}
 	return d.DialContext(ctx, "tcp", c.broker.Host)
 }
 
-// handshake sends CONNECT and reads the CONNACK, within the connect
-// timeout. The password goes into the CONNECT packet and nowhere else.
-func (l *conn) handshake(c *linkConfig) error {
-	if err := l.nc.SetDeadline(time.Now().Add(c.connectTimeout)); err != nil {
+// handshake sends CONNECT and reads the CONNACK by deadline, the end of
+// the connect timeout. The password goes into the CONNECT packet and
+// nowhere else.
+func (l *conn) handshake(c *linkConfig, deadline time.Time) error {
+	if err := l.nc.SetDeadline(deadline); err != nil {
 		return err
 	}
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)

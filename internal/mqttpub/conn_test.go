@@ -417,3 +417,22 @@ func TestUnexpectedPacketEndsTheConnection(t *testing.T) {
 		t.Errorf("Stats = %+v; want one reconnect and LastError with %q", st, want)
 	}
 }
+
+// TestConnectTimeout: a broker that accepts TCP and never answers CONNECT
+// fails the connect after the connect timeout, which bounds the whole
+// connect, and the publisher tries again.
+func TestConnectTimeout(t *testing.T) {
+	ln := newSilentListener(t)
+	o := testOptions(ln.addr, "t")
+	o.ConnectTimeout = 100 * time.Millisecond
+	p := newPublisher(t, newFakeSource(), o)
+	begin := time.Now()
+	start(t, p)
+	eventually(t, "two connects timed out", func() bool { return p.Stats().ConnectFailures >= 2 })
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Errorf("two connects took %s with a 100ms connect timeout", d)
+	}
+	if st := p.Stats(); !strings.Contains(st.LastError, "read CONNACK") || !strings.Contains(st.LastError, "timeout") {
+		t.Errorf("LastError = %q; want a timeout reading CONNACK", st.LastError)
+	}
+}
