@@ -18,50 +18,72 @@ import (
 // turn. Holds are refreshed every second of the fake clock; their round
 // trips count (one per node a second, whatever the keys).
 func atLimit(b *testing.B, nodes int, every time.Duration, kl authsnap.Limits, hold time.Duration, tokens int64) {
-	rs := startRedis(b)
-	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	stores := make([]*limits.Redis, nodes)
-	subs := make([]*limits.Subject, nodes)
-	lims := make([]*limits.Limiter, nodes)
-	for i := range nodes {
-		stores[i] = runStore(b, rs.addr())
+	f := newAtLimitFleet(b, nodes, kl)
+	b.ResetTimer()
+	rt, admitted := f.offer(b, b.N, every, hold, tokens)
+	b.ReportMetric(rt, "roundtrips/op")
+	b.ReportMetric(admitted, "admitted/op")
+}
+
+// atLimitFleet is the fleet atLimit offers a key to: nodes on a fake
+// clock, each with its own store on one Redis.
+type atLimitFleet struct {
+	fc       *clock.Fake
+	stores   []*limits.Redis
+	subs     []*limits.Subject
+	lims     []*limits.Limiter
+	inflight []atLimitRequest
+	refresh  time.Time
+}
+
+type atLimitRequest struct {
+	tk  limits.Ticket
+	end time.Time
+}
+
+func newAtLimitFleet(tb testing.TB, nodes int, kl authsnap.Limits) *atLimitFleet {
+	rs := startRedis(tb)
+	f := &atLimitFleet{fc: clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	f.refresh = f.fc.Now()
+	for range nodes {
+		st := runStore(tb, rs.addr())
 		// Holds are refreshed every second of the fake clock, below,
 		// as the store does every second of real time.
-		stores[i].SetHoldRefresh(time.Hour)
-		l := limits.New(limits.Options{Clock: fc.Now, Fleet: stores[i]})
-		lims[i] = l
+		st.SetHoldRefresh(time.Hour)
+		l := limits.New(limits.Options{Clock: f.fc.Now, Fleet: st})
 		bd := l.Bind()
-		subs[i] = bd.Subject("k", "t", kl, authsnap.Limits{})
+		f.subs = append(f.subs, bd.Subject("k", "t", kl, authsnap.Limits{}))
 		bd.Done()
+		f.stores, f.lims = append(f.stores, st), append(f.lims, l)
 	}
-	allCalls := func() (n int64) {
-		for _, st := range stores {
-			n += st.Calls()
-		}
-		return n
+	return f
+}
+
+func (f *atLimitFleet) calls() (n int64) {
+	for _, st := range f.stores {
+		n += st.Calls()
 	}
-	type running struct {
-		tk  limits.Ticket
-		end time.Time
-	}
-	var inflight []running
-	var admitted int
-	calls := allCalls()
-	refreshed := fc.Now()
-	b.ResetTimer()
-	for i := range b.N {
-		fc.Advance(every)
-		now := fc.Now()
-		if now.Sub(refreshed) >= time.Second {
-			refreshed = now
-			for _, l := range lims {
+	return n
+}
+
+// offer offers n requests, one every every, round the nodes, and returns
+// the round trips and the admissions per offered request.
+func (f *atLimitFleet) offer(tb testing.TB, n int, every, hold time.Duration, tokens int64) (roundTrips, admitted float64) {
+	calls := f.calls()
+	var ok int
+	for i := range n {
+		f.fc.Advance(every)
+		now := f.fc.Now()
+		if now.Sub(f.refresh) >= time.Second {
+			f.refresh = now
+			for _, l := range f.lims {
 				if err := l.RefreshHolds(); err != nil {
-					b.Fatal(err)
+					tb.Fatal(err)
 				}
 			}
 		}
-		kept := inflight[:0]
-		for _, r := range inflight {
+		kept := f.inflight[:0]
+		for _, r := range f.inflight {
 			if r.end.After(now) {
 				kept = append(kept, r)
 				continue
@@ -69,14 +91,33 @@ func atLimit(b *testing.B, nodes int, every time.Duration, kl authsnap.Limits, h
 			r.tk.Debit(now, tokens)
 			r.tk.Release()
 		}
-		inflight = kept
-		if tk, _, ok := subs[i%nodes].Admit(now); ok {
-			admitted++
-			inflight = append(inflight, running{tk, now.Add(hold)})
+		f.inflight = kept
+		if tk, _, adm := f.subs[i%len(f.subs)].Admit(now); adm {
+			ok++
+			f.inflight = append(f.inflight, atLimitRequest{tk, now.Add(hold)})
 		}
 	}
-	b.ReportMetric(float64(allCalls()-calls)/float64(b.N), "roundtrips/op")
-	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
+	return float64(f.calls()-calls) / float64(n), float64(ok) / float64(n)
+}
+
+// TestFleetRoundTripsConcurrentAtLimit: two nodes share a key's
+// max_concurrent of 10, offered five times what it lets through (10 s
+// requests, 5 a second); past the first 20 s, the fleet pays at most 0.1
+// round trips per offered request, refreshes included, and keeps every
+// slot busy. Each node re-sending its unchanged hold every second cost
+// 0.48.
+func TestFleetRoundTripsConcurrentAtLimit(t *testing.T) {
+	f := newAtLimitFleet(t, 2, authsnap.Limits{MaxConcurrent: 10})
+	const every, hold = 200 * time.Millisecond, 10 * time.Second
+	f.offer(t, 100, every, hold, 0) // 20 s: the first takes, and the waits after them grown
+	rt, admitted := f.offer(t, 1000, every, hold, 0)
+	t.Logf("%.3f round trips and %.3f admitted per offered request", rt, admitted)
+	if rt > 0.1 {
+		t.Errorf("%.3f round trips per offered request, want at most 0.1", rt)
+	}
+	if admitted < 0.19 {
+		t.Errorf("%.3f admitted per offered request, want 0.2 (10 slots, 10 s requests, 5 offered a second)", admitted)
+	}
 }
 
 // BenchmarkAtLimit: each kind of limit at five times its demand; the
@@ -95,6 +136,15 @@ func BenchmarkAtLimit(b *testing.B) {
 		})
 		b.Run("concurrent-2nodes/"+strconv.FormatInt(rate, 10), func(b *testing.B) {
 			atLimit(b, 2, every, authsnap.Limits{MaxConcurrent: 10 * rate}, 10*time.Second, 0)
+		})
+		b.Run("rpm-4nodes/"+strconv.FormatInt(60*rate, 10), func(b *testing.B) {
+			atLimit(b, 4, every, authsnap.Limits{RequestsPerMinute: 60 * rate}, 0, 0)
+		})
+		b.Run("tpm-4nodes/"+strconv.FormatInt(6000*rate, 10), func(b *testing.B) {
+			atLimit(b, 4, every, authsnap.Limits{TokensPerMinute: 6000 * rate}, 0, 100)
+		})
+		b.Run("concurrent-4nodes/"+strconv.FormatInt(rate, 10), func(b *testing.B) {
+			atLimit(b, 4, every, authsnap.Limits{MaxConcurrent: 10 * rate}, 10*time.Second, 0)
 		})
 	}
 }

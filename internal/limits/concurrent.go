@@ -12,26 +12,40 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// holdRefresh is how often a node refreshes the concurrency slots it
-// holds in Redis, and returns those it no longer uses.
+// holdRefresh is how often a node looks over the concurrency slots it
+// holds in Redis: it returns those it no longer uses, and renews the
+// holds that are due (holdRenew).
 const holdRefresh = time.Second
+
+// holdRenew is how long a hold that did not change goes without being
+// set again. A refresh sends only the holds that shrank, that an outage
+// made stale, or that are due: at a key's limit every node's hold stays
+// the same, and re-sending each of them every second cost each node a
+// round trip a second, whatever it served (0.4 of the 0.48 round trips
+// per offered request of two nodes at a max_concurrent of 10,
+// BenchmarkAtLimit). Any take sets the hold too, and counts as a renewal.
+const holdRenew = 6 * time.Second
 
 // maxHoldRetake bounds how long a node found full leaves the fleet's
 // max_concurrent alone. At a key's limit with more demand than slots,
 // every node reuses the slots its own requests release, so the fleet
-// stays full and a take finds nothing: up to 4 s between them (1 s
-// before) cuts those takes by three quarters (BenchmarkAtLimit), at the
-// price of slots another node stopped using, and returned with its
-// refresh, waiting up to 4 s for a node that was refused. A crashed
-// node's slots take holdTTL to come back anyway.
-const maxHoldRetake = 4 * time.Second
+// stays full and a take finds nothing. Shorter than holdRenew, so that
+// a refused node's take comes before its renewal and renews the hold:
+// a node held at the limit then costs one round trip per maxHoldRetake
+// (BenchmarkAtLimit). The price is that slots another node stopped
+// using, and returned with its refresh, may wait up to this long for a
+// node that was refused. A crashed node's slots take holdTTL to come
+// back anyway.
+const maxHoldRetake = 5 * time.Second
 
-// holdTTL is how long a node's hold outlives its last refresh: the slots
-// of a node that crashed free after this. Five refreshes: a refresh that
-// times out (1 s), the reconnection after it and a long GC pause all fit
-// before a live node's hold lapses, yet a crash costs the fleet the
-// crashed node's slots for seconds only (docs/limits.md).
-const holdTTL = 5 * time.Second
+// holdTTL is how long a node's hold outlives the last time it was set:
+// the slots of a node that crashed free after this. A hold is renewed
+// every holdRenew, looked at every holdRefresh; the rest, 4 s, is slack
+// for a renewal that times out (1 s), the reconnection after it and a
+// long GC pause before a live node's hold lapses, as when every hold was
+// set each second with a TTL of 5 s. A crash costs the fleet the crashed
+// node's slots for at most this long (docs/limits.md).
+const holdTTL = holdRenew + holdRefresh + 4*time.Second
 
 // hold is what a node holds of one key's or tenant's fleet-wide
 // max_concurrent: slots granted by Redis, in use (state.inflight) or
@@ -43,15 +57,20 @@ type hold struct {
 	pending   int64         // admissions waiting for a slot: the next take asks for them too
 	fullUntil int64         // the fleet had no slot to give: no take before this
 	fulls     int           // takes in a row that found the fleet full
+	setAt     int64         // when Redis last set the hold (its expiry is holdTTL on); renewed holdRenew on
+	over      bool          // Redis recorded more than fits beside the other nodes' holds (slots in use after an outage)
 	sending   int64         // the target of the take or refresh in flight
 	fetching  chan struct{} // non-nil while a take or refresh is in flight; closed when it ends
 }
 
 // usable is how many slots an admission may fill without asking Redis.
 // While a take or refresh is in flight, no more than it asks for: the
-// answer may shrink the hold to that, never below (beginHoldLocked).
+// answer may shrink the hold to that, never below (beginHoldLocked). A
+// hold recorded beyond what fits (over) has no slot to spare: the fleet
+// is over its limit, and a slot its node frees is not used again until
+// Redis grants it anew.
 func (h *hold) usable(gen uint64) int64 {
-	if h.gen != gen {
+	if h.gen != gen || h.over {
 		return 0
 	}
 	if h.fetching != nil {
@@ -94,9 +113,9 @@ func (s *state) beginHoldLocked(gen uint64, target int64, refresh bool) (holdOp,
 // asked for found the fleet full: the node refuses without asking again
 // for minRetake, doubled for each take in a row that found it full, up
 // to maxHoldRetake.
-func (s *state) endHoldLocked(op holdOp, gen uint64, grant int64, err error, take bool, at int64) {
+func (s *state) endHoldLocked(op holdOp, gen uint64, grant, room int64, err error, take bool, at int64) {
 	if err == nil {
-		s.hold.held, s.hold.gen = grant, gen
+		s.hold.held, s.hold.gen, s.hold.setAt, s.hold.over = grant, gen, at, grant > room
 		// Only a take learns whether the fleet has slots to give: a
 		// refresh leaves the wait after a full one as it is.
 		switch {
@@ -128,23 +147,25 @@ func (l *Limiter) fetchHold(s *state, gen uint64, now time.Time) (waited bool, e
 	op, _ := s.beginHoldLocked(gen, s.inflight+s.hold.pending, false)
 	s.mu.Unlock()
 	grants, err := l.fleet.hold(context.Background(), l.node, now.UnixMilli(), []holdOp{op})
-	var grant int64
+	var g holdGrant
 	if err == nil {
-		grant = grants[0]
+		g = grants[0]
 	}
 	s.mu.Lock()
-	s.endHoldLocked(op, gen, grant, err, true, l.since(now))
+	s.endHoldLocked(op, gen, g.slots, g.room, err, true, l.since(now))
 	s.mu.Unlock()
 	return false, err
 }
 
-// refreshHolds renews, in one round trip, the hold of every bound key
-// and tenant with a fleet-wide max_concurrent that holds or uses slots:
-// the hold becomes what the node used at most since the last refresh
-// (so a released slot goes back to the fleet within two refreshes), and
-// its expiry is pushed holdTTL on. A hold of a generation before the
-// store's last outage is set again to the requests in flight, those
-// admitted during the outage included.
+// refreshHolds sets again, in one round trip, the hold of every bound
+// key and tenant with a fleet-wide max_concurrent whose hold changed or
+// is due: the hold becomes what the node used at most since the last
+// refresh (so a released slot goes back to the fleet within two
+// refreshes); a hold of a generation before the store's last outage is
+// set again to the requests in flight, those admitted during the outage
+// included; and a hold that stayed the same is renewed holdRenew after it
+// was last set, pushing its expiry holdTTL on. Holds that need none of
+// this cost nothing.
 func (l *Limiter) refreshHolds(ctx context.Context) error {
 	states := l.concStates.Load()
 	if states == nil || len(*states) == 0 {
@@ -152,6 +173,7 @@ func (l *Limiter) refreshHolds(ctx context.Context) error {
 	}
 	gen := l.fleet.gen.Load()
 	now := l.clock()
+	at := l.since(now)
 	var (
 		ss  []*state
 		ops []holdOp
@@ -164,6 +186,10 @@ func (l *Limiter) refreshHolds(ctx context.Context) error {
 		}
 		target := max(s.inflight, s.hold.peak)
 		s.hold.peak = s.inflight
+		if s.hold.gen == gen && !s.hold.over && target == s.hold.held && at-s.hold.setAt < int64(holdRenew) {
+			s.mu.Unlock() // unchanged, and not due
+			continue
+		}
 		op, _ := s.beginHoldLocked(gen, target, true)
 		s.mu.Unlock()
 		ss = append(ss, s)
@@ -173,14 +199,13 @@ func (l *Limiter) refreshHolds(ctx context.Context) error {
 		return nil
 	}
 	grants, err := l.fleet.hold(ctx, l.node, now.UnixMilli(), ops)
-	at := l.since(now)
 	for i, s := range ss {
-		var grant int64
+		var g holdGrant
 		if err == nil {
-			grant = grants[i]
+			g = grants[i]
 		}
 		s.mu.Lock()
-		s.endHoldLocked(ops[i], gen, grant, err, false, at)
+		s.endHoldLocked(ops[i], gen, g.slots, g.room, err, false, at)
 		s.mu.Unlock()
 	}
 	return err
@@ -203,7 +228,8 @@ func newNodeID() string { return rand.Text() }
 // with its longest-lived hold.
 //
 // KEYS[1] the hash; ARGV limit, now (ms), node, floor, target, ttl (ms).
-// Returns the slots granted.
+// Returns {slots granted, the limit less the other nodes' holds}: a grant
+// above the second is recorded beyond the limit.
 const holdScript = `
 local limit = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
@@ -234,7 +260,7 @@ end
 if redis.call('HLEN', KEYS[1]) > 0 then
   redis.call('PEXPIRE', KEYS[1], 2 * ttl)
 end
-return grant
+return {grant, limit - others}
 `
 
 // holdSHA is holdScript's SHA-1, for EVALSHA.
@@ -245,12 +271,18 @@ var holdSHA = func() string {
 
 var holdLua = rueidis.NewLuaScript(holdScript)
 
+// holdGrant is holdScript's answer to one op.
+type holdGrant struct {
+	slots int64 // granted
+	room  int64 // the limit less the other nodes' holds
+}
+
 // hold runs holdScript once per op, in one round trip (a pipeline of
 // EVALSHA; EVAL once for a Redis that does not know the script yet), and
-// returns the slots granted, in order. An error marks the store down.
+// returns the answers, in order. An error marks the store down.
 // Holds are absolute, so a retry after a broken connection cannot count
 // twice.
-func (r *Redis) hold(ctx context.Context, node string, nowMS int64, ops []holdOp) ([]int64, error) {
+func (r *Redis) hold(ctx context.Context, node string, nowMS int64, ops []holdOp) ([]holdGrant, error) {
 	c := r.connected()
 	if c == nil {
 		return nil, errStoreDown
@@ -266,22 +298,25 @@ func (r *Redis) hold(ctx context.Context, node string, nowMS int64, ops []holdOp
 	for i, op := range ops {
 		cmds[i] = c.B().Evalsha().Sha1(holdSHA).Numkeys(1).Key(op.key).Arg(args(op)...).Build()
 	}
-	grants := make([]int64, len(ops))
+	grants := make([]holdGrant, len(ops))
 	err := errors.New("limits: no answer")
 	for try := 0; try < 2 && err != nil; try++ {
 		err = nil
 		r.calls.Add(1)
 		for i, res := range c.DoMulti(ctx, cmds...) {
-			v, e := res.AsInt64()
+			v, e := res.AsIntSlice()
 			if re, ok := rueidis.IsRedisErr(e); ok && re.IsNoScript() {
 				r.calls.Add(1)
-				v, e = holdLua.Exec(ctx, c, []string{ops[i].key}, args(ops[i])).AsInt64()
+				v, e = holdLua.Exec(ctx, c, []string{ops[i].key}, args(ops[i])).AsIntSlice()
+			}
+			if e == nil && len(v) != 2 {
+				e = errors.New("limits: unexpected hold script reply")
 			}
 			if e != nil {
 				err = e
 				break
 			}
-			grants[i] = v
+			grants[i] = holdGrant{slots: v[0], room: v[1]}
 		}
 		if _, redisErr := rueidis.IsRedisErr(err); redisErr || ctx.Err() != nil {
 			break

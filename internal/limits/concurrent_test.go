@@ -317,7 +317,12 @@ func TestFleetHoldStaleAfterOutage(t *testing.T) {
 	release(kept) // a keeps the 4 slots until its next refresh
 
 	rs.stop()
-	if err := a.l.RefreshHolds(); err == nil { // a notices the outage
+	// a's first refresh has nothing to send (the hold is as it was set);
+	// its second gives the kept slots back and notices the outage.
+	if err := a.l.RefreshHolds(); err != nil {
+		t.Fatalf("a refresh with nothing to send: %v", err)
+	}
+	if err := a.l.RefreshHolds(); err == nil {
 		t.Fatal("refresh succeeded with redis-server stopped")
 	}
 	rs.start(t) // a fresh Redis: a's hold is gone
@@ -398,5 +403,41 @@ func TestFleetConcurrencyRefreshKeepsWait(t *testing.T) {
 	}
 	if n := b.store.Calls() - calls; n != 0 {
 		t.Errorf("the refused request after the refresh cost %d round trips, want 0 (the wait after the full take)", n)
+	}
+}
+
+// TestFleetUnchangedHoldRenewed: a node whose hold does not change sends
+// it again only when it is due (every 6 s, not every refresh), and the
+// hold never lapses meanwhile: for a minute, another node refused at
+// the limit never gets one of its slots.
+func TestFleetUnchangedHoldRenewed(t *testing.T) {
+	rs := startRedis(t)
+	fc := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	kl := authsnap.Limits{MaxConcurrent: 3}
+	a := newNode(t, rs.addr(), fc, limits.FailLocal, kl, authsnap.Limits{})
+	b := newNode(t, rs.addr(), fc, limits.FailLocal, kl, authsnap.Limits{})
+	a.wait(t, true)
+	b.wait(t, true)
+	held, _ := a.admitAll(t, fc.Now())
+	defer release(held)
+	if len(held) != 3 {
+		t.Fatalf("node a admitted %d, want 3", len(held))
+	}
+	calls := a.store.Calls()
+	for range 60 {
+		fc.Advance(time.Second)
+		if err := a.l.RefreshHolds(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := b.admitAll(t, fc.Now()); len(got) != 0 {
+			release(got)
+			t.Fatalf("node b admitted %d at %v while node a holds all 3", len(got), fc.Now())
+		}
+		if err := b.l.RefreshHolds(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.store.Calls() - calls; n > 10 {
+		t.Errorf("node a's refreshes of an unchanged hold cost %d round trips in 60 s, want one per 6 s", n)
 	}
 }

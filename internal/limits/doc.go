@@ -56,9 +56,10 @@
 // under the limit. A request takes one of its node's held slots and
 // pays a round trip only when all are in use; released slots stay with
 // the node until its next refresh (holdRefresh, run by [Redis.Run] in
-// one pipelined round trip), which sets each hold to the node's peak
-// since the previous one and pushes its expiry holdTTL on: a crashed
-// node's slots free by themselves. A hold is set, never added to, and
+// one pipelined round trip), which sets each hold that changed to the
+// node's peak since the previous one, and renews one that did not
+// every holdRenew, pushing its expiry holdTTL on: a crashed node's
+// slots free by themselves. A hold is set, never added to, and
 // never below the requests the node has in progress, so requests
 // admitted during an outage are counted once the store is back, and
 // each admitted request releases its slot exactly once, whichever path
