@@ -148,3 +148,33 @@ func BenchmarkAtLimit(b *testing.B) {
 		})
 	}
 }
+
+// TestFleetRoundTripsSharedAtLimit: four nodes share a key's 60 requests
+// (or 6,000 tokens) per minute, offered five times that; past the first
+// minute the fleet pays at most 0.1 round trips per offered request and
+// still admits the limit. Each node asking again after one lease's
+// refill found a quarter of a lease each time: 0.25.
+func TestFleetRoundTripsSharedAtLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		kl     authsnap.Limits
+		tokens int64
+	}{
+		{"rpm", authsnap.Limits{RequestsPerMinute: 60}, 0},
+		{"tpm", authsnap.Limits{TokensPerMinute: 6000}, 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newAtLimitFleet(t, 4, tt.kl)
+			const every = 200 * time.Millisecond
+			f.offer(t, 300, every, 0, tt.tokens) // the first minute: the bucket's initial fill, the waits stretched
+			rt, admitted := f.offer(t, 3000, every, 0, tt.tokens)
+			t.Logf("%.3f round trips and %.4f admitted per offered request", rt, admitted)
+			if rt > 0.1 {
+				t.Errorf("%.3f round trips per offered request, want at most 0.1", rt)
+			}
+			if admitted < 0.195 || admitted > 0.205 {
+				t.Errorf("%.4f admitted per offered request, want 0.2 (the limit, a fifth of the demand)", admitted)
+			}
+		})
+	}
+}

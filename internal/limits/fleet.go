@@ -37,15 +37,37 @@ const (
 	maxRetake = time.Second
 )
 
+// maxShared and maxSharedRetake bound how far a node stretches its wait
+// when the fleet's bucket is shared at the limit. With n nodes each
+// asking after one lease's refill, each take finds about a lease/n, and
+// a key held at its limit costs each node a round trip per lease refill
+// (four nodes at 60 requests a minute: 0.25 round trips per offered
+// request, BenchmarkAtLimit). So each take in a row that got half a
+// lease or less doubles the wait, up to maxShared doublings and maxSharedRetake,
+// until the nodes' takes each find a whole lease; one that left the
+// bucket a lease or more (the wait is longer than the fleet needs) ends
+// the stretch. The wait only delays takes: what a node holds, and so the
+// overshoot, stays as it was, and the bucket keeps refilling meanwhile
+// (a stretched wait is far shorter than the minute a bucket takes to
+// fill, so nothing refilled is lost).
+const (
+	maxShared       = 3
+	maxSharedRetake = 24 * time.Second
+)
+
 // retake is how long a node leaves a fleet bucket of capacity alone
 // after a short take (less than a lease given or left): the time it refills one
 // lease, at least minRetake, and at most maxRetake unless the previous
-// take was short too (short); or wait (when the fleet's next unit is
+// take was short too (short), doubled for each of the shared takes in
+// a row that got half a lease or less (up to maxShared times,
+// and not past maxSharedRetake); or wait (when the fleet's next unit is
 // further away) if longer.
-func retake(wait time.Duration, capacity int64, short bool) time.Duration {
+func retake(wait time.Duration, capacity int64, short bool, shared int) time.Duration {
 	refill := max(time.Duration(float64(window)*float64(leaseSize(capacity))/float64(max(capacity, 1))), minRetake)
 	if !short {
 		refill = min(refill, maxRetake)
+	} else if stretched := refill << min(shared, maxShared); stretched > refill {
+		refill = max(refill, min(stretched, maxSharedRetake))
 	}
 	return max(wait, refill)
 }
@@ -57,6 +79,7 @@ type lease struct {
 	fleet      int64         // the fleet bucket's level after the last take, for headers
 	emptyUntil int64         // the fleet had less than a lease to give: no take before this
 	short      bool          // the last take got less than a lease or left the fleet's bucket below one
+	shared     int           // takes in a row, at the limit, that got half a lease or less (maxShared)
 	fetching   chan struct{} // non-nil while a take is in flight; closed when it ends
 }
 
@@ -276,6 +299,7 @@ func (s *state) checkFleet(scope Scope, at int64, gen uint64, st *Status, needs 
 		s.req.expire(at)
 		if s.req.bal < 1 {
 			if at < s.req.emptyUntil {
+				s.stretchedShadow(&s.req, s.full.rpm, at)
 				st.refuse(scope, KindRequests, time.Duration(s.req.emptyUntil-at))
 			} else {
 				needs[n] = need{s, &s.req}
@@ -287,6 +311,7 @@ func (s *state) checkFleet(scope Scope, at int64, gen uint64, st *Status, needs 
 		s.tok.expire(at)
 		if s.tok.bal <= 0 {
 			if at < s.tok.emptyUntil {
+				s.stretchedShadow(&s.tok, s.full.tpm, at)
 				st.refuse(scope, KindTokens, time.Duration(s.tok.emptyUntil-at))
 			} else {
 				needs[n] = need{s, &s.tok}
@@ -362,8 +387,17 @@ func (l *Limiter) run(tk take, now time.Time) error {
 		// bucket below one; a top-up before it refilled would find
 		// (next to) nothing.
 		short := grant < tk.want || level < tk.want
+		switch {
+		case !short:
+			// More than the fleet needed: the nodes may ask sooner.
+			ls.shared = max(ls.shared-1, 0)
+		case ls.short && 2*grant <= tk.want:
+			// At the limit, and other nodes took most of what refilled:
+			// wait longer, so that each take finds more (maxShared).
+			ls.shared++
+		}
 		if short {
-			ls.emptyUntil = at + int64(retake(wait, tk.capacity, ls.short))
+			ls.emptyUntil = at + int64(retake(wait, tk.capacity, ls.short || ls.shared > 0, ls.shared))
 		}
 		ls.short = short
 	}
@@ -385,6 +419,18 @@ func (s *state) shadow(ls *lease, level, at int64) {
 		s.reqLevel = min(s.reqLevel, float64(max(level, 0))*float64(s.rpm)/float64(s.full.rpm))
 	} else if ls == &s.tok && s.full.tpm > 0 {
 		s.tokLevel = min(s.tokLevel, float64(level)*float64(s.tpm)/float64(s.full.tpm))
+	}
+}
+
+// stretchedShadow keeps, while a node waits longer than one lease's
+// refill before it asks the fleet again (maxShared), its local bucket of
+// ls's kind no fuller than one lease's share: between takes the local
+// bucket refills at the whole rate, while the fleet's is shared with the
+// other nodes at the limit, so the fallback, if the store goes down,
+// starts no fuller than it did when each node asked every lease refill.
+func (s *state) stretchedShadow(ls *lease, capacity, at int64) {
+	if ls.shared > 0 {
+		s.shadow(ls, leaseSize(capacity), at)
 	}
 }
 
