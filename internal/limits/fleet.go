@@ -170,8 +170,8 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 		}
 		if ts != nil {
 			n = ts.checkFleet(ScopeTenant, at, gen, &st, needs[:], n, &waiting[1])
-			if ts.full.rpm > 0 {
-				ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel+float64(ts.req.bal), &st)
+			if ts.full.rpm > 0 || ts.full.tpm > 0 {
+				ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel+float64(ts.req.bal), ts.tokLevel+float64(ts.tok.bal), &st)
 			}
 		}
 		if n > 0 && (try == maxTakes || loops == maxLoops) {
@@ -227,7 +227,7 @@ func (sub *Subject) admitFleet(now time.Time) (t Ticket, st Status, ok, done boo
 			for _, p := range pre[:np] {
 				l.prefetch(p.s, p.ls, now)
 			}
-			return Ticket{l: l, key: ks, tenant: ts}, st, true, true
+			return Ticket{l: l, key: ks, tenant: ts, share: sub.share}, st, true, true
 		}
 		unlock()
 		sent := false

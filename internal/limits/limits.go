@@ -296,6 +296,7 @@ func (s *Status) Refused() bool { return s.Scope != 0 }
 type Ticket struct {
 	l           *Limiter
 	key, tenant *state       // nil when that side has no limits
+	share       *share       // the key's fair share of its tenant; nil for none
 	r           *reservation // what it holds of reserving budgets; nil for none
 }
 
@@ -392,7 +393,7 @@ func (sub *Subject) AdmitReserve(now time.Time, worst usd.Amount) (t Ticket, st 
 		defer ts.mu.Unlock()
 		ts.refill(at)
 		ts.check(ScopeTenant, &st)
-		ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel, &st)
+		ts.fairLocked(sub.share, ScopeTenant, at, ts.reqLevel, ts.tokLevel, &st)
 	}
 	if st.Refused() {
 		if ks != nil {
@@ -414,7 +415,7 @@ func (sub *Subject) AdmitReserve(now time.Time, worst usd.Amount) (t Ticket, st 
 		ts.owe(l.fleet, at)
 		ts.report(&st)
 	}
-	return Ticket{l: l, key: ks, tenant: ts}, st, true
+	return Ticket{l: l, key: ks, tenant: ts, share: sub.share}, st, true
 }
 
 // owe records a request admitted by the local share while the fleet's
@@ -446,6 +447,9 @@ func (t Ticket) Debit(now time.Time, tokens int64) {
 		s.refill(at)
 		if s.tpm > 0 {
 			s.tokLevel -= float64(tokens)
+		}
+		if s == t.tenant {
+			s.debitShareLocked(t.share, tokens)
 		}
 		// The fleet's lease pays too, whether or not the store is up:
 		// a debt is paid to the fleet's bucket with the next take.
