@@ -892,7 +892,7 @@ func (n *node) limiterOptions() limits.Options {
 		Username: r.Username, Password: r.Password, TLS: tlsCfg,
 		OnChange: detail, Logger: n.log,
 	})
-	n.metrics.RegisterLimitsStore(n.limStore.Up)
+	n.metrics.RegisterLimitsStore(n.limStore.Up, n.limStore.Calls)
 	o.Fleet = n.limStore
 	switch r.OnStoreFailure {
 	case config.OnStoreFailureOpen:

@@ -86,8 +86,13 @@ func TestNodeLimitsRedisStore(t *testing.T) {
 	if r := s.do("POST", "/v1/chat/completions", bearer(limitedKey), body); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "100" {
 		t.Fatalf("limited key with the store up: %d, limit %q", r.status, r.header.Get("X-Ratelimit-Limit-Requests"))
 	}
-	if m := s.scrapeMetrics(); !strings.Contains(m, "scootgate_limits_store_up 1") {
+	m := s.scrapeMetrics()
+	if !strings.Contains(m, "scootgate_limits_store_up 1") {
 		t.Errorf("store metric:\n%s", grepLines(m, "store_up"))
+	}
+	// The limited request's takes reached Redis, and are counted.
+	if !strings.Contains(m, "scootgate_limits_store_round_trips_total ") || strings.Contains(m, "scootgate_limits_store_round_trips_total 0\n") {
+		t.Errorf("round trips metric:\n%s", grepLines(m, "round_trips"))
 	}
 }
 

@@ -101,7 +101,8 @@ func NewRedis(o RedisOptions) *Redis {
 func (r *Redis) Up() bool { return r.up.Load() }
 
 // Calls returns how many round trips to Redis the store made (lease
-// takes, concurrency slot takes and hold refreshes; not probes).
+// takes, concurrency slot takes, hold refreshes, budget reads, charges
+// and grants; not probes): scootgate_limits_store_round_trips_total.
 func (r *Redis) Calls() int64 { return r.calls.Load() }
 
 // Address is the store's host:port, or its Sentinel master set and

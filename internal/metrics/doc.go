@@ -108,6 +108,8 @@
 //	scootgate_draining                                  gauge    1 from the start of the drain to exit
 //	scootgate_limits_store_up                           gauge    1 while the redis store of limits answers, 0 while
 //	                                                             the node falls back (limits.store = "redis" only)
+//	scootgate_limits_store_round_trips_total            counter  round trips to the redis store of limits: takes,
+//	                                                             hold refreshes, budget reads and charges; not probes
 //	scootgate_usage_events_enabled                      gauge    1 while usage events are recorded, 0 while the
 //	                                                             node runs without them (usage.enabled = false,
 //	                                                             or an outbox that could not open)

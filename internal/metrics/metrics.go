@@ -362,14 +362,15 @@ func (m *Metrics) RegisterLogOutput(dropped func() uint64) {
 	m.state.set(func(s *sources) { s.logDropped = dropped })
 }
 
-// RegisterLimitsStore sets the source of scootgate_limits_store_up:
-// whether the redis store of limits answers (docs/limits.md). Without it
-// (the local store) the gauge is not exported.
-func (m *Metrics) RegisterLimitsStore(up func() bool) {
+// RegisterLimitsStore sets the sources of scootgate_limits_store_up,
+// whether the redis store of limits answers (docs/limits.md), and of
+// scootgate_limits_store_round_trips_total, the round trips the node
+// made to it. Without it (the local store) neither is exported.
+func (m *Metrics) RegisterLimitsStore(up func() bool, roundTrips func() int64) {
 	if m == nil {
 		return
 	}
-	m.state.set(func(s *sources) { s.store = up })
+	m.state.set(func(s *sources) { s.store, s.storeRTs = up, roundTrips })
 }
 
 // ClientStats is the API listener's concurrency limit as

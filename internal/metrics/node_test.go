@@ -104,13 +104,19 @@ func TestLimitsStoreUp(t *testing.T) {
 	m := newMetrics(t)
 	compare(t, m, ``, "scootgate_limits_store_up")
 	up := true
-	m.RegisterLimitsStore(func() bool { return up })
+	var rts int64 = 7
+	m.RegisterLimitsStore(func() bool { return up }, func() int64 { return rts })
 	const help = `# HELP scootgate_limits_store_up 1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back.
 # TYPE scootgate_limits_store_up gauge
 `
 	compare(t, m, help+"scootgate_limits_store_up 1\n", "scootgate_limits_store_up")
 	up = false
 	compare(t, m, help+"scootgate_limits_store_up 0\n", "scootgate_limits_store_up")
+	rts = 12
+	compare(t, m, `# HELP scootgate_limits_store_round_trips_total Round trips this node made to the redis store of limits: lease and slot takes, hold refreshes, budget reads and charges (not health probes).
+# TYPE scootgate_limits_store_round_trips_total counter
+scootgate_limits_store_round_trips_total 12
+`, "scootgate_limits_store_round_trips_total")
 }
 
 // TestUsageEventsEnabled: scootgate_usage_events_enabled follows its

@@ -91,7 +91,7 @@ func fullMetrics(t *testing.T) (*metrics.Metrics, *clock.Fake) {
 	m.RegisterMQTT(func() metrics.MQTTStats { return metrics.MQTTStats{Connected: true, Published: 1, Acked: 1} })
 	m.RegisterUsage(func() usage.RecorderStats { return usage.RecorderStats{Recorded: 1} })
 	m.RegisterHealth(func() bool { return true }, func() bool { return false })
-	m.RegisterLimitsStore(func() bool { return true })
+	m.RegisterLimitsStore(func() bool { return true }, func() int64 { return 3 })
 	m.RegisterUsageEvents(func() bool { return true })
 	m.RegisterTokens(func() []metrics.TokenCredential { return []metrics.TokenCredential{{Name: "entra", State: "ok"}} })
 	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 3, Limit: 10, Refused: 1} })

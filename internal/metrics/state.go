@@ -32,7 +32,8 @@ type sources struct {
 	traces    func() TraceStats
 	creds     func() CredentialStats
 	tokens    func() []TokenCredential
-	store     func() bool // the limits store answers; nil = the local store
+	store     func() bool  // the limits store answers; nil = the local store
+	storeRTs  func() int64 // round trips to the limits store so far
 	// usageEvents: usage events are recorded; nil = not exported
 	usageEvents func() bool
 	// logDropped: log lines dropped while the log output was stuck; nil
@@ -101,6 +102,7 @@ type stateDescs struct {
 
 	ready, draining *prometheus.Desc
 	storeUp         *prometheus.Desc
+	storeRoundTrips *prometheus.Desc
 	usageEnabled    *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
@@ -156,10 +158,11 @@ func newStateDescs() stateDescs {
 
 		logDropped: newDesc("scootgate_log_lines_dropped_total", "Log lines dropped because the log output (stderr) did not take them: a write was stuck while 4 MiB of lines waited."),
 
-		ready:        newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
-		draining:     newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
-		storeUp:      newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
-		usageEnabled: newDesc("scootgate_usage_events_enabled", "1 while usage events are recorded into the outbox; 0 while the node runs without them (usage.enabled = false, or an outbox that could not open)."),
+		ready:           newDesc("scootgate_ready", "1 when /readyz answers 200: snapshots loaded and fresh, not draining."),
+		draining:        newDesc("scootgate_draining", "1 from the start of the drain (SIGTERM) to exit."),
+		storeUp:         newDesc("scootgate_limits_store_up", "1 while the redis store of per-key and per-tenant limits answers; 0 while the node falls back."),
+		storeRoundTrips: newDesc("scootgate_limits_store_round_trips_total", "Round trips this node made to the redis store of limits: lease and slot takes, hold refreshes, budget reads and charges (not health probes)."),
+		usageEnabled:    newDesc("scootgate_usage_events_enabled", "1 while usage events are recorded into the outbox; 0 while the node runs without them (usage.enabled = false, or an outbox that could not open)."),
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
@@ -183,7 +186,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.mqttConnected, d.mqttPublished, d.mqttAcked, d.mqttReconnects,
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents, d.logDropped,
-		d.ready, d.draining, d.storeUp, d.usageEnabled,
+		d.ready, d.draining, d.storeUp, d.storeRoundTrips, d.usageEnabled,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
 		d.traceSpans,
 	}
@@ -238,6 +241,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.store != nil {
 		e.gauge(c.d.storeUp, boolValue(src.store()))
+	}
+	if src.storeRTs != nil {
+		e.counter(c.d.storeRoundTrips, uint64(max(src.storeRTs(), 0)))
 	}
 	if src.client != nil {
 		st := src.client()
