@@ -1,7 +1,9 @@
 package limits_test
 
 import (
+	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,10 +48,21 @@ func newAtLimitFleet(tb testing.TB, nodes int, kl authsnap.Limits) *atLimitFleet
 	f := &atLimitFleet{fc: clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
 	f.refresh = f.fc.Now()
 	for range nodes {
-		st := runStore(tb, rs.addr())
-		// Holds are refreshed every second of the fake clock, below,
-		// as the store does every second of real time.
+		ups := make(chan bool, 4)
+		st := limits.NewRedis(limits.RedisOptions{Address: rs.addr(), OnChange: func(up bool) { ups <- up },
+			// Only takes and refreshes count: no health probes behind
+			// the offer's back on a loaded machine.
+			HealthInterval: time.Hour})
+		// Holds are refreshed every second of the fake clock (offer), as
+		// the store does every second of real time; set before Run.
 		st.SetHoldRefresh(time.Hour)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { st.Run(ctx) })
+		tb.Cleanup(func() { cancel(); wg.Wait() })
+		if !<-ups {
+			tb.Fatal("store not up")
+		}
 		l := limits.New(limits.Options{Clock: f.fc.Now, Fleet: st})
 		bd := l.Bind()
 		f.subs = append(f.subs, bd.Subject("k", "t", kl, authsnap.Limits{}))
