@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -106,6 +108,8 @@ type socket struct {
 	// immutable
 	h       *Handler
 	conn    *websocket.Conn
+	nc      net.Conn        // the connection conn runs on: frame writes' deadlines are set here (socketSink.frame)
+	wctx    context.Context // what frame writes run under: never done (socketSink.frame)
 	upgrade *http.Request
 	header  http.Header // what each frame's request carries (SocketSpec.Header)
 	spec    *provider.Spec
@@ -117,6 +121,9 @@ type socket struct {
 	awayOnce sync.Once
 
 	last []byte // what the last completed answer left (SocketSpec.Remember); main loop only
+	// lastEvent is the buffer the running answer copies its events' data
+	// into (socketSink.lastData), kept for the next answer while small.
+	lastEvent []byte
 }
 
 // clientFrame is one frame read from the client, or the read's error.
@@ -147,11 +154,12 @@ func (h *Handler) serveSocket(ctx context.Context, c *call, r *http.Request, spe
 	// ambient credential a cross-site page could ride on (docs/api.md
 	// "Responses over WebSocket"). Compression is not offered: it costs
 	// the node CPU on every frame and the client's deflate state memory.
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	hw := &hijackWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the client (400, 426)
 	}
-	s.conn = conn
+	s.conn, s.nc, s.wctx = conn, hw.conn, context.WithoutCancel(ctx)
 	// A frame is a request body: the same limit. A larger frame closes
 	// the socket with 1009 (message too big).
 	conn.SetReadLimit(h.o.BodyLimit)
@@ -212,7 +220,7 @@ func (s *socket) run(ctx context.Context) {
 	// and reason set) instead.
 	serve := func(f clientFrame) bool {
 		if f.typ != websocket.MessageText {
-			s.refuse(ctx, apierr.BadRequest("invalid_frame", "frames must be text (JSON)"))
+			s.refuse(apierr.BadRequest("invalid_frame", "frames must be text (JSON)"))
 			return true
 		}
 		body, skip, berr := s.spec.Socket.Frame(f.data)
@@ -220,10 +228,10 @@ func (s *socket) run(ctx context.Context) {
 		case skip:
 			return true
 		case berr != nil:
-			s.refuse(ctx, apierr.BadRequest(berr.Code, berr.Msg))
+			s.refuse(apierr.BadRequest(berr.Code, berr.Msg))
 			return true
 		}
-		p, ok := s.admit(ctx, &code, &reason)
+		p, ok := s.admit(&code, &reason)
 		if !ok {
 			return false
 		}
@@ -309,7 +317,7 @@ func (s *socket) run(ctx context.Context) {
 // is closed with 1000; a key that no longer authenticates gets the 401 as
 // an error event and the socket is closed with 1008 (policy violation).
 // Either way admit sets the close code and reason and reports false.
-func (s *socket) admit(ctx context.Context, code *websocket.StatusCode, reason *string) (*authz.Principal, bool) {
+func (s *socket) admit(code *websocket.StatusCode, reason *string) (*authz.Principal, bool) {
 	h := s.h
 	now := h.o.Now()
 	life := h.o.SocketLifetime
@@ -317,7 +325,7 @@ func (s *socket) admit(ctx context.Context, code *websocket.StatusCode, reason *
 		life = DefaultSocketLifetime
 	}
 	if now.Sub(s.opened) >= life {
-		sk := &socketSink{s: s, ctx: ctx, header: http.Header{}}
+		sk := &socketSink{s: s, header: http.Header{}}
 		sk.header.Set("X-Request-Id", newRequestID())
 		_ = sk.frame(s.spec.Socket.LimitReached(sk.header))
 		*code, *reason = websocket.StatusNormalClosure, "socket lifetime reached"
@@ -325,7 +333,7 @@ func (s *socket) admit(ctx context.Context, code *websocket.StatusCode, reason *
 	}
 	p, err := h.o.Auth.Authenticate(s.upgrade.Header, s.query, now)
 	if err != nil {
-		s.refuse(ctx, unauthorized(err))
+		s.refuse(unauthorized(err))
 		*code, *reason = websocket.StatusPolicyViolation, "API key no longer valid"
 		return nil, false
 	}
@@ -333,8 +341,8 @@ func (s *socket) admit(ctx context.Context, code *websocket.StatusCode, reason *
 }
 
 // refuse sends the error event of a frame the node refuses by itself.
-func (s *socket) refuse(ctx context.Context, e *apierr.Error) {
-	sk := &socketSink{s: s, ctx: ctx, header: http.Header{}}
+func (s *socket) refuse(e *apierr.Error) {
+	sk := &socketSink{s: s, header: http.Header{}}
 	sk.header.Set("X-Request-Id", newRequestID())
 	e.Write(sk, s.api, sk.header.Get("X-Request-Id"))
 	sk.end()
@@ -346,7 +354,7 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 	h, spec := s.h, s.spec
 	start := h.o.Now()
 	c := &call{}
-	sk := &socketSink{s: s, ctx: ctx, header: make(http.Header, 4)}
+	sk := &socketSink{s: s, header: make(http.Header, 4), lastData: s.lastEvent[:0]}
 	defer sk.end()
 	c.sw.ResponseWriter = sk
 	w := &c.sw
@@ -397,7 +405,16 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 	if spec.Socket.Remember != nil && sk.status == http.StatusOK && sk.streamed {
 		s.last = spec.Socket.Remember(body, sk.lastData)
 	}
+	if cap(sk.lastData) <= maxKeptEvent {
+		s.lastEvent = sk.lastData[:0]
+	} else {
+		s.lastEvent = nil // an idle socket does not hold a large answer's copy
+	}
 }
+
+// maxKeptEvent bounds the buffer a socket keeps between answers for the
+// data of an answer's last event.
+const maxKeptEvent = 16 << 10
 
 // socketSink is the client's writer for one frame: what the request path
 // writes as an HTTP answer goes out as frames. A stream's events each
@@ -406,17 +423,17 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 // ends (end); so does a whole successful answer, as SocketSpec.Whole.
 type socketSink struct {
 	s      *socket
-	ctx    context.Context
 	header http.Header
 	status int
 	held   []byte // an answer written whole, sent by end
 	err    error  // the first failed frame write
 
 	streamed bool   // an event went out
-	lastData []byte // the data of the last event sent
+	lastData []byte // a copy of the data of the last event sent (the event's bytes are the relay's read buffer)
 
 	// deadline bounds the frame writes while the relay's write guard
-	// holds one (SetWriteDeadline); zero: each write gets stream_idle.
+	// holds one (SetWriteDeadline, set on the connection); zero: each
+	// write gets stream_idle.
 	deadline time.Time
 }
 
@@ -454,7 +471,7 @@ func (sk *socketSink) Write(b []byte) (int, error) {
 		if err := sk.frame(out); err != nil {
 			return 0, err
 		}
-		sk.streamed, sk.lastData = true, data
+		sk.streamed, sk.lastData = true, append(sk.lastData[:0], data...)
 	}
 	return len(b), nil
 }
@@ -480,27 +497,36 @@ func (sk *socketSink) FlushError() error { return sk.err }
 // apart from one that left (client_stalled, docs/usage-events.md).
 func (sk *socketSink) SetWriteDeadline(t time.Time) error {
 	sk.deadline = t
-	return nil
+	return sk.s.nc.SetWriteDeadline(t)
 }
 
 // frame sends one text frame. A client that reads nothing until the
 // deadline (stream_idle) fails it, which ends the answer as a stalled
-// client.
+// client, and closes the connection: a frame cut short leaves nothing
+// that could follow it.
 //
-// The write is not bound to the frame's context: with coder/websocket a
-// write whose context is done closes the connection at once, and the
-// node must still send the error event of an answer it cuts at the end
-// of a drain, then close with 1001 (docs/operations.md "Drain"). A client
-// that is gone fails the write by itself.
+// The deadline is the connection's, not a context's: coder/websocket
+// bounds a write by its context with a timer and a context callback of
+// its own per write, a dozen allocations per frame, where the
+// connection's deadline moves at most once per stream_idle while the
+// relay's write guard holds it. And the write is not bound to the
+// frame's context: with coder/websocket a write whose context is done
+// closes the connection at once, and the node must still send the error
+// event of an answer it cuts at the end of a drain, then close with 1001
+// (docs/operations.md "Drain"). A client that is gone fails the write by
+// itself.
 func (sk *socketSink) frame(data []byte) error {
-	d := sk.deadline
-	if d.IsZero() {
-		d = time.Now().Add(sk.s.h.o.StreamIdle) // a socket's deadline is in real time
+	s := sk.s
+	if sk.deadline.IsZero() && s.h.o.StreamIdle > 0 {
+		// Outside the guard (an error event, a warm-up's answer): this
+		// write alone gets stream_idle, in real time as a socket's
+		// deadline is.
+		_ = s.nc.SetWriteDeadline(time.Now().Add(s.h.o.StreamIdle))
+		defer func() { _ = s.nc.SetWriteDeadline(time.Time{}) }()
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(sk.ctx), d)
-	defer cancel()
-	if err := sk.s.conn.Write(ctx, websocket.MessageText, data); err != nil {
+	if err := s.conn.Write(s.wctx, websocket.MessageText, data); err != nil {
 		sk.err = err
+		_ = s.conn.CloseNow()
 		return err
 	}
 	return nil
@@ -523,11 +549,12 @@ func (sk *socketSink) end() {
 // SSE events as the relay writes them (WHATWG: "data" lines joined with
 // LF, one space after the colon dropped; comments and events without
 // data yield nothing; the type is the last "event" line's, "" without
-// one).
+// one). Type and data point into b (data is a copy when it joins several
+// lines): they are valid until b changes.
 func eventData(b []byte) func(yield func(typ, data []byte) bool) {
 	return func(yield func(typ, data []byte) bool) {
 		var data, typ []byte
-		has := false
+		has, joined := false, false // joined: data is a copy that joins lines
 		for len(b) > 0 {
 			line := b
 			next := len(b)
@@ -542,7 +569,7 @@ func eventData(b []byte) func(yield func(typ, data []byte) bool) {
 				if has && !yield(typ, data) {
 					return
 				}
-				data, typ, has = nil, nil, false
+				data, typ, has, joined = nil, nil, false, false
 				continue
 			}
 			field, value, _ := bytes.Cut(line, []byte(":"))
@@ -555,15 +582,33 @@ func eventData(b []byte) func(yield func(typ, data []byte) bool) {
 			default:
 				continue
 			}
-			if has {
-				data = append(data, '\n')
+			switch {
+			case !has: // one line: its bytes in b, not copied
+				data, has = value, true
+			case !joined:
+				data = append(append(append(make([]byte, 0, len(data)+1+len(value)), data...), '\n'), value...)
+				joined = true
+			default:
+				data = append(append(data, '\n'), value...)
 			}
-			data, has = append(data, value...), true
 		}
 		if has {
 			yield(typ, data)
 		}
 	}
+}
+
+// hijackWriter is the writer websocket.Accept takes the connection from:
+// it keeps the connection, whose write deadline bounds the frame writes.
+type hijackWriter struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.conn = c
+	return c, rw, err
 }
 
 // websocketUpgrade reports whether r asks for a WebSocket (RFC 6455 §4.2.1).

@@ -19,6 +19,7 @@ import (
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/clock"
 	"github.com/scootgate/scootgate/internal/limits"
+	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -379,5 +380,86 @@ func TestSocketLifetime(t *testing.T) {
 	}
 	if _, err := readWS(t, c); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
 		t.Errorf("after the lifetime: %v, want a close frame with 1000", err)
+	}
+}
+
+// TestEventData: the events the relay writes, as the socket reads them
+// into frames: one data line is the frame as it is, several are joined
+// with LF; comments, other fields and events without data give no
+// frame; the bytes read are left as they were.
+func TestEventData(t *testing.T) {
+	type ev struct{ Typ, Data string }
+	tests := []struct {
+		name string
+		in   string
+		want []ev
+	}{
+		{"one line", "event: a\ndata: {\"x\":1}\n\n", []ev{{"a", `{"x":1}`}}},
+		{"lines joined", "data: one\ndata:two\ndata:  three\n\ndata: next\n\n", []ev{{"", "one\ntwo\n three"}, {"", "next"}}},
+		{"CRLF and CR", "event: a\r\ndata: x\r\ndata: y\r\n\r\nevent: b\rdata: z\r\r", []ev{{"a", "x\ny"}, {"b", "z"}}},
+		{"comments and other fields", ": keepalive\n\nid: 7\nretry: 1\n\nevent: e\n\ndata: d\nid: 8\n\n", []ev{{"", "d"}}},
+		{"no final blank line", "data: a\ndata: b", []ev{{"", "a\nb"}}},
+		{"empty data line", "data\n\n", []ev{{"", ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			var got []ev
+			for typ, data := range eventData(in) {
+				got = append(got, ev{string(typ), string(data)})
+			}
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("events (-got +want):\n%s", diff)
+			}
+			if string(in) != tt.in {
+				t.Errorf("the input changed: %q", in)
+			}
+		})
+	}
+}
+
+// TestSocketSinkAllocs: relaying a stream's events as frames allocates
+// nothing per event, as an HTTP stream's writes do not: a frame is
+// written under the connection's write deadline, not under a context
+// with a deadline of its own (docs/performance.md "Hot-path benchmarks").
+func TestSocketSinkAllocs(t *testing.T) {
+	accepted := make(chan *socket, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hw := &hijackWriter{ResponseWriter: w}
+		conn, err := websocket.Accept(hw, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		accepted <- &socket{conn: conn, nc: hw.conn, wctx: context.WithoutCancel(r.Context())}
+	}))
+	defer srv.Close()
+	client, rd := rawUpgrade(t, srv.Listener.Addr().String(), "/")
+	s := <-accepted
+	defer s.conn.CloseNow()
+	go func() { _, _ = io.Copy(io.Discard, rd) }() // owned: ends when the connection closes
+	defer client.Close()
+
+	h, _ := newHandler(t, Options{})
+	spec, _ := catalog.ByPath("/v1/responses")
+	s.h, s.spec = h, spec
+	var sb strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&sb, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"delta\":\"word \"}\n\n", i)
+	}
+	stream := []byte(sb.String())
+	sk := &socketSink{s: s, header: http.Header{"Content-Type": {"text/event-stream"}}}
+	for _, deadline := range []time.Time{{}, time.Now().Add(time.Minute)} {
+		if err := sk.SetWriteDeadline(deadline); err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(20, func() {
+			if _, err := sk.Write(stream); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("deadline %v: %v allocations per 20 events, want 0", deadline, allocs)
+		}
 	}
 }
