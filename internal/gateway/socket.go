@@ -120,6 +120,8 @@ type socket struct {
 	away     chan struct{} // closed by GoingAway
 	awayOnce sync.Once
 
+	running runningAnswer
+
 	last []byte // what the last completed answer left (SocketSpec.Remember); main loop only
 	// lastEvent is the buffer the running answer copies its events' data
 	// into (socketSink.lastData), kept for the next answer while small.
@@ -172,6 +174,11 @@ func (h *Handler) serveSocket(ctx context.Context, c *call, r *http.Request, spe
 
 // run reads frames and serves them one at a time until the client
 // closes, the socket idles beyond the limit, or the node drains.
+//
+// An answer runs on run's own goroutine, the connection's, as an HTTP
+// request's does: a goroutine of its own per answer would start on a
+// small stack and grow it every time. While it runs, run reads no frame:
+// the reader ends the answer itself when the client leaves (running).
 func (s *socket) run(ctx context.Context) {
 	frames := make(chan clientFrame)
 	stop := make(chan struct{})
@@ -184,6 +191,9 @@ func (s *socket) run(ctx context.Context) {
 		rctx := context.WithoutCancel(ctx)
 		for {
 			typ, data, err := s.conn.Read(rctx)
+			if err != nil {
+				s.running.clientGone()
+			}
 			select {
 			case frames <- clientFrame{typ, data, err}:
 			case <-stop:
@@ -207,17 +217,9 @@ func (s *socket) run(ctx context.Context) {
 	}
 	idle := time.NewTimer(idleFor)
 	defer idle.Stop()
-	var (
-		next      = frames      // nil while a frame waits for the running answer
-		pending   *clientFrame  // that frame
-		running   chan struct{} // non-nil while an answer runs
-		cancelRun context.CancelCauseFunc
-		away      = s.away
-		leaving   bool
-	)
-	// serve starts the answer to a text frame, or answers a frame that
-	// asks for none. It reports false when the socket must close (code
-	// and reason set) instead.
+	// serve answers a text frame, or a frame that asks for no answer. It
+	// reports false when the socket must close (code and reason set)
+	// instead, also once the answer is done when the node drains.
 	serve := func(f clientFrame) bool {
 		if f.typ != websocket.MessageText {
 			s.refuse(apierr.BadRequest("invalid_frame", "frames must be text (JSON)"))
@@ -236,75 +238,90 @@ func (s *socket) run(ctx context.Context) {
 			return false
 		}
 		idle.Stop()
+		// One answer at a time, in order, as the provider's WebSocket
+		// mode runs them: a frame sent before the last answer was
+		// accounted for (its terminal event can reach the client first)
+		// waits in the reader, and reading waits with it.
 		rctx, cancel := context.WithCancelCause(ctx)
-		cancelRun = cancel
-		done := make(chan struct{})
-		running = done
-		go func() { // owned: run waits for done before it returns
-			defer close(done)
-			defer cancel(nil)
-			s.serveFrame(rctx, body, p)
-		}()
-		return true
+		s.running.start(cancel)
+		s.serveFrame(rctx, body, p)
+		s.running.end()
+		cancel(nil)
+		select {
+		case <-ctx.Done():
+			// Cut at the end of the drain: the answer ended with the
+			// in-band error (its context is a child of ctx).
+		case <-s.away:
+			// The drain began while the answer ran: closed now that it is
+			// complete.
+		default:
+			idle.Reset(idleFor)
+			return true
+		}
+		code, reason = websocket.StatusGoingAway, "the node is shutting down"
+		return false
 	}
 	for {
 		select {
-		case f := <-next:
-			switch {
-			case f.err != nil:
-				if running != nil {
-					cancelRun(errClientGone)
-					<-running
-				}
+		case f := <-frames:
+			if f.err != nil {
 				code = websocket.CloseStatus(f.err)
 				if code == -1 {
 					code = websocket.StatusAbnormalClosure
 				}
 				return
-			case running != nil:
-				// One answer at a time, in order, as the provider's
-				// WebSocket mode runs them: a frame sent before the last
-				// answer was accounted for (its terminal event can reach
-				// the client first) waits, and reading waits with it.
-				pending, next = &f, nil
-			default:
-				if !serve(f) {
-					return
-				}
 			}
-		case <-running:
-			running = nil
-			if leaving {
-				code, reason = websocket.StatusGoingAway, "the node is shutting down"
+			if !serve(f) {
 				return
-			}
-			idle.Reset(idleFor)
-			if pending != nil {
-				f := *pending
-				pending, next = nil, frames
-				if !serve(f) {
-					return
-				}
 			}
 		case <-idle.C:
 			code, reason = websocket.StatusNormalClosure, "idle timeout"
 			return
-		case <-away:
-			away = nil
-			if running == nil {
-				code, reason = websocket.StatusGoingAway, "the node is shutting down"
-				return
-			}
-			leaving = true
+		case <-s.away:
+			code, reason = websocket.StatusGoingAway, "the node is shutting down"
+			return
 		case <-ctx.Done():
-			// Cut at the end of the drain: the running answer ends with
-			// the in-band error (its context is a child of ctx).
-			if running != nil {
-				<-running
-			}
 			code, reason = websocket.StatusGoingAway, "the node is shutting down"
 			return
 		}
+	}
+}
+
+// runningAnswer is how the reader ends the answer that runs when the
+// client leaves: the answer runs on run's goroutine, which reads no frame
+// meanwhile.
+type runningAnswer struct {
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc // guarded by mu: the running answer's; nil between answers
+	gone   bool                    // guarded by mu: the client closed the socket or it broke
+}
+
+// start makes cancel the running answer's; it is called at once if the
+// client is gone already.
+func (a *runningAnswer) start(cancel context.CancelCauseFunc) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gone {
+		cancel(errClientGone)
+	}
+	a.cancel = cancel
+}
+
+// end is called when the answer is done.
+func (a *runningAnswer) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancel = nil
+}
+
+// clientGone ends the running answer, and any answer started after it,
+// with errClientGone.
+func (a *runningAnswer) clientGone() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gone = true
+	if a.cancel != nil {
+		a.cancel(errClientGone)
 	}
 }
 

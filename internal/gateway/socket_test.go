@@ -198,6 +198,60 @@ func TestSocketStalledClient(t *testing.T) {
 	}
 }
 
+// TestSocketClientLeaves: a client that closes its socket while an answer
+// runs ends that answer and its provider request at once, recorded
+// client_cancelled, not when the provider next sends or stream_idle
+// passes.
+func TestSocketClientLeaves(t *testing.T) {
+	started := make(chan struct{}, 1)
+	rec := make(chanRecorder, 1)
+	h := newHandlerAt(t, Options{StreamIdle: time.Minute, Recorders: []Recorder{rec}}, holdingProvider(t, started))
+	c := dialWS(t, socketServer(t, h, context.Background()), "k")
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(wsCreate)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if ev, err := readWS(t, c); err != nil || ev.Type != "response.created" {
+		t.Fatalf("first frame %q, %v", ev.raw, err)
+	}
+	_ = c.CloseNow()
+	select {
+	case ev := <-rec:
+		if ev.FailureStage != usageevent.StageClientCancelled {
+			t.Fatalf("usage event stage %q, want %q", ev.FailureStage, usageevent.StageClientCancelled)
+		}
+	case <-time.After(20 * time.Second): // only when it fails
+		t.Fatal("the answer still runs 20 s after its client left")
+	}
+}
+
+// TestSocketDrainBusy: a socket whose answer runs when the node starts
+// its drain gets that answer whole, then a close frame with 1001, and no
+// answer to a frame sent after it; an idle socket is closed at once
+// (TestSocketDrain in internal/app).
+func TestSocketDrainBusy(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHandlerAt(t, Options{}, gatedProvider(t, gate))
+	c := dialWS(t, socketServer(t, h, context.Background()), "k")
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(wsCreate)); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := readWS(t, c); err != nil || ev.Type != "response.created" {
+		t.Fatalf("first frame %q, %v", ev.raw, err)
+	}
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(wsCreate)); err != nil { // waits for the first answer
+		t.Fatal(err)
+	}
+	h.GoingAway()
+	close(gate)
+	if ev, err := readWS(t, c); err != nil || ev.Type != "response.completed" {
+		t.Fatalf("frame after the drain began %q, %v; want response.completed", ev.raw, err)
+	}
+	if _, err := readWS(t, c); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("after the answer: %v, want a close frame with 1001", err)
+	}
+}
+
 // gatedProvider is an OpenAI provider whose Responses streams send
 // response.created, wait for a value on gate (or the request's end), then
 // complete.
