@@ -389,7 +389,7 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 	}
 	s.last = nil
 	if spec.Socket.Prepare != nil {
-		if events, last, ok := spec.Socket.Prepare(body, "resp_"+rid); ok {
+		if events, last, ok := spec.Socket.Prepare(body, rid); ok {
 			// A warm-up: answered here, nothing sent to a provider, so
 			// no attempt and no usage event (docs/api.md "Responses over
 			// WebSocket").

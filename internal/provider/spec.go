@@ -231,17 +231,17 @@ type SocketSpec struct {
 	Continue func(body, last []byte) []byte
 	// Remember is what a completed answer leaves for the next frame's
 	// Continue: body is the request sent, done the data of the stream's
-	// terminal event. nil keeps nothing.
+	// terminal event (valid only during the call). nil keeps nothing.
 	Remember func(body, done []byte) []byte
 	// Prepare, when set, answers a frame that only prepares the context
 	// of the answers to come (the Responses WebSocket mode's "generate":
-	// false) on the node: events are the frames of its answer, with id as
-	// its response id, and last what it leaves for the next frame's
-	// Continue. ok is false for a frame that wants an answer generated.
+	// false) on the node: events are the frames of its answer, whose
+	// response id is made of the node's requestID, and last what it
+	// leaves for the next frame's Continue. ok is false for a frame that wants an answer generated.
 	// Nothing of such a frame reaches a provider: over HTTP there is no
 	// context to prepare, and a provider would refuse the member or
 	// generate an answer nobody reads.
-	Prepare func(body []byte, id string) (events [][]byte, last []byte, ok bool)
+	Prepare func(body []byte, requestID string) (events [][]byte, last []byte, ok bool)
 }
 
 // Route names the endpoint where a client path is not a name (messages,

@@ -268,6 +268,11 @@ type socketLast struct {
 // output. In the WebSocket mode the provider keeps them in memory for the
 // socket, even with "store": false, and Codex then sends only the new
 // items with previous_response_id; over HTTP the node must send them all.
+//
+// What it keeps is socketLast's JSON, written here rather than
+// marshalled: every answer on a socket leaves it, and its parts are JSON
+// values already, as jsonedit found them (socketContinue re-encodes the
+// items it sends).
 func socketRemember(body, done []byte) []byte {
 	typ, _, _ := jsonedit.Lookup(done, "type")
 	if !jsonedit.EqualString(typ, "response.completed") {
@@ -277,13 +282,23 @@ func socketRemember(body, done []byte) []byte {
 	id, _, _ := jsonedit.Lookup(resp, "id")
 	output, _, _ := jsonedit.Lookup(resp, "output")
 	input, _, _ := jsonedit.Lookup(body, "input")
-	if _, ok := jsonedit.Unquote(id); !ok {
+	if len(id) == 0 || id[0] != '"' { // not a string
 		return nil
 	}
-	last := socketLast{ID: id}
+	out := make([]byte, 0, len(id)+len(input)+len(output)+64)
+	out = append(append(append(out, `{"id":`...), id...), `,"items":`...)
+	items := 0
+	next := func() {
+		if items++; items == 1 {
+			out = append(out, '[')
+		} else {
+			out = append(out, ',')
+		}
+	}
 	if len(input) > 0 && input[0] == '"' { // a string input is one user message
-		last.Items = append(last.Items, json.RawMessage(`{"type":"message","role":"user","content":`+string(input)+`}`))
-		input = []byte("[]")
+		next()
+		out = append(append(append(out, `{"type":"message","role":"user","content":`...), input...), '}')
+		input = nil
 	}
 	for _, arr := range [...][]byte{input, output} {
 		if len(arr) == 0 {
@@ -301,14 +316,16 @@ func socketRemember(body, done []byte) []byte {
 			if !ok {
 				break
 			}
-			last.Items = append(last.Items, v)
+			next()
+			out = append(out, v...)
 		}
 	}
-	b, err := json.Marshal(last)
-	if err != nil {
-		return nil
+	if items == 0 {
+		out = append(out, "null"...) // as json.Marshal writes socketLast's nil Items
+	} else {
+		out = append(out, ']')
 	}
-	return b
+	return append(out, '}')
 }
 
 // socketContinue expands a frame that builds on the socket's last answer
@@ -375,12 +392,14 @@ func socketContinue(body, last []byte) []byte {
 // response.created and response.completed for an empty response with the
 // node's id, and the frame's input kept as that response's items, so that
 // the next frame, which names the id as previous_response_id and sends
-// only its new items, is sent to the provider whole (socketContinue).
-func socketPrepare(body []byte, id string) (events [][]byte, last []byte, ok bool) {
+// only its new items, is sent to the provider whole (socketContinue). The
+// response id is resp_ and the node's request id.
+func socketPrepare(body []byte, requestID string) (events [][]byte, last []byte, ok bool) {
 	gen, found, err := jsonedit.Lookup(body, "generate")
 	if err != nil || !found || string(gen) != "false" {
 		return nil, nil, false
 	}
+	id := "resp_" + requestID
 	model, _, _ := jsonedit.Lookup(body, "model")
 	if len(model) == 0 {
 		model = []byte("null")

@@ -83,3 +83,92 @@ func TestSocketLimitReached(t *testing.T) {
 		t.Errorf("(-got +want):\n%s", diff)
 	}
 }
+
+// TestSocketContinue: a frame that names the socket's last answer as its
+// previous_response_id is sent with that answer's input and output items
+// before its own input, and previous_response_id null; any other frame
+// goes as it is (socketRemember keeps the items, socketContinue expands).
+func TestSocketContinue(t *testing.T) {
+	tests := []struct {
+		name, body, done, next, want string
+	}{
+		{
+			name: "string input, then array",
+			body: `{"model":"m","input":"hi","stream":true}`,
+			done: `{"type":"response.completed","sequence_number":3,"response":{"id":"resp_1","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]}],"usage":{"input_tokens":1}}}`,
+			next: `{"model":"m","previous_response_id":"resp_1","input":[{"type":"message","role":"user","content":"next"}],"stream":true}`,
+			want: `{"model":"m","previous_response_id":null,"input":[{"type":"message","role":"user","content":"hi"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]},{"type":"message","role":"user","content":"next"}],"stream":true}`,
+		},
+		{
+			name: "array input with spaces, then string; type last",
+			body: `{"model":"m","input":[ {"type":"message", "role":"user","content":"a<b & c"} ],"stream":true}`,
+			done: `{"response":{"output":[ {"type":"function_call","call_id":"c1","name":"f","arguments":"{}"} ],"id":"resp_2"},"type":"response.completed"}`,
+			next: `{"model":"m","previous_response_id":"resp_2","input":"more","stream":true}`,
+			want: `{"model":"m","previous_response_id":null,"input":[{"type":"message","role":"user","content":"a\u003cb \u0026 c"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"message","role":"user","content":"more"}],"stream":true}`,
+		},
+		{
+			name: "no items at all",
+			body: `{"model":"m","stream":true}`,
+			done: `{"type":"response.completed","response":{"id":"resp_3","output":[]}}`,
+			next: `{"model":"m","previous_response_id":"resp_3","stream":true}`,
+			want: `{"model":"m","previous_response_id":null,"stream":true,"input":null}`,
+		},
+		{
+			name: "the last answer failed",
+			body: `{"model":"m","input":"hi"}`,
+			done: `{"type":"response.failed","response":{"id":"resp_4","output":[]}}`,
+			next: `{"previous_response_id":"resp_4","input":"x"}`,
+			want: `{"previous_response_id":"resp_4","input":"x"}`,
+		},
+		{
+			name: "an id that is no string",
+			body: `{"model":"m","input":"hi"}`,
+			done: `{"type":"response.completed","response":{"id":7,"output":[]}}`,
+			next: `{"previous_response_id":7,"input":"x"}`,
+			want: `{"previous_response_id":7,"input":"x"}`,
+		},
+		{
+			name: "an input that is no list",
+			body: `{"model":"m","input":{"a":1}}`,
+			done: `{"type":"response.completed","response":{"id":"resp_6","output":[]}}`,
+			next: `{"previous_response_id":"resp_6","input":"x"}`,
+			want: `{"previous_response_id":"resp_6","input":"x"}`,
+		},
+		{
+			name: "another answer named",
+			body: `{"model":"m","input":"hi"}`,
+			done: `{"type":"response.completed","response":{"id":"resp_7","output":[]}}`,
+			next: `{"previous_response_id":"resp_other","input":"x"}`,
+			want: `{"previous_response_id":"resp_other","input":"x"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := socketContinue([]byte(tt.next), socketRemember([]byte(tt.body), []byte(tt.done)))
+			if diff := cmp.Diff(string(got), tt.want); diff != "" {
+				t.Errorf("request (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSocketPrepare: a warm-up frame is answered with an empty response
+// whose id is made of the request id, and leaves its input for the next
+// frame that names that id.
+func TestSocketPrepare(t *testing.T) {
+	if _, _, ok := socketPrepare([]byte(`{"model":"m","input":"hi"}`), "sg-1"); ok {
+		t.Fatal("a frame without generate: false was taken for a warm-up")
+	}
+	events, last, ok := socketPrepare([]byte(`{"model":"m","generate":false,"input":[{"type":"message","role":"user","content":"ctx"}]}`), "sg-1")
+	if !ok || len(events) != 2 {
+		t.Fatalf("ok %v, %d events", ok, len(events))
+	}
+	want := `{"type":"response.completed","sequence_number":1,"response":{"id":"resp_sg-1","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":0,"input_tokens_details":{"cached_tokens":0},"output_tokens":0,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":0}}}`
+	if diff := cmp.Diff(string(events[1]), want); diff != "" {
+		t.Errorf("completed (-got +want):\n%s", diff)
+	}
+	got := socketContinue([]byte(`{"model":"m","previous_response_id":"resp_sg-1","input":"now"}`), last)
+	if want := `{"model":"m","previous_response_id":null,"input":[{"type":"message","role":"user","content":"ctx"},{"type":"message","role":"user","content":"now"}]}`; string(got) != want {
+		t.Errorf("next request %s, want %s", got, want)
+	}
+}
