@@ -120,12 +120,10 @@ type socket struct {
 	away     chan struct{} // closed by GoingAway
 	awayOnce sync.Once
 
-	running runningAnswer
-
-	last []byte // what the last completed answer left (SocketSpec.Remember); main loop only
-	// lastEvent is the buffer the running answer copies its events' data
-	// into (socketSink.lastData), kept for the next answer while small.
-	lastEvent []byte
+	// Used by the answers, one at a time, on run's goroutine.
+	req  *http.Request // every frame's request: POST with the frame's headers, under the answers' context (run)
+	sink socketSink    // the running answer's writer, reused by the next
+	last []byte        // what the last completed answer left (SocketSpec.Remember)
 }
 
 // clientFrame is one frame read from the client, or the read's error.
@@ -178,8 +176,13 @@ func (h *Handler) serveSocket(ctx context.Context, c *call, r *http.Request, spe
 // An answer runs on run's own goroutine, the connection's, as an HTTP
 // request's does: a goroutine of its own per answer would start on a
 // small stack and grow it every time. While it runs, run reads no frame:
-// the reader ends the answer itself when the client leaves (running).
+// the reader ends the answer itself when the client leaves, by ending
+// the answers' context, which every answer runs under.
 func (s *socket) run(ctx context.Context) {
+	actx, leave := context.WithCancelCause(ctx)
+	defer leave(nil)
+	s.req = s.upgrade.WithContext(actx)
+	s.req.Method, s.req.Header, s.req.Body = s.spec.Method, s.header, http.NoBody
 	frames := make(chan clientFrame)
 	stop := make(chan struct{})
 	var rwg sync.WaitGroup
@@ -192,7 +195,7 @@ func (s *socket) run(ctx context.Context) {
 		for {
 			typ, data, err := s.conn.Read(rctx)
 			if err != nil {
-				s.running.clientGone()
+				leave(errClientGone) // the running answer ends now, and any after it at once
 			}
 			select {
 			case frames <- clientFrame{typ, data, err}:
@@ -242,11 +245,7 @@ func (s *socket) run(ctx context.Context) {
 		// mode runs them: a frame sent before the last answer was
 		// accounted for (its terminal event can reach the client first)
 		// waits in the reader, and reading waits with it.
-		rctx, cancel := context.WithCancelCause(ctx)
-		s.running.start(cancel)
-		s.serveFrame(rctx, body, p)
-		s.running.end()
-		cancel(nil)
+		s.serveFrame(body, p)
 		select {
 		case <-ctx.Done():
 			// Cut at the end of the drain: the answer ended with the
@@ -284,44 +283,6 @@ func (s *socket) run(ctx context.Context) {
 			code, reason = websocket.StatusGoingAway, "the node is shutting down"
 			return
 		}
-	}
-}
-
-// runningAnswer is how the reader ends the answer that runs when the
-// client leaves: the answer runs on run's goroutine, which reads no frame
-// meanwhile.
-type runningAnswer struct {
-	mu     sync.Mutex
-	cancel context.CancelCauseFunc // guarded by mu: the running answer's; nil between answers
-	gone   bool                    // guarded by mu: the client closed the socket or it broke
-}
-
-// start makes cancel the running answer's; it is called at once if the
-// client is gone already.
-func (a *runningAnswer) start(cancel context.CancelCauseFunc) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.gone {
-		cancel(errClientGone)
-	}
-	a.cancel = cancel
-}
-
-// end is called when the answer is done.
-func (a *runningAnswer) end() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.cancel = nil
-}
-
-// clientGone ends the running answer, and any answer started after it,
-// with errClientGone.
-func (a *runningAnswer) clientGone() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.gone = true
-	if a.cancel != nil {
-		a.cancel(errClientGone)
 	}
 }
 
@@ -366,12 +327,14 @@ func (s *socket) refuse(e *apierr.Error) {
 }
 
 // serveFrame runs the request path for one frame's body for principal,
-// with a socketSink as the client's writer.
-func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.Principal) {
+// with the socket's sink as the client's writer.
+func (s *socket) serveFrame(body []byte, principal *authz.Principal) {
 	h, spec := s.h, s.spec
 	start := h.o.Now()
 	c := &call{}
-	sk := &socketSink{s: s, header: make(http.Header, 4), lastData: s.lastEvent[:0]}
+	sk := &s.sink
+	sk.reset(s)
+	defer sk.idle() // after end
 	defer sk.end()
 	c.sw.ResponseWriter = sk
 	w := &c.sw
@@ -403,8 +366,9 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 			return
 		}
 	}
-	r := s.upgrade.WithContext(ctx) // the frame's request: POST with the frame's headers
-	r.Method, r.Header, r.Body, r.ContentLength = spec.Method, s.header, http.NoBody, int64(len(body))
+	r := s.req
+	r.ContentLength = int64(len(body))
+	ctx := r.Context()
 	c.h, c.w, c.r, c.spec, c.api, c.rid, c.start = h, w, r, spec, s.api, rid, start
 	c.principal, c.body = principal, body
 	if int64(len(body)) > h.o.BodyLimit {
@@ -422,16 +386,7 @@ func (s *socket) serveFrame(ctx context.Context, body []byte, principal *authz.P
 	if spec.Socket.Remember != nil && sk.status == http.StatusOK && sk.streamed {
 		s.last = spec.Socket.Remember(body, sk.lastData)
 	}
-	if cap(sk.lastData) <= maxKeptEvent {
-		s.lastEvent = sk.lastData[:0]
-	} else {
-		s.lastEvent = nil // an idle socket does not hold a large answer's copy
-	}
 }
-
-// maxKeptEvent bounds the buffer a socket keeps between answers for the
-// data of an answer's last event.
-const maxKeptEvent = 16 << 10
 
 // socketSink is the client's writer for one frame: what the request path
 // writes as an HTTP answer goes out as frames. A stream's events each
@@ -453,6 +408,29 @@ type socketSink struct {
 	// write gets stream_idle.
 	deadline time.Time
 }
+
+// reset readies the socket's sink for the next answer on s, with the
+// header map and the last event's buffer of the answer before it.
+func (sk *socketSink) reset(s *socket) {
+	header := sk.header
+	if header == nil {
+		header = make(http.Header, 8)
+	}
+	clear(header)
+	*sk = socketSink{s: s, header: header, lastData: sk.lastData[:0]}
+}
+
+// idle, when the answer is done, lets go of what an idle socket should
+// not hold: a large answer's copy of its last event.
+func (sk *socketSink) idle() {
+	if cap(sk.lastData) > maxKeptEvent {
+		sk.lastData = nil
+	}
+}
+
+// maxKeptEvent bounds the buffer a socket keeps between answers for the
+// data of an answer's last event.
+const maxKeptEvent = 16 << 10
 
 func (sk *socketSink) Header() http.Header { return sk.header }
 

@@ -252,6 +252,27 @@ func TestSocketDrainBusy(t *testing.T) {
 	}
 }
 
+// TestSocketAnswersApart: each answer on a socket is told only its own
+// headers: an error event after an answer from the provider carries no
+// header of that answer (the provider's request id, its rate-limit
+// state), though the socket's writer is reused from one answer to the next.
+func TestSocketAnswersApart(t *testing.T) {
+	h, _ := newHandler(t, Options{})
+	c := dialWS(t, socketServer(t, h, context.Background()), "k")
+	first := wsAnswer(t, c, wsCreate)
+	if got := lastOf(first); got != "response.completed 0 " {
+		t.Fatalf("first answer: %q", got)
+	}
+	last := wsAnswer(t, c, `{"type":"response.create","model":"no-such-model","input":"hi"}`)
+	ev := last[len(last)-1]
+	if ev.Type != "error" || ev.Status != http.StatusNotFound {
+		t.Fatalf("second answer: %s", ev.raw)
+	}
+	if _, ok := ev.Headers["x-request-id"]; !ok || len(ev.Headers) != 1 {
+		t.Errorf("error event headers %v, want the request id alone", ev.Headers)
+	}
+}
+
 // gatedProvider is an OpenAI provider whose Responses streams send
 // response.created, wait for a value on gate (or the request's end), then
 // complete.
