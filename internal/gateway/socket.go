@@ -400,6 +400,8 @@ type socketSink struct {
 	held   []byte // an answer written whole, sent by end
 	err    error  // the first failed frame write
 
+	written  bool   // Write was called: status and headers are final
+	events   bool   // the answer is a 200 event stream, sent as frames (set by the first Write)
 	streamed bool   // an event went out
 	lastData []byte // a copy of the data of the last event sent (the event's bytes are the relay's read buffer)
 
@@ -450,7 +452,13 @@ func (sk *socketSink) Write(b []byte) (int, error) {
 	if sk.err != nil {
 		return 0, sk.err
 	}
-	if sk.status != http.StatusOK || !isEventStream(sk.header.Get("Content-Type")) {
+	if !sk.written {
+		// The status and headers are the answer's from its first write
+		// on, as over HTTP: judged once, not per event.
+		sk.written = true
+		sk.events = sk.status == http.StatusOK && isEventStream(sk.header.Get("Content-Type"))
+	}
+	if !sk.events {
 		sk.held = append(sk.held, b...)
 		return len(b), nil
 	}
