@@ -255,24 +255,16 @@ func socketWhole(body []byte) []byte {
 	return append(out, '}')
 }
 
-// socketLast is what a completed answer leaves on the socket: its id, and
-// the input and output items, which a next frame naming the id as
-// previous_response_id builds on.
-type socketLast struct {
-	ID    json.RawMessage   `json:"id"`
-	Items []json.RawMessage `json:"items"`
-}
-
 // socketRemember keeps the items of a completed answer: the request's
 // input (an array, or a string as one user message) and the response's
 // output. In the WebSocket mode the provider keeps them in memory for the
 // socket, even with "store": false, and Codex then sends only the new
 // items with previous_response_id; over HTTP the node must send them all.
 //
-// What it keeps is socketLast's JSON, written here rather than
-// marshalled: every answer on a socket leaves it, and its parts are JSON
-// values already, as jsonedit found them (socketContinue re-encodes the
-// items it sends).
+// What it keeps is {"id":…,"items":[…]} ("items":null without any),
+// written with appends from the values jsonedit found, byte for byte as
+// the client and the provider wrote them: every answer on a socket leaves
+// it, and socketContinue splices the items as they are.
 func socketRemember(body, done []byte) []byte {
 	typ, _, _ := jsonedit.Lookup(done, "type")
 	if !jsonedit.EqualString(typ, "response.completed") {
@@ -287,45 +279,18 @@ func socketRemember(body, done []byte) []byte {
 	}
 	out := make([]byte, 0, len(id)+len(input)+len(output)+64)
 	out = append(append(append(out, `{"id":`...), id...), `,"items":`...)
-	items := 0
-	next := func() {
-		if items++; items == 1 {
-			out = append(out, '[')
-		} else {
-			out = append(out, ',')
-		}
-	}
+	var items itemList
 	if len(input) > 0 && input[0] == '"' { // a string input is one user message
-		next()
-		out = append(append(append(out, `{"type":"message","role":"user","content":`...), input...), '}')
+		out = items.message(out, input)
 		input = nil
 	}
 	for _, arr := range [...][]byte{input, output} {
-		if len(arr) == 0 {
-			continue
-		}
-		it, err := jsonedit.Elements(arr)
-		if err != nil {
+		var ok bool
+		if out, ok = items.elements(out, arr); !ok {
 			return nil
 		}
-		for {
-			v, _, ok, err := it.Next()
-			if err != nil {
-				return nil
-			}
-			if !ok {
-				break
-			}
-			next()
-			out = append(out, v...)
-		}
 	}
-	if items == 0 {
-		out = append(out, "null"...) // as json.Marshal writes socketLast's nil Items
-	} else {
-		out = append(out, ']')
-	}
-	return append(out, '}')
+	return append(items.end(out), '}')
 }
 
 // socketContinue expands a frame that builds on the socket's last answer
@@ -333,45 +298,40 @@ func socketRemember(body, done []byte) []byte {
 // input is the last answer's items and then the frame's own, and
 // previous_response_id is null. Any other frame goes as it is: a
 // previous_response_id the socket does not know is the provider's to
-// resolve (a stored response).
+// resolve (a stored response). The items are spliced byte for byte, as
+// the node edits a body everywhere else: a long conversation costs a
+// copy per frame, not a decoding and an encoding.
 func socketContinue(body, last []byte) []byte {
 	prev, ok, err := jsonedit.Lookup(body, "previous_response_id")
 	if err != nil || !ok || len(last) == 0 {
 		return body
 	}
-	var l socketLast
-	if json.Unmarshal(last, &l) != nil || !bytes.Equal(prev, l.ID) {
+	id, _, err := jsonedit.Lookup(last, "id")
+	if err != nil || !bytes.Equal(prev, id) {
 		return body
 	}
+	kept, _, _ := jsonedit.Lookup(last, "items")
 	input, ok, _ := jsonedit.Lookup(body, "input")
-	items := l.Items
-	if ok {
-		switch input[0] {
-		case '[':
-			it, err := jsonedit.Elements(input)
-			if err != nil {
-				return body
-			}
-			for {
-				v, _, more, err := it.Next()
-				if err != nil {
-					return body
-				}
-				if !more {
-					break
-				}
-				items = append(items, v)
-			}
-		case '"':
-			items = append(items, json.RawMessage(`{"type":"message","role":"user","content":`+string(input)+`}`))
-		default:
+	all := make([]byte, 0, len(kept)+len(input)+64)
+	var items itemList
+	good := true
+	if string(kept) != "null" { // none kept
+		all, good = items.elements(all, kept)
+	}
+	switch {
+	case !good:
+		return body
+	case !ok:
+	case input[0] == '[':
+		if all, good = items.elements(all, input); !good {
 			return body
 		}
-	}
-	all, err := json.Marshal(items)
-	if err != nil {
+	case input[0] == '"':
+		all = items.message(all, input)
+	default:
 		return body
 	}
+	all = items.end(all)
 	out, _, err := jsonedit.Replace(body, "input", all)
 	if err != nil {
 		return body
@@ -385,6 +345,54 @@ func socketContinue(body, last []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// itemList writes a JSON array of items with appends: the opening
+// bracket with the first item, and null for a list that has none.
+type itemList struct{ n int }
+
+// next appends what comes before an item.
+func (l *itemList) next(out []byte) []byte {
+	if l.n++; l.n == 1 {
+		return append(out, '[')
+	}
+	return append(out, ',')
+}
+
+// message appends a string input as the one user message it stands for.
+func (l *itemList) message(out, text []byte) []byte {
+	out = append(l.next(out), `{"type":"message","role":"user","content":`...)
+	return append(append(out, text...), '}')
+}
+
+// elements appends the elements of arr, an array, or nothing when arr
+// is empty; ok is false for anything else.
+func (l *itemList) elements(out, arr []byte) ([]byte, bool) {
+	if len(arr) == 0 {
+		return out, true
+	}
+	it, err := jsonedit.Elements(arr)
+	if err != nil {
+		return out, false
+	}
+	for {
+		v, _, more, err := it.Next()
+		if err != nil {
+			return out, false
+		}
+		if !more {
+			return out, true
+		}
+		out = append(l.next(out), v...)
+	}
+}
+
+// end closes the list.
+func (l *itemList) end(out []byte) []byte {
+	if l.n == 0 {
+		return append(out, "null"...)
+	}
+	return append(out, ']')
 }
 
 // socketPrepare answers a warm-up frame ("generate": false, which Codex

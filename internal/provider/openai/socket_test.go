@@ -2,7 +2,9 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,8 +88,9 @@ func TestSocketLimitReached(t *testing.T) {
 
 // TestSocketContinue: a frame that names the socket's last answer as its
 // previous_response_id is sent with that answer's input and output items
-// before its own input, and previous_response_id null; any other frame
-// goes as it is (socketRemember keeps the items, socketContinue expands).
+// before its own input, each byte for byte as it was written, and
+// previous_response_id null; any other frame goes as it is
+// (socketRemember keeps the items, socketContinue expands).
 func TestSocketContinue(t *testing.T) {
 	tests := []struct {
 		name, body, done, next, want string
@@ -104,7 +107,7 @@ func TestSocketContinue(t *testing.T) {
 			body: `{"model":"m","input":[ {"type":"message", "role":"user","content":"a<b & c"} ],"stream":true}`,
 			done: `{"response":{"output":[ {"type":"function_call","call_id":"c1","name":"f","arguments":"{}"} ],"id":"resp_2"},"type":"response.completed"}`,
 			next: `{"model":"m","previous_response_id":"resp_2","input":"more","stream":true}`,
-			want: `{"model":"m","previous_response_id":null,"input":[{"type":"message","role":"user","content":"a\u003cb \u0026 c"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"message","role":"user","content":"more"}],"stream":true}`,
+			want: `{"model":"m","previous_response_id":null,"input":[{"type":"message", "role":"user","content":"a<b & c"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"message","role":"user","content":"more"}],"stream":true}`,
 		},
 		{
 			name: "no items at all",
@@ -170,5 +173,30 @@ func TestSocketPrepare(t *testing.T) {
 	got := socketContinue([]byte(`{"model":"m","previous_response_id":"resp_sg-1","input":"now"}`), last)
 	if want := `{"model":"m","previous_response_id":null,"input":[{"type":"message","role":"user","content":"ctx"},{"type":"message","role":"user","content":"now"}]}`; string(got) != want {
 		t.Errorf("next request %s, want %s", got, want)
+	}
+}
+
+// BenchmarkSocketContinue is what a socket adds to a turn that builds on
+// the answer before it, as Codex's turns do after the first: keeping
+// that answer's items and expanding the next frame with them, here for a
+// conversation of 40 items (a string input each turn, a message and a
+// function call out).
+func BenchmarkSocketContinue(b *testing.B) {
+	var items []string
+	for i := range 20 {
+		items = append(items,
+			fmt.Sprintf(`{"type":"message","role":"user","content":[{"type":"input_text","text":"turn %d: please look at the file and tell me what it does"}]}`, i),
+			fmt.Sprintf(`{"type":"function_call","call_id":"call_%d","name":"shell","arguments":"{\"command\":[\"cat\",\"main.go\"]}"}`, i))
+	}
+	body := []byte(`{"model":"m","instructions":"be brief","input":[` + strings.Join(items, ",") + `],"stream":true}`)
+	done := []byte(`{"type":"response.completed","sequence_number":40,"response":{"id":"resp_1","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"It prints hello."}]}],"usage":{"input_tokens":900,"output_tokens":5}}}`)
+	next := []byte(`{"model":"m","instructions":"be brief","previous_response_id":"resp_1","input":[{"type":"message","role":"user","content":"and now?"}],"stream":true}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		last := socketRemember(body, done)
+		if out := socketContinue(next, last); len(out) <= len(body) {
+			b.Fatalf("not expanded: %s", out)
+		}
 	}
 }
