@@ -412,27 +412,21 @@ type socketSink struct {
 }
 
 // reset readies the socket's sink for the next answer on s, with the
-// header map and the last event's buffer of the answer before it.
+// header map of the answer before it.
 func (sk *socketSink) reset(s *socket) {
 	header := sk.header
 	if header == nil {
 		header = make(http.Header, 8)
 	}
 	clear(header)
-	*sk = socketSink{s: s, header: header, lastData: sk.lastData[:0]}
+	*sk = socketSink{s: s, header: header}
 }
 
 // idle, when the answer is done, lets go of what an idle socket should
-// not hold: a large answer's copy of its last event.
+// not hold: the answer's bytes (a whole answer, the last event's copy).
 func (sk *socketSink) idle() {
-	if cap(sk.lastData) > maxKeptEvent {
-		sk.lastData = nil
-	}
+	sk.held, sk.lastData = nil, nil
 }
-
-// maxKeptEvent bounds the buffer a socket keeps between answers for the
-// data of an answer's last event.
-const maxKeptEvent = 16 << 10
 
 func (sk *socketSink) Header() http.Header { return sk.header }
 

@@ -538,3 +538,28 @@ func TestSocketSinkAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestSocketSinkReuse: the socket's writer, reused from one answer to the
+// next, starts each answer with an empty header map (the same map) and
+// holds no bytes of an answer once it is done: an idle socket keeps
+// neither a whole answer nor its last event's copy.
+func TestSocketSinkReuse(t *testing.T) {
+	s := &socket{}
+	sk := &s.sink
+	sk.reset(s)
+	header := sk.header
+	header.Set("X-Ratelimit-Remaining-Requests", "9")
+	sk.status, sk.held, sk.lastData, sk.streamed = http.StatusOK, []byte(`{"whole":true}`), []byte(`{"type":"response.completed"}`), true
+	sk.idle()
+	if sk.held != nil || sk.lastData != nil {
+		t.Errorf("an idle socket holds %q and %q", sk.held, sk.lastData)
+	}
+	sk.reset(s)
+	if len(sk.header) != 0 || sk.status != 0 || sk.streamed {
+		t.Errorf("the next answer starts with header %v, status %d, streamed %v", sk.header, sk.status, sk.streamed)
+	}
+	sk.header.Set("X-Request-Id", "b")
+	if header.Get("X-Request-Id") != "b" {
+		t.Error("the header map was not reused")
+	}
+}
