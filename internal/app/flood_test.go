@@ -362,7 +362,12 @@ func dialRapidReset(t *testing.T, addr string, pool *x509.CertPool) *rapidReset 
 
 // tryRapidReset connects, or says why it could not.
 func tryRapidReset(addr string, pool *x509.CertPool) (*rapidReset, error) {
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
+	return tryRapidResetFrom(&net.Dialer{}, addr, pool)
+}
+
+// tryRapidResetFrom connects with d, or says why it could not.
+func tryRapidResetFrom(d *net.Dialer, addr string, pool *x509.CertPool) (*rapidReset, error) {
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package app
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,183 +24,506 @@ import (
 )
 
 // TestMeasureResetFlood is a measurement, run by hand, never by make
-// test: SCOOTGATE_MEASURE_FLOOD=1 go test -run 'TestMeasureResetFlood$'
-// -v ./internal/app/. Client B (127.0.0.1, its own key, keep-alive
-// connections) sends one request every 5 ms, first alone, then while
-// another process floods the node from 127.0.0.2 with HTTP/1.1
-// connections that each send a request of another key and reset at
-// once; it logs B's latencies in both phases, and the flood's
-// connections, for each variant. Loopback only, 4 s per phase.
+// test:
 //
-// SCOOTGATE_MEASURE_FLOOD_LIMITS lists the variants, ";" between them,
-// each [limits] keys with "," between them; "null" aims the flood at a
-// listener that closes every connection it accepts (the machine's own
-// cost of the flood). SCOOTGATE_MEASURE_FLOOD_PROFILE=dir writes the
-// node's CPU profile during each flood phase, and its log, there.
+//	SCOOTGATE_MEASURE_FLOOD=1 go test -count=1 -run 'TestMeasureResetFlood$' -v -timeout 30m ./internal/app/
+//
+// It runs three processes of this test binary: the node (with its fake
+// provider and egress proxy), client B and the flooder. Client B (from
+// 127.0.0.1, its own key) sends one request every 5 ms, open loop, first
+// alone, then while the flooder, from 127.0.0.2 with another key, floods
+// the node; it logs B's latencies in both phases and what the flood got,
+// for each kind of flood and each variant of the node's limits:
+//
+//   - h1: HTTP/1.1 connections, 8 at a time, each sending one request
+//     and closing at once with a reset (SO_LINGER 0), as fast as they go;
+//     B on HTTP/1.1 keep-alive connections.
+//   - h2: the HTTP/2 rapid reset, over TLS: 2 connections at a time,
+//     each opening streams and resetting each (RST_STREAM CANCEL) right
+//     behind its request, as fast as the node takes them in, connecting
+//     again whenever the node closes the connection (GOAWAY or not); B
+//     on one HTTP/2 connection.
+//
+// So that the machine's own cost of running the flooder does not read
+// as the node's, the processes are pinned: the node to one CPU, B and
+// the flooder to another, the flooder at nice 19, the node and B at
+// nice -10 (as root: above whatever else the machine runs); and the variant "null" aims the flood at a listener of the
+// node's process that closes every connection it accepts (a perfect
+// bound: the floor).
+//
+// Environment:
+//
+//   - SCOOTGATE_MEASURE_FLOOD_KINDS: "h1,h2" (the default), or one.
+//   - SCOOTGATE_MEASURE_FLOOD_LIMITS: the variants, ";" between them,
+//     each [limits] keys with "," between them; "null" is the floor,
+//     "none" the defaults. Default: null;none.
+//   - SCOOTGATE_MEASURE_FLOOD_CPUS: "node/clients" CPU lists for
+//     taskset (default "0/1"); "off" runs nothing pinned or reniced.
+//   - SCOOTGATE_MEASURE_FLOOD_ROUNDS: how many times the whole list of
+//     variants runs, interleaved (default 1).
+//   - SCOOTGATE_MEASURE_FLOOD_PHASE: a phase's length (default 4s).
+//   - SCOOTGATE_MEASURE_FLOOD_PROFILE=dir: the node's CPU profile during
+//     each flood phase, and its log, go there.
 func TestMeasureResetFlood(t *testing.T) {
 	if os.Getenv("SCOOTGATE_MEASURE_FLOOD") == "" {
 		t.Skip("a measurement: set SCOOTGATE_MEASURE_FLOOD=1 to run it")
 	}
-	const phase = 4 * time.Second
-	body := `{"model":"demo-gpt","messages":[{"role":"user","content":"hi"}]}`
-	variants := []string{"null", "max_unauthenticated_per_client = 0", "conn_rate_per_client = 20"}
-	if v := os.Getenv("SCOOTGATE_MEASURE_FLOOD_LIMITS"); v != "" {
-		variants = strings.Split(v, ";")
+	kinds := strings.Split(envOr("SCOOTGATE_MEASURE_FLOOD_KINDS", "h1,h2"), ",")
+	variants := strings.Split(envOr("SCOOTGATE_MEASURE_FLOOD_LIMITS", "null;none"), ";")
+	rounds, err := strconv.Atoi(envOr("SCOOTGATE_MEASURE_FLOOD_ROUNDS", "1"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range variants {
-		variants[i] = strings.ReplaceAll(variants[i], ",", "\n") + "\n"
+	phase := envOr("SCOOTGATE_MEASURE_FLOOD_PHASE", "4s")
+	var nodeCPUs, clientCPUs string
+	if c := envOr("SCOOTGATE_MEASURE_FLOOD_CPUS", "0/1"); c != "off" {
+		var ok bool
+		if nodeCPUs, clientCPUs, ok = strings.Cut(c, "/"); !ok {
+			t.Fatalf("SCOOTGATE_MEASURE_FLOOD_CPUS = %q, want node/clients CPU lists", c)
+		}
 	}
-	for i, limits := range variants {
-		t.Run(strconv.Itoa(i)+":"+strings.TrimSpace(strings.ReplaceAll(limits, "\n", " ")), func(t *testing.T) {
-			s := startStack(t, stackOptions{cap: 1000, limits: strings.TrimPrefix(limits, "null")})
-			// B: open-loop, one request every 5 ms whatever the answers
-			// take (a stall delays every request behind it, as it would a
-			// real client's), on a pool of keep-alive connections.
-			var fresh atomic.Int64 // B's requests that opened a new connection
-			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
-				if !i.Reused {
-					fresh.Add(1)
-				}
-			}}
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-			defer client.CloseIdleConnections()
-			measure := func() []time.Duration {
-				var (
-					mu  sync.Mutex
-					lat []time.Duration
-					wg  sync.WaitGroup
-				)
-				tick := time.NewTicker(5 * time.Millisecond)
-				defer tick.Stop()
-				for end := time.Now().Add(phase); time.Now().Before(end); {
-					start := <-tick.C
-					wg.Go(func() {
-						req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), "POST", s.api+"/v1/chat/completions", strings.NewReader(body))
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						req.Header.Set("Authorization", "Bearer "+clientKey)
-						resp, err := client.Do(req)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode != 200 {
-							t.Errorf("status %d", resp.StatusCode)
-						}
-						mu.Lock()
-						lat = append(lat, time.Since(start))
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
-				slices.Sort(lat)
-				return lat
-			}
-			measure() // warm the pool
-			fresh.Store(0)
-			base := measure()
-			freshBase := fresh.Swap(0)
-
-			target := strings.TrimPrefix(s.api, "http://")
-			if strings.TrimSpace(limits) == "null" {
-				// The floor: the flood aimed at a listener of this process
-				// that closes every connection it accepts, as a perfect
-				// bound would.
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ln.Close()
-				go func() {
-					for {
-						c, err := ln.Accept()
-						if err != nil {
-							return
-						}
-						_ = c.Close()
+	profile := os.Getenv("SCOOTGATE_MEASURE_FLOOD_PROFILE")
+	if profile != "" {
+		if err := os.MkdirAll(profile, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for round := range rounds {
+		for _, kind := range kinds {
+			for _, v := range variants {
+				n++
+				name := fmt.Sprintf("%d:%s:%s", round, kind, v)
+				t.Run(name, func(t *testing.T) {
+					limits := strings.ReplaceAll(v, ",", "\n")
+					if v == "null" || v == "none" {
+						limits = ""
 					}
-				}()
-				target = ln.Addr().String()
+					m := &floodRun{t: t, kind: kind, phase: phase, nodeCPUs: nodeCPUs, clientCPUs: clientCPUs}
+					if profile != "" {
+						m.profile = fmt.Sprintf("%s/flood%d-%s", profile, n, kind)
+					}
+					m.run(limits, v == "null")
+				})
 			}
-			flood := exec.Command(os.Args[0], "-test.run=^TestResetFlooder$", "-test.count=1")
-			flood.Env = append(os.Environ(), "SCOOTGATE_FLOOD_TARGET="+target)
-			out, err := flood.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := flood.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if dir := os.Getenv("SCOOTGATE_MEASURE_FLOOD_PROFILE"); dir != "" {
-				f, err := os.Create(fmt.Sprintf("%s/flood%d.pprof", dir, i))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
-			under := measure()
-			_ = flood.Process.Signal(os.Interrupt)
-			res, _ := io.ReadAll(out)
-			_ = flood.Wait()
-			if dir := os.Getenv("SCOOTGATE_MEASURE_FLOOD_PROFILE"); dir != "" {
-				_ = os.WriteFile(fmt.Sprintf("%s/flood%d.log", dir, i), []byte(s.logs.String()), 0o644)
-			}
-			q := func(l []time.Duration, p float64) time.Duration { return l[int(float64(len(l)-1)*p)] }
-			t.Logf("alone: %d requests (%d new connections), p50 %v, p99 %v, max %v; under the flood: %d requests (%d new connections), p50 %v, p90 %v, p99 %v, max %v; flood: %s",
-				len(base), freshBase, q(base, 0.5), q(base, 0.99), base[len(base)-1],
-				len(under), fresh.Load(), q(under, 0.5), q(under, 0.9), q(under, 0.99), under[len(under)-1], strings.TrimSpace(string(res)))
-		})
+		}
 	}
 }
 
-// TestResetFlooder is TestMeasureResetFlood's flooding process: 8
-// goroutines open connections from 127.0.0.2 to SCOOTGATE_FLOOD_TARGET,
-// each sending one request of the limited key and closing with a reset,
-// until the process is interrupted; it prints what it did.
-func TestResetFlooder(t *testing.T) {
-	target := os.Getenv("SCOOTGATE_FLOOD_TARGET")
-	if target == "" {
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// floodRun is one variant of TestMeasureResetFlood: its three processes.
+type floodRun struct {
+	t                    *testing.T
+	kind, phase          string
+	nodeCPUs, clientCPUs string
+	profile              string // file name prefix, or ""
+}
+
+// child starts this test binary as TestFloodChild in role, pinned to
+// cpus at niceness nice (when cpus is set).
+func (m *floodRun) child(role, cpus string, nice int, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	m.t.Helper()
+	args := []string{os.Args[0], "-test.run=^TestFloodChild$", "-test.count=1"}
+	if cpus != "" {
+		args = append([]string{"nice", "-n", strconv.Itoa(nice), "taskset", "-c", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), append(env, "SCOOTGATE_FLOOD_ROLE="+role, "SCOOTGATE_FLOOD_KIND="+m.kind, "SCOOTGATE_MEASURE_FLOOD_PHASE="+m.phase)...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	return cmd, in, sc
+}
+
+// line returns the child's next line that starts with prefix (the
+// others are go test's own output), without the prefix.
+func (m *floodRun) line(sc *bufio.Scanner, prefix string) string {
+	m.t.Helper()
+	var other strings.Builder
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return rest
+		}
+		other.WriteString(sc.Text() + "\n")
+	}
+	m.t.Fatalf("child ended before a %q line (%v):\n%s", prefix, sc.Err(), other.String())
+	return ""
+}
+
+func (m *floodRun) run(limits string, null bool) {
+	t := m.t
+	_, nodeIn, nodeOut := m.child("node", m.nodeCPUs, -10, "SCOOTGATE_FLOOD_NODE_LIMITS="+limits)
+	var ready struct{ API, Null, CA string }
+	if err := json.Unmarshal([]byte(m.line(nodeOut, "ready ")), &ready); err != nil {
+		t.Fatal(err)
+	}
+	_, bIn, bOut := m.child("b", m.clientCPUs, -10, "SCOOTGATE_FLOOD_TARGET="+ready.API, "SCOOTGATE_FLOOD_CA="+ready.CA)
+	measure := func() floodLatencies {
+		t.Helper()
+		if _, err := io.WriteString(bIn, "measure\n"); err != nil {
+			t.Fatal(err)
+		}
+		var l floodLatencies
+		if err := json.Unmarshal([]byte(m.line(bOut, "latencies ")), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	measure() // warm B's connections and the node
+	load0 := loadAverage()
+	base := measure()
+
+	target := ready.API
+	if null {
+		target = ready.Null
+	}
+	if m.profile != "" {
+		if _, err := fmt.Fprintf(nodeIn, "profile %s.pprof\n", m.profile); err != nil {
+			t.Fatal(err)
+		}
+		m.line(nodeOut, "profiling")
+	}
+	flood, _, floodOut := m.child("flood", m.clientCPUs, 19, "SCOOTGATE_FLOOD_TARGET="+target, "SCOOTGATE_FLOOD_CA="+ready.CA)
+	m.line(floodOut, "flooding")
+	under := measure()
+	load1 := loadAverage()
+	_ = flood.Process.Signal(os.Interrupt)
+	res := m.line(floodOut, "flood ")
+	if _, err := io.WriteString(nodeIn, "stop\n"); err != nil {
+		t.Fatal(err)
+	}
+	stats := m.line(nodeOut, "stopped ")
+	if m.profile != "" {
+		if _, err := fmt.Fprintf(nodeIn, "log %s.log\n", m.profile); err != nil {
+			t.Fatal(err)
+		}
+		m.line(nodeOut, "logged")
+	}
+	t.Logf("load average %s → %s\nB alone:         %s\nB under the flood: %s\nflood: %s\nnode: %s",
+		load0, load1, base, under, res, stats)
+}
+
+// loadAverage is the 1-minute load average.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// floodLatencies is what client B reports of a phase.
+type floodLatencies struct {
+	N, Fresh, Errors int // requests answered 200, connections opened, failures
+	P50, P90, P99    time.Duration
+	Max              time.Duration
+	Status           map[int]int `json:",omitempty"` // answers other than 200
+}
+
+func (l floodLatencies) String() string {
+	s := fmt.Sprintf("%d requests, p50 %v, p90 %v, p99 %v, max %v; %d new connections, %d errors",
+		l.N, l.P50.Round(10*time.Microsecond), l.P90.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond), l.Max.Round(time.Millisecond), l.Fresh, l.Errors)
+	if len(l.Status) > 0 {
+		s += fmt.Sprintf(", other statuses %v", l.Status)
+	}
+	return s
+}
+
+// TestFloodChild is TestMeasureResetFlood's node, client B and flooder,
+// by SCOOTGATE_FLOOD_ROLE.
+func TestFloodChild(t *testing.T) {
+	switch os.Getenv("SCOOTGATE_FLOOD_ROLE") {
+	case "node":
+		floodNode(t)
+	case "b":
+		floodClientB(t)
+	case "flood":
+		switch os.Getenv("SCOOTGATE_FLOOD_KIND") {
+		case "h1":
+			floodH1(t)
+		case "h2":
+			floodH2(t)
+		default:
+			t.Fatalf("SCOOTGATE_FLOOD_KIND = %q", os.Getenv("SCOOTGATE_FLOOD_KIND"))
+		}
+	default:
 		t.Skip("TestMeasureResetFlood's child")
 	}
-	body := `{"model":"demo-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-	req := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: n\r\nx-api-key: %s\r\nanthropic-version: 2023-06-01\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", limitedKey, len(body), body)
+}
+
+// floodNode runs the node (over TLS for the h2 flood) and a null
+// listener, says where they are, and then follows its commands on stdin:
+// "profile file" starts a CPU profile, "stop" stops it and prints the
+// node's connection counts, "log file" writes the node's log; at the
+// end of stdin it stops.
+func floodNode(t *testing.T) {
+	o := stackOptions{cap: 1000, limits: os.Getenv("SCOOTGATE_FLOOD_NODE_LIMITS")}
+	ca := ""
+	if os.Getenv("SCOOTGATE_FLOOD_KIND") == "h2" {
+		o.tlsCert, o.tlsKey, _ = selfSigned(t)
+		ca = o.tlsCert
+	}
+	s := startStack(t, o)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var nullAccepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			nullAccepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	ready, _ := json.Marshal(map[string]string{"API": s.api, "Null": ln.Addr().String(), "CA": ca})
+	fmt.Printf("ready %s\n", ready)
+	sc := bufio.NewScanner(os.Stdin)
+	var profile *os.File
+	for sc.Scan() {
+		cmd, arg, _ := strings.Cut(sc.Text(), " ")
+		switch cmd {
+		case "profile":
+			if profile, err = os.Create(arg); err != nil {
+				t.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(profile); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Println("profiling")
+		case "stop":
+			if profile != nil {
+				pprof.StopCPUProfile()
+				_ = profile.Close()
+			}
+			fmt.Printf("stopped null listener accepted %d; %s\n", nullAccepted.Load(), s.floodStats())
+		case "log":
+			if err := os.WriteFile(arg, []byte(s.logs.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Println("logged")
+		}
+	}
+}
+
+// floodStats says what the node's connection bounds refused.
+func (s *stack) floodStats() string {
+	resp, err := http.Get(s.health + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	var b strings.Builder
+	for l := range strings.Lines(string(text)) {
+		if strings.HasPrefix(l, "scootgate_api_conn") || strings.HasPrefix(l, "scootgate_client_refused") {
+			b.WriteString(strings.TrimSpace(l) + "; ")
+		}
+	}
+	return b.String()
+}
+
+// floodClientB sends, for each "measure" line on stdin, one request
+// every 5 ms for a phase, open loop (a stall delays every request behind
+// it, as it would a real client's), and prints its latencies.
+func floodClientB(t *testing.T) {
+	phase, err := time.ParseDuration(os.Getenv("SCOOTGATE_MEASURE_FLOOD_PHASE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := os.Getenv("SCOOTGATE_FLOOD_TARGET")
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	if ca := os.Getenv("SCOOTGATE_FLOOD_CA"); ca != "" {
+		tr.TLSClientConfig = &tls.Config{RootCAs: floodPool(t, ca)}
+		tr.ForceAttemptHTTP2 = true
+	}
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+	var fresh atomic.Int64
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if !i.Reused {
+			fresh.Add(1)
+		}
+	}}
+	body := `{"model":"demo-gpt","messages":[{"role":"user","content":"hi"}]}`
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var (
+			mu  sync.Mutex
+			lat []time.Duration
+			wg  sync.WaitGroup
+			res = floodLatencies{Status: map[int]int{}}
+		)
+		fresh.Store(0)
+		tick := time.NewTicker(5 * time.Millisecond)
+		for end := time.Now().Add(phase); time.Now().Before(end); {
+			start := <-tick.C
+			wg.Go(func() {
+				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, api+"/v1/chat/completions", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+clientKey)
+				resp, err := client.Do(req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					res.Errors++
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					res.Status[resp.StatusCode]++
+					return
+				}
+				lat = append(lat, time.Since(start))
+			})
+		}
+		tick.Stop()
+		wg.Wait()
+		slices.Sort(lat)
+		if len(lat) == 0 {
+			lat = []time.Duration{0}
+		}
+		q := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
+		res.N, res.Fresh = len(lat), int(fresh.Load())
+		res.P50, res.P90, res.P99, res.Max = q(0.5), q(0.9), q(0.99), lat[len(lat)-1]
+		out, _ := json.Marshal(res)
+		fmt.Printf("latencies %s\n", out)
+	}
+}
+
+func floodPool(t *testing.T, file string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", file)
+	}
+	return pool
+}
+
+// floodUntilInterrupt runs flood on 'workers' goroutines until the
+// process is interrupted, and then prints what they did.
+func floodUntilInterrupt(workers int, flood func(stop *atomic.Bool)) time.Duration {
 	var (
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		opened  atomic.Int64
-		refused atomic.Int64
+		stop atomic.Bool
+		wg   sync.WaitGroup
 	)
 	start := time.Now()
-	for range 8 {
-		wg.Go(func() {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
-			for !stop.Load() {
-				c, err := d.Dial("tcp", target)
-				if err != nil {
-					refused.Add(1)
-					continue
-				}
-				opened.Add(1)
-				_, _ = c.Write([]byte(req))
-				_ = c.(*net.TCPConn).SetLinger(0) // close with a RST
-				_ = c.Close()
-			}
-		})
-	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
+	for range workers {
+		wg.Go(func() { flood(&stop) })
+	}
+	fmt.Println("flooding")
 	<-sig
 	stop.Store(true)
 	wg.Wait()
-	el := time.Since(start).Seconds()
-	fmt.Printf("%d connections (%.0f/s), %d dials failed\n", opened.Load(), float64(opened.Load())/el, refused.Load())
+	return time.Since(start)
+}
+
+var floodSource = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+
+// floodH1 opens HTTP/1.1 connections from 127.0.0.2 to
+// SCOOTGATE_FLOOD_TARGET, 8 at a time, each sending one request of the
+// limited key and closing with a reset.
+func floodH1(t *testing.T) {
+	target := strings.TrimPrefix(os.Getenv("SCOOTGATE_FLOOD_TARGET"), "http://")
+	body := `{"model":"demo-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	req := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: n\r\nx-api-key: %s\r\nanthropic-version: 2023-06-01\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", limitedKey, len(body), body)
+	var opened, failed atomic.Int64
+	el := floodUntilInterrupt(8, func(stop *atomic.Bool) {
+		d := net.Dialer{LocalAddr: floodSource}
+		for !stop.Load() {
+			c, err := d.Dial("tcp", target)
+			if err != nil {
+				failed.Add(1)
+				continue
+			}
+			opened.Add(1)
+			_, _ = c.Write([]byte(req))
+			_ = c.(*net.TCPConn).SetLinger(0) // close with a RST
+			_ = c.Close()
+		}
+	})
+	fmt.Printf("flood %d connections (%.0f/s), %d dials failed\n", opened.Load(), float64(opened.Load())/el.Seconds(), failed.Load())
+}
+
+// floodH2 runs the HTTP/2 rapid reset from 127.0.0.2 against
+// SCOOTGATE_FLOOD_TARGET, on 2 connections at a time, connecting again
+// whenever the node closes one.
+func floodH2(t *testing.T) {
+	target := strings.TrimPrefix(os.Getenv("SCOOTGATE_FLOOD_TARGET"), "https://")
+	pool := floodPool(t, os.Getenv("SCOOTGATE_FLOOD_CA"))
+	body := `{"model":"demo-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	var (
+		streams, conns, failed atomic.Int64
+		mu                     sync.Mutex
+		last                   string
+	)
+	el := floodUntilInterrupt(2, func(stop *atomic.Bool) {
+		d := &net.Dialer{LocalAddr: floodSource}
+		for !stop.Load() {
+			f, err := tryRapidResetFrom(d, target, pool)
+			if err != nil {
+				failed.Add(1) // closed at accept or in the handshake: connect again
+				continue
+			}
+			conns.Add(1)
+			done := make(chan struct{})
+			go func() { // the interrupt ends the flood of the open connection
+				for !stop.Load() {
+					select {
+					case <-done:
+						return
+					case <-f.stopped:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+				_ = f.conn.Close()
+			}()
+			streams.Add(int64(f.flood(target, "/v1/messages", limitedKey, body, time.Hour, 1<<30)))
+			close(done)
+			f.close()
+			mu.Lock()
+			last = f.summary()
+			mu.Unlock()
+		}
+	})
+	fmt.Printf("flood %d streams (%.0f/s) on %d connections, %d connections failed at connect or handshake; the last: %s\n",
+		streams.Load(), float64(streams.Load())/el.Seconds(), conns.Load(), failed.Load(), last)
 }
