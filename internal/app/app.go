@@ -399,7 +399,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	n.limited = limited
 	n.api = &http.Server{
 		// The request path's middlewares (internal/gateway middleware.go):
-		// an HTTP/2 connection that resets too many streams is closed
+		// a connection whose address abandons too many requests is closed
 		// (conns.go);
 		// close after chunked bodies (smuggling guard); the whole body
 		// within body_read_timeout, early answers at once and closed after
@@ -935,7 +935,8 @@ func (n *node) listenAPI() (net.Listener, error) {
 		Open:            n.cfg.Limits.MaxConnsPerClient,
 		Unauthenticated: n.cfg.Limits.MaxUnauthenticatedPerClient,
 		Rate:            float64(n.cfg.Limits.ConnRatePerClient),
-		Resets:          float64(n.cfg.Limits.H2ResetsPerClient),
+		Resets:          float64(n.cfg.Limits.ResetsPerClient),
+		Penalty:         n.cfg.Limits.ClientPenalty,
 	})
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {

@@ -112,12 +112,18 @@ type Limits struct {
 	// second from one client address (a bucket of one second's worth); a
 	// connection over it is closed as it is accepted. 0: unbounded.
 	ConnRatePerClient int
-	// H2ResetsPerClient bounds the HTTP/2 requests a second, per client
-	// address, whose stream the client reset while the node worked on it
-	// (a bucket of one second's worth): the connection of a reset over
-	// it is closed, and the address's new connections are closed at
-	// accept until the bucket holds a reset again. 0: unbounded.
-	H2ResetsPerClient int
+	// ResetsPerClient bounds the requests a second, per client address,
+	// that the client abandoned while the node worked on them (an HTTP/2
+	// stream reset, an HTTP/1.1 connection closed before the answer; a
+	// bucket of one second's worth): the connection of a reset over it
+	// is closed, and the address's new connections are closed at accept
+	// for ClientPenalty. 0: unbounded.
+	ResetsPerClient int
+	// ClientPenalty is how long a client address that went over
+	// ConnRatePerClient or ResetsPerClient has its new API connections
+	// closed at accept (docs/operations.md "Connection floods"). 0: only
+	// until its bucket holds one more.
+	ClientPenalty time.Duration
 
 	// LocalShare is the fraction of every per-key and per-tenant limit
 	// this node enforces, in (0, 1] (docs/limits.md "Behind a load
@@ -259,7 +265,8 @@ type Authz struct {
 //	limits.max_conns_per_client 0 (unbounded)
 //	limits.max_unauthenticated_per_client 256
 //	limits.conn_rate_per_client 0 (unbounded)
-//	limits.h2_resets_per_client 0 (unbounded)
+//	limits.resets_per_client   0 (unbounded)
+//	limits.client_penalty      10s
 //	limits.local_share         1 (docs/limits.md)
 //	limits.store               "local"
 //	limits.redis.on_store_failure "local"
@@ -320,6 +327,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256,
+			ClientPenalty:   10 * time.Second,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
 			LocalShare:      1,

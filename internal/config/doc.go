@@ -73,10 +73,14 @@
 //	                                    #   yet (TLS handshake, headers, refused keys); 0 = unbounded
 //	conn_rate_per_client = 0            # 0..1000000 new connections a second per client address (a
 //	                                    #   bucket of one second's worth); 0 = unbounded
-//	h2_resets_per_client = 0            # 0..1000000 HTTP/2 streams a second one client address may reset
-//	                                    #   while the node works on them (a bucket of one second's worth);
-//	                                    #   over it the connection is closed, and new ones until the
-//	                                    #   bucket refills; 0 = unbounded
+//	resets_per_client = 0               # 0..1000000 requests a second one client address may abandon
+//	                                    #   while the node works on them (an HTTP/2 stream reset, an
+//	                                    #   HTTP/1.1 connection closed before the answer; a bucket of
+//	                                    #   one second's worth); over it the connection is closed, and
+//	                                    #   new ones for client_penalty; 0 = unbounded
+//	client_penalty = "10s"              # 0..1h: an address over conn_rate_per_client or
+//	                                    #   resets_per_client has its new connections closed at accept
+//	                                    #   this long; 0 = until its bucket holds one more
 //
 //	[realtime]                          # realtime sessions (docs/api.md "Realtime sessions")
 //	frame_bytes = 16777216              # 4 KiB..256 MiB: one message either way; a client's larger one: close 1009

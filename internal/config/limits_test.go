@@ -21,7 +21,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
-				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -35,7 +35,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 0,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -49,7 +49,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -119,14 +119,30 @@ func TestRulesServerLimits(t *testing.T) {
 			want: []Problem{{"limits.max_unauthenticated_per_client", "-1 is out of range; expected 0..1000000"}},
 		},
 		{
-			name:     "h2_resets_per_client default",
-			view:     func(c *Config) any { return c.Limits.H2ResetsPerClient },
+			name:     "resets_per_client default",
+			view:     func(c *Config) any { return c.Limits.ResetsPerClient },
 			wantView: 0,
 		},
 		{
-			name: "h2_resets_per_client out of range",
-			add:  "[limits]\nh2_resets_per_client = 1000001\n",
-			want: []Problem{{"limits.h2_resets_per_client", "1000001 is out of range; expected 0..1000000"}},
+			name: "resets_per_client out of range",
+			add:  "[limits]\nresets_per_client = 1000001\n",
+			want: []Problem{{"limits.resets_per_client", "1000001 is out of range; expected 0..1000000"}},
+		},
+		{
+			name:     "client_penalty default",
+			view:     func(c *Config) any { return c.Limits.ClientPenalty },
+			wantView: 10 * time.Second,
+		},
+		{
+			name:     "client_penalty off",
+			add:      "[limits]\nclient_penalty = \"0s\"\n",
+			view:     func(c *Config) any { return c.Limits.ClientPenalty },
+			wantView: time.Duration(0),
+		},
+		{
+			name: "client_penalty out of range",
+			add:  "[limits]\nclient_penalty = \"2h\"\n",
+			want: []Problem{{"limits.client_penalty", "2h0m0s is too large; expected at most 1h0m0s"}},
 		},
 		{
 			name:     "conn_rate_per_client default",

@@ -38,9 +38,12 @@ const (
 	maxConcurrentRequests = 1000000
 	// maxConnsPerClient bounds limits.max_conns_per_client,
 	// max_unauthenticated_per_client, conn_rate_per_client and
-	// h2_resets_per_client (0: unbounded).
+	// resets_per_client (0: unbounded).
 	maxConnsPerClient = 1000000
-	maxLinger         = time.Minute // a lingering read is short by definition
+	// maxClientPenalty bounds limits.client_penalty: an address shared by
+	// honest clients (a NAT) must not be locked out for long.
+	maxClientPenalty = time.Hour
+	maxLinger        = time.Minute // a lingering read is short by definition
 	// maxSentinels bounds limits.redis.sentinel_addrs.
 	maxSentinels = 16
 )
@@ -210,9 +213,10 @@ func (v *validator) limits(t *table, l *Limits) {
 	if n, ok := t.integer("conn_rate_per_client", "", 0, maxConnsPerClient); ok {
 		l.ConnRatePerClient = int(n)
 	}
-	if n, ok := t.integer("h2_resets_per_client", "", 0, maxConnsPerClient); ok {
-		l.H2ResetsPerClient = int(n)
+	if n, ok := t.integer("resets_per_client", "", 0, maxConnsPerClient); ok {
+		l.ResetsPerClient = int(n)
 	}
+	durationIn(t, "client_penalty", 0, maxClientPenalty, &l.ClientPenalty)
 	if raw, ok := t.get("local_share", ""); ok {
 		r := -1.0
 		switch n := raw.(type) {

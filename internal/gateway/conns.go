@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,14 +27,22 @@ type ConnBounds struct {
 	// (limits.conn_rate_per_client), as a token bucket that holds one
 	// second's worth (at least one).
 	Rate float64
-	// Resets bounds the HTTP/2 requests whose stream the client reset
-	// while the node worked on them, as a token bucket of Resets a
-	// second that holds one second's worth, per client address: the
-	// connection of a reset over it is closed (limits.h2_resets_per_client),
-	// and so is each of the address's connections whose stream is reset
-	// until the bucket refills. It counts only on a server whose handler
-	// is wrapped in LimitResets.
+	// Resets bounds the requests the client abandoned while the node
+	// worked on them (an HTTP/2 stream it reset, an HTTP/1.1 connection
+	// it closed before the answer), as a token bucket of Resets a second
+	// that holds one second's worth, per client address: the connection
+	// of a reset over it is closed (limits.resets_per_client), and so is
+	// each of the address's connections with a reset until the bucket
+	// refills. It counts only on a server whose handler is wrapped in
+	// LimitResets.
 	Resets float64
+	// Penalty is how long an address that went over Rate or Resets has
+	// its new connections closed at accept (limits.client_penalty), so
+	// that connecting again does not bring a fresh budget: without it an
+	// address is refused only until its bucket holds one more. The
+	// penalty runs from the moment the bound was passed; connections
+	// refused meanwhile do not lengthen it.
+	Penalty time.Duration
 	// Now is the rate's clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -59,6 +69,8 @@ type ConnLimit struct {
 	clients   map[netip.Addr]*client // an address with nothing open and a full bucket is dropped
 	nextSweep time.Time
 	refused   atomic.Uint64
+	// penalties counts the penalties begun (Penalty).
+	penalties atomic.Uint64
 	// resetClosed counts the connections closed for their resets.
 	resetClosed atomic.Uint64
 }
@@ -71,6 +83,7 @@ type client struct {
 	at       time.Time // when tokens was last brought up to date
 	resets   float64   // the reset bucket's level at resetsAt
 	resetsAt time.Time
+	until    time.Time // new connections are refused before this (Penalty)
 }
 
 // LimitConns bounds ln's connections per client address by b; with no
@@ -119,12 +132,15 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 		cl = &client{tokens: l.burst, at: now, resets: max(l.b.Resets, 1), resetsAt: now}
 		l.clients[a] = cl
 	}
+	if now.Before(cl.until) {
+		return false
+	}
 	if l.b.Open > 0 && cl.open >= l.b.Open || l.b.Unauthenticated > 0 && cl.unauth >= l.b.Unauthenticated {
 		return false
 	}
 	if l.b.Resets > 0 && cl.resets+now.Sub(cl.resetsAt).Seconds()*l.b.Resets < 1 {
 		// The address spent its resets: it may connect again once it has
-		// one more.
+		// one more (and its penalty, begun when it spent them, is over).
 		return false
 	}
 	if l.b.Rate > 0 {
@@ -133,6 +149,7 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 		}
 		cl.at = now
 		if cl.tokens < 1 {
+			l.penalizeLocked(cl, now)
 			return false
 		}
 		cl.tokens--
@@ -142,16 +159,36 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 	return true
 }
 
+// penalizeLocked begins cl's penalty, unless one is running: its new
+// connections are refused for Penalty from now.
+func (l *ConnLimit) penalizeLocked(cl *client, now time.Time) {
+	if l.b.Penalty <= 0 || now.Before(cl.until) {
+		return
+	}
+	cl.until = now.Add(l.b.Penalty)
+	l.penalties.Add(1)
+}
+
+// penalized says whether a's penalty is running.
+func (l *ConnLimit) penalized(a netip.Addr) bool {
+	now := l.b.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cl := l.clients[a]
+	return cl != nil && now.Before(cl.until)
+}
+
 // sweepLocked drops, at most once a second, the addresses that have
-// nothing open and whose bucket has refilled: the map holds the
-// addresses seen in the last second or two, not every one ever seen.
+// nothing open, no penalty running and whose buckets have refilled: the
+// map holds the addresses seen in the last second or two (or penalized),
+// not every one ever seen.
 func (l *ConnLimit) sweepLocked(now time.Time) {
 	if now.Before(l.nextSweep) {
 		return
 	}
 	l.nextSweep = now.Add(time.Second)
 	for a, cl := range l.clients {
-		if cl.open == 0 && full(cl.tokens, cl.at, l.b.Rate, now) && full(cl.resets, cl.resetsAt, l.b.Resets, now) {
+		if cl.open == 0 && !now.Before(cl.until) && full(cl.tokens, cl.at, l.b.Rate, now) && full(cl.resets, cl.resetsAt, l.b.Resets, now) {
 			delete(l.clients, a)
 		}
 	}
@@ -167,9 +204,12 @@ func full(level float64, at time.Time, rate float64, now time.Time) bool {
 // address's bounds.
 func (l *ConnLimit) Refused() uint64 { return l.refused.Load() }
 
-// ResetClosed returns how many HTTP/2 connections were closed for the
-// streams reset from their address.
+// ResetClosed returns how many connections were closed for the
+// requests abandoned from their address.
 func (l *ConnLimit) ResetClosed() uint64 { return l.resetClosed.Load() }
+
+// Penalties returns how many penalties addresses were given (Penalty).
+func (l *ConnLimit) Penalties() uint64 { return l.penalties.Load() }
 
 func (l *ConnLimit) done(c *limitedConn) {
 	unauth := c.unauth.Swap(false)
@@ -220,10 +260,26 @@ type limitedConn struct {
 	addr   netip.Addr
 	unauth atomic.Bool // no request on it has authenticated yet
 	closed atomic.Bool
+	// serving is set while an HTTP/1.1 request's handler runs (under
+	// LimitResets): a read that fails meanwhile, other than by a
+	// deadline, is the client abandoning it.
+	serving atomic.Bool
 }
 
-// reset counts one stream the client reset against its address; the
-// connection is closed when the address's bucket is empty.
+// Read counts a reset when the client closes or resets the connection
+// while an HTTP/1.1 request on it is being served (net/http reads in the
+// background then, to notice exactly that).
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.serving.Load() && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) && c.serving.Swap(false) {
+		c.reset()
+	}
+	return n, err
+}
+
+// reset counts one request the client abandoned against its address;
+// the connection is closed when the address's bucket is empty, and the
+// address's penalty begins.
 func (c *limitedConn) reset() {
 	l := c.l
 	now := l.b.Now()
@@ -234,7 +290,9 @@ func (c *limitedConn) reset() {
 			cl.resets = min(max(l.b.Resets, 1), cl.resets+d.Seconds()*l.b.Resets)
 		}
 		cl.resetsAt = now
-		if over = cl.resets < 1; !over {
+		if over = cl.resets < 1; over {
+			l.penalizeLocked(cl, now)
+		} else {
 			cl.resets--
 		}
 	}
@@ -288,19 +346,54 @@ func connAuthenticated(r *http.Request) {
 	}
 }
 
-// LimitResets wraps the API handler so that an HTTP/2 request whose
-// stream ends while its handler runs (the client reset it, or the
-// connection went) counts against its address's ConnBounds.Resets, at
-// the moment it ends: the connection is closed before the node takes in
-// much more of a flood. Go's HTTP/2 server drops a stream reset
-// before its handler started by itself (and closes a connection with
-// too many of those queued); this bounds those whose handler ran,
-// whatever they cost.
+// LimitResets wraps the API handler so that a request the client
+// abandons while its handler runs (an HTTP/2 stream it reset, an
+// HTTP/1.1 connection it closed or reset before the answer ended)
+// counts against its address's ConnBounds.Resets, at the moment it
+// ends: the connection is closed before the node takes in much more of
+// a flood, and the address's penalty begins. Go's HTTP/2 server drops a
+// stream reset before its handler started by itself (and closes a
+// connection with too many of those queued); this bounds those whose
+// handler ran, whatever they cost.
+//
+// A request on a connection already closed for its resets is dropped
+// before any work: the streams an HTTP/2 flood queued on it before the
+// close would otherwise each still be authenticated and routed. So is
+// the first request of a connection its address opened before its
+// penalty began: the connections a flood opened while the node was
+// counting its resets would otherwise each still be served once.
 func LimitResets(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lc, ok := r.Context().Value(connKey{}).(*limitedConn)
-		if r.ProtoMajor != 2 || !ok || lc.l.b.Resets <= 0 {
+		if !ok || lc.l.b.Resets <= 0 {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if lc.closed.Load() {
+			return // nobody reads an answer: the connection is gone
+		}
+		if lc.unauth.Load() && lc.l.penalized(lc.addr) {
+			// A connection accepted just before its address's penalty
+			// began, whose first request comes after: closed as the
+			// penalty would have closed it at accept (the flood's
+			// connections queued while the node counted its resets).
+			_ = lc.Close()
+			return
+		}
+		if r.ProtoMajor == 1 {
+			if r.Header.Get("Upgrade") != "" {
+				// A WebSocket session ends with its client's close: not
+				// a request abandoned.
+				next.ServeHTTP(w, r)
+				return
+			}
+			// HTTP/1.1: the connection's reads count a reset (Read), not
+			// the request's context, which net/http also ends when the
+			// node's own read deadline (a slow body, a lingering read
+			// after an early answer) passes.
+			lc.serving.Store(true)
+			next.ServeHTTP(w, r)
+			lc.serving.Store(false)
 			return
 		}
 		// The stream's context ends after the handler returns, too:
