@@ -79,8 +79,10 @@ type options struct {
 	stalls      string        // host stall tracing: "auto" | "on" | "off"
 
 	pin            bool
-	sutGOGC        int   // GOGC of every system under test; -1: off
-	sutMemLimitMiB int64 // GOMEMLIMIT of every system under test; 0: none
+	nice           int     // nice value of the harness and every process it starts; 0: unchanged
+	cpuQuota       float64 // share of one CPU for every system under test, each in its own cgroup; 0: no quota
+	sutGOGC        int     // GOGC of every system under test; -1: off
+	sutMemLimitMiB int64   // GOMEMLIMIT of every system under test; 0: none
 	profile        string
 	nodeLog        bool
 	keep           bool
@@ -124,6 +126,7 @@ var targetNames = map[string]string{
 type target struct {
 	key    string
 	proc   *child
+	group  *cpuGroup // its CPU quota's group; nil without -cpu-quota
 	client *http.Client
 	base   string // http://host:port
 }
@@ -146,6 +149,7 @@ type bench struct {
 	broker string // the embedded broker's host:port
 	sink   *otlpSink
 	stalls *stallTracer // nil: host stalls are not traced
+	quota  *cpuQuota    // nil: no CPU quota (-cpu-quota 0)
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -179,6 +183,22 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 		o: o, pin: pin, dir: dir, shm: shm,
 		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
 		sut: newSUTRuntime(pin, o.sutGOGC, o.sutMemLimitMiB),
+	}
+	if o.cpuQuota > 0 {
+		mounts, err := os.Open("/proc/self/mounts")
+		if err != nil {
+			return nil, fmt.Errorf("-cpu-quota: %w", err)
+		}
+		b.quota, err = newCPUQuota(mounts, o.cpuQuota)
+		mounts.Close()
+		if err != nil {
+			return nil, fmt.Errorf("-cpu-quota: %w", err)
+		}
+		defer func() {
+			if err := b.quota.close(); err != nil {
+				b.logf("%v", err)
+			}
+		}()
 	}
 	b.rep = newReport(o, pin, b.sut)
 	b.logf("scootgate-load: %s; systems under test: %s; work dir %s", pin, b.sut, dir)
@@ -255,7 +275,14 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 		c.stop()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &target{key: key, proc: c, client: newClient(), base: "http://" + c.ready.API}, nil
+	t := &target{key: key, proc: c, client: newClient(), base: "http://" + c.ready.API}
+	if b.quota != nil {
+		if t.group, err = b.quota.add(name, c.pid()); err != nil {
+			c.stop()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return t, nil
 }
 
 // targetCommand is the command of one system under test: its role and
@@ -267,7 +294,7 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 	switch key {
 	case keyBaseline:
 		role = "baseline"
-		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress}
+		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress, "-first-byte", b.o.firstByte.String()}
 	default:
 		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit, FirstByte: b.o.firstByte}
 		switch key {
@@ -326,9 +353,20 @@ func newClient() *http.Client {
 	}}
 }
 
+// throttle is t's CPU quota's throttling so far; zero without a quota.
+func (t *target) throttle() (cpuThrottle, error) {
+	if t.group == nil {
+		return cpuThrottle{}, nil
+	}
+	return t.group.throttle()
+}
+
 func (t *target) close() {
 	t.client.CloseIdleConnections()
 	t.proc.stop()
+	if t.group != nil {
+		_ = t.group.remove() // what is left, cpuQuota.close reports
+	}
 }
 
 // idleRequest is the idle-stream test's chat completion stream.
@@ -434,6 +472,7 @@ type reading struct {
 	at       time.Time
 	sut      time.Duration // CPU time of the system under test
 	side     time.Duration // CPU time of the provider, the proxy and the generator
+	gen      time.Duration // of which the generator's (this process)
 	busySUT  time.Duration // busy time of the SUT CPU (unpinned: all CPUs)
 	busySide time.Duration // busy time of the side CPU (unpinned: 0)
 }
@@ -448,7 +487,7 @@ func (b *bench) read(t *target) (reading, error) {
 	p, errs[1] = loadgen.CPUTime(b.prov.pid())
 	x, errs[2] = loadgen.CPUTime(b.proxy.pid())
 	g, errs[3] = loadgen.CPUTime(os.Getpid())
-	r.side = p + x + g
+	r.side, r.gen = p+x+g, g
 	if b.pin.on() {
 		var e1, e2 error
 		r.busySUT, e1 = loadgen.CPUBusy(b.pin.sut)

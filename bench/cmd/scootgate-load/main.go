@@ -120,6 +120,11 @@ func harness(args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.nice != 0 {
+		if err := setNice(o.nice); err != nil {
+			return fmt.Errorf("-nice: %w", err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, runErr := run(ctx, o, pin)
@@ -182,6 +187,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
 	fs.StringVar(&o.stalls, "stalls", "auto", "trace host stalls (another process holding a harness CPU for 1 ms or more) with perf and read the tail targets without the waits and gaps they overlap: auto (when perf can trace), on (required), off")
 	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
+	fs.IntVar(&o.nice, "nice", 0, "nice value of the harness and every process it starts (-20 to 19; below 0 needs root): -10 keeps the generator, the provider and the systems under test ahead of other work on the machine")
+	fs.Float64Var(&o.cpuQuota, "cpu-quota", 0, "cap every system under test, node and baseline alike, at this share of one CPU, each in a cgroup of its own (cgroup v1 cpu controller, root); 0: no cap")
 	fs.IntVar(&o.sutGOGC, "sut-gogc", 100, "GOGC of every system under test, node and baseline alike (-1: off)")
 	fs.Int64Var(&o.sutMemLimitMiB, "sut-gomemlimit", 0, "GOMEMLIMIT of every system under test in MiB, node and baseline alike (0: none)")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of every system under test, node variants included (off when empty)")
@@ -252,6 +259,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-idle-rate and -idle-hold must be positive")
 	case o.stalls != "auto" && o.stalls != "on" && o.stalls != "off":
 		return o, fmt.Errorf("-stalls: %q is not auto, on or off", o.stalls)
+	case o.nice < -20 || o.nice > 19:
+		return o, errors.New("-nice must be in -20…19")
+	case o.cpuQuota < 0 || o.cpuQuota > 1:
+		return o, errors.New("-cpu-quota must be a share of one CPU in (0, 1], or 0 for none")
 	case o.maxTime <= 0:
 		return o, errors.New("-max-time must be positive")
 	case o.sutMemLimitMiB < 0 || o.sutMemLimitMiB > math.MaxInt64>>20:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math"
 	"net"
@@ -161,6 +162,62 @@ func TestConnectRefused(t *testing.T) {
 	defer cancel()
 	if _, err := connectDial(addr)(ctx, "tcp", "127.0.0.1:9"); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("err = %v, want a refused CONNECT", err)
+	}
+}
+
+// TestBaselineFirstByte: with -first-byte, the baseline gives up on a
+// provider without response headers within the limit and answers 504, as
+// the node does; a provider that answers in time passes.
+func TestBaselineFirstByte(t *testing.T) {
+	release := make(chan struct{})
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-r.Context().Done(): // the baseline gave up
+			case <-release:
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "hello")
+	}))
+	defer provider.Close()
+	defer close(release)
+	conn, connectAddr, err := connectproxy.Listen("127.0.0.1:0", connectproxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rp, err := newBaselineProxy(provider.URL, "http://"+connectAddr, "k", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	hop := httptest.NewServer(rp)
+	defer hop.Close()
+	client := newClient()
+	defer client.CloseIdleConnections()
+	for _, tt := range []struct {
+		path     string
+		wantCode int
+	}{
+		{"/fast", http.StatusOK},
+		{"/slow", http.StatusGatewayTimeout},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hop.URL+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.wantCode {
+			t.Errorf("%s: status %d, want %d", tt.path, resp.StatusCode, tt.wantCode)
+		}
 	}
 }
 
@@ -453,6 +510,10 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-overload", "-overload-rate", "6000", "-recovery-rate", "6000"},
 		{"-overload", "-overload-rate", "6000", "-recovery-rate", "1500", "-overload-reps", "0"},
 		{"-overload", "-overload-rate", "-1"},
+		{"-cpu-quota", "-0.1"},
+		{"-cpu-quota", "1.5"},
+		{"-nice", "-21"},
+		{"-nice", "20"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
@@ -522,7 +583,7 @@ func TestPathsEndToEnd(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("node did not start: %v", err)
 	}
-	rp, err := newBaselineProxy(provider, egress, key)
+	rp, err := newBaselineProxy(provider, egress, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,16 @@ type overloadResult struct {
 	// Lag is the most a shot of either schedule was sent after its
 	// intended time: a lagging generator overloads no one on schedule.
 	Lag time.Duration `json:"generator_lag_ns"`
+	// SUTBusy is the system under test's CPU use during the overload,
+	// in CPUs; SideBusy the load side's (provider, proxy, generator) and
+	// GenBusy the generator's alone, the larger of the overload's and the
+	// recovery run's.
+	SUTBusy  float64 `json:"sut_cpu_busy"`
+	SideBusy float64 `json:"side_cpu_busy"`
+	GenBusy  float64 `json:"generator_cpu_busy"`
+	// Throttle is how often the kernel held the system under test back
+	// for its CPU quota during both runs (-cpu-quota; zero without).
+	Throttle cpuThrottle `json:"throttle"`
 	// Recovery runs from the end of the overload (the recovery run's
 	// first intended send) to the intended send of the first request from
 	// which every later one succeeded; 0 when none failed, -1 when the
@@ -88,8 +98,9 @@ func (b *bench) overloadsAt(ctx context.Context, node, baseline *target) error {
 			}
 			res.Rep = rep
 			b.rep.Overload = append(b.rep.Overload, res)
-			b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v)",
-				rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, res.Lag)
+			b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods)",
+				rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, res.Lag,
+				100*res.SUTBusy, 100*res.SideBusy, 100*res.GenBusy, res.Throttle.Throttled, res.Throttle.Periods)
 			t.client.CloseIdleConnections()
 		}
 	}
@@ -106,26 +117,42 @@ func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate f
 	fire := b.fire(t, apiPaths[b.o.paths[0]], false)
 	over := loadgen.Attack{Rate: overRate, Duration: b.o.overloadDuration, MaxInFlight: 4000, Timeout: 10 * time.Second}
 	after := loadgen.Attack{Rate: afterRate, Duration: b.o.recoveryDuration, MaxInFlight: 2000, Timeout: 10 * time.Second}
-	var (
-		wg      sync.WaitGroup
-		overRes loadgen.Result
-		overErr error
-	)
-	wg.Go(func() { overRes, overErr = loadgen.Run(ctx, over, fire) })
-	pauseErr := b.pause(ctx, over.Duration)
-	var afterRes loadgen.Result
-	var afterErr error
-	if pauseErr == nil {
-		afterRes, afterErr = loadgen.Run(ctx, after, fire)
+	th0, err := t.throttle()
+	if err != nil {
+		return overloadResult{}, err
 	}
-	wg.Wait()
-	if err := errors.Join(overErr, pauseErr, afterErr); err != nil {
+	r0, err := b.read(t)
+	if err != nil {
+		return overloadResult{}, err
+	}
+	var (
+		wg                         sync.WaitGroup
+		overRes, afterRes          loadgen.Result
+		overErr, afterErr, readErr error
+		r1, r2                     reading
+	)
+	pauseErr := error(nil)
+	withoutGC(func() {
+		wg.Go(func() { overRes, overErr = loadgen.Run(ctx, over, fire) })
+		if pauseErr = b.pause(ctx, over.Duration); pauseErr == nil {
+			r1, readErr = b.read(t)
+			afterRes, afterErr = loadgen.Run(ctx, after, fire)
+		}
+		wg.Wait()
+	})
+	r2, err = b.read(t)
+	th1, terr := t.throttle()
+	if err := errors.Join(overErr, pauseErr, afterErr, readErr, err, terr); err != nil {
 		return overloadResult{}, err
 	}
 	res := overloadResult{
 		Target: t.key, Lag: max(maxLate(overRes), maxLate(afterRes)),
 		Rate: over.Rate, Sent: len(overRes.Shots), Failed: len(overRes.Shots) - overRes.OK(), Kinds: errorKinds(overRes.Shots),
 		After: after.Rate, AfterN: len(afterRes.Shots), AfterBad: len(afterRes.Shots) - afterRes.OK(), AfterKinds: errorKinds(afterRes.Shots),
+		SUTBusy:  busy(r1.sut-r0.sut, r1.at.Sub(r0.at)),
+		SideBusy: max(busy(r1.side-r0.side, r1.at.Sub(r0.at)), busy(r2.side-r1.side, r2.at.Sub(r1.at))),
+		GenBusy:  max(busy(r1.gen-r0.gen, r1.at.Sub(r0.at)), busy(r2.gen-r1.gen, r2.at.Sub(r1.at))),
+		Throttle: th1.minus(th0),
 	}
 	res.Recovery = recoveredAfter(afterRes)
 	return res, nil

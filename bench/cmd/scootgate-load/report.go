@@ -61,6 +61,11 @@ type setup struct {
 	RecoveryFactor   float64       `json:"recovery_factor,omitempty"`
 	RecoveryDuration time.Duration `json:"recovery_duration_ns,omitempty"`
 	Stalls           string        `json:"host_stalls"` // how host stalls were traced, or why not
+	// CPUQuota is every system under test's CFS quota, a share of one CPU
+	// each in a cgroup of its own (-cpu-quota); 0: none.
+	CPUQuota float64 `json:"cpu_quota,omitempty"`
+	// Nice is every harness process's nice value (-nice).
+	Nice int `json:"nice,omitempty"`
 }
 
 // cell is one scenario × target, over every round.
@@ -209,6 +214,7 @@ func newReport(o options, p pinning, sut sutRuntime) *report {
 			Paths: o.paths, Rates: o.rates, StreamRates: o.streamRates, Events: o.events, EventGap: o.eventGap, NodeLog: o.nodeLog,
 			IdleStreams: o.idleStreams, SearchStep: o.searchDuration, SearchP99: o.searchP99,
 			SearchFactor: o.searchFactor, SearchConfirm: o.searchConfirm, FirstByte: o.firstByte,
+			CPUQuota: o.cpuQuota, Nice: o.nice,
 		},
 		MaxRate: map[string]maxRate{},
 		byKey:   map[string]*cell{},
@@ -730,7 +736,14 @@ func (r *report) markdown() string {
 	s := r.Setup
 	p("# ScootGate load run %s", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	p("")
-	p("Commit `%s`, %s, %s. %s. Every system under test, node and baseline alike: %s.", r.Commit, r.GoVersion, r.CPUModel, s.Pinning, s.SUTRuntime)
+	quota := ""
+	if s.CPUQuota > 0 {
+		quota = fmt.Sprintf(", capped at %.0f %% of one CPU in a cgroup of its own (CFS period %v)", 100*s.CPUQuota, cpuQuotaPeriod)
+	}
+	if s.Nice != 0 {
+		quota += fmt.Sprintf("; every harness process at nice %d", s.Nice)
+	}
+	p("Commit `%s`, %s, %s. %s. Every system under test, node and baseline alike: %s%s.", r.Commit, r.GoVersion, r.CPUModel, s.Pinning, s.SUTRuntime, quota)
 	p("Egress through a loopback %s proxy; provider latency %v before headers; streams: %d content events %v apart, with each API's own events around them (chat completions: role, finish, usage, [DONE]; messages: message_start … message_stop; responses: response.created … response.completed).",
 		s.Egress, s.ProviderDelay, s.Events, s.EventGap)
 	var labels []string

@@ -134,6 +134,7 @@ func runBaseline(args []string) error {
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	provider := fs.String("provider", "", "provider root URL, http://127.0.0.1:PORT")
 	egressURL := fs.String("egress", "", "socks5://HOST:PORT or http://HOST:PORT (CONNECT)")
+	firstByte := fs.Duration("first-byte", 0, "bound each round trip from its start to the response headers, as the node's timeouts.first_byte (0: none)")
 	var prof profiles
 	prof.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -144,7 +145,7 @@ func runBaseline(args []string) error {
 	if _, err := raiseFDLimit(1 << 18); err != nil {
 		fmt.Fprintln(os.Stderr, "baseline: fd limit:", err)
 	}
-	rp, err := newBaselineProxy(*provider, *egressURL, os.Getenv(providerKeyEnv))
+	rp, err := newBaselineProxy(*provider, *egressURL, os.Getenv(providerKeyEnv), *firstByte)
 	if err != nil {
 		return err
 	}
@@ -190,8 +191,9 @@ func runBaseline(args []string) error {
 }
 
 // newBaselineProxy is the baseline's handler: a bare ReverseProxy to
-// provider through egress, swapping key in.
-func newBaselineProxy(provider, egress, key string) (*httputil.ReverseProxy, error) {
+// provider through egress, swapping key in; with firstByte > 0 each round
+// trip must have its response headers within it (firstByteTransport).
+func newBaselineProxy(provider, egress, key string, firstByte time.Duration) (*httputil.ReverseProxy, error) {
 	target, err := url.Parse(provider)
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
@@ -212,8 +214,12 @@ func newBaselineProxy(provider, egress, key string) (*httputil.ReverseProxy, err
 		MaxIdleConnsPerHost: 10000,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	var rt http.RoundTripper = transport
+	if firstByte > 0 {
+		rt = &firstByteTransport{rt: transport, limit: firstByte}
+	}
 	auth := "Bearer " + key
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			if pr.In.URL.Path == apiPaths[pathAnthropic].url {
@@ -223,9 +229,67 @@ func newBaselineProxy(provider, egress, key string) (*httputil.ReverseProxy, err
 			}
 		},
 		FlushInterval: -1,
-		Transport:     transport,
+		Transport:     rt,
 		ErrorLog:      log.New(os.Stderr, "baseline: ", log.LstdFlags), // the harness keeps it in <work dir>/baseline.stderr
-	}, nil
+	}
+	// ReverseProxy's own handler, but a first-byte timeout is the node's
+	// 504, not a 502.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		rp.ErrorLog.Printf("http: proxy error: %v", err)
+		code := http.StatusBadGateway
+		if errors.Is(err, errFirstByte) {
+			code = http.StatusGatewayTimeout
+		}
+		w.WriteHeader(code)
+	}
+	return rp, nil
+}
+
+// errFirstByte is a baseline round trip without response headers within
+// its -first-byte limit.
+var errFirstByte = errors.New("baseline: no response headers within the first-byte limit")
+
+// firstByteTransport gives the baseline the node's first-byte timeout for
+// a whole answer (docs/api.md "Timeouts"): limit runs from the start of
+// the round trip, dial and tunnel included, to the response headers; the
+// body is then unbounded (the node's non_stream_total is far longer than
+// any answer here).
+type firstByteTransport struct {
+	rt    http.RoundTripper
+	limit time.Duration
+}
+
+func (t *firstByteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(t.limit, func() { cancel(errFirstByte) })
+	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		timer.Stop()
+		if cause := context.Cause(ctx); errors.Is(cause, errFirstByte) && !errors.Is(err, errFirstByte) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		cancel(nil)
+		return nil, err
+	}
+	if !timer.Stop() { // fired as the headers came in: the limit has passed
+		resp.Body.Close()
+		cancel(nil)
+		return nil, errFirstByte
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelBody ends its round trip's context when the body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // egressDialer returns the baseline's tunnel dialer: golang.org/x/net/proxy
