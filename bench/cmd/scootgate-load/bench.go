@@ -65,7 +65,11 @@ type options struct {
 	overloadRate float64
 	recoveryRate float64
 	overloadReps int
-	firstByte    time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
+	// overloadTries bounds the runs of a system in a repetition; maxLag
+	// is the largest generator lag of a run that counts.
+	overloadTries int
+	maxLag        time.Duration
+	firstByte     time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
 
 	idleStreams []int // one fresh node and baseline per count
 	idleRate    float64
@@ -79,7 +83,6 @@ type options struct {
 	stalls      string        // host stall tracing: "auto" | "on" | "off"
 
 	pin            bool
-	nice           int     // nice value of the harness and every process it starts; 0: unchanged
 	cpuQuota       float64 // share of one CPU for every system under test, each in its own cgroup; 0: no quota
 	sutGOGC        int     // GOGC of every system under test; -1: off
 	sutMemLimitMiB int64   // GOMEMLIMIT of every system under test; 0: none
@@ -199,6 +202,9 @@ func run(ctx context.Context, o options, pin pinning) (*report, error) {
 				b.logf("%v", err)
 			}
 		}()
+		if err := b.quota.joinLoad(); err != nil { // before the provider and the proxy start
+			return nil, fmt.Errorf("-cpu-quota: %w", err)
+		}
 	}
 	b.rep = newReport(o, pin, b.sut)
 	b.logf("scootgate-load: %s; systems under test: %s; work dir %s", pin, b.sut, dir)

@@ -16,20 +16,36 @@ import (
 // own whose CFS bandwidth limit is the same share of one CPU: node and
 // baseline then have exactly the same CPU to serve an overload with, and
 // the CPU they cannot use stays with the load side (docs/performance.md
-// "Overload and recovery"). It needs the cgroup v1 cpu controller (cgroup
-// v2's cpu.max is not supported) and the right to create groups in it
-// (root); without either the harness refuses to start.
+// "Overload and recovery"). The load side (this process, the generator,
+// and the provider and proxy it starts) runs in a group of its own too.
+// Every group has the largest weight the kernel takes, so that whatever
+// else runs on a shared machine, the harness's processes run first: the
+// generator keeps its schedule and a system under test gets its whole
+// quota. Nice values would not do: with autogroup scheduling the kernel
+// weighs them only within a session, and every shell is one. It needs
+// the cgroup v1 cpu controller (cgroup v2's cpu.max is not supported)
+// and the right to create groups in it (root); without either the
+// harness refuses to start.
 
 // cpuQuotaPeriod is the CFS period of every group: the quota is spent in
 // 10 ms slices, so a throttled system waits at most the rest of one
 // (the kernel's default 100 ms would hold it up to 60 ms at 40 %).
 const cpuQuotaPeriod = 10 * time.Millisecond
 
+// cpuWeight is every group's cpu.shares, the kernel's largest, against
+// 1024 for a session's processes (autogroup) or another group.
+const cpuWeight = 262144
+
+// loadGroup is the load side's group.
+const loadGroup = "load"
+
 // cpuQuota creates and removes the harness's groups under one parent,
 // <controller mount>/scootgate-load-<pid>.
 type cpuQuota struct {
+	mount string  // the controller's root group
 	dir   string  // the parent group
-	share float64 // of one CPU, for every group
+	share float64 // of one CPU, for every system under test
+	load  bool    // this process is in the load group
 }
 
 // cpuGroup is one system under test's group.
@@ -72,7 +88,13 @@ func newCPUQuotaAt(mount string, share float64) (*cpuQuota, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup (needs root): %w", err)
 	}
-	return &cpuQuota{dir: dir, share: share}, nil
+	// A group's weight counts among its siblings: the parent's decides
+	// against everything else.
+	if err := os.WriteFile(filepath.Join(dir, "cpu.shares"), []byte(strconv.Itoa(cpuWeight)), 0o644); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("cgroup: cpu.shares: %w", err)
+	}
+	return &cpuQuota{mount: mount, dir: dir, share: share}, nil
 }
 
 // cpuController returns where the cgroup v1 hierarchy with the cpu
@@ -104,16 +126,36 @@ func (q *cpuQuota) quotaMicros() int64 {
 // add creates the group name capped at the quota and moves process pid,
 // all its threads, into it.
 func (q *cpuQuota) add(name string, pid int) (*cpuGroup, error) {
+	// The period first: a quota is checked against the period in force.
+	return q.group(name, pid,
+		"cpu.cfs_period_us", strconv.FormatInt(cpuQuotaPeriod.Microseconds(), 10),
+		"cpu.cfs_quota_us", strconv.FormatInt(q.quotaMicros(), 10))
+}
+
+// joinLoad moves this process into the load side's group, without a
+// quota; the processes it starts from now on start there too.
+func (q *cpuQuota) joinLoad() error {
+	if _, err := q.group(loadGroup, os.Getpid()); err != nil {
+		return err
+	}
+	q.load = true
+	return nil
+}
+
+// group creates the group name with the largest weight and the settings
+// given as file, value pairs, and moves process pid into it.
+func (q *cpuQuota) group(name string, pid int, settings ...string) (*cpuGroup, error) {
 	g := &cpuGroup{dir: filepath.Join(q.dir, name)}
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", name, err)
 	}
-	// The period first: a quota is checked against the period in force.
-	for _, w := range []struct{ file, value string }{
-		{"cpu.cfs_period_us", strconv.FormatInt(cpuQuotaPeriod.Microseconds(), 10)},
-		{"cpu.cfs_quota_us", strconv.FormatInt(q.quotaMicros(), 10)},
-		{"cgroup.procs", strconv.Itoa(pid)},
-	} {
+	type write struct{ file, value string }
+	writes := []write{{"cpu.shares", strconv.Itoa(cpuWeight)}}
+	for i := 0; i+1 < len(settings); i += 2 {
+		writes = append(writes, write{settings[i], settings[i+1]})
+	}
+	writes = append(writes, write{"cgroup.procs", strconv.Itoa(pid)})
+	for _, w := range writes {
 		if err := os.WriteFile(filepath.Join(g.dir, w.file), []byte(w.value), 0o644); err != nil {
 			_ = os.Remove(g.dir)
 			return nil, fmt.Errorf("cgroup %s: %s: %w", name, w.file, err)
@@ -177,14 +219,18 @@ func (g *cpuGroup) remove() error {
 	return nil
 }
 
-// close removes every group left, once their processes have exited (a group
+// close moves this process back to the controller's root group and
+// removes every group left, once their processes have exited (a group
 // with a process in it cannot be removed), and then the parent.
 func (q *cpuQuota) close() error {
+	var errs []error
+	if q.load {
+		errs = append(errs, os.WriteFile(filepath.Join(q.mount, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644))
+	}
 	entries, err := os.ReadDir(q.dir)
 	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return fmt.Errorf("cgroup: %w", errors.Join(append(errs, err)...))
 	}
-	var errs []error
 	for _, e := range entries {
 		if e.IsDir() {
 			errs = append(errs, os.Remove(filepath.Join(q.dir, e.Name())))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,17 +67,28 @@ func TestCPUQuotaWrites(t *testing.T) {
 	if _, err := q.add("node", 4321); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, f := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us", "cgroup.procs"} {
-		data, err := os.ReadFile(filepath.Join(q.dir, "node", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[f] = string(data)
+	if err := q.joinLoad(); err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]string{"cpu.cfs_period_us": "10000", "cpu.cfs_quota_us": "4000", "cgroup.procs": "4321"}
-	if diff := cmp.Diff(got, want); diff != "" {
-		t.Errorf("group files (-got +want):\n%s", diff)
+	if data, err := os.ReadFile(filepath.Join(q.dir, "cpu.shares")); err != nil || string(data) != "262144" {
+		t.Errorf("parent group's cpu.shares %q, %v; want the largest weight", data, err)
+	}
+	read := func(group string) map[string]string {
+		got := map[string]string{}
+		for _, f := range []string{"cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us", "cgroup.procs"} {
+			if data, err := os.ReadFile(filepath.Join(q.dir, group, f)); err == nil {
+				got[f] = string(data)
+			}
+		}
+		return got
+	}
+	want := map[string]string{"cpu.shares": "262144", "cpu.cfs_period_us": "10000", "cpu.cfs_quota_us": "4000", "cgroup.procs": "4321"}
+	if diff := cmp.Diff(read("node"), want); diff != "" {
+		t.Errorf("system under test's group (-got +want):\n%s", diff)
+	}
+	want = map[string]string{"cpu.shares": "262144", "cgroup.procs": strconv.Itoa(os.Getpid())}
+	if diff := cmp.Diff(read(loadGroup), want); diff != "" {
+		t.Errorf("load side's group (-got +want):\n%s", diff)
 	}
 	if _, err := q.add("node", 4322); err == nil {
 		t.Error("a second group of the same name was created")
@@ -123,7 +135,16 @@ func TestCPUQuotaCaps(t *testing.T) {
 		if _, err := os.Stat(q.dir); !os.IsNotExist(err) {
 			t.Errorf("%s left behind: %v", q.dir, err)
 		}
+		if got := cpuCgroupOf(t, os.Getpid()); got != "/" {
+			t.Errorf("after close the test process is in cpu group %q, want /", got)
+		}
 	}()
+	if err := q.joinLoad(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cpuCgroupOf(t, os.Getpid()); got != filepath.Join("/", filepath.Base(q.dir), loadGroup) {
+		t.Errorf("the test process is in cpu group %q, want the load group", got)
+	}
 	spin := exec.Command("sh", "-c", "while :; do :; done")
 	if err := spin.Start(); err != nil {
 		t.Fatal(err)
@@ -150,4 +171,25 @@ func TestCPUQuotaCaps(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the kernel's counter, bounded by the deadline
 	}
+}
+
+// cpuCgroupOf is process pid's group in the cgroup v1 cpu hierarchy.
+func cpuCgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		// "1:cpu:/path" (or "1:cpu,cpuacct:/path")
+		_, rest, _ := strings.Cut(strings.TrimSpace(line), ":")
+		ctrls, path, _ := strings.Cut(rest, ":")
+		for c := range strings.SplitSeq(ctrls, ",") {
+			if c == "cpu" {
+				return path
+			}
+		}
+	}
+	t.Fatalf("no cpu controller in %s", data)
+	return ""
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"testing"
 
@@ -19,13 +18,6 @@ const runtimeProbeEnv = "SCOOTGATE_LOAD_RUNTIME_PROBE"
 func TestMain(m *testing.M) {
 	if os.Getenv(runtimeProbeEnv) != "" {
 		if err := json.NewEncoder(os.Stdout).Encode(readRuntime()); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if v := os.Getenv(niceProbeEnv); v != "" {
-		if err := niceProbe(v); err != nil {
-			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -120,11 +120,6 @@ func harness(args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.nice != 0 {
-		if err := setNice(o.nice); err != nil {
-			return fmt.Errorf("-nice: %w", err)
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, runErr := run(ctx, o, pin)
@@ -174,6 +169,8 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.overloadRate, "overload-rate", 0, "the overload's absolute rate, the same for node and baseline (0: -overload-factor × each one's searched maximum)")
 	fs.Float64Var(&o.recoveryRate, "recovery-rate", 0, "with -overload-rate, the absolute rate right after the overload")
 	fs.IntVar(&o.overloadReps, "overload-reps", 3, "with -overload-rate, repetitions, alternating node and baseline")
+	fs.IntVar(&o.overloadTries, "overload-tries", 3, "with -overload-rate, the most runs of a system in a repetition: a run that does not count (-max-lag, or the load side over 80 % of its CPU) is run again")
+	fs.DurationVar(&o.maxLag, "max-lag", 100*time.Millisecond, "with -overload-rate, an overload run whose generator sent a request later than this after its intended time does not count")
 	fs.DurationVar(&o.firstByte, "first-byte", 0, "the nodes' timeouts.first_byte (0: the shipped default)")
 	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing, node-batched")
@@ -187,8 +184,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.noiseBudget, "noise-budget", time.Minute, "total time the run may spend waiting for quiet and on discarded runs")
 	fs.StringVar(&o.stalls, "stalls", "auto", "trace host stalls (another process holding a harness CPU for 1 ms or more) with perf and read the tail targets without the waits and gaps they overlap: auto (when perf can trace), on (required), off")
 	fs.BoolVar(&o.pin, "pin", true, "pin processes to CPUs with taskset when possible")
-	fs.IntVar(&o.nice, "nice", 0, "nice value of the harness and every process it starts (-20 to 19; below 0 needs root): -10 keeps the generator, the provider and the systems under test ahead of other work on the machine")
-	fs.Float64Var(&o.cpuQuota, "cpu-quota", 0, "cap every system under test, node and baseline alike, at this share of one CPU, each in a cgroup of its own (cgroup v1 cpu controller, root); 0: no cap")
+	fs.Float64Var(&o.cpuQuota, "cpu-quota", 0, "cap every system under test, node and baseline alike, at this share of one CPU, each in a cgroup of its own, and put the load side in one that outweighs other processes (cgroup v1 cpu controller, root); 0: no cap")
 	fs.IntVar(&o.sutGOGC, "sut-gogc", 100, "GOGC of every system under test, node and baseline alike (-1: off)")
 	fs.Int64Var(&o.sutMemLimitMiB, "sut-gomemlimit", 0, "GOMEMLIMIT of every system under test in MiB, node and baseline alike (0: none)")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of every system under test, node variants included (off when empty)")
@@ -247,8 +243,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-rates and -stream-rates are both empty: nothing to measure")
 	case o.search && (o.searchStart <= 0 || o.searchFactor <= 1 || o.searchSteps < 1 || o.searchDuration <= 0 || o.searchP99 <= 0):
 		return o, errors.New("-search-start, -search-steps, -search-duration and -search-p99 must be positive and -search-factor above 1")
-	case o.overload && o.overloadRate > 0 && (o.recoveryRate <= 0 || o.recoveryRate >= o.overloadRate || o.overloadReps < 1 || o.overloadDuration <= 0 || o.recoveryDuration <= 0):
-		return o, errors.New("-overload-rate needs -recovery-rate in (0, -overload-rate), -overload-reps at least 1 and positive durations")
+	case o.overload && o.overloadRate > 0 && (o.recoveryRate <= 0 || o.recoveryRate >= o.overloadRate || o.overloadReps < 1 || o.overloadTries < 1 || o.maxLag <= 0 || o.overloadDuration <= 0 || o.recoveryDuration <= 0):
+		return o, errors.New("-overload-rate needs -recovery-rate in (0, -overload-rate), -overload-reps and -overload-tries at least 1, and positive -max-lag and durations")
 	case o.overload && o.overloadRate < 0:
 		return o, errors.New("-overload-rate must not be negative")
 	case o.overload && o.overloadRate == 0 && (!o.search || o.overloadFactor <= 1 || o.overloadDuration <= 0 || o.recoveryFactor <= 0 || o.recoveryFactor >= 1 || o.recoveryDuration <= 0):
@@ -259,8 +255,6 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-idle-rate and -idle-hold must be positive")
 	case o.stalls != "auto" && o.stalls != "on" && o.stalls != "off":
 		return o, fmt.Errorf("-stalls: %q is not auto, on or off", o.stalls)
-	case o.nice < -20 || o.nice > 19:
-		return o, errors.New("-nice must be in -20…19")
 	case o.cpuQuota < 0 || o.cpuQuota > 1:
 		return o, errors.New("-cpu-quota must be a share of one CPU in (0, 1], or 0 for none")
 	case o.maxTime <= 0:

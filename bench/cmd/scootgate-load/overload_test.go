@@ -36,3 +36,43 @@ func TestRecoveredAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestDiscardReason(t *testing.T) {
+	tests := []struct {
+		name string
+		o    overloadResult
+		want string
+	}{
+		{"on time, room to spare", overloadResult{Lag: 40 * time.Millisecond, SideBusy: 0.62}, ""},
+		{"at the bounds", overloadResult{Lag: 100 * time.Millisecond, SideBusy: 0.8}, ""},
+		{"late", overloadResult{Lag: 180 * time.Millisecond, SideBusy: 0.5}, "generator lag 180ms > 100ms"},
+		{"late and busy", overloadResult{Lag: 2 * time.Second, SideBusy: 0.84}, "generator lag 2s > 100ms, load side CPU 84% > 80%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.o.discardReason(100 * time.Millisecond); got != tt.want {
+				t.Errorf("discardReason = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestOverloadVerdict: only repetitions in which a run of each system
+// counts are judged, each by its runs that count.
+func TestOverloadVerdict(t *testing.T) {
+	r := &report{Overload: []overloadResult{
+		// 1: the node's first run discarded, its second fails less and recovers in time.
+		{Rep: 1, Target: keyNode, Failed: 5000, Recovery: -1, Discarded: "generator lag 2s > 100ms"},
+		{Rep: 1, Target: keyNode, Failed: 10, AfterBad: 2, Recovery: 300 * time.Millisecond},
+		{Rep: 1, Target: keyBaseline, Failed: 12, Recovery: 250 * time.Millisecond},
+		// 2: the node fails more and recovers late.
+		{Rep: 2, Target: keyBaseline, Failed: 0},
+		{Rep: 2, Target: keyNode, Failed: 1, Recovery: 2 * time.Second},
+		// 3: the baseline never counted.
+		{Rep: 3, Target: keyNode},
+		{Rep: 3, Target: keyBaseline, Discarded: "load side CPU 90% > 80%"},
+	}}
+	if got, want := r.overloadVerdict(), (overloadVerdict{reps: 2, fewerFailures: 1, recovered: 1}); got != want {
+		t.Errorf("overloadVerdict = %+v, want %+v", got, want)
+	}
+}

@@ -58,14 +58,14 @@ type setup struct {
 	OverloadRate     float64       `json:"overload_rate,omitempty"` // absolute schedule (-overload-rate); 0 = relative to the search
 	RecoveryRate     float64       `json:"recovery_rate,omitempty"`
 	OverloadReps     int           `json:"overload_reps,omitempty"`
+	OverloadTries    int           `json:"overload_tries,omitempty"`
+	MaxLag           time.Duration `json:"max_lag_ns,omitempty"`
 	RecoveryFactor   float64       `json:"recovery_factor,omitempty"`
 	RecoveryDuration time.Duration `json:"recovery_duration_ns,omitempty"`
 	Stalls           string        `json:"host_stalls"` // how host stalls were traced, or why not
 	// CPUQuota is every system under test's CFS quota, a share of one CPU
 	// each in a cgroup of its own (-cpu-quota); 0: none.
 	CPUQuota float64 `json:"cpu_quota,omitempty"`
-	// Nice is every harness process's nice value (-nice).
-	Nice int `json:"nice,omitempty"`
 }
 
 // cell is one scenario × target, over every round.
@@ -214,7 +214,7 @@ func newReport(o options, p pinning, sut sutRuntime) *report {
 			Paths: o.paths, Rates: o.rates, StreamRates: o.streamRates, Events: o.events, EventGap: o.eventGap, NodeLog: o.nodeLog,
 			IdleStreams: o.idleStreams, SearchStep: o.searchDuration, SearchP99: o.searchP99,
 			SearchFactor: o.searchFactor, SearchConfirm: o.searchConfirm, FirstByte: o.firstByte,
-			CPUQuota: o.cpuQuota, Nice: o.nice,
+			CPUQuota: o.cpuQuota,
 		},
 		MaxRate: map[string]maxRate{},
 		byKey:   map[string]*cell{},
@@ -223,6 +223,7 @@ func newReport(o options, p pinning, sut sutRuntime) *report {
 		r.Setup.OverloadFactor, r.Setup.OverloadDuration = o.overloadFactor, o.overloadDuration
 		if o.overloadRate > 0 {
 			r.Setup.OverloadRate, r.Setup.RecoveryRate, r.Setup.OverloadReps = o.overloadRate, o.recoveryRate, o.overloadReps
+			r.Setup.OverloadTries, r.Setup.MaxLag = o.overloadTries, o.maxLag
 		}
 		r.Setup.RecoveryFactor, r.Setup.RecoveryDuration = o.recoveryFactor, o.recoveryDuration
 	}
@@ -738,10 +739,7 @@ func (r *report) markdown() string {
 	p("")
 	quota := ""
 	if s.CPUQuota > 0 {
-		quota = fmt.Sprintf(", capped at %.0f %% of one CPU in a cgroup of its own (CFS period %v)", 100*s.CPUQuota, cpuQuotaPeriod)
-	}
-	if s.Nice != 0 {
-		quota += fmt.Sprintf("; every harness process at nice %d", s.Nice)
+		quota = fmt.Sprintf(", capped at %.0f %% of one CPU in a cgroup of its own (CFS period %v); the load side in a group that outweighs every other process", 100*s.CPUQuota, cpuQuotaPeriod)
 	}
 	p("Commit `%s`, %s, %s. %s. Every system under test, node and baseline alike: %s%s.", r.Commit, r.GoVersion, r.CPUModel, s.Pinning, s.SUTRuntime, quota)
 	p("Egress through a loopback %s proxy; provider latency %v before headers; streams: %d content events %v apart, with each API's own events around them (chat completions: role, finish, usage, [DONE]; messages: message_start … message_stop; responses: response.created … response.completed).",
