@@ -250,14 +250,11 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 	p("## Overload and recovery")
 	p("")
 	if s.OverloadRate > 0 {
-		p("Node and baseline alike at %.0f/s for %v, then from the end of that schedule at %.0f/s for %v (the two overlap while the backlog drains), %d repetitions alternating which goes first; the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded. A run whose generator lagged is not an overload on schedule: read its lag.",
-			s.OverloadRate, s.OverloadDuration, s.RecoveryRate, s.RecoveryDuration, s.OverloadReps, firstByteName(s.FirstByte))
+		p("Node and baseline alike at %.0f/s for %v, then from the end of that schedule at %.0f/s for %v (the two overlap while the backlog drains), %d repetitions alternating which goes first; the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded. A run counts when no request was sent more than %v after its intended time and the load side (provider, proxy, generator) used at most %.0f%% of its CPU; a run that does not is run again, up to %d runs of a system in a repetition.",
+			s.OverloadRate, s.OverloadDuration, s.RecoveryRate, s.RecoveryDuration, s.OverloadReps, firstByteName(s.FirstByte), s.MaxLag, 100*sideMax, s.OverloadTries)
 	} else {
 		p("Each system at %g× its maximum passing rate for %v, then from the end of that schedule at %g× it for %v (the two overlap while the backlog drains); the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded.",
 			s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
-	}
-	if s.OverloadRate > 0 {
-		p("A run counts when no request was sent more than %v after its intended time and the load side (provider, proxy, generator) used at most %.0f%% of its CPU; a run that does not is run again, up to %d runs of a system in a repetition.", s.MaxLag, 100*sideMax, s.OverloadTries)
 	}
 	p("")
 	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | generator lag | CPU: system, load side | throttled | counts |")
