@@ -50,6 +50,9 @@ type overloadResult struct {
 	// Throttle is how often the kernel held the system under test back
 	// for its CPU quota during both runs (-cpu-quota; zero without).
 	Throttle cpuThrottle `json:"throttle"`
+	// Tunnels is how many egress tunnels the system opened through the
+	// proxy during both runs: one per connection it could not reuse.
+	Tunnels int64 `json:"tunnels"`
 	// Recovery runs from the end of the overload (the recovery run's
 	// first intended send) to the intended send of the first request from
 	// which every later one succeeded; 0 when none failed, -1 when the
@@ -146,9 +149,9 @@ func (b *bench) overloadTry(ctx context.Context, t *target, rep, try int) (overl
 	if res.Discarded != "" {
 		verdict = "discarded: " + res.Discarded
 	}
-	b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods): %s",
+	b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods; %d egress tunnels opened): %s",
 		rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, res.Lag,
-		100*res.SUTBusy, 100*res.SideBusy, 100*res.GenBusy, res.Throttle.Throttled, res.Throttle.Periods, verdict)
+		100*res.SUTBusy, 100*res.SideBusy, 100*res.GenBusy, res.Throttle.Throttled, res.Throttle.Periods, res.Tunnels, verdict)
 	t.client.CloseIdleConnections()
 	return res, nil
 }
@@ -164,6 +167,10 @@ func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate f
 	over := loadgen.Attack{Rate: overRate, Duration: b.o.overloadDuration, MaxInFlight: 4000, Timeout: 10 * time.Second}
 	after := loadgen.Attack{Rate: afterRate, Duration: b.o.recoveryDuration, MaxInFlight: 2000, Timeout: 10 * time.Second}
 	th0, err := t.throttle()
+	if err != nil {
+		return overloadResult{}, err
+	}
+	up0, err := b.upstream(ctx)
 	if err != nil {
 		return overloadResult{}, err
 	}
@@ -188,7 +195,8 @@ func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate f
 	})
 	r2, err = b.read(t)
 	th1, terr := t.throttle()
-	if err := errors.Join(overErr, pauseErr, afterErr, readErr, err, terr); err != nil {
+	up1, uerr := b.upstream(ctx)
+	if err := errors.Join(overErr, pauseErr, afterErr, readErr, err, terr, uerr); err != nil {
 		return overloadResult{}, err
 	}
 	res := overloadResult{
@@ -199,6 +207,7 @@ func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate f
 		SideBusy: max(busy(r1.side-r0.side, r1.at.Sub(r0.at)), busy(r2.side-r1.side, r2.at.Sub(r1.at))),
 		GenBusy:  max(busy(r1.gen-r0.gen, r1.at.Sub(r0.at)), busy(r2.gen-r1.gen, r2.at.Sub(r1.at))),
 		Throttle: th1.minus(th0),
+		Tunnels:  (up1.SOCKSTunnels + up1.ConnectTunnels) - (up0.SOCKSTunnels + up0.ConnectTunnels),
 	}
 	res.Recovery = recoveredAfter(afterRes)
 	return res, nil
@@ -257,8 +266,8 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 			s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
 	}
 	p("")
-	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | generator lag | CPU: system, load side | throttled | counts |")
-	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|")
+	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | generator lag | CPU: system, load side | throttled | egress tunnels opened | counts |")
+	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
 	for _, o := range r.Overload {
 		rec := "not within the run"
 		if o.Recovery >= 0 {
@@ -268,8 +277,8 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 		if o.Discarded != "" {
 			counts = "no: " + o.Discarded
 		}
-		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %.0f%%, %.0f%% | %d of %d periods | %s |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.Lag.Round(time.Millisecond),
-			100*o.SUTBusy, 100*o.SideBusy, o.Throttle.Throttled, o.Throttle.Periods, counts)
+		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %.0f%%, %.0f%% | %d of %d periods | %d | %s |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.Lag.Round(time.Millisecond),
+			100*o.SUTBusy, 100*o.SideBusy, o.Throttle.Throttled, o.Throttle.Periods, o.Tunnels, counts)
 	}
 	p("")
 	if s.OverloadRate > 0 {
