@@ -90,6 +90,14 @@ func BudgetExceeded(tenantScope bool, msg string, retryAfter time.Duration) *Err
 	return &Error{Status: 429, Code: code, Msg: msg, RetryAfter: retryAfter, ShouldRetry: &no}
 }
 
+// Abandoned is the 429 of a key whose client cancels its requests as
+// soon as they arrive, faster than the node allows (docs/limits.md
+// "Abandoned requests"): too_many_abandoned_requests, retryable after
+// Retry-After.
+func Abandoned(msg string, retryAfter time.Duration) *Error {
+	return &Error{Status: 429, Code: "too_many_abandoned_requests", Msg: msg, RetryAfter: retryAfter, ShouldRetry: &yes}
+}
+
 // BadGateway is a 502. possiblySent reports whether the request may have
 // reached the provider; if so the client is told not to retry
 // (docs/failures.md).

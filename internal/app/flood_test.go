@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/gateway"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/internal/usage"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -29,9 +30,8 @@ import (
 // TestCancelFloodKeepsOtherKeysEvents: one key floods the node with
 // requests it resets before anything reaches the provider (connections
 // that send a request and RST), while another key sends ordinary
-// requests. With a crash window of 256 events (room for all of the second
-// key's, none for 2,000 of the first), every answered request of the
-// second key has its event, the flooding key's cancelled
+// requests. With a crash window of 256 events (room for all of the
+// second key's), every answered request of the second key has its event, the flooding key's cancelled
 // attempts are recorded only within its budget, and their request lines
 // are bounded the same way.
 func TestCancelFloodKeepsOtherKeysEvents(t *testing.T) {
@@ -90,13 +90,18 @@ weight = 1
 		})
 	}
 
-	// The flood: rounds of 100 connections that each send a request, wait
-	// until the node's attempt is stuck in its CONNECT, and reset.
+	// The flood: rounds of connections that each send a request, wait
+	// until the node's attempt is stuck in its CONNECT, and reset. The
+	// rounds stay within the key's budget of abandoned requests
+	// (docs/limits.md "Abandoned requests"), past which the node would
+	// refuse the rest before routing (TestAbandonedRequestsRefused in
+	// internal/gateway); the events' budget, smaller, is what is tested
+	// here.
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"x"}]}`, hangModel)
 	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", clientKey, len(body), body)
 	api := strings.TrimPrefix(s.api, "http://")
-	const rounds, perRound = 20, 100
+	const rounds, perRound = 2, gateway.AbandonBurst / 2
 	for range rounds {
 		conns := make([]*net.TCPConn, 0, perRound)
 		for range perRound {
@@ -167,8 +172,9 @@ weight = 1
 // ordinary requests on its own connection meanwhile. Every answered request of the second key has
 // its event; every flood request that reached the provider has its event;
 // the flood's attempts cancelled before anything was sent are recorded and
-// logged only within the key's budget; and the node still serves
-// afterwards.
+// logged only within the key's budget; the flooding connection is still
+// answered (the flooding key with 429, past its budget of abandoned
+// requests), and the node serves the other key afterwards.
 func TestH2RapidResetKeepsOtherKeysEvents(t *testing.T) {
 	cf, kf, pool := selfSigned(t)
 	// The crash window of the flood above; a backend cap the flood cannot
@@ -237,11 +243,13 @@ func TestH2RapidResetKeepsOtherKeysEvents(t *testing.T) {
 	goAway := f.goAway
 	f.mu.Unlock()
 	if !goAway {
-		// The connection that flooded is still served: Go's HTTP/2 server
-		// drops the reset streams whose handler had not started yet, and
-		// answers a request that is not reset.
-		if status, err := f.ask(addr, "/v1/chat/completions", clientKey, body); err != nil || status != "200" {
-			t.Errorf("a request on the flooding connection after the flood: status %q, %v; want 200", status, err)
+		// The connection that flooded is still answered: Go's HTTP/2
+		// server drops the reset streams whose handler had not started
+		// yet, and answers a request that is not reset; the flooding key,
+		// past its budget of abandoned requests, is refused before
+		// routing (docs/limits.md "Abandoned requests").
+		if status, err := f.ask(addr, "/v1/chat/completions", clientKey, body); err != nil || status != "429" {
+			t.Errorf("a request on the flooding connection after the flood: status %q, %v; want 429 (the key's abandoned requests)", status, err)
 		}
 	}
 	f.close()

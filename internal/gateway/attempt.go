@@ -218,6 +218,10 @@ func (c *call) failAttempt(a *attempt, e *apierr.Error) {
 // admit holds it against its key's limits, and attempts sends it to
 // targets until one answers.
 func (c *call) route(ctx context.Context) {
+	if c.h.abandons.over(c.principal.KeyID, c.h.o.Now()) {
+		c.refuseAbandoned()
+		return
+	}
 	rs, ok := c.resolve()
 	if !ok {
 		return
@@ -980,6 +984,7 @@ func (c *call) finish(ctx context.Context, a *attempt) {
 		}
 	}
 	c.sendState = a.state
+	c.noteAbandoned(a)
 	c.h.o.Observer.ObserveAttempt(a.target.Backend.ID, a.target.Backend.PlatformName, res.Outcome, res.TTFB)
 	c.log(ctx, a)
 	if c.h.recording() {

@@ -166,6 +166,7 @@ type Handler struct {
 	// cancelLogs is each key's budget of request lines for attempts its
 	// client cancelled before anything was sent (call.log).
 	cancelLogs *usage.KeyBudget
+	abandons   *abandons // each key's budget of requests its client abandoned at once
 	endpoints  endpoints
 }
 
@@ -259,7 +260,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst), endpoints: newEndpoints()}
+	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst), abandons: newAbandons(), endpoints: newEndpoints()}
 }
 
 // statusWriter remembers the status sent, for the request metric.

@@ -115,7 +115,7 @@ func New(o Options) *Metrics {
 	// in a label (docs/limits.md "Refusals").
 	m.limitRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scootgate_limits_refused_total",
-		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget).",
+		Help: "Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget, abandoned).",
 	}, []string{"scope", "kind"})
 	// Fallbacks taken (docs/routing.md "Fallbacks"): from and to are
 	// model entries, never asked names, and only pairs a chain of the
@@ -229,7 +229,7 @@ func (m *Metrics) ObserveLimitRefusal(scope, kind string) {
 	}
 	switch {
 	case scope != "key" && scope != "tenant":
-	case kind != "requests" && kind != "tokens" && kind != "concurrency" && kind != "budget":
+	case kind != "requests" && kind != "tokens" && kind != "concurrency" && kind != "budget" && kind != "abandoned":
 	default:
 		m.limitRefused.WithLabelValues(scope, kind).Inc()
 	}

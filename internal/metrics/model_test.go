@@ -183,7 +183,7 @@ func TestLimitRefusalBudget(t *testing.T) {
 	m := newMetrics(t)
 	m.ObserveLimitRefusal("tenant", "budget")
 	compare(t, m, `
-# HELP scootgate_limits_refused_total Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget).
+# HELP scootgate_limits_refused_total Requests refused with 429 by a per-key or per-tenant limit, by scope (key, tenant) and kind (requests, tokens, concurrency, budget, abandoned).
 # TYPE scootgate_limits_refused_total counter
 scootgate_limits_refused_total{kind="budget",scope="tenant"} 1
 `, "scootgate_limits_refused_total")

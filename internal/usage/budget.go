@@ -73,6 +73,22 @@ func (kb *KeyBudget) Take(key string, now time.Time) (ok bool, refused uint64) {
 	return true, refused
 }
 
+// Empty reports whether key has no token left at now, without taking
+// one: whether its next Take would be refused.
+func (kb *KeyBudget) Empty(key string, now time.Time) bool {
+	kb.mu.Lock()
+	defer kb.mu.Unlock()
+	b := kb.keys[key]
+	if b == nil {
+		return false
+	}
+	tokens := b.tokens
+	if dt := now.Sub(b.at); dt > 0 {
+		tokens = min(kb.burst, tokens+dt.Seconds()*kb.rate)
+	}
+	return tokens < 1
+}
+
 // pruneLocked forgets the keys whose bucket is full again at now, and
 // refused nothing since it was last allowed, then sets the next size to
 // prune at: twice what is left, so pruning stays amortised O(1) per key.
