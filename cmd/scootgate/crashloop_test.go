@@ -24,7 +24,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
@@ -89,16 +88,7 @@ func TestCrashLoop(t *testing.T) {
 
 	exe := buildBinary(t)
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: crashProviderKey})
-	provURL, err := prov.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prov.Close() })
-	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = socks.Close() })
+	provURL, socksAddr := startProviderAndProxy(t, prov)
 
 	topic := fmt.Sprintf("scootgate-crashloop/%d-%d/usage", os.Getpid(), time.Now().UnixNano())
 	sub := subscribeEvents(t, broker, topic)

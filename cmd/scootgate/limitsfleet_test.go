@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -85,16 +84,7 @@ func TestFleetLimitsMeasure(t *testing.T) {
 		}
 		return nil
 	}})
-	provURL, err := prov.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prov.Close() })
-	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = socks.Close() })
+	provURL, socksAddr := startProviderAndProxy(t, prov)
 
 	// Calibrate: how many tokens one request uses.
 	tokensPer := fleetRequestTokens(t, exe, provURL, "socks5://"+socksAddr)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/internal/outbox"
 )
 
@@ -225,16 +224,7 @@ func TestRealtimeKill9(t *testing.T) {
 	brokerAddr := mqttBroker(t)
 	exe := buildBinary(t)
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: crashProviderKey})
-	provURL, err := prov.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prov.Close() })
-	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = socks.Close() })
+	provURL, socksAddr := startProviderAndProxy(t, prov)
 	topic := fmt.Sprintf("scootgate-test/rtkill-%d-%d/usage", os.Getpid(), time.Now().UnixNano())
 	sub := subscribeEvents(t, brokerAddr, topic)
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/internal/outbox"
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
@@ -31,16 +30,7 @@ func TestSecondSignalRecordsInFlight(t *testing.T) {
 	}
 	exe := buildBinary(t)
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: crashProviderKey})
-	provURL, err := prov.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prov.Close() })
-	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = socks.Close() })
+	provURL, socksAddr := startProviderAndProxy(t, prov)
 	dir := t.TempDir()
 	api, health := freePort(t), freePort(t)
 	writeCrashConfig(t, dir, crashConfig{api: api, health: health, provider: provURL, egress: "socks5://" + socksAddr, delay: "1m"})

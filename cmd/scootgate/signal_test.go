@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
+	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -42,6 +44,24 @@ func buildBinary(t *testing.T) string {
 }
 
 // freePort returns a loopback port nothing listened on a moment ago.
+// startProviderAndProxy starts prov and an in-process SOCKS5 egress proxy
+// on loopback, both closed when the test ends, and returns the provider's
+// base URL and the proxy's address.
+func startProviderAndProxy(t *testing.T, prov *fakeprovider.Provider) (provURL, socksAddr string) {
+	t.Helper()
+	provURL, err := prov.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prov.Close() })
+	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = socks.Close() })
+	return provURL, socksAddr
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -19,7 +19,6 @@ import (
 	"github.com/scootgate/scootgate/internal/devstack/broker"
 	"github.com/scootgate/scootgate/internal/devstack/cpserver"
 	"github.com/scootgate/scootgate/internal/devstack/fakeprovider"
-	"github.com/scootgate/scootgate/internal/devstack/socks5proxy"
 	"github.com/scootgate/scootgate/pkg/authsnap"
 )
 
@@ -54,16 +53,7 @@ func TestSoak(t *testing.T) {
 
 	exe := buildBinary(t)
 	prov := fakeprovider.New(fakeprovider.Options{OpenAIKey: crashProviderKey})
-	provURL, err := prov.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prov.Close() })
-	socks, socksAddr, err := socks5proxy.Listen("127.0.0.1:0", socks5proxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = socks.Close() })
+	provURL, socksAddr := startProviderAndProxy(t, prov)
 
 	// The broker: restarted on the same address; the hook sees every
 	// PUBLISH before the broker acknowledges it.
