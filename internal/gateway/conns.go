@@ -397,16 +397,22 @@ func LimitResets(next http.Handler) http.Handler {
 			return
 		}
 		// The stream's context ends after the handler returns, too:
-		// stop counts only what ended before, and a count under way is
-		// waited for, so that the request is done when its handler is.
+		// only what ended before counts, and a count under way is waited
+		// for, so that the request is done when its handler is. A
+		// context's Done closes before its AfterFuncs start, so a handler
+		// that returned on Done can call stop first: then the reset is
+		// counted here, once either way.
 		counted := make(chan struct{})
 		stop := context.AfterFunc(r.Context(), func() {
 			defer close(counted)
 			lc.reset()
 		})
 		next.ServeHTTP(w, r)
+		abandoned := r.Context().Err() != nil
 		if !stop() {
 			<-counted
+		} else if abandoned {
+			lc.reset()
 		}
 	})
 }
