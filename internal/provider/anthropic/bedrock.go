@@ -224,7 +224,7 @@ func errorDoc(kind, msg string) []byte {
 // request path treats it as the provider failing mid-stream.
 var ErrEventStream = errors.New("anthropic: bad bedrock event stream")
 
-// EventStream reads a Bedrock response stream (AWS event-stream framing,
+// NewEventStream reads a Bedrock response stream (AWS event-stream framing,
 // decoded and CRC-checked by the AWS SDK's codec) and yields the SSE
 // events it carries: each chunk's Messages stream event, unchanged, as
 // "event: {type}\ndata: {json}\n\n", in order, one frame at a time, so that
@@ -232,85 +232,54 @@ var ErrEventStream = errors.New("anthropic: bad bedrock event stream")
 // (throttlingException, modelStreamErrorException, validationException…)
 // becomes Anthropic's in-band `event: error`, never a clean end. Not safe
 // for concurrent use.
-type EventStream struct {
-	r       io.Reader
-	dec     *eventstream.Decoder
-	payload []byte // the decoder's payload buffer, reused
-	ev      []byte // a chunk's decoded bytes, reused
-	out     []byte // SSE bytes not yet read
-	off     int
-	err     error // sticky
+func NewEventStream(r io.Reader) io.Reader {
+	f := &bedrockFrames{}
+	return provider.NewAWSEventStream(r, ErrEventStream, f.frame)
 }
 
-// NewEventStream returns the SSE reader of the Bedrock event stream r.
-func NewEventStream(r io.Reader) *EventStream {
-	return &EventStream{r: r, dec: eventstream.NewDecoder(), payload: make([]byte, 0, 4096)}
-}
+// bedrockFrames turns the messages of one Bedrock response stream into
+// SSE; ev is a chunk's decoded bytes, reused.
+type bedrockFrames struct{ ev []byte }
 
-func (s *EventStream) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
-		if s.err != nil {
-			return 0, s.err
-		}
-		s.out, s.off = s.out[:0], 0
-		s.err = s.next()
-	}
-	n := copy(p, s.out[s.off:])
-	s.off += n
-	return n, nil
-}
-
-// next decodes one message into s.out: nothing for a message the node
-// does not know, an io.EOF at the end of the stream between messages.
-func (s *EventStream) next() error {
-	m, err := s.dec.Decode(s.r, s.payload[:0])
-	if err != nil {
-		if err == io.EOF { // the SDK's codec returns it unwrapped at a message boundary
-			return io.EOF
-		}
-		return fmt.Errorf("%w: %w", ErrEventStream, err)
-	}
-	if cap(m.Payload) > cap(s.payload) {
-		s.payload = m.Payload[:0]
-	}
-	switch header(m.Headers, ":message-type") {
+// frame appends what message m becomes to out: nothing for a message the
+// node does not know.
+func (f *bedrockFrames) frame(m eventstream.Message, out []byte) ([]byte, error) {
+	switch provider.EventStreamHeader(m.Headers, ":message-type") {
 	case "event":
-		if header(m.Headers, ":event-type") != "chunk" {
-			return nil // an event type the node does not know carries no Messages event
+		if provider.EventStreamHeader(m.Headers, ":event-type") != "chunk" {
+			return out, nil // an event type the node does not know carries no Messages event
 		}
-		return s.chunk(m.Payload)
+		return f.chunk(m.Payload, out)
 	case "exception":
-		s.inBand(header(m.Headers, ":exception-type"), m.Payload)
-		return nil
+		return bedrockInBand(out, provider.EventStreamHeader(m.Headers, ":exception-type"), m.Payload), nil
 	case "error":
-		s.inBand(header(m.Headers, ":error-code"), []byte(`{"message":`+quote(header(m.Headers, ":error-message"))+`}`))
-		return nil
+		return bedrockInBand(out, provider.EventStreamHeader(m.Headers, ":error-code"), []byte(`{"message":`+quote(provider.EventStreamHeader(m.Headers, ":error-message"))+`}`)), nil
 	}
-	return nil
+	return out, nil
 }
 
 // chunk appends the SSE event of a chunk's payload, {"bytes":"<base64>"}
 // (Bedrock pads it with other members, which are ignored).
-func (s *EventStream) chunk(payload []byte) error {
+func (f *bedrockFrames) chunk(payload, out []byte) ([]byte, error) {
 	b64, ok, err := jsonedit.Lookup(payload, "bytes")
 	if err != nil || !ok || len(b64) < 2 || b64[0] != '"' || bytes.IndexByte(b64, '\\') >= 0 {
-		return fmt.Errorf("%w: chunk without its bytes", ErrEventStream)
+		return out, fmt.Errorf("%w: chunk without its bytes", ErrEventStream)
 	}
 	b64 = b64[1 : len(b64)-1]
 	need := base64.StdEncoding.DecodedLen(len(b64))
-	if cap(s.ev) < need {
-		s.ev = make([]byte, need)
+	if cap(f.ev) < need {
+		f.ev = make([]byte, need)
 	}
-	n, err := base64.StdEncoding.Decode(s.ev[:need], b64)
+	n, err := base64.StdEncoding.Decode(f.ev[:need], b64)
 	if err != nil {
-		return fmt.Errorf("%w: chunk bytes: %w", ErrEventStream, err)
+		return out, fmt.Errorf("%w: chunk bytes: %w", ErrEventStream, err)
 	}
-	return s.event(s.ev[:n])
+	return appendMessagesEvent(out, f.ev[:n])
 }
 
-// event appends ev, one Messages stream event's JSON, as its SSE event:
-// its "type" names it; each line of it is a data line.
-func (s *EventStream) event(ev []byte) error {
+// appendMessagesEvent appends ev, one Messages stream event's JSON, as
+// its SSE event: its "type" names it; each line of it is a data line.
+func appendMessagesEvent(out, ev []byte) ([]byte, error) {
 	t, ok, err := jsonedit.Lookup(ev, "type")
 	var typ []byte
 	switch {
@@ -324,24 +293,23 @@ func (s *EventStream) event(ev []byte) error {
 		}
 	}
 	if err != nil || len(typ) == 0 || bytes.ContainsAny(typ, "\r\n") {
-		return fmt.Errorf("%w: chunk is not a Messages stream event", ErrEventStream)
+		return out, fmt.Errorf("%w: chunk is not a Messages stream event", ErrEventStream)
 	}
-	s.out = append(s.out, "event: "...)
-	s.out = append(s.out, typ...)
-	s.out = append(s.out, '\n')
+	out = append(out, "event: "...)
+	out = append(out, typ...)
+	out = append(out, '\n')
 	for line := range bytes.Lines(ev) {
-		s.out = append(s.out, "data: "...)
-		s.out = append(s.out, bytes.TrimRight(line, "\r\n")...)
-		s.out = append(s.out, '\n')
+		out = append(out, "data: "...)
+		out = append(out, bytes.TrimRight(line, "\r\n")...)
+		out = append(out, '\n')
 	}
-	s.out = append(s.out, '\n')
-	return nil
+	return append(out, '\n'), nil
 }
 
-// inBand appends the `event: error` of an exception message: its name
+// bedrockInBand appends the `event: error` of an exception message: its name
 // ("throttlingException") decides the Anthropic error type, its payload
 // ({"message":…}) the message.
-func (s *EventStream) inBand(name string, payload []byte) {
+func bedrockInBand(out []byte, name string, payload []byte) []byte {
 	if name != "" {
 		name = strings.ToUpper(name[:1]) + name[1:]
 	}
@@ -349,18 +317,9 @@ func (s *EventStream) inBand(name string, payload []byte) {
 	if _, ok := bedrockErrorTypes[name]; !ok {
 		doc = bedrockError(500, "", payload)
 	}
-	s.out = append(s.out, "event: error\ndata: "...)
-	s.out = append(s.out, doc...)
-	s.out = append(s.out, "\n\n"...)
-}
-
-// header returns the string value of an event-stream header, "" when it is
-// absent or not a string.
-func header(hs eventstream.Headers, name string) string {
-	if v, ok := hs.Get(name).(eventstream.StringValue); ok {
-		return string(v)
-	}
-	return ""
+	out = append(out, "event: error\ndata: "...)
+	out = append(out, doc...)
+	return append(out, "\n\n"...)
 }
 
 func quote(s string) string {

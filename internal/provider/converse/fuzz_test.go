@@ -94,12 +94,12 @@ func FuzzWriter(f *testing.F) {
 			if i >= len(want) {
 				t.Fatalf("more messages than events (%d)", len(want))
 			}
-			typ := header(m.Headers, ":event-type") + header(m.Headers, ":exception-type")
+			typ := provider.EventStreamHeader(m.Headers, ":event-type") + provider.EventStreamHeader(m.Headers, ":exception-type")
 			wantType := want[i].Type
 			if wantType == "" {
 				wantType = "message"
 			}
-			if typ != wantType || !bytes.Equal(m.Payload, want[i].Data) || (header(m.Headers, ":message-type") == "exception") != strings.HasSuffix(typ, "Exception") {
+			if typ != wantType || !bytes.Equal(m.Payload, want[i].Data) || (provider.EventStreamHeader(m.Headers, ":message-type") == "exception") != strings.HasSuffix(typ, "Exception") {
 				t.Fatalf("message %d = %q %q, want %q %q", i, typ, m.Payload, wantType, want[i].Data)
 			}
 		}

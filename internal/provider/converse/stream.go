@@ -93,59 +93,25 @@ func (s *streamOutcome) Outcome() provider.Outcome { return s.o }
 // path treats it as the provider failing mid-stream.
 var ErrEventStream = errors.New("converse: bad bedrock event stream")
 
-// eventStream reads a Bedrock Converse event stream (AWS event-stream
+// newEventStream reads a Bedrock Converse event stream (AWS event-stream
 // framing, decoded and CRC-checked by the AWS SDK's codec) and yields one
 // SSE event per message, in order: "event: {:event-type}" (or the
 // exception's {:exception-type}) and the payload as data, its bytes
 // unchanged (a payload with line breaks is several data lines, which an
-// SSE reader joins back). One message at a time, so that a reader that
-// flushes per event flushes per frame. Not safe for concurrent use.
-type eventStream struct {
-	r       io.Reader
-	dec     *eventstream.Decoder
-	payload []byte // the decoder's payload buffer, reused
-	out     []byte // SSE bytes not yet read
-	off     int
-	err     error // sticky
+// SSE reader joins back).
+func newEventStream(r io.Reader) *provider.AWSEventStream {
+	return provider.NewAWSEventStream(r, ErrEventStream, frame)
 }
 
-func newEventStream(r io.Reader) *eventStream {
-	return &eventStream{r: r, dec: eventstream.NewDecoder(), payload: make([]byte, 0, 4096)}
-}
-
-func (s *eventStream) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
-		if s.err != nil {
-			return 0, s.err
-		}
-		s.out, s.off = s.out[:0], 0
-		s.err = s.next()
-	}
-	n := copy(p, s.out[s.off:])
-	s.off += n
-	return n, nil
-}
-
-// next decodes one message into s.out; io.EOF at the end of the stream
-// between messages.
-func (s *eventStream) next() error {
-	m, err := s.dec.Decode(s.r, s.payload[:0])
-	if err != nil {
-		if err == io.EOF { // the SDK's codec returns it unwrapped at a message boundary
-			return io.EOF
-		}
-		return fmt.Errorf("%w: %w", ErrEventStream, err)
-	}
-	if cap(m.Payload) > cap(s.payload) {
-		s.payload = m.Payload[:0]
-	}
+// frame appends the SSE event of one message to out.
+func frame(m eventstream.Message, out []byte) ([]byte, error) {
 	var typ string
 	payload := m.Payload
-	switch header(m.Headers, ":message-type") {
+	switch provider.EventStreamHeader(m.Headers, ":message-type") {
 	case "event":
-		typ = header(m.Headers, ":event-type")
+		typ = provider.EventStreamHeader(m.Headers, ":event-type")
 	case "exception":
-		typ = header(m.Headers, ":exception-type")
+		typ = provider.EventStreamHeader(m.Headers, ":exception-type")
 		if !isException(typ) {
 			typ = "internalServerException" // an exception the node must not read as an event
 		}
@@ -153,15 +119,14 @@ func (s *eventStream) next() error {
 		// A service error in the stream: no payload, its code and message
 		// in headers.
 		typ = "internalServerException"
-		payload = ErrorBody(header(m.Headers, ":error-code") + ": " + header(m.Headers, ":error-message"))
+		payload = ErrorBody(provider.EventStreamHeader(m.Headers, ":error-code") + ": " + provider.EventStreamHeader(m.Headers, ":error-message"))
 	default:
-		return fmt.Errorf("%w: a message of unknown type", ErrEventStream)
+		return out, fmt.Errorf("%w: a message of unknown type", ErrEventStream)
 	}
 	if !validType(typ) {
-		return fmt.Errorf("%w: a message without a usable type", ErrEventStream)
+		return out, fmt.Errorf("%w: a message without a usable type", ErrEventStream)
 	}
-	s.out = appendEvent(s.out, typ, payload)
-	return nil
+	return appendEvent(out, typ, payload), nil
 }
 
 // validType reports whether typ can be an SSE event type as sent: not
@@ -193,13 +158,4 @@ func appendEvent(out []byte, typ string, payload []byte) []byte {
 		out = append(out, '\n')
 	}
 	return append(out, '\n')
-}
-
-// header returns the string value of an event-stream header, "" when it is
-// absent or not a string.
-func header(hs eventstream.Headers, name string) string {
-	if v, ok := hs.Get(name).(eventstream.StringValue); ok {
-		return string(v)
-	}
-	return ""
 }
