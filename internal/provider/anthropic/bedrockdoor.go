@@ -182,36 +182,50 @@ func takeEnvelope(version, betas []byte, h http.Header, platformVersion string) 
 	return nil
 }
 
-// bedrockExceptions maps Anthropic error types to the Bedrock Runtime
-// exception a Bedrock client expects for them (the reverse of
-// bedrockErrorTypes), by status where the type does not decide.
-var bedrockExceptions = map[string]string{
-	"invalid_request_error": "ValidationException",
-	"authentication_error":  "UnrecognizedClientException",
-	"permission_error":      "AccessDeniedException",
-	"not_found_error":       "ResourceNotFoundException",
-	"request_too_large":     "ValidationException",
-	"rate_limit_error":      "ThrottlingException",
-	"timeout_error":         "ModelTimeoutException",
-	"overloaded_error":      "ServiceUnavailableException",
-	"api_error":             "InternalServerException",
+// bedrockExceptions names the Bedrock Runtime exception a Bedrock client
+// expects for an Anthropic error type (the reverse of bedrockErrorTypes),
+// by status where the type does not decide.
+var bedrockExceptions = errorNames{
+	byType: map[string]string{
+		"invalid_request_error": "ValidationException",
+		"authentication_error":  "UnrecognizedClientException",
+		"permission_error":      "AccessDeniedException",
+		"not_found_error":       "ResourceNotFoundException",
+		"request_too_large":     "ValidationException",
+		"rate_limit_error":      "ThrottlingException",
+		"timeout_error":         "ModelTimeoutException",
+		"overloaded_error":      "ServiceUnavailableException",
+		"api_error":             "InternalServerException",
+	},
+	throttled: "ThrottlingException", unavailable: "ServiceUnavailableException",
+	invalid: "ValidationException", internal: "InternalServerException",
 }
 
 // bedrockException names the exception of an Anthropic error type and
 // status.
-func bedrockException(kind string, status int) string {
-	if name, ok := bedrockExceptions[kind]; ok {
+func bedrockException(kind string, status int) string { return bedrockExceptions.name(kind, status) }
+
+// errorNames names a cloud platform's error for an Anthropic error type,
+// by HTTP status where the type does not decide: the platform's own
+// names for a 429, a 503, another 4xx and anything else.
+type errorNames struct {
+	byType                                    map[string]string
+	throttled, unavailable, invalid, internal string
+}
+
+func (n errorNames) name(kind string, status int) string {
+	if name, ok := n.byType[kind]; ok {
 		return name
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
-		return "ThrottlingException"
+		return n.throttled
 	case status == http.StatusServiceUnavailable:
-		return "ServiceUnavailableException"
+		return n.unavailable
 	case status/100 == 4:
-		return "ValidationException"
+		return n.invalid
 	}
-	return "InternalServerException"
+	return n.internal
 }
 
 // anthropicError reads an Anthropic error document: its type and message

@@ -178,36 +178,23 @@ func appendMembersBut(out, body []byte, skip string) []byte {
 	return append(out, '}')
 }
 
-// googleStatuses maps Anthropic error types to the google.rpc status
-// names Vertex's errors carry (the reverse of googleStatusTypes); the
-// HTTP status decides the others.
-var googleStatuses = map[string]string{
-	"invalid_request_error": "INVALID_ARGUMENT",
-	"request_too_large":     "INVALID_ARGUMENT",
-	"authentication_error":  "UNAUTHENTICATED",
-	"permission_error":      "PERMISSION_DENIED",
-	"not_found_error":       "NOT_FOUND",
-	"rate_limit_error":      "RESOURCE_EXHAUSTED",
-	"timeout_error":         "DEADLINE_EXCEEDED",
-	"overloaded_error":      "UNAVAILABLE",
-	"api_error":             "INTERNAL",
-}
-
-// googleStatus names the google.rpc status of an Anthropic error type and
-// HTTP status.
-func googleStatus(kind string, status int) string {
-	if name, ok := googleStatuses[kind]; ok {
-		return name
-	}
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "RESOURCE_EXHAUSTED"
-	case status == http.StatusServiceUnavailable:
-		return "UNAVAILABLE"
-	case status/100 == 4:
-		return "INVALID_ARGUMENT"
-	}
-	return "INTERNAL"
+// googleStatuses names the google.rpc status Vertex's errors carry for an
+// Anthropic error type (the reverse of googleStatusTypes); the HTTP status
+// decides the others.
+var googleStatuses = errorNames{
+	byType: map[string]string{
+		"invalid_request_error": "INVALID_ARGUMENT",
+		"request_too_large":     "INVALID_ARGUMENT",
+		"authentication_error":  "UNAUTHENTICATED",
+		"permission_error":      "PERMISSION_DENIED",
+		"not_found_error":       "NOT_FOUND",
+		"rate_limit_error":      "RESOURCE_EXHAUSTED",
+		"timeout_error":         "DEADLINE_EXCEEDED",
+		"overloaded_error":      "UNAVAILABLE",
+		"api_error":             "INTERNAL",
+	},
+	throttled: "RESOURCE_EXHAUSTED", unavailable: "UNAVAILABLE",
+	invalid: "INVALID_ARGUMENT", internal: "INTERNAL",
 }
 
 // googleErrorDoc is Google's error shape,
@@ -226,7 +213,7 @@ func googleErrorDoc(status int, kind, msg, requestID string) []byte {
 			Details []detail `json:"details,omitempty"`
 		} `json:"error"`
 	}
-	doc.Error.Code, doc.Error.Message, doc.Error.Status = status, msg, googleStatus(kind, status)
+	doc.Error.Code, doc.Error.Message, doc.Error.Status = status, msg, googleStatuses.name(kind, status)
 	if requestID != "" {
 		doc.Error.Details = []detail{{"type.googleapis.com/google.rpc.RequestInfo", requestID}}
 	}
