@@ -114,23 +114,11 @@ func (p *Provider) serveBedrock(w http.ResponseWriter, r *http.Request, body []b
 		fail(http.StatusBadRequest, "ValidationException", "Malformed input request: anthropic_version is required to be "+BedrockVersion)
 		return
 	}
-	b, echo, err := p.behaviour(req)
-	if err != nil {
-		fail(http.StatusBadRequest, "ValidationException", err.Error())
+	b, echo, ok := p.bedrockScripted(r, req, fail)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	if !wait(ctx, b.Delay) {
-		return
-	}
-	switch {
-	case b.Status == http.StatusTooManyRequests || b.Quota:
-		fail(http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
-		return
-	case b.Status != 0:
-		fail(b.Status, bedrockErrorName(b.Status), orDefault(b.ErrorMessage, "fakeprovider: scripted failure"))
-		return
-	}
 	w.Header().Set("X-Amzn-Requestid", bedrockRequestID(req.Seq))
 	if op == bedrockCount {
 		w.Header().Set("Content-Type", "application/json")
@@ -316,6 +304,29 @@ func (p *Provider) bedrockAdmit(r *http.Request, body []byte, fail func(status i
 		return false
 	}
 	return true
+}
+
+// bedrockScripted reads req's scripted behaviour and plays its delay and
+// failures as Bedrock answers them, through fail; ok is false when it
+// answered (or the client left), and the request ends there.
+func (p *Provider) bedrockScripted(r *http.Request, req Request, fail func(status int, kind, msg string)) (b Behaviour, echo string, ok bool) {
+	b, echo, err := p.behaviour(req)
+	if err != nil {
+		fail(http.StatusBadRequest, "ValidationException", err.Error())
+		return b, "", false
+	}
+	if !wait(r.Context(), b.Delay) {
+		return b, "", false
+	}
+	switch {
+	case b.Status == http.StatusTooManyRequests || b.Quota:
+		fail(http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
+		return b, "", false
+	case b.Status != 0:
+		fail(b.Status, bedrockErrorName(b.Status), orDefault(b.ErrorMessage, "fakeprovider: scripted failure"))
+		return b, "", false
+	}
+	return b, echo, true
 }
 
 func bedrockRequestID(seq int64) string { return fmt.Sprintf("fake-bedrock-%06d", seq) }

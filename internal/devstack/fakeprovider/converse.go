@@ -145,23 +145,11 @@ func (p *Provider) serveConverse(w http.ResponseWriter, r *http.Request, body []
 		fail(http.StatusBadRequest, "ValidationException", "A conversation must start with a user message.")
 		return
 	}
-	b, echo, err := p.behaviour(req)
-	if err != nil {
-		fail(http.StatusBadRequest, "ValidationException", err.Error())
+	b, echo, ok := p.bedrockScripted(r, req, fail)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	if !wait(ctx, b.Delay) {
-		return
-	}
-	switch {
-	case b.Status == http.StatusTooManyRequests || b.Quota:
-		fail(http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
-		return
-	case b.Status != 0:
-		fail(b.Status, bedrockErrorName(b.Status), orDefault(b.ErrorMessage, "fakeprovider: scripted failure"))
-		return
-	}
 	rp := reply{seq: req.Seq, model: model, created: p.o.Clock(), pieces: split("echo: "+echo, b.Chunks), words: in.words(), b: b, stream: stream}
 	w.Header().Set("X-Amzn-Requestid", bedrockRequestID(req.Seq))
 	if !stream {
