@@ -194,14 +194,15 @@ type node struct {
 	restoring []*hookedDecoder
 	outbox    *outbox.Store // nil when usage events are off or the outbox could not open
 	metrics   *metrics.Metrics
-	pub       *mqttpub.Publisher        // nil when there is no outbox or no [mqtt] broker
-	tracer    *tracing.Tracer           // nil when tracing is off
-	creds     *secret.Watcher           // the file credentials; nil when there are none
-	tokens    []*credential.TokenSource // the minted-token credentials, by name
-	limStore  *limits.Redis             // nil with the local store of limits
-	limited   *gateway.ConcurrencyLimit // the API handler; counts requests in flight
-	load      *upstream.NodeLoad        // whether the node itself is saturated (docs/failures.md)
-	gw        *gateway.Handler          // inside limited; owns the WebSocket connections
+	pub       *mqttpub.Publisher                // nil when there is no outbox or no [mqtt] broker
+	tracer    *tracing.Tracer                   // nil when tracing is off
+	creds     *secret.Watcher                   // the file credentials; nil when there are none
+	tokens    []*credential.TokenSource         // the minted-token credentials, by name
+	limStore  *limits.Redis                     // nil with the local store of limits
+	limited   *gateway.ConcurrencyLimit         // the API handler; counts requests in flight
+	conns     atomic.Pointer[gateway.ConnLimit] // the API listener's per-address bounds; nil while off
+	load      *upstream.NodeLoad                // whether the node itself is saturated (docs/failures.md)
+	gw        *gateway.Handler                  // inside limited; owns the WebSocket connections
 	api       *http.Server
 	hsrv      *http.Server
 }
@@ -394,7 +395,11 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	sessions.Store(gw)
 	n.metrics.RegisterClient(func() metrics.ClientStats {
 		inflight, limit, refused := limited.Stats()
-		return metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}
+		st := metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}
+		if cl := n.conns.Load(); cl != nil {
+			st.ConnsRefused, st.ConnsResetClosed, st.Penalties = cl.Refused(), cl.ResetClosed(), cl.Penalties()
+		}
+		return st
 	})
 	n.limited = limited
 	n.api = &http.Server{
@@ -938,6 +943,9 @@ func (n *node) listenAPI() (net.Listener, error) {
 		Resets:          float64(n.cfg.Limits.ResetsPerClient),
 		Penalty:         n.cfg.Limits.ClientPenalty,
 	})
+	if cl, ok := ln.(*gateway.ConnLimit); ok {
+		n.conns.Store(cl)
+	}
 	if l.TLSCertFile == "" {
 		if l.InsecurePlaintext {
 			const why = "API listener serves plaintext HTTP by explicit opt-in (listen.insecure_plaintext); client keys cross the network unencrypted"

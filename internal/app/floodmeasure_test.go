@@ -276,13 +276,26 @@ type floodLatencies struct {
 	P50, P90, P99    time.Duration
 	Max              time.Duration
 	Status           map[int]int `json:",omitempty"` // answers other than 200
+	// Worst are the slowest requests' latencies, each at its send time
+	// from the phase's start: a transient and a steady cost look apart.
+	Worst []floodSample `json:",omitempty"`
 }
+
+// floodSample is one of B's requests: when it was sent (from the
+// phase's start) and how long its answer took.
+type floodSample struct{ At, Latency time.Duration }
 
 func (l floodLatencies) String() string {
 	s := fmt.Sprintf("%d requests, p50 %v, p90 %v, p99 %v, max %v; %d new connections, %d errors",
 		l.N, l.P50.Round(10*time.Microsecond), l.P90.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond), l.Max.Round(time.Millisecond), l.Fresh, l.Errors)
 	if len(l.Status) > 0 {
 		s += fmt.Sprintf(", other statuses %v", l.Status)
+	}
+	if len(l.Worst) > 0 {
+		s += "; slowest (latency@sent)"
+		for _, w := range l.Worst {
+			s += fmt.Sprintf(" %v@%v", w.Latency.Round(time.Millisecond), w.At.Round(10*time.Millisecond))
+		}
 	}
 	return s
 }
@@ -378,7 +391,7 @@ func (s *stack) floodStats() string {
 	text, _ := io.ReadAll(resp.Body)
 	var b strings.Builder
 	for l := range strings.Lines(string(text)) {
-		if strings.HasPrefix(l, "scootgate_api_conn") || strings.HasPrefix(l, "scootgate_client_refused") {
+		if strings.HasPrefix(l, "scootgate_client_conns") || strings.HasPrefix(l, "scootgate_client_penalties") || strings.HasPrefix(l, "scootgate_client_refused") {
 			b.WriteString(strings.TrimSpace(l) + "; ")
 		}
 	}
@@ -411,14 +424,16 @@ func floodClientB(t *testing.T) {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		var (
-			mu  sync.Mutex
-			lat []time.Duration
-			wg  sync.WaitGroup
-			res = floodLatencies{Status: map[int]int{}}
+			mu      sync.Mutex
+			lat     []time.Duration
+			samples []floodSample
+			wg      sync.WaitGroup
+			res     = floodLatencies{Status: map[int]int{}}
 		)
 		fresh.Store(0)
 		tick := time.NewTicker(5 * time.Millisecond)
-		for end := time.Now().Add(phase); time.Now().Before(end); {
+		begin := time.Now()
+		for end := begin.Add(phase); time.Now().Before(end); {
 			start := <-tick.C
 			wg.Go(func() {
 				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, api+"/v1/chat/completions", strings.NewReader(body))
@@ -441,6 +456,7 @@ func floodClientB(t *testing.T) {
 					return
 				}
 				lat = append(lat, time.Since(start))
+				samples = append(samples, floodSample{At: start.Sub(begin), Latency: lat[len(lat)-1]})
 			})
 		}
 		tick.Stop()
@@ -452,6 +468,8 @@ func floodClientB(t *testing.T) {
 		q := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
 		res.N, res.Fresh = len(lat), int(fresh.Load())
 		res.P50, res.P90, res.P99, res.Max = q(0.5), q(0.9), q(0.99), lat[len(lat)-1]
+		slices.SortFunc(samples, func(a, b floodSample) int { return int(b.Latency - a.Latency) })
+		res.Worst = samples[:min(len(samples), 8)]
 		out, _ := json.Marshal(res)
 		fmt.Printf("latencies %s\n", out)
 	}

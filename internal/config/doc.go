@@ -75,7 +75,8 @@
 //	                                    #   bucket of one second's worth); 0 = unbounded
 //	resets_per_client = 0               # 0..1000000 requests a second one client address may abandon
 //	                                    #   while the node works on them (an HTTP/2 stream reset, an
-//	                                    #   HTTP/1.1 connection closed before the answer; a bucket of
+//	                                    #   HTTP/1.1 connection closed before the answer, a connection
+//	                                    #   given up before its first request was read; a bucket of
 //	                                    #   one second's worth); over it the connection is closed, and
 //	                                    #   new ones for client_penalty; 0 = unbounded
 //	client_penalty = "10s"              # 0..1h: an address over conn_rate_per_client or

@@ -29,7 +29,10 @@ type ConnBounds struct {
 	Rate float64
 	// Resets bounds the requests the client abandoned while the node
 	// worked on them (an HTTP/2 stream it reset, an HTTP/1.1 connection
-	// it closed before the answer), as a token bucket of Resets a second
+	// it closed before the answer) and the connections it gave up before
+	// any request on them reached the node's handler (one sent and reset
+	// before the node read it, a TLS handshake cut off: the cheapest
+	// flood of all), as a token bucket of Resets a second
 	// that holds one second's worth, per client address: the connection
 	// of a reset over it is closed (limits.resets_per_client), and so is
 	// each of the address's connections with a reset until the bucket
@@ -117,6 +120,7 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		}
 		lc := &limitedConn{Conn: c, l: l, addr: a}
 		lc.unauth.Store(true)
+		lc.fresh.Store(l.b.Resets > 0)
 		return lc, nil
 	}
 }
@@ -264,15 +268,26 @@ type limitedConn struct {
 	// LimitResets): a read that fails meanwhile, other than by a
 	// deadline, is the client abandoning it.
 	serving atomic.Bool
+	// fresh is set from the accept until a request on the connection
+	// reaches its handler (LimitResets): a read that fails meanwhile,
+	// other than by a deadline, is the client giving up a connection
+	// before it asked for anything (a request sent and reset before the
+	// node could read it, a TLS handshake cut off).
+	fresh atomic.Bool
 }
 
 // Read counts a reset when the client closes or resets the connection
 // while an HTTP/1.1 request on it is being served (net/http reads in the
-// background then, to notice exactly that).
+// background then, to notice exactly that), or before any request on it
+// reached its handler.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil && c.serving.Load() && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) && c.serving.Swap(false) {
-		c.reset()
+	if err != nil && (c.serving.Load() || c.fresh.Load()) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
+		// Swap: the first failed read counts, once, and only if the
+		// state it counts was still on.
+		if c.serving.Swap(false) || c.fresh.Swap(false) {
+			c.reset()
+		}
 	}
 	return n, err
 }
@@ -369,6 +384,7 @@ func LimitResets(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		lc.fresh.Store(false)
 		if lc.closed.Load() {
 			return // nobody reads an answer: the connection is gone
 		}

@@ -195,3 +195,100 @@ func TestLimitResetsClosedConn(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want once (before the close)", called)
 	}
 }
+
+// TestLimitResetsUnfinished: a connection its client resets or closes
+// before any request on it reached the handler (a request sent and reset
+// before the node read it, a header cut off) counts against its
+// address's resets like an abandoned request, so that the cheapest
+// request-then-reset flood, whose requests the node never reads, also
+// has its new connections closed at accept once the bucket is spent. A connection the node itself closes
+// (its header deadline) counts nothing, and neither does a client
+// closing a connection after a request on it was served.
+func TestLimitResetsUnfinished(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := LimitConns(ln, ConnBounds{Resets: 2, Penalty: 5 * time.Second, Now: clk.Now}).(*ConnLimit)
+	closed := make(chan struct{}, 16) // one per connection net/http closed
+	srv := &http.Server{
+		ConnContext:       ConnContext,
+		ReadHeaderTimeout: 50 * time.Millisecond,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed {
+				closed <- struct{}{}
+			}
+		},
+		Handler: LimitResets(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			connAuthenticated(r)
+			_, _ = io.WriteString(w, "ok")
+		})),
+	}
+	go func() { _ = srv.Serve(limited) }()
+	defer srv.Close()
+	dial := func() *net.TCPConn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Skipf("cannot dial from 127.0.0.2: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.TCPConn)
+	}
+	// waitClosed waits for net/http to close a connection it served; a
+	// connection closed at accept never gets there.
+	waitClosed := func(what string) {
+		t.Helper()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: never served (closed at accept?)", what)
+		}
+	}
+	served := func(c net.Conn) bool {
+		t.Helper()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+
+	// Served, then closed by its client: not a reset.
+	c := dial()
+	if !served(c) {
+		t.Fatal("a request within the bounds was not served")
+	}
+	c.Close()
+	waitClosed("the served connection")
+	// Opened and left silent: the node's header deadline closes it.
+	_ = dial()
+	waitClosed("the silent connection")
+	// Two unfinished connections spend the bucket.
+	for range 2 {
+		c := dial()
+		_, _ = io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Le")
+		_ = c.SetLinger(0)
+		c.Close() // a reset before the node could read a whole request
+		waitClosed("an unfinished connection within the bucket")
+	}
+	if n := limited.Refused(); n != 0 {
+		t.Fatalf("%d connections refused within the bucket", n)
+	}
+	if served(dial()) {
+		t.Fatal("a new connection with the address's resets spent was served")
+	}
+	if n := limited.Refused(); n != 1 {
+		t.Fatalf("refused %d connections at accept, want 1", n)
+	}
+	clk.Advance(time.Second) // the bucket holds two again
+	if !served(dial()) {
+		t.Fatal("a new connection after the bucket refilled was not served")
+	}
+}

@@ -117,6 +117,11 @@
 //	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests (or the lower limit the
 //	                                                             open-file limit allows), to compare with it
 //	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit
+//	scootgate_client_conns_refused_total                counter  API connections closed at accept: their address
+//	                                                             over a per-address bound, or in its penalty
+//	scootgate_client_conns_reset_closed_total           counter  API connections closed for their address's
+//	                                                             abandoned requests (limits.resets_per_client)
+//	scootgate_client_penalties_total                    counter  penalties begun (limits.client_penalty)
 //	scootgate_trace_spans_total{result}                 counter  trace spans exported, dropped (queue full) or
 //	                                                             failed (collector refused); with tracing on only
 //	scootgate_credential_reloads_total{result}          counter  re-reads of file credentials after their file

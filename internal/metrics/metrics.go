@@ -379,6 +379,11 @@ type ClientStats struct {
 	InFlight int64  // client requests being served now
 	Limit    int    // limits.max_concurrent_requests, or lower (the open-file limit)
 	Refused  uint64 // requests answered 503 at once at the limit
+
+	// The API listener's per-address bounds (zero while they are off).
+	ConnsRefused     uint64 // connections closed at accept: over a bound, or in a penalty
+	ConnsResetClosed uint64 // connections closed for their address's resets
+	Penalties        uint64 // penalties begun
 }
 
 // RegisterClient sets the source of the scootgate_client_* metrics.

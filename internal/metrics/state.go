@@ -106,6 +106,7 @@ type stateDescs struct {
 	usageEnabled    *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
+	connsRefused, connsResetClosed, penalties  *prometheus.Desc
 
 	traceSpans *prometheus.Desc
 }
@@ -168,6 +169,10 @@ func newStateDescs() stateDescs {
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
 		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
 
+		connsRefused:     newDesc("scootgate_client_conns_refused_total", "API connections closed at accept because their client address was over a per-address bound or in its penalty (docs/operations.md \"Connection floods\")."),
+		connsResetClosed: newDesc("scootgate_client_conns_reset_closed_total", "API connections closed because their client address abandoned requests or connections beyond limits.resets_per_client."),
+		penalties:        newDesc("scootgate_client_penalties_total", "Penalties begun: a client address over limits.conn_rate_per_client or limits.resets_per_client, whose new connections are then closed at accept for limits.client_penalty."),
+
 		credentialToken: newDesc("scootgate_credential_token_state", "A minted-token credential's state: 1 for the state it is in (ok, pending, refresh_failing, expired), 0 for the others.", "credential", "state"),
 		traceSpans:      newDesc("scootgate_trace_spans_total", "Trace spans by what became of them: exported, dropped (queue full), failed (the collector refused or did not answer).", "result"),
 	}
@@ -188,6 +193,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.usageEvents, d.logDropped,
 		d.ready, d.draining, d.storeUp, d.storeRoundTrips, d.usageEnabled,
 		d.clientInFlight, d.clientLimit, d.clientRefused,
+		d.connsRefused, d.connsResetClosed, d.penalties,
 		d.traceSpans,
 	}
 }
@@ -250,6 +256,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(c.d.clientInFlight, float64(st.InFlight))
 		e.gauge(c.d.clientLimit, float64(st.Limit))
 		e.counter(c.d.clientRefused, st.Refused)
+		e.counter(c.d.connsRefused, st.ConnsRefused)
+		e.counter(c.d.connsResetClosed, st.ConnsResetClosed)
+		e.counter(c.d.penalties, st.Penalties)
 	}
 	if src.creds != nil {
 		st := src.creds()
