@@ -209,6 +209,10 @@ type hooks struct {
 	afterCommit func(error)
 	// wall replaces the writer's real clock.
 	wall wall
+	// kicked runs each time Append, Delete or Close wakes the writer
+	// (a kick it did not yet have); idle runs when the writer starts to
+	// wait for a kick alone.
+	kicked, idle func()
 }
 
 // item is one accepted event on its way to the writer: the encoded row
@@ -227,15 +231,22 @@ type Store struct {
 	hooks       hooks
 	wall        wall
 	quarantined string
-	kick        chan struct{} // cap 1: wakes the writer (see Store.sleep)
+	kick        chan struct{} // cap 1: wakes the writer (see Store.sleep and idle)
 	notify      chan struct{} // cap 1: a commit added rows
 	stopped     chan struct{} // closed when the writer has returned
 	closeDone   chan struct{} // closed when Close has finished
 
 	// mu guards the fields below. It is never held across I/O: Append takes
 	// it, so a holder must not wait for anything.
-	mu       sync.Mutex
-	closed   bool
+	mu     sync.Mutex
+	closed bool
+	// idle is set while the writer waits with no deadline (nothing
+	// queued or pending): only a kick wakes it then. While it waits for
+	// a deadline, or commits, a new event or delete only joins what that
+	// commit will take: the first one's deadline is never later than
+	// theirs (one CommitInterval for both), so waking the writer for
+	// them would only cost a wakeup.
+	idle     bool
 	flushErr error // the last commit failure after Close began
 	// queue holds accepted events, FIFO, until the writer takes them all
 	// for a commit; committing counts the events of the commit running
@@ -387,8 +398,8 @@ func (s *Store) append(payload []byte, notSent bool) bool {
 	if notSent {
 		s.queuedNotSent++
 	}
-	if q := len(s.queue); q == 1 || q == s.o.MaxBatch {
-		s.poke() // a deadline to set, or a batch to commit now
+	if s.idle || len(s.queue) == s.o.MaxBatch {
+		s.wakeLocked() // a deadline to set, or a batch to commit now
 	}
 	s.resRows++
 	s.resBytes += n
@@ -591,18 +602,17 @@ func (s *Store) Delete(seqs ...uint64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	first := len(s.pending) == 0 && len(seqs) > 0
-	if first {
+	if len(s.pending) == 0 && len(seqs) > 0 {
 		s.pendingSince = s.wall.Now()
+		if s.idle {
+			s.wakeLocked() // the writer sets a deadline for them
+		}
 	}
 	for _, q := range seqs {
 		s.pending[q] = struct{}{}
 		s.pendingMax = max(s.pendingMax, q)
 	}
 	s.mu.Unlock()
-	if first {
-		s.poke() // the writer sets a deadline for them
-	}
 	return nil
 }
 
@@ -645,8 +655,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.wakeLocked()
 	s.mu.Unlock()
-	s.poke()
 
 	<-s.stopped
 	var err error

@@ -46,6 +46,7 @@ func (s *Store) run() {
 		deadline, due := s.dueLocked(s.wall.Now())
 		closed := s.closed
 		if !due && !closed {
+			s.idle = deadline.IsZero()
 			s.mu.Unlock()
 			s.sleep(deadline)
 			continue
@@ -91,11 +92,17 @@ func (s *Store) dueLocked(now time.Time) (time.Time, bool) {
 	return deadline, !now.Before(deadline)
 }
 
-// sleep waits for a kick (an Append that started a queue or filled a
-// batch, a first pending Delete, Close) or until deadline; a zero deadline
-// waits for a kick only.
+// sleep waits for a kick or until deadline; a zero deadline waits for a
+// kick only. Kicks come from an Append that filled a batch, from Close,
+// and, only while the writer is idle (no deadline), from the Append or
+// Delete that gives it one: so at a steady rate the writer wakes about
+// once per commit, for its deadline, however many events and deletes the
+// commit takes.
 func (s *Store) sleep(deadline time.Time) {
 	if deadline.IsZero() {
+		if h := s.hooks.idle; h != nil {
+			h()
+		}
 		<-s.kick
 		return
 	}
@@ -107,10 +114,15 @@ func (s *Store) sleep(deadline time.Time) {
 	}
 }
 
-// poke wakes the writer; kicks coalesce (capacity 1).
-func (s *Store) poke() {
+// wakeLocked wakes the writer; kicks coalesce (capacity 1). s.mu must be
+// held.
+func (s *Store) wakeLocked() {
+	s.idle = false
 	select {
 	case s.kick <- struct{}{}:
+		if h := s.hooks.kicked; h != nil {
+			h()
+		}
 	default:
 	}
 }
