@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,11 @@ import (
 // goroutine the variant started carry the label);
 // SCOOTGATE_EVENTLIFE_VARIANTS=disk runs "off" and "disk" only, for a
 // profile of the whole process (perf record) with one variant in it.
+// commits/event is the outbox's commits per event: most of what an event
+// costs is paid per commit (the writer's and the publisher's wakeups, two
+// fdatasync), so it sets the cost per event. To try other commit groups,
+// SCOOTGATE_EVENTLIFE_COMMIT_INTERVAL (a duration) and
+// SCOOTGATE_EVENTLIFE_MAX_BATCH (events) replace the node's defaults.
 func BenchmarkEventLife(b *testing.B) {
 	broker, where := os.Getenv("SCOOTGATE_MOSQUITTO_ADDR"), "mosquitto"
 	if broker == "" {
@@ -76,7 +82,7 @@ type lifeVariant struct {
 	pub  *Publisher
 	down bool
 
-	cpu, allocs, switches float64
+	cpu, allocs, switches, commits float64
 }
 
 func eventLife(b *testing.B, broker string, rate, events int) {
@@ -91,6 +97,7 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		dirs["tmpfs"] = d
 	}
 	only := os.Getenv("SCOOTGATE_EVENTLIFE_VARIANTS") // e.g. "disk": "off" and disk only, to profile one
+	interval, batch := lifeCommitKnobs(b)
 	for _, name := range []string{"disk", "tmpfs", "down"} {
 		dir, ok := dirs[name]
 		if !ok || only != "" && !slices.Contains(strings.Split(only, ","), name) {
@@ -100,8 +107,9 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		labeled(name, func() {
 			var err error
 			v.ob, err = outbox.Open(outbox.Options{
-				Path:     filepath.Join(dir, "outbox.db"),
-				MaxBatch: CommitBatch(DefaultBatchMax, outbox.DefaultMaxUnsynced),
+				Path:           filepath.Join(dir, "outbox.db"),
+				CommitInterval: interval,
+				MaxBatch:       batch,
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -128,18 +136,20 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		v.run(b, rate, rate/2)
 	}
 	for _, v := range variants {
-		v.cpu, v.allocs, v.switches = 0, 0, 0
+		v.cpu, v.allocs, v.switches, v.commits = 0, 0, 0, 0
 	}
 
 	for i := 0; b.Loop(); i++ {
 		for k := range variants {
 			v := variants[(k+i)%len(variants)]
 			runtime.GC() // each variant pays for its own garbage only
+			c0 := v.commitCount()
 			cpu0, m0, sw0 := cpuTime(b), mallocCount(), switches(b)
 			v.run(b, rate, events)
 			v.cpu += float64((cpuTime(b) - cpu0).Nanoseconds())
 			v.allocs += float64(mallocCount() - m0)
 			v.switches += float64(switches(b) - sw0)
+			v.commits += float64(v.commitCount() - c0)
 		}
 	}
 	n := float64(b.N * events)
@@ -148,12 +158,42 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		b.ReportMetric((v.cpu-off.cpu)/n/1e3, v.name+"-cpu-us/event")
 		b.ReportMetric((v.allocs-off.allocs)/n, v.name+"-allocs/event")
 		b.ReportMetric((v.switches-off.switches)/n, v.name+"-switches/event")
+		b.ReportMetric(v.commits/n, v.name+"-commits/event")
 		st := v.rec.Stats()
 		if st.Recorded != uint64(b.N*events+rate/2) {
 			b.Fatalf("%s: %d events recorded, want %d (%+v)", v.name, st.Recorded, b.N*events+rate/2, st)
 		}
 	}
 	b.ReportMetric(off.cpu/n/1e3, "off-cpu-us/tick-event")
+}
+
+// lifeCommitKnobs returns the outbox's commit interval and batch: the
+// node's defaults, or those the environment names.
+func lifeCommitKnobs(b *testing.B) (time.Duration, int) {
+	interval, batch := outbox.DefaultCommitInterval, CommitBatch(DefaultBatchMax, outbox.DefaultMaxUnsynced)
+	if e := os.Getenv("SCOOTGATE_EVENTLIFE_COMMIT_INTERVAL"); e != "" {
+		d, err := time.ParseDuration(e)
+		if err != nil {
+			b.Fatalf("SCOOTGATE_EVENTLIFE_COMMIT_INTERVAL: %v", err)
+		}
+		interval = d
+	}
+	if e := os.Getenv("SCOOTGATE_EVENTLIFE_MAX_BATCH"); e != "" {
+		n, err := strconv.Atoi(e)
+		if err != nil {
+			b.Fatalf("SCOOTGATE_EVENTLIFE_MAX_BATCH: %v", err)
+		}
+		batch = n
+	}
+	return interval, batch
+}
+
+// commitCount is the outbox's commits so far; 0 for "off".
+func (v *lifeVariant) commitCount() uint64 {
+	if v.ob == nil {
+		return 0
+	}
+	return v.ob.Stats().Commits
 }
 
 // run paces events at rate through v (nothing for "off") and returns once
