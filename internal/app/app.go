@@ -212,7 +212,7 @@ func build(cfg *config.Config, o Options) (*node, error) {
 		o.Logger = slog.New(logline.NewHandler(os.Stderr, nil))
 	}
 	n := &node{cfg: cfg, o: o, log: o.Logger, health: newHealth(), authz: &authz.Store{KeyHeaders: catalog.KeyHeaders()}, metrics: metrics.New(metrics.Options{Version: o.Version}),
-		load: upstream.NewNodeLoad(upstream.NodeLoadOptions{})}
+		load: upstream.NewNodeLoad(upstream.NodeLoadOptions{ShedWait: cfg.Limits.ShedWait, ShedAfter: cfg.Limits.ShedAfter})}
 	dialer, err := newDialer(cfg, newEgressFailures(n.metrics.ObserveEgressError, o.Logger, time.Now).report)
 	if err != nil {
 		return nil, err
@@ -390,7 +390,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	// limits.max_concurrent_requests, or fewer when the open-file limit
 	// would run out first (docs/operations.md "Open-file limit").
 	limited := gateway.LimitConcurrency(handler, concurrency, o.Logger)
-	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
+	limited.ShedWith(n.load) // docs/failures.md "Shedding"
+	gw.UseLimit(limited)     // a WebSocket holds a slot only while an answer runs
 	n.gw = gw
 	sessions.Store(gw)
 	n.metrics.RegisterClient(func() metrics.ClientStats {
@@ -607,7 +608,7 @@ func newDialer(cfg *config.Config, onFailure func(*egress.NotSentError)) (*egres
 	// As many idle tunnels as requests may run at once: after a burst, the
 	// next one reuses them (docs/egress.md "Connection reuse").
 	opts := egress.Options{ConnectTimeout: cfg.Timeouts.Connect, OnFailure: onFailure,
-		IdleConns: cfg.Limits.MaxConcurrentRequests}
+		IdleConns: cfg.Limits.MaxConcurrentRequests, DialsPerProxy: cfg.Egress.DialsPerProxy}
 	for _, p := range cfg.Egress.Proxies {
 		ep := egress.Proxy{Name: p.Name, URL: p.URL, Username: p.Username, Password: p.Password}
 		if p.CAFile != "" {
@@ -788,6 +789,12 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 				return
 			}
 			n.log.Info("node no longer saturated")
+		}, func(shedding bool, wait time.Duration) {
+			if shedding {
+				n.log.Warn("node shedding: new requests get 503 until its scheduling wait stays below limits.shed_wait for limits.shed_after", "sched_wait", wait)
+				return
+			}
+			n.log.Info("node no longer shedding", "sched_wait", wait)
 		})
 	}()
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())

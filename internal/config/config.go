@@ -90,6 +90,12 @@ type Limits struct {
 	// MaxConcurrentRequests caps requests in flight on the API listener,
 	// streams included; beyond it the node answers a fast 503.
 	MaxConcurrentRequests int
+	// ShedWait is the node's scheduling wait (how long its goroutines
+	// queue for a CPU) that, sustained for ShedAfter, makes it answer
+	// every new request a fast 503 until it has stayed below it for
+	// ShedAfter (docs/failures.md "Shedding"). 0 = never shed.
+	ShedWait  time.Duration
+	ShedAfter time.Duration
 	// BodyReadTimeout bounds reading one request body; a body trickled
 	// slower gets 408 (docs/api.md "Body limit"). Cleared before the answer streams.
 	BodyReadTimeout time.Duration
@@ -210,6 +216,10 @@ type Egress struct {
 	// http:// proxy on a non-loopback address: the leg to the proxy is then
 	// unencrypted (the provider TLS inside it is not). Logged at every start.
 	InsecurePlaintextProxy bool
+	// DialsPerProxy bounds the tunnels being opened through one proxy at
+	// once; a request beyond it takes a connection another request gives
+	// back, or waits its turn (docs/egress.md "Connection reuse").
+	DialsPerProxy int
 }
 
 // PlaintextRemote reports whether the node reaches p over the network
@@ -262,6 +272,8 @@ type Authz struct {
 //	limits.socket_lifetime     60m (OpenAI's own limit on a Responses WebSocket)
 //	limits.max_header_bytes    65536 (64 KiB)
 //	limits.max_concurrent_requests 10000
+//	limits.shed_wait           50ms
+//	limits.shed_after          100ms
 //	limits.max_conns_per_client 0 (unbounded)
 //	limits.max_unauthenticated_per_client 256
 //	limits.conn_rate_per_client 0 (unbounded)
@@ -273,6 +285,7 @@ type Authz struct {
 //	realtime.frame_bytes       16777216 (16 MiB)
 //	realtime.idle_timeout      5m
 //	realtime.max_duration      1h
+//	egress.dials_per_proxy     64
 //	timeouts.connect           10s
 //	timeouts.first_byte        60s
 //	timeouts.stream_idle       120s
@@ -327,6 +340,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256,
+			ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond,
 			ClientPenalty:   10 * time.Second,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,
@@ -334,6 +348,7 @@ func Defaults() Config {
 			Store:           StoreLocal,
 			Redis:           LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 		},
+		Egress: Egress{DialsPerProxy: 64},
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,
 			FirstByte:      60 * time.Second,

@@ -52,7 +52,7 @@ func TestParseDevConfig(t *testing.T) {
 	delete(got.Credentials, "fake-gcp")
 	want := Defaults()
 	want.NodeID = "dev-1"
-	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11090")}}}
+	want.Egress = Egress{Proxies: []Proxy{{Name: "dev-socks", URL: mustURL(t, "socks5://127.0.0.1:11090")}}, DialsPerProxy: 64}
 	want.Credentials = map[string]credential.Credential{
 		"fake-openai":    {Secret: secret.New("dev-openai"), Hosts: []string{"127.0.0.1"}},
 		"fake-anthropic": {Secret: secret.New("dev-anthropic"), Hosts: []string{"127.0.0.1"}},
@@ -87,7 +87,7 @@ func TestParseExampleConfig(t *testing.T) {
 	want.Egress = Egress{Proxies: []Proxy{
 		{Name: "local-socks", URL: mustURL(t, "socks5://127.0.0.1:11080"), Username: "scootgate", Password: secret.New("socks-pw")},
 		{Name: "egress-tls", URL: mustURL(t, "https://egress.internal.example:3129"), Username: "scootgate", Password: secret.New("egress-pw")},
-	}}
+	}, DialsPerProxy: 64}
 	want.Credentials = map[string]credential.Credential{
 		"openai-main":    {Secret: secret.New("openai-key"), Hosts: []string{"api.openai.com", "eu.api.openai.com"}},
 		"anthropic-main": {Secret: secret.New("anthropic-key"), Hosts: []string{"api.anthropic.com"}},
@@ -151,9 +151,10 @@ func TestDefaults(t *testing.T) {
 		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
 		Limits: Limits{
 			BodyBytes: 33554432, MaxAttempts: 2,
-			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, LingerTimeout: 5 * time.Second, LocalShare: 1,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, LingerTimeout: 5 * time.Second, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, LocalShare: 1,
 			Store: StoreLocal, Redis: LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 		},
+		Egress: Egress{DialsPerProxy: 64},
 		Timeouts: Timeouts{
 			Connect: 10 * time.Second, FirstByte: 60 * time.Second, StreamIdle: 120 * time.Second,
 			StreamProgress: 5 * time.Minute, StreamTotal: 30 * time.Minute,
@@ -247,7 +248,7 @@ source = "file:authz.json"
 				Name: "p1", URL: mustURL(t, "https://proxy.example.com:3129"), Username: "u",
 				Password: secret.New("proxy-pw"), CAFile: filepath.Join(dir, "ca.pem"),
 			}},
-			ProviderCAFile: filepath.Join(dir, "ca.pem"),
+			ProviderCAFile: filepath.Join(dir, "ca.pem"), DialsPerProxy: 64,
 		},
 		Credentials: map[string]credential.Credential{"c1": {Secret: secret.New("file-key"), Hosts: []string{"api.example.com"}}},
 		BaseURL:     "https://api.example.com/v1/",

@@ -67,6 +67,10 @@
 //	max_concurrent_requests = 10000     # 1..1000000 requests in flight (streams too); beyond: fast 503,
 //	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:
 //	                                    #   it would cut long streams (docs/architecture.md "Go traps")
+//	shed_wait = "50ms"                  # 0..10s: the node's scheduling wait that, in every 100ms window
+//	                                    #   for shed_after, makes every new request a fast 503 until it
+//	                                    #   has stayed below it as long (docs/failures.md "Shedding"); 0 = never
+//	shed_after = "100ms"                # 100ms..1m
 //	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
 //	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)
 //	max_unauthenticated_per_client = 256 # 0..1000000 of those whose first request has not authenticated
@@ -123,6 +127,8 @@
 //
 //	[egress]
 //	insecure_plaintext_proxy = false    # true: socks5:// / http:// proxies off loopback allowed (warned at every start)
+//	dials_per_proxy = 64                # 1..100000 tunnels being opened through one proxy at once
+//	                                    #   (docs/egress.md "Connection reuse")
 //
 //	[[egress.proxies]]                  # at least one, tried in order (docs/egress.md)
 //	name = "local-socks"                # 1-64 of [A-Za-z0-9._-], unique

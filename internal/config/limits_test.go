@@ -23,9 +23,10 @@ func TestRulesServerLimits(t *testing.T) {
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
 				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
-				LocalShare:    1,
-				Store:         StoreLocal,
-				Redis:         LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
+				ShedWait:      50 * time.Millisecond, ShedAfter: 100 * time.Millisecond,
+				LocalShare: 1,
+				Store:      StoreLocal,
+				Redis:      LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 			},
 		},
 		{
@@ -35,7 +36,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond,
 				LingerTimeout: 0,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -49,7 +50,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -143,6 +144,26 @@ func TestRulesServerLimits(t *testing.T) {
 			name: "client_penalty out of range",
 			add:  "[limits]\nclient_penalty = \"2h\"\n",
 			want: []Problem{{"limits.client_penalty", "2h0m0s is too large; expected at most 1h0m0s"}},
+		},
+		{
+			name:     "shed_wait and shed_after",
+			add:      "[limits]\nshed_wait = \"200ms\"\nshed_after = \"300ms\"\n",
+			view:     func(c *Config) any { return []time.Duration{c.Limits.ShedWait, c.Limits.ShedAfter} },
+			wantView: []time.Duration{200 * time.Millisecond, 300 * time.Millisecond},
+		},
+		{
+			name:     "shed_wait off",
+			add:      "[limits]\nshed_wait = \"0s\"\n",
+			view:     func(c *Config) any { return c.Limits.ShedWait },
+			wantView: time.Duration(0),
+		},
+		{
+			name: "shed_wait and shed_after out of range",
+			add:  "[limits]\nshed_wait = \"11s\"\nshed_after = \"99ms\"\n",
+			want: []Problem{
+				{"limits.shed_wait", "11s is too large; expected at most 10s"},
+				{"limits.shed_after", "99ms is too small; expected at least 100ms"},
+			},
 		},
 		{
 			name:     "conn_rate_per_client default",

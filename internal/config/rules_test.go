@@ -371,7 +371,16 @@ func TestRulesEgress(t *testing.T) {
 				},
 				ProviderCAFile:         "/ca.pem",
 				InsecurePlaintextProxy: true,
+				DialsPerProxy:          64,
 			},
+		},
+		{
+			name: "dials_per_proxy", edits: []string{"[[egress.proxies]]\n" + proxyName, "[egress]\ndials_per_proxy = 8\n[[egress.proxies]]\n" + proxyName},
+			view: func(c *Config) any { return c.Egress.DialsPerProxy }, wantView: 8,
+		},
+		{
+			name: "dials_per_proxy out of range", edits: []string{"[[egress.proxies]]\n" + proxyName, "[egress]\ndials_per_proxy = 0\n[[egress.proxies]]\n" + proxyName},
+			want: []Problem{{"egress.dials_per_proxy", "0 is out of range; expected 1..100000"}},
 		},
 		{
 			name:  "plaintext proxy off loopback",
@@ -386,7 +395,7 @@ func TestRulesEgress(t *testing.T) {
 		{
 			name: "plaintext proxy off loopback with the opt-in", view: proxies,
 			edits:    []string{proxyURL, `url = "socks5://10.0.0.5:1080"`, "[[egress.proxies]]\n" + proxyName, optIn + "[[egress.proxies]]\n" + proxyName},
-			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "socks5://10.0.0.5:1080")}}, InsecurePlaintextProxy: true},
+			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "socks5://10.0.0.5:1080")}}, InsecurePlaintextProxy: true, DialsPerProxy: 64},
 		},
 		{
 			name: "the opt-in does not let a password cross in cleartext",
@@ -420,12 +429,12 @@ func TestRulesEgress(t *testing.T) {
 		{
 			name: "inline array of proxies", view: proxies,
 			edits:    []string{"[[egress.proxies]]\n" + proxyName + "\n" + proxyURL, `egress = { proxies = [{ name = "p1", url = "http://[::1]:3128" }] }`},
-			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "http://[::1]:3128")}}},
+			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "http://[::1]:3128")}}, DialsPerProxy: 64},
 		},
 		{
 			name: "password over plaintext to loopback", view: proxies,
 			edits:    []string{proxyURL, proxyURL + "\nusername = \"u\"\npassword = { env = \"PROXY_PW\" }"},
-			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "socks5://127.0.0.1:1080"), Username: "u", Password: secret.New("pw")}}},
+			wantView: Egress{Proxies: []Proxy{{Name: "p1", URL: mustURL(t, "socks5://127.0.0.1:1080"), Username: "u", Password: secret.New("pw")}}, DialsPerProxy: 64},
 		},
 		{
 			name: "no proxies", edits: []string{"[[egress.proxies]]\n" + proxyName + "\n" + proxyURL, ""},

@@ -44,6 +44,15 @@ const (
 	// honest clients (a NAT) must not be locked out for long.
 	maxClientPenalty = time.Hour
 	maxLinger        = time.Minute // a lingering read is short by definition
+	// limits.shed_wait and shed_after (docs/failures.md "Shedding"): the
+	// node reads its scheduling wait every 100ms, so a shorter wait or
+	// interval means nothing, and a wait beyond a few seconds never sheds
+	// before the requests run out their limits.
+	maxShedWait  = 10 * time.Second
+	minShedAfter = 100 * time.Millisecond
+	maxShedAfter = time.Minute
+	// egress.dials_per_proxy
+	maxDialsPerProxy = 100000
 	// maxSentinels bounds limits.redis.sentinel_addrs.
 	maxSentinels = 16
 )
@@ -204,6 +213,8 @@ func (v *validator) limits(t *table, l *Limits) {
 		l.MaxConcurrentRequests = int(n)
 	}
 	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
+	durationIn(t, "shed_wait", 0, maxShedWait, &l.ShedWait)
+	durationIn(t, "shed_after", minShedAfter, maxShedAfter, &l.ShedAfter)
 	if n, ok := t.integer("max_conns_per_client", "", 0, maxConnsPerClient); ok {
 		l.MaxConnsPerClient = int(n)
 	}
@@ -409,6 +420,9 @@ func (v *validator) egress(t *table, e *Egress) {
 	}
 	if b, ok := t.boolean("insecure_plaintext_proxy"); ok {
 		e.InsecurePlaintextProxy = b
+	}
+	if n, ok := t.integer("dials_per_proxy", "", 1, maxDialsPerProxy); ok {
+		e.DialsPerProxy = int(n)
 	}
 	for i, p := range e.Proxies {
 		if p.PlaintextRemote() && !e.InsecurePlaintextProxy {

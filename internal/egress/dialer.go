@@ -25,6 +25,9 @@ const DefaultConnectTimeout = 10 * time.Second
 // DefaultIdleConns is used when Options.IdleConns is zero.
 const DefaultIdleConns = 4096
 
+// DefaultDialsPerProxy is used when Options.DialsPerProxy is zero.
+const DefaultDialsPerProxy = 64
+
 // Proxy is one configured egress proxy.
 type Proxy struct {
 	// Name identifies the proxy in errors, logs and metrics. Empty means
@@ -47,8 +50,9 @@ type Options struct {
 	// moving on only after an egress fault (nothing was sent). At least one
 	// is required: there is no direct connection (docs/egress.md).
 	Proxies []Proxy
-	// ConnectTimeout bounds one proxy attempt: proxy dial, proxy TLS,
-	// CONNECT or SOCKS5 handshake and provider TLS. Zero means
+	// ConnectTimeout bounds one proxy attempt: the wait for a turn
+	// (DialsPerProxy), proxy dial, proxy TLS, CONNECT or SOCKS5 handshake
+	// and provider TLS. Zero means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// ProviderCAs verifies providers' certificates; nil = system pool. It
@@ -60,7 +64,7 @@ type Options struct {
 	// returns only its last error, and a dead first proxy behind a working
 	// second one would otherwise never show. It is not called when the
 	// caller's context ended the attempt, nor for a node fault (StageNode:
-	// the node out of descriptors): nothing is known about the proxy. It must be safe for concurrent use and must not block.
+	// the node out of descriptors or of turns): nothing is known about the proxy. It must be safe for concurrent use and must not block.
 	OnFailure func(*NotSentError)
 	// IdleConns bounds the idle keep-alive connections (each an open
 	// tunnel) Transport keeps, per provider host and in all. A connection
@@ -68,6 +72,15 @@ type Options struct {
 	// opens a tunnel through the proxy again: set it to the most requests
 	// the node runs at once. Zero means DefaultIdleConns.
 	IdleConns int
+	// DialsPerProxy bounds the tunnels being opened through one proxy at
+	// once, each from the proxy dial to the provider's TLS session. A
+	// dial beyond it waits its turn within ConnectTimeout, and gives up
+	// when the request it is for got a connection meanwhile (see Want):
+	// a burst then takes the connections its first requests give back
+	// instead of opening a tunnel per request, which under overload
+	// costs the node and the proxy the CPU the requests need
+	// (docs/egress.md "Tunnels"). Zero means DefaultDialsPerProxy.
+	DialsPerProxy int
 }
 
 type proxyKind int
@@ -88,6 +101,9 @@ type egressProxy struct {
 	// authHeader is the Proxy-Authorization value for CONNECT; zero when
 	// no username is configured.
 	authHeader secret.Secret
+	// slots holds a token per tunnel being opened through this proxy
+	// (Options.DialsPerProxy; takeTurn, leaveTurn).
+	slots chan struct{}
 }
 
 // Dialer reaches providers only through the configured proxies. It is safe
@@ -100,6 +116,10 @@ type Dialer struct {
 	sessions    tls.ClientSessionCache
 	onFailure   func(*NotSentError) // nil = none
 	idleConns   int
+
+	// turnHook, set by tests only, is told when a dial starts waiting for
+	// its turn (waiting) and how the wait ended (not waiting, err).
+	turnHook func(waiting bool, err error)
 
 	// preferred is the index of the proxy that last opened a tunnel; dials
 	// start there so a dead first proxy does not cost every dial a timeout.
@@ -117,6 +137,13 @@ func New(o Options) (*Dialer, error) {
 	}
 	if o.IdleConns < 0 {
 		return nil, fmt.Errorf("egress: negative idle connection bound %d", o.IdleConns)
+	}
+	if o.DialsPerProxy < 0 {
+		return nil, fmt.Errorf("egress: negative bound on dials per proxy %d", o.DialsPerProxy)
+	}
+	dials := o.DialsPerProxy
+	if dials == 0 {
+		dials = DefaultDialsPerProxy
 	}
 	d := &Dialer{
 		timeout:     o.ConnectTimeout,
@@ -138,6 +165,7 @@ func New(o Options) (*Dialer, error) {
 			errs = append(errs, fmt.Errorf("egress: proxy %d %q: %w", i, ep.name, err))
 			continue
 		}
+		ep.slots = make(chan struct{}, dials)
 		d.proxies = append(d.proxies, ep)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -261,6 +289,15 @@ func (d *Dialer) dial(ctx context.Context, network, addr string, withTLS bool) (
 func (d *Dialer) dialVia(ctx context.Context, p *egressProxy, target, host string, withTLS bool) (net.Conn, *NotSentError) {
 	ctx, cancel := context.WithTimeoutCause(ctx, d.timeout, ErrConnectTimeout)
 	defer cancel()
+
+	if err := d.takeTurn(ctx, p); err != nil {
+		// The node's own bound, not the proxy's fault (NodeFault).
+		if !errors.Is(err, ErrNotNeeded) {
+			err = fmt.Errorf("%w: %w", ErrDialsBusy, err)
+		}
+		return nil, &NotSentError{Proxy: p.name, Stage: StageNode, Err: err}
+	}
+	defer p.leaveTurn()
 
 	var conn net.Conn
 	var stage Stage

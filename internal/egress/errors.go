@@ -66,7 +66,10 @@ const (
 const (
 	// StageNode: the node is out of file descriptors: its open-file
 	// limit (EMFILE) or the system's (ENFILE) was reached when it opened
-	// the socket to the proxy.
+	// the socket to the proxy; or the dial waited out the connect
+	// timeout behind Options.DialsPerProxy (ErrDialsBusy), or gave up
+	// there because its request got a connection another way
+	// (ErrNotNeeded).
 	StageNode Stage = iota + 9
 )
 
@@ -125,7 +128,7 @@ func (e *NotSentError) EgressFault() bool {
 }
 
 // NodeFault reports whether the node itself failed (StageNode): it is out
-// of file descriptors. Like an egress fault it must not count against
+// of file descriptors or of turns to open tunnels. Like an egress fault it must not count against
 // the backend; unlike one it is not the proxy's either: the caller sheds
 // the request as overloaded (503) rather than blaming the path (502).
 func (e *NotSentError) NodeFault() bool { return e.Stage == StageNode }

@@ -125,6 +125,7 @@ type attempt struct {
 	timer   exchangeTimer           // first byte, then non_stream_total
 	counter countingReader          // counts respBytes
 	gotConn atomic.Bool             // the transport had a connection for the request
+	want    egress.Want             // settled with gotConn or when the round trip returns: a dial still waiting its turn gives up
 	trace   httptrace.ClientTrace   // sets gotConn
 	resp    *http.Response          // the provider's answer, once its headers are in
 	answer  io.Reader               // resp.Body, counted and decoded
@@ -410,10 +411,15 @@ func (c *call) attempts(ctx context.Context, rs resolved) {
 	}
 	// Every attempt failed before sending anything: safe to retry.
 	if last != nil && last.nodeFault {
-		// The node is out of file descriptors: its own overload, shed as
-		// the concurrency limit sheds (docs/operations.md "Open-file
-		// limit"), not a path to blame with a 502.
-		c.fail(apierr.Unavailable("this node is overloaded (no file descriptor left for the connection); retry shortly", time.Second))
+		// The node is out of file descriptors, or of turns to open a
+		// tunnel (docs/egress.md "Connection reuse"): its own overload,
+		// shed as the concurrency limit sheds (docs/operations.md
+		// "Open-file limit"), not a path to blame with a 502.
+		why := "no file descriptor left for the connection"
+		if errors.Is(last.err, egress.ErrDialsBusy) {
+			why = "no turn to open a connection within the connect timeout"
+		}
+		c.fail(apierr.Unavailable("this node is overloaded ("+why+"); retry shortly", time.Second))
 		return
 	}
 	if last != nil && last.outOfTime() {
@@ -546,6 +552,7 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	defer a.cancel(nil)
 	a.trace.GotConn = a.gotConnHook
 	ctx = httptrace.WithClientTrace(ctx, &a.trace)
+	ctx = egress.WithWant(ctx, &a.want)
 	a.timer.start(c.h.o.FirstByte, c.h.o.NonStreamTotal, !c.req.Stream, a.cancel)
 	defer a.timer.stop()
 
@@ -597,6 +604,7 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 		}
 	}
 	resp, err := c.h.o.Transport.RoundTrip(req)
+	a.want.Settle()
 	if err != nil {
 		c.sendFailed(ctx, a, err)
 		return a
@@ -809,7 +817,10 @@ func (b *piecesBody) WriteTo(w io.Writer) (int64, error) {
 
 func (*piecesBody) Close() error { return nil }
 
-func (a *attempt) gotConnHook(httptrace.GotConnInfo) { a.gotConn.Store(true) }
+func (a *attempt) gotConnHook(httptrace.GotConnInfo) {
+	a.gotConn.Store(true)
+	a.want.Settle()
+}
 
 // countingReader counts the provider bytes read (ResponseBytes).
 type countingReader struct {

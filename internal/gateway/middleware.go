@@ -205,26 +205,59 @@ func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // a 503 that tells the client a retry is safe (docs/api.md "Tell the client
 // whether a retry is safe": x-should-retry: true on local 503s). A counter and no queue: under overload a fast
 // answer that a load balancer or SDK can retry elsewhere beats a wait.
+//
+// It also sheds: while the node's own load says so (ShedWith), every new
+// request gets a 503 as soon as its headers are read (docs/failures.md
+// "Shedding").
 type ConcurrencyLimit struct {
-	// immutable
-	next    http.Handler
-	max     int64
-	log     *slog.Logger
-	refusal *apierr.Error // the answer beyond the cap; Retry-After: 1
+	// immutable after ShedWith
+	next     http.Handler
+	max      int64
+	log      *slog.Logger
+	refusal  *apierr.Error // the answer beyond the cap; Retry-After: 1
+	shed     Shedder       // nil: never sheds
+	shedding *apierr.Error // the answer while shedding; Retry-After: 1
 
 	inflight atomic.Int64
-	refused  atomic.Uint64
+	refused  atomic.Uint64 // beyond the cap and shed
 }
 
 // LimitConcurrency returns next behind a cap of max requests in flight.
 func LimitConcurrency(next http.Handler, max int, log *slog.Logger) *ConcurrencyLimit {
 	return &ConcurrencyLimit{
 		next: next, max: int64(max), log: log,
-		refusal: apierr.Unavailable("this node is at its concurrent request limit; retry shortly", time.Second),
+		refusal:  apierr.Unavailable("this node is at its concurrent request limit; retry shortly", time.Second),
+		shedding: apierr.Unavailable("this node is overloaded; retry shortly", time.Second),
 	}
 }
 
+// ShedWith makes l refuse every new request while s says the node sheds.
+// Call it before l serves.
+func (l *ConcurrencyLimit) ShedWith(s Shedder) { l.shed = s }
+
+// shedBodyMax is the largest request body a shed request has read and
+// thrown away before its 503, so that its connection stays open: a
+// client that must reconnect after every refusal costs an overloaded
+// node a connection (accept, buffers, a goroutine) per request on top of
+// the refusal.
+const shedBodyMax = 64 << 10
+
 func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l.shed != nil && l.shed.Shedding() {
+		// docs/failures.md "Shedding": refused before any work, so the
+		// requests the node holds finish within their limits.
+		l.refused.Add(1)
+		if r.ContentLength > 0 && r.ContentLength <= shedBodyMax {
+			// Usually in the buffer that held the headers; a slow one is
+			// bounded by the body deadline (GuardBody), and a body not read
+			// to its end closes the connection as any early answer does.
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, shedBodyMax))
+		}
+		rid := newRequestID()
+		w.Header().Set("X-Request-Id", rid)
+		l.shedding.Write(w, catalog.Claiming(r), rid)
+		return
+	}
 	if l.inflight.Add(1) > l.max {
 		l.inflight.Add(-1)
 		l.refused.Add(1)

@@ -36,6 +36,22 @@ import (
 // while the node was saturated, or just before, and timed out just after
 // is the node's too.
 //
+// # Shedding
+//
+// Saturation only changes whom a timeout is blamed on; the requests still
+// run out their time limits. When ShedWait is set, the same windows also
+// decide whether the node refuses new requests at once (CoDel's rule for a
+// queue, with the run queue as the queue): once every window for
+// ShedAfter has had a wait of ShedWait or more, [NodeLoad.Shedding] is
+// true, and it is false again once every window for ShedAfter has been
+// below ShedWait (the windows are Interval/5 long while it sheds, so that
+// it stops soon after its backlog is gone). A
+// request refused while shedding costs the node a fraction of one served,
+// so the requests it already holds get the CPU to finish within their
+// limits, and the backlog they are is gone within about a window of the
+// overload's end instead of being served, too late, after it
+// (docs/failures.md "Shedding").
+//
 // # Caveats
 //
 // While the node is saturated, a backend that really stopped answering in
@@ -61,6 +77,7 @@ const (
 	DefaultNodeLoadThreshold = 50 * time.Millisecond
 	DefaultNodeLoadHold      = time.Second
 	DefaultNodeLoadQuantile  = 0.9
+	DefaultNodeLoadShedAfter = 100 * time.Millisecond
 )
 
 // NodeLoadOptions configure a NodeLoad. A zero field takes its default.
@@ -77,6 +94,13 @@ type NodeLoadOptions struct {
 	// Quantile is the share of a window's waits, in (0, 1], below the
 	// one compared with Threshold. Default 0.9.
 	Quantile float64
+	// ShedWait is the scheduling wait that, in every window for
+	// ShedAfter, makes the node shed new requests (Shedding). Zero never
+	// sheds.
+	ShedWait time.Duration
+	// ShedAfter is how long the windows must have had a wait of ShedWait
+	// or more before the node sheds. Default 100ms.
+	ShedAfter time.Duration
 }
 
 // WithDefaults returns o with every zero or out-of-range field set to its
@@ -94,12 +118,18 @@ func (o NodeLoadOptions) WithDefaults() NodeLoadOptions {
 	if !(o.Quantile > 0 && o.Quantile <= 1) {
 		o.Quantile = DefaultNodeLoadQuantile
 	}
+	if o.ShedWait < 0 {
+		o.ShedWait = 0
+	}
+	if o.ShedAfter <= 0 {
+		o.ShedAfter = DefaultNodeLoadShedAfter
+	}
 	return o
 }
 
-// NodeLoad says whether the node is or was saturated. Saturated and
-// SaturatedSince are safe for concurrent use; Observe and Run are for one
-// goroutine (the sampler).
+// NodeLoad says whether the node is or was saturated, and whether it
+// sheds. Saturated, SaturatedSince and Shedding are safe for concurrent
+// use; Observe, Shed and Run are for one goroutine (the sampler).
 type NodeLoad struct {
 	// immutable
 	o     NodeLoadOptions
@@ -108,9 +138,12 @@ type NodeLoad struct {
 	// atomic
 	saturated atomic.Bool
 	until     atomic.Int64 // ns since epoch: the node was saturated before this (0: never)
+	shedding  atomic.Bool
 
 	// owned by the sampler goroutine
-	prev []uint64 // the histogram's counts at the previous read
+	prev      []uint64  // the histogram's counts at the previous read
+	longFrom  time.Time // the end of the first of the unbroken run of windows with a wait of ShedWait or more; zero: none
+	shortFrom time.Time // the same for the run of windows below ShedWait
 }
 
 // NewNodeLoad returns a NodeLoad that has not been saturated.
@@ -134,6 +167,41 @@ func (l *NodeLoad) SaturatedSince(t time.Time) bool {
 	return u != 0 && int64(t.Sub(l.epoch)) < u
 }
 
+// Shedding reports whether the node refuses new requests at once: its
+// scheduling wait has been ShedWait or more in every window for
+// ShedAfter. One atomic load. A nil NodeLoad never sheds.
+func (l *NodeLoad) Shedding() bool { return l != nil && l.shedding.Load() }
+
+// Shed applies one window ending at now, whose scheduling wait was wait,
+// to the shedding rule, and reports whether the node sheds after it and
+// whether that changed. The node starts shedding once the windows have
+// been long (a wait of ShedWait or more) for ShedAfter, and stops once
+// they have been short for ShedAfter. The first window of a run starts
+// the run's clock at its end (now): with ShedAfter equal to the
+// interval, the second long window in a row starts shedding. A single
+// short window does not stop it: a window of a node that refuses
+// everything new can be short while its backlog is still there.
+func (l *NodeLoad) Shed(now time.Time, wait time.Duration) (shedding, changed bool) {
+	if l.o.ShedWait <= 0 {
+		return false, false
+	}
+	long := wait >= l.o.ShedWait
+	switch {
+	case long && l.longFrom.IsZero():
+		l.longFrom, l.shortFrom = now, time.Time{}
+	case !long && l.shortFrom.IsZero():
+		l.shortFrom, l.longFrom = now, time.Time{}
+	}
+	was := l.shedding.Load()
+	if was {
+		shedding = l.shortFrom.IsZero() || now.Sub(l.shortFrom) < l.o.ShedAfter
+	} else {
+		shedding = !l.longFrom.IsZero() && now.Sub(l.longFrom) >= l.o.ShedAfter
+	}
+	l.shedding.Store(shedding)
+	return shedding, was != shedding
+}
+
 // Observe applies one window ending at now in which the goroutines'
 // scheduling waits had wait as their Quantile, and reports whether the
 // node is saturated after it and whether that changed.
@@ -147,10 +215,11 @@ func (l *NodeLoad) Observe(now time.Time, wait time.Duration) (saturated, change
 }
 
 // Run reads the scheduler's histogram every Interval until ctx ends and
-// applies each window with Observe; changed, when not nil, is told of each
-// change (for the log) with the window's wait. The real clock drives it:
-// the scheduler's delays are real time whatever a test's clock says.
-func (l *NodeLoad) Run(ctx context.Context, changed func(saturated bool, wait time.Duration)) {
+// applies each window with Observe and Shed; changed and shed, when not
+// nil, are told of each change of the one and the other (for the log)
+// with the window's wait. The real clock drives it: the scheduler's
+// delays are real time whatever a test's clock says.
+func (l *NodeLoad) Run(ctx context.Context, changed, shed func(on bool, wait time.Duration)) {
 	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
@@ -169,6 +238,20 @@ func (l *NodeLoad) Run(ctx context.Context, changed func(saturated bool, wait ti
 			wait := l.tick(fired, now, s[0].Value.Float64Histogram())
 			if sat, ch := l.Observe(now, wait); ch && changed != nil {
 				changed(sat, wait)
+			}
+			if on, ch := l.Shed(now, wait); ch {
+				// While shedding, read five times as often: the node
+				// refuses everything new, so its backlog goes within a
+				// few of those windows, and each one it still sheds after
+				// that is CPU left unused while requests are refused.
+				if on {
+					t.Reset(l.o.Interval / 5)
+				} else {
+					t.Reset(l.o.Interval)
+				}
+				if shed != nil {
+					shed(on, wait)
+				}
 			}
 		}
 	}

@@ -156,7 +156,98 @@ func TestNodeLoadRunStops(t *testing.T) {
 	l := NewNodeLoad(NodeLoadOptions{Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { l.Run(ctx, nil) })
+	wg.Go(func() { l.Run(ctx, nil, nil) })
 	cancel()
 	wg.Wait()
+}
+
+// TestNodeLoadShed: the node sheds once its scheduling wait has been at
+// or above ShedWait in every window for ShedAfter, and stops once it has
+// been below it for ShedAfter. Normal load (short waits, a lone long window among
+// them, as a GC pause or one throttled period makes) never sheds, and a
+// NodeLoad without ShedWait never does.
+func TestNodeLoadShed(t *testing.T) {
+	type step struct {
+		at       time.Duration // since t0; windows every 100ms as Run reads them
+		wait     time.Duration
+		shedding bool
+		changed  bool
+	}
+	tests := []struct {
+		name  string
+		o     NodeLoadOptions
+		steps []step
+	}{
+		{
+			name: "normal load",
+			o:    NodeLoadOptions{ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond},
+			steps: []step{
+				{0, time.Millisecond, false, false},
+				{100 * time.Millisecond, 49 * time.Millisecond, false, false},
+				{200 * time.Millisecond, 60 * time.Millisecond, false, false}, // one long window
+				{300 * time.Millisecond, 2 * time.Millisecond, false, false},
+				{400 * time.Millisecond, 80 * time.Millisecond, false, false}, // another, not in a row
+				{500 * time.Millisecond, 0, false, false},
+			},
+		},
+		{
+			name: "overload and its end",
+			o:    NodeLoadOptions{ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond},
+			steps: []step{
+				{0, time.Millisecond, false, false},
+				{100 * time.Millisecond, 50 * time.Millisecond, false, false}, // the run starts
+				{200 * time.Millisecond, 300 * time.Millisecond, true, true},  // and has lasted ShedAfter
+				{300 * time.Millisecond, 90 * time.Millisecond, true, false},
+				// Windows of 20ms while shedding: one short window does not
+				// stop it, ShedAfter of them does.
+				{320 * time.Millisecond, 10 * time.Millisecond, true, false},
+				{340 * time.Millisecond, 60 * time.Millisecond, true, false}, // the backlog is still there
+				{360 * time.Millisecond, 10 * time.Millisecond, true, false},
+				{420 * time.Millisecond, 20 * time.Millisecond, true, false},
+				{460 * time.Millisecond, 5 * time.Millisecond, false, true}, // short for ShedAfter: gone
+				{560 * time.Millisecond, 70 * time.Millisecond, false, false},
+				{660 * time.Millisecond, 70 * time.Millisecond, true, true},
+			},
+		},
+		{
+			name: "longer ShedAfter",
+			o:    NodeLoadOptions{ShedWait: 50 * time.Millisecond, ShedAfter: 300 * time.Millisecond},
+			steps: []step{
+				{0, 60 * time.Millisecond, false, false},
+				{100 * time.Millisecond, 60 * time.Millisecond, false, false},
+				{200 * time.Millisecond, 60 * time.Millisecond, false, false},
+				{300 * time.Millisecond, 60 * time.Millisecond, true, true},
+			},
+		},
+		{
+			name: "off",
+			o:    NodeLoadOptions{},
+			steps: []step{
+				{0, time.Second, false, false},
+				{100 * time.Millisecond, time.Second, false, false},
+				{200 * time.Millisecond, time.Second, false, false},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewNodeLoad(tt.o)
+			t0 := l.epoch.Add(time.Minute)
+			var got []step
+			for _, s := range tt.steps {
+				on, ch := l.Shed(t0.Add(s.at), s.wait)
+				if on != l.Shedding() {
+					t.Fatalf("at %v: Shed says %t, Shedding %t", s.at, on, l.Shedding())
+				}
+				got = append(got, step{s.at, s.wait, on, ch})
+			}
+			if diff := cmp.Diff(got, tt.steps, cmp.AllowUnexported(step{})); diff != "" {
+				t.Errorf("(-got +want):\n%s", diff)
+			}
+		})
+	}
+	var none *NodeLoad
+	if none.Shedding() {
+		t.Error("a nil NodeLoad sheds")
+	}
 }
