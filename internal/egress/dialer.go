@@ -79,7 +79,7 @@ type Options struct {
 	// a burst then takes the connections its first requests give back
 	// instead of opening a tunnel per request, which under overload
 	// costs the node and the proxy the CPU the requests need
-	// (docs/egress.md "Tunnels"). Zero means DefaultDialsPerProxy.
+	// (docs/egress.md "Connection reuse"). Zero means DefaultDialsPerProxy.
 	DialsPerProxy int
 }
 

@@ -77,7 +77,7 @@ scootgate_client_inflight 7
 # HELP scootgate_client_max_concurrent_requests limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once.
 # TYPE scootgate_client_max_concurrent_requests gauge
 scootgate_client_max_concurrent_requests 1000
-# HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight.
+# HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight or the node was shedding.
 # TYPE scootgate_client_refused_total counter
 scootgate_client_refused_total 2
 # HELP scootgate_draining 1 from the start of the drain (SIGTERM) to exit.

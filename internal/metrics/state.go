@@ -167,7 +167,7 @@ func newStateDescs() stateDescs {
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
-		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight."),
+		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight or the node was shedding."),
 
 		connsRefused:     newDesc("scootgate_client_conns_refused_total", "API connections closed at accept because their client address was over a per-address bound or in its penalty (docs/operations.md \"Connection floods\")."),
 		connsResetClosed: newDesc("scootgate_client_conns_reset_closed_total", "API connections closed because their client address abandoned requests or connections beyond limits.resets_per_client."),
