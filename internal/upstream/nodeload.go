@@ -45,12 +45,13 @@ import (
 // ShedAfter has had a wait of ShedWait or more, [NodeLoad.Shedding] is
 // true, and it is false again once every window for ShedAfter has been
 // below ShedWait (the windows are Interval/5 long while it sheds, so that
-// it stops soon after its backlog is gone). A
-// request refused while shedding costs the node a fraction of one served,
-// so the requests it already holds get the CPU to finish within their
-// limits, and the backlog they are is gone within about a window of the
-// overload's end instead of being served, too late, after it
-// (docs/failures.md "Shedding").
+// it stops soon after its backlog is gone). A request refused while
+// shedding costs the node a fraction of one served, so the requests it
+// already holds get the CPU to finish within their limits, and the node
+// serves normally again within about ShedAfter of an overload's end
+// instead of serving its backlog, too late, after it (docs/failures.md
+// "Shedding"). The price: while it sheds it refuses more than its CPU
+// would need to (docs/performance.md "Overload and recovery").
 //
 // # Caveats
 //
