@@ -66,7 +66,21 @@ import (
 //     variants runs, interleaved (default 1).
 //   - SCOOTGATE_MEASURE_FLOOD_PHASE: a phase's length (default 4s).
 //   - SCOOTGATE_MEASURE_FLOOD_PROFILE=dir: the node's CPU profile during
-//     each flood phase, and its log, go there.
+//     each flood phase, and its log (and HAProxy's), go there.
+//   - SCOOTGATE_MEASURE_FLOOD_LB: puts HAProxy (deploy/lb/haproxy.cfg,
+//     rewritten as TestHAProxyDrain does, both its servers this node)
+//     between B and the flooder and the node: "shipped" runs the file as
+//     it is, "open" without its per-source limits (the stick table and
+//     every tcp-request and http-request rule), ";" between them; "1"
+//     is "shipped;open". Each runs with each variant of the node's
+//     limits; the floor ("null") runs once, B through HAProxy with the
+//     shipped file and the flood at the null listener. The node's
+//     process starts HAProxy, which so runs on the node's CPUs at the
+//     node's priority: its cost is counted on the node's side. HAProxy
+//     serves TLS (h2 and http/1.1) for the h2 flood and B, as the
+//     file's frontend does, and plain HTTP/1.1 for the h1 flood, and
+//     speaks plain HTTP/1.1 to the node. The node reports what HAProxy
+//     refused from its runtime API.
 func TestMeasureResetFlood(t *testing.T) {
 	if os.Getenv("SCOOTGATE_MEASURE_FLOOD") == "" {
 		t.Skip("a measurement: set SCOOTGATE_MEASURE_FLOOD=1 to run it")
@@ -86,6 +100,19 @@ func TestMeasureResetFlood(t *testing.T) {
 		}
 	}
 	realtime := os.Getenv("SCOOTGATE_MEASURE_FLOOD_PRIORITY") == "rt"
+	lbs := []string{""}
+	switch lb := os.Getenv("SCOOTGATE_MEASURE_FLOOD_LB"); lb {
+	case "":
+	case "1":
+		lbs = []string{"shipped", "open"}
+	default:
+		lbs = strings.Split(lb, ";")
+		for _, l := range lbs {
+			if l != "shipped" && l != "open" {
+				t.Fatalf("SCOOTGATE_MEASURE_FLOOD_LB: %q, want shipped or open", l)
+			}
+		}
+	}
 	profile := os.Getenv("SCOOTGATE_MEASURE_FLOOD_PROFILE")
 	if profile != "" {
 		if err := os.MkdirAll(profile, 0o755); err != nil {
@@ -96,19 +123,30 @@ func TestMeasureResetFlood(t *testing.T) {
 	for round := range rounds {
 		for _, kind := range kinds {
 			for _, v := range variants {
-				n++
-				name := fmt.Sprintf("%d:%s:%s", round, kind, v)
-				t.Run(name, func(t *testing.T) {
-					limits := strings.ReplaceAll(v, ",", "\n")
-					if v == "null" || v == "none" {
-						limits = ""
+				for i, lb := range lbs {
+					if v == "null" && i > 0 {
+						continue // one floor
 					}
-					m := &floodRun{t: t, kind: kind, phase: phase, nodeCPUs: nodeCPUs, clientCPUs: clientCPUs, realtime: realtime}
-					if profile != "" {
-						m.profile = fmt.Sprintf("%s/flood%d-%s", profile, n, kind)
+					if v == "null" && lb != "" {
+						lb = "shipped"
 					}
-					m.run(limits, v == "null")
-				})
+					n++
+					name := fmt.Sprintf("%d:%s:%s", round, kind, v)
+					if lb != "" {
+						name += ":lb-" + lb
+					}
+					t.Run(name, func(t *testing.T) {
+						limits := strings.ReplaceAll(v, ",", "\n")
+						if v == "null" || v == "none" {
+							limits = ""
+						}
+						m := &floodRun{t: t, kind: kind, phase: phase, nodeCPUs: nodeCPUs, clientCPUs: clientCPUs, realtime: realtime, lb: lb}
+						if profile != "" {
+							m.profile = fmt.Sprintf("%s/flood%d-%s", profile, n, kind)
+						}
+						m.run(limits, v == "null")
+					})
+				}
 			}
 		}
 	}
@@ -128,6 +166,7 @@ type floodRun struct {
 	nodeCPUs, clientCPUs string
 	profile              string // file name prefix, or ""
 	realtime             bool   // the node and B at real-time priority, not nice -10
+	lb                   string // "shipped" or "open": HAProxy in front of the node; "": none
 }
 
 // child starts this test binary as TestFloodChild in role, pinned to
@@ -187,7 +226,11 @@ func (m *floodRun) line(sc *bufio.Scanner, prefix string) string {
 
 func (m *floodRun) run(limits string, null bool) {
 	t := m.t
-	_, nodeIn, nodeOut := m.child("node", m.nodeCPUs, -10, "SCOOTGATE_FLOOD_NODE_LIMITS="+limits)
+	lbLog := ""
+	if m.profile != "" && m.lb != "" {
+		lbLog = m.profile + "-haproxy.log"
+	}
+	_, nodeIn, nodeOut := m.child("node", m.nodeCPUs, -10, "SCOOTGATE_FLOOD_NODE_LIMITS="+limits, "SCOOTGATE_FLOOD_LB="+m.lb, "SCOOTGATE_FLOOD_LB_LOG="+lbLog)
 	var ready struct{ API, Null, CA string }
 	if err := json.Unmarshal([]byte(m.line(nodeOut, "ready ")), &ready); err != nil {
 		t.Fatal(err)
@@ -323,18 +366,26 @@ func TestFloodChild(t *testing.T) {
 }
 
 // floodNode runs the node (over TLS for the h2 flood) and a null
-// listener, says where they are, and then follows its commands on stdin:
-// "profile file" starts a CPU profile, "stop" stops it and prints the
-// node's connection counts, "log file" writes the node's log; at the
-// end of stdin it stops.
+// listener, or with SCOOTGATE_FLOOD_LB HAProxy in front of the node (it
+// then serves the TLS), says where they are, and then follows its
+// commands on stdin: "profile file" starts a CPU profile, "stop" stops
+// it and prints the node's connection counts (and HAProxy's), "log
+// file" writes the node's log; at the end of stdin it stops.
 func floodNode(t *testing.T) {
 	o := stackOptions{cap: 1000, limits: os.Getenv("SCOOTGATE_FLOOD_NODE_LIMITS")}
-	ca := ""
+	lb := os.Getenv("SCOOTGATE_FLOOD_LB")
+	ca, key := "", ""
 	if os.Getenv("SCOOTGATE_FLOOD_KIND") == "h2" {
-		o.tlsCert, o.tlsKey, _ = selfSigned(t)
-		ca = o.tlsCert
+		ca, key, _ = selfSigned(t)
+		if lb == "" {
+			o.tlsCert, o.tlsKey = ca, key
+		}
 	}
 	s := startStack(t, o)
+	api, stats := s.api, func() string { return "" }
+	if lb != "" {
+		api, stats = floodHAProxy(t, s, lb, ca, key)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +402,7 @@ func floodNode(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	ready, _ := json.Marshal(map[string]string{"API": s.api, "Null": ln.Addr().String(), "CA": ca})
+	ready, _ := json.Marshal(map[string]string{"API": api, "Null": ln.Addr().String(), "CA": ca})
 	fmt.Printf("ready %s\n", ready)
 	sc := bufio.NewScanner(os.Stdin)
 	var profile *os.File
@@ -371,7 +422,7 @@ func floodNode(t *testing.T) {
 				pprof.StopCPUProfile()
 				_ = profile.Close()
 			}
-			fmt.Printf("stopped null listener accepted %d; %s\n", nullAccepted.Load(), s.floodStats())
+			fmt.Printf("stopped null listener accepted %d; %s%s\n", nullAccepted.Load(), s.floodStats(), stats())
 		case "log":
 			if err := os.WriteFile(arg, []byte(s.logs.String()), 0o644); err != nil {
 				t.Fatal(err)
@@ -379,6 +430,78 @@ func floodNode(t *testing.T) {
 			fmt.Println("logged")
 		}
 	}
+}
+
+// floodHAProxy starts HAProxy with deploy/lb/haproxy.cfg ("shipped", or
+// "open": without its per-source limits) in front of s, both its
+// servers s, serving TLS with cert and key when cert is set, and
+// returns its URL and a func that says what it refused and forwarded.
+func floodHAProxy(t *testing.T, s *stack, lb, cert, key string) (string, func() string) {
+	t.Helper()
+	haproxy := requireTool(t, "haproxy", "haproxy")
+	dir := t.TempDir()
+	rw := haproxyRewrite{statsSocket: dir + "/stats.sock", open: lb == "open"}
+	scheme := "http://"
+	if cert != "" {
+		var pem []byte
+		for _, f := range []string{cert, key} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pem = append(pem, b...)
+		}
+		rw.tlsCert = dir + "/frontend.pem"
+		if err := os.WriteFile(rw.tlsCert, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		scheme = "https://"
+	}
+	logFile := envOr("SCOOTGATE_FLOOD_LB_LOG", dir+"/haproxy.log")
+	logs, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	addr := startHAProxy(t, haproxy, haproxyConfigWith(t, rw, s, s), logs)
+	return scheme + addr, func() string { return haproxyStats(rw.statsSocket) }
+}
+
+// haproxyStats says, from HAProxy's runtime API, what its frontend
+// took in and refused and how many sessions its backend opened.
+func haproxyStats(socket string) string {
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		return "haproxy: " + err.Error()
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "show stat\n"); err != nil {
+		return "haproxy: " + err.Error()
+	}
+	text, _ := io.ReadAll(c)
+	lines := strings.Split(strings.TrimPrefix(string(text), "# "), "\n")
+	cols := map[string]int{}
+	for i, name := range strings.Split(lines[0], ",") {
+		cols[name] = i
+	}
+	var b strings.Builder
+	b.WriteString("haproxy:")
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) < len(cols) {
+			continue
+		}
+		get := func(name string) string { return f[cols[name]] }
+		switch get("svname") {
+		case "FRONTEND":
+			fmt.Fprintf(&b, " frontend %s: %s connections refused at accept, %s sessions, %s requests (%s denied, %s errors);",
+				get("pxname"), get("dcon"), get("stot"), get("req_tot"), get("dreq"), get("ereq"))
+		case "BACKEND":
+			fmt.Fprintf(&b, " backend %s: %s sessions, %s client aborts, %s connection errors;",
+				get("pxname"), get("stot"), get("cli_abrt"), get("econ"))
+		}
+	}
+	return b.String()
 }
 
 // floodStats says what the node's connection bounds refused.

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -19,9 +20,28 @@ import (
 // change: the frontend binds the inherited listener (fd@3), the two
 // servers are the test nodes (plain HTTP on loopback, their own health
 // ports), the TLS options go and maxconn fits a test's open-file limit.
-// Every timeout, check and retry setting
-// is the example's.
+// Every timeout, check, retry and per-source setting is the example's.
 func haproxyConfig(t *testing.T, nodes ...*stack) string {
+	t.Helper()
+	return haproxyConfigWith(t, haproxyRewrite{}, nodes...)
+}
+
+// haproxyRewrite is what a test changes in deploy/lb/haproxy.cfg beyond
+// haproxyConfig's rewrites.
+type haproxyRewrite struct {
+	// tlsCert, when set, is a PEM file (certificate and key) the
+	// frontend serves TLS with, offering h2 and http/1.1 as the
+	// example does; otherwise the frontend is plain HTTP/1.1.
+	tlsCert string
+	// statsSocket, when set, is a Unix socket for HAProxy's runtime API
+	// ("show stat").
+	statsSocket string
+	// open drops the per-source limits: the stick-table and every
+	// tcp-request and http-request rule.
+	open bool
+}
+
+func haproxyConfigWith(t *testing.T, rw haproxyRewrite, nodes ...*stack) string {
 	t.Helper()
 	data, err := os.ReadFile("../../deploy/lb/haproxy.cfg")
 	if err != nil {
@@ -35,10 +55,17 @@ func haproxyConfig(t *testing.T, nodes ...*stack) string {
 		return h, p
 	}
 	var out []string
-	servers := 0
+	servers, dropped := 0, 0
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		switch {
+		case rw.open && len(f) > 0 && (f[0] == "stick-table" || f[0] == "tcp-request" || f[0] == "http-request"):
+			dropped++
+			continue
+		case rw.statsSocket != "" && len(f) > 0 && f[0] == "global":
+			line += "\n    stats socket " + rw.statsSocket
+		case len(f) > 0 && f[0] == "bind" && rw.tlsCert != "":
+			line = "    bind fd@3 ssl crt " + rw.tlsCert + " alpn h2,http/1.1"
 		case len(f) > 0 && f[0] == "bind":
 			line = "    bind fd@3"
 		case len(f) > 0 && f[0] == "maxconn":
@@ -69,6 +96,9 @@ func haproxyConfig(t *testing.T, nodes ...*stack) string {
 	if servers != len(nodes) {
 		t.Fatalf("haproxy.cfg has %d server lines, want %d", servers, len(nodes))
 	}
+	if rw.open && dropped == 0 {
+		t.Fatal("haproxy.cfg has no per-source limits to drop")
+	}
 	return strings.Join(out, "\n")
 }
 
@@ -82,45 +112,21 @@ func TestHAProxyDrain(t *testing.T) {
 	// node1 down while it still accepts.
 	n1 := startStack(t, stackOptions{delay: "5s", grace: "10s"})
 	n2 := startStack(t, stackOptions{})
-	dir := t.TempDir()
-	cfgPath := dir + "/haproxy.cfg"
-	if err := os.WriteFile(cfgPath, []byte(haproxyConfig(t, n1, n2)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lnFile, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbURL := "http://" + ln.Addr().String()
-	ln.Close() // the duplicate in lnFile stays open for HAProxy
-	check := exec.Command(haproxy, "-c", "-f", cfgPath)
-	check.ExtraFiles = []*os.File{lnFile}
-	if out, err := check.CombinedOutput(); err != nil {
-		t.Fatalf("haproxy -c: %v\n%s", err, out)
-	}
 	logs := &syncBuffer{}
-	cmd := exec.Command(haproxy, "-f", cfgPath, "-db")
-	cmd.ExtraFiles = []*os.File{lnFile}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lnFile.Close()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	lbURL := "http://" + startHAProxy(t, haproxy, haproxyConfig(t, n1, n2), logs)
 
 	var (
 		mu       sync.Mutex
 		failures []string
 		served   int
 	)
+	// All the requests come from 127.0.0.1: together they stay under the
+	// example's per-source request rate (1000 a second), as the clients
+	// of one address should.
+	pace := time.NewTicker(2 * time.Millisecond)
+	defer pace.Stop()
 	send := func(client *http.Client) {
+		<-pace.C
 		req, _ := http.NewRequest(http.MethodPost, lbURL+"/v1/chat/completions", strings.NewReader(chat))
 		req.Header.Set("Authorization", "Bearer "+clientKey)
 		resp, err := client.Do(req)
@@ -183,6 +189,44 @@ func TestHAProxyDrain(t *testing.T) {
 	t.Logf("%d requests through HAProxy, none failed while node1 drained", served)
 }
 
+// startHAProxy checks cfg and runs HAProxy with it until the test ends,
+// its frontend on a loopback listener it inherits as fd@3, its log to
+// logs; it returns the listener's address.
+func startHAProxy(t *testing.T, haproxy, cfg string, logs io.Writer) string {
+	t.Helper()
+	cfgPath := t.TempDir() + "/haproxy.cfg"
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnFile, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lnFile.Close()
+	addr := ln.Addr().String()
+	ln.Close() // the duplicate in lnFile stays open for HAProxy
+	check := exec.Command(haproxy, "-c", "-f", cfgPath)
+	check.ExtraFiles = []*os.File{lnFile}
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+	cmd := exec.Command(haproxy, "-f", cfgPath, "-db")
+	cmd.ExtraFiles = []*os.File{lnFile}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return addr
+}
+
 // syncBuffer collects a child's stdout and stderr.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -199,4 +243,88 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestHAProxyPerSourceLimits runs the example configuration, with its
+// per-source limits, in front of a real node, its frontend serving TLS as
+// the example's does: a client that opens a connection per request and
+// resets it is refused at accept once it is past the connection rate, the
+// HTTP/2 rapid reset loses its connection once it is past the request
+// rate, and another address is served throughout (docs/operations.md
+// "Load balancer").
+func TestHAProxyPerSourceLimits(t *testing.T) {
+	haproxy := requireTool(t, "haproxy", "haproxy")
+	n := startStack(t, stackOptions{})
+	certFile, keyFile, pool := selfSigned(t)
+	var pem []byte
+	for _, f := range []string{certFile, keyFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem = append(pem, b...)
+	}
+	dir := t.TempDir()
+	rw := haproxyRewrite{tlsCert: dir + "/frontend.pem", statsSocket: dir + "/stats.sock"}
+	if err := os.WriteFile(rw.tlsCert, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	addr := startHAProxy(t, haproxy, haproxyConfigWith(t, rw, n, n), logs)
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	served := func(when string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/v1/chat/completions", strings.NewReader(chat))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("127.0.0.1 %s: %v\nhaproxy:\n%s", when, err, logs.String())
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("127.0.0.1 %s: status %d: %s", when, resp.StatusCode, body)
+		}
+	}
+	served("before the floods")
+
+	// HTTP/1.1 request-then-reset from 127.0.0.2, as fast as it goes.
+	const conns = 300
+	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", limitedKey, len(chat), chat)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	accepted := 0
+	for range conns {
+		c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			continue // closed at accept: the handshake fails
+		}
+		accepted++
+		_, _ = io.WriteString(c, req)
+		_ = c.NetConn().(*net.TCPConn).SetLinger(0)
+		_ = c.Close()
+	}
+	if accepted == conns {
+		t.Errorf("all %d request-then-reset connections from 127.0.0.2 were accepted, want those past the connection rate refused", conns)
+	}
+	served("after the HTTP/1.1 flood")
+
+	// The HTTP/2 rapid reset from 127.0.0.3. A dropped connection says
+	// nothing: the guard closes it so that the flood returns.
+	const streams = 5000
+	f, err := tryRapidResetFrom(&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}, addr, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := time.AfterFunc(5*time.Second, func() { _ = f.conn.Close() })
+	sent := f.flood(addr, "/v1/chat/completions", limitedKey, chat, time.Hour, streams)
+	guard.Stop()
+	f.close()
+	if sent >= streams {
+		t.Errorf("the rapid reset sent all its %d streams on one connection, want it dropped past the request rate", sent)
+	}
+	served("after the HTTP/2 flood")
+	t.Logf("HTTP/1.1: %d of %d connections accepted; HTTP/2: %d streams before the connection was dropped; %s",
+		accepted, conns, sent, haproxyStats(rw.statsSocket))
 }
