@@ -75,7 +75,7 @@ import (
 //     is "shipped;open". Each runs with each variant of the node's
 //     limits; the floor ("null") runs once, B through HAProxy with the
 //     shipped file and the flood at the null listener. The node's
-//     process starts HAProxy, which so runs on the node's CPUs at the
+//     process starts HAProxy, so HAProxy runs on the node's CPUs at the
 //     node's priority: its cost is counted on the node's side. HAProxy
 //     serves TLS (h2 and http/1.1) for the h2 flood and B, as the
 //     file's frontend does, and plain HTTP/1.1 for the h1 flood, and
