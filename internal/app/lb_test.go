@@ -121,10 +121,14 @@ func TestHAProxyDrain(t *testing.T) {
 		served   int
 	)
 	// All the requests come from 127.0.0.1: together they stay under the
-	// example's per-source request rate (1000 a second), as the clients
-	// of one address should.
+	// example's per-source request rate (1000 a second) and, keeping
+	// their connections (Go's default transport keeps only 2 idle, and so
+	// opens one for nearly every request of 5 senders), under its rate of
+	// new connections (50 a second), as the clients of one address should.
 	pace := time.NewTicker(2 * time.Millisecond)
 	defer pace.Stop()
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	defer tr.CloseIdleConnections()
 	send := func(client *http.Client) {
 		<-pace.C
 		req, _ := http.NewRequest(http.MethodPost, lbURL+"/v1/chat/completions", strings.NewReader(chat))
@@ -145,7 +149,7 @@ func TestHAProxyDrain(t *testing.T) {
 		served++
 	}
 	// Both nodes serve before the drain.
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	for n1.prov.RequestCount() == 0 || n2.prov.RequestCount() == 0 {
 		send(client)
 		if len(failures) > 0 || served > 200 {
@@ -159,7 +163,7 @@ func TestHAProxyDrain(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &http.Client{Timeout: 30 * time.Second}
+			c := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 			for ctx.Err() == nil {
 				send(c)
 			}
