@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,6 +71,7 @@ type options struct {
 	overloadTries int
 	maxLag        time.Duration
 	firstByte     time.Duration // the nodes' timeouts.first_byte; 0 = the shipped default
+	nodeLimits    string        // extra [limits] lines for every node (-node-limits)
 
 	idleStreams []int // one fresh node and baseline per count
 	idleRate    float64
@@ -302,7 +304,7 @@ func (b *bench) targetCommand(key, tag string) (*exec.Cmd, error) {
 		role = "baseline"
 		args = []string{"-provider", b.prov.ready.Provider, "-egress", b.egress, "-first-byte", b.o.firstByte.String()}
 	default:
-		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit, FirstByte: b.o.firstByte}
+		s := nodeSetup{NodeID: "load-" + name, Provider: b.prov.ready.Provider, Egress: b.egress, Broker: b.broker, Usage: true, CommitInterval: b.o.commit, FirstByte: b.o.firstByte, Limits: strings.ReplaceAll(b.o.nodeLimits, ";", "\n")}
 		switch key {
 		case keyBrokerDown:
 			dead, err := deadPort()

@@ -172,6 +172,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.overloadTries, "overload-tries", 3, "with -overload-rate, the most runs of a system in a repetition: a run that does not count (-max-lag, or the load side over 80 % of its CPU) is run again")
 	fs.DurationVar(&o.maxLag, "max-lag", 100*time.Millisecond, "with -overload-rate, an overload run whose generator sent a request later than this after its intended time does not count")
 	fs.DurationVar(&o.firstByte, "first-byte", 0, "the nodes' timeouts.first_byte (0: the shipped default)")
+	fs.StringVar(&o.nodeLimits, "node-limits", "", `extra [limits] lines for every node, ";" between them, e.g. 'shed_wait = "0s"'`)
 	variants := fs.String("variants", strings.Join(variantOrder, ","), "node variants run beside the node on the first path's first rates, comma separated, \"\" for none: "+strings.Join(variantOrder, ", "))
 	searchTargets := fs.String("search-targets", "baseline,node", "systems the search runs against: baseline, node, node-broker-down, node-usage-off, node-tracing, node-batched")
 	idle := fs.String("idle-streams", "1000,5000", "idle streams held open against a fresh node and baseline, one pair of processes per count, comma separated (0 or empty = skip)")

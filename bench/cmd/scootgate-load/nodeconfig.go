@@ -44,6 +44,9 @@ type nodeSetup struct {
 	// BatchMax is mqtt.batch_max; 0 leaves the default (one event per
 	// message).
 	BatchMax int
+	// Limits are extra [limits] lines (-node-limits), e.g.
+	// `shed_wait = "0s"`; "" adds none.
+	Limits string
 }
 
 // nodeTOML renders a complete node config: the shipped defaults except
@@ -90,6 +93,7 @@ health = "127.0.0.1:0"
 # the per-address bound on unauthenticated ones is not what is measured.
 [limits]
 max_unauthenticated_per_client = 0
+%[16]s
 
 [timeouts]
 connect = "5s"
@@ -149,7 +153,7 @@ outbox_path = %[15]q
 max_events = 10000000
 max_bytes = 8589934592
 %[12]s`, s.NodeID, s.Egress, providerKeyEnv, s.Provider+"/v1",
-		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider), firstByte, outboxPath)
+		benchModel, providerModel, benchClaude, providerClaude, mqtt, tracing, s.Usage, commit, providerHost(s.Provider), firstByte, outboxPath, s.Limits)
 }
 
 // providerHost is the host of the fake provider's URL: the one host the
