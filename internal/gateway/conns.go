@@ -113,7 +113,8 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		if !ok {
 			return c, nil // not TCP (a test's pipe): nothing to count by
 		}
-		if !l.admit(a) {
+		ok, prepaid := l.admit(a)
+		if !ok {
 			l.refused.Add(1)
 			_ = c.Close()
 			continue
@@ -121,12 +122,19 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		lc := &limitedConn{Conn: c, l: l, addr: a}
 		lc.unauth.Store(true)
 		lc.fresh.Store(l.b.Resets > 0)
+		lc.prepaid.Store(prepaid)
 		return lc, nil
 	}
 }
 
 // admit counts a new connection from a, or says it is over a bound.
-func (l *ConnLimit) admit(a netip.Addr) bool {
+// prepaid says that the connection took one of its address's resets in
+// advance (ConnBounds.Resets): the address gave something up lately, so
+// its new connections pay for being given up before they are read, and
+// are refunded once a request on them reaches the handler (a flood
+// otherwise gets every connection the node accepts before it has read
+// the first ones).
+func (l *ConnLimit) admit(a netip.Addr) (ok, prepaid bool) {
 	now := l.b.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -137,15 +145,19 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 		l.clients[a] = cl
 	}
 	if now.Before(cl.until) {
-		return false
+		return false, false
 	}
 	if l.b.Open > 0 && cl.open >= l.b.Open || l.b.Unauthenticated > 0 && cl.unauth >= l.b.Unauthenticated {
-		return false
+		return false, false
 	}
-	if l.b.Resets > 0 && cl.resets+now.Sub(cl.resetsAt).Seconds()*l.b.Resets < 1 {
-		// The address spent its resets: it may connect again once it has
-		// one more (and its penalty, begun when it spent them, is over).
-		return false
+	if l.b.Resets > 0 {
+		l.refillResetsLocked(cl, now)
+		if cl.resets < 1 {
+			// The address spent its resets: it may connect again once it
+			// has one more (and its penalty, begun when it spent them, is
+			// over).
+			return false, false
+		}
 	}
 	if l.b.Rate > 0 {
 		if d := now.Sub(cl.at); d > 0 {
@@ -154,13 +166,36 @@ func (l *ConnLimit) admit(a netip.Addr) bool {
 		cl.at = now
 		if cl.tokens < 1 {
 			l.penalizeLocked(cl, now)
-			return false
+			return false, false
 		}
 		cl.tokens--
 	}
+	if l.b.Resets > 0 && cl.resets < max(l.b.Resets, 1) {
+		cl.resets--
+		prepaid = true
+	}
 	cl.open++
 	cl.unauth++
-	return true
+	return true, prepaid
+}
+
+// refillResetsLocked brings cl's reset bucket up to now.
+func (l *ConnLimit) refillResetsLocked(cl *client, now time.Time) {
+	if d := now.Sub(cl.resetsAt); d > 0 {
+		cl.resets = min(max(l.b.Resets, 1), cl.resets+d.Seconds()*l.b.Resets)
+	}
+	cl.resetsAt = now
+}
+
+// refund gives back the reset a connection from a prepaid at accept.
+func (l *ConnLimit) refund(a netip.Addr) {
+	now := l.b.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cl := l.clients[a]; cl != nil {
+		l.refillResetsLocked(cl, now)
+		cl.resets = min(max(l.b.Resets, 1), cl.resets+1)
+	}
 }
 
 // penalizeLocked begins cl's penalty, unless one is running: its new
@@ -274,6 +309,10 @@ type limitedConn struct {
 	// before it asked for anything (a request sent and reset before the
 	// node could read it, a TLS handshake cut off).
 	fresh atomic.Bool
+	// prepaid: the connection took its address's reset at accept
+	// (admit), given back when a request on it reaches the handler and
+	// kept when it is given up before that.
+	prepaid atomic.Bool
 }
 
 // Read counts a reset when the client closes or resets the connection
@@ -285,7 +324,7 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	if err != nil && (c.serving.Load() || c.fresh.Load()) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 		// Swap: the first failed read counts, once, and only if the
 		// state it counts was still on.
-		if c.serving.Swap(false) || c.fresh.Swap(false) {
+		if c.serving.Swap(false) || c.fresh.Swap(false) && !c.prepaid.Load() {
 			c.reset()
 		}
 	}
@@ -301,10 +340,7 @@ func (c *limitedConn) reset() {
 	l.mu.Lock()
 	over := false
 	if cl := l.clients[c.addr]; cl != nil { // it is: c is open
-		if d := now.Sub(cl.resetsAt); d > 0 {
-			cl.resets = min(max(l.b.Resets, 1), cl.resets+d.Seconds()*l.b.Resets)
-		}
-		cl.resetsAt = now
+		l.refillResetsLocked(cl, now)
 		if over = cl.resets < 1; over {
 			l.penalizeLocked(cl, now)
 		} else {
@@ -384,7 +420,9 @@ func LimitResets(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		lc.fresh.Store(false)
+		if lc.fresh.Swap(false) && lc.prepaid.Load() {
+			lc.l.refund(lc.addr)
+		}
 		if lc.closed.Load() {
 			return // nobody reads an answer: the connection is gone
 		}

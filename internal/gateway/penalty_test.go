@@ -57,9 +57,11 @@ func TestConnLimitRatePenalty(t *testing.T) {
 // it counts against its address's resets, and once they are spent the
 // address's new connections are closed at accept for the penalty. A
 // request answered, and one whose body the node stopped waiting for (its
-// own read deadline), count nothing. A connection opened before the
-// penalty is closed at its first request during it, unless a request on
-// it has authenticated.
+// own read deadline), count nothing. Once the address has given one up,
+// its new connections prepay a reset at accept and get it back when a
+// request on them is served. A connection opened before the penalty is
+// closed at its first request during it, unless a request on it has
+// authenticated.
 func TestLimitResetsHTTP1(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	started := make(chan struct{}, 1)
@@ -68,7 +70,7 @@ func TestLimitResetsHTTP1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := LimitConns(ln, ConnBounds{Resets: 2, Penalty: 5 * time.Second, Now: clk.Now}).(*ConnLimit)
+	limited := LimitConns(ln, ConnBounds{Resets: 3, Penalty: 5 * time.Second, Now: clk.Now}).(*ConnLimit)
 	srv := &http.Server{ConnContext: ConnContext, Handler: LimitResets(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/quick":
@@ -120,11 +122,19 @@ func TestLimitResetsHTTP1(t *testing.T) {
 		c.Close() // a reset
 		<-abandoned
 	}
-	c, last := dial(), dial()
+	quick := func(c net.Conn) bool {
+		t.Helper()
+		st, err := get(c, "/quick")
+		return err == nil && strings.HasPrefix(st, "200")
+	}
+	c, last, auth := dial(), dial(), dial() // opened with the bucket full: not prepaid
 	for range 3 {
-		if st, err := get(c, "/quick"); err != nil || !strings.HasPrefix(st, "200") {
-			t.Fatalf("a request answered: %q, %v", st, err)
+		if !quick(c) {
+			t.Fatal("a request was not answered")
 		}
+	}
+	if !quick(auth) {
+		t.Fatal("a request was not answered")
 	}
 	slow := dial()
 	if _, err := fmt.Fprint(slow, "POST /slowbody HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"); err != nil {
@@ -133,29 +143,37 @@ func TestLimitResetsHTTP1(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(slow), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the slow body's answer: %v", err)
 	}
-	abandon(dial())
-	early := dial() // accepted before the penalty, its first request after
-	abandon(dial()) // the bucket's two resets, on connections it let in
+	abandon(dial()) // the bucket's first reset: 3 → 2
+	// The address gave a request up: its new connections prepay a reset
+	// at accept, given back once a request on them reaches the handler.
+	early := dial()     // prepaid: 2 → 1; its first request comes during the penalty
+	if !quick(dial()) { // prepaid (1 → 0), then given back (→ 1)
+		t.Fatal("a prepaid connection's request was not served")
+	}
+	abandon(last) // 1 → 0
+	if quick(dial()) {
+		t.Fatal("a new connection with the address's resets spent was served")
+	}
 	if n := limited.Penalties(); n != 0 {
 		t.Fatalf("penalties %d within the bucket", n)
 	}
-	abandon(last) // over: the penalty begins
-	if st, err := get(early, "/quick"); err == nil {
-		t.Fatalf("the first request of a connection opened before the penalty was served: %q", st)
+	abandon(c) // over: the penalty begins
+	if quick(early) {
+		t.Fatal("the first request of a connection opened before the penalty was served")
 	}
-	if st, err := get(dial(), "/quick"); err == nil {
-		t.Fatalf("a new connection after the reset over the bucket was served: %q", st)
+	if quick(dial()) {
+		t.Fatal("a new connection after the reset over the bucket was served")
 	}
 	clk.Advance(time.Second) // the bucket is full again: the penalty is what refuses
-	if st, err := get(dial(), "/quick"); err == nil {
-		t.Fatalf("a new connection during the penalty was served: %q", st)
+	if quick(dial()) {
+		t.Fatal("a new connection during the penalty was served")
 	}
-	if st, err := get(c, "/quick"); err != nil || !strings.HasPrefix(st, "200") {
-		t.Fatalf("a connection open before the penalty: %q, %v; want it served", st, err)
+	if !quick(auth) {
+		t.Fatal("a connection authenticated before the penalty was not served during it")
 	}
 	clk.Advance(4 * time.Second)
-	if st, err := get(dial(), "/quick"); err != nil || !strings.HasPrefix(st, "200") {
-		t.Fatalf("a new connection after the penalty: %q, %v", st, err)
+	if !quick(dial()) {
+		t.Fatal("a new connection after the penalty was not served")
 	}
 	if p := limited.Penalties(); p != 1 {
 		t.Fatalf("penalties %d, want 1", p)
