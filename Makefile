@@ -73,6 +73,10 @@ FLEETFLAGS ?=
 bench-fleet: ## fleet convergence: 50 node processes, one long-poll control plane, publish → applied (docs/performance.md; FLEETFLAGS=-h)
 	$(GO) -C bench run ./cmd/scootgate-load converge $(FLEETFLAGS)
 
+.PHONY: bench-count
+bench-count: ## exact yardstick: instructions (callgrind), system calls and context switches (perf) per request, node vs hop (~40 min; docs/performance.md; COUNTFLAGS=-h)
+	$(GO) -C bench run ./cmd/scootgate-load count -out $(CURDIR)/bench-results $(COUNTFLAGS)
+
 .PHONY: bench-load
 bench-load: ## open-loop load harness, node vs a bare Go proxy hop on three paths (~12 min; docs/performance.md; LOADFLAGS=-h)
 	$(GO) -C bench run ./cmd/scootgate-load -out $(CURDIR)/bench-results $(LOADFLAGS)

@@ -155,6 +155,9 @@ type bench struct {
 	sink   *otlpSink
 	stalls *stallTracer // nil: host stalls are not traced
 	quota  *cpuQuota    // nil: no CPU quota (-cpu-quota 0)
+	// wrap, when set, rewrites each system under test's command (count.go
+	// runs it under valgrind).
+	wrap func(*exec.Cmd) *exec.Cmd
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -274,6 +277,9 @@ func (b *bench) startTarget(ctx context.Context, key, tag string) (*target, erro
 	cmd, err := b.targetCommand(key, tag)
 	if err != nil {
 		return nil, err
+	}
+	if b.wrap != nil {
+		cmd = b.wrap(cmd)
 	}
 	c, err := startChild(ctx, name, cmd, b.dir)
 	if err != nil {

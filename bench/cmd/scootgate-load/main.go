@@ -47,6 +47,11 @@
 // bench-fleet`, converge.go): -nodes node processes long-polling the dev
 // control plane, and the time from each publish to each node applying it.
 //
+// `scootgate-load count` is the exact yardstick (`make bench-count`,
+// count.go): user-space instructions per request under valgrind's
+// callgrind, and system calls and context switches per request counted by
+// the kernel, for the node with and without usage events and the hop.
+//
 // `scootgate-load limits` is the fleet measurement of the redis store of
 // limits (limitsfleet.go): in-process nodes sharing one redis-server, one
 // key offered five times its limit, a Redis kill and restart midway.
@@ -80,6 +85,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "converge" {
 		if err := runConverge(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "scootgate-load converge:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "count" {
+		if err := runCount(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "scootgate-load count:", err)
 			os.Exit(1)
 		}
 		return
