@@ -66,12 +66,7 @@ func (it *Iter) Tail() (at int, empty bool) { return it.it.insertAt, it.it.count
 
 // KeyIs reports whether the member's key, unescaped, is exactly key. This is
 // how [Lookup] and encoding/json decoding into a map match keys.
-func (m Member) KeyIs(key string) bool {
-	if !m.escaped && utf8.Valid(m.RawKey) {
-		return string(m.RawKey) == key
-	}
-	return unquotedEqual(m.RawKey, key)
-}
+func (m Member) KeyIs(key string) bool { return rawKeyIs(m.RawKey, m.escaped, key) }
 
 // KeyFold reports whether the member's key, unescaped, matches name the way
 // encoding/json matches an object key to a struct field name: equal under

@@ -299,3 +299,33 @@ func TestKeyLike(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyIsLengths: KeyIs as encoding/json matches map keys, for keys
+// shorter, as long as and longer than the raw key, with and without
+// escapes and invalid UTF-8 (which reads as U+FFFD, three bytes for one).
+func TestKeyIsLengths(t *testing.T) {
+	for _, raw := range []string{`model`, `mod\u0065l`, "a\xffb", "a\xff\xfeb", "a\uFFFDb", "é", ""} {
+		doc := []byte(`{"` + raw + `":0}`)
+		var m map[string]int
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("encoding/json: %q: %v", doc, err)
+		}
+		var decoded string
+		for k := range m {
+			decoded = k
+		}
+		it, err := jsonedit.Members(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, ok, err := it.Next()
+		if err != nil || !ok {
+			t.Fatalf("Members(%q): %v, %v", doc, ok, err)
+		}
+		for _, key := range []string{decoded, "model", "mode", "models", "a\xffb", "a\uFFFDb", "a\uFFFD\uFFFDb", "ab", "é", ""} {
+			if got, want := mem.KeyIs(key), key == decoded; got != want {
+				t.Errorf("key %q (decodes to %q): KeyIs(%q) = %v, want %v", raw, decoded, key, got, want)
+			}
+		}
+	}
+}

@@ -343,11 +343,26 @@ func (it *members) next() (m member, more bool, err error) {
 
 // keyIs reports whether the member's key, unescaped, is key.
 func (m member) keyIs(doc []byte, key string) bool {
-	raw := doc[m.keyStart:m.keyEnd]
-	if !m.escaped && utf8.Valid(raw) {
-		return string(raw) == key
+	return rawKeyIs(doc[m.keyStart:m.keyEnd], m.escaped, key)
+}
+
+// rawKeyIs reports whether raw, the contents of a JSON string (between
+// the quotes, already validated; escaped when it holds a backslash),
+// unescapes to exactly key. Without escapes each valid rune of raw reads
+// as itself and each invalid byte as U+FFFD, three bytes: a key that
+// matches is as long as raw, or longer by two bytes for each invalid one.
+// So most comparisons, of different names, end at the lengths.
+func rawKeyIs(raw []byte, escaped bool, key string) bool {
+	switch {
+	case escaped:
+		return unquotedEqual(raw, key)
+	case len(raw) == len(key):
+		// No invalid byte can match: the same bytes, if they are valid.
+		return string(raw) == key && utf8.ValidString(key)
+	case len(raw) > len(key):
+		return false
 	}
-	return unquotedEqual(raw, key)
+	return !utf8.Valid(raw) && unquotedEqual(raw, key)
 }
 
 // unquotedEqual compares the contents of a JSON string (between the quotes,

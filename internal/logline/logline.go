@@ -28,7 +28,7 @@ func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 		// a terminal or a log viewer they reorder what follows, so a line
 		// could read as something it is not. encoding/json escapes the
 		// C0 controls and U+2028/2029 but not these.
-		if s := a.Value.String(); strings.ContainsFunc(s, reorders) {
+		if s := a.Value.String(); mayReorder(s) && strings.ContainsFunc(s, reorders) {
 			a.Value = slog.StringValue(escapeReordering(s))
 		}
 	case slog.KindDuration:
@@ -56,6 +56,14 @@ func reorders(r rune) bool {
 		return true
 	}
 	return false
+}
+
+// mayReorder reports whether s holds a byte that starts the UTF-8 of a
+// reordering control (U+061C starts with 0xD8, the others with 0xE2): a
+// line's strings are mostly ASCII, and two byte searches rule them out
+// for a tenth of the work of decoding every rune.
+func mayReorder(s string) bool {
+	return strings.IndexByte(s, 0xE2) >= 0 || strings.IndexByte(s, 0xD8) >= 0
 }
 
 // escapeReordering writes each reordering control of s as the six

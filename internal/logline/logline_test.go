@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestReadableDurations: durations are written as Go writes them, in
@@ -98,5 +99,26 @@ func TestReorderingControlsEscaped(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("line %q lacks %s", line, want)
 		}
+	}
+}
+
+// TestMayReorderLeadBytes: every reordering control starts with a byte
+// mayReorder looks for, so the byte search never hides one.
+func TestMayReorderLeadBytes(t *testing.T) {
+	n := 0
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if !reorders(r) {
+			continue
+		}
+		n++
+		if s := "ascii " + string(r) + " ascii"; !mayReorder(s) {
+			t.Errorf("U+%04X (% x): mayReorder = false", r, string(r))
+		}
+	}
+	if n != 12 {
+		t.Errorf("%d reordering controls, want 12 (U+061C, U+200E–200F, U+202A–202E, U+2066–2069)", n)
+	}
+	if mayReorder("/v1/chat/completions héllo") {
+		t.Error(`mayReorder("/v1/chat/completions héllo") = true, want false`)
 	}
 }
