@@ -58,6 +58,7 @@ type countOptions struct {
 	vgWarmup     int     // requests (and streams) before the first window
 	vgSettle     time.Duration
 	vgIdle       float64 // idle window length, as a share of the load window's
+	vgGOGC       int     // GOGC of the systems under valgrind; -1: off
 
 	kernel      bool
 	rates       []float64 // native non-stream rates
@@ -91,6 +92,7 @@ func parseCountFlags(args []string) (countOptions, error) {
 	fs.IntVar(&o.vgStreams, "vg-streams", 400, "streams per window under valgrind")
 	fs.IntVar(&o.vgWarmup, "vg-warmup", 100, "requests and streams before the first window under valgrind")
 	fs.DurationVar(&o.vgSettle, "vg-settle", 2*time.Second, "wait after a window's last answer before it ends (the node's deferred work: usage events, log lines)")
+	fs.IntVar(&o.vgGOGC, "vg-gogc", -1, "GOGC of every system under valgrind (-1: off, so that a window's count is the request path's own work and not which collections fell into it; allocated bytes are reported beside it)")
 	fs.Float64Var(&o.vgIdle, "vg-idle", 0.25, "length of each idle window under valgrind, as a share of its load window (its count is scaled up to the load window's length)")
 	fs.BoolVar(&o.kernel, "kernel", true, "count system calls and context switches with perf stat, natively")
 	rates := fs.String("rates", "500,2000", "native non-stream rates, comma separated")
@@ -175,6 +177,14 @@ type countRow struct {
 	// Late is the most a window's last answer came after its schedule
 	// ended: the system under test fell behind.
 	Late time.Duration `json:"late_ns,omitempty"`
+	// Bytes and GCs are the bytes allocated per answered request and the
+	// collections in the window, one value per window.
+	Bytes []float64 `json:"bytes_per_request,omitempty"`
+	GCs   []uint32  `json:"gcs,omitempty"`
+	// Tunnels is the egress tunnels the system opened in each window: a
+	// new connection costs more than a request on a kept one, so a
+	// window that opened more counts more.
+	Tunnels []int64 `json:"tunnels,omitempty"`
 	// IdleShare is the largest share of a load window's count the idle
 	// window's took.
 	IdleShare float64 `json:"idle_share"`
@@ -257,7 +267,7 @@ func countAll(ctx context.Context, o countOptions, pin pinning, dumps string, re
 		env: []string{providerKeyEnv + "=fake-provider-key-for-load"},
 		sut: newSUTRuntime(pin, 100, 0),
 	}
-	rep.Setup = fmt.Sprintf("%s; systems under test: %s; path %s", pin, b.sut, apiPaths[o.path].label)
+	rep.Setup = fmt.Sprintf("%s; systems under test: %s (under valgrind: %s); path %s", pin, b.sut, newSUTRuntime(pin, o.vgGOGC, 0), apiPaths[o.path].label)
 	b.logf("scootgate-load count: %s; work dir %s", rep.Setup, dir)
 	cmd, err := childCommand(pin, pin.side, "provider", []string{
 		"-events", fmt.Sprint(o.events), "-event-gap", o.eventGap.String(),
@@ -367,7 +377,9 @@ func (b *bench) countInstructions(ctx context.Context, o countOptions, eg, key s
 		// the CPU has it. The same for every system under test.
 		return wrapCommand(cmd, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out}, valgrindGODEBUG)
 	}
-	defer func() { b.wrap = nil }()
+	sut := b.sut
+	b.sut = newSUTRuntime(b.pin, o.vgGOGC, 0)
+	defer func() { b.wrap, b.sut = nil, sut }()
 	b.logf("instructions: %s through %s, under callgrind", key, eg)
 	t, err := b.startTarget(ctx, key, "-"+eg)
 	if err != nil {
@@ -387,6 +399,16 @@ func (b *bench) countInstructions(ctx context.Context, o countOptions, eg, key s
 	for _, sc := range scs {
 		row := countRow{Egress: eg, Scenario: sc.name, System: key}
 		for r := range o.repeats {
+			// Reading the counters costs the process a request's work; both
+			// reads fall in idle windows, whose counts are small.
+			var st0, st1 sutStats
+			if err := t.proc.stats(ctx, &st0); err != nil {
+				return append(rows, row), err
+			}
+			up0, err := b.upstream(ctx)
+			if err != nil {
+				return append(rows, row), err
+			}
 			t0 := time.Now()
 			ok, failed, late, err := b.countWindow(ctx, t, p, sc, sc.n)
 			row.Failed, row.Late = row.Failed+failed, max(row.Late, late)
@@ -402,6 +424,16 @@ func (b *bench) countInstructions(ctx context.Context, o countOptions, eg, key s
 			}
 			wall := time.Since(t0)
 			t1 := time.Now()
+			if err := t.proc.stats(ctx, &st1); err != nil {
+				return append(rows, row), err
+			}
+			up1, err := b.upstream(ctx)
+			if err != nil {
+				return append(rows, row), err
+			}
+			row.Tunnels = append(row.Tunnels, up1.SOCKSTunnels+up1.ConnectTunnels-up0.SOCKSTunnels-up0.ConnectTunnels)
+			row.Bytes = append(row.Bytes, float64(st1.TotalAlloc-st0.TotalAlloc)/float64(ok))
+			row.GCs = append(row.GCs, st1.NumGC-st0.NumGC)
 			if err := b.pause(ctx, time.Duration(o.vgIdle*float64(wall))); err != nil {
 				return append(rows, row), err
 			}
@@ -413,8 +445,8 @@ func (b *bench) countInstructions(ctx context.Context, o countOptions, eg, key s
 			row.PerRequest = append(row.PerRequest, (float64(load.ir)-idleScaled)/float64(ok))
 			row.IdleShare = max(row.IdleShare, idleScaled/float64(load.ir))
 			row.Dumps = append(row.Dumps, load.file)
-			b.logf("  %s %s window %d: %.0f instructions a request (idle %.2f%% of the window; %d failed, last answer %s after the schedule)",
-				key, sc.name, r+1, row.PerRequest[r], 100*idleScaled/float64(load.ir), failed, late.Round(time.Millisecond))
+			b.logf("  %s %s window %d: %.0f instructions and %.0f bytes allocated a request, %d collections, %d tunnels opened (idle %.2f%% of the window; %d failed, last answer %s after the schedule)",
+				key, sc.name, r+1, row.PerRequest[r], row.Bytes[r], row.GCs[r], row.Tunnels[r], 100*idleScaled/float64(load.ir), failed, late.Round(time.Millisecond))
 		}
 		rows = append(rows, row)
 	}
@@ -729,16 +761,32 @@ func (r *countReport) markdown(o countOptions) string {
 	fmt.Fprintf(&sb, "# scootgate-load count, %s\n\n%s.\n\n", r.Start.Format("2006-01-02 15:04 UTC"), r.Setup)
 	if len(r.Instructions) > 0 {
 		fmt.Fprintf(&sb, "## User-space instructions per request (callgrind)\n\n")
-		fmt.Fprintf(&sb, "Each window %d requests or %d streams, idle window of the same length subtracted; median of %d windows, spread = (max − min) ÷ median.\n\n", o.vgRequests, o.vgStreams, o.repeats)
+		gc := fmt.Sprintf("GOGC=%d", o.vgGOGC)
+		if o.vgGOGC < 0 {
+			gc = "garbage collector off (GOGC=off): the request path's own work; what the collector would add follows the bytes allocated"
+		}
+		fmt.Fprintf(&sb, "Each window %d requests or %d streams, an idle window subtracted; median of %d windows, spread = (max − min) ÷ median; %s.\n\n", o.vgRequests, o.vgStreams, o.repeats, gc)
 		writeRatios(&sb, r.Instructions, "%.3f×")
-		sb.WriteString("| egress | scenario | system | instructions a request | range | spread | idle share | failed | most late |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+		sb.WriteString("| egress | scenario | system | instructions a request | range | spread | bytes allocated a request | collections a window | tunnels opened a window | idle share | failed | most late |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, row := range r.Instructions {
 			if len(row.PerRequest) == 0 {
 				continue
 			}
 			lo, hi := slices.Min(row.PerRequest), slices.Max(row.PerRequest)
 			m := median(row.PerRequest)
-			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f…%.0f | %.2f%% | %.2f%% | %d | %s |\n", row.Egress, row.Scenario, row.System, m, lo, hi, 100*(hi-lo)/m, 100*row.IdleShare, row.Failed, row.Late.Round(time.Millisecond))
+			gcs := make([]string, len(row.GCs))
+			for i, n := range row.GCs {
+				gcs[i] = strconv.Itoa(int(n))
+			}
+			tunnels := make([]string, len(row.Tunnels))
+			for i, n := range row.Tunnels {
+				tunnels[i] = strconv.FormatInt(n, 10)
+			}
+			bytes := "–"
+			if len(row.Bytes) > 0 {
+				bytes = fmt.Sprintf("%.0f", median(row.Bytes))
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f…%.0f | %.2f%% | %s | %s | %s | %.2f%% | %d | %s |\n", row.Egress, row.Scenario, row.System, m, lo, hi, 100*(hi-lo)/m, bytes, strings.Join(gcs, ", "), strings.Join(tunnels, ", "), 100*row.IdleShare, row.Failed, row.Late.Round(time.Millisecond))
 		}
 		sb.WriteString("\n")
 	}
