@@ -57,7 +57,7 @@ func BenchmarkCommitSmall(b *testing.B) {
 // Run with -cpu 1 for the node's GOMAXPROCS under the harness: there an
 // isolated commit costs several times BenchmarkCommitSmall's back-to-back
 // commit, in the runtime's and the kernel's work around its two blocking
-// fdatasync calls (docs/performance.md "Where the node's CPU goes").
+// fdatasync calls (docs/performance.md "Known limits of the machine").
 func BenchmarkCommitPaced(b *testing.B) {
 	const rate, ticks = 500, 200 // 2 s per iteration, 5 events per 10 ms tick
 	payload := bytes.Repeat([]byte("u"), 400)
