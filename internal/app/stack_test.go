@@ -640,7 +640,9 @@ outbox_path = %q
 		// scheduling waits that are the machine's, not the node's load,
 		// must not shed their requests. Shedding has its own tests
 		// (internal/upstream, internal/gateway).
-		limits += "\nshed_wait = \"0s\"\n"
+		// First, so that it stays in [limits] whatever subtables
+		// (limits.redis) the test's own lines open.
+		limits = "shed_wait = \"0s\"\n" + limits
 	}
 	toml = strings.Replace(toml, "#LIMITS#", limits, 1)
 	toml = strings.Replace(toml, "#CONTROL-PLANE#", o.controlPlane, 1)

@@ -74,12 +74,12 @@ type Options struct {
 	IdleConns int
 	// DialsPerProxy bounds the tunnels being opened through one proxy at
 	// once, each from the proxy dial to the provider's TLS session. A
-	// dial beyond it waits its turn within ConnectTimeout, and gives up
-	// when the request it is for got a connection meanwhile (see Want):
-	// a burst then takes the connections its first requests give back
-	// instead of opening a tunnel per request, which under overload
-	// costs the node and the proxy the CPU the requests need
-	// (docs/egress.md "Connection reuse"). Zero means DefaultDialsPerProxy.
+	// dial beyond it waits its turn within ConnectTimeout: a burst opens
+	// tunnels at that pace while the connections its first requests give
+	// back serve the requests that wait, instead of opening a tunnel per
+	// request at once, which under overload costs the node and the proxy
+	// the CPU the requests need (docs/egress.md "Connection reuse"). Zero
+	// means DefaultDialsPerProxy.
 	DialsPerProxy int
 }
 
@@ -116,10 +116,6 @@ type Dialer struct {
 	sessions    tls.ClientSessionCache
 	onFailure   func(*NotSentError) // nil = none
 	idleConns   int
-
-	// turnHook, set by tests only, is told when a dial starts waiting for
-	// its turn (waiting) and how the wait ended (not waiting, err).
-	turnHook func(waiting bool, err error)
 
 	// preferred is the index of the proxy that last opened a tunnel; dials
 	// start there so a dead first proxy does not cost every dial a timeout.
@@ -292,10 +288,7 @@ func (d *Dialer) dialVia(ctx context.Context, p *egressProxy, target, host strin
 
 	if err := d.takeTurn(ctx, p); err != nil {
 		// The node's own bound, not the proxy's fault (NodeFault).
-		if !errors.Is(err, ErrNotNeeded) {
-			err = fmt.Errorf("%w: %w", ErrDialsBusy, err)
-		}
-		return nil, &NotSentError{Proxy: p.name, Stage: StageNode, Err: err}
+		return nil, &NotSentError{Proxy: p.name, Stage: StageNode, Err: fmt.Errorf("%w: %w", ErrDialsBusy, err)}
 	}
 	defer p.leaveTurn()
 

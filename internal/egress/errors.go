@@ -67,9 +67,7 @@ const (
 	// StageNode: the node is out of file descriptors: its open-file
 	// limit (EMFILE) or the system's (ENFILE) was reached when it opened
 	// the socket to the proxy; or the dial waited out the connect
-	// timeout behind Options.DialsPerProxy (ErrDialsBusy), or gave up
-	// there because its request got a connection another way
-	// (ErrNotNeeded).
+	// timeout behind Options.DialsPerProxy (ErrDialsBusy).
 	StageNode Stage = iota + 9
 )
 

@@ -3,11 +3,7 @@ package egress
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httptrace"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,103 +93,6 @@ func TestDialsPerProxyBound(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestWaitingDialTakesReturnedConnection: a request that finds no idle
-// connection while every dial slot is busy takes the connection a
-// finished request gives back, and the dial made for it gives up without
-// opening a tunnel (ErrNotNeeded). Without the Want, that dial would
-// open one more tunnel once a slot frees.
-func TestWaitingDialTakesReturnedConnection(t *testing.T) {
-	for _, kind := range []string{"connect", "socks5"} {
-		t.Run(kind, func(t *testing.T) {
-			inA, releaseA := make(chan struct{}), make(chan struct{})
-			var requests atomic.Int64
-			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if requests.Add(1) == 1 {
-					close(inA)
-					<-releaseA
-				}
-				io.WriteString(w, "ok")
-			}))
-			t.Cleanup(provider.Close)
-			h, u := startHeld(t, kind)
-			d := newDialer(t, Options{Proxies: []Proxy{{Name: kind, URL: mustURL(t, u)}}, DialsPerProxy: 1})
-			waiting := make(chan struct{}, 1)
-			waited := make(chan error, 1)
-			d.turnHook = func(w bool, err error) {
-				if w {
-					waiting <- struct{}{}
-				} else {
-					waited <- err
-				}
-			}
-			tr := d.Transport()
-			t.Cleanup(tr.CloseIdleConnections)
-
-			// A holds its connection at the provider.
-			resA := make(chan error, 1)
-			go func() { resA <- fetch(t, tr, provider.URL) }()
-			<-inA
-			// Another dial holds the only slot at the proxy.
-			h.hold.Store(true)
-			holder := make(chan error, 1)
-			go func() {
-				c, err := d.DialContext(t.Context(), "tcp", provider.Listener.Addr().String())
-				if err == nil {
-					c.Close()
-				}
-				holder <- err
-			}()
-			<-h.entered
-			// B finds no idle connection and its dial waits its turn.
-			resB := make(chan error, 1)
-			go func() { resB <- fetch(t, tr, provider.URL) }()
-			<-waiting
-			// A ends; its connection goes to B, and B's dial gives up.
-			close(releaseA)
-			if err := <-resA; err != nil {
-				t.Fatal(err)
-			}
-			if err := <-resB; err != nil {
-				t.Fatal(err)
-			}
-			// The holder's slot frees: a dial still waiting would take it.
-			h.hold.Store(false)
-			h.release <- struct{}{}
-			if err := <-holder; err != nil {
-				t.Fatal(err)
-			}
-			if err := <-waited; !errors.Is(err, ErrNotNeeded) {
-				t.Errorf("B's dial ended its wait with %v, want ErrNotNeeded", err)
-			}
-			tr.CloseIdleConnections()
-			if got := h.dials.Load(); got != 2 {
-				t.Errorf("the proxy was asked for %d tunnels, want 2 (A's and the holder's)", got)
-			}
-		})
-	}
-}
-
-// fetch gets "/" from the target through tr, as the request path does:
-// with a Want settled when the connection is there and when the round
-// trip returns.
-func fetch(t *testing.T, tr *http.Transport, u string) error {
-	var w Want
-	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { w.Settle() }})
-	ctx = WithWant(ctx, &w)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := tr.RoundTrip(req)
-	w.Settle()
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, err = io.ReadAll(resp.Body)
-	return err
 }
 
 // TestDialWaitsOutConnectTimeout: a dial that gets no turn within the

@@ -125,7 +125,6 @@ type attempt struct {
 	timer   exchangeTimer           // first byte, then non_stream_total
 	counter countingReader          // counts respBytes
 	gotConn atomic.Bool             // the transport had a connection for the request
-	want    egress.Want             // settled with gotConn or when the round trip returns: a dial still waiting its turn gives up
 	trace   httptrace.ClientTrace   // sets gotConn
 	resp    *http.Response          // the provider's answer, once its headers are in
 	answer  io.Reader               // resp.Body, counted and decoded
@@ -552,7 +551,6 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 	defer a.cancel(nil)
 	a.trace.GotConn = a.gotConnHook
 	ctx = httptrace.WithClientTrace(ctx, &a.trace)
-	ctx = egress.WithWant(ctx, &a.want)
 	a.timer.start(c.h.o.FirstByte, c.h.o.NonStreamTotal, !c.req.Stream, a.cancel)
 	defer a.timer.stop()
 
@@ -604,7 +602,6 @@ func (c *call) attempt(ctx context.Context, n int, l balance.Lease) *attempt {
 		}
 	}
 	resp, err := c.h.o.Transport.RoundTrip(req)
-	a.want.Settle()
 	if err != nil {
 		c.sendFailed(ctx, a, err)
 		return a
@@ -817,10 +814,7 @@ func (b *piecesBody) WriteTo(w io.Writer) (int64, error) {
 
 func (*piecesBody) Close() error { return nil }
 
-func (a *attempt) gotConnHook(httptrace.GotConnInfo) {
-	a.gotConn.Store(true)
-	a.want.Settle()
-}
+func (a *attempt) gotConnHook(httptrace.GotConnInfo) { a.gotConn.Store(true) }
 
 // countingReader counts the provider bytes read (ResponseBytes).
 type countingReader struct {
