@@ -65,8 +65,9 @@ func (b ConnBounds) off() bool {
 // which one host usually has whole.
 type ConnLimit struct {
 	net.Listener
-	b     ConnBounds
-	burst float64 // the rate bucket's capacity
+	b          ConnBounds
+	burst      float64 // the rate bucket's capacity
+	resetBurst float64 // the reset bucket's capacity
 
 	mu        sync.Mutex
 	clients   map[netip.Addr]*client // an address with nothing open and a full bucket is dropped
@@ -98,7 +99,7 @@ func LimitConns(ln net.Listener, b ConnBounds) net.Listener {
 	if b.Now == nil {
 		b.Now = time.Now
 	}
-	return &ConnLimit{Listener: ln, b: b, burst: max(b.Rate, 1), clients: make(map[netip.Addr]*client)}
+	return &ConnLimit{Listener: ln, b: b, burst: max(b.Rate, 1), resetBurst: max(b.Resets, 1), clients: make(map[netip.Addr]*client)}
 }
 
 // Accept returns the next connection whose address is within its
@@ -119,10 +120,9 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 			_ = c.Close()
 			continue
 		}
-		lc := &limitedConn{Conn: c, l: l, addr: a}
+		lc := &limitedConn{Conn: c, l: l, addr: a, prepaid: prepaid}
 		lc.unauth.Store(true)
 		lc.fresh.Store(l.b.Resets > 0)
-		lc.prepaid.Store(prepaid)
 		return lc, nil
 	}
 }
@@ -141,7 +141,7 @@ func (l *ConnLimit) admit(a netip.Addr) (ok, prepaid bool) {
 	l.sweepLocked(now)
 	cl := l.clients[a]
 	if cl == nil {
-		cl = &client{tokens: l.burst, at: now, resets: max(l.b.Resets, 1), resetsAt: now}
+		cl = &client{tokens: l.burst, at: now, resets: l.resetBurst, resetsAt: now}
 		l.clients[a] = cl
 	}
 	if now.Before(cl.until) {
@@ -170,7 +170,7 @@ func (l *ConnLimit) admit(a netip.Addr) (ok, prepaid bool) {
 		}
 		cl.tokens--
 	}
-	if l.b.Resets > 0 && cl.resets < max(l.b.Resets, 1) {
+	if l.b.Resets > 0 && cl.resets < l.resetBurst {
 		cl.resets--
 		prepaid = true
 	}
@@ -182,7 +182,7 @@ func (l *ConnLimit) admit(a netip.Addr) (ok, prepaid bool) {
 // refillResetsLocked brings cl's reset bucket up to now.
 func (l *ConnLimit) refillResetsLocked(cl *client, now time.Time) {
 	if d := now.Sub(cl.resetsAt); d > 0 {
-		cl.resets = min(max(l.b.Resets, 1), cl.resets+d.Seconds()*l.b.Resets)
+		cl.resets = min(l.resetBurst, cl.resets+d.Seconds()*l.b.Resets)
 	}
 	cl.resetsAt = now
 }
@@ -194,7 +194,7 @@ func (l *ConnLimit) refund(a netip.Addr) {
 	defer l.mu.Unlock()
 	if cl := l.clients[a]; cl != nil {
 		l.refillResetsLocked(cl, now)
-		cl.resets = min(max(l.b.Resets, 1), cl.resets+1)
+		cl.resets = min(l.resetBurst, cl.resets+1)
 	}
 }
 
@@ -311,8 +311,8 @@ type limitedConn struct {
 	fresh atomic.Bool
 	// prepaid: the connection took its address's reset at accept
 	// (admit), given back when a request on it reaches the handler and
-	// kept when it is given up before that.
-	prepaid atomic.Bool
+	// kept when it is given up before that. Set before Accept returns it.
+	prepaid bool
 }
 
 // Read counts a reset when the client closes or resets the connection
@@ -324,7 +324,7 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	if err != nil && (c.serving.Load() || c.fresh.Load()) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 		// Swap: the first failed read counts, once, and only if the
 		// state it counts was still on.
-		if c.serving.Swap(false) || c.fresh.Swap(false) && !c.prepaid.Load() {
+		if c.serving.Swap(false) || c.fresh.Swap(false) && !c.prepaid {
 			c.reset()
 		}
 	}
@@ -420,7 +420,7 @@ func LimitResets(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if lc.fresh.Swap(false) && lc.prepaid.Load() {
+		if lc.fresh.Swap(false) && lc.prepaid {
 			lc.l.refund(lc.addr)
 		}
 		if lc.closed.Load() {
