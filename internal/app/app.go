@@ -390,13 +390,14 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	// limits.max_concurrent_requests, or fewer when the open-file limit
 	// would run out first (docs/operations.md "Open-file limit").
 	limited := gateway.LimitConcurrency(handler, concurrency, o.Logger)
-	limited.ShedWith(n.load) // docs/failures.md "Shedding"
-	gw.UseLimit(limited)     // a WebSocket holds a slot only while an answer runs
+	// While the node sheds: docs/failures.md "Shedding".
+	limited.Shed(cfg.Limits.ShedWait, cfg.Limits.QueueWait)
+	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
 	n.gw = gw
 	sessions.Store(gw)
 	n.metrics.RegisterClient(func() metrics.ClientStats {
 		inflight, limit, refused := limited.Stats()
-		st := metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused}
+		st := metrics.ClientStats{InFlight: inflight, Limit: limit, Refused: refused, Queued: limited.Queued()}
 		if cl := n.conns.Load(); cl != nil {
 			st.ConnsRefused, st.ConnsResetClosed, st.Penalties = cl.Refused(), cl.ResetClosed(), cl.Penalties()
 		}
@@ -791,11 +792,11 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 			n.log.Info("node no longer saturated")
 		}, func(shedding bool, wait time.Duration) {
 			if shedding {
-				n.log.Warn("node shedding: new requests get 503 until its scheduling wait stays below limits.shed_wait for limits.shed_after", "sched_wait", wait)
+				n.log.Warn("node shedding: new requests beyond what its CPU serves in time wait up to limits.queue_wait, then get 503", "sched_wait", wait)
 				return
 			}
-			n.log.Info("node no longer shedding", "sched_wait", wait)
-		})
+			n.log.Info("node no longer shedding", "sched_wait", wait, "queued", n.limited.Queued())
+		}, n.limited.Adapt)
 	}()
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
 	if n.o.Listening != nil {

@@ -91,11 +91,15 @@ type Limits struct {
 	// streams included; beyond it the node answers a fast 503.
 	MaxConcurrentRequests int
 	// ShedWait is the node's scheduling wait (how long its goroutines
-	// queue for a CPU) that, sustained for ShedAfter, makes it answer
-	// every new request a fast 503 until it has stayed below it for
-	// ShedAfter (docs/failures.md "Shedding"). 0 = never shed.
+	// queue for a CPU) that, sustained for ShedAfter, makes it shed until
+	// it has stayed below it for ShedAfter: it serves only as many
+	// requests at once as its CPU serves in time and queues the rest
+	// (docs/failures.md "Shedding"). 0 = never shed.
 	ShedWait  time.Duration
 	ShedAfter time.Duration
+	// QueueWait bounds how long a request waits for a slot while the node
+	// sheds before it gets the node's 503; 0 = refused at once.
+	QueueWait time.Duration
 	// BodyReadTimeout bounds reading one request body; a body trickled
 	// slower gets 408 (docs/api.md "Body limit"). Cleared before the answer streams.
 	BodyReadTimeout time.Duration
@@ -274,6 +278,7 @@ type Authz struct {
 //	limits.max_concurrent_requests 10000
 //	limits.shed_wait           50ms
 //	limits.shed_after          100ms
+//	limits.queue_wait          5s
 //	limits.max_conns_per_client 0 (unbounded)
 //	limits.max_unauthenticated_per_client 256
 //	limits.conn_rate_per_client 0 (unbounded)
@@ -340,7 +345,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256,
-			ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond,
+			ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second,
 			ClientPenalty:   10 * time.Second,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,

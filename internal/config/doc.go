@@ -68,9 +68,12 @@
 //	                                    #   Retry-After: 1, x-should-retry: true. No write timeout, ever:
 //	                                    #   it would cut long streams (docs/architecture.md "Go traps")
 //	shed_wait = "50ms"                  # 0..10s: the node's scheduling wait that, in every 100ms window
-//	                                    #   for shed_after, makes every new request a fast 503 until it
-//	                                    #   has stayed below it as long (docs/failures.md "Shedding"); 0 = never
+//	                                    #   for shed_after, makes it shed until it has stayed below it as
+//	                                    #   long: requests beyond what its CPU serves in time wait for a
+//	                                    #   slot, first come first served (docs/failures.md "Shedding"); 0 = never
 //	shed_after = "100ms"                # 100ms..1m
+//	queue_wait = "5s"                   # 0..1m: the longest such wait, then a fast 503, Retry-After: 1,
+//	                                    #   x-should-retry: true; 0 = the 503 at once
 //	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
 //	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)
 //	max_unauthenticated_per_client = 256 # 0..1000000 of those whose first request has not authenticated

@@ -51,6 +51,7 @@ const (
 	maxShedWait  = 10 * time.Second
 	minShedAfter = 100 * time.Millisecond
 	maxShedAfter = time.Minute
+	maxQueueWait = time.Minute // longer, and clients' own timeouts decide
 	// egress.dials_per_proxy
 	maxDialsPerProxy = 100000
 	// maxSentinels bounds limits.redis.sentinel_addrs.
@@ -215,6 +216,7 @@ func (v *validator) limits(t *table, l *Limits) {
 	durationIn(t, "linger_timeout", 0, maxLinger, &l.LingerTimeout)
 	durationIn(t, "shed_wait", 0, maxShedWait, &l.ShedWait)
 	durationIn(t, "shed_after", minShedAfter, maxShedAfter, &l.ShedAfter)
+	durationIn(t, "queue_wait", 0, maxQueueWait, &l.QueueWait)
 	if n, ok := t.integer("max_conns_per_client", "", 0, maxConnsPerClient); ok {
 		l.MaxConnsPerClient = int(n)
 	}

@@ -81,15 +81,6 @@ type Saturation interface {
 
 var _ Saturation = (*upstream.NodeLoad)(nil)
 
-// Shedder says whether the node refuses new requests at once because it
-// is overloaded (implemented by *upstream.NodeLoad; docs/failures.md
-// "Shedding"). It is asked once per request and must be cheap.
-type Shedder interface {
-	Shedding() bool
-}
-
-var _ Shedder = (*upstream.NodeLoad)(nil)
-
 // Options configures a Handler. All fields are required unless noted.
 type Options struct {
 	Auth      Authenticator

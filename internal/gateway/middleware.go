@@ -206,34 +206,43 @@ func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // whether a retry is safe": x-should-retry: true on local 503s). A counter and no queue: under overload a fast
 // answer that a load balancer or SDK can retry elsewhere beats a wait.
 //
-// It also sheds: while the node's own load says so (ShedWith), every new
-// request gets a 503 as soon as its headers are read (docs/failures.md
-// "Shedding").
+// While the node's own load says it sheds (Adapt), it also bounds the
+// requests served at once below the cap and queues the rest for a slot
+// (admit.go; docs/failures.md "Shedding").
 type ConcurrencyLimit struct {
-	// immutable after ShedWith
-	next     http.Handler
-	max      int64
-	log      *slog.Logger
-	refusal  *apierr.Error // the answer beyond the cap; Retry-After: 1
-	shed     Shedder       // nil: never sheds
-	shedding *apierr.Error // the answer while shedding; Retry-After: 1
+	// immutable after Shed
+	next      http.Handler
+	max       int64
+	log       *slog.Logger
+	refusal   *apierr.Error    // the answer beyond the cap; Retry-After: 1
+	shedding  *apierr.Error    // the answer while shedding; Retry-After: 1
+	shedWait  time.Duration    // a window this long or longer cuts the bound
+	queueWait time.Duration    // the longest wait for a slot while shedding; 0: none
+	now       func() time.Time // time.Now; the queue's order (admit.go)
 
 	inflight atomic.Int64
 	refused  atomic.Uint64 // beyond the cap and shed
+	gated    atomic.Bool   // shedding: new requests go through admit
+	gate     gate
 }
 
 // LimitConcurrency returns next behind a cap of max requests in flight.
 func LimitConcurrency(next http.Handler, max int, log *slog.Logger) *ConcurrencyLimit {
 	return &ConcurrencyLimit{
-		next: next, max: int64(max), log: log,
+		next: next, max: int64(max), log: log, now: time.Now,
 		refusal:  apierr.Unavailable("this node is at its concurrent request limit; retry shortly", time.Second),
 		shedding: apierr.Unavailable("this node is overloaded; retry shortly", time.Second),
 	}
 }
 
-// ShedWith makes l refuse every new request while s says the node sheds.
-// Call it before l serves.
-func (l *ConcurrencyLimit) ShedWith(s Shedder) { l.shed = s }
+// Shed sets how l serves while the node sheds: a window whose scheduling
+// wait is wait or more cuts the requests served at once, and a request
+// waits up to queueWait for a slot before its 503 (limits.shed_wait and
+// limits.queue_wait). Call it before l serves; without it Adapt does
+// nothing.
+func (l *ConcurrencyLimit) Shed(wait, queueWait time.Duration) {
+	l.shedWait, l.queueWait = wait, max(queueWait, 0)
+}
 
 // shedBodyMax is the largest request body a shed request has read and
 // thrown away before its 503, so that its connection stays open: a
@@ -243,22 +252,12 @@ func (l *ConcurrencyLimit) ShedWith(s Shedder) { l.shed = s }
 const shedBodyMax = 64 << 10
 
 func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if l.shed != nil && l.shed.Shedding() {
-		// docs/failures.md "Shedding": refused before any work, so the
-		// requests the node holds finish within their limits.
-		l.refused.Add(1)
-		if r.ContentLength > 0 && r.ContentLength <= shedBodyMax {
-			// Usually in the buffer that held the headers; a slow one is
-			// bounded by the body deadline (GuardBody), and a body not read
-			// to its end closes the connection as any early answer does.
-			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, shedBodyMax))
+	if l.gated.Load() {
+		if !l.admit(r.Context()) {
+			l.shed(w, r)
+			return
 		}
-		rid := newRequestID()
-		w.Header().Set("X-Request-Id", rid)
-		l.shedding.Write(w, catalog.Claiming(r), rid)
-		return
-	}
-	if l.inflight.Add(1) > l.max {
+	} else if l.inflight.Add(1) > l.max {
 		l.inflight.Add(-1)
 		l.refused.Add(1)
 		rid := newRequestID()
@@ -267,8 +266,24 @@ func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.refusal.Write(w, catalog.Claiming(r), rid)
 		return
 	}
-	defer l.inflight.Add(-1)
+	defer l.release()
 	l.next.ServeHTTP(w, r)
+}
+
+// shed answers a request the node did not admit while shedding: refused
+// before any work, so that the requests the node holds finish within
+// their limits (docs/failures.md "Shedding").
+func (l *ConcurrencyLimit) shed(w http.ResponseWriter, r *http.Request) {
+	l.refused.Add(1)
+	if r.ContentLength > 0 && r.ContentLength <= shedBodyMax {
+		// Usually in the buffer that held the headers; a slow one is
+		// bounded by the body deadline (GuardBody), and a body not read
+		// to its end closes the connection as any early answer does.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, shedBodyMax))
+	}
+	rid := newRequestID()
+	w.Header().Set("X-Request-Id", rid)
+	l.shedding.Write(w, catalog.Claiming(r), rid)
 }
 
 // acquire takes a slot for an answer on a WebSocket connection, as
@@ -282,15 +297,21 @@ func (l *ConcurrencyLimit) acquire() bool {
 	return true
 }
 
-// release gives a slot back.
-func (l *ConcurrencyLimit) release() { l.inflight.Add(-1) }
+// release gives a slot back, to the first queued request while the node
+// sheds.
+func (l *ConcurrencyLimit) release() {
+	l.inflight.Add(-1)
+	if l.gated.Load() {
+		l.admitQueued()
+	}
+}
 
 // hold takes a slot back whatever the cap, for ServeHTTP to give back
 // when an upgraded request, which released its slot, returns.
 func (l *ConcurrencyLimit) hold() { l.inflight.Add(1) }
 
-// Stats reports the requests being served (a refused one is never
-// counted in them), the cap, and how many were refused so far.
+// Stats reports the requests being served (a refused or queued one is
+// never counted in them), the cap, and how many were refused so far.
 func (l *ConcurrencyLimit) Stats() (inflight int64, limit int, refused uint64) {
 	return min(max(0, l.inflight.Load()), l.max), int(l.max), l.refused.Load()
 }

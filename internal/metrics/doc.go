@@ -116,8 +116,9 @@
 //	scootgate_client_inflight                           gauge    client requests in flight on the API listener
 //	scootgate_client_max_concurrent_requests            gauge    limits.max_concurrent_requests (or the lower limit the
 //	                                                             open-file limit allows), to compare with it
-//	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit, or while
-//	                                                             the node sheds (docs/failures.md "Shedding")
+//	scootgate_client_refused_total                      counter  requests answered 503 at once at that limit, or refused
+//	                                                             while the node sheds (docs/failures.md "Shedding")
+//	scootgate_client_queued                             gauge    requests waiting for a slot while the node sheds
 //	scootgate_client_conns_refused_total                counter  API connections closed at accept: their address
 //	                                                             over a per-address bound, or in its penalty
 //	scootgate_client_conns_reset_closed_total           counter  API connections closed for their address's

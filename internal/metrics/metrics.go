@@ -378,7 +378,8 @@ func (m *Metrics) RegisterLimitsStore(up func() bool, roundTrips func() int64) {
 type ClientStats struct {
 	InFlight int64  // client requests being served now
 	Limit    int    // limits.max_concurrent_requests, or lower (the open-file limit)
-	Refused  uint64 // requests answered 503 at once at the limit
+	Refused  uint64 // requests answered 503 at once at the limit, or refused while shedding
+	Queued   int64  // requests waiting for a slot while the node sheds
 
 	// The API listener's per-address bounds (zero while they are off).
 	ConnsRefused     uint64 // connections closed at accept: over a bound, or in a penalty

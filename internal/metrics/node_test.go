@@ -69,7 +69,9 @@ func TestHealthAndClient(t *testing.T) {
 	m := newMetrics(t)
 	ready, draining := true, false
 	m.RegisterHealth(func() bool { return ready }, func() bool { return draining })
-	m.RegisterClient(func() metrics.ClientStats { return metrics.ClientStats{InFlight: 7, Limit: 1000, Refused: 2} })
+	m.RegisterClient(func() metrics.ClientStats {
+		return metrics.ClientStats{InFlight: 7, Limit: 1000, Refused: 2, Queued: 3}
+	})
 	compare(t, m, `
 # HELP scootgate_client_inflight Client requests in flight on the API listener, streams included.
 # TYPE scootgate_client_inflight gauge
@@ -77,7 +79,10 @@ scootgate_client_inflight 7
 # HELP scootgate_client_max_concurrent_requests limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once.
 # TYPE scootgate_client_max_concurrent_requests gauge
 scootgate_client_max_concurrent_requests 1000
-# HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight or the node was shedding.
+# HELP scootgate_client_queued Client requests waiting for a slot while the node sheds (limits.queue_wait).
+# TYPE scootgate_client_queued gauge
+scootgate_client_queued 3
+# HELP scootgate_client_refused_total Client requests answered 503 at once because limits.max_concurrent_requests were in flight, or refused while the node was shedding.
 # TYPE scootgate_client_refused_total counter
 scootgate_client_refused_total 2
 # HELP scootgate_draining 1 from the start of the drain (SIGTERM) to exit.
@@ -86,7 +91,7 @@ scootgate_draining 0
 # HELP scootgate_ready 1 when /readyz answers 200: snapshots loaded and fresh, not draining.
 # TYPE scootgate_ready gauge
 scootgate_ready 1
-`, "scootgate_ready", "scootgate_draining", "scootgate_client_inflight", "scootgate_client_max_concurrent_requests", "scootgate_client_refused_total")
+`, "scootgate_ready", "scootgate_draining", "scootgate_client_inflight", "scootgate_client_max_concurrent_requests", "scootgate_client_refused_total", "scootgate_client_queued")
 	ready, draining = false, true
 	compare(t, m, `
 # HELP scootgate_draining 1 from the start of the drain (SIGTERM) to exit.

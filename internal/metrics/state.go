@@ -106,6 +106,7 @@ type stateDescs struct {
 	usageEnabled    *prometheus.Desc
 
 	clientInFlight, clientLimit, clientRefused *prometheus.Desc
+	clientQueued                               *prometheus.Desc
 	connsRefused, connsResetClosed, penalties  *prometheus.Desc
 
 	traceSpans *prometheus.Desc
@@ -167,7 +168,8 @@ func newStateDescs() stateDescs {
 
 		clientInFlight: newDesc("scootgate_client_inflight", "Client requests in flight on the API listener, streams included."),
 		clientLimit:    newDesc("scootgate_client_max_concurrent_requests", "limits.max_concurrent_requests, or the lower limit the open-file limit allows: the client requests in flight beyond which the node answers 503 at once."),
-		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight or the node was shedding."),
+		clientRefused:  newDesc("scootgate_client_refused_total", "Client requests answered 503 at once because limits.max_concurrent_requests were in flight, or refused while the node was shedding."),
+		clientQueued:   newDesc("scootgate_client_queued", "Client requests waiting for a slot while the node sheds (limits.queue_wait)."),
 
 		connsRefused:     newDesc("scootgate_client_conns_refused_total", "API connections closed at accept because their client address was over a per-address bound or in its penalty (docs/operations.md \"Connection floods\")."),
 		connsResetClosed: newDesc("scootgate_client_conns_reset_closed_total", "API connections closed because their client address abandoned requests or connections beyond limits.resets_per_client."),
@@ -192,7 +194,7 @@ func (d *stateDescs) all() []*prometheus.Desc {
 		d.mqttConnectFailures, d.mqttOversize, d.mqttInFlight,
 		d.usageEvents, d.logDropped,
 		d.ready, d.draining, d.storeUp, d.storeRoundTrips, d.usageEnabled,
-		d.clientInFlight, d.clientLimit, d.clientRefused,
+		d.clientInFlight, d.clientLimit, d.clientRefused, d.clientQueued,
 		d.connsRefused, d.connsResetClosed, d.penalties,
 		d.traceSpans,
 	}
@@ -256,6 +258,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(c.d.clientInFlight, float64(st.InFlight))
 		e.gauge(c.d.clientLimit, float64(st.Limit))
 		e.counter(c.d.clientRefused, st.Refused)
+		e.gauge(c.d.clientQueued, float64(st.Queued))
 		e.counter(c.d.connsRefused, st.ConnsRefused)
 		e.counter(c.d.connsResetClosed, st.ConnsResetClosed)
 		e.counter(c.d.penalties, st.Penalties)

@@ -40,18 +40,16 @@ import (
 //
 // Saturation only changes whom a timeout is blamed on; the requests still
 // run out their time limits. When ShedWait is set, the same windows also
-// decide whether the node refuses new requests at once (CoDel's rule for a
-// queue, with the run queue as the queue): once every window for
-// ShedAfter has had a wait of ShedWait or more, [NodeLoad.Shedding] is
-// true, and it is false again once every window for ShedAfter has been
-// below ShedWait (the windows are Interval/5 long while it sheds, so that
-// it stops soon after its backlog is gone). A request refused while
-// shedding costs the node a fraction of one served, so the requests it
-// already holds get the CPU to finish within their limits, and the node
-// serves normally again within about ShedAfter of an overload's end
-// instead of serving its backlog, too late, after it (docs/failures.md
-// "Shedding"). The price: while it sheds it refuses more than its CPU
-// would need to (docs/performance.md "Overload and recovery").
+// decide whether the node sheds (CoDel's rule for a queue, with the run
+// queue as the queue): once every window for ShedAfter has had a wait of
+// ShedWait or more, [NodeLoad.Shedding] is true, and it is false again
+// once every window for ShedAfter has been below ShedWait (the windows
+// are Interval/5 long while it sheds). While it sheds, the API listener
+// serves a bounded number of requests at once, the bound following each
+// window's wait, and queues or refuses the rest before any work
+// (gateway.ConcurrencyLimit.Adapt; docs/failures.md "Shedding"), so that
+// the requests it serves get the CPU to finish within their limits
+// instead of all of them running out their limits together.
 //
 // # Caveats
 //
@@ -218,9 +216,11 @@ func (l *NodeLoad) Observe(now time.Time, wait time.Duration) (saturated, change
 // Run reads the scheduler's histogram every Interval until ctx ends and
 // applies each window with Observe and Shed; changed and shed, when not
 // nil, are told of each change of the one and the other (for the log)
-// with the window's wait. The real clock drives it: the scheduler's
-// delays are real time whatever a test's clock says.
-func (l *NodeLoad) Run(ctx context.Context, changed, shed func(on bool, wait time.Duration)) {
+// with the window's wait, and window, when not nil, of every window: the
+// shedding state after it and its wait (the admission bound of
+// gateway.ConcurrencyLimit.Adapt). The real clock drives it: the
+// scheduler's delays are real time whatever a test's clock says.
+func (l *NodeLoad) Run(ctx context.Context, changed, shed, window func(on bool, wait time.Duration)) {
 	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
@@ -240,11 +240,15 @@ func (l *NodeLoad) Run(ctx context.Context, changed, shed func(on bool, wait tim
 			if sat, ch := l.Observe(now, wait); ch && changed != nil {
 				changed(sat, wait)
 			}
-			if on, ch := l.Shed(now, wait); ch {
-				// While shedding, read five times as often: the node
-				// refuses everything new, so its backlog goes within a
-				// few of those windows, and each one it still sheds after
-				// that is CPU left unused while requests are refused.
+			on, ch := l.Shed(now, wait)
+			if window != nil {
+				window(on, wait)
+			}
+			if ch {
+				// While shedding, read five times as often: the node's
+				// admission bound follows each window, and each window it
+				// still sheds after its backlog is gone holds requests
+				// back that its CPU could serve.
 				if on {
 					t.Reset(l.o.Interval / 5)
 				} else {

@@ -156,7 +156,7 @@ func TestNodeLoadRunStops(t *testing.T) {
 	l := NewNodeLoad(NodeLoadOptions{Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { l.Run(ctx, nil, nil) })
+	wg.Go(func() { l.Run(ctx, nil, nil, nil) })
 	cancel()
 	wg.Wait()
 }
