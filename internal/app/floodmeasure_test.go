@@ -186,7 +186,9 @@ func (m *floodRun) child(role, cpus string, nice int, env ...string) (*exec.Cmd,
 		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), append(env, "SCOOTGATE_FLOOD_ROLE="+role, "SCOOTGATE_FLOOD_KIND="+m.kind, "SCOOTGATE_MEASURE_FLOOD_PHASE="+m.phase)...)
+	// The children are killed, so their own t.TempDir is never removed:
+	// under this test's, it is.
+	cmd.Env = append(os.Environ(), append(env, "TMPDIR="+m.t.TempDir(), "SCOOTGATE_FLOOD_ROLE="+role, "SCOOTGATE_FLOOD_KIND="+m.kind, "SCOOTGATE_MEASURE_FLOOD_PHASE="+m.phase)...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
