@@ -58,6 +58,11 @@ type overloadResult struct {
 	// which every later one succeeded; 0 when none failed, -1 when the
 	// last one failed.
 	Recovery time.Duration `json:"recovery_ns"`
+	// SettledP99 is the 99th percentile latency (from the intended send)
+	// of the recovery run's requests sent recoveryGoal or more after the
+	// overload's end, failed ones included: "normal again" by time, where
+	// Recovery says it by failures.
+	SettledP99 time.Duration `json:"settled_p99_ns"`
 }
 
 // overloads overloads each target in turn at overloadFactor × its
@@ -149,8 +154,8 @@ func (b *bench) overloadTry(ctx context.Context, t *target, rep, try int) (overl
 	if res.Discarded != "" {
 		verdict = "discarded: " + res.Discarded
 	}
-	b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods; %d egress tunnels opened): %s",
-		rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, res.Lag,
+	b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v, p99 from %v on %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods; %d egress tunnels opened): %s",
+		rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, recoveryGoal, res.SettledP99.Round(time.Millisecond), res.Lag,
 		100*res.SUTBusy, 100*res.SideBusy, 100*res.GenBusy, res.Throttle.Throttled, res.Throttle.Periods, res.Tunnels, verdict)
 	t.client.CloseIdleConnections()
 	return res, nil
@@ -210,7 +215,21 @@ func (b *bench) overloadAt(ctx context.Context, t *target, overRate, afterRate f
 		Tunnels:  (up1.SOCKSTunnels + up1.ConnectTunnels) - (up0.SOCKSTunnels + up0.ConnectTunnels),
 	}
 	res.Recovery = recoveredAfter(afterRes)
+	res.SettledP99 = settledP99(afterRes)
 	return res, nil
+}
+
+// settledP99 is the 99th percentile latency of r's shots intended
+// recoveryGoal or more after r's start; 0 when there are none.
+func settledP99(r loadgen.Result) time.Duration {
+	var lat []time.Duration
+	for i := range r.Shots {
+		if r.Shots[i].Intended.Sub(r.Start) >= recoveryGoal {
+			lat = append(lat, r.Shots[i].Latency)
+		}
+	}
+	slices.Sort(lat)
+	return quantile(lat, 0.99)
 }
 
 // recoveredAfter is the time from r's start to the intended send of the
@@ -266,8 +285,8 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 			s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
 	}
 	p("")
-	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | generator lag | CPU: system, load side | throttled | egress tunnels opened | counts |")
-	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
+	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | p99 from %v on | generator lag | CPU: system, load side | throttled | egress tunnels opened | counts |", recoveryGoal)
+	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, o := range r.Overload {
 		rec := "not within the run"
 		if o.Recovery >= 0 {
@@ -277,7 +296,7 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 		if o.Discarded != "" {
 			counts = "no: " + o.Discarded
 		}
-		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %.0f%%, %.0f%% | %d of %d periods | %d | %s |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.Lag.Round(time.Millisecond),
+		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %v | %.0f%%, %.0f%% | %d of %d periods | %d | %s |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.SettledP99.Round(time.Millisecond), o.Lag.Round(time.Millisecond),
 			100*o.SUTBusy, 100*o.SideBusy, o.Throttle.Throttled, o.Throttle.Periods, o.Tunnels, counts)
 	}
 	p("")

@@ -37,6 +37,29 @@ func TestRecoveredAfter(t *testing.T) {
 	}
 }
 
+// TestSettledP99: the settled p99 counts only the shots intended a
+// second or more after the recovery run's start, failed ones too.
+func TestSettledP99(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	r := loadgen.Result{Start: t0}
+	add := func(at, lat time.Duration, err error) {
+		r.Shots = append(r.Shots, loadgen.Shot{Intended: t0.Add(at), Latency: lat, Err: err})
+	}
+	add(0, 9*time.Second, nil) // before the goal: not counted
+	add(999*time.Millisecond, 8*time.Second, nil)
+	for i := range 98 {
+		add(time.Second+time.Duration(i)*time.Millisecond, time.Millisecond, nil)
+	}
+	add(2*time.Second, 3*time.Second, errors.New("504"))
+	add(2*time.Second, 4*time.Second, nil)
+	if got := settledP99(r); got != 3*time.Second {
+		t.Errorf("settled p99 = %v, want 3s (99th of 100 counted)", got)
+	}
+	if got := settledP99(loadgen.Result{Start: t0}); got != 0 {
+		t.Errorf("no shots: %v, want 0", got)
+	}
+}
+
 func TestDiscardReason(t *testing.T) {
 	tests := []struct {
 		name string
