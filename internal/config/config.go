@@ -278,7 +278,7 @@ type Authz struct {
 //	limits.max_concurrent_requests 10000
 //	limits.shed_wait           50ms
 //	limits.shed_after          100ms
-//	limits.queue_wait          5s
+//	limits.queue_wait          10s
 //	limits.max_conns_per_client 0 (unbounded)
 //	limits.max_unauthenticated_per_client 256
 //	limits.conn_rate_per_client 0 (unbounded)
@@ -345,7 +345,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			SocketLifetime: time.Hour,
 			MaxHeaderBytes: 64 << 10, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256,
-			ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second,
+			ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 10 * time.Second,
 			ClientPenalty:   10 * time.Second,
 			BodyReadTimeout: 2 * time.Minute,
 			LingerTimeout:   5 * time.Second,

@@ -151,7 +151,7 @@ func TestDefaults(t *testing.T) {
 		Listen: Listen{API: "127.0.0.1:8080", Health: "127.0.0.1:8081"},
 		Limits: Limits{
 			BodyBytes: 33554432, MaxAttempts: 2,
-			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, LingerTimeout: 5 * time.Second, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second, LocalShare: 1,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour, MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, LingerTimeout: 5 * time.Second, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 10 * time.Second, LocalShare: 1,
 			Store: StoreLocal, Redis: LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
 		},
 		Egress: Egress{DialsPerProxy: 64},

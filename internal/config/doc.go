@@ -72,7 +72,7 @@
 //	                                    #   long: requests beyond what its CPU serves in time wait for a
 //	                                    #   slot, first come first served (docs/failures.md "Shedding"); 0 = never
 //	shed_after = "100ms"                # 100ms..1m
-//	queue_wait = "5s"                   # 0..1m: the longest such wait, then a fast 503, Retry-After: 1,
+//	queue_wait = "10s"                  # 0..1m: the longest such wait, then a fast 503, Retry-After: 1,
 //	                                    #   x-should-retry: true; 0 = the 503 at once
 //	max_conns_per_client = 0            # 0..1000000 connections open at once per client address (IPv6: /64);
 //	                                    #   over it closed at accept; 0 = unbounded (docs/operations.md)

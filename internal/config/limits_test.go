@@ -23,7 +23,7 @@ func TestRulesServerLimits(t *testing.T) {
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SocketLifetime: time.Hour,
 				MaxHeaderBytes: 65536, MaxConcurrentRequests: 10000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute,
 				LingerTimeout: 5 * time.Second,
-				ShedWait:      50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second,
+				ShedWait:      50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 10 * time.Second,
 				LocalShare: 1,
 				Store:      StoreLocal,
 				Redis:      LimitsRedis{OnStoreFailure: OnStoreFailureLocal},
@@ -36,7 +36,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, SocketLifetime: time.Minute,
-				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second,
+				MaxHeaderBytes: 4096, MaxConcurrentRequests: 1, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 10 * time.Second,
 				LingerTimeout: 0,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -50,7 +50,7 @@ func TestRulesServerLimits(t *testing.T) {
 			wantView: Limits{
 				BodyBytes: 32 << 20, MaxAttempts: 2,
 				ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour, SocketLifetime: 24 * time.Hour,
-				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 5 * time.Second,
+				MaxHeaderBytes: 1 << 20, MaxConcurrentRequests: 1000000, MaxUnauthenticatedPerClient: 256, ClientPenalty: 10 * time.Second, BodyReadTimeout: 2 * time.Minute, ShedWait: 50 * time.Millisecond, ShedAfter: 100 * time.Millisecond, QueueWait: 10 * time.Second,
 				LingerTimeout: time.Minute,
 				LocalShare:    1,
 				Store:         StoreLocal,
@@ -168,7 +168,7 @@ func TestRulesServerLimits(t *testing.T) {
 		{
 			name:     "queue_wait default",
 			view:     func(c *Config) any { return c.Limits.QueueWait },
-			wantView: 5 * time.Second,
+			wantView: 10 * time.Second,
 		},
 		{
 			name:     "queue_wait",
