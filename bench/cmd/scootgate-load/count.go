@@ -49,6 +49,7 @@ type countOptions struct {
 	systems []string // target keys: baseline, node-usage-off, node
 	path    string   // apiPaths key
 	repeats int      // windows of each kind per scenario
+	kinds   []string // load kinds: "json", "stream"
 
 	instructions bool
 	vgRate       float64 // non-stream requests/s under valgrind
@@ -77,12 +78,17 @@ type countOptions struct {
 // countSystems are the systems the count compares, in report order.
 var countSystems = []string{keyBaseline, keyUsageOff, keyNode}
 
+// countKinds are the kinds of load a count runs: non-stream requests and
+// streams.
+var countKinds = []string{"json", "stream"}
+
 func parseCountFlags(args []string) (countOptions, error) {
 	var o countOptions
 	fs := flag.NewFlagSet("scootgate-load count", flag.ContinueOnError)
 	fs.StringVar(&o.out, "out", "bench-results", "directory for count-<time>.md and .json and the callgrind dumps")
 	egress := fs.String("egress", "connect,socks5", "egress proxies, comma separated: connect, socks5")
 	systems := fs.String("systems", strings.Join(countSystems, ","), "systems, comma separated: "+strings.Join(countSystems, ", "))
+	kinds := fs.String("kinds", strings.Join(countKinds, ","), "kinds of load, comma separated: "+strings.Join(countKinds, ", "))
 	fs.StringVar(&o.path, "path", pathOpenAI, "client endpoint: "+strings.Join(pathOrder, ", "))
 	fs.IntVar(&o.repeats, "repeats", 3, "load windows (each with its idle window) per scenario and system")
 	fs.BoolVar(&o.instructions, "instructions", true, "count user-space instructions under valgrind's callgrind")
@@ -113,6 +119,9 @@ func parseCountFlags(args []string) (countOptions, error) {
 		return o, err
 	}
 	if o.systems, err = parseList("-systems", *systems, countSystems); err != nil {
+		return o, err
+	}
+	if o.kinds, err = parseList("-kinds", *kinds, countKinds); err != nil {
 		return o, err
 	}
 	if _, ok := apiPaths[o.path]; !ok {
@@ -149,6 +158,17 @@ func parseList(flagName, s string, known []string) ([]string, error) {
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// ofKinds returns the scenarios of scs whose kind -kinds asks for.
+func (o countOptions) ofKinds(scs []countScenario) []countScenario {
+	return slices.DeleteFunc(scs, func(sc countScenario) bool {
+		kind := "json"
+		if sc.stream {
+			kind = "stream"
+		}
+		return !slices.Contains(o.kinds, kind)
+	})
 }
 
 // countScenario is one kind of load in a count.
@@ -307,6 +327,7 @@ func countAll(ctx context.Context, o countOptions, pin pinning, dumps string, re
 			for _, r := range o.streamRates {
 				native = append(native, countScenario{name: fmt.Sprintf("stream @ %g/s", r), stream: true, rate: r, n: int(r * o.duration.Seconds())})
 			}
+			native = o.ofKinds(native)
 			for _, key := range systems {
 				rows, err := b.countKernel(ctx, o, eg, key, p, native)
 				rep.Kernel = append(rep.Kernel, rows...)
@@ -317,10 +338,10 @@ func countAll(ctx context.Context, o countOptions, pin pinning, dumps string, re
 			}
 		}
 		if o.instructions {
-			slow := []countScenario{
+			slow := o.ofKinds([]countScenario{
 				{name: fmt.Sprintf("JSON @ %g/s", o.vgRate), rate: o.vgRate, n: o.vgRequests},
 				{name: fmt.Sprintf("stream @ %g/s", o.vgStreamRate), stream: true, rate: o.vgStreamRate, n: o.vgStreams},
-			}
+			})
 			for _, key := range systems {
 				rows, err := b.countInstructions(ctx, o, eg, key, p, slow, dumps)
 				rep.Instructions = append(rep.Instructions, rows...)

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,9 +93,35 @@ func TestParseCountFlags(t *testing.T) {
 		{[]string{"-instructions=false", "-kernel=false"}, "nothing to count"},
 		{[]string{"-vg-requests", "0"}, "-vg-requests"},
 		{[]string{"-vg-idle", "0"}, "-vg-rate"},
+		{[]string{"-kinds", "websocket"}, "-kinds"},
 	} {
 		if _, err := parseCountFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseCountFlags(%q) = %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestOfKinds: -kinds keeps the scenarios of the kinds it names, in order.
+func TestOfKinds(t *testing.T) {
+	scs := []countScenario{{name: "JSON @ 40/s"}, {name: "stream @ 10/s", stream: true}, {name: "JSON @ 500/s"}}
+	for _, tc := range []struct {
+		kinds string
+		want  []string
+	}{
+		{"json,stream", []string{"JSON @ 40/s", "stream @ 10/s", "JSON @ 500/s"}},
+		{"stream", []string{"stream @ 10/s"}},
+		{"json", []string{"JSON @ 40/s", "JSON @ 500/s"}},
+	} {
+		o, err := parseCountFlags([]string{"-kinds", tc.kinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, sc := range o.ofKinds(slices.Clone(scs)) {
+			got = append(got, sc.name)
+		}
+		if diff := cmp.Diff(got, tc.want); diff != "" {
+			t.Errorf("-kinds %s (-got +want):\n%s", tc.kinds, diff)
 		}
 	}
 }
