@@ -713,13 +713,19 @@ func (c *call) readAhead(a *attempt) *readAhead {
 // the response headers it holds first_byte (or non_stream_total if that is
 // nearer); for a non-stream answer it is then re-armed for what is left of
 // non_stream_total, and the body may take that long. A stream's first
-// event stops it (relayStream).
+// event makes it the stream's stream_idle timer (streamIdle).
 type exchangeTimer struct {
 	t         *time.Timer
 	sent      time.Time // real time, as the timer's
 	total     time.Duration
 	wholeLeft atomic.Bool // set only while the timer is stopped: it now bounds the whole answer
 	idle      atomic.Bool // set only while the timer is stopped: it now bounds a stream's silence (streamIdle)
+	stopped   atomic.Bool // stop ran: the timer no longer re-arms itself
+
+	// A stream's silence (streamIdle, quiet): idleFor is written before
+	// idle is set, and read only after it is.
+	idleFor   time.Duration
+	lastEvent atomic.Int64 // when the provider last sent, in nanoseconds after sent (monotonic)
 }
 
 func (x *exchangeTimer) start(firstByte, total time.Duration, whole bool, cancel context.CancelCauseFunc) {
@@ -728,16 +734,24 @@ func (x *exchangeTimer) start(firstByte, total time.Duration, whole bool, cancel
 		limit, cause = total, errTotalTimeout
 	}
 	x.sent, x.total = time.Now(), total
-	x.t = time.AfterFunc(limit, func() {
-		switch {
-		case x.idle.Load():
-			cancel(errIdleTimeout)
-		case x.wholeLeft.Load():
-			cancel(errTotalTimeout)
-		default:
-			cancel(cause)
+	x.t = time.AfterFunc(limit, func() { x.fire(time.Now(), cancel, cause) })
+}
+
+// fire is the timer's work when it fires at now: it ends the exchange
+// with the cause of the limit it holds, unless it holds a stream's
+// silence and the provider sent something meanwhile (stillActive).
+func (x *exchangeTimer) fire(now time.Time, cancel context.CancelCauseFunc, cause error) {
+	switch {
+	case x.idle.Load():
+		if x.stillActive(now) {
+			return
 		}
-	})
+		cancel(errIdleTimeout)
+	case x.wholeLeft.Load():
+		cancel(errTotalTimeout)
+	default:
+		cancel(cause)
+	}
 }
 
 // headersIn re-arms the timer for what is left of non_stream_total. A Stop
@@ -752,7 +766,10 @@ func (x *exchangeTimer) headersIn() {
 // left is what remains of non_stream_total.
 func (x *exchangeTimer) left() time.Duration { return x.total - time.Since(x.sent) }
 
-func (x *exchangeTimer) stop() { x.t.Stop() }
+func (x *exchangeTimer) stop() {
+	x.stopped.Store(true)
+	x.t.Stop()
+}
 
 // upstreamRequest is what http.NewRequestWithContext(ctx, method,
 // u.String(), bytes.NewReader(body)) returns with header as its Header and

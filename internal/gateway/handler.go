@@ -159,6 +159,7 @@ type Options struct {
 // Handler is the public API handler.
 type Handler struct {
 	o        Options
+	realNow  bool // o.Now is time.Now: a real-time reading the relay takes anyway serves as a reading of it
 	started  time.Time
 	limit    *ConcurrencyLimit // set by UseLimit; nil: sockets count nowhere
 	sockets  sockets
@@ -245,7 +246,8 @@ func (e *endpoints) lookupDoor(escapedPath string) (ep endpoint, model string, s
 
 // New returns a Handler.
 func New(o Options) *Handler {
-	if o.Now == nil {
+	realNow := o.Now == nil
+	if realNow {
 		o.Now = time.Now
 	}
 	if o.Draining == nil {
@@ -260,7 +262,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{o: o, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst), abandons: newAbandons(), endpoints: newEndpoints()}
+	return &Handler{o: o, realNow: realNow, started: o.Now(), cancelLogs: usage.NewKeyBudget(usage.CancelRate, usage.CancelBurst), abandons: newAbandons(), endpoints: newEndpoints()}
 }
 
 // statusWriter remembers the status sent, for the request metric.

@@ -196,7 +196,7 @@ func (c *call) relayWhole(ctx context.Context, a *attempt) {
 // never reads as complete.
 func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 	h, resp, w := c.h, a.resp, c.w
-	a.timer.streamIdle(h.o.StreamIdle) // the headers are in: stream_idle from here
+	a.timer.streamIdle(h.o.StreamIdle, time.Now()) // the headers are in: stream_idle from here
 	copyResponseHeaders(w.Header(), resp.Header, c.api)
 	c.limitHeaders(w.Header())
 	w.WriteHeader(resp.StatusCode)
@@ -222,7 +222,7 @@ func (c *call) relayJSONStream(ctx context.Context, a *attempt) {
 		if k == 0 {
 			continue
 		}
-		a.timer.quiet(h.o.StreamIdle)
+		a.timer.quiet(time.Now())
 		if n += int64(k); n > maxProviderBody {
 			err = errAnswerTooLarge
 			break
@@ -419,7 +419,11 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		c.endStream(ctx, a, out, err, 0, stageFirstEvent)
 		return
 	}
-	a.timer.streamIdle(h.o.StreamIdle) // the first event is in: stream_idle from here
+	// One real-time reading per event, as it arrives, serves the event's
+	// stream_idle, its write deadline, the keepalive's silence and the
+	// stream's bounds.
+	now := time.Now()
+	a.timer.streamIdle(h.o.StreamIdle, now) // the first event is in: stream_idle from here
 	out.commit(ss.Keepalive)
 	a.status, a.committed = http.StatusOK, true
 	bounds := c.newStreamBounds(a)
@@ -438,10 +442,10 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		var werr error
 		switch hide := tracker.Observe(&ev); {
 		case !hide:
-			werr = out.send(ev.Raw, !more)
+			werr = out.send(ev.Raw, !more, now)
 			relayed++
 		case !more:
-			werr = out.flush()
+			werr = out.flush(now)
 		}
 		if werr != nil {
 			a.stage, a.err = out.writeFailed(c), werr
@@ -461,31 +465,61 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 			}
 			break
 		}
-		if err = bounds.check(&ev); err != nil {
+		now = time.Now()
+		if err = bounds.check(&ev, now); err != nil {
 			a.cancel(err) // the provider side ends now; endStream reads the cause
 			break
 		}
 		if !more {
-			a.timer.quiet(h.o.StreamIdle) // a buffered event took no wait
+			a.timer.quiet(now) // a buffered event took no wait
 		}
 	}
 	c.endStream(ctx, a, out, err, relayed, stageStream)
 }
 
-// streamIdle makes the attempt's timer the stream's stream_idle timer,
-// armed for d: one timer per attempt, never a second one per stream. A
-// Stop that lost the race leaves the first-byte cancel to fire. The
-// attempt stops it when it ends.
-func (x *exchangeTimer) streamIdle(d time.Duration) {
+// streamIdle makes the attempt's timer the stream's stream_idle timer:
+// the provider must send something within d of now, its first event's
+// arrival, and then within d of each quiet. One timer per attempt, never a
+// second one per stream. A Stop that lost the race leaves the first-byte
+// cancel to fire. The attempt stops it when it ends.
+func (x *exchangeTimer) streamIdle(d time.Duration, now time.Time) {
 	if x.t.Stop() {
+		x.idleFor = d
+		x.lastEvent.Store(int64(now.Sub(x.sent)))
 		x.idle.Store(true)
 		x.t.Reset(d)
 	}
 }
 
-// quiet re-arms the stream_idle timer for d after the provider sent
-// something.
-func (x *exchangeTimer) quiet(d time.Duration) { x.t.Reset(d) }
+// quiet notes that the provider sent something at now (real time): the
+// stream_idle limit counts from there. The timer is not touched: a Reset
+// per event costs the runtime's timer heap more than the rest of the
+// relay's timing; the timer fires at the deadline it was armed for, and
+// stillActive re-arms it for what is left when something came meanwhile.
+func (x *exchangeTimer) quiet(now time.Time) { x.lastEvent.Store(int64(now.Sub(x.sent))) }
+
+// stillActive, as the stream_idle timer fires at now, reports whether the
+// provider sent something within stream_idle before now, and if so
+// re-arms the timer for the rest of the limit from that moment: the
+// timer then fires when the limit from the provider's last event has
+// passed, as one re-armed at each event would.
+func (x *exchangeTimer) stillActive(now time.Time) bool {
+	rest := x.idleLeft(now)
+	if rest <= 0 {
+		return false
+	}
+	x.t.Reset(rest)
+	if x.stopped.Load() {
+		x.t.Stop() // the attempt ended meanwhile: its stop may have come before this Reset
+	}
+	return true
+}
+
+// idleLeft is what is left at now of the stream_idle limit since the
+// provider last sent; 0 or less when it has passed.
+func (x *exchangeTimer) idleLeft(now time.Time) time.Duration {
+	return x.idleFor - (now.Sub(x.sent) - time.Duration(x.lastEvent.Load()))
+}
 
 // streamBounds holds a committed stream to timeouts.stream_total and
 // timeouts.stream_progress (docs/api.md "Timeouts"). Both are checked
@@ -493,7 +527,7 @@ func (x *exchangeTimer) quiet(d time.Duration) { x.t.Reset(d) }
 // nothing at all is stream_idle's, so neither needs a timer of its own,
 // and each fires at most one stream_idle late.
 type streamBounds struct {
-	now        func() time.Time
+	now        func() time.Time         // the handler's clock when one was given (Options.Now); nil: the relay's reading
 	ping       func(ev *sse.Event) bool // the protocol's own keepalive event, if any
 	end        time.Time                // the stream must be complete by then; zero = no bound
 	progress   time.Duration            // 0 = no bound
@@ -503,7 +537,10 @@ type streamBounds struct {
 // newStreamBounds starts the bounds of a's stream at its first event.
 func (c *call) newStreamBounds(a *attempt) streamBounds {
 	o := &c.h.o
-	b := streamBounds{now: o.Now, ping: c.spec.Stream.Ping, progress: o.StreamProgress}
+	b := streamBounds{ping: c.spec.Stream.Ping, progress: o.StreamProgress}
+	if !c.h.realNow {
+		b.now = o.Now
+	}
 	if o.StreamTotal <= 0 && o.StreamProgress <= 0 {
 		return b
 	}
@@ -515,15 +552,17 @@ func (c *call) newStreamBounds(a *attempt) streamBounds {
 	return b
 }
 
-// check reports errStreamTotal or errNoProgress when ev, just read, came
-// past a bound. A block of only comments, an event without data and the
-// protocol's ping are keepalives: they keep the connection alive, but
-// they are no progress.
-func (b *streamBounds) check(ev *sse.Event) error {
+// check reports errStreamTotal or errNoProgress when ev, just read at now
+// (real time), came past a bound. A block of only comments, an event
+// without data and the protocol's ping are keepalives: they keep the
+// connection alive, but they are no progress.
+func (b *streamBounds) check(ev *sse.Event, now time.Time) error {
 	if b.end.IsZero() && b.progress <= 0 {
 		return nil
 	}
-	now := b.now()
+	if b.now != nil {
+		now = b.now()
+	}
 	if !b.end.IsZero() && now.After(b.end) {
 		return errStreamTotal
 	}
@@ -600,8 +639,9 @@ type streamWriter struct {
 	closed    bool        // guarded by mu: the handler has returned or is returning
 	ka        *time.Timer // nil when keepalive is off
 	every     time.Duration
-	ping      []byte // guarded by mu: what a keepalive writes
-	dirty     bool   // guarded by mu: written since the last flush
+	ping      []byte    // guarded by mu: what a keepalive writes
+	dirty     bool      // guarded by mu: written since the last flush
+	flushed   time.Time // guarded by mu: the last flush (real time); a keepalive is due every after it
 }
 
 // noCache is every stream's Cache-Control value; header maps share it
@@ -656,23 +696,24 @@ func (s *streamWriter) settle() bool {
 }
 
 // event writes b and flushes, with whatever write left unflushed.
-func (s *streamWriter) event(b []byte) error { return s.send(b, true) }
+func (s *streamWriter) event(b []byte) error { return s.send(b, true, time.Now()) }
 
 // send writes b and, if flush, flushes it with whatever was written
 // before: the relay's one step per event, under one lock. Unflushed, b
 // waits for the caller's next flush, when no further event is at hand
 // (the ResponseWriter's buffer may still send part of it when it fills).
-func (s *streamWriter) send(b []byte, flush bool) error {
+// now is a real-time reading taken just before (the event's arrival).
+func (s *streamWriter) send(b []byte, flush bool, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.guard.arm()
+	s.guard.arm(now)
 	s.commitLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	s.dirty = true
 	if flush {
-		return s.flushLocked()
+		return s.flushLocked(now)
 	}
 	return nil
 }
@@ -684,45 +725,62 @@ func (s *streamWriter) writeFailed(c *call) stage {
 	return c.writeFailed(s.guard, stageClientCancelled)
 }
 
-// flush sends what write left in the ResponseWriter's buffer, if anything.
-func (s *streamWriter) flush() error {
+// flush sends what write left in the ResponseWriter's buffer, if
+// anything; now as for send.
+func (s *streamWriter) flush(now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.dirty {
 		return nil
 	}
-	s.guard.arm()
-	return s.flushLocked()
+	s.guard.arm(now)
+	return s.flushLocked(now)
 }
 
-// flushLocked flushes what was written, the write deadline armed. s.mu
-// must be held.
-func (s *streamWriter) flushLocked() error {
+// flushLocked flushes what was written, the write deadline armed, at now
+// (real time). s.mu must be held. The keepalive's silence counts from
+// now: its timer is not touched (a Reset per event costs the runtime's
+// timer heap more than the write); keepalive re-arms it for the rest of
+// the silence when it fires early.
+func (s *streamWriter) flushLocked(now time.Time) error {
 	s.dirty = false
-	if s.ka != nil {
-		s.ka.Reset(s.every)
-	}
+	s.flushed = now
 	return s.rc.Flush()
 }
 
+// startKeepalive writes ping after every of silence (nothing flushed),
+// from now on, until close or settle.
 func (s *streamWriter) startKeepalive(every time.Duration, ping []byte) {
 	s.every = every
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ping = ping
-	s.ka = time.AfterFunc(every, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return
-		}
-		s.guard.arm()
-		s.commitLocked()
-		if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
-			s.dirty = false
-			s.ka.Reset(every)
-		}
-	})
+	s.flushed = time.Now()
+	s.ka = time.AfterFunc(every, func() { s.keepalive(time.Now) })
+}
+
+// keepalive is the keepalive timer's work: the ping when the client has
+// heard nothing for every (as of now(), read under the lock), else the
+// timer re-armed for the rest of the silence, which flushes since it was
+// armed shortened.
+func (s *streamWriter) keepalive(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	t := now()
+	if rest := s.every - t.Sub(s.flushed); rest > 0 {
+		s.ka.Reset(rest)
+		return
+	}
+	s.guard.arm(t)
+	s.commitLocked()
+	if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
+		s.dirty = false
+		s.flushed = t
+		s.ka.Reset(s.every)
+	}
 }
 
 // close stops the keepalive; after it returns nothing writes to w.
@@ -775,12 +833,12 @@ func (g *writeGuard) set(d time.Time) {
 	g.deadline, g.used = d, true
 }
 
-// arm, before a stream's write, keeps the deadline at least limit away.
-func (g *writeGuard) arm() {
+// arm, before a stream's write at now, keeps the deadline at least limit
+// away. now is real time, as the socket's deadline.
+func (g *writeGuard) arm(now time.Time) {
 	if g.rc == nil || g.off {
 		return
 	}
-	now := time.Now() // the socket's deadline is in real time
 	if g.deadline.Sub(now) < g.limit {
 		g.set(now.Add(2 * g.limit))
 	}
