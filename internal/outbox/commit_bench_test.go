@@ -37,7 +37,7 @@ func BenchmarkCommitSmall(b *testing.B) {
 		s.resRows += perCommit
 		if next > perCommit {
 			for q := next - perCommit; q < next; q++ {
-				s.pending[q] = struct{}{}
+				s.pending = append(s.pending, q)
 			}
 		}
 		s.mu.Unlock()

@@ -267,18 +267,24 @@ type Store struct {
 	dropsUnlogged uint64
 	pendingSince  time.Time // when pending became non-empty (writer clock)
 	failing       bool
-	retryAt       time.Time           // Append refuses events until then while failing
-	resRows       int                 // rows on disk + events queued: bounded by MaxEvents
-	resBytes      int64               // their payload bytes: bounded by MaxBytes
-	depth         int                 // rows on disk
-	bytes         int64               // their payload bytes
-	oldest        int64               // append time (unix nanos) of the first row on disk
-	pending       map[uint64]struct{} // deleted, waiting for the next commit
-	deleting      map[uint64]struct{} // deleted, in the commit running now
-	spare         map[uint64]struct{} // empty; the next pending map (writer's turn-taking)
-	pendingMax    uint64              // the largest seq in pending, 0 if empty
-	deletingMax   uint64              // the largest seq in deleting, 0 if empty
-	stats         Stats               // counters only; the rest is filled in by Stats
+	retryAt       time.Time // Append refuses events until then while failing
+	resRows       int       // rows on disk + events queued: bounded by MaxEvents
+	resBytes      int64     // their payload bytes: bounded by MaxBytes
+	depth         int       // rows on disk
+	bytes         int64     // their payload bytes
+	oldest        int64     // append time (unix nanos) of the first row on disk
+	// pending holds the seqs passed to Delete, waiting for the next
+	// commit, in call order (the publisher's: PUBACK order, nearly
+	// sorted); deleting those of the commit running now, sorted. Slices,
+	// not sets: a map insert, iteration and clear per deleted row cost
+	// ~1.3k instructions an event, and the commit seeks each seq once
+	// anyway (a repeated or unknown one is skipped there).
+	pending     []uint64
+	deleting    []uint64
+	spare       []uint64 // empty; the next pending slice (writer's turn-taking)
+	pendingMax  uint64   // the largest seq in pending, 0 if empty
+	deletingMax uint64   // the largest seq in deleting, 0 if empty
+	stats       Stats    // counters only; the rest is filled in by Stats
 }
 
 // Open opens (or creates) the outbox file and starts its writer goroutine,
@@ -329,7 +335,6 @@ func open(o Options, h hooks) (*Store, error) {
 		depth:       st.rows,
 		bytes:       st.bytes,
 		oldest:      st.oldest,
-		pending:     make(map[uint64]struct{}),
 	}
 	if s.wall == nil {
 		s.wall = realWall{}
@@ -521,8 +526,8 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 	var skip map[uint64]struct{}
 	if max(s.pendingMax, s.deletingMax) > after {
 		skip = make(map[uint64]struct{})
-		for _, m := range []map[uint64]struct{}{s.pending, s.deleting} {
-			for q := range m {
+		for _, m := range [][]uint64{s.pending, s.deleting} {
+			for _, q := range m {
 				if q > after {
 					skip[q] = struct{}{}
 				}
@@ -608,8 +613,8 @@ func (s *Store) Delete(seqs ...uint64) error {
 			s.wakeLocked() // the writer sets a deadline for them
 		}
 	}
+	s.pending = append(s.pending, seqs...)
 	for _, q := range seqs {
-		s.pending[q] = struct{}{}
 		s.pendingMax = max(s.pendingMax, q)
 	}
 	s.mu.Unlock()

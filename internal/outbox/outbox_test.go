@@ -322,7 +322,12 @@ func TestDeleteAndNotify(t *testing.T) {
 	}
 	s.waitCommitted(6)
 	recs := s.readAll()
-	if err := s.Delete(recs[0].Seq, recs[2].Seq, recs[4].Seq); err != nil {
+	// Out of order, repeated, unknown (999) and again in a later call: each
+	// row is deleted once, the unknown one ignored.
+	if err := s.Delete(recs[4].Seq, recs[0].Seq, recs[2].Seq, recs[0].Seq, 999); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(recs[2].Seq); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft := []uint64{2, 4, 6}

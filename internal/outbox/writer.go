@@ -172,16 +172,16 @@ func (s *Store) commit(batch []item, chunks [][]byte) [][]byte {
 }
 
 func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
-	var dels map[uint64]struct{}
+	var dels []uint64
 	s.mu.Lock()
 	if len(s.pending) > 0 {
 		dels = s.pending
-		// The two maps take turns, keeping their buckets: a fresh map
-		// per commit regrew through several allocations each time.
-		s.pending, s.spare = s.spare, nil
-		if s.pending == nil {
-			s.pending = make(map[uint64]struct{})
-		}
+		// The two slices take turns, keeping their arrays.
+		s.pending, s.spare = s.spare[:0], nil
+		// Sorted here, under mu, because Read reads deleting under mu;
+		// nearly sorted already (PUBACK order), which pdqsort finds in
+		// one pass.
+		slices.Sort(dels)
 		s.deleting = dels
 		s.deletingMax, s.pendingMax = s.pendingMax, 0
 	}
@@ -211,9 +211,8 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 		// Read copies deleting only under mu and while it is set, so dels
 		// is unused now; run last, after a failure has merged it back.
 		if dels != nil {
-			clear(dels)
 			s.mu.Lock()
-			s.spare = dels
+			s.spare = dels[:0]
 			s.mu.Unlock()
 		}
 	}()
@@ -225,9 +224,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 		if len(dels) > 0 && len(s.pending) == 0 {
 			s.pendingSince = s.wall.Now() // try them again one window later
 		}
-		for q := range dels {
-			s.pending[q] = struct{}{}
-		}
+		s.pending = append(s.pending, dels...)
 		s.pendingMax = max(s.pendingMax, deletingMax)
 		s.resRows -= len(batch)
 		s.resBytes -= added
@@ -268,8 +265,8 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	return true, nil
 }
 
-// write is the body of one commit transaction.
-func write(tx *bolt.Tx, batch []item, dels map[uint64]struct{}, r *result) error {
+// write is the body of one commit transaction. dels is sorted.
+func write(tx *bolt.Tx, batch []item, dels []uint64, r *result) error {
 	b := tx.Bucket(bucketName)
 	if b == nil {
 		return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, bucketName)
@@ -277,15 +274,11 @@ func write(tx *bolt.Tx, batch []item, dels map[uint64]struct{}, r *result) error
 	// Keys only ever grow, so full pages never need room for inserts.
 	b.FillPercent = 1.0
 	// Deletes in key order through one cursor: one seek per row (Get and
-	// Delete would seek twice), and consecutive rows on the same leaf.
-	seqs := make([]uint64, 0, len(dels))
-	for seq := range dels {
-		seqs = append(seqs, seq)
-	}
-	slices.Sort(seqs)
+	// Delete would seek twice), and consecutive rows on the same leaf. A
+	// seq deleted twice, or never written, finds another key: skipped.
 	c := b.Cursor()
 	k := make([]byte, keyLen)
-	for _, seq := range seqs {
+	for _, seq := range dels {
 		binary.BigEndian.PutUint64(k, seq)
 		ck, v := c.Seek(k)
 		if !bytes.Equal(ck, k) {
