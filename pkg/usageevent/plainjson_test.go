@@ -71,3 +71,25 @@ func TestPlainJSONTakesProviderUsage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlainJSON compares the fast path with json.Valid on a usage
+// object as OpenAI sends it.
+func BenchmarkPlainJSON(b *testing.B) {
+	usage := []byte(plainSamples[0])
+	b.Run("plainJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(usage)))
+		for b.Loop() {
+			if !plainJSON(usage) {
+				b.Fatal("not plain")
+			}
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(usage)))
+		for b.Loop() {
+			if !json.Valid(usage) {
+				b.Fatal("not valid")
+			}
+		}
+	})
+}
