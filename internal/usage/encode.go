@@ -177,8 +177,9 @@ const hexDigits = "0123456789abcdef"
 
 // htmlSafe reports the ASCII bytes that encoding/json (with HTML escaping,
 // its default) copies into a string unchanged: printable, DEL included,
-// except " \ < > &.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+// except " \ < > &. Every byte indexes it (those above ASCII are false), so
+// appendString's scan over a run of them needs no other test.
+var htmlSafe = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 	}
@@ -193,11 +194,17 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// The run of bytes copied as they are, in a loop of its own: ids
+		// and names are nothing else, and a byte costs ~7 instructions
+		// here against ~14 in the loop below.
+		rest, n := s[i:], 0
+		for n < len(rest) && htmlSafe[rest[n]] {
+			n++
+		}
+		if i += n; i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
