@@ -1,7 +1,6 @@
 package usageevent
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -261,6 +260,20 @@ type Usage struct {
 // HasProviderUsage reports whether ProviderUsage holds a value: it is
 // neither empty nor JSON null.
 func (e *Event) HasProviderUsage() bool {
-	v := bytes.TrimSpace(e.ProviderUsage)
+	v := trimJSONSpace(e.ProviderUsage)
 	return len(v) > 0 && string(v) != "null"
+}
+
+// trimJSONSpace trims the four bytes JSON counts as white space from
+// both ends of b (bytes.TrimSpace would trim \v, \f and Unicode spaces
+// too, which JSON does not allow).
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }

@@ -1,7 +1,6 @@
 package usageevent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,7 +168,7 @@ func (e *Event) Validate() error {
 		add("provider_usage", "must be set when usage is set")
 	}
 	if hasRaw {
-		if v := bytes.TrimSpace(e.ProviderUsage); !plainJSON(v) && !json.Valid(v) || v[0] != '{' {
+		if v := trimJSONSpace(e.ProviderUsage); !plainJSON(v) && !json.Valid(v) || v[0] != '{' {
 			add("provider_usage", "must be a JSON object or null")
 		}
 	}

@@ -206,6 +206,12 @@ func TestValidate(t *testing.T) {
 			want:   []usageevent.Problem{{Path: "provider_usage", Msg: "must be a JSON object or null"}},
 		},
 		{
+			// bytes.TrimSpace would take \v for space; JSON does not.
+			name:   "provider usage after a space JSON does not allow",
+			mutate: func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage("\v{}") },
+			want:   []usageevent.Problem{{Path: "provider_usage", Msg: "must be a JSON object or null"}},
+		},
+		{
 			name:   "provider usage two objects",
 			mutate: func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(`{"a":1} {"b":2}`) },
 			want:   []usageevent.Problem{{Path: "provider_usage", Msg: "must be a JSON object or null"}},
