@@ -15,6 +15,7 @@ import (
 	"github.com/scootgate/scootgate/internal/apierr"
 	"github.com/scootgate/scootgate/internal/authz"
 	"github.com/scootgate/scootgate/internal/balance"
+	"github.com/scootgate/scootgate/internal/logline"
 	"github.com/scootgate/scootgate/internal/provider"
 	"github.com/scootgate/scootgate/internal/provider/catalog"
 	"github.com/scootgate/scootgate/internal/routes"
@@ -658,7 +659,9 @@ func (c *call) log(ctx context.Context, a *attempt) {
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 	}
-	lg.LogAttrs(ctx, level, "request", attrs...)
+	// The node's handler writes this line without slog's per-line work
+	// (docs/performance.md "Counted per request (`make bench-count`)"); any other, as slog.
+	logline.LogAttrs(ctx, lg, level, "request", attrs...)
 }
 
 // errorText is an error for the log without the request URL that Go's

@@ -3,20 +3,77 @@
 // that reorder text shown as escapes (docs/operations.md "Logs").
 // cmd/scootgate, internal/app and the load harness all log through it, so
 // a line looks the same whoever wrote it.
+//
+// The request path writes a line per attempt through [LogAttrs], which
+// writes the bytes slog would write without slog's per-line machinery
+// (docs/performance.md "Counted per request (`make bench-count`)").
 package logline
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
+
+// Handler is the node's log handler: slog's JSON handler with the
+// options below, whose lines [LogAttrs] can also write itself.
+type Handler struct {
+	// immutable after NewHandler
+	json *slog.JSONHandler
+	out  *lockedWriter    // json's writer too, so that lines never interleave
+	now  func() time.Time // time.Now; fixed by tests
+
+	bufs  sync.Pool             // *[]byte, LogAttrs's line buffers
+	stamp atomic.Pointer[stamp] // the last line's second, formatted
+}
 
 // NewHandler returns the node's handler writing JSON lines to w at level
 // and above (nil: slog.LevelInfo). Durations are written in Go's readable
 // form ("1m30s", "250ms") rather than as integer nanoseconds.
-func NewHandler(w io.Writer, level slog.Leveler) *slog.JSONHandler {
-	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: replaceAttr})
+func NewHandler(w io.Writer, level slog.Leveler) *Handler {
+	out := &lockedWriter{w: w}
+	return &Handler{
+		json: slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level, ReplaceAttr: replaceAttr}),
+		out:  out,
+		now:  time.Now,
+	}
+}
+
+// Enabled reports whether the handler writes lines at level.
+func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.json.Enabled(ctx, level)
+}
+
+// Handle writes r as one JSON line.
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
+	return h.json.Handle(ctx, r)
+}
+
+// WithAttrs returns a handler whose lines also hold attrs. Its lines are
+// written by slog only: LogAttrs knows no preformatted attributes.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler { return h.json.WithAttrs(attrs) }
+
+// WithGroup returns a handler that puts the lines' attributes in the
+// group name, written by slog only, as WithAttrs.
+func (h *Handler) WithGroup(name string) slog.Handler { return h.json.WithGroup(name) }
+
+// lockedWriter serializes the writes of slog's handler and of LogAttrs,
+// each one whole line, to a writer that may not be safe for concurrent
+// use.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer // guarded by mu
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // replaceAttr writes durations as Go writes them, levels as strings, and
