@@ -105,3 +105,61 @@ func BenchmarkLookup(b *testing.B) {
 		})
 	}
 }
+
+// answerBody is a non-stream chat completion answer as OpenAI writes it,
+// with a paragraph of content: what the node reads the usage from.
+var answerBody = []byte(`{"id":"chatcmpl-AbC123dEf456GhI789jKl","object":"chat.completion","created":1764590400,` +
+	`"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+	strings.Repeat("Hamlet, prince of Denmark, feigns madness to avenge his father's murder by his uncle Claudius; ", 6) +
+	`\n\nOphelia, caught between them, drowns.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":25,"completion_tokens":120,"total_tokens":145,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},` +
+	`"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},` +
+	`"service_tier":"default","system_fingerprint":"fp_0ba0d124f1"}`)
+
+// BenchmarkLookupUsage is the read of a whole answer's usage object.
+func BenchmarkLookupUsage(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(answerBody)))
+	for b.Loop() {
+		raw, ok, err := jsonedit.Lookup(answerBody, "usage")
+		if err != nil || !ok {
+			b.Fatalf("Lookup: ok=%v err=%v", ok, err)
+		}
+		sink = raw
+	}
+}
+
+// BenchmarkMembers walks every top-level member, comparing each key with
+// four names, as the request path's scans do.
+func BenchmarkMembers(b *testing.B) {
+	names := []string{"model", "stream", "max_tokens", "messages"}
+	for _, bb := range []struct {
+		name string
+		doc  []byte
+	}{{"request", []byte(smallBody)}, {"answer", answerBody}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bb.doc)))
+			for b.Loop() {
+				it, err := jsonedit.Members(bb.doc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					m, ok, err := it.Next()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !ok {
+						break
+					}
+					for _, n := range names {
+						if m.KeyIs(n) {
+							sink = m.Value
+						}
+					}
+				}
+			}
+		})
+	}
+}

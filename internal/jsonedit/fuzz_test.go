@@ -69,8 +69,9 @@ func FuzzReplace(f *testing.F) {
 		if !bytes.Equal(doc, orig) {
 			t.Fatalf("Replace modified its input")
 		}
-		// The value is checked as a member value, one level deep.
-		valueOK := json.Valid(slices.Concat([]byte(`{"k":`), value, []byte(`}`)))
+		// The value is checked as a member value, one level deep, and
+		// must be one value: `null,"":0` makes a valid object too.
+		valueOK := json.Valid(value) && json.Valid(slices.Concat([]byte(`{"k":`), value, []byte(`}`)))
 		if !valueOK {
 			if !errors.Is(err, jsonedit.ErrInvalidValue) {
 				t.Fatalf("Replace with invalid value %q: error %v, want ErrInvalidValue", value, err)

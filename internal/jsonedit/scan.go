@@ -1,6 +1,7 @@
 package jsonedit
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -29,6 +30,9 @@ func (s *scanner) unexpected() error {
 }
 
 func (s *scanner) skipSpace() {
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return // the usual case: no whitespace, and every JSON space is at most ' '
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -48,12 +52,31 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// plain8 reports whether the eight bytes of b are all plain, eight at a
+// time (most of a body is string content): no byte below 0x20, no quote,
+// no backslash. Each test is the classic "has a byte less than n" on the
+// word, or on the word xor a byte (a zero byte where it was that byte),
+// whose answer for the word as a whole is exact whatever borrows do to
+// the bytes above a match; bytes from 0x80 up are plain and excluded by
+// the &^ x.
+func plain8(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := binary.LittleEndian.Uint64(b)
+	lt := x - 0x20*ones             // a byte below 0x20
+	quote := (x ^ '"'*ones) - ones  // a '"'
+	slash := (x ^ '\\'*ones) - ones // a '\\'
+	return (lt|quote|slash)&^x&highs == 0
+}
+
 // scanString accepts a string starting at the opening quote. escaped reports
 // whether it contains a backslash escape.
 func (s *scanner) scanString() (escaped bool, err error) {
 	s.pos++ // opening quote
 	for {
 		i, data := s.pos, s.data // locals keep the hot loop in registers
+		for i+8 <= len(data) && plain8(data[i:i+8]) {
+			i += 8
+		}
 		for i < len(data) && plain[data[i]] {
 			i++
 		}
@@ -169,16 +192,45 @@ func (s *scanner) scanKey() (start, end int, escaped bool, err error) {
 }
 
 // skipValue accepts one value at pos (whitespace before it already skipped).
-// depth is the number of containers enclosing the value. Nested containers
-// are tracked on an explicit stack, one bit per level (set = object), never
-// by recursion, so hostile nesting cannot exhaust the goroutine stack. The
-// first 256 levels live in an array on the stack; deeper documents grow the
-// bit stack on the heap, up to maxDepth bits.
+// depth is the number of containers enclosing the value.
 func (s *scanner) skipValue(depth int) error {
+	if s.pos < len(s.data) {
+		if c := s.data[s.pos]; c != '{' && c != '[' {
+			return s.scanScalar(c) // most members: no container stack to set up
+		}
+	}
+	return s.skipNested(depth)
+}
+
+// scanScalar accepts the string, number or literal that starts with c at
+// pos.
+func (s *scanner) scanScalar(c byte) error {
+	switch c {
+	case '"':
+		_, err := s.scanString()
+		return err
+	case 't':
+		return s.scanLiteral("true")
+	case 'f':
+		return s.scanLiteral("false")
+	case 'n':
+		return s.scanLiteral("null")
+	}
+	if c != '-' && !isDigit(c) {
+		return s.unexpected()
+	}
+	return s.scanNumber()
+}
+
+// skipNested is skipValue for a value that may be a container. Nested
+// containers are tracked on an explicit stack, one bit per level (set =
+// object), never by recursion, so hostile nesting cannot exhaust the
+// goroutine stack. The first 256 levels live in an array on the stack;
+// deeper documents grow the bit stack on the heap, up to maxDepth bits.
+func (s *scanner) skipNested(depth int) error {
 	var inline [4]uint64
 	stack := inline[:]
 	n := 0 // containers opened by this call and not yet closed
-	inObject := func() bool { return stack[(n-1)/64]&(1<<((n-1)%64)) != 0 }
 
 	for {
 		// A value starts at pos.
@@ -190,13 +242,13 @@ func (s *scanner) skipValue(depth int) error {
 			if depth+n+1 > maxDepth {
 				return s.fail("exceeded max nesting depth")
 			}
-			if n/64 == len(stack) {
+			if k := uint(n); k/64 == uint(len(stack)) {
 				stack = append(stack, 0)
 			}
-			if c == '{' {
-				stack[n/64] |= 1 << (n % 64)
+			if k := uint(n); c == '{' {
+				stack[k/64] |= 1 << (k % 64)
 			} else {
-				stack[n/64] &^= 1 << (n % 64)
+				stack[k/64] &^= 1 << (k % 64)
 			}
 			n++
 			s.pos++
@@ -212,27 +264,8 @@ func (s *scanner) skipValue(depth int) error {
 				}
 			}
 			continue
-		case '"':
-			if _, err := s.scanString(); err != nil {
-				return err
-			}
-		case 't':
-			if err := s.scanLiteral("true"); err != nil {
-				return err
-			}
-		case 'f':
-			if err := s.scanLiteral("false"); err != nil {
-				return err
-			}
-		case 'n':
-			if err := s.scanLiteral("null"); err != nil {
-				return err
-			}
 		default:
-			if c != '-' && !isDigit(c) {
-				return s.unexpected()
-			}
-			if err := s.scanNumber(); err != nil {
+			if err := s.scanScalar(c); err != nil {
 				return err
 			}
 		}
@@ -246,7 +279,8 @@ func (s *scanner) skipValue(depth int) error {
 			if s.pos >= len(s.data) {
 				return s.unexpected()
 			}
-			obj := inObject()
+			k := uint(n - 1)
+			obj := stack[k/64]&(1<<(k%64)) != 0 // the innermost container is an object
 			c := s.data[s.pos]
 			if c == ',' {
 				s.pos++
@@ -358,11 +392,41 @@ func rawKeyIs(raw []byte, escaped bool, key string) bool {
 		return unquotedEqual(raw, key)
 	case len(raw) == len(key):
 		// No invalid byte can match: the same bytes, if they are valid.
-		return string(raw) == key && utf8.ValidString(key)
+		return string(raw) == key && (asciiString(key) || utf8.ValidString(key))
 	case len(raw) > len(key):
 		return false
 	}
-	return !utf8.Valid(raw) && unquotedEqual(raw, key)
+	// Shorter: only invalid bytes, each read as three, can make up the
+	// difference, and an ASCII key (most) has none.
+	return !ascii(raw) && !utf8.Valid(raw) && unquotedEqual(raw, key)
+}
+
+// ascii reports whether b is all ASCII, eight bytes at a time.
+func ascii(b []byte) bool {
+	const highs = 0x8080808080808080
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&highs != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiString reports whether s is all ASCII: the names callers look
+// for are, and need no UTF-8 validation.
+func asciiString(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // unquotedEqual compares the contents of a JSON string (between the quotes,
