@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,13 @@ type Metrics struct {
 	limitRefused *prometheus.CounterVec // scope, kind: closed sets
 	fallbacks    *prometheus.CounterVec // from, to: model entries of a chain the routes define; reason: a closed set
 	models       *modelFamilies
+
+	// requestCounters holds the requests child of each (endpoint, code,
+	// send state) once resolved (requestCounter's key → prometheus.Counter):
+	// the label sets are closed and no series of the family is ever
+	// deleted, so a child is found again without hashing and validating
+	// its label values on every request.
+	requestCounters sync.Map
 
 	state *stateCollector
 }
@@ -195,12 +203,32 @@ func (m *Metrics) ObserveModels(status int, d time.Duration) {
 }
 
 func (m *Metrics) observeRequest(e endpoint, status int, sendState provider.SendState, d time.Duration, stream bool) {
-	m.requests.WithLabelValues(endpointNames[e], m.codes.label(status), sendStateLabel(sendState)).Inc()
+	m.requestCounter(e, status, sendState).Inc()
 	s := 0
 	if stream {
 		s = 1
 	}
 	m.duration[e][s].Observe(d.Seconds())
+}
+
+// requestCounter returns the requests child of (e, status, sendState),
+// resolving it the first time.
+func (m *Metrics) requestCounter(e endpoint, status int, sendState provider.SendState) prometheus.Counter {
+	code := uint64(0) // "unknown", as statusCodes.label
+	if status >= 100 && status <= 599 {
+		code = uint64(status)
+	}
+	state := uint64(provider.NumSendStates) // "unknown", as sendStateLabel
+	if sendState < provider.NumSendStates {
+		state = uint64(sendState)
+	}
+	key := (uint64(e)<<16|code)<<16 | state
+	if c, ok := m.requestCounters.Load(key); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues(endpointNames[e], m.codes.label(status), sendStateLabel(sendState))
+	m.requestCounters.Store(key, c)
+	return c
 }
 
 // ObserveAttempt records one provider attempt: backend is the backend id,
