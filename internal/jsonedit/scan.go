@@ -2,6 +2,7 @@ package jsonedit
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -52,20 +53,19 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// plain8 reports whether the eight bytes of b are all plain, eight at a
-// time (most of a body is string content): no byte below 0x20, no quote,
-// no backslash. Each test is the classic "has a byte less than n" on the
-// word, or on the word xor a byte (a zero byte where it was that byte),
-// whose answer for the word as a whole is exact whatever borrows do to
-// the bytes above a match; bytes from 0x80 up are plain and excluded by
-// the &^ x.
-func plain8(b []byte) bool {
+// special8 marks the bytes of the little-endian word x that are not
+// plain (a byte below 0x20, a quote, a backslash) with their high bit,
+// eight bytes at a time: most of a body is string content. Each test is
+// the classic "has a byte less than n" on the word, or on the word xor a
+// byte (a zero byte where it was that byte). A borrow can mark a byte
+// above a marked one, never below, so the lowest mark is the first byte
+// that is not plain; bytes from 0x80 up are plain and excluded by &^ x.
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	x := binary.LittleEndian.Uint64(b)
 	lt := x - 0x20*ones             // a byte below 0x20
 	quote := (x ^ '"'*ones) - ones  // a '"'
 	slash := (x ^ '\\'*ones) - ones // a '\\'
-	return (lt|quote|slash)&^x&highs == 0
+	return (lt | quote | slash) &^ x & highs
 }
 
 // scanString accepts a string starting at the opening quote. escaped reports
@@ -74,10 +74,14 @@ func (s *scanner) scanString() (escaped bool, err error) {
 	s.pos++ // opening quote
 	for {
 		i, data := s.pos, s.data // locals keep the hot loop in registers
-		for i+8 <= len(data) && plain8(data[i:i+8]) {
+		for i+8 <= len(data) {
+			if m := special8(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8 // the first byte that is not plain
+				break
+			}
 			i += 8
 		}
-		for i < len(data) && plain[data[i]] {
+		for i < len(data) && plain[data[i]] { // the last bytes of the document
 			i++
 		}
 		s.pos = i
