@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -170,23 +171,27 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // plainPrefix returns the length of the longest prefix of s that is
-// plain ASCII (safe), eight bytes at a time while it can: a string of
-// eight bytes or more that is plain throughout costs one test per eight
-// bytes, its last eight bytes tested last.
+// plain ASCII (safe), eight bytes at a time: a plain string of eight
+// bytes or more costs one test per eight bytes, its last eight bytes
+// tested last (again, in part).
 func plainPrefix(s string) int {
 	if len(s) < 8 {
 		return plainBytes(s, 0)
 	}
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if !plain8(s[i : i+8]) {
-			return plainBytes(s, i)
+	for i := 0; ; i += 8 {
+		if i+8 > len(s) {
+			i = len(s) - 8 // the bytes before i are plain
+		}
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		if m := special8(x); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		if i+8 == len(s) {
+			return len(s)
 		}
 	}
-	if i < len(s) && !plain8(s[len(s)-8:]) {
-		return plainBytes(s, i)
-	}
-	return len(s)
 }
 
 // plainBytes returns the end of the plain ASCII bytes of s from i, one
@@ -247,19 +252,18 @@ func appendEscaped(b []byte, s string, i int) []byte {
 
 const hex = "0123456789abcdef"
 
-// plain8 reports whether the eight bytes of s are all safe ASCII, eight
-// at a time (a line is mostly such bytes): no byte below 0x20, no quote,
-// no backslash, no high bit. Each test is the classic "has a byte less
-// than n" on the word or on the word xor a byte, exact in its answer
-// for any byte whatever borrows do to the bytes above it.
-func plain8(s string) bool {
+// special8 marks the bytes of the little-endian word x that are not
+// plain ASCII (below 0x20, a quote, a backslash, from 0x80 up) with
+// their high bit. Each test is the classic "has a byte less than n" on
+// the word or on the word xor a byte; a borrow can mark a byte above a
+// marked one, never below, so the lowest mark is the first byte that is
+// not plain.
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 	lt := x - 0x20*ones             // a byte below 0x20
 	quote := (x ^ '"'*ones) - ones  // a '"' (xor leaves a zero byte)
 	slash := (x ^ '\\'*ones) - ones // a '\\'
-	return ((lt|quote|slash)&^x|x)&highs == 0
+	return ((lt|quote|slash)&^x | x) & highs
 }
 
 // safe marks the ASCII bytes a JSON string holds as they are: all but the

@@ -3,10 +3,12 @@ package logline
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
 	"testing"
@@ -291,22 +293,21 @@ func TestLogAttrsLinesWhole(t *testing.T) {
 	}
 }
 
-// TestPlain8: the eight-byte test agrees with the byte-by-byte one for
-// every byte at every position among safe bytes, and for pairs of bytes
-// near the edges (where a borrow from one byte could hide or fake
-// another).
-func TestPlain8(t *testing.T) {
-	byByte := func(s string) bool {
-		for i := range len(s) {
-			if s[i] >= utf8.RuneSelf || !safe[s[i]] {
-				return false
-			}
-		}
-		return true
-	}
+// TestSpecial8: the eight-byte test finds the first byte that is not
+// plain ASCII (or none) as the byte-by-byte test does, for every byte at
+// every position among plain bytes, and for pairs of bytes near the
+// edges (where a borrow from one byte could hide or fake another); and
+// plainPrefix agrees with the byte-by-byte prefix on strings of every
+// length around the eight-byte steps.
+func TestSpecial8(t *testing.T) {
 	check := func(w []byte) {
-		if got, want := plain8(string(w)), byByte(string(w)); got != want {
-			t.Fatalf("plain8(% x) = %t, want %t", w, got, want)
+		want := plainBytes(string(w), 0)
+		got := 8
+		if m := special8(binary.LittleEndian.Uint64(w)); m != 0 {
+			got = bits.TrailingZeros64(m) / 8
+		}
+		if got != want {
+			t.Fatalf("special8(% x): first special byte %d, want %d", w, got, want)
 		}
 	}
 	for _, bg := range []byte{'a', ' ', '!', '#', '[', ']', '~', 0x7f} {
@@ -330,6 +331,16 @@ func TestPlain8(t *testing.T) {
 			}
 		}
 		w[p], w[p+1] = 'a', 'a'
+	}
+	for n := range 26 {
+		for at := range n {
+			for _, c := range []string{"\"", "\\", "\x00", "\x1f", "\x7f", "é", "\xff", "\u202e"} {
+				s := strings.Repeat("a", at) + c + strings.Repeat("a", n-at)
+				if got, want := plainPrefix(s), plainBytes(s, 0); got != want {
+					t.Fatalf("plainPrefix(%q) = %d, want %d", s, got, want)
+				}
+			}
+		}
 	}
 }
 
