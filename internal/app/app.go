@@ -390,9 +390,8 @@ func build(cfg *config.Config, o Options) (*node, error) {
 	// limits.max_concurrent_requests, or fewer when the open-file limit
 	// would run out first (docs/operations.md "Open-file limit").
 	limited := gateway.LimitConcurrency(handler, concurrency, o.Logger)
-	// While the node sheds: docs/failures.md "Shedding".
-	limited.Shed(cfg.Limits.ShedWait, cfg.Limits.QueueWait)
-	gw.UseLimit(limited) // a WebSocket holds a slot only while an answer runs
+	limited.Queue(cfg.Limits.QueueWait) // while the node sheds: docs/failures.md "Shedding"
+	gw.UseLimit(limited)                // a WebSocket holds a slot only while an answer runs
 	n.gw = gw
 	sessions.Store(gw)
 	n.metrics.RegisterClient(func() metrics.ClientStats {
@@ -796,7 +795,7 @@ func (n *node) run(ctx context.Context) (aborted bool, err error) {
 				return
 			}
 			n.log.Info("node no longer shedding", "sched_wait", wait, "queued", n.limited.Queued())
-		}, n.limited.Adapt)
+		}, func(shedding bool, _ time.Duration) { n.limited.Adapt(shedding) })
 	}()
 	n.log.Info("node started", "node_id", n.cfg.NodeID, "api", apiLn.Addr().String(), "health", healthLn.Addr().String())
 	if n.o.Listening != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -15,42 +16,65 @@ import (
 // requests keep arriving. Refusing every new request instead, as long as
 // the node sheds, throws away requests its CPU could have served in time.
 //
-// So while the node sheds, a ConcurrencyLimit serves a bounded number of
-// requests at once (the bound) and queues the rest before they are
+// So while the node sheds, a ConcurrencyLimit admits a bounded number of
+// new requests at once (the bound) and queues the rest before they are
 // authenticated, routed or sent: a queued request costs a parked
-// goroutine, and its time limits start when it is admitted. The queue is
-// first come first served until its oldest request has waited
-// lifoAfter; from then on the newest is admitted first (Facebook's
-// "adaptive LIFO"): a queue that old is not draining, and serving it in
-// order would make every request wait as long, the ones that arrive
-// after the overload included, while the newest are those whose clients
-// are still waiting. The oldest get the spare slots last, and their 503
-// after queueWait. The bound follows the node's scheduling wait, one window at
-// a time (Adapt): a window of shedWait or more cuts it to three quarters
-// of what is being served, a window below half of that raises it by an
-// eighth, and each slot given back admits the first queued request while
-// the node serves fewer than the bound. A request that has waited
-// queueWait is refused with the node's 503, as is one that arrives when
-// queueWait is zero and no slot is free. Once the node no longer sheds,
-// the bound keeps rising with each short window until the queue is empty;
-// then the gate opens, and only the cap holds again: opening it with a
-// queue would hand the whole queue to the scheduler at once.
+// goroutine, and its time limits start when it is admitted. The bound is
+// Little's law: the rate at which the node has been finishing requests
+// (an average over about admitRateTau) times admitTarget, so that the
+// admitted requests, sharing the CPU, each take about admitTarget
+// whatever the node's capacity is. It does not follow the scheduling
+// wait that makes the node shed: under a CPU quota, or with the CPU taken
+// by accepting and reading the requests that then queue, that wait stays
+// long however few are admitted, and a bound cut by it falls to one. A
+// bound too low for the requests' own waits (dials, the provider) does
+// not hold the node back either: they then finish in far less than
+// admitTarget, and the rate times admitTarget is well above the bound.
 //
-// The bound starts at what the node serves when it begins to shed. Slots
-// held by long streams count like the others: a node overloaded by the
-// streams it holds admits nothing new until some end, and its queued
-// requests get their 503 after queueWait.
+// Each slot given back admits the next queued request while fewer than
+// the bound are admitted. The queue is first come first served until its
+// oldest request has waited lifoAfter; from then on the newest is
+// admitted first (Facebook's "adaptive LIFO"): a queue that old is not
+// draining, and serving it in order would make every request wait as
+// long, the ones that arrive after the overload included, while the
+// newest are those whose clients are still waiting. The oldest get the
+// spare slots last, and their 503 after queueWait. A request that has
+// waited queueWait is refused with the node's 503, as is one that arrives
+// when queueWait is zero and no slot is free. Once the node no longer
+// sheds, the gate stays until the queue is empty; then it opens, and only
+// the cap holds again: opening it with a queue would hand the whole queue
+// to the scheduler at once.
+//
+// The requests the node held when it began to shed are not counted
+// against the bound (they hold slots under the cap only), so long streams
+// do not keep new requests out; their CPU is in the rate all the same.
 
-// lifoAfter is how long the oldest queued request waits before the
-// newest are admitted first.
-const lifoAfter = time.Second
+const (
+	// admitTarget is how long a request admitted while the node sheds
+	// should take, at the rate the node finishes requests.
+	admitTarget = 250 * time.Millisecond
+	// lifoAfter is how long the oldest queued request waits before the
+	// newest are admitted first: as long as an admitted one should take.
+	lifoAfter = admitTarget
+	// admitRateTau is the time constant of the finishing rate's average.
+	admitRateTau = 200 * time.Millisecond
+	// admitMin is the least bound: a node that finishes next to nothing
+	// (its slots held by long streams) still admits a few.
+	admitMin = 8
+)
 
-// gate is the queue and the bound; both guarded by mu.
+// gate is the queue, the bound and the finishing rate; all guarded by mu
+// but done.
 type gate struct {
 	mu      sync.Mutex
-	bound   int64     // requests served at once while gated
+	bound   int64     // requests admitted at once while gated
+	active  int64     // requests admitted by the gate, not ended
 	queue   []*waiter // in arrival order; none gone at either end
 	waiting int64     // waiters in queue that are not gone
+
+	rate     float64   // requests finished a second, averaged
+	at       time.Time // the last Adapt; zero before the first
+	doneThen uint64    // done at the last Adapt
 }
 
 // waiter is one queued request. ready is closed when it is admitted;
@@ -58,14 +82,15 @@ type gate struct {
 type waiter struct {
 	ready    chan struct{}
 	since    time.Time // queued at
-	admitted bool      // given a slot (counted in inflight)
+	admitted bool      // given a slot (counted in inflight and active)
 	gone     bool      // gave up: waited queueWait, or its client left
 }
 
 // admit takes a slot for a request that arrived while the node sheds,
-// waiting for one up to queueWait. False: refused (counted by the caller's
-// 503).
-func (l *ConcurrencyLimit) admit(ctx context.Context) bool {
+// waiting for one up to queueWait. It reports whether the request has a
+// slot, and whether the gate gave it (then leave gives it back, else
+// release).
+func (l *ConcurrencyLimit) admit(ctx context.Context) (ok, gated bool) {
 	g := &l.gate
 	g.mu.Lock()
 	if !l.gated.Load() {
@@ -73,18 +98,19 @@ func (l *ConcurrencyLimit) admit(ctx context.Context) bool {
 		g.mu.Unlock()
 		if l.inflight.Add(1) > l.max {
 			l.inflight.Add(-1)
-			return false
+			return false, false
 		}
-		return true
+		return true, false
 	}
-	if g.waiting == 0 && l.inflight.Load() < g.bound {
+	if g.waiting == 0 && g.active < g.bound && l.inflight.Load() < l.max {
+		g.active++
 		l.inflight.Add(1)
 		g.mu.Unlock()
-		return true
+		return true, true
 	}
 	if l.queueWait <= 0 || l.inflight.Load()+g.waiting >= l.max {
 		g.mu.Unlock()
-		return false
+		return false, false
 	}
 	w := &waiter{ready: make(chan struct{}), since: l.now()}
 	g.queue = append(g.queue, w)
@@ -95,37 +121,41 @@ func (l *ConcurrencyLimit) admit(ctx context.Context) bool {
 	defer t.Stop()
 	select {
 	case <-w.ready:
-		return true
+		return true, true
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if w.admitted {
-		return true // admitted as it gave up: it has the slot
+		return true, true // admitted as it gave up: it has the slot
 	}
 	w.gone = true
 	g.waiting--
 	g.trim()
-	return false
+	return false, false
 }
 
-// admitQueued admits queued requests while the node serves fewer than the
-// bound (all of them once the gate is open, the cap aside).
-func (l *ConcurrencyLimit) admitQueued() {
+// leave gives back a slot the gate gave, to the next queued request.
+func (l *ConcurrencyLimit) leave() {
+	l.inflight.Add(-1)
+	l.done.Add(1)
 	g := &l.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.active--
 	l.admitLocked()
 }
 
-// admitLocked is admitQueued with gate.mu held.
+// admitLocked admits queued requests while fewer than the bound are
+// admitted (all of them once the gate is open, the cap aside). gate.mu
+// must be held.
 func (l *ConcurrencyLimit) admitLocked() {
 	g := &l.gate
 	gated := l.gated.Load()
 	var now time.Time
 	for len(g.queue) > 0 {
-		if gated && l.inflight.Load() >= g.bound {
+		if gated && g.active >= g.bound || l.inflight.Load() >= l.max {
 			return
 		}
 		if now.IsZero() {
@@ -139,6 +169,7 @@ func (l *ConcurrencyLimit) admitLocked() {
 		}
 		g.trim()
 		g.waiting--
+		g.active++
 		w.admitted = true
 		l.inflight.Add(1)
 		close(w.ready)
@@ -160,29 +191,27 @@ func (g *gate) trim() {
 }
 
 // Adapt applies one window of the node's load (upstream.NodeLoad.Run):
-// whether the node sheds after it and the window's scheduling wait. It is
-// called from one goroutine; without Shed it does nothing.
-func (l *ConcurrencyLimit) Adapt(shedding bool, wait time.Duration) {
-	if l.shedWait <= 0 {
-		return
-	}
+// whether the node sheds after it. Every window updates the finishing
+// rate; while the gate is closed, the bound follows it. It is called
+// from one goroutine.
+func (l *ConcurrencyLimit) Adapt(shedding bool) {
 	g := &l.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	inflight := l.inflight.Load()
+	now, done := l.now(), l.done.Load()
+	if dt := now.Sub(g.at); !g.at.IsZero() && dt > 0 {
+		inst := float64(done-g.doneThen) / dt.Seconds()
+		w := 1 - math.Exp(-float64(dt)/float64(admitRateTau))
+		g.rate += w * (inst - g.rate)
+	}
+	g.at, g.doneThen = now, done
 	if !l.gated.Load() {
 		if !shedding {
 			return
 		}
-		g.bound = inflight
 		l.gated.Store(true)
 	}
-	switch {
-	case wait >= l.shedWait:
-		g.bound = max(1, min(g.bound, inflight)*3/4)
-	case wait < l.shedWait/2:
-		g.bound = min(l.max, g.bound+max(1, g.bound/8))
-	}
+	g.bound = max(admitMin, int64(g.rate*admitTarget.Seconds()))
 	l.admitLocked()
 	if !shedding && g.waiting == 0 {
 		l.gated.Store(false)

@@ -210,17 +210,17 @@ func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // requests served at once below the cap and queues the rest for a slot
 // (admit.go; docs/failures.md "Shedding").
 type ConcurrencyLimit struct {
-	// immutable after Shed
+	// immutable after Queue
 	next      http.Handler
 	max       int64
 	log       *slog.Logger
 	refusal   *apierr.Error    // the answer beyond the cap; Retry-After: 1
 	shedding  *apierr.Error    // the answer while shedding; Retry-After: 1
-	shedWait  time.Duration    // a window this long or longer cuts the bound
 	queueWait time.Duration    // the longest wait for a slot while shedding; 0: none
-	now       func() time.Time // time.Now; the queue's order (admit.go)
+	now       func() time.Time // time.Now; the queue's order and the finishing rate (admit.go)
 
 	inflight atomic.Int64
+	done     atomic.Uint64 // requests ended, for the finishing rate
 	refused  atomic.Uint64 // beyond the cap and shed
 	gated    atomic.Bool   // shedding: new requests go through admit
 	gate     gate
@@ -235,14 +235,10 @@ func LimitConcurrency(next http.Handler, max int, log *slog.Logger) *Concurrency
 	}
 }
 
-// Shed sets how l serves while the node sheds: a window whose scheduling
-// wait is wait or more cuts the requests served at once, and a request
-// waits up to queueWait for a slot before its 503 (limits.shed_wait and
-// limits.queue_wait). Call it before l serves; without it Adapt does
-// nothing.
-func (l *ConcurrencyLimit) Shed(wait, queueWait time.Duration) {
-	l.shedWait, l.queueWait = wait, max(queueWait, 0)
-}
+// Queue sets how long a request waits for a slot while the node sheds
+// before its 503 (limits.queue_wait); without it, none waits. Call it
+// before l serves.
+func (l *ConcurrencyLimit) Queue(wait time.Duration) { l.queueWait = max(wait, 0) }
 
 // shedBodyMax is the largest request body a shed request has read and
 // thrown away before its 503, so that its connection stays open: a
@@ -253,11 +249,20 @@ const shedBodyMax = 64 << 10
 
 func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l.gated.Load() {
-		if !l.admit(r.Context()) {
+		ok, gated := l.admit(r.Context())
+		switch {
+		case !ok:
 			l.shed(w, r)
-			return
+		case gated:
+			defer l.leave()
+			l.next.ServeHTTP(w, r)
+		default:
+			defer l.end()
+			l.next.ServeHTTP(w, r)
 		}
-	} else if l.inflight.Add(1) > l.max {
+		return
+	}
+	if l.inflight.Add(1) > l.max {
 		l.inflight.Add(-1)
 		l.refused.Add(1)
 		rid := newRequestID()
@@ -266,8 +271,14 @@ func (l *ConcurrencyLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.refusal.Write(w, catalog.Claiming(r), rid)
 		return
 	}
-	defer l.release()
+	defer l.end()
 	l.next.ServeHTTP(w, r)
+}
+
+// end gives back the slot of a request that ended.
+func (l *ConcurrencyLimit) end() {
+	l.inflight.Add(-1)
+	l.done.Add(1)
 }
 
 // shed answers a request the node did not admit while shedding: refused
@@ -297,14 +308,8 @@ func (l *ConcurrencyLimit) acquire() bool {
 	return true
 }
 
-// release gives a slot back, to the first queued request while the node
-// sheds.
-func (l *ConcurrencyLimit) release() {
-	l.inflight.Add(-1)
-	if l.gated.Load() {
-		l.admitQueued()
-	}
-}
+// release gives a slot back.
+func (l *ConcurrencyLimit) release() { l.inflight.Add(-1) }
 
 // hold takes a slot back whatever the cap, for ServeHTTP to give back
 // when an upgraded request, which released its slot, returns.

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -24,15 +26,21 @@ import (
 type held struct {
 	next    http.Handler // nil: answer 200
 	entered chan string
-	release chan struct{}
+	release chan struct{} // lets any one go
+	pinned  chan struct{} // lets the one named "pinned" go
 }
 
 func newHeld(next http.Handler) *held {
-	return &held{next: next, entered: make(chan string, 16), release: make(chan struct{})}
+	return &held{next: next, entered: make(chan string, 16), release: make(chan struct{}), pinned: make(chan struct{})}
 }
 
 func (h *held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if name := r.Header.Get("X-Test"); name != "" {
+	switch name := r.Header.Get("X-Test"); name {
+	case "":
+	case "pinned":
+		h.entered <- name
+		<-h.pinned
+	default:
 		h.entered <- name
 		<-h.release
 	}
@@ -68,119 +76,137 @@ func untilQueued(t *testing.T, l *ConcurrencyLimit, n int64) {
 	}
 }
 
+// fill starts n requests through l that the handler holds, and waits
+// until all of them are in it.
+func fill(ctx context.Context, h *held, l *ConcurrencyLimit, n int) []<-chan int {
+	var done []<-chan int
+	for i := range n {
+		done = append(done, serveOne(ctx, l, fmt.Sprint("held-", i)))
+	}
+	for range n {
+		<-h.entered
+	}
+	return done
+}
+
 // TestShedQueuesBeyondBound: while the node sheds (docs/failures.md
 // "Shedding"), the requests beyond the bound wait for a slot, first come
-// first served, and a slot given back admits the first of them; a short
-// window raises the bound, a long one cuts it to three quarters of what
-// is served; once the node no longer sheds and the queue is empty, the
+// first served, and a slot given back admits the first of them; the
+// requests the node held when it began to shed are not counted against
+// the bound; once the node no longer sheds and the queue is empty, the
 // gate opens.
 func TestShedQueuesBeyondBound(t *testing.T) {
 	h := newHeld(nil)
 	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Shed(50*time.Millisecond, time.Hour)
+	l.Queue(time.Hour)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l.now = clk.Now
 	ctx := t.Context()
 
-	first := serveOne(ctx, l, "a")
-	second := serveOne(ctx, l, "b")
-	for range 2 {
-		<-h.entered
+	before := serveOne(ctx, l, "pinned")
+	<-h.entered
+	l.Adapt(true) // nothing finished yet: the least bound
+	if !l.gated.Load() || l.gate.bound != admitMin {
+		t.Fatalf("gated %t, bound %d; want gated at %d", l.gated.Load(), l.gate.bound, admitMin)
 	}
-	l.Adapt(true, 80*time.Millisecond) // 2 served: the bound is 1
-	if !l.gated.Load() || l.gate.bound != 1 {
-		t.Fatalf("gated %t, bound %d; want gated at 1", l.gated.Load(), l.gate.bound)
-	}
+	held := fill(ctx, h, l, admitMin) // the one held before does not count
 	c := serveOne(ctx, l, "c")
 	untilQueued(t, l, 1)
 	d := serveOne(ctx, l, "d")
 	untilQueued(t, l, 2)
 
-	h.release <- struct{}{} // a or b ends: 1 served, not below the bound
-	<-firstOf(first, second)
-	if got := l.Queued(); got != 2 {
-		t.Fatalf("after one of two ended: %d queued, want 2 (1 served, bound 1)", got)
-	}
-	h.release <- struct{}{} // the other ends: c is admitted, not d
-	<-firstOf(first, second)
+	h.release <- struct{}{} // one of the admitted ends: c goes in, not d
 	if got := <-h.entered; got != "c" {
 		t.Fatalf("admitted %q first, want c (first come first served)", got)
 	}
-	l.Adapt(true, 10*time.Millisecond) // short: the bound rises to 2, d is admitted
-	if got := <-h.entered; got != "d" || l.gate.bound != 2 {
-		t.Fatalf("admitted %q at bound %d; want d at 2", got, l.gate.bound)
+	if got := l.Queued(); got != 1 {
+		t.Fatalf("%d queued, want 1", got)
 	}
-	l.Adapt(true, 30*time.Millisecond) // between half and the whole: held
-	if l.gate.bound != 2 {
-		t.Fatalf("bound %d after a window between shed_wait/2 and shed_wait, want 2", l.gate.bound)
+	h.release <- struct{}{}
+	if got := <-h.entered; got != "d" {
+		t.Fatalf("admitted %q, want d", got)
 	}
-	l.Adapt(false, 10*time.Millisecond) // no longer shedding, nothing queued: open
+	l.Adapt(false) // no longer shedding, nothing queued: open
 	if l.gated.Load() {
 		t.Fatal("still gated with an empty queue after shedding ended")
 	}
 	close(h.release)
-	for _, st := range []<-chan int{c, d} {
+	close(h.pinned)
+	for _, st := range append(held, before, c, d) {
 		if code := <-st; code != http.StatusOK {
-			t.Errorf("queued request answered %d, want 200", code)
+			t.Errorf("answered %d, want 200", code)
 		}
 	}
-	if inflight, _, refused := l.Stats(); inflight != 0 || refused != 0 {
-		t.Errorf("in flight %d, refused %d; want 0 and 0", inflight, refused)
+	if inflight, _, refused := l.Stats(); inflight != 0 || refused != 0 || l.gate.active != 0 {
+		t.Errorf("in flight %d, admitted %d, refused %d; want 0, 0 and 0", inflight, l.gate.active, refused)
 	}
 }
 
-// firstOf returns whichever of a and b delivers first.
-func firstOf(a, b <-chan int) <-chan int {
-	out := make(chan int, 1)
-	go func() {
-		select {
-		case v := <-a:
-			out <- v
-		case v := <-b:
-			out <- v
-		}
-	}()
-	return out
+// TestShedBoundFollowsRate: the bound is the rate at which the node has
+// been finishing requests times admitTarget, averaged over windows, and
+// never below admitMin.
+func TestShedBoundFollowsRate(t *testing.T) {
+	l := LimitConcurrency(newHeld(nil), 10000, slog.New(slog.DiscardHandler))
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l.now = clk.Now
+	l.Adapt(false) // the first window only starts the clock
+	l.done.Add(1000)
+	clk.Advance(admitRateTau) // 5,000/s for one time constant
+	l.Adapt(true)
+	rate := 5000 * (1 - math.Exp(-1))
+	if want := int64(rate * admitTarget.Seconds()); l.gate.bound != want {
+		t.Fatalf("bound %d, want %d (%.0f/s × %v)", l.gate.bound, want, rate, admitTarget)
+	}
+	clk.Advance(10 * admitRateTau) // nothing finished for ten time constants
+	l.Adapt(true)
+	if l.gate.bound != admitMin {
+		t.Fatalf("bound %d after nothing finished, want the least, %d", l.gate.bound, admitMin)
+	}
 }
 
 // TestShedKeepsQueueUntilEmpty: a node that no longer sheds keeps its
 // gate while requests still wait, so that they are not all handed to the
-// scheduler at once; the bound keeps rising with each short window.
+// scheduler at once.
 func TestShedKeepsQueueUntilEmpty(t *testing.T) {
 	h := newHeld(nil)
 	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Shed(50*time.Millisecond, time.Hour)
+	l.Queue(time.Hour)
 	ctx := t.Context()
-	a := serveOne(ctx, l, "a")
-	<-h.entered
-	l.Adapt(true, time.Second) // bound 1
+	l.Adapt(true)
+	held := fill(ctx, h, l, admitMin)
 	b := serveOne(ctx, l, "b")
 	untilQueued(t, l, 1)
-	l.Adapt(false, 60*time.Millisecond) // not shedding, but long: cut, still gated
-	if !l.gated.Load() || l.gate.bound != 1 {
-		t.Fatalf("gated %t at bound %d; want still gated at 1 while b waits", l.gated.Load(), l.gate.bound)
+	l.Adapt(false)
+	if !l.gated.Load() {
+		t.Fatal("the gate opened while b waits")
 	}
-	l.Adapt(false, 0) // short: bound 2, b admitted; the queue empties, the gate opens
-	if got := <-h.entered; got != "b" || l.gated.Load() {
-		t.Fatalf("admitted %q, gated %t; want b admitted and the gate open", got, l.gated.Load())
+	h.release <- struct{}{}
+	if got := <-h.entered; got != "b" {
+		t.Fatalf("admitted %q, want b", got)
+	}
+	l.Adapt(false)
+	if l.gated.Load() {
+		t.Fatal("still gated with an empty queue")
 	}
 	close(h.release)
-	<-a
-	<-b
+	for _, st := range append(held, b) {
+		<-st
+	}
 }
 
 // TestShedNewestFirstWhenOld: the queue is first come first served until
-// its oldest request has waited a second; then the newest is admitted
+// its oldest request has waited lifoAfter; then the newest is admitted
 // first, and the oldest get the spare slots last. A waiter that gave up
 // in the middle of the queue is skipped.
 func TestShedNewestFirstWhenOld(t *testing.T) {
 	h := newHeld(nil)
 	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Shed(50*time.Millisecond, time.Hour)
+	l.Queue(time.Hour)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	l.now = clk.Now
 	ctx := t.Context()
-	a := serveOne(ctx, l, "a")
-	<-h.entered
-	l.Adapt(true, time.Second) // bound 1, a holds it
+	l.Adapt(true)
+	held := fill(ctx, h, l, admitMin)
 	var done []<-chan int
 	gone, leave := context.WithCancel(ctx)
 	for i, name := range []string{"old", "older-gone", "mid", "new"} {
@@ -190,30 +216,23 @@ func TestShedNewestFirstWhenOld(t *testing.T) {
 		}
 		done = append(done, serveOne(c, l, name))
 		untilQueued(t, l, int64(i+1))
-		clk.Advance(300 * time.Millisecond)
+		clk.Advance(lifoAfter / 3)
 	}
 	leave()
 	if <-done[1]; l.Queued() != 3 {
 		t.Fatalf("%d queued after one gave up, want 3", l.Queued())
 	}
-	// The oldest has waited 1.2s: the newest goes first.
-	h.release <- struct{}{}
-	<-a
-	if got := <-h.entered; got != "new" {
-		t.Fatalf("admitted %q, want new (the oldest waited over a second)", got)
-	}
-	h.release <- struct{}{}
-	if got := <-h.entered; got != "mid" {
-		t.Fatalf("admitted %q, want mid (newest first, the one that left skipped)", got)
-	}
-	h.release <- struct{}{}
-	if got := <-h.entered; got != "old" {
-		t.Fatalf("admitted %q, want old last", got)
+	// The oldest has waited 4/3 lifoAfter: the newest goes first.
+	for _, want := range []string{"new", "mid", "old"} {
+		h.release <- struct{}{}
+		if got := <-h.entered; got != want {
+			t.Fatalf("admitted %q, want %s (newest first, the one that left skipped)", got, want)
+		}
 	}
 	close(h.release)
-	for _, i := range []int{0, 2, 3} {
-		if code := <-done[i]; code != http.StatusOK {
-			t.Errorf("request %d answered %d, want 200", i, code)
+	for _, st := range append(held, done[0], done[2], done[3]) {
+		if code := <-st; code != http.StatusOK {
+			t.Errorf("answered %d, want 200", code)
 		}
 	}
 }
@@ -225,11 +244,10 @@ func TestShedNewestFirstWhenOld(t *testing.T) {
 func TestShedQueueWait(t *testing.T) {
 	h := newHeld(nil)
 	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Shed(50*time.Millisecond, 20*time.Millisecond)
+	l.Queue(20 * time.Millisecond)
 	ctx := t.Context()
-	a := serveOne(ctx, l, "a")
-	<-h.entered
-	l.Adapt(true, time.Second) // bound 1, a holds it
+	l.Adapt(true)
+	held := fill(ctx, h, l, admitMin)
 
 	if code := <-serveOne(ctx, l, "late"); code != http.StatusServiceUnavailable {
 		t.Fatalf("after queue_wait: %d, want 503", code)
@@ -245,12 +263,14 @@ func TestShedQueueWait(t *testing.T) {
 		t.Fatalf("%d queued after both gave up, want 0", got)
 	}
 
-	l.Shed(50*time.Millisecond, 0)
+	l.Queue(0)
 	if code := <-serveOne(ctx, l, "now"); code != http.StatusServiceUnavailable {
 		t.Fatalf("queue_wait 0: %d, want 503 at once", code)
 	}
 	close(h.release)
-	<-a
+	for _, st := range held {
+		<-st
+	}
 	select {
 	case name := <-h.entered:
 		t.Fatalf("%q was served after it gave up", name)
@@ -269,7 +289,6 @@ func TestShedRefusesAtOnce(t *testing.T) {
 	h, prov := newHandler(t, Options{})
 	hold := newHeld(h)
 	limited := LimitConcurrency(hold, 100, slog.New(slog.DiscardHandler))
-	limited.Shed(50*time.Millisecond, 0)
 	srv := httptest.NewServer(GuardBody(limited, time.Minute, time.Second))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
@@ -297,9 +316,8 @@ func TestShedRefusesAtOnce(t *testing.T) {
 	if resp, body, _ := post(); resp.StatusCode != http.StatusOK {
 		t.Fatalf("before shedding: %d %s", resp.StatusCode, body)
 	}
-	held := serveOne(t.Context(), limited, "held") // holds the one slot
-	<-hold.entered
-	limited.Adapt(true, time.Second)
+	limited.Adapt(true)
+	held := fill(t.Context(), hold, limited, admitMin) // the bound's slots are taken
 	resp, body, reused := post()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
 		resp.Header.Get("X-Should-Retry") != "true" || !strings.Contains(body, "overloaded") {
@@ -310,11 +328,13 @@ func TestShedRefusesAtOnce(t *testing.T) {
 		t.Errorf("shed on a new connection or closing it (reused %t, close %t)", reused, resp.Close)
 	}
 	if n := prov.RequestCount(); n != 1 {
-		t.Errorf("the provider got %d requests, want 1 (none while shedding)", n)
+		t.Errorf("the provider got %d requests, want 1 (none refused)", n)
 	}
 	close(hold.release)
-	<-held
-	limited.Adapt(false, 0)
+	for _, st := range held {
+		<-st
+	}
+	limited.Adapt(false)
 	resp, body, reused = post()
 	if resp.StatusCode != http.StatusOK || !reused {
 		t.Fatalf("after shedding: %d (connection reused %t) %s; want 200 on the same connection", resp.StatusCode, reused, body)
@@ -343,7 +363,6 @@ func BenchmarkShed(b *testing.B) {
 		NodeID:    "bench-node",
 	})
 	limited := LimitConcurrency(h, 10000, slog.New(slog.DiscardHandler))
-	limited.Shed(50*time.Millisecond, 0)
 	srv := httptest.NewServer(GuardBody(limited, time.Minute, 5*time.Second))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -370,11 +389,15 @@ func BenchmarkShed(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { run(b, provURL(b, h), p.hopBody(), http.StatusOK) })
 	b.Run("served", func(b *testing.B) { run(b, srv.URL+p.path, p.body, http.StatusOK) })
 	b.Run("shed", func(b *testing.B) {
-		limited.hold() // the one slot the shedding node serves is taken
-		limited.Adapt(true, time.Second)
+		limited.Adapt(true)
+		limited.gate.mu.Lock()
+		limited.gate.active = admitMin // the bound's slots are taken
+		limited.gate.mu.Unlock()
 		defer func() {
-			limited.release()
-			limited.Adapt(false, 0)
+			limited.gate.mu.Lock()
+			limited.gate.active = 0
+			limited.gate.mu.Unlock()
+			limited.Adapt(false)
 		}()
 		run(b, srv.URL+p.path, p.body, http.StatusServiceUnavailable)
 	})
