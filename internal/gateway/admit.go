@@ -41,9 +41,11 @@ import (
 // spare slots last, and their 503 after queueWait. A request that has
 // waited queueWait is refused with the node's 503, as is one that arrives
 // when queueWait is zero and no slot is free. Once the node no longer
-// sheds, the gate stays until the queue is empty; then it opens, and only
-// the cap holds again: opening it with a queue would hand the whole queue
-// to the scheduler at once.
+// sheds, the gate stays until the queue is empty, its bound doubling with
+// each window (what then holds the admitted requests is not the CPU: a
+// slow provider would otherwise keep the finishing rate, and the bound,
+// low); then it opens, and only the cap holds again: opening it with a
+// queue would hand the whole queue to the scheduler at once.
 //
 // The requests the node held when it began to shed are not counted
 // against the bound (they hold slots under the cap only), so long streams
@@ -211,7 +213,15 @@ func (l *ConcurrencyLimit) Adapt(shedding bool) {
 		}
 		l.gated.Store(true)
 	}
-	g.bound = max(admitMin, int64(g.rate*admitTarget.Seconds()))
+	bound := max(admitMin, int64(g.rate*admitTarget.Seconds()))
+	if !shedding {
+		// The CPU is no longer the bottleneck, yet requests wait: what
+		// holds the admitted ones is elsewhere (a slow provider or
+		// proxy), and the finishing rate says nothing about the CPU.
+		// Double until the queue is gone or the node sheds again.
+		bound = min(l.max, max(bound, 2*g.bound))
+	}
+	g.bound = bound
 	l.admitLocked()
 	if !shedding && g.waiting == 0 {
 		l.gated.Store(false)

@@ -166,7 +166,7 @@ func TestShedBoundFollowsRate(t *testing.T) {
 
 // TestShedKeepsQueueUntilEmpty: a node that no longer sheds keeps its
 // gate while requests still wait, so that they are not all handed to the
-// scheduler at once.
+// scheduler at once, and doubles its bound meanwhile.
 func TestShedKeepsQueueUntilEmpty(t *testing.T) {
 	h := newHeld(nil)
 	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
@@ -174,22 +174,32 @@ func TestShedKeepsQueueUntilEmpty(t *testing.T) {
 	ctx := t.Context()
 	l.Adapt(true)
 	held := fill(ctx, h, l, admitMin)
-	b := serveOne(ctx, l, "b")
-	untilQueued(t, l, 1)
-	l.Adapt(false)
-	if !l.gated.Load() {
-		t.Fatal("the gate opened while b waits")
+	var queued []<-chan int
+	for i := range admitMin + 1 {
+		queued = append(queued, serveOne(ctx, l, fmt.Sprint("queued-", i)))
+		untilQueued(t, l, int64(i+1))
 	}
-	h.release <- struct{}{}
-	if got := <-h.entered; got != "b" {
-		t.Fatalf("admitted %q, want b", got)
+	l.Adapt(true) // nothing finished: the bound stays the least
+	if !l.gated.Load() || l.Queued() != admitMin+1 {
+		t.Fatalf("gated %t, %d queued; want all %d still waiting", l.gated.Load(), l.Queued(), admitMin+1)
+	}
+	// No longer shedding, but requests wait: what holds the admitted
+	// ones is not the CPU, so the bound doubles instead of following the
+	// finishing rate (none finished); the gate stays while one waits.
+	l.Adapt(false)
+	for range admitMin {
+		<-h.entered
+	}
+	if !l.gated.Load() || l.gate.bound != 2*admitMin || l.Queued() != 1 {
+		t.Fatalf("gated %t at bound %d with %d queued; want gated at %d with 1", l.gated.Load(), l.gate.bound, l.Queued(), 2*admitMin)
 	}
 	l.Adapt(false)
+	<-h.entered
 	if l.gated.Load() {
 		t.Fatal("still gated with an empty queue")
 	}
 	close(h.release)
-	for _, st := range append(held, b) {
+	for _, st := range append(held, queued...) {
 		<-st
 	}
 }
