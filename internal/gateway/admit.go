@@ -91,7 +91,7 @@ type waiter struct {
 // admit takes a slot for a request that arrived while the node sheds,
 // waiting for one up to queueWait. It reports whether the request has a
 // slot, and whether the gate gave it (then leave gives it back, else
-// release).
+// end).
 func (l *ConcurrencyLimit) admit(ctx context.Context) (ok, gated bool) {
 	g := &l.gate
 	g.mu.Lock()
