@@ -89,6 +89,17 @@ func fill(ctx context.Context, h *held, l *ConcurrencyLimit, n int) []<-chan int
 	return done
 }
 
+// newGated returns a limit of 100 in front of a held handler, whose
+// queue waits up to queueWait and whose clock the test moves.
+func newGated(queueWait time.Duration) (*held, *ConcurrencyLimit, *clock.Fake) {
+	h := newHeld(nil)
+	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
+	l.Queue(queueWait)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l.now = clk.Now
+	return h, l, clk
+}
+
 // TestShedQueuesBeyondBound: while the node sheds (docs/failures.md
 // "Shedding"), the requests beyond the bound wait for a slot, first come
 // first served, and a slot given back admits the first of them; the
@@ -96,11 +107,7 @@ func fill(ctx context.Context, h *held, l *ConcurrencyLimit, n int) []<-chan int
 // the bound; once the node no longer sheds and the queue is empty, the
 // gate opens.
 func TestShedQueuesBeyondBound(t *testing.T) {
-	h := newHeld(nil)
-	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Queue(time.Hour)
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	l.now = clk.Now
+	h, l, _ := newGated(time.Hour) // the clock stands still: first come first served
 	ctx := t.Context()
 
 	before := serveOne(ctx, l, "pinned")
@@ -168,9 +175,7 @@ func TestShedBoundFollowsRate(t *testing.T) {
 // gate while requests still wait, so that they are not all handed to the
 // scheduler at once, and doubles its bound meanwhile.
 func TestShedKeepsQueueUntilEmpty(t *testing.T) {
-	h := newHeld(nil)
-	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Queue(time.Hour)
+	h, l, _ := newGated(time.Hour)
 	ctx := t.Context()
 	l.Adapt(true)
 	held := fill(ctx, h, l, admitMin)
@@ -209,11 +214,7 @@ func TestShedKeepsQueueUntilEmpty(t *testing.T) {
 // first, and the oldest get the spare slots last. A waiter that gave up
 // in the middle of the queue is skipped.
 func TestShedNewestFirstWhenOld(t *testing.T) {
-	h := newHeld(nil)
-	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Queue(time.Hour)
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	l.now = clk.Now
+	h, l, clk := newGated(time.Hour)
 	ctx := t.Context()
 	l.Adapt(true)
 	held := fill(ctx, h, l, admitMin)
@@ -252,9 +253,7 @@ func TestShedNewestFirstWhenOld(t *testing.T) {
 // at once; a queued request whose client left is not served either, and
 // frees its place.
 func TestShedQueueWait(t *testing.T) {
-	h := newHeld(nil)
-	l := LimitConcurrency(h, 100, slog.New(slog.DiscardHandler))
-	l.Queue(20 * time.Millisecond)
+	h, l, _ := newGated(20 * time.Millisecond)
 	ctx := t.Context()
 	l.Adapt(true)
 	held := fill(ctx, h, l, admitMin)
