@@ -42,11 +42,12 @@ import (
 // run out their time limits. When ShedWait is set, the same windows also
 // decide whether the node sheds (CoDel's rule for a queue, with the run
 // queue as the queue): once every window for ShedAfter has had a wait of
-// ShedWait or more, [NodeLoad.Shedding] is true, and it is false again
-// once every window for ShedAfter has been below ShedWait (the windows
-// are Interval/5 long while it sheds). While it sheds, the API listener
-// serves a bounded number of requests at once, the bound following each
-// window's wait, and queues or refuses the rest before any work
+// ShedWait or more, the node sheds ([NodeLoad.Shed]), and it no longer
+// does once every window for ShedAfter has been below ShedWait (the
+// windows are Interval/5 long while it sheds). While it sheds, the API
+// listener admits a bounded number of new requests at once, the bound
+// following the rate at which it finishes them, and queues or refuses
+// the rest before any work
 // (gateway.ConcurrencyLimit.Adapt; docs/failures.md "Shedding"), so that
 // the requests it serves get the CPU to finish within their limits
 // instead of all of them running out their limits together.
@@ -94,8 +95,7 @@ type NodeLoadOptions struct {
 	// one compared with Threshold. Default 0.9.
 	Quantile float64
 	// ShedWait is the scheduling wait that, in every window for
-	// ShedAfter, makes the node shed new requests (Shedding). Zero never
-	// sheds.
+	// ShedAfter, makes the node shed (Shed). Zero never sheds.
 	ShedWait time.Duration
 	// ShedAfter is how long the windows must have had a wait of ShedWait
 	// or more before the node sheds. Default 100ms.
@@ -127,8 +127,8 @@ func (o NodeLoadOptions) WithDefaults() NodeLoadOptions {
 }
 
 // NodeLoad says whether the node is or was saturated, and whether it
-// sheds. Saturated, SaturatedSince and Shedding are safe for concurrent
-// use; Observe, Shed and Run are for one goroutine (the sampler).
+// sheds. Saturated and SaturatedSince are safe for concurrent use;
+// Observe, Shed and Run are for one goroutine (the sampler).
 type NodeLoad struct {
 	// immutable
 	o     NodeLoadOptions
@@ -137,9 +137,9 @@ type NodeLoad struct {
 	// atomic
 	saturated atomic.Bool
 	until     atomic.Int64 // ns since epoch: the node was saturated before this (0: never)
-	shedding  atomic.Bool
 
 	// owned by the sampler goroutine
+	shedding  bool      // as of the last window (Shed)
 	prev      []uint64  // the histogram's counts at the previous read
 	longFrom  time.Time // the end of the first of the unbroken run of windows with a wait of ShedWait or more; zero: none
 	shortFrom time.Time // the same for the run of windows below ShedWait
@@ -166,11 +166,6 @@ func (l *NodeLoad) SaturatedSince(t time.Time) bool {
 	return u != 0 && int64(t.Sub(l.epoch)) < u
 }
 
-// Shedding reports whether the node refuses new requests at once: its
-// scheduling wait has been ShedWait or more in every window for
-// ShedAfter. One atomic load. A nil NodeLoad never sheds.
-func (l *NodeLoad) Shedding() bool { return l != nil && l.shedding.Load() }
-
 // Shed applies one window ending at now, whose scheduling wait was wait,
 // to the shedding rule, and reports whether the node sheds after it and
 // whether that changed. The node starts shedding once the windows have
@@ -191,13 +186,13 @@ func (l *NodeLoad) Shed(now time.Time, wait time.Duration) (shedding, changed bo
 	case !long && l.shortFrom.IsZero():
 		l.shortFrom, l.longFrom = now, time.Time{}
 	}
-	was := l.shedding.Load()
+	was := l.shedding
 	if was {
 		shedding = l.shortFrom.IsZero() || now.Sub(l.shortFrom) < l.o.ShedAfter
 	} else {
 		shedding = !l.longFrom.IsZero() && now.Sub(l.longFrom) >= l.o.ShedAfter
 	}
-	l.shedding.Store(shedding)
+	l.shedding = shedding
 	return shedding, was != shedding
 }
 
