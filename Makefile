@@ -74,8 +74,12 @@ bench-fleet: ## fleet convergence: 50 node processes, one long-poll control plan
 	$(GO) -C bench run ./cmd/scootgate-load converge $(FLEETFLAGS)
 
 .PHONY: bench-count
+# bench-count builds the harness rather than `go run` it: the node under
+# callgrind is this binary, and `go run` strips the symbols that
+# callgrind_annotate needs to name where the instructions went.
 bench-count: ## exact yardstick: instructions (callgrind), system calls and context switches (perf) per request, node vs hop (~40 min; docs/performance.md; COUNTFLAGS=-h)
-	$(GO) -C bench run ./cmd/scootgate-load count -out $(CURDIR)/bench-results $(COUNTFLAGS)
+	$(GO) -C bench build -o $(CURDIR)/bin/scootgate-load ./cmd/scootgate-load
+	./bin/scootgate-load count -out $(CURDIR)/bench-results $(COUNTFLAGS)
 
 .PHONY: bench-load
 bench-load: ## open-loop load harness, node vs a bare Go proxy hop on three paths (~12 min; docs/performance.md; LOADFLAGS=-h)
