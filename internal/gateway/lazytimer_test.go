@@ -69,7 +69,7 @@ func TestStreamIdleLazy(t *testing.T) {
 func TestKeepaliveLazy(t *testing.T) {
 	const every = time.Hour
 	rec := httptest.NewRecorder()
-	s := &streamWriter{w: rec, rc: *http.NewResponseController(rec), guard: &writeGuard{},
+	s := &streamWriter{w: rec, rc: *http.NewResponseController(rec), fl: flusherOf(rec), guard: &writeGuard{},
 		committed: true, every: every, ping: []byte(": ping\n\n")}
 	s.ka = time.AfterFunc(time.Hour, func() {})
 	defer s.ka.Stop()
@@ -109,3 +109,40 @@ func TestKeepaliveLazy(t *testing.T) {
 		t.Errorf("after close: the client read %q and the timer is armed %v, want nothing more", rec.Body.String(), s.ka.Stop())
 	}
 }
+
+// TestFlusherOf: the flusher found once is what http.ResponseController's
+// Flush calls: through an Unwrap chain, FlushError before Flush, and
+// ErrNotSupported for a writer that cannot flush.
+func TestFlusherOf(t *testing.T) {
+	rec := httptest.NewRecorder() // Flush only
+	if err := flusherOf(unwrapping{unwrapping{rec}}).FlushError(); err != nil || !rec.Flushed {
+		t.Fatalf("err %v, flushed %v: want the recorder flushed through two wrappers", err, rec.Flushed)
+	}
+	fe := &flushErrWriter{ResponseWriter: httptest.NewRecorder(), err: errors.New("gone")}
+	if err := flusherOf(unwrapping{fe}).FlushError(); err != fe.err || fe.calls != 1 {
+		t.Fatalf("err %v after %d calls: want FlushError's own error, called once", err, fe.calls)
+	}
+	if err := flusherOf(bareWriter{}).FlushError(); !errors.Is(err, http.ErrNotSupported) {
+		t.Fatalf("err %v: want http.ErrNotSupported, as ResponseController.Flush says", err)
+	}
+}
+
+// unwrapping wraps a writer as the node's middleware does.
+type unwrapping struct{ http.ResponseWriter }
+
+func (u unwrapping) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+type flushErrWriter struct {
+	http.ResponseWriter
+	err   error
+	calls int
+}
+
+func (f *flushErrWriter) FlushError() error { f.calls++; return f.err }
+
+// bareWriter can neither flush nor unwrap.
+type bareWriter struct{}
+
+func (bareWriter) Header() http.Header         { return http.Header{} }
+func (bareWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (bareWriter) WriteHeader(int)             {}

@@ -16,25 +16,34 @@ const (
 	readAheadMax = 256 << 10
 	// readAheadChunk is the most one read from the provider takes.
 	readAheadChunk = 8 << 10
-	// readAheadAfter is how long the relay may stay away from the
-	// provider's answer (writing to the client) before the read-ahead
-	// starts: a relay that keeps up never starts it.
-	readAheadAfter = 5 * time.Millisecond
+	// readAheadCheck is how often a relay's progress is looked at while
+	// it reads the provider's answer itself. A relay found away from the
+	// answer (in a write to the client) with no read since the previous
+	// look has fallen behind, and the read-ahead starts: one to two
+	// checks after the client stopped taking the answer.
+	readAheadCheck = 100 * time.Millisecond
 )
 
 // readAhead relays a provider's answer, read ahead of the client once the
 // client falls behind. While the relay keeps up it reads the provider
-// directly, on its own goroutine, into its own buffer. Once it has been
-// away from the answer for readAheadAfter (a write to the client that
-// waits for the client), a goroutine of the read-ahead's own reads the
-// provider into a buffer of at most readAheadMax bytes, which the relay
-// then reads from at the client's pace. When the provider's side ends
+// directly, on its own goroutine, into its own buffer. Once it has stayed
+// away from the answer from one look to the next (a write to the client
+// that waits for the client; looks are readAheadCheck apart), a goroutine
+// of the read-ahead's own reads the provider into a buffer of at most
+// readAheadMax bytes, which the relay then reads from at the client's
+// pace. When the provider's side ends
 // (its answer read to the end, or its connection failed) ended is called,
 // on whichever goroutine read it: the backend's slot goes back then, not
 // when a slow client has read the last byte. A client that does not read
 // holds at most readAheadMax bytes of the node's memory per attempt, on
 // top of its connection's socket buffers; then the provider waits, as it
 // would without a read-ahead.
+//
+// The look is one timer per attempt, armed when the relay returns from a
+// read and it is not armed, and re-armed by itself only while the relay
+// keeps coming back: a relay that keeps up costs a timer operation per
+// readAheadCheck, not one per read (which woke the scheduler's idle
+// loop on every event), and one that waits for the provider costs none.
 //
 // The relay is the only reader. close stops the goroutine, if it was
 // started, and waits for it, so that nothing reads the provider's body
@@ -43,14 +52,17 @@ type readAhead struct {
 	src    io.Reader
 	ended  func()                  // called once, when src returned an error (io.EOF included)
 	cancel context.CancelCauseFunc // ends the provider exchange, and so a read of src that waits
-	after  time.Duration           // readAheadAfter; longer in tests
-	behind *time.Timer             // fires after the relay's last Read returned; nil until then
+	every  time.Duration           // readAheadCheck; other values in tests
 
 	mu      sync.Mutex
-	cond    sync.Cond // signalled when buf, err or closed change
-	reading bool      // the relay is in Read: it is not behind
-	started bool      // the goroutine reads src; the relay reads buf only
-	buf     []byte    // read from src, not yet by the relay: buf[off:]
+	cond    sync.Cond   // signalled when buf, err or closed change
+	check   *time.Timer // runs look; nil until the relay's first read returned
+	armed   bool        // check will fire
+	reads   uint64      // reads of src by the relay that returned
+	mark    uint64      // reads when check was armed
+	reading bool        // the relay is in Read: it is not behind
+	started bool        // the goroutine reads src; the relay reads buf only
+	buf     []byte      // read from src, not yet by the relay: buf[off:]
 	off     int
 	err     error // src's error, once it returned one
 	closed  bool
@@ -59,22 +71,45 @@ type readAhead struct {
 
 // newReadAhead relays src.
 func newReadAhead(src io.Reader, ended func(), cancel context.CancelCauseFunc) *readAhead {
-	r := &readAhead{src: src, ended: ended, cancel: cancel, after: readAheadAfter}
+	r := &readAhead{src: src, ended: ended, cancel: cancel, every: readAheadCheck}
 	r.cond.L = &r.mu
 	return r
 }
 
-// fellBehind starts the goroutine if the relay is still away from the
-// answer (its timer may fire just as the relay comes back for more).
-func (r *readAhead) fellBehind() {
+// look is the check timer's work: it starts the goroutine if the relay is
+// away from the answer and has not read since the timer was armed. A relay
+// that read meanwhile is looked at again one check later; one that waits
+// in Read is not behind, and its next read's return arms the timer again.
+func (r *readAhead) look() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.reading || r.started || r.closed || r.err != nil {
+	switch {
+	case r.closed || r.started || r.err != nil || r.reading:
+		r.armed = false
+	case r.reads != r.mark:
+		r.mark = r.reads
+		r.check.Reset(r.every)
+	default:
+		r.armed = false
+		r.started = true
+		r.done = make(chan struct{})
+		go r.run()
+	}
+}
+
+// arm arms the check timer unless it is armed; the relay has just
+// returned from a read. r.mu must be held.
+func (r *readAhead) arm() {
+	r.reads++
+	if r.armed || r.closed {
 		return
 	}
-	r.started = true
-	r.done = make(chan struct{})
-	go r.run()
+	r.armed, r.mark = true, r.reads
+	if r.check == nil {
+		r.check = time.AfterFunc(r.every, r.look)
+	} else {
+		r.check.Reset(r.every)
+	}
 }
 
 func (r *readAhead) run() {
@@ -115,15 +150,10 @@ func (r *readAhead) run() {
 // Read returns what the provider sent next, waiting for it when there is
 // none yet; src's error once all of it was returned.
 func (r *readAhead) Read(p []byte) (int, error) {
-	if r.behind != nil {
-		// Back for more: not behind. A timer left to fire would cost a
-		// goroutine and a wake-up per read for nothing.
-		r.behind.Stop()
-	}
 	r.mu.Lock()
 	if !r.started {
-		// The relay keeps up: it reads src itself. Its timer, if it
-		// fires all the same, finds it reading and does nothing.
+		// The relay keeps up: it reads src itself. The check, if it
+		// fires meanwhile, finds it reading and does nothing.
 		err := r.err
 		r.reading = true
 		r.mu.Unlock()
@@ -135,20 +165,15 @@ func (r *readAhead) Read(p []byte) (int, error) {
 		r.reading = false
 		if err != nil {
 			r.err = err
-		}
-		r.mu.Unlock()
-		if err != nil {
+			r.mu.Unlock()
 			r.ended()
 			if n > 0 {
 				err = nil // returned by the next Read, after these bytes
 			}
 			return n, err
 		}
-		if r.behind == nil {
-			r.behind = time.AfterFunc(r.after, r.fellBehind)
-		} else {
-			r.behind.Reset(r.after)
-		}
+		r.arm()
+		r.mu.Unlock()
 		return n, nil
 	}
 	defer r.mu.Unlock()
@@ -174,11 +199,11 @@ func (r *readAhead) close() {
 	r.mu.Lock()
 	r.closed = true
 	started := r.started
+	if r.check != nil {
+		r.check.Stop()
+	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
-	if r.behind != nil {
-		r.behind.Stop()
-	}
 	r.cancel(nil)
 	if started {
 		<-r.done

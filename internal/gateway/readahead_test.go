@@ -21,7 +21,7 @@ func TestReadAheadOnlyWhenBehind(t *testing.T) {
 	t.Run("keeps up", func(t *testing.T) {
 		ended := 0
 		r := newReadAhead(chunkedReader(answer), func() { ended++ }, cancel)
-		r.after = time.Hour // a loaded machine may keep this goroutine from running for a few milliseconds
+		r.every = time.Hour // never looked at: the relay keeps up whatever the machine's pace
 		before := runtime.NumGoroutine()
 		var got bytes.Buffer
 		buf := make([]byte, 4<<10)
@@ -75,4 +75,78 @@ func (c *chunked) Read(p []byte) (int, error) {
 	n := copy(p[:min(len(p), 1000)], c.s)
 	c.s = c.s[n:]
 	return n, nil
+}
+
+// TestReadAheadLook calls the check's work by hand (the timer itself is an
+// hour away): the read-ahead starts only for a relay that is away from the
+// answer and has not read since the check was armed; a relay that read
+// meanwhile is looked at again, and one waiting for the provider is left
+// unarmed until its next read returns.
+func TestReadAheadLook(t *testing.T) {
+	answer := strings.Repeat("x", 10_000)
+	newRelay := func(t *testing.T) *readAhead {
+		t.Helper()
+		r := newReadAhead(chunkedReader(answer), func() {}, func(error) {})
+		r.every = time.Hour
+		t.Cleanup(r.close)
+		return r
+	}
+	read := func(t *testing.T, r *readAhead) {
+		t.Helper()
+		if _, err := r.Read(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(r *readAhead) (started, armed bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.started, r.armed
+	}
+
+	t.Run("away since armed", func(t *testing.T) {
+		r := newRelay(t)
+		read(t, r)
+		r.look()
+		if started, armed := state(r); !started || armed {
+			t.Fatalf("started %v, armed %v: want the read-ahead started and the check unarmed", started, armed)
+		}
+		rest, err := io.ReadAll(r)
+		if err != nil || len(rest) != len(answer)-100 {
+			t.Fatalf("%d bytes after the first 100, err %v: want the rest of the answer", len(rest), err)
+		}
+	})
+
+	t.Run("read since armed", func(t *testing.T) {
+		r := newRelay(t)
+		read(t, r)
+		read(t, r)
+		read(t, r)
+		r.look()
+		if started, armed := state(r); started || !armed {
+			t.Fatalf("started %v, armed %v: want the relay looked at again, not behind", started, armed)
+		}
+		r.look() // no read since the last look: now it is behind
+		if started, _ := state(r); !started {
+			t.Fatal("want the read-ahead started after a look with no read since the previous one")
+		}
+	})
+
+	t.Run("waiting for the provider", func(t *testing.T) {
+		r := newRelay(t)
+		read(t, r)
+		r.mu.Lock()
+		r.reading = true // as while the relay waits in src.Read
+		r.mu.Unlock()
+		r.look()
+		if started, armed := state(r); started || armed {
+			t.Fatalf("started %v, armed %v: want a relay in Read left alone, the check unarmed", started, armed)
+		}
+		r.mu.Lock()
+		r.reading = false
+		r.mu.Unlock()
+		read(t, r)
+		if _, armed := state(r); !armed {
+			t.Fatal("want the check armed again when the relay's next read returns")
+		}
+	})
 }

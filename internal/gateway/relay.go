@@ -393,7 +393,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 	}()
 
-	out := &streamWriter{w: c.w, rc: *http.NewResponseController(c.w), guard: &c.guard, c: c, resp: resp}
+	out := &streamWriter{w: c.w, rc: *http.NewResponseController(c.w), fl: flusherOf(c.w), guard: &c.guard, c: c, resp: resp}
 	c.guard.start(&out.rc, h.o.StreamIdle)
 	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
@@ -630,6 +630,7 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 type streamWriter struct {
 	w     http.ResponseWriter
 	rc    http.ResponseController // of w; a value, so that it is no allocation of its own
+	fl    flushError              // what rc.Flush calls, found once (flusherOf)
 	guard *writeGuard             // used under mu
 	c     *call                   // the call whose stream this is, for header
 	resp  *http.Response          // the provider's answer, for header
@@ -745,8 +746,44 @@ func (s *streamWriter) flush(now time.Time) error {
 func (s *streamWriter) flushLocked(now time.Time) error {
 	s.dirty = false
 	s.flushed = now
-	return s.rc.Flush()
+	return s.fl.FlushError()
 }
+
+// flushError is what http.ResponseController.Flush calls.
+type flushError interface{ FlushError() error }
+
+// flusherOf finds once what http.ResponseController.Flush on w would
+// call: Flush looks it up through w's Unwrap chain on every call, an
+// interface switch per writer in the chain and flush, and a stream
+// flushes once or more per event.
+func flusherOf(w http.ResponseWriter) flushError {
+	for {
+		switch t := w.(type) {
+		case flushError:
+			return t
+		case http.Flusher:
+			return plainFlusher{t}
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return noFlusher{}
+		}
+	}
+}
+
+// plainFlusher is an http.Flusher, whose Flush cannot fail.
+type plainFlusher struct{ http.Flusher }
+
+func (f plainFlusher) FlushError() error {
+	f.Flush()
+	return nil
+}
+
+// noFlusher is a writer that cannot flush, as http.ResponseController
+// reports it.
+type noFlusher struct{}
+
+func (noFlusher) FlushError() error { return http.ErrNotSupported }
 
 // startKeepalive writes ping after every of silence (nothing flushed),
 // from now on, until close or settle.
@@ -776,7 +813,7 @@ func (s *streamWriter) keepalive(now func() time.Time) {
 	}
 	s.guard.arm(t)
 	s.commitLocked()
-	if _, err := s.w.Write(s.ping); err == nil && s.rc.Flush() == nil {
+	if _, err := s.w.Write(s.ping); err == nil && s.fl.FlushError() == nil {
 		s.dirty = false
 		s.flushed = t
 		s.ka.Reset(s.every)
