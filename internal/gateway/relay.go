@@ -527,11 +527,11 @@ func (x *exchangeTimer) idleLeft(now time.Time) time.Duration {
 // nothing at all is stream_idle's, so neither needs a timer of its own,
 // and each fires at most one stream_idle late.
 type streamBounds struct {
-	now        func() time.Time         // the handler's clock when one was given (Options.Now); nil: the relay's reading
-	ping       func(ev *sse.Event) bool // the protocol's own keepalive event, if any
-	end        time.Time                // the stream must be complete by then; zero = no bound
-	progress   time.Duration            // 0 = no bound
-	progressBy time.Time                // the next event that carries data must come by then
+	now      func() time.Time         // the handler's clock when one was given (Options.Now); nil: the relay's reading
+	ping     func(ev *sse.Event) bool // the protocol's own keepalive event, if any
+	end      time.Time                // the stream must be complete by then; zero = no bound
+	progress time.Duration            // 0 = no bound
+	lastData time.Time                // the last event that carried data came then; the next must come within progress
 }
 
 // newStreamBounds starts the bounds of a's stream at its first event.
@@ -548,7 +548,7 @@ func (c *call) newStreamBounds(a *attempt) streamBounds {
 	if o.StreamTotal > 0 {
 		b.end = a.started.Add(o.StreamTotal)
 	}
-	b.progressBy = now.Add(o.StreamProgress)
+	b.lastData = now
 	return b
 }
 
@@ -570,10 +570,10 @@ func (b *streamBounds) check(ev *sse.Event, now time.Time) error {
 		return nil
 	}
 	if ev.Data != nil && (b.ping == nil || !b.ping(ev)) {
-		b.progressBy = now.Add(b.progress)
+		b.lastData = now // a copy per event, not a time.Add
 		return nil
 	}
-	if now.After(b.progressBy) {
+	if now.Sub(b.lastData) > b.progress {
 		return errNoProgress
 	}
 	return nil
