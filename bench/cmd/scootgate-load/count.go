@@ -662,9 +662,9 @@ func perfEvents() string {
 // perfWindow is a perf stat attached to a process, counting between its
 // start and stop.
 type perfWindow struct {
-	cmd      *exec.Cmd
-	ctl, ack *os.File // our ends of its control and acknowledgement pipes
-	out      string
+	cmd *exec.Cmd
+	pc  *perfControl
+	out string
 }
 
 // startPerf attaches perf stat to pid with its events disabled, enables
@@ -675,23 +675,16 @@ func startPerf(ctx context.Context, pid int) (*perfWindow, error) {
 		return nil, err
 	}
 	f.Close()
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	ackR, ackW, err := os.Pipe()
-	if err != nil {
-		ctlR.Close()
-		ctlW.Close()
-		return nil, err
-	}
 	cmd := exec.CommandContext(ctx, "perf", "stat", "-x,", "-o", f.Name(), "-D", "-1", "--control", "fd:3,4",
 		"-e", perfEvents(), "-p", strconv.Itoa(pid))
-	cmd.ExtraFiles = []*os.File{ctlR, ackW}
+	pc, err := newPerfControl(cmd)
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
 	err = cmd.Start()
-	ctlR.Close()
-	ackW.Close()
-	pw := &perfWindow{cmd: cmd, ctl: ctlW, ack: ackR, out: f.Name()}
+	pc.started()
+	pw := &perfWindow{cmd: cmd, pc: pc, out: f.Name()}
 	if err != nil {
 		pw.close()
 		return nil, fmt.Errorf("perf stat: %w", err)
@@ -706,30 +699,10 @@ func startPerf(ctx context.Context, pid int) (*perfWindow, error) {
 }
 
 // command sends perf one control command and waits for its ack.
-func (pw *perfWindow) command(c string) error {
-	if _, err := io.WriteString(pw.ctl, c+"\n"); err != nil {
-		return fmt.Errorf("perf stat %s: %w", c, err)
-	}
-	// perf writes "ack\n" and a NUL after it.
-	var got []byte
-	one := make([]byte, 1)
-	for !strings.HasSuffix(string(got), "ack\n") {
-		if _, err := pw.ack.Read(one); err != nil {
-			return fmt.Errorf("perf stat %s: no ack (%q): %w", c, got, err)
-		}
-		if one[0] != 0 {
-			got = append(got, one[0])
-		}
-		if len(got) > 64 {
-			return fmt.Errorf("perf stat %s: no ack (%q)", c, got)
-		}
-	}
-	return nil
-}
+func (pw *perfWindow) command(c string) error { return pw.pc.command(c) }
 
 func (pw *perfWindow) close() {
-	pw.ctl.Close()
-	pw.ack.Close()
+	pw.pc.close()
 	os.Remove(pw.out)
 }
 

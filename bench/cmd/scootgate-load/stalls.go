@@ -96,7 +96,7 @@ func (t *stallTracer) close() {
 type stallTrace struct {
 	t      *stallTracer
 	cmd    *exec.Cmd
-	ctl    *os.File // "enable" goes here
+	pc     *perfControl
 	file   string
 	stderr bytes.Buffer
 	// wall and mono are one instant on the wall clock (with Go's monotonic
@@ -114,17 +114,6 @@ func (t *stallTracer) start(ctx context.Context) (*stallTrace, error) {
 	}
 	t.runs++
 	tr := &stallTrace{t: t, file: filepath.Join(t.dir, fmt.Sprintf("sched-%d.data", t.runs))}
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	ackR, ackW, err := os.Pipe()
-	if err != nil {
-		ctlR.Close()
-		ctlW.Close()
-		return nil, err
-	}
-	defer ackR.Close()
 	args := []string{"record", "-q", "-D", "-1", "--control", "fd:3,4", "-e", "sched:sched_switch",
 		"-k", "CLOCK_MONOTONIC", "-m", "1024", "-o", tr.file}
 	if t.cpus != "" {
@@ -133,30 +122,24 @@ func (t *stallTracer) start(ctx context.Context) (*stallTrace, error) {
 		args = append(args, "-a")
 	}
 	tr.cmd = exec.Command(t.perf, args...)
-	tr.cmd.ExtraFiles = []*os.File{ctlR, ackW}
 	tr.cmd.Stderr = &tr.stderr
-	err = tr.cmd.Start()
-	ctlR.Close()
-	ackW.Close()
+	pc, err := newPerfControl(tr.cmd)
 	if err != nil {
-		ctlW.Close()
+		return nil, err
+	}
+	err = tr.cmd.Start()
+	pc.started()
+	if err != nil {
+		pc.close()
 		return nil, fmt.Errorf("perf: %w", err)
 	}
-	tr.ctl = ctlW
+	tr.pc = pc
 	fail := func(err error) (*stallTrace, error) {
 		tr.kill()
 		return nil, fmt.Errorf("perf record: %w: %s", err, strings.TrimSpace(tr.stderr.String()))
 	}
-	if _, err := io.WriteString(ctlW, "enable\n"); err != nil {
+	if err := pc.command("enable"); err != nil {
 		return fail(err)
-	}
-	_ = ackR.SetReadDeadline(time.Now().Add(10 * time.Second))
-	ack, err := bufio.NewReader(ackR).ReadString('\n')
-	if err != nil {
-		return fail(fmt.Errorf("no acknowledgement of enable: %w", err))
-	}
-	if strings.TrimSpace(ack) != "ack" {
-		return fail(fmt.Errorf("answered %q to enable", strings.TrimSpace(ack)))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -174,7 +157,7 @@ func (t *stallTracer) start(ctx context.Context) (*stallTrace, error) {
 func (tr *stallTrace) kill() {
 	_ = tr.cmd.Process.Kill()
 	_ = tr.cmd.Wait()
-	tr.ctl.Close()
+	tr.pc.close()
 	_ = os.Remove(tr.file)
 }
 
@@ -206,7 +189,7 @@ func (tr *stallTrace) interval(s span) loadgen.Interval {
 // spans ends the recording and returns its stalls as spans.
 func (tr *stallTrace) spans() ([]span, error) {
 	defer os.Remove(tr.file)
-	defer tr.ctl.Close()
+	defer tr.pc.close()
 	_ = tr.cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- tr.cmd.Wait() }()
