@@ -1,9 +1,11 @@
 package usage
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -13,7 +15,7 @@ import (
 var (
 	errFloat = errors.New("usage: encode: ttfb_ms or duration_ms is NaN or infinite")
 	errTime  = errors.New("usage: encode: started_at has a year outside [0,9999] or a zone offset of 24 hours or more")
-	errRaw   = errors.New("usage: encode: provider_usage is empty (use nil, not empty, for null)")
+	errRaw   = errors.New("usage: encode: provider_usage is not JSON (use nil, not empty, for null)")
 )
 
 // appendJSON appends the JSON encoding of e to dst and returns the
@@ -27,59 +29,74 @@ var (
 // started_at as [time.Time.MarshalJSON], provider_usage compacted),
 // without reflection; tests hold it to json.Marshal on generated events.
 //
-// e must have passed [usageevent.Event.Validate], as every event the
-// Recorder encodes has: its provider_usage, when set, is then a valid JSON
-// object, which appendJSON compacts without checking it again. Beyond
-// that it fails where json.Marshal fails: a NaN or infinite float, a time
-// that RFC 3339 cannot represent. On error dst is returned with its
+// valid reports that e is valid: [usageevent.Event.Validate] accepts it
+// (FuzzVouched and TestVouchedGenerated hold it to Validate). The checks
+// ride along the encoding, in the cheap form that the node's own events
+// take (ids and names in printable ASCII, provider_usage of the plain
+// kind, known enum values), so that the Recorder need not validate what
+// the node built: Validate cost ~5.5k instructions an event, mostly a
+// second pass over provider_usage. false says only that these checks
+// could not tell: the caller must then ask Validate, and use the bytes only
+// if it accepts e.
+//
+// Beyond that it fails where json.Marshal fails: a NaN or infinite float,
+// a time that RFC 3339 cannot represent, a provider_usage that is not
+// JSON. On error dst is returned with its
 // original length. A nil e encodes as null.
-func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
+func appendJSON(dst []byte, e *usageevent.Event) (out []byte, valid bool, err error) {
 	if e == nil {
-		return append(dst, "null"...), nil
+		return append(dst, "null"...), false, nil
 	}
 	if !finite(e.TTFBMs) || !finite(e.DurationMs) {
-		return dst, errFloat
+		return dst, false, errFloat
 	}
-	b := append(dst, `{"event_id":`...)
+	// unsure: a check failed, so Validate must decide.
+	unsure := !vouchScalars(e)
+	b := dst
+	b = append(b, `{"event_id":`...)
+	unsure = unsure || !canonicalUUID(e.EventID)
 	b = appendString(b, e.EventID)
 	b = append(b, `,"schema":`...)
 	b = strconv.AppendInt(b, int64(e.Schema), 10)
 	b = append(b, `,"authoritative":`...)
 	b = strconv.AppendBool(b, e.Authoritative)
 	b = append(b, `,"node_id":`...)
-	b = appendString(b, e.NodeID)
+	b = appendName(b, e.NodeID, &unsure)
 	b = append(b, `,"request_id":`...)
-	b = appendString(b, e.RequestID)
+	b = appendName(b, e.RequestID, &unsure)
 	b = append(b, `,"tenant_id":`...)
-	b = appendString(b, e.TenantID)
+	b = appendName(b, e.TenantID, &unsure)
 	b = append(b, `,"key_id":`...)
-	b = appendString(b, e.KeyID)
+	b = appendName(b, e.KeyID, &unsure)
 	b = append(b, `,"public_model":`...)
-	b = appendString(b, e.PublicModel)
+	b = appendName(b, e.PublicModel, &unsure)
 	if e.ModelPattern != "" {
 		b = append(b, `,"model_pattern":`...)
-		b = appendString(b, e.ModelPattern)
+		b = appendName(b, e.ModelPattern, &unsure)
 	}
 	if e.ServedModel != "" {
 		b = append(b, `,"served_model":`...)
-		b = appendString(b, e.ServedModel)
+		b = appendName(b, e.ServedModel, &unsure)
 	}
 	b = append(b, `,"provider_model":`...)
-	b = appendString(b, e.ProviderModel)
+	b = appendName(b, e.ProviderModel, &unsure)
 	b = append(b, `,"backend":`...)
-	b = appendString(b, e.Backend)
+	b = appendName(b, e.Backend, &unsure)
 	b = append(b, `,"protocol":`...)
 	b = appendString(b, e.Protocol)
 	if e.Endpoint != "" {
 		b = append(b, `,"endpoint":`...)
+		unsure = unsure || !isWord(e.Endpoint, '_')
 		b = appendString(b, e.Endpoint)
 	}
 	if e.Platform != "" {
 		b = append(b, `,"platform":`...)
+		unsure = unsure || !isWord(e.Platform, '_')
 		b = appendString(b, e.Platform)
 	}
 	if e.Region != "" {
 		b = append(b, `,"region":`...)
+		unsure = unsure || !isWord(e.Region, '-')
 		b = appendString(b, e.Region)
 	}
 	b = append(b, `,"stream":`...)
@@ -110,7 +127,7 @@ func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
 	// Its output needs no escaping. On error it returns nil.
 	t, err := e.StartedAt.AppendText(b)
 	if err != nil {
-		return dst, errTime
+		return dst, false, errTime
 	}
 	b = append(t, `","usage":`...)
 	if u := e.Usage; u == nil {
@@ -135,12 +152,26 @@ func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
 	case e.ProviderUsage == nil:
 		b = append(b, "null"...)
 	case len(e.ProviderUsage) == 0:
-		return dst, errRaw
+		return dst, false, errRaw
 	default:
-		b = appendCompactHTML(b, e.ProviderUsage) // valid: Validate checked it
+		// Usage needs a provider_usage that is an object, and the plain
+		// kind is vouched for by its one pass; anything else (null,
+		// \u escapes, deep nesting, not JSON) Validate decides.
+		var plain bool
+		if b, plain = appendPlainObject(b, e.ProviderUsage); !plain {
+			// json.Marshal refuses what is not JSON, and so must this:
+			// Validate passes provider_usage of white space only, as
+			// absent, which appendCompactHTML would write as nothing.
+			if !json.Valid(e.ProviderUsage) {
+				return dst, false, errRaw
+			}
+			unsure = true
+			b = appendCompactHTML(b, e.ProviderUsage)
+		}
 	}
 	if c := e.Cost; c != nil {
 		b = append(b, `,"cost":{"usd":`...)
+		unsure = unsure || !canonicalUSD(c.USD)
 		b = appendString(b, c.USD)
 		b = append(b, `,"price_version":`...)
 		b = strconv.AppendUint(b, c.PriceVersion, 10)
@@ -148,7 +179,141 @@ func appendJSON(dst []byte, e *usageevent.Event) ([]byte, error) {
 		b = strconv.AppendBool(b, c.Estimated)
 		b = append(b, '}')
 	}
-	return append(b, '}'), nil
+	return append(b, '}'), !unsure, nil
+}
+
+// appendName appends an id or name as appendString does, and sets
+// *unsure unless it is 1 to usageevent.MaxStringLength bytes of printable
+// ASCII that JSON copies as it is (not " \\ < > &): what Validate's rule
+// for ids and names (no control characters, at most MaxStringLength
+// characters) accepts. One loop does both, as appendString's first would.
+func appendName(b []byte, s string, unsure *bool) []byte {
+	n := 0
+	for n < len(s) && plainName[s[n]] {
+		n++
+	}
+	if n == 0 || n < len(s) || n > usageevent.MaxStringLength {
+		*unsure = true
+		return appendString(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// plainName marks the bytes name vouches for: htmlSafe without DEL, a
+// control character to Validate.
+var plainName = func() (t [256]bool) {
+	t = htmlSafe
+	t[0x7f] = false
+	return t
+}()
+
+// vouchScalars reports whether e's members that appendJSON writes without
+// looking at their bytes are valid, as Validate says (its rules in its
+// order; the strings' rules are checked as they are written). Enum values
+// are matched against the constants a node writes: a value known to
+// Validate but not listed here is not vouched for, and Validate decides.
+func vouchScalars(e *usageevent.Event) bool {
+	if e.Schema != usageevent.Schema || e.Authoritative || e.StartedAt.IsZero() {
+		return false
+	}
+	switch e.Protocol {
+	case usageevent.ProtocolOpenAI, usageevent.ProtocolAnthropic, usageevent.ProtocolGemini, usageevent.ProtocolBedrockConverse:
+	default:
+		return false
+	}
+	if e.Attempt < 1 || e.Attempt > usageevent.MaxAttempt {
+		return false
+	}
+	switch e.SendState {
+	case usageevent.SendResponseReceived:
+		if e.FailureStage != "" && !isWord(e.FailureStage, '_') {
+			return false
+		}
+	case usageevent.SendDefinitelyNotSent, usageevent.SendPossiblySent:
+		// No response: a failure, and nothing read from an answer.
+		if !isWord(e.FailureStage, '_') || e.ResponseBytes != 0 || e.TTFBMs != 0 || e.Usage != nil {
+			return false
+		}
+	default:
+		return false
+	}
+	if e.HTTPStatus != 0 && (e.HTTPStatus < 100 || e.HTTPStatus > 599) {
+		return false
+	}
+	// Finite: appendJSON checked.
+	if e.RequestBytes < 0 || e.ResponseBytes < 0 || e.TTFBMs < 0 || e.DurationMs < 0 {
+		return false
+	}
+	// Usage is vouched for with a provider_usage (its object checked as it
+	// is written), none without.
+	if u := e.Usage; u == nil {
+		if e.ProviderUsage != nil {
+			return false
+		}
+	} else if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.ReasoningTokens < 0 ||
+		u.CacheReadTokens > u.InputTokens || u.CacheWriteTokens > u.InputTokens-u.CacheReadTokens ||
+		u.ReasoningTokens > u.OutputTokens || e.ProviderUsage == nil {
+		return false
+	}
+	return e.Cost == nil || !e.Cost.Estimated || e.Usage == nil
+}
+
+// canonicalUUID reports whether s is 8-4-4-4-12 lowercase hex digits.
+func canonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isWord reports whether s is 1-64 of [a-z0-9] and sep, starting with a
+// letter: failure stages, endpoints and platforms (sep '_'), regions
+// (sep '-').
+func isWord(s string, sep byte) bool {
+	if len(s) == 0 || len(s) > usageevent.MaxStageLength || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == sep) {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalUSD reports whether s is a cost as usd.Amount.String writes
+// one below a million dollars: 0 or a whole part without a leading zero,
+// and at most 12 digits after a point, the last not 0. Validate accepts
+// up to usd.Max (~9.2 million); larger costs it decides.
+func canonicalUSD(s string) bool {
+	whole, frac, point := strings.Cut(s, ".")
+	if len(whole) == 0 || len(whole) > 6 || len(whole) > 1 && whole[0] == '0' || !digits(whole) {
+		return false
+	}
+	return !point || len(frac) > 0 && len(frac) <= 12 && frac[len(frac)-1] != '0' && digits(frac)
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -292,4 +457,224 @@ func appendCompactHTML(b, src []byte) []byte {
 		}
 	}
 	return append(b, src[start:]...)
+}
+
+// appendPlainObject appends src compacted and HTML-escaped, the bytes
+// appendCompactHTML appends, when src is a JSON object of the plain kind
+// providers write their usage in (pkg/usageevent's plainJSON: strings
+// without \u escapes, at most maxPlainDepth deep, white space anywhere
+// JSON allows it): one pass that checks and writes, where Validate and
+// appendCompactHTML made two. Otherwise it returns b as it was and false,
+// and src is left to Validate (which may still find it valid JSON).
+func appendPlainObject(b, src []byte) ([]byte, bool) {
+	p := compactor{src: src, b: b}
+	p.space()
+	if p.i >= len(src) || src[p.i] != '{' || !p.value(0) {
+		return b, false
+	}
+	if p.space(); p.i != len(src) {
+		return b, false
+	}
+	return append(p.b, src[p.from:]...), true
+}
+
+// maxPlainDepth bounds appendPlainObject's nesting (its recursion), as
+// plainJSON's; deeper documents are left to Validate.
+const maxPlainDepth = 16
+
+// compactor is appendPlainObject's parser. It reads src at i and copies
+// it to b in runs: src[from:i] is read and not yet copied, so white space
+// and the bytes HTML escaping changes are where a run ends.
+type compactor struct {
+	src  []byte
+	i    int
+	from int
+	b    []byte
+}
+
+// space skips white space, which the output leaves out.
+func (p *compactor) space() {
+	j := p.i
+	for j < len(p.src) && (p.src[j] == ' ' || p.src[j] == '\t' || p.src[j] == '\n' || p.src[j] == '\r') {
+		j++
+	}
+	if j > p.i {
+		p.b = append(p.b, p.src[p.from:p.i]...)
+		p.i, p.from = j, j
+	}
+}
+
+// value reads one value at p.i (white space before it already read).
+func (p *compactor) value(depth int) bool {
+	if p.i >= len(p.src) || depth > maxPlainDepth {
+		return false
+	}
+	switch c := p.src[p.i]; {
+	case c == '{':
+		return p.container(depth, '}', true)
+	case c == '[':
+		return p.container(depth, ']', false)
+	case c == '"':
+		return p.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	}
+	return false
+}
+
+// container reads an object (members true) or an array up to its end
+// byte.
+func (p *compactor) container(depth int, end byte, members bool) bool {
+	p.i++
+	p.space()
+	if p.i < len(p.src) && p.src[p.i] == end {
+		p.i++
+		return true
+	}
+	for {
+		if members {
+			if p.i >= len(p.src) || p.src[p.i] != '"' || !p.str() {
+				return false
+			}
+			p.space()
+			if p.i >= len(p.src) || p.src[p.i] != ':' {
+				return false
+			}
+			p.i++
+			p.space()
+		}
+		if !p.value(depth + 1) {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.src) {
+			return false
+		}
+		switch p.src[p.i] {
+		case ',':
+			p.i++
+			p.space()
+		case end:
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// strSpecial marks the bytes str stops at inside a string: its end, an
+// escape, a control character (JSON forbids them) and what HTML escaping
+// changes (0xE2 starts U+2028 and U+2029).
+var strSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for _, c := range []byte("\"\\<>&\xe2") {
+		t[c] = true
+	}
+	return t
+}()
+
+// str reads a string: no control character, of the escapes only the
+// one-letter ones; < > & U+2028 U+2029 are escaped as appendCompactHTML
+// escapes them, invalid UTF-8 is copied as it is.
+func (p *compactor) str() bool {
+	src := p.src
+	for j := p.i + 1; j < len(src); j++ {
+		// The run of plain bytes in a loop of its own, on locals: most
+		// of a usage object is its member names.
+		for j < len(src) && !strSpecial[src[j]] {
+			j++
+		}
+		if j == len(src) {
+			return false
+		}
+		c := src[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			j++
+			if j >= len(p.src) {
+				return false
+			}
+			switch p.src[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			default:
+				return false // \u, or not an escape: Validate decides
+			}
+		case c == 0xE2:
+			if j+2 < len(p.src) && p.src[j+1] == 0x80 && p.src[j+2]&^1 == 0xA8 {
+				p.b = append(p.b, p.src[p.from:j]...)
+				p.b = append(p.b, '\\', 'u', '2', '0', '2', hexDigits[p.src[j+2]&0xF])
+				j += 2
+				p.from = j + 1
+			}
+		default: // < > &
+			p.b = append(p.b, p.src[p.from:j]...)
+			p.b = append(p.b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			p.from = j + 1
+		}
+	}
+	return false
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (p *compactor) number() bool {
+	if p.src[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i >= len(p.src):
+		return false
+	case p.src[p.i] == '0':
+		p.i++
+	case '1' <= p.src[p.i] && p.src[p.i] <= '9':
+		p.digits()
+	default:
+		return false
+	}
+	if p.i < len(p.src) && p.src[p.i] == '.' {
+		p.i++
+		if !p.digits() {
+			return false
+		}
+	}
+	if p.i < len(p.src) && (p.src[p.i] == 'e' || p.src[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.src) && (p.src[p.i] == '+' || p.src[p.i] == '-') {
+			p.i++
+		}
+		if !p.digits() {
+			return false
+		}
+	}
+	return true
+}
+
+// digits reads one or more digits.
+func (p *compactor) digits() bool {
+	start := p.i
+	for p.i < len(p.src) && '0' <= p.src[p.i] && p.src[p.i] <= '9' {
+		p.i++
+	}
+	return p.i > start
+}
+
+func (p *compactor) literal(lit string) bool {
+	if len(p.src)-p.i < len(lit) || string(p.src[p.i:p.i+len(lit)]) != lit {
+		return false
+	}
+	p.i += len(lit)
+	return true
 }

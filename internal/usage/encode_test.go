@@ -15,20 +15,24 @@ import (
 	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
-// checkAppendJSON holds appendJSON to its reference, json.Marshal: the same
-// bytes, or both an error. appendJSON must append after prefix and leave
-// prefix alone, also on error. Events whose provider_usage is not valid
-// JSON are left out: appendJSON encodes validated events only, and
-// Validate rejects them (pkg/usageevent's tests hold its JSON check to
-// json.Valid).
-func checkAppendJSON(t *testing.T, e *usageevent.Event, prefix []byte) {
+// checkAppendJSON holds appendJSON to its references: json.Marshal for
+// the bytes (the same bytes, or both an error), and Validate for the
+// events it vouches for (valid: Validate accepts them). appendJSON must
+// append after prefix and leave prefix alone, also on error. It returns
+// whether appendJSON vouched for e.
+func checkAppendJSON(t *testing.T, e *usageevent.Event, prefix []byte) bool {
 	t.Helper()
-	if e != nil && len(e.ProviderUsage) > 0 && !json.Valid(e.ProviderUsage) {
-		return
+	keep := bytes.Clone(prefix)
+	got, valid, err := appendJSON(prefix, e)
+	if valid {
+		if verr := e.Validate(); verr != nil {
+			t.Fatalf("appendJSON vouched for an event Validate refuses: %v\nevent: %#v", verr, e)
+		}
+		if err != nil {
+			t.Fatalf("appendJSON vouched for an event and failed: %v", err)
+		}
 	}
 	want, wantErr := json.Marshal(e)
-	keep := bytes.Clone(prefix)
-	got, err := appendJSON(prefix, e)
 	switch {
 	case (err != nil) != (wantErr != nil):
 		t.Fatalf("appendJSON error %v, json.Marshal error %v\nevent: %#v", err, wantErr, e)
@@ -41,6 +45,7 @@ func checkAppendJSON(t *testing.T, e *usageevent.Event, prefix []byte) {
 	case !bytes.Equal(got[len(keep):], want):
 		t.Fatalf("appendJSON differs from json.Marshal\n got: %q\nwant: %q", got[len(keep):], want)
 	}
+	return valid
 }
 
 // TestAppendJSONExamples: the contract examples encode as json.Marshal
@@ -154,7 +159,7 @@ func TestAppendJSONGenerated(t *testing.T) {
 		// Reuse one buffer as the recorder does: stale bytes past len
 		// must not leak into the output.
 		checkAppendJSON(t, e, buf[:0])
-		buf, _ = appendJSON(buf[:0], e)
+		buf, _, _ = appendJSON(buf[:0], e)
 	}
 }
 
@@ -479,7 +484,7 @@ func TestAppendJSONAllocs(t *testing.T) {
 	e := benchEvent()
 	buf := make([]byte, 0, 4096)
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := appendJSON(buf[:0], e); err != nil {
+		if _, _, err := appendJSON(buf[:0], e); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
@@ -496,7 +501,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
 			var err error
-			if buf, err = appendJSON(buf[:0], e); err != nil {
+			if buf, _, err = appendJSON(buf[:0], e); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -59,8 +59,22 @@ func NewRecorder(out Appender, maxPayload int) *Recorder {
 }
 
 // Record validates, encodes and appends ev.
+//
+// The encoder checks the event as it writes it (appendJSON): an event
+// the node built passes those checks, and Validate runs only for one that
+// does not, to decide. Either way exactly the events Validate accepts are
+// recorded (docs/usage-events.md: every event a node writes is valid).
 func (r *Recorder) Record(ev *usageevent.Event) {
-	if ev.Validate() != nil {
+	bp := r.getBuf()
+	defer r.putBuf(bp)
+	// appendJSON writes json.Marshal's bytes without reflection and, into
+	// a pooled buffer, without allocating.
+	data, valid, err := appendJSON((*bp)[:0], ev)
+	*bp = data
+	if err != nil || !valid && ev.Validate() != nil {
+		// Encoding fails for what Validate lets through and JSON cannot
+		// hold: a started_at outside RFC 3339's years, an empty (not
+		// nil) provider_usage. Either is a gateway bug.
 		r.invalid.Add(1)
 		return
 	}
@@ -75,18 +89,6 @@ func (r *Recorder) Record(ev *usageevent.Event) {
 			r.overKey.Add(1)
 			return
 		}
-	}
-	bp := r.getBuf()
-	defer r.putBuf(bp)
-	// appendJSON writes json.Marshal's bytes without reflection and, into
-	// a pooled buffer, without allocating; it relies on the Validate above.
-	data, err := appendJSON((*bp)[:0], ev)
-	*bp = data
-	if err != nil {
-		// What Validate lets through and JSON cannot hold: a started_at
-		// outside RFC 3339's years, an empty (not nil) provider_usage.
-		r.invalid.Add(1)
-		return
 	}
 	if r.maxPayload > 0 && len(data) > r.maxPayload {
 		r.oversize.Add(1)

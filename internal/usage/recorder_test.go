@@ -152,6 +152,9 @@ func TestRecordUnencodable(t *testing.T) {
 		{"year 10000", func(e *usageevent.Event) { e.StartedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{"zone 24h", func(e *usageevent.Event) { e.StartedAt = e.StartedAt.In(time.FixedZone("X", 24*3600)) }},
 		{"empty provider_usage", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage{} }},
+		// Validate takes white space as no provider_usage; written as it
+		// is, it would leave the member without a value.
+		{"provider_usage of white space", func(e *usageevent.Event) { e.ProviderUsage = json.RawMessage(" \n") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := validEvent()
