@@ -9,16 +9,17 @@ import (
 	"time"
 )
 
-// fakeWall is the writer's clock under test control: Timer registrations
-// are reported on set, and Advance fires the timers it passes.
+// fakeWall is the writer's clock under test control: alarm settings are
+// reported on set, and Advance fires the alarm when it passes its time.
 type fakeWall struct {
 	mu     sync.Mutex
 	now    time.Time
-	timers []*fakeTimer       // guarded by mu
-	set    chan time.Duration // each Timer's distance from now when it was set
+	timers []*fakeTimer       // the alarm while set; guarded by mu
+	set    chan time.Duration // each setting's distance from now
 }
 
 type fakeTimer struct {
+	w  *fakeWall
 	at time.Time
 	c  chan time.Time
 }
@@ -33,9 +34,15 @@ func (f *fakeWall) Now() time.Time {
 	return f.now
 }
 
-func (f *fakeWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
+func (f *fakeWall) Alarm() alarm { return &fakeTimer{w: f, c: make(chan time.Time, 1)} }
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Set(at time.Time) {
+	f := t.w
 	f.mu.Lock()
-	t := &fakeTimer{at: at, c: make(chan time.Time, 1)}
+	t.stopLocked()
+	t.at = at
 	d := at.Sub(f.now)
 	if d <= 0 {
 		t.c <- f.now
@@ -47,16 +54,27 @@ func (f *fakeWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
 	case f.set <- d:
 	default: // a test that stopped looking
 	}
-	return t.c, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for i, x := range f.timers {
-			if x == t {
-				f.timers = append(f.timers[:i], f.timers[i+1:]...)
-				return true
-			}
+}
+
+func (t *fakeTimer) Stop() {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	t.stopLocked()
+}
+
+// stopLocked unregisters t and drops a value not yet received, as
+// time.Timer's Stop and Reset do. f.mu must be held.
+func (t *fakeTimer) stopLocked() {
+	f := t.w
+	for i, x := range f.timers {
+		if x == t {
+			f.timers = append(f.timers[:i], f.timers[i+1:]...)
+			break
 		}
-		return false
+	}
+	select {
+	case <-t.c:
+	default:
 	}
 }
 

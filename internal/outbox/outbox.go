@@ -209,10 +209,10 @@ type hooks struct {
 	afterCommit func(error)
 	// wall replaces the writer's real clock.
 	wall wall
-	// kicked runs each time Append, Delete or Close wakes the writer
-	// (a kick it did not yet have); idle runs when the writer starts to
-	// wait for a kick alone.
-	kicked, idle func()
+	// kicked runs each time a full batch or Close kicks the writer (a
+	// kick it did not yet have); idle runs when the writer starts to wait
+	// with no deadline; woke each time its wait ends.
+	kicked, idle, woke func()
 }
 
 // item is one accepted event on its way to the writer: the encoded row
@@ -232,6 +232,7 @@ type Store struct {
 	wall        wall
 	quarantined string
 	kick        chan struct{} // cap 1: wakes the writer (see Store.sleep and idle)
+	alarm       alarm         // wakes the writer at its deadline; Set and Stop with mu held
 	notify      chan struct{} // cap 1: a commit added rows
 	stopped     chan struct{} // closed when the writer has returned
 	closeDone   chan struct{} // closed when Close has finished
@@ -241,11 +242,11 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	// idle is set while the writer waits with no deadline (nothing
-	// queued or pending): only a kick wakes it then. While it waits for
-	// a deadline, or commits, a new event or delete only joins what that
-	// commit will take: the first one's deadline is never later than
-	// theirs (one CommitInterval for both), so waking the writer for
-	// them would only cost a wakeup.
+	// queued or pending): the first event or delete then sets its alarm
+	// (armLocked). While it waits for a deadline, or commits, a new event
+	// or delete only joins what that commit will take: the first one's
+	// deadline is never later than theirs (one CommitInterval for both),
+	// so setting or waking the writer for them would only cost work.
 	idle     bool
 	flushErr error // the last commit failure after Close began
 	// queue holds accepted events, FIFO, until the writer takes them all
@@ -339,6 +340,7 @@ func open(o Options, h hooks) (*Store, error) {
 	if s.wall == nil {
 		s.wall = realWall{}
 	}
+	s.alarm = s.wall.Alarm()
 	s.stats.Quarantined = moved
 	go s.run()
 	return s, nil
@@ -403,8 +405,10 @@ func (s *Store) append(payload []byte, notSent bool) bool {
 	if notSent {
 		s.queuedNotSent++
 	}
-	if s.idle || len(s.queue) == s.o.MaxBatch {
-		s.wakeLocked() // a deadline to set, or a batch to commit now
+	if len(s.queue) == s.o.MaxBatch {
+		s.wakeLocked() // a batch to commit now
+	} else {
+		s.armLocked(at.Add(s.o.CommitInterval)) // the first event's deadline, if the writer has none
 	}
 	s.resRows++
 	s.resBytes += n
@@ -609,9 +613,7 @@ func (s *Store) Delete(seqs ...uint64) error {
 	}
 	if len(s.pending) == 0 && len(seqs) > 0 {
 		s.pendingSince = s.wall.Now()
-		if s.idle {
-			s.wakeLocked() // the writer sets a deadline for them
-		}
+		s.armLocked(s.pendingSince.Add(s.o.CommitInterval)) // their deadline, if the writer has none
 	}
 	s.pending = append(s.pending, seqs...)
 	for _, q := range seqs {

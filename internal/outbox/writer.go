@@ -15,20 +15,41 @@ import (
 // fake through hooks so that windows and stalls need no sleeps.
 type wall interface {
 	Now() time.Time
-	// Timer returns a channel that receives once the clock reaches at,
-	// and a stop function the caller must call. An absolute time, so a
-	// fake clock moved between Now and Timer cannot make it late.
-	Timer(at time.Time) (<-chan time.Time, func() bool)
+	// Alarm returns the writer's alarm, stopped.
+	Alarm() alarm
+}
+
+// alarm wakes the writer at its commit deadline. Set and Stop are called
+// with Store.mu held, by the writer and by the Append or Delete that gives
+// an idle writer its deadline; C is read by the writer alone.
+type alarm interface {
+	// Set makes C receive once the clock reaches at (an absolute time,
+	// so a fake clock moved between Now and Set cannot make it late),
+	// replacing any earlier setting and dropping a value not yet
+	// received.
+	Set(at time.Time)
+	// Stop stops the alarm and drops a value not yet received.
+	Stop()
+	C() <-chan time.Time
 }
 
 type realWall struct{}
 
 func (realWall) Now() time.Time { return time.Now() }
 
-func (realWall) Timer(at time.Time) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(time.Until(at))
-	return t.C, t.Stop
+func (realWall) Alarm() alarm {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return realAlarm{t}
 }
+
+// realAlarm is a time.Timer: since Go 1.23 Reset and Stop leave no stale
+// value in its channel, as alarm requires.
+type realAlarm struct{ t *time.Timer }
+
+func (a realAlarm) Set(at time.Time)    { a.t.Reset(time.Until(at)) }
+func (a realAlarm) Stop()               { a.t.Stop() }
+func (a realAlarm) C() <-chan time.Time { return a.t.C }
 
 // run is the writer goroutine, owned by the Store: it turns queued events
 // and pending deletes into group commits until Close. A commit is due when
@@ -46,9 +67,15 @@ func (s *Store) run() {
 		deadline, due := s.dueLocked(s.wall.Now())
 		closed := s.closed
 		if !due && !closed {
-			s.idle = deadline.IsZero()
+			idle := deadline.IsZero()
+			if idle {
+				s.alarm.Stop()
+			} else {
+				s.alarm.Set(deadline)
+			}
+			s.idle = idle
 			s.mu.Unlock()
-			s.sleep(deadline)
+			s.sleep(idle)
 			continue
 		}
 		batch, chunks := s.queue, s.chunks
@@ -92,32 +119,39 @@ func (s *Store) dueLocked(now time.Time) (time.Time, bool) {
 	return deadline, !now.Before(deadline)
 }
 
-// sleep waits for a kick or until deadline; a zero deadline waits for a
-// kick only. Kicks come from an Append that filled a batch, from Close,
-// and, only while the writer is idle (no deadline), from the Append or
-// Delete that gives it one: so at a steady rate the writer wakes about
-// once per commit, for its deadline, however many events and deletes the
-// commit takes.
-func (s *Store) sleep(deadline time.Time) {
-	if deadline.IsZero() {
-		if h := s.hooks.idle; h != nil {
-			h()
-		}
-		<-s.kick
-		return
+// sleep waits for the alarm or a kick. The alarm is set for the writer's
+// deadline, by the writer itself, or, while the writer is idle (nothing
+// queued or pending, no deadline), by the Append or Delete that gives it
+// one (armLocked). Kicks come only from an Append that filled a batch and
+// from Close. So at a steady rate the writer wakes once per commit, at its
+// deadline, however many events and deletes the commit takes, and an
+// event that finds it idle does not wake it to set its deadline.
+func (s *Store) sleep(idle bool) {
+	if h := s.hooks.idle; idle && h != nil {
+		h()
 	}
-	c, stop := s.wall.Timer(deadline)
-	defer stop()
 	select {
 	case <-s.kick:
-	case <-c:
+	case <-s.alarm.C():
+	}
+	if h := s.hooks.woke; h != nil {
+		h()
+	}
+}
+
+// armLocked gives an idle writer its deadline: the commit due at at. It
+// sets the alarm the writer waits on rather than wake the writer to set
+// it. s.mu must be held.
+func (s *Store) armLocked(at time.Time) {
+	if s.idle {
+		s.idle = false
+		s.alarm.Set(at)
 	}
 }
 
 // wakeLocked wakes the writer; kicks coalesce (capacity 1). s.mu must be
 // held.
 func (s *Store) wakeLocked() {
-	s.idle = false
 	select {
 	case s.kick <- struct{}{}:
 		if h := s.hooks.kicked; h != nil {
