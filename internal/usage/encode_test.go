@@ -545,3 +545,30 @@ func usageExamples(t *testing.T) map[string][]byte {
 
 // pick returns one of vs.
 func pick[T any](r *rand.Rand, vs ...T) T { return vs[r.IntN(len(vs))] }
+
+// TestAppendFloatMilliseconds holds appendFloat's fast path (milliseconds
+// to the microsecond) to encoding/json on its edges and on many values.
+func TestAppendFloatMilliseconds(t *testing.T) {
+	check := func(f float64) {
+		t.Helper()
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat(nil, f); !bytes.Equal(got, want) {
+			t.Fatalf("appendFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+	for _, f := range []float64{0, 0.001, 0.0009, 0.01, 0.1, 0.5, 1, 1.5, 10.25, 999.999, 1000, 1234.5678, 240,
+		1e9 - 0.001, 1e9, 1e9 + 0.001, 999999999.999, 123456789.012, math.Nextafter(0.001, 1), math.Nextafter(1.5, 2)} {
+		check(f)
+	}
+	r := rand.New(rand.NewPCG(3, 2026))
+	for range 200000 {
+		us := r.Int64N(int64(1e12)) // microseconds, past the fast path's bound
+		if r.IntN(2) == 0 {
+			us = r.Int64N(int64(10 * time.Minute / time.Microsecond))
+		}
+		check(ms(time.Duration(us) * time.Microsecond))
+	}
+}

@@ -93,7 +93,7 @@ func benchEvent() *usageevent.Event {
 		PublicModel: "demo-claude", ProviderModel: "claude-sonnet-4-5-20250929", Backend: "anthropic-1",
 		Protocol: usageevent.ProtocolAnthropic, Stream: true, Attempt: 1,
 		SendState: usageevent.SendResponseReceived, HTTPStatus: 200,
-		RequestBytes: 28731, ResponseBytes: 9342, TTFBMs: 640.213457, DurationMs: 7421.70012,
+		RequestBytes: 28731, ResponseBytes: 9342, TTFBMs: 640.213, DurationMs: 7421.7, // to the microsecond, as NewEvent writes them
 		StartedAt: time.Date(2026, 11, 29, 10, 0, 4, 500123456, time.UTC),
 		Usage:     &usageevent.Usage{InputTokens: 6156, OutputTokens: 153, CacheReadTokens: 4096, CacheWriteTokens: 2048},
 		ProviderUsage: json.RawMessage(`{"input_tokens":12,"cache_creation_input_tokens":2048,"cache_read_input_tokens":4096,` +
