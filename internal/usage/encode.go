@@ -54,8 +54,12 @@ func appendJSON(dst []byte, e *usageevent.Event) (out []byte, valid bool, err er
 	unsure := !vouchScalars(e)
 	b := dst
 	b = append(b, `{"event_id":`...)
-	unsure = unsure || !canonicalUUID(e.EventID)
-	b = appendString(b, e.EventID)
+	if canonicalUUID(e.EventID) {
+		b = appendQuoted(b, e.EventID)
+	} else {
+		unsure = true
+		b = appendString(b, e.EventID)
+	}
 	b = append(b, `,"schema":`...)
 	b = strconv.AppendInt(b, int64(e.Schema), 10)
 	b = append(b, `,"authoritative":`...)
@@ -83,34 +87,35 @@ func appendJSON(dst []byte, e *usageevent.Event) (out []byte, valid bool, err er
 	b = append(b, `,"backend":`...)
 	b = appendName(b, e.Backend, &unsure)
 	b = append(b, `,"protocol":`...)
-	b = appendString(b, e.Protocol)
+	b, _ = appendWord(b, e.Protocol, '_') // vouchScalars checked it
 	if e.Endpoint != "" {
 		b = append(b, `,"endpoint":`...)
-		unsure = unsure || !isWord(e.Endpoint, '_')
-		b = appendString(b, e.Endpoint)
+		b = appendWordSure(b, e.Endpoint, '_', &unsure)
 	}
 	if e.Platform != "" {
 		b = append(b, `,"platform":`...)
-		unsure = unsure || !isWord(e.Platform, '_')
-		b = appendString(b, e.Platform)
+		b = appendWordSure(b, e.Platform, '_', &unsure)
 	}
 	if e.Region != "" {
 		b = append(b, `,"region":`...)
-		unsure = unsure || !isWord(e.Region, '-')
-		b = appendString(b, e.Region)
+		b = appendWordSure(b, e.Region, '-', &unsure)
 	}
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, e.Stream)
 	if e.Placement != "" {
 		b = append(b, `,"placement":`...)
-		b = appendString(b, e.Placement)
+		b, _ = appendWord(b, e.Placement, '_') // any string is valid here
 	}
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
 	b = append(b, `,"send_state":`...)
-	b = appendString(b, e.SendState)
+	b, _ = appendWord(b, e.SendState, '_') // vouchScalars checked it
 	b = append(b, `,"failure_stage":`...)
-	b = appendString(b, e.FailureStage)
+	if e.FailureStage == "" {
+		b = append(b, `""`...)
+	} else {
+		b, _ = appendWord(b, e.FailureStage, '_') // vouchScalars checked it
+	}
 	b = append(b, `,"http_status":`...)
 	b = strconv.AppendInt(b, int64(e.HTTPStatus), 10)
 	b = append(b, `,"request_bytes":`...)
@@ -171,8 +176,12 @@ func appendJSON(dst []byte, e *usageevent.Event) (out []byte, valid bool, err er
 	}
 	if c := e.Cost; c != nil {
 		b = append(b, `,"cost":{"usd":`...)
-		unsure = unsure || !canonicalUSD(c.USD)
-		b = appendString(b, c.USD)
+		if canonicalUSD(c.USD) {
+			b = appendQuoted(b, c.USD)
+		} else {
+			unsure = true
+			b = appendString(b, c.USD)
+		}
 		b = append(b, `,"price_version":`...)
 		b = strconv.AppendUint(b, c.PriceVersion, 10)
 		b = append(b, `,"estimated":`...)
@@ -196,9 +205,7 @@ func appendName(b []byte, s string, unsure *bool) []byte {
 		*unsure = true
 		return appendString(b, s)
 	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
+	return appendQuoted(b, s)
 }
 
 // plainName marks the bytes name vouches for: htmlSafe without DEL, a
@@ -258,6 +265,35 @@ func vouchScalars(e *usageevent.Event) bool {
 		return false
 	}
 	return e.Cost == nil || !e.Cost.Estimated || e.Usage == nil
+}
+
+// appendQuoted appends s in quotes as it is: s holds nothing JSON
+// escapes (the caller checked).
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendWord appends s as appendString does, and reports whether s is a
+// word (isWord), which it then appends as it is: most of an event's
+// strings are enum values, and appendString's work per string is the
+// larger part of what a short one costs.
+func appendWord(b []byte, s string, sep byte) ([]byte, bool) {
+	if !isWord(s, sep) {
+		return appendString(b, s), false
+	}
+	return appendQuoted(b, s), true
+}
+
+// appendWordSure is appendWord for a member whose rule is isWord: it sets
+// *unsure when s is not a word.
+func appendWordSure(b []byte, s string, sep byte, unsure *bool) []byte {
+	b, ok := appendWord(b, s, sep)
+	if !ok {
+		*unsure = true
+	}
+	return b
 }
 
 // canonicalUUID reports whether s is 8-4-4-4-12 lowercase hex digits.
