@@ -30,14 +30,18 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 		}
 		return progressed, err
 	}
-	ackTimer := time.NewTimer(p.o.AckTimeout)
-	ackTimer.Stop()
-	defer ackTimer.Stop()
-	poll := time.NewTicker(idlePoll)
-	defer poll.Stop()
-	ka := keepalive{every: p.o.KeepAlive, sent: time.Now()}
-	keep := time.NewTimer(p.o.KeepAlive)
-	defer keep.Stop()
+	// One timer for the loop's three clocks: a select costs the runtime
+	// per case on every wakeup, and the loop wakes a few times per
+	// commit. Each clock is a deadline; the timer is set for the nearest.
+	begin := time.Now()
+	var (
+		ackAt  time.Time                  // AckTimeout after the last progress while publishes are in flight; zero when none are
+		pollAt = begin.Add(idlePoll)      // read the outbox again, in case a wakeup was lost
+		keepAt = begin.Add(p.o.KeepAlive) // the keepalive's next check
+		timer  = newClocks(pollAt, keepAt)
+	)
+	defer timer.stop()
+	ka := keepalive{every: p.o.KeepAlive, sent: begin}
 	notify := p.src.Notify()
 
 	for {
@@ -106,7 +110,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				p.oversize.Add(uint64(len(drop)))
 			}
 			if was == 0 && w.n > 0 {
-				ackTimer.Reset(p.o.AckTimeout)
+				ackAt = time.Now().Add(p.o.AckTimeout)
 			}
 			p.inFlight.Store(int64(w.n))
 			if !caughtUp && w.n < p.o.Window {
@@ -114,6 +118,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			}
 		}
 
+		timer.next(ackAt, pollAt, keepAt)
 		select {
 		case <-ctx.Done():
 			// Delete what is acknowledged or about to be, to replay less
@@ -129,22 +134,28 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, err
 			}
 			if w.n == 0 {
-				ackTimer.Stop()
+				ackAt = time.Time{}
 			} else if n > 0 {
-				ackTimer.Reset(p.o.AckTimeout) // progress: the clock restarts
+				ackAt = time.Now().Add(p.o.AckTimeout) // progress: the clock restarts
 			}
 		case <-notify:
 			caughtUp = false
-		case <-poll.C:
-			caughtUp = false
-		case <-ackTimer.C:
-			return ended(ErrAckTimeout)
-		case now := <-keep.C:
-			d, err := ka.check(l, now)
-			if err != nil {
-				return ended(err)
+		case now := <-timer.c():
+			timer.fired()
+			if !ackAt.IsZero() && !now.Before(ackAt) {
+				return ended(ErrAckTimeout)
 			}
-			keep.Reset(d)
+			if !now.Before(keepAt) {
+				d, err := ka.check(l, now)
+				if err != nil {
+					return ended(err)
+				}
+				keepAt = now.Add(d)
+			}
+			if !now.Before(pollAt) {
+				caughtUp = false
+				pollAt = now.Add(idlePoll)
+			}
 		}
 	}
 }
@@ -373,3 +384,39 @@ func done(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// clocks is the drain loop's one timer, set for the nearest of its
+// deadlines. Only the drain loop's goroutine uses it.
+type clocks struct {
+	t  *time.Timer
+	at time.Time // what t is set for
+}
+
+func newClocks(deadlines ...time.Time) *clocks {
+	c := &clocks{t: time.NewTimer(time.Hour)}
+	c.next(deadlines...)
+	return c
+}
+
+// next sets the timer for the earliest non-zero deadline, unless it is
+// set for that already.
+func (c *clocks) next(deadlines ...time.Time) {
+	var at time.Time
+	for _, d := range deadlines {
+		if !d.IsZero() && (at.IsZero() || d.Before(at)) {
+			at = d
+		}
+	}
+	if at.Equal(c.at) {
+		return
+	}
+	c.at = at
+	c.t.Reset(time.Until(at))
+}
+
+func (c *clocks) c() <-chan time.Time { return c.t.C }
+
+// fired records that the timer went off, so that next sets it again.
+func (c *clocks) fired() { c.at = time.Time{} }
+
+func (c *clocks) stop() { c.t.Stop() }

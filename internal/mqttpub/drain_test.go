@@ -245,3 +245,33 @@ func TestWindowIdentifiers(t *testing.T) {
 		t.Errorf("identifiers on a new connection (-got +want):\n%s", diff)
 	}
 }
+
+// TestClocksNearest: the drain loop's one timer is set for the nearest of
+// its deadlines, a zero deadline (no publish in flight) counting as none,
+// and fires then.
+func TestClocksNearest(t *testing.T) {
+	now := time.Now()
+	c := newClocks(now.Add(time.Hour), now.Add(2*time.Hour))
+	defer c.stop()
+	if !c.at.Equal(now.Add(time.Hour)) {
+		t.Fatalf("set for %v, want the nearer deadline %v", c.at, now.Add(time.Hour))
+	}
+	c.next(time.Time{}, now.Add(time.Hour), now.Add(2*time.Hour))
+	if !c.at.Equal(now.Add(time.Hour)) {
+		t.Fatalf("a zero deadline moved the timer to %v", c.at)
+	}
+	soon := now.Add(10 * time.Millisecond)
+	c.next(soon, now.Add(time.Hour), now.Add(2*time.Hour))
+	if !c.at.Equal(soon) {
+		t.Fatalf("set for %v, want %v", c.at, soon)
+	}
+	fired := <-c.c()
+	if fired.Before(soon) {
+		t.Fatalf("fired at %v, before its deadline %v", fired, soon)
+	}
+	c.fired()
+	c.next(time.Time{}, now.Add(time.Hour), now.Add(2*time.Hour))
+	if !c.at.Equal(now.Add(time.Hour)) {
+		t.Fatalf("after firing, set for %v, want %v", c.at, now.Add(time.Hour))
+	}
+}
