@@ -41,10 +41,10 @@ import (
 // spare slots last, and their 503 after queueWait. A request that has
 // waited queueWait is refused with the node's 503, as is one that arrives
 // when queueWait is zero and no slot is free. Once the node no longer
-// sheds, the gate stays until the queue is empty, its bound doubling with
-// each window (what then holds the admitted requests is not the CPU: a
-// slow provider would otherwise keep the finishing rate, and the bound,
-// low); then it opens, and only the cap holds again: opening it with a
+// sheds, the gate stays until the queue is empty, its bound growing by a
+// quarter each window (what then holds the admitted requests may not be
+// the CPU: a slow provider would otherwise keep the finishing rate, and
+// the bound, low); then it opens, and only the cap holds again: opening it with a
 // queue would hand the whole queue to the scheduler at once.
 //
 // The requests the node held when it began to shed are not counted
@@ -63,6 +63,9 @@ const (
 	// admitMin is the least bound: a node that finishes next to nothing
 	// (its slots held by long streams) still admits a few.
 	admitMin = 8
+	// admitGrowth: once the node no longer sheds, the bound grows by
+	// 1/admitGrowth of itself each window while requests wait.
+	admitGrowth = 4
 )
 
 // gate is the queue, the bound and the finishing rate; all guarded by mu
@@ -216,10 +219,13 @@ func (l *ConcurrencyLimit) Adapt(shedding bool) {
 	bound := max(admitMin, int64(g.rate*admitTarget.Seconds()))
 	if !shedding {
 		// The CPU is no longer the bottleneck, yet requests wait: what
-		// holds the admitted ones is elsewhere (a slow provider or
+		// holds the admitted ones may be elsewhere (a slow provider or
 		// proxy), and the finishing rate says nothing about the CPU.
-		// Double until the queue is gone or the node sheds again.
-		bound = min(l.max, max(bound, 2*g.bound))
+		// Grow by a quarter a window until the queue is gone or the node
+		// sheds again: its wait is short while the bound holds, so growth
+		// that outran the CPU (doubling did: a backlog handed over in
+		// 300 ms ran past its first-byte limits) would start it over.
+		bound = min(l.max, max(bound, g.bound+g.bound/admitGrowth))
 	}
 	g.bound = bound
 	l.admitLocked()

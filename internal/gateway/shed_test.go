@@ -173,35 +173,42 @@ func TestShedBoundFollowsRate(t *testing.T) {
 
 // TestShedKeepsQueueUntilEmpty: a node that no longer sheds keeps its
 // gate while requests still wait, so that they are not all handed to the
-// scheduler at once, and doubles its bound meanwhile.
+// scheduler at once, and grows its bound by a quarter a window meanwhile.
 func TestShedKeepsQueueUntilEmpty(t *testing.T) {
 	h, l, _ := newGated(time.Hour)
 	ctx := t.Context()
 	l.Adapt(true)
 	held := fill(ctx, h, l, admitMin)
+	const waiting = 9
 	var queued []<-chan int
-	for i := range admitMin + 1 {
+	for i := range waiting {
 		queued = append(queued, serveOne(ctx, l, fmt.Sprint("queued-", i)))
 		untilQueued(t, l, int64(i+1))
 	}
 	l.Adapt(true) // nothing finished: the bound stays the least
-	if !l.gated.Load() || l.Queued() != admitMin+1 {
-		t.Fatalf("gated %t, %d queued; want all %d still waiting", l.gated.Load(), l.Queued(), admitMin+1)
+	if !l.gated.Load() || l.Queued() != waiting {
+		t.Fatalf("gated %t, %d queued; want all %d still waiting", l.gated.Load(), l.Queued(), waiting)
 	}
 	// No longer shedding, but requests wait: what holds the admitted
-	// ones is not the CPU, so the bound doubles instead of following the
-	// finishing rate (none finished); the gate stays while one waits.
-	l.Adapt(false)
-	for range admitMin {
-		<-h.entered
+	// ones may not be the CPU, so the bound grows instead of following
+	// the finishing rate (none finished); the gate stays while one waits.
+	left := int64(waiting)
+	for _, bound := range []int64{10, 12, 15} {
+		l.Adapt(false)
+		admitted := min(left, bound-admitMin-(waiting-left))
+		for range admitted {
+			<-h.entered
+		}
+		left -= admitted
+		if !l.gated.Load() || l.gate.bound != bound || l.Queued() != left {
+			t.Fatalf("gated %t at bound %d with %d queued; want gated at %d with %d", l.gated.Load(), l.gate.bound, l.Queued(), bound, left)
+		}
 	}
-	if !l.gated.Load() || l.gate.bound != 2*admitMin || l.Queued() != 1 {
-		t.Fatalf("gated %t at bound %d with %d queued; want gated at %d with 1", l.gated.Load(), l.gate.bound, l.Queued(), 2*admitMin)
-	}
-	l.Adapt(false)
+	l.Adapt(false) // 18: room for the last 2
 	<-h.entered
-	if l.gated.Load() {
-		t.Fatal("still gated with an empty queue")
+	<-h.entered
+	if l.gated.Load() || l.gate.bound != 18 {
+		t.Fatalf("gated %t at bound %d with an empty queue; want the gate open", l.gated.Load(), l.gate.bound)
 	}
 	close(h.release)
 	for _, st := range append(held, queued...) {
