@@ -183,22 +183,72 @@ var jsonNull = []byte("null")
 // occur inside a JSON string (its quotes would be escaped), so only a key
 // or a string value of that text matches; a key spelled with escapes
 // ("us\u0061ge") is not recognised.
+//
+// The search looks for the name without its opening quote and checks that
+// quote after a match: a quote is the commonest byte of JSON, and each
+// false start of a search costs a call, where a letter seldom starts one.
 func MayHaveValue(data, key []byte) bool {
-	for {
-		i := bytes.Index(data, key)
+	name, quoted := key, len(key) > 1 && key[0] == '"'
+	if quoted {
+		name = key[1:]
+	}
+	for off := 0; ; {
+		i := bytes.Index(data[off:], name)
 		if i < 0 {
 			return false
 		}
-		data = skipSpace(data[i+len(key):])
-		if len(data) == 0 || data[0] != ':' {
+		i += off
+		if quoted && (i == 0 || data[i-1] != '"') {
+			off = i + 1 // a longer name that ends like key's
+			continue
+		}
+		rest := skipSpace(data[i+len(name):])
+		if len(rest) == 0 || rest[0] != ':' {
 			return true // the string value, or malformed: look closer
 		}
-		data = skipSpace(data[1:])
-		if !bytes.HasPrefix(data, jsonNull) {
+		rest = skipSpace(rest[1:])
+		if !bytes.HasPrefix(rest, jsonNull) {
 			return true
 		}
-		data = data[len(jsonNull):]
+		off = len(data) - len(rest) + len(jsonNull)
 	}
+}
+
+// MayHaveMember is the cheap filter in front of jsonedit.Lookup(data,
+// name) for key, the name with its quotes: it reports false when Lookup
+// certainly finds no member of that name whose value is not null. It
+// reports what MayHaveValue reports, except for an object whose last
+// member is key:null, which it settles by its last bytes, without a
+// search: Lookup returns the last member of a name, and that one is null
+// (OpenAI writes "usage" last, and every chunk but the usage chunk says
+// "usage":null). A key spelled with escapes is not recognised either.
+func MayHaveMember(data, key []byte) bool {
+	return !endsWithNull(data, key) && MayHaveValue(data, key)
+}
+
+// endsWithNull reports whether data ends with the member key:null and the
+// brace after it, with any white space between and after them. In a
+// valid document that member is the last of the top-level object: the
+// final brace closes that object, and the quoted name is a key (a string
+// followed by a colon) when its opening quote is not escaped, which the
+// byte before it shows: a backslash there would make the quote the end of
+// a longer name such as "x\"usage". In any other document Lookup fails,
+// so false is then right as well.
+func endsWithNull(data, key []byte) bool {
+	i := skipSpaceBack(data, len(data))
+	if i == 0 || data[i-1] != '}' {
+		return false
+	}
+	i = skipSpaceBack(data, i-1)
+	if i < len("null") || string(data[i-len("null"):i]) != "null" {
+		return false
+	}
+	i = skipSpaceBack(data, i-len("null"))
+	if i == 0 || data[i-1] != ':' {
+		return false
+	}
+	i = skipSpaceBack(data, i-1) - len(key)
+	return i > 0 && string(data[i:i+len(key)]) == string(key) && data[i-1] != '\\'
 }
 
 // skipSpace drops leading JSON white space (RFC 8259 §2).

@@ -91,11 +91,12 @@ var usageKey = []byte(`"usage"`)
 // Comments, "[DONE]", malformed chunks and chunks without usage are never
 // hidden.
 //
-// Almost every chunk of a stream that asked for usage says "usage":null:
-// those are settled by a byte search ([provider.MayHaveValue]) without
+// Almost every chunk of a stream that asked for usage ends with
+// "usage":null: those are settled by their last bytes, other chunks
+// without usage by a byte search ([provider.MayHaveMember]), none by
 // parsing, and no chunk without usage allocates.
 func (s *ChatStream) Observe(ev *sse.Event) (hide bool) {
-	if !provider.MayHaveValue(ev.Data, usageKey) {
+	if !provider.MayHaveMember(ev.Data, usageKey) {
 		return false
 	}
 	raw, ok, err := jsonedit.Lookup(ev.Data, "usage")
@@ -217,7 +218,7 @@ type TranscriptStream struct {
 
 // Observe keeps the last usage object seen.
 func (s *TranscriptStream) Observe(ev *sse.Event) (hide bool) {
-	if !provider.MayHaveValue(ev.Data, usageKey) {
+	if !provider.MayHaveMember(ev.Data, usageKey) {
 		return false
 	}
 	if raw, ok, err := jsonedit.Lookup(ev.Data, "usage"); err == nil && ok && provider.Usable(raw) {

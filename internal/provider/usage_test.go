@@ -1,0 +1,148 @@
+package provider_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/scootgate/scootgate/internal/jsonedit"
+	"github.com/scootgate/scootgate/internal/provider"
+)
+
+var usageKey = []byte(`"usage"`)
+
+func TestMayHaveMember(t *testing.T) {
+	tests := []struct {
+		name, data string
+		want       bool
+	}{
+		{"usage null last", `{"id":"x","choices":[{"delta":{"content":"Hi"}}],"usage":null}`, false},
+		{"usage null last, spaced", "{\"choices\":[] , \"usage\" :\n null }\r\n", false},
+		{"usage null first", `{"usage":null,"choices":[]}`, false},
+		{"no usage", `{"id":"x","object":"chat.completion.chunk","choices":[]}`, false},
+		{"usage object", `{"choices":[],"usage":{"prompt_tokens":1}}`, true},
+		{"usage object first", `{"usage":{"prompt_tokens":1},"choices":[]}`, true},
+		{"usage number", `{"usage":0}`, true},
+		{"nested null only", `{"a":{"usage":null}}`, false},
+		{"string value usage", `{"a":"usage"}`, true},
+		{"name ending in usage", `{"ausage":{},"usage":null}`, false},
+		// Lookup returns the last member of a name: a null one settles
+		// what came before it.
+		{"duplicate, null last", `{"usage":{"prompt_tokens":1},"usage":null}`, false},
+		{"duplicate, object last", `{"usage":null,"usage":{"prompt_tokens":1}}`, true},
+		// The last member's name is x"usage, not usage: the usage object
+		// before it is the one Lookup returns.
+		{"escaped quote before the last name", `{"usage":{"prompt_tokens":1},"x\"usage":null}`, true},
+		{"null inside a nested last member", `{"usage":{},"a":{"usage":null}}`, true},
+		{"not JSON", `usage":null}`, false},
+		{"empty", ``, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := provider.MayHaveMember([]byte(tt.data), usageKey); got != tt.want {
+				t.Errorf("MayHaveMember(%s) = %v, want %v", tt.data, got, tt.want)
+			}
+		})
+	}
+}
+
+// mayHaveValueRef is the definition MayHaveValue implements, written the
+// plain way: every occurrence of key is followed by :null.
+func mayHaveValueRef(data, key []byte) bool {
+	for {
+		i := bytes.Index(data, key)
+		if i < 0 {
+			return false
+		}
+		data = bytes.TrimLeft(data[i+len(key):], " \t\r\n")
+		if len(data) == 0 || data[0] != ':' {
+			return true
+		}
+		data = bytes.TrimLeft(data[1:], " \t\r\n")
+		if !bytes.HasPrefix(data, []byte("null")) {
+			return true
+		}
+		data = data[len("null"):]
+	}
+}
+
+// FuzzMayHaveMember checks both filters against their definitions:
+// MayHaveValue says what the plain search says, and MayHaveMember never
+// says no where jsonedit.Lookup finds a value other than null under a
+// name spelled without escapes.
+func FuzzMayHaveMember(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"x","choices":[{"delta":{"content":"Hi"}}],"usage":null}`,
+		`{"usage":{"prompt_tokens":1},"x\"usage":null}`,
+		`{"usage":null,"usage":{"prompt_tokens":1}}`,
+		`{"ausage":{},"usage" : null}`,
+		`{"a":"usage","b":{"usage":null},"usage":[]}`,
+		`{"candidates":[{"finishReason":"STOP"}],"usageMetadata":null}`,
+		`{"":null,"""":1}`,
+	} {
+		for k := range byte(4) {
+			f.Add([]byte(s), k)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, k byte) {
+		name := []string{"usage", "finishReason", "a", ""}[k%4]
+		key := []byte(`"` + name + `"`)
+		if got, want := provider.MayHaveValue(data, key), mayHaveValueRef(data, key); got != want {
+			t.Fatalf("MayHaveValue(%q, %s) = %v, the plain search says %v", data, key, got, want)
+		}
+		may := provider.MayHaveMember(data, key)
+		if may && !provider.MayHaveValue(data, key) {
+			t.Fatalf("MayHaveMember(%q, %s) is true where MayHaveValue is false", data, key)
+		}
+		it, err := jsonedit.Members(data)
+		if err != nil {
+			return
+		}
+		var last jsonedit.Member
+		found := false
+		for {
+			m, ok, err := it.Next()
+			if err != nil {
+				return // Lookup fails too
+			}
+			if !ok {
+				break
+			}
+			if m.KeyIs(name) {
+				last, found = m, true
+			}
+		}
+		if found && string(last.RawKey) == name && string(last.Value) != "null" && !may {
+			t.Fatalf("MayHaveMember(%q, %s) = false, but Lookup finds %s", data, key, last.Value)
+		}
+	})
+}
+
+// BenchmarkMayHaveMember is the filter on the chunks of a chat completion
+// stream that asked for usage (each ends with "usage":null), on chunks
+// without a usage member, and on a Responses delta.
+func BenchmarkMayHaveMember(b *testing.B) {
+	const head = `{"id":"chatcmpl-C1xQ7fR2kLmN8pVb3sT9uW0yZ","object":"chat.completion.chunk","created":1764410400,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_f33640a400","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]`
+	for _, c := range []struct{ name, data string }{
+		{"usage-null", head + `,"usage":null}`},
+		{"no-usage-member", head + `}`},
+		{"responses-delta", `{"type":"response.output_text.delta","item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":" word","sequence_number":5}`},
+	} {
+		data := []byte(c.data)
+		b.Run(c.name+"/member", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if provider.MayHaveMember(data, usageKey) {
+					b.Fatal("found usage")
+				}
+			}
+		})
+		b.Run(c.name+"/value", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if provider.MayHaveValue(data, usageKey) {
+					b.Fatal("found usage")
+				}
+			}
+		})
+	}
+}
