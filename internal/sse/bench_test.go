@@ -68,3 +68,45 @@ func BenchmarkReader(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRelay is the gateway's use of a stream whose events come
+// apart (a provider writes each as it is ready): each read brings one
+// event, and after each Next the relay asks Buffered whether to flush.
+// One op is one event.
+func BenchmarkRelay(b *testing.B) {
+	var events [][]byte
+	rd := sse.NewReader(bytes.NewReader(openAIStream(200)), 0)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		events = append(events, bytes.Clone(ev.Raw))
+	}
+	rd = sse.NewReader(&eventReader{events: events}, 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(openAIStream(200)) / 200))
+	for b.Loop() {
+		if _, err := rd.Next(); err != nil {
+			b.Fatal(err)
+		}
+		if rd.Buffered() {
+			b.Fatal("an event arrived early")
+		}
+	}
+}
+
+// eventReader returns one of events per Read, in a loop.
+type eventReader struct {
+	events [][]byte
+	i      int
+}
+
+func (e *eventReader) Read(p []byte) (int, error) {
+	n := copy(p, e.events[e.i%len(e.events)])
+	e.i++
+	return n, nil
+}

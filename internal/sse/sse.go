@@ -266,7 +266,11 @@ func (r *Reader) parseLine(b *block, ev []byte, start, end int) {
 	}
 	b.fields = true
 	name, value := line, line[len(line):]
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
+	i := len("data") // the usual line, named without a search
+	if len(line) < len("data:") || string(line[:len("data:")]) != "data:" {
+		i = bytes.IndexByte(line, ':')
+	}
+	if i >= 0 {
 		name, value = line[:i], line[i+1:]
 		if len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
@@ -335,8 +339,8 @@ func (r *Reader) fail(b block, err error) (Event, error) {
 // CR that is the last byte received (see the caveat on lookahead) does not
 // count as a line ending yet.
 func (r *Reader) Buffered() bool {
-	if r.err != nil || r.pending != nil {
-		return false
+	if r.err != nil || r.pending != nil || r.br.Buffered() == 0 {
+		return false // the usual answer, when events come apart: nothing to look at
 	}
 	buf, _ := r.br.Peek(r.br.Buffered()) // cannot fail: no more than is buffered
 	return hasBlankLine(buf)
@@ -363,6 +367,9 @@ func hasBlankLine(buf []byte) bool {
 // term; term is 0 when the line is not complete, or when it ends in a CR
 // that is the last byte of buf (a CR, or the CR of a CRLF: not known yet).
 func lineAt(buf []byte) (n, term int) {
+	if len(buf) > 0 && buf[0] == '\n' {
+		return 0, 1 // the blank line that ends an event, without a search
+	}
 	lf := bytes.IndexByte(buf, '\n')
 	end := lf
 	if lf < 0 {
