@@ -242,7 +242,7 @@ func (r *Reader) inPlace() (Event, bool) {
 			return Event{}, false // incomplete, or too large: the line reader says which
 		}
 		start, end := pos, pos+n
-		if !r.started && bytes.HasPrefix(buf[start:end], bom) {
+		if !r.started && start == 0 && bytes.HasPrefix(buf[start:end], bom) { // the stream's first line
 			start += len(bom)
 		}
 		if start == end {

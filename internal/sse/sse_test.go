@@ -199,6 +199,14 @@ var readerCases = []readerCase{
 		wantErr: io.EOF,
 	},
 	{
+		// Only the stream's first line may start with one: the second
+		// line here is a field named U+FEFF, not a blank line.
+		name:    "byte order mark on the first event's second line",
+		in:      "data: a\n\ufeff\ndata: b\n\n",
+		want:    []sse.Event{{Raw: data("data: a\n\ufeff\ndata: b\n\n"), Data: data("a\nb")}},
+		wantErr: io.EOF,
+	},
+	{
 		name:    "byte order mark later is data",
 		in:      "data: a\n\n\ufeffdata: b\n\ndata: \ufeffc\n\n",
 		want:    []sse.Event{{Raw: data("data: a\n\n"), Data: data("a")}, {Raw: data("\ufeffdata: b\n\n")}, {Raw: data("data: \ufeffc\n\n"), Data: data("\ufeffc")}},
