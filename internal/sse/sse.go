@@ -54,7 +54,6 @@
 package sse
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -65,9 +64,9 @@ import (
 // DefaultMaxEventBytes bounds an event when NewReader is given no limit.
 const DefaultMaxEventBytes = 1 << 20
 
-// Errors returned by Next. Both end the stream: every later call to Next
-// returns io.EOF after ErrTruncated, and the same error after ErrTooLarge or a
-// read error.
+// Errors returned by Next. Each ends the stream: every later call to Next
+// returns io.EOF after ErrTruncated, and the same error after ErrTooLarge,
+// ErrBadRead or a read error.
 var (
 	// ErrTruncated means the stream ended inside an event (no blank line
 	// after its last bytes). Event.Raw holds the partial bytes; the proxy
@@ -76,6 +75,10 @@ var (
 
 	// ErrTooLarge means an event exceeded the reader's maxEventBytes.
 	ErrTooLarge = errors.New("sse: event too large")
+
+	// ErrBadRead means the stream's reader broke the io.Reader contract:
+	// a read returned more bytes than it was given, or fewer than none.
+	ErrBadRead = errors.New("sse: read returned an invalid count")
 )
 
 // Event is one block of the stream, ended by a blank line.
@@ -100,12 +103,16 @@ const (
 	largeBuffer = 4096
 )
 
-// largeReaders and smallReaders hold bufio.Readers of each size between
+// largeBuffers and smallBuffers hold read buffers of each size between
 // streams (Release, resize).
 var (
-	largeReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, largeBuffer) }}
-	smallReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, smallBuffer) }}
+	largeBuffers = sync.Pool{New: func() any { return new([largeBuffer]byte) }}
+	smallBuffers = sync.Pool{New: func() any { return new([smallBuffer]byte) }}
 )
+
+// maxEmptyReads bounds the reads in a row that bring nothing and no error
+// before the stream fails with io.ErrNoProgress, as in bufio.
+const maxEmptyReads = 100
 
 // errReleased is what Next returns after Release.
 var errReleased = errors.New("sse: reader released")
@@ -127,10 +134,12 @@ var bom = []byte("\ufeff")
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
-	br       *bufio.Reader
-	src      errReader // what br reads
+	src      io.Reader
+	srcErr   error  // the first error src returned; it is not read again
+	buf      []byte // the read buffer, one of the pooled arrays; nil after Release
+	pos, end int    // buf[pos:end] is read and not yet consumed
 	state    bufState
-	lastFill int // bytes the last read into an empty br brought
+	lastFill int // bytes the last read into an empty buf brought
 	max      int
 
 	raw     []byte   // bytes of the current event when it is not read in place; reused
@@ -150,27 +159,55 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	rd := &Reader{src: errReader{r: r}, max: maxEventBytes}
-	rd.br = largeReaders.Get().(*bufio.Reader)
-	rd.br.Reset(&rd.src)
-	return rd
+	return &Reader{src: r, max: maxEventBytes, buf: largeBuffers.Get().(*[largeBuffer]byte)[:]}
 }
 
 // Release gives the reader's read buffer back for other streams to use.
 // The last event's Raw and Data are no longer valid, and Next returns an
 // error from then on.
 func (r *Reader) Release() {
-	if r.br == nil {
+	if r.buf == nil {
 		return
 	}
-	br := r.br
-	r.br, r.err = nil, errReleased
-	br.Reset(nil)
-	if r.state == smallBuf {
-		smallReaders.Put(br)
+	r.put()
+	r.buf, r.pos, r.end, r.src, r.err = nil, 0, 0, nil, errReleased
+}
+
+// put gives buf back to its pool.
+func (r *Reader) put() {
+	if len(r.buf) == smallBuffer {
+		smallBuffers.Put((*[smallBuffer]byte)(r.buf))
 	} else {
-		largeReaders.Put(br)
+		largeBuffers.Put((*[largeBuffer]byte)(r.buf))
 	}
+}
+
+// fill reads once into the empty buffer, as bufio does: a read that
+// brings bytes and an error gives the bytes now and the error at the next
+// fill, and a read that brings neither is tried again, up to
+// maxEmptyReads times.
+func (r *Reader) fill() error {
+	r.pos, r.end = 0, 0
+	if r.srcErr != nil {
+		return r.srcErr
+	}
+	for range maxEmptyReads {
+		n, err := r.src.Read(r.buf)
+		if n < 0 || n > len(r.buf) {
+			n, err = 0, ErrBadRead
+		}
+		r.end = n
+		if err != nil {
+			r.srcErr = err
+		}
+		if n > 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
 }
 
 // block accumulates the fields of the event being read. The type and the
@@ -226,15 +263,15 @@ func (r *Reader) Next() (Event, error) {
 // Each byte of an event read in place is looked at once, by the line
 // search, and none is copied.
 func (r *Reader) inPlace() (Event, bool) {
-	if r.br.Buffered() == 0 {
+	if r.pos == r.end {
 		r.resize()
-		if _, err := r.br.Peek(1); err != nil {
+		if err := r.fill(); err != nil {
 			r.pending = err // the line reader reports it, as if it had read it
 			return Event{}, false
 		}
-		r.lastFill = r.br.Buffered()
+		r.lastFill = r.end
 	}
-	buf, _ := r.br.Peek(r.br.Buffered()) // cannot fail: no more than is buffered
+	buf := r.buf[r.pos:r.end]
 	var b block
 	for pos := 0; ; {
 		n, term := lineAt(buf[pos:])
@@ -248,7 +285,7 @@ func (r *Reader) inPlace() (Event, bool) {
 		if start == end {
 			ev := r.event(buf[:end+term], b)
 			r.started = true
-			_, _ = r.br.Discard(end + term) // cannot fail: it is buffered
+			r.pos += end + term
 			return ev, true
 		}
 		r.parseLine(&b, buf, start, end)
@@ -339,11 +376,10 @@ func (r *Reader) fail(b block, err error) (Event, error) {
 // CR that is the last byte received (see the caveat on lookahead) does not
 // count as a line ending yet.
 func (r *Reader) Buffered() bool {
-	if r.err != nil || r.pending != nil || r.br.Buffered() == 0 {
+	if r.err != nil || r.pending != nil || r.pos == r.end {
 		return false // the usual answer, when events come apart: nothing to look at
 	}
-	buf, _ := r.br.Peek(r.br.Buffered()) // cannot fail: no more than is buffered
-	return hasBlankLine(buf)
+	return hasBlankLine(r.buf[r.pos:r.end])
 }
 
 // hasBlankLine reports whether buf, which starts at the start of a line,
@@ -396,17 +432,14 @@ func (r *Reader) readLine() (int, error) {
 		return 0, err
 	}
 	for {
-		empty := r.br.Buffered() == 0
-		if empty {
+		if r.pos == r.end {
 			r.resize()
+			if err := r.fill(); err != nil {
+				return 0, err
+			}
+			r.lastFill = r.end
 		}
-		if _, err := r.br.Peek(1); err != nil {
-			return 0, err
-		}
-		if empty {
-			r.lastFill = r.br.Buffered()
-		}
-		buf, _ := r.br.Peek(r.br.Buffered())
+		buf := r.buf[r.pos:r.end]
 		lf := bytes.IndexByte(buf, '\n')
 		end := lf
 		if lf < 0 {
@@ -425,9 +458,9 @@ func (r *Reader) readLine() (int, error) {
 			if err := r.take(buf); err != nil {
 				return 0, err
 			}
-			next, err := r.br.Peek(1)
-			if err == nil && next[0] == '\n' {
-				return 2, r.take(next)
+			err := r.fill()
+			if err == nil && r.buf[r.pos] == '\n' {
+				return 2, r.take(r.buf[r.pos : r.pos+1])
 			}
 			r.pending = err // the line is complete; report err on the next read
 			return 1, nil
@@ -443,53 +476,32 @@ func (r *Reader) readLine() (int, error) {
 
 // resize switches the read buffer by the last read (see smallBuffer);
 // nothing is buffered. It does nothing once the source has returned an
-// error: bufio keeps that error behind buffered bytes, and another
-// bufio.Reader would not know it.
+// error: there is nothing more to read into a buffer of any size.
 func (r *Reader) resize() {
-	if r.src.err != nil || r.lastFill == 0 {
+	if r.srcErr != nil || r.lastFill == 0 {
 		return
 	}
 	switch {
 	case r.state == firstRead && r.lastFill < smallBuffer:
-		large := r.br
-		r.br = smallReaders.Get().(*bufio.Reader)
-		r.br.Reset(&r.src)
-		large.Reset(nil)
-		largeReaders.Put(large)
+		r.put()
+		r.buf = smallBuffers.Get().(*[smallBuffer]byte)[:]
 		r.state = smallBuf
 	case r.state == firstRead:
 		r.state = largeBuf
 	case r.state == smallBuf && r.lastFill == smallBuffer:
-		small := r.br
-		r.br = largeReaders.Get().(*bufio.Reader)
-		r.br.Reset(&r.src)
-		small.Reset(nil)
-		smallReaders.Put(small)
+		r.put()
+		r.buf = largeBuffers.Get().(*[largeBuffer]byte)[:]
 		r.state = largeBuf
 	}
 }
 
-// errReader remembers whether its reader has returned an error.
-type errReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *errReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && e.err == nil {
-		e.err = err
-	}
-	return n, err
-}
-
-// take moves p, a prefix of the bufio.Reader's buffered bytes, to r.raw.
+// take moves p, a prefix of the buffered bytes, to r.raw.
 func (r *Reader) take(p []byte) error {
 	if len(r.raw)+len(p) > r.max {
 		return fmt.Errorf("%w: over %d bytes", ErrTooLarge, r.max)
 	}
 	r.raw = append(r.raw, p...)
-	_, _ = r.br.Discard(len(p)) // cannot fail: p is buffered
+	r.pos += len(p)
 	return nil
 }
 

@@ -526,6 +526,11 @@ func (e *errAfterReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// countReader returns n and no error from every Read, whatever it read.
+type countReader struct{ n int }
+
+func (c countReader) Read([]byte) (int, error) { return c.n, nil }
+
 func TestReaderErrors(t *testing.T) {
 	errBoom := errors.New("boom")
 	tests := []struct {
@@ -562,6 +567,21 @@ func TestReaderErrors(t *testing.T) {
 			name:    "error first",
 			r:       iotest.ErrReader(errBoom),
 			wantErr: errBoom,
+		},
+		{
+			name:    "reads that bring nothing",
+			r:       countReader{n: 0},
+			wantErr: io.ErrNoProgress,
+		},
+		{
+			name:    "a read that claims more than it was given",
+			r:       countReader{n: 1 << 20},
+			wantErr: sse.ErrBadRead,
+		},
+		{
+			name:    "a read that claims fewer than no bytes",
+			r:       countReader{n: -1},
+			wantErr: sse.ErrBadRead,
 		},
 	}
 	for _, tc := range tests {
