@@ -176,33 +176,51 @@ func NoUsage([]byte) (usageevent.Usage, json.RawMessage, bool) {
 
 var jsonNull = []byte("null")
 
+// Key is a member name prepared for the byte filters [MayHaveValue] and
+// [MayHaveMember]: the name with its quotes, and which of its bytes a
+// search looks for. Build it once with [NewKey].
+type Key struct {
+	quoted []byte
+	rare   int // the offset in quoted of its rarest byte (see rarity)
+}
+
+// NewKey prepares the member name name for the byte filters.
+func NewKey(name string) Key {
+	k := Key{quoted: []byte(`"` + name + `"`)}
+	for i, c := range k.quoted {
+		if rarity[c] > rarity[k.quoted[k.rare]] {
+			k.rare = i
+		}
+	}
+	return k
+}
+
 // MayHaveValue is the cheap filter in front of a JSON scan of a stream
 // event: it reports false when data certainly has no non-null member named
-// by key (a member name with its quotes, such as `"usage"`), because every
-// occurrence of key is followed by :null. The bytes of a quoted name cannot
+// by key, because every occurrence of the quoted name (such as `"usage"`)
+// is followed by :null. The bytes of a quoted name cannot
 // occur inside a JSON string (its quotes would be escaped), so only a key
 // or a string value of that text matches; a key spelled with escapes
 // ("us\u0061ge") is not recognised.
 //
-// The search looks for the name without its opening quote and checks that
-// quote after a match: a quote is the commonest byte of JSON, and each
-// false start of a search costs a call, where a letter seldom starts one.
-func MayHaveValue(data, key []byte) bool {
-	name, quoted := key, len(key) > 1 && key[0] == '"'
-	if quoted {
-		name = key[1:]
-	}
-	for off := 0; ; {
-		i := bytes.Index(data[off:], name)
+// The search goes from one occurrence of the key's rarest byte to the
+// next (the "g" of "usage"), comparing the key around each: a search
+// that started from a common byte (a quote, or the "u", which every
+// "output" and "status" has) would stop at many more places that are
+// not the key.
+func MayHaveValue(data []byte, k Key) bool {
+	key, r := k.quoted, k.rare
+	for off := r; off < len(data); {
+		i := bytes.IndexByte(data[off:], key[r])
 		if i < 0 {
 			return false
 		}
-		i += off
-		if quoted && (i == 0 || data[i-1] != '"') {
-			off = i + 1 // a longer name that ends like key's
+		at := off + i - r // where key would start
+		off += i + 1
+		if !bytes.HasPrefix(data[at:], key) {
 			continue
 		}
-		rest := skipSpace(data[i+len(name):])
+		rest := skipSpace(data[at+len(key):])
 		if len(rest) == 0 || rest[0] != ':' {
 			return true // the string value, or malformed: look closer
 		}
@@ -210,23 +228,41 @@ func MayHaveValue(data, key []byte) bool {
 		if !bytes.HasPrefix(rest, jsonNull) {
 			return true
 		}
-		off = len(data) - len(rest) + len(jsonNull)
+		off = len(data) - len(rest) + len(jsonNull) + r
 	}
+	return false
 }
 
+// rarity ranks bytes by how seldom they occur in the JSON of provider
+// APIs: the punctuation of JSON itself, then lower-case letters roughly
+// by their frequency in English and in member names, then digits; every
+// other byte (upper-case letters among them) is rarest. It only steers
+// MayHaveValue's search (NewKey), never its answer.
+var rarity = func() (t [256]uint8) {
+	const common = `":,_etaonisrlcdupmhgfyb0123456789.-{}[] wvkxjqz`
+	for i := range t {
+		t[i] = uint8(len(common))
+	}
+	for i := range len(common) {
+		t[common[i]] = uint8(i)
+	}
+	return t
+}()
+
 // MayHaveMember is the cheap filter in front of jsonedit.Lookup(data,
-// name) for key, the name with its quotes: it reports false when Lookup
-// certainly finds no member of that name whose value is not null. It
+// name), key being NewKey(name): it reports false when Lookup certainly
+// finds no member of that name whose value is not null. It
 // reports what MayHaveValue reports, except for an object whose last
 // member is key:null, which it settles by its last bytes, without a
 // search: Lookup returns the last member of a name, and that one is null
 // (OpenAI writes "usage" last, and every chunk but the usage chunk says
 // "usage":null). A key spelled with escapes is not recognised either.
-func MayHaveMember(data, key []byte) bool {
-	return !endsWithNull(data, key) && MayHaveValue(data, key)
+func MayHaveMember(data []byte, key Key) bool {
+	return !endsWithNull(data, key.quoted) && MayHaveValue(data, key)
 }
 
-// endsWithNull reports whether data ends with the member key:null and the
+// endsWithNull reports whether data ends with the member key:null (key
+// being a quoted name) and the
 // brace after it, with any white space between and after them. In a
 // valid document that member is the last of the top-level object: the
 // final brace closes that object, and the quoted name is a key (a string

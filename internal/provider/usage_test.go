@@ -8,7 +8,7 @@ import (
 	"github.com/scootgate/scootgate/internal/provider"
 )
 
-var usageKey = []byte(`"usage"`)
+var usageKey = provider.NewKey("usage")
 
 func TestMayHaveMember(t *testing.T) {
 	tests := []struct {
@@ -78,20 +78,24 @@ func FuzzMayHaveMember(f *testing.F) {
 		`{"a":"usage","b":{"usage":null},"usage":[]}`,
 		`{"candidates":[{"finishReason":"STOP"}],"usageMetadata":null}`,
 		`{"":null,"""":1}`,
+		`{"usageMetadata":null,"x":"usageMetadata","usageMetadata" :{"promptTokenCount":1}}`,
+		`{"choices":[{"finish_reason":null},{"finish_reason":"stop"}]}`,
 	} {
-		for k := range byte(4) {
+		for k := range byte(7) {
 			f.Add([]byte(s), k)
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, k byte) {
-		name := []string{"usage", "finishReason", "a", ""}[k%4]
-		key := []byte(`"` + name + `"`)
-		if got, want := provider.MayHaveValue(data, key), mayHaveValueRef(data, key); got != want {
-			t.Fatalf("MayHaveValue(%q, %s) = %v, the plain search says %v", data, key, got, want)
+		// The names the providers search for, and short ones.
+		names := []string{"usage", "finishReason", "usageMetadata", "finish_reason", "error", "a", ""}
+		name := names[int(k)%len(names)]
+		key, quoted := provider.NewKey(name), []byte(`"`+name+`"`)
+		if got, want := provider.MayHaveValue(data, key), mayHaveValueRef(data, quoted); got != want {
+			t.Fatalf("MayHaveValue(%q, %s) = %v, the plain search says %v", data, quoted, got, want)
 		}
 		may := provider.MayHaveMember(data, key)
 		if may && !provider.MayHaveValue(data, key) {
-			t.Fatalf("MayHaveMember(%q, %s) is true where MayHaveValue is false", data, key)
+			t.Fatalf("MayHaveMember(%q, %s) is true where MayHaveValue is false", data, quoted)
 		}
 		it, err := jsonedit.Members(data)
 		if err != nil {
@@ -112,7 +116,7 @@ func FuzzMayHaveMember(f *testing.F) {
 			}
 		}
 		if found && string(last.RawKey) == name && string(last.Value) != "null" && !may {
-			t.Fatalf("MayHaveMember(%q, %s) = false, but Lookup finds %s", data, key, last.Value)
+			t.Fatalf("MayHaveMember(%q, %s) = false, but Lookup finds %s", data, quoted, last.Value)
 		}
 	})
 }
@@ -126,6 +130,7 @@ func BenchmarkMayHaveMember(b *testing.B) {
 		{"usage-null", head + `,"usage":null}`},
 		{"no-usage-member", head + `}`},
 		{"responses-delta", `{"type":"response.output_text.delta","item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":" word","sequence_number":5}`},
+		{"responses-created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_67c9fdcecf488190bdd9a0a201cbd9ba","object":"response","created_at":1741290958,"status":"in_progress","background":false,"error":null,"incomplete_details":null,"instructions":"You are a helpful assistant.","max_output_tokens":null,"max_tool_calls":null,"model":"gpt-4.1-2025-04-14","output":[],"parallel_tool_calls":true,"previous_response_id":null,"prompt_cache_key":null,"reasoning":{"effort":null,"summary":null},"safety_identifier":null,"service_tier":"auto","store":true,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":null,"user":null,"metadata":{}}}`},
 	} {
 		data := []byte(c.data)
 		b.Run(c.name+"/member", func(b *testing.B) {

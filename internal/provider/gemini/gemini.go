@@ -260,9 +260,9 @@ func claims(r *http.Request) bool {
 }
 
 var (
-	errorKey         = []byte(`"error"`)
-	finishReasonKey  = []byte(`"finishReason"`)
-	blockReasonKey   = []byte(`"blockReason"`)
+	errorKey         = provider.NewKey("error")
+	finishReasonKey  = provider.NewKey("finishReason")
+	blockReasonKey   = provider.NewKey("blockReason")
 	candidatesName   = "candidates"
 	promptFeedbackNm = "promptFeedback"
 )

@@ -217,9 +217,9 @@ func LiveClientFrame(frame []byte, public string, model []byte) ([]byte, provide
 }
 
 var (
-	turnCompleteKey  = []byte(`"turnComplete"`)
-	modelTurnKey     = []byte(`"modelTurn"`)
-	usageMetadataKey = []byte(`"usageMetadata"`)
+	turnCompleteKey  = provider.NewKey("turnComplete")
+	modelTurnKey     = provider.NewKey("modelTurn")
+	usageMetadataKey = provider.NewKey("usageMetadata")
 	liveUsageKeys    = [4]string{"promptTokenCount", "responseTokenCount", "cachedContentTokenCount", "thoughtsTokenCount"}
 )
 

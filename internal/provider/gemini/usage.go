@@ -26,7 +26,7 @@ import (
 
 const usageName = "usageMetadata"
 
-var usageKey = []byte(`"usageMetadata"`)
+var usageKey = provider.NewKey("usageMetadata")
 
 // normalize derives the normalized counts from a usageMetadata object.
 func normalize(obj []byte) usageevent.Usage {

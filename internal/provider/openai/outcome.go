@@ -66,7 +66,7 @@ func ResponsesBodyOutcome(body []byte) provider.Outcome {
 	return o
 }
 
-var finishReasonKey = []byte(`"finish_reason"`)
+var finishReasonKey = provider.NewKey("finish_reason")
 
 // ChatOutcome follows a Chat Completions stream for its Outcome: the model
 // of the first chunk that names one, and every non-null

@@ -76,7 +76,7 @@ func NewChatStream(hideUsageChunk bool) *ChatStream {
 	return &ChatStream{hideUsageChunk: hideUsageChunk}
 }
 
-var usageKey = []byte(`"usage"`)
+var usageKey = provider.NewKey("usage")
 
 // Observe looks at the next event of the stream, in order, and reports
 // whether the relay must not pass it to the client. ev is not kept.
