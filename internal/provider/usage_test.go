@@ -32,6 +32,7 @@ func TestMayHaveMember(t *testing.T) {
 		// The last member's name is x"usage, not usage: the usage object
 		// before it is the one Lookup returns.
 		{"escaped quote before the last name", `{"usage":{"prompt_tokens":1},"x\"usage":null}`, true},
+		{"escaped quote before the last name, spaced", `{"usage":{"prompt_tokens":1},"x\"usage" : null }`, true},
 		{"null inside a nested last member", `{"usage":{},"a":{"usage":null}}`, true},
 		{"not JSON", `usage":null}`, false},
 		{"empty", ``, false},
