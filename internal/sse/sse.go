@@ -229,10 +229,9 @@ func (r *Reader) Next() (Event, error) {
 	if r.err != nil {
 		return Event{}, r.err
 	}
-	if r.pending == nil {
-		if ev, ok := r.inPlace(); ok {
-			return ev, nil
-		}
+	var ev Event // filled in place: an Event is nine words, copied at each return
+	if r.pending == nil && r.inPlace(&ev) {
+		return ev, nil
 	}
 	r.raw = r.raw[:0]
 	var b block
@@ -262,12 +261,12 @@ func (r *Reader) Next() (Event, error) {
 // there (the line reader then takes over and copies it as it arrives).
 // Each byte of an event read in place is looked at once, by the line
 // search, and none is copied.
-func (r *Reader) inPlace() (Event, bool) {
+func (r *Reader) inPlace(ev *Event) bool {
 	if r.pos == r.end {
 		r.resize()
 		if err := r.fill(); err != nil {
 			r.pending = err // the line reader reports it, as if it had read it
-			return Event{}, false
+			return false
 		}
 		r.lastFill = r.end
 	}
@@ -276,17 +275,17 @@ func (r *Reader) inPlace() (Event, bool) {
 	for pos := 0; ; {
 		n, term := lineAt(buf[pos:])
 		if term == 0 || pos+n+term > r.max {
-			return Event{}, false // incomplete, or too large: the line reader says which
+			return false // incomplete, or too large: the line reader says which
 		}
 		start, end := pos, pos+n
 		if !r.started && start == 0 && bytes.HasPrefix(buf[start:end], bom) { // the stream's first line
 			start += len(bom)
 		}
 		if start == end {
-			ev := r.event(buf[:end+term], b)
+			r.setEvent(ev, buf[:end+term], &b)
 			r.started = true
 			r.pos += end + term
-			return ev, true
+			return true
 		}
 		r.parseLine(&b, buf, start, end)
 		pos = end + term
@@ -302,12 +301,17 @@ func (r *Reader) parseLine(b *block, ev []byte, start, end int) {
 		return
 	}
 	b.fields = true
-	name, value := line, line[len(line):]
-	i := len("data") // the usual line, named without a search
-	if len(line) < len("data:") || string(line[:len("data:")]) != "data:" {
-		i = bytes.IndexByte(line, ':')
+	if b.dataLines == 0 && len(line) >= len("data:") && string(line[:len("data:")]) == "data:" {
+		// The usual line, and an event's usual only data line: its value
+		// is kept as offsets, as below, without a search for the colon.
+		b.dataStart, b.dataEnd, b.dataLines = start+len("data:"), end, 1
+		if b.dataStart < end && ev[b.dataStart] == ' ' {
+			b.dataStart++
+		}
+		return
 	}
-	if i >= 0 {
+	name, value := line, line[len(line):]
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
 		name, value = line[:i], line[i+1:]
 		if len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
@@ -333,18 +337,23 @@ func (r *Reader) parseLine(b *block, ev []byte, start, end int) {
 
 // event is the event whose bytes are raw (non-nil), with the fields b.
 func (r *Reader) event(raw []byte, b block) Event {
-	ev := Event{
-		Raw:     raw[:len(raw):len(raw)],
-		Type:    r.intern(raw[b.typeStart:b.typeEnd]),
-		Comment: b.comments && !b.fields,
-	}
+	var ev Event
+	r.setEvent(&ev, raw, &b)
+	return ev
+}
+
+// setEvent sets ev to the event whose bytes are raw (non-nil), with the
+// fields b.
+func (r *Reader) setEvent(ev *Event, raw []byte, b *block) {
+	ev.Raw = raw[:len(raw):len(raw)]
+	ev.Type = r.intern(raw[b.typeStart:b.typeEnd])
+	ev.Comment = b.comments && !b.fields
 	switch {
 	case b.dataLines == 1:
 		ev.Data = raw[b.dataStart:b.dataEnd:b.dataEnd] // non-nil even when empty: raw is not nil
 	case b.dataLines > 1:
 		ev.Data = r.data[:len(r.data):len(r.data)]
 	}
-	return ev
 }
 
 // fail ends the stream with err, returning the partial event read so far.
