@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/pkg/usageevent"
@@ -62,7 +63,17 @@ func Lookup4(obj []byte, keys [4]string) (vals [4][]byte) {
 		if !ok {
 			return vals
 		}
+		// A key that starts with a plain ASCII byte (no escape) is only
+		// one of keys that start with that byte: most members cost a
+		// byte comparison per key instead of a key comparison.
+		c := byte('\\')
+		if len(m.RawKey) > 0 {
+			c = m.RawKey[0]
+		}
 		for i, k := range keys {
+			if c < utf8.RuneSelf && c != '\\' && (len(k) == 0 || k[0] != c) {
+				continue
+			}
 			if m.KeyIs(k) {
 				vals[i] = m.Value
 			}

@@ -152,3 +152,45 @@ func BenchmarkMayHaveMember(b *testing.B) {
 		})
 	}
 }
+
+// FuzzLookup4 holds Lookup4 to its definition: for each key, what
+// jsonedit.Lookup returns.
+func FuzzLookup4(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":19,"completion_tokens":196,"total_tokens":215,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}`,
+		`{"pr\u006fmpt_tokens":1,"":2,"prompt_tokens":3,"\u0070rompt_tokens":4}`,
+		`{"input_tokens":5,"INPUT_TOKENS":6,"input_tokens ":7,"\ufffdnput_tokens":8}`,
+		"{\"\xffput_tokens\":9,\"output_tokens\":1}",
+	} {
+		f.Add([]byte(s))
+	}
+	keys := [][4]string{
+		{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"},
+		{"input_tokens", "output_tokens", "", ""},
+		{"", "\ufffdnput_tokens", "a", "é"},
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		for _, ks := range keys {
+			got := provider.Lookup4(obj, ks)
+			for i, k := range ks {
+				want, _, _ := jsonedit.Lookup(obj, k)
+				if !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
+					t.Fatalf("Lookup4(%q)[%q] = %q, Lookup says %q", obj, k, got[i], want)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkLookup4 is the read of OpenAI's usage object as normalize
+// reads it.
+func BenchmarkLookup4(b *testing.B) {
+	obj := []byte(`{"prompt_tokens":19,"completion_tokens":196,"total_tokens":215,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`)
+	keys := [4]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := provider.Lookup4(obj, keys); v[3] == nil {
+			b.Fatal("no completion_tokens_details")
+		}
+	}
+}
