@@ -56,6 +56,19 @@ func BenchmarkReader(b *testing.B) {
 		}
 	})
 
+	// One op is one event of an endless stream of named events (event:
+	// and data: lines, a comment), as Anthropic sends them.
+	b.Run("named", func(b *testing.B) {
+		rd := sse.NewReader(&loopReader{b: anthropicSample}, 0)
+		b.ReportAllocs()
+		b.SetBytes(int64(len(anthropicSample) / 5))
+		for b.Loop() {
+			if _, err := rd.Next(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
 	// One op is one event of an endless stream: the steady state.
 	b.Run("event", func(b *testing.B) {
 		rd := sse.NewReader(&loopReader{b: stream}, 0)

@@ -301,12 +301,19 @@ func (r *Reader) parseLine(b *block, ev []byte, start, end int) {
 		return
 	}
 	b.fields = true
-	if b.dataLines == 0 && len(line) >= len("data:") && string(line[:len("data:")]) == "data:" {
-		// The usual line, and an event's usual only data line: its value
-		// is kept as offsets, as below, without a search for the colon.
+	// The usual lines, an event's first data line and its type, are
+	// kept as offsets, as below, without a search for the colon.
+	switch {
+	case b.dataLines == 0 && len(line) >= len("data:") && string(line[:len("data:")]) == "data:":
 		b.dataStart, b.dataEnd, b.dataLines = start+len("data:"), end, 1
 		if b.dataStart < end && ev[b.dataStart] == ' ' {
 			b.dataStart++
+		}
+		return
+	case len(line) >= len("event:") && string(line[:len("event:")]) == "event:":
+		b.typeStart, b.typeEnd = start+len("event:"), end
+		if b.typeStart < end && ev[b.typeStart] == ' ' {
+			b.typeStart++
 		}
 		return
 	}
