@@ -34,6 +34,8 @@
 //     that needs several of them from one pass. [Member.KeyIs] compares keys
 //     as Lookup does, [Member.KeyFold] as encoding/json matches struct
 //     fields; [Unquote] and [EqualString] decode string values.
+//     [Iter.NextKey] stops at a member's value, so that [Iter.Object] can
+//     read the members of a nested object in the same pass.
 //
 // Every byte outside the edited values is copied unchanged, including
 // whitespace and the order of members. Edits return a new slice, sized

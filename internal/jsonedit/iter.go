@@ -1,6 +1,7 @@
 package jsonedit
 
 import (
+	"errors"
 	"unicode"
 	"unicode/utf8"
 )
@@ -11,6 +12,10 @@ type Iter struct {
 	it  members
 	doc []byte
 }
+
+// errNotPending is a caller bug: Value or Leave without a member from
+// NextKey whose value is still to be read.
+var errNotPending = errors.New("jsonedit: no member value to read")
 
 // Member is one top-level member of an object.
 type Member struct {
@@ -55,6 +60,81 @@ func (it *Iter) Next() (m Member, ok bool, err error) {
 		At:      raw.valStart,
 		escaped: raw.escaped,
 	}, true, nil
+}
+
+// NextKey is Next without the value: the member's Value is nil and At is
+// where the value starts. The value is read by exactly one of Value, or
+// Object followed by Leave, before the next call of Next or NextKey (which
+// otherwise skip it). A document read this way is validated as with Next,
+// in the same single pass: a value entered with Object is not scanned
+// again.
+func (it *Iter) NextKey() (m Member, ok bool, err error) {
+	raw, ok, err := it.it.nextKey()
+	if !ok || err != nil {
+		return Member{}, false, err
+	}
+	return Member{
+		RawKey:  it.doc[raw.keyStart:raw.keyEnd:raw.keyEnd],
+		At:      raw.valStart,
+		escaped: raw.escaped,
+	}, true, nil
+}
+
+// Value reads the value of the member NextKey returned and returns it
+// exactly as written, like Member.Value; a malformed value returns a
+// *SyntaxError.
+func (it *Iter) Value() ([]byte, error) {
+	if !it.it.pending {
+		return nil, errNotPending
+	}
+	end, err := it.it.skipPending()
+	if err != nil {
+		return nil, err
+	}
+	return it.doc[it.it.valStart:end:end], nil
+}
+
+// Object returns an iterator over the members of the value of the member
+// NextKey returned, and true, when that value is an object; false (and
+// nothing read) when it is not, or is nested deeper than the decoding
+// limit. Read the members with child's Next or NextKey, then give child
+// back to Leave, which finishes the value: the object is scanned once.
+func (it *Iter) Object() (child Iter, ok bool) {
+	m := &it.it
+	if !m.pending || m.s.pos >= len(m.s.data) || m.s.data[m.s.pos] != '{' || m.depth+1 > maxDepth {
+		return Iter{}, false
+	}
+	start := m.s.pos + 1
+	return Iter{
+		it: members{
+			s:        scanner{data: m.s.data, pos: start},
+			insertAt: start,
+			depth:    m.depth + 1,
+			nested:   true,
+		},
+		doc: it.doc,
+	}, true
+}
+
+// Leave finishes the value that Object entered, reading whatever members
+// of child are left, and returns the object exactly as written, like
+// Member.Value.
+func (it *Iter) Leave(child *Iter) ([]byte, error) {
+	if !it.it.pending {
+		return nil, errNotPending
+	}
+	for {
+		_, more, err := child.it.next()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	it.it.s.pos = child.it.s.pos
+	it.it.endPending()
+	return it.doc[it.it.valStart:it.it.s.pos:it.it.s.pos], nil
 }
 
 // Tail reports where a member added to the object would go: at is the

@@ -3,6 +3,7 @@ package jsonedit_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -328,4 +329,80 @@ func TestKeyIsLengths(t *testing.T) {
 			}
 		}
 	}
+}
+
+// walkNested lists every member of doc at every depth of nested objects,
+// as depth, key and value, entering each object value with Object and
+// Leave (one pass).
+func walkNested(it *jsonedit.Iter, depth int, out *[]string) error {
+	for {
+		m, ok, err := it.NextKey()
+		if err != nil || !ok {
+			return err
+		}
+		var v []byte
+		if child, ok := it.Object(); ok {
+			if err := walkNested(&child, depth+1, out); err != nil {
+				return err
+			}
+			if v, err = it.Leave(&child); err != nil {
+				return err
+			}
+		} else if v, err = it.Value(); err != nil {
+			return err
+		}
+		*out = append(*out, fmt.Sprintf("%d %q=%s@%d", depth, m.RawKey, v, m.At))
+	}
+}
+
+// walkTwice lists what walkNested lists, reading each object value again
+// with Members after Next has read it whole (the definition).
+func walkTwice(doc []byte, base, depth int, out *[]string) error {
+	it, err := jsonedit.Members(doc)
+	if err != nil {
+		return err
+	}
+	for {
+		m, ok, err := it.Next()
+		if err != nil || !ok {
+			return err
+		}
+		if len(m.Value) > 0 && m.Value[0] == '{' {
+			if err := walkTwice(m.Value, base+m.At, depth+1, out); err != nil {
+				return err
+			}
+		}
+		*out = append(*out, fmt.Sprintf("%d %q=%s@%d", depth, m.RawKey, m.Value, base+m.At))
+	}
+}
+
+func FuzzNextKeyObject(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":{}}`, `{"a":{"b":1,"c":{"d":[{"e":2}]}},"f":"x"}`,
+		`{"a":{"b":1,}}`, `{"a":{"b":1}} x`, `{"a":{"b":1}`, `{"a":{"b" 1}}`,
+		` { "a" : { "b" : { } } , "c" : null } `, `{"a":[}`, `[1]`, `{"a":{"b":1}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var got, want []string
+		it, err := jsonedit.Members(doc)
+		if err == nil {
+			err = walkNested(&it, 0, &got)
+		}
+		wantErr := walkTwice(doc, 0, 0, &want)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%q: one pass says %v, Next and Members say %v", doc, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%q: one pass differs from Next and Members (-want +got):\n%s", doc, diff)
+		}
+		// Value without a member from NextKey is a caller bug.
+		if _, err := it.Value(); err == nil {
+			t.Fatalf("%q: Value after the end succeeded", doc)
+		}
+	})
 }

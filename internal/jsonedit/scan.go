@@ -311,7 +311,11 @@ type members struct {
 	s        scanner
 	count    int  // members seen so far
 	insertAt int  // just past the last member's value, or past '{' if none
-	done     bool // the closing '}' and trailing whitespace were accepted
+	done     bool // the closing '}' (and, at the top level, trailing whitespace) were accepted
+	depth    int  // containers enclosing a member's value: 1 for the top-level object
+	nested   bool // the object is a member's value: nothing is checked after its '}'
+	pending  bool // nextKey returned a member whose value is not read yet
+	valStart int  // where the pending value starts
 }
 
 // member is one top-level member: the key's bytes between its quotes and
@@ -337,12 +341,32 @@ func newMembers(doc []byte) (members, error) {
 	}
 	it.s.pos++
 	it.insertAt = it.s.pos
+	it.depth = 1
 	return it, nil
 }
 
 // next returns the next member; more is false after the closing brace, once
 // the rest of the document has been checked to be whitespace.
 func (it *members) next() (m member, more bool, err error) {
+	if m, more, err = it.nextKey(); !more || err != nil {
+		return member{}, more, err
+	}
+	m.valEnd, err = it.skipPending()
+	if err != nil {
+		return member{}, false, err
+	}
+	return m, true, nil
+}
+
+// nextKey is next up to the member's value: it leaves pos at the value,
+// which skipPending or an iterator over the value (Iter.Object) reads.
+// A value still pending is skipped first.
+func (it *members) nextKey() (m member, more bool, err error) {
+	if it.pending {
+		if _, err := it.skipPending(); err != nil {
+			return member{}, false, err
+		}
+	}
 	if it.done {
 		return member{}, false, nil
 	}
@@ -354,9 +378,11 @@ func (it *members) next() (m member, more bool, err error) {
 	switch c := s.data[s.pos]; {
 	case c == '}':
 		s.pos++
-		s.skipSpace()
-		if s.pos != len(s.data) {
-			return member{}, false, s.fail("invalid character after top-level object")
+		if !it.nested {
+			s.skipSpace()
+			if s.pos != len(s.data) {
+				return member{}, false, s.fail("invalid character after top-level object")
+			}
 		}
 		it.done = true
 		return member{}, false, nil
@@ -370,13 +396,25 @@ func (it *members) next() (m member, more bool, err error) {
 		return member{}, false, err
 	}
 	m.valStart = s.pos
-	if err := s.skipValue(1); err != nil {
-		return member{}, false, err
-	}
-	m.valEnd = s.pos
-	it.count++
-	it.insertAt = s.pos
+	it.valStart, it.pending = s.pos, true
 	return m, true, nil
+}
+
+// skipPending reads the value nextKey left pending and returns where it
+// ends.
+func (it *members) skipPending() (end int, err error) {
+	if err := it.s.skipValue(it.depth); err != nil {
+		return 0, err
+	}
+	it.endPending()
+	return it.s.pos, nil
+}
+
+// endPending records that the pending value ends at pos.
+func (it *members) endPending() {
+	it.pending = false
+	it.count++
+	it.insertAt = it.s.pos
 }
 
 // keyIs reports whether the member's key, unescaped, is key.

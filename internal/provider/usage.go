@@ -130,15 +130,168 @@ func Count(raw []byte) int64 {
 // at most MaxRawUsageBytes.
 func Usable(raw []byte) bool { return Object(raw) && len(raw) <= MaxRawUsageBytes }
 
+// A UsageForm says how to read a provider's usage object: which of its
+// members hold counts, and how the counts make the normalized usage.
+type UsageForm struct {
+	// Names are the members whose values are the counts, in the order
+	// Normalize takes them; "" is no member. When Inner[i] is set, the
+	// member Names[i] is an object and the count is its member Inner[i]
+	// (0 when it is not an object). As with jsonedit.Lookup, the last
+	// member of a name counts, and one that is absent counts 0 (see Count).
+	Names, Inner [5]string
+	// Normalize maps the counts onto the normalized usage.
+	Normalize func(c [5]int64) usageevent.Usage
+}
+
+// Read returns the normalized usage of raw, a usage object; all counts
+// are 0 when raw is not a valid object.
+func (f *UsageForm) Read(raw []byte) usageevent.Usage {
+	var c [5]int64
+	if it, err := jsonedit.Members(raw); err == nil {
+		if f.counts(&it, &c) != nil {
+			c = [5]int64{}
+		}
+	}
+	return f.Normalize(c)
+}
+
+// counts reads the counts of f from the members of a usage object, one
+// pass over them: a member that is an object of counts is read as the
+// walk finds it, never looked up again.
+func (f *UsageForm) counts(it *jsonedit.Iter, c *[5]int64) error {
+	for {
+		m, ok, err := it.NextKey()
+		if err != nil || !ok {
+			return err
+		}
+		i := f.index(m)
+		if i < 0 {
+			if _, err := it.Value(); err != nil {
+				return err
+			}
+			continue
+		}
+		inner := f.Inner[i]
+		if inner == "" {
+			v, err := it.Value()
+			if err != nil {
+				return err
+			}
+			c[i] = Count(v)
+			continue
+		}
+		obj, ok := it.Object()
+		if !ok {
+			if _, err := it.Value(); err != nil {
+				return err
+			}
+			c[i] = 0
+			continue
+		}
+		n, err := innerCount(&obj, inner)
+		if err != nil {
+			return err
+		}
+		if _, err := it.Leave(&obj); err != nil {
+			return err
+		}
+		c[i] = n
+	}
+}
+
+// index returns the i of f.Names[i] that is m's name, -1 when there is
+// none. A name that starts with a plain ASCII byte (no escape) is only
+// one of the names that start with that byte, as in Lookup4.
+func (f *UsageForm) index(m jsonedit.Member) int {
+	c := byte('\\')
+	if len(m.RawKey) > 0 {
+		c = m.RawKey[0]
+	}
+	for i, k := range f.Names {
+		if k == "" || (c < utf8.RuneSelf && c != '\\' && k[0] != c) {
+			continue
+		}
+		if m.KeyIs(k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// innerCount reads the count of the last member named key of an object,
+// the members of which it iterates over.
+func innerCount(it *jsonedit.Iter, key string) (int64, error) {
+	var n int64
+	for {
+		m, ok, err := it.Next()
+		if err != nil || !ok {
+			return n, err
+		}
+		if m.KeyIs(key) {
+			n = Count(m.Value)
+		}
+	}
+}
+
+// FindUsage reads the usage object that is the last top-level member
+// named key of doc in one pass: the normalized counts, the object (raw
+// aliases doc), and true; or false when there is none, it is not
+// [Usable], or doc is malformed. It is what jsonedit.Lookup(doc, key)
+// followed by f.Read finds, without walking the object twice.
+func FindUsage(doc []byte, key string, f *UsageForm) (u usageevent.Usage, raw []byte, ok bool) {
+	it, err := jsonedit.Members(doc)
+	if err != nil {
+		return usageevent.Usage{}, nil, false
+	}
+	for {
+		m, more, err := it.NextKey()
+		if err != nil {
+			return usageevent.Usage{}, nil, false
+		}
+		if !more {
+			break
+		}
+		if !m.KeyIs(key) {
+			if _, err := it.Value(); err != nil {
+				return usageevent.Usage{}, nil, false
+			}
+			continue
+		}
+		obj, isObj := it.Object()
+		if !isObj {
+			if _, err := it.Value(); err != nil {
+				return usageevent.Usage{}, nil, false
+			}
+			raw, ok = nil, false
+			continue
+		}
+		var c [5]int64
+		if err := f.counts(&obj, &c); err != nil {
+			return usageevent.Usage{}, nil, false
+		}
+		if raw, err = it.Leave(&obj); err != nil {
+			return usageevent.Usage{}, nil, false
+		}
+		ok = len(raw) <= MaxRawUsageBytes
+		if ok {
+			u = f.Normalize(c)
+		}
+	}
+	if !ok {
+		return usageevent.Usage{}, nil, false
+	}
+	return u, raw, true
+}
+
 // BodyUsage reads the top-level usage object of a non-stream answer: the
 // normalized counts, a copy of the provider's object, and true; or false
 // when the body has none (an error answer, or not JSON).
-func BodyUsage(body []byte, normalize func([]byte) usageevent.Usage) (usageevent.Usage, json.RawMessage, bool) {
-	raw, ok, err := jsonedit.Lookup(body, "usage")
-	if err != nil || !ok || !Usable(raw) {
+func BodyUsage(body []byte, f *UsageForm) (usageevent.Usage, json.RawMessage, bool) {
+	u, raw, ok := FindUsage(body, "usage", f)
+	if !ok {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalize(raw), bytes.Clone(raw), true
+	return u, bytes.Clone(raw), true
 }
 
 // TailUsage reads the usage of a successful non-stream answer from tail,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/scootgate/scootgate/internal/jsonedit"
 	"github.com/scootgate/scootgate/internal/provider"
+	"github.com/scootgate/scootgate/pkg/usageevent"
 )
 
 var usageKey = provider.NewKey("usage")
@@ -193,4 +194,54 @@ func BenchmarkLookup4(b *testing.B) {
 			b.Fatal("no completion_tokens_details")
 		}
 	}
+}
+
+// FuzzUsageFormRead holds UsageForm.Read and FindUsage to their
+// definition: each count looked up on its own with jsonedit.Lookup (and
+// Inner for a count inside an object), after a Lookup of the usage object.
+func FuzzUsageFormRead(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":19,"completion_tokens":196,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":5,"reasoning_tokens":6}}`,
+		`{"pr\u006fmpt_tokens":1,"":2,"prompt_tokens":3,"prompt_tokens_details":[1],"x":{"y":{}}}`,
+		`{"completion_tokens_details":{"reasoning_tokens":1},"completion_tokens_details":null}`,
+		`{"prompt_tokens_details":{"cached_tokens":1,}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	form := provider.UsageForm{
+		Names: [5]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details", ""},
+		Inner: [5]string{2: "cached_tokens", 3: "reasoning_tokens"},
+		Normalize: func(c [5]int64) usageevent.Usage {
+			return usageevent.Usage{InputTokens: c[0], OutputTokens: c[1], CacheReadTokens: c[2], ReasoningTokens: c[3], CacheWriteTokens: c[4]}
+		},
+	}
+	read := func(obj []byte) usageevent.Usage {
+		var c [5]int64
+		for i, name := range form.Names {
+			if name == "" {
+				continue
+			}
+			v, ok, err := jsonedit.Lookup(obj, name)
+			switch {
+			case err != nil || !ok:
+			case form.Inner[i] == "":
+				c[i] = provider.Count(v)
+			default:
+				c[i] = provider.Inner(v, form.Inner[i])
+			}
+		}
+		return form.Normalize(c)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		if got, want := form.Read(obj), read(obj); got != want {
+			t.Fatalf("Read(%q) = %+v, Lookup per count says %+v", obj, got, want)
+		}
+		doc := append(append([]byte(`{"usage":`), obj...), '}')
+		u, raw, ok := provider.FindUsage(doc, "usage", &form)
+		wantRaw, wantOK, err := jsonedit.Lookup(doc, "usage")
+		wantOK = err == nil && wantOK && provider.Usable(wantRaw)
+		if ok != wantOK || (ok && (!bytes.Equal(raw, wantRaw) || u != read(wantRaw))) {
+			t.Fatalf("FindUsage(%q) = %+v, %q, %v; Lookup and Read say %q, %v", doc, u, raw, ok, wantRaw, wantOK)
+		}
+	})
 }

@@ -16,13 +16,19 @@ import (
 // output is output_tokens (in a stream, the latest message_delta value);
 // reasoning is not reported apart.
 
-// normalize derives the normalized counts from an Anthropic usage object.
-func normalize(obj []byte) usageevent.Usage {
-	v := provider.Lookup4(obj, [4]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"})
-	in, write, read := provider.Count(v[0]), provider.Count(v[1]), provider.Count(v[2])
+// usageForm reads an Anthropic usage object.
+var usageForm = provider.UsageForm{
+	Names:     [5]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"},
+	Normalize: normalize,
+}
+
+// normalize makes the normalized usage of the counts input, cache write,
+// cache read, output.
+func normalize(c [5]int64) usageevent.Usage {
+	in, write, read := c[0], c[1], c[2]
 	return provider.Clamp(usageevent.Usage{
 		InputTokens:      provider.AddSat(provider.AddSat(in, write), read),
-		OutputTokens:     provider.Count(v[3]),
+		OutputTokens:     c[3],
 		CacheReadTokens:  read,
 		CacheWriteTokens: write,
 	})
@@ -32,7 +38,7 @@ func normalize(obj []byte) usageevent.Usage {
 // normalized counts, a copy of the provider's usage object, and true; or
 // false when the body has none.
 func BodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
-	return provider.BodyUsage(body, normalize)
+	return provider.BodyUsage(body, &usageForm)
 }
 
 // Stream follows an Anthropic Messages stream and merges the usage
@@ -136,5 +142,5 @@ func (s *Stream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if s.merged == nil {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalize(s.merged), bytes.Clone(s.merged), true
+	return usageForm.Read(s.merged), bytes.Clone(s.merged), true
 }

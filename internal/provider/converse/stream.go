@@ -22,13 +22,19 @@ import (
 // apart. A whole answer carries the usage object at its top level, a
 // stream in its metadata event.
 
-// normalize derives the normalized counts from a Converse usage object.
-func normalize(obj []byte) usageevent.Usage {
-	v := provider.Lookup4(obj, [4]string{"inputTokens", "cacheWriteInputTokens", "cacheReadInputTokens", "outputTokens"})
-	in, write, read := provider.Count(v[0]), provider.Count(v[1]), provider.Count(v[2])
+// usageForm reads a Converse usage object.
+var usageForm = provider.UsageForm{
+	Names:     [5]string{"inputTokens", "cacheWriteInputTokens", "cacheReadInputTokens", "outputTokens"},
+	Normalize: normalize,
+}
+
+// normalize makes the normalized usage of the counts input, cache write,
+// cache read, output.
+func normalize(c [5]int64) usageevent.Usage {
+	in, write, read := c[0], c[1], c[2]
 	return provider.Clamp(usageevent.Usage{
 		InputTokens:      provider.AddSat(provider.AddSat(in, write), read),
-		OutputTokens:     provider.Count(v[3]),
+		OutputTokens:     c[3],
 		CacheReadTokens:  read,
 		CacheWriteTokens: write,
 	})
@@ -36,7 +42,7 @@ func normalize(obj []byte) usageevent.Usage {
 
 // BodyUsage returns the usage of a whole Converse answer.
 func BodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
-	return provider.BodyUsage(body, normalize)
+	return provider.BodyUsage(body, &usageForm)
 }
 
 // bodyOutcome reads a whole answer's stop reason (Converse answers do
@@ -73,7 +79,7 @@ func (s *Stream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if s.raw == nil {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalize(s.raw), bytes.Clone(s.raw), true
+	return usageForm.Read(s.raw), bytes.Clone(s.raw), true
 }
 
 // streamOutcome keeps a traced stream's stop reason (messageStop).

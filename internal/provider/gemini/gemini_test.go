@@ -221,7 +221,7 @@ func TestNormalize(t *testing.T) {
 		{"garbage", `{"promptTokenCount":"4","candidatesTokenCount":-1,"thoughtsTokenCount":1.5}`, usageevent.Usage{}},
 	}
 	for _, tt := range tests {
-		if diff := cmp.Diff(normalize([]byte(tt.obj)), tt.want); diff != "" {
+		if diff := cmp.Diff(usageForm.Read([]byte(tt.obj)), tt.want); diff != "" {
 			t.Errorf("%s (-got +want):\n%s", tt.name, diff)
 		}
 	}

@@ -28,15 +28,20 @@ const usageName = "usageMetadata"
 
 var usageKey = provider.NewKey("usageMetadata")
 
-// normalize derives the normalized counts from a usageMetadata object.
-func normalize(obj []byte) usageevent.Usage {
-	v := provider.Lookup4(obj, [4]string{"promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount"})
-	tool := provider.Inner(obj, "toolUsePromptTokenCount")
-	thoughts := provider.Count(v[3])
+// usageForm reads a usageMetadata object.
+var usageForm = provider.UsageForm{
+	Names:     [5]string{"promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount"},
+	Normalize: normalize,
+}
+
+// normalize makes the normalized usage of the counts prompt, candidates,
+// cached content, thoughts, tool-use prompt.
+func normalize(c [5]int64) usageevent.Usage {
+	thoughts := c[3]
 	return provider.Clamp(usageevent.Usage{
-		InputTokens:     provider.AddSat(provider.Count(v[0]), tool),
-		OutputTokens:    provider.AddSat(provider.Count(v[1]), thoughts),
-		CacheReadTokens: provider.Count(v[2]),
+		InputTokens:     provider.AddSat(c[0], c[4]),
+		OutputTokens:    provider.AddSat(c[1], thoughts),
+		CacheReadTokens: c[2],
 		ReasoningTokens: thoughts,
 	})
 }
@@ -46,52 +51,45 @@ func normalize(obj []byte) usageevent.Usage {
 // for a streamGenerateContent answer without alt=sse (one JSON array of
 // chunks), the last chunk's that has one. False when there is none.
 func BodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
-	raw := lastUsage(body)
-	if raw == nil {
+	u, raw, ok := lastUsage(body)
+	if !ok {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalize(raw), bytes.Clone(raw), true
+	return u, bytes.Clone(raw), true
 }
 
 // lastUsage returns the usable usageMetadata of the object body, or of the
-// last element of the array body that has one; nil when there is none.
-func lastUsage(body []byte) []byte {
+// last element of the array body that has one, with its normalized
+// counts; false when there is none.
+func lastUsage(body []byte) (u usageevent.Usage, raw []byte, ok bool) {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 || b[0] != '[' {
-		return usageOf(body)
+		return provider.FindUsage(body, usageName, &usageForm)
 	}
 	it, err := jsonedit.Elements(body)
 	if err != nil {
-		return nil
+		return usageevent.Usage{}, nil, false
 	}
-	var last []byte
 	for {
-		el, _, ok, err := it.Next()
+		el, _, more, err := it.Next()
 		if err != nil {
-			return nil
+			return usageevent.Usage{}, nil, false
 		}
-		if !ok {
-			return last
+		if !more {
+			return u, raw, ok
 		}
-		if u := usageOf(el); u != nil {
-			last = u
+		if eu, eraw, eok := provider.FindUsage(el, usageName, &usageForm); eok {
+			u, raw, ok = eu, eraw, true
 		}
 	}
-}
-
-func usageOf(obj []byte) []byte {
-	raw, ok, err := jsonedit.Lookup(obj, usageName)
-	if err != nil || !ok || !provider.Usable(raw) {
-		return nil
-	}
-	return raw
 }
 
 // Stream follows a streamGenerateContent stream and keeps the last
 // usageMetadata a chunk carried. It never hides a chunk. One stream, one
 // tracker; not safe for concurrent use.
 type Stream struct {
-	raw []byte // copy of the last usage object seen; nil until one is
+	raw   []byte // copy of the last usage object seen; nil until one is
+	usage usageevent.Usage
 }
 
 // NewStream returns a tracker for one stream.
@@ -103,8 +101,8 @@ func (s *Stream) Observe(ev *sse.Event) (hide bool) {
 	if !provider.MayHaveValue(ev.Data, usageKey) {
 		return false
 	}
-	if raw := usageOf(ev.Data); raw != nil {
-		s.raw = append(s.raw[:0], raw...)
+	if u, raw, ok := provider.FindUsage(ev.Data, usageName, &usageForm); ok {
+		s.raw, s.usage = append(s.raw[:0], raw...), u
 	}
 	return false
 }
@@ -115,5 +113,5 @@ func (s *Stream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if s.raw == nil {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalize(s.raw), bytes.Clone(s.raw), true
+	return s.usage, bytes.Clone(s.raw), true
 }

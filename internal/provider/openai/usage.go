@@ -24,39 +24,44 @@ import (
 // (Request.AskUsage) and then hides the usage-only chunk from it. Responses
 // streams carry it in the response object of their terminal event.
 
+// chatUsage and responsesUsage read the usage objects of Chat Completions
+// (and Embeddings) and of Responses: the input already includes the
+// cached tokens, the output the reasoning tokens.
 var (
-	chatKeys      = [4]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
-	responsesKeys = [4]string{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
+	chatUsage = provider.UsageForm{
+		Names:     [5]string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"},
+		Inner:     [5]string{2: "cached_tokens", 3: "reasoning_tokens"},
+		Normalize: normalize,
+	}
+	responsesUsage = provider.UsageForm{
+		Names:     [5]string{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"},
+		Inner:     [5]string{2: "cached_tokens", 3: "reasoning_tokens"},
+		Normalize: normalize,
+	}
 )
 
-// normalize derives the normalized counts from a usage object whose four
-// members are named by keys (input, output, input details, output
-// details): the input already includes the cached tokens, the output the
-// reasoning tokens.
-func normalize(obj []byte, keys *[4]string) usageevent.Usage {
-	v := provider.Lookup4(obj, *keys)
+// normalize makes the normalized usage of the counts input, output,
+// cached, reasoning.
+func normalize(c [5]int64) usageevent.Usage {
 	return provider.Clamp(usageevent.Usage{
-		InputTokens:     provider.Count(v[0]),
-		OutputTokens:    provider.Count(v[1]),
-		CacheReadTokens: provider.Inner(v[2], "cached_tokens"),
-		ReasoningTokens: provider.Inner(v[3], "reasoning_tokens"),
+		InputTokens:     c[0],
+		OutputTokens:    c[1],
+		CacheReadTokens: c[2],
+		ReasoningTokens: c[3],
 	})
 }
-
-func normalizeChat(obj []byte) usageevent.Usage      { return normalize(obj, &chatKeys) }
-func normalizeResponses(obj []byte) usageevent.Usage { return normalize(obj, &responsesKeys) }
 
 // ChatBodyUsage returns the usage of a non-stream Chat Completions or
 // Embeddings answer: the normalized counts, a copy of the provider's usage
 // object, and true; or false when the body has none.
 func ChatBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
-	return provider.BodyUsage(body, normalizeChat)
+	return provider.BodyUsage(body, &chatUsage)
 }
 
 // ResponsesBodyUsage returns the usage of a non-stream Responses answer
 // (the response object's top-level usage), like [ChatBodyUsage].
 func ResponsesBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
-	return provider.BodyUsage(body, normalizeResponses)
+	return provider.BodyUsage(body, &responsesUsage)
 }
 
 // ChatStream follows a Chat Completions stream: it keeps the last usage
@@ -65,6 +70,7 @@ func ResponsesBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
 type ChatStream struct {
 	hideUsageChunk bool
 	raw            []byte // copy of the last usage object seen; reused
+	usage          usageevent.Usage
 	seen           bool
 }
 
@@ -99,12 +105,12 @@ func (s *ChatStream) Observe(ev *sse.Event) (hide bool) {
 	if !provider.MayHaveMember(ev.Data, usageKey) {
 		return false
 	}
-	raw, ok, err := jsonedit.Lookup(ev.Data, "usage")
-	if err != nil || !ok || !provider.Usable(raw) {
+	u, raw, ok := provider.FindUsage(ev.Data, "usage", &chatUsage)
+	if !ok {
 		return false
 	}
 	s.raw = append(s.raw[:0], raw...)
-	s.seen = true
+	s.usage, s.seen = u, true
 	return s.hideUsageChunk && usageOnly(ev.Data)
 }
 
@@ -116,7 +122,7 @@ func (s *ChatStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if !s.seen {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalizeChat(s.raw), bytes.Clone(s.raw), true
+	return s.usage, bytes.Clone(s.raw), true
 }
 
 var jsonNull = []byte("null")
@@ -148,7 +154,8 @@ func isEmptyArray(raw []byte) bool {
 // needs no list of event types. It never hides an event. One stream, one
 // tracker.
 type ResponsesStream struct {
-	raw []byte // copy of the last usage object seen; nil until one is
+	raw   []byte // copy of the last usage object seen; nil until one is
+	usage usageevent.Usage
 }
 
 // NewResponsesStream returns a tracker for one Responses stream.
@@ -164,8 +171,8 @@ func (s *ResponsesStream) Observe(ev *sse.Event) (hide bool) {
 	if err != nil || !ok || !provider.Object(resp) {
 		return false
 	}
-	if raw, ok, err := jsonedit.Lookup(resp, "usage"); err == nil && ok && provider.Usable(raw) {
-		s.raw = append(s.raw[:0], raw...)
+	if u, raw, ok := provider.FindUsage(resp, "usage", &responsesUsage); ok {
+		s.raw, s.usage = append(s.raw[:0], raw...), u
 	}
 	return false
 }
@@ -177,7 +184,7 @@ func (s *ResponsesStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if s.raw == nil {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
+	return s.usage, bytes.Clone(s.raw), true
 }
 
 // RerankBodyUsage returns the usage of a rerank answer. Jina and vLLM
@@ -213,7 +220,8 @@ func RerankBodyUsage(body []byte) (usageevent.Usage, json.RawMessage, bool) {
 // image_generation.completed's). It never hides
 // an event. One stream, one tracker.
 type TranscriptStream struct {
-	raw []byte
+	raw   []byte
+	usage usageevent.Usage
 }
 
 // Observe keeps the last usage object seen.
@@ -221,8 +229,8 @@ func (s *TranscriptStream) Observe(ev *sse.Event) (hide bool) {
 	if !provider.MayHaveMember(ev.Data, usageKey) {
 		return false
 	}
-	if raw, ok, err := jsonedit.Lookup(ev.Data, "usage"); err == nil && ok && provider.Usable(raw) {
-		s.raw = append(s.raw[:0], raw...)
+	if u, raw, ok := provider.FindUsage(ev.Data, "usage", &responsesUsage); ok {
+		s.raw, s.usage = append(s.raw[:0], raw...), u
 	}
 	return false
 }
@@ -234,5 +242,5 @@ func (s *TranscriptStream) Usage() (usageevent.Usage, json.RawMessage, bool) {
 	if s.raw == nil {
 		return usageevent.Usage{}, nil, false
 	}
-	return normalizeResponses(s.raw), bytes.Clone(s.raw), true
+	return s.usage, bytes.Clone(s.raw), true
 }
