@@ -80,6 +80,21 @@ func (it *Iter) NextKey() (m Member, ok bool, err error) {
 	}, true, nil
 }
 
+// Seek is NextKey for the next member whose key, unescaped, is key (as
+// KeyIs compares), skipping the members before it; ok is false after the
+// last member, as with Next.
+func (it *Iter) Seek(key string) (ok bool, err error) {
+	for {
+		m, more, err := it.it.nextKey()
+		if !more || err != nil {
+			return false, err
+		}
+		if m.keyIs(it.doc, key) {
+			return true, nil
+		}
+	}
+}
+
 // Value reads the value of the member NextKey returned and returns it
 // exactly as written, like Member.Value; a malformed value returns a
 // *SyntaxError.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -399,6 +400,38 @@ func FuzzNextKeyObject(f *testing.F) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("%q: one pass differs from Next and Members (-want +got):\n%s", doc, diff)
+		}
+		// Seek finds what Next finds with KeyIs, values read or not.
+		for _, key := range []string{"a", "b"} {
+			var sought, nexted []string
+			it, err := jsonedit.Members(doc)
+			for i := 0; err == nil; i++ {
+				var ok bool
+				if ok, err = it.Seek(key); err != nil || !ok {
+					break
+				}
+				if i%2 == 0 { // every other value is left for Seek to skip
+					var v []byte
+					v, err = it.Value()
+					sought = append(sought, string(v))
+				}
+			}
+			it2, err2 := jsonedit.Members(doc)
+			for i := 0; err2 == nil; {
+				m, ok, err := it2.Next()
+				if err2 = err; err != nil || !ok {
+					break
+				}
+				if m.KeyIs(key) {
+					if i%2 == 0 {
+						nexted = append(nexted, string(m.Value))
+					}
+					i++
+				}
+			}
+			if (err != nil) != (err2 != nil) || (err == nil && !slices.Equal(sought, nexted)) {
+				t.Fatalf("%q: Seek(%q) finds %q (%v), Next finds %q (%v)", doc, key, sought, err, nexted, err2)
+			}
 		}
 		// Value without a member from NextKey is a caller bug.
 		if _, err := it.Value(); err == nil {

@@ -244,18 +244,12 @@ func FindUsage(doc []byte, key string, f *UsageForm) (u usageevent.Usage, raw []
 		return usageevent.Usage{}, nil, false
 	}
 	for {
-		m, more, err := it.NextKey()
+		more, err := it.Seek(key)
 		if err != nil {
 			return usageevent.Usage{}, nil, false
 		}
 		if !more {
 			break
-		}
-		if !m.KeyIs(key) {
-			if _, err := it.Value(); err != nil {
-				return usageevent.Usage{}, nil, false
-			}
-			continue
 		}
 		obj, isObj := it.Object()
 		if !isObj {
