@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -528,11 +529,18 @@ func TestSocketSinkAllocs(t *testing.T) {
 		if err := sk.SetWriteDeadline(deadline); err != nil {
 			t.Fatal(err)
 		}
-		allocs := testing.AllocsPerRun(20, func() {
-			if _, err := sk.Write(stream); err != nil {
-				t.Fatal(err)
-			}
-		})
+		// AllocsPerRun counts every goroutine's allocations, the test
+		// server's and the reader's among them; on a loaded machine they
+		// can fall into one measurement. Theirs only add: the least of
+		// three still counts one per Write if Write allocates.
+		allocs := math.Inf(1)
+		for range 3 {
+			allocs = min(allocs, testing.AllocsPerRun(20, func() {
+				if _, err := sk.Write(stream); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		}
 		if allocs != 0 {
 			t.Errorf("deadline %v: %v allocations per 20 events, want 0", deadline, allocs)
 		}
