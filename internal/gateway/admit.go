@@ -44,8 +44,8 @@ import (
 // sheds, the gate stays until the queue is empty, its bound growing by a
 // quarter each window (what then holds the admitted requests may not be
 // the CPU: a slow provider would otherwise keep the finishing rate, and
-// the bound, low); then it opens, and only the cap holds again: opening it with a
-// queue would hand the whole queue to the scheduler at once.
+// the bound, low); then it opens, and only the cap holds again: opening
+// it with a queue would hand the whole queue to the scheduler at once.
 //
 // The requests the node held when it began to shed are not counted
 // against the bound (they hold slots under the cap only), so long streams

@@ -31,10 +31,10 @@ const (
 // that waits for the client; looks are readAheadCheck apart), a goroutine
 // of the read-ahead's own reads the provider into a buffer of at most
 // readAheadMax bytes, which the relay then reads from at the client's
-// pace. When the provider's side ends
-// (its answer read to the end, or its connection failed) ended is called,
-// on whichever goroutine read it: the backend's slot goes back then, not
-// when a slow client has read the last byte. A client that does not read
+// pace. When the provider's side ends (its answer read to the end, or
+// its connection failed) ended is called, on whichever goroutine read it:
+// the backend's slot goes back then, not when a slow client has read the
+// last byte. A client that does not read
 // holds at most readAheadMax bytes of the node's memory per attempt, on
 // top of its connection's socket buffers; then the provider waits, as it
 // would without a read-ahead.
