@@ -141,6 +141,7 @@ type NodeLoad struct {
 	// owned by the sampler goroutine
 	shedding  bool      // as of the last window (Shed)
 	prev      []uint64  // the histogram's counts at the previous read
+	delta     []uint64  // scratch: the counts of the window being read
 	longFrom  time.Time // the end of the first of the unbroken run of windows with a wait of ShedWait or more; zero: none
 	shortFrom time.Time // the same for the run of windows below ShedWait
 }
@@ -274,23 +275,30 @@ func (l *NodeLoad) tick(fired, now time.Time, h *metrics.Float64Histogram) time.
 func (l *NodeLoad) window(h *metrics.Float64Histogram) time.Duration {
 	if len(l.prev) != len(h.Counts) {
 		l.prev = make([]uint64, len(h.Counts))
+		l.delta = make([]uint64, len(h.Counts))
 		copy(l.prev, h.Counts)
 		return 0
 	}
+	// The window's counts first, then the quantile from the fast end: it
+	// is found within the first few of the runtime's 160 buckets unless
+	// the node is slow, and each window reads all of them.
+	prev, delta := l.prev[:len(h.Counts)], l.delta[:len(h.Counts)]
 	var total uint64
 	for i, c := range h.Counts {
-		total += c - l.prev[i]
+		delta[i] = c - prev[i]
+		total += delta[i]
+	}
+	copy(prev, h.Counts)
+	if total == 0 {
+		return 0
 	}
 	want := uint64(math.Ceil(l.o.Quantile * float64(total)))
 	var seen uint64
-	var wait time.Duration
-	for i, c := range h.Counts {
-		if seen < want && seen+(c-l.prev[i]) >= want {
+	for i, n := range delta {
+		if seen += n; seen >= want {
 			// Buckets[i] is bucket i's lower bound (-Inf for the first).
-			wait = time.Duration(max(h.Buckets[i], 0) * float64(time.Second))
+			return time.Duration(max(h.Buckets[i], 0) * float64(time.Second))
 		}
-		seen += c - l.prev[i]
-		l.prev[i] = c
 	}
-	return wait
+	return 0
 }

@@ -244,3 +244,21 @@ func TestNodeLoadShed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkNodeLoadWindow is one window of the runtime's own scheduling
+// histogram (its 160-odd buckets), a hundred waits counted in its fast
+// buckets since the previous read: the sampler's work every 100 ms.
+func BenchmarkNodeLoadWindow(b *testing.B) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	h := s[0].Value.Float64Histogram()
+	l := NewNodeLoad(NodeLoadOptions{})
+	l.window(h)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := 1; i < 11; i++ {
+			h.Counts[i] += 10
+		}
+		l.window(h)
+	}
+}
