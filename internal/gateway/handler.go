@@ -170,6 +170,7 @@ type Handler struct {
 	cancelLogs *usage.KeyBudget
 	abandons   *abandons // each key's budget of requests its client abandoned at once
 	endpoints  endpoints
+	dates      httpDates // the Date header of the current second
 }
 
 // endpoints is the catalog's endpoint table as the handler looks paths
@@ -270,6 +271,7 @@ func New(o Options) *Handler {
 // Unwrap keeps http.ResponseController (flush) working through it.
 type statusWriter struct {
 	http.ResponseWriter
+	dates  *httpDates
 	status int
 	code   string // the code of the error the node wrote itself (apierr), if any
 
@@ -360,6 +362,7 @@ func holdsKey(s string, r *http.Request) bool {
 func (s *statusWriter) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
+		s.date()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
@@ -367,8 +370,39 @@ func (s *statusWriter) WriteHeader(code int) {
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
+		s.date()
 	}
 	return s.ResponseWriter.Write(b)
+}
+
+// date sets the answer's Date header, as net/http would, from the cache
+// of the current second.
+func (s *statusWriter) date() {
+	if s.dates != nil {
+		s.Header()["Date"] = s.dates.now(time.Now())
+	}
+}
+
+// httpDates is the Date header of the current second, shared by the
+// answers of that second: net/http formats one for every answer that has
+// none (~1.9k instructions, a request's largest single cost in net/http's
+// header writing); a lookup here is a clock reading and a compare.
+type httpDates struct{ cur atomic.Pointer[httpDate] }
+
+type httpDate struct {
+	sec   int64
+	value []string // shared by header maps: nothing changes a value in place
+}
+
+// now returns the Date header value for the real time t.
+func (d *httpDates) now(t time.Time) []string {
+	sec := t.Unix()
+	if c := d.cur.Load(); c != nil && c.sec == sec {
+		return c.value
+	}
+	c := &httpDate{sec: sec, value: []string{t.UTC().Format(http.TimeFormat)}}
+	d.cur.Store(c)
+	return c.value
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
@@ -407,7 +441,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w = &statusWriter{}
 		api = catalog.Claiming(r)
 	}
-	w.ResponseWriter = rw
+	w.ResponseWriter, w.dates = rw, &h.dates
 	var dw provider.DoorWriter
 	if ep.door != nil {
 		// docs/api.md "Cloud client paths": the answer in the door's framing.
