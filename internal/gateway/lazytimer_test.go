@@ -69,7 +69,7 @@ func TestStreamIdleLazy(t *testing.T) {
 func TestKeepaliveLazy(t *testing.T) {
 	const every = time.Hour
 	rec := httptest.NewRecorder()
-	s := &streamWriter{w: rec, rc: *http.NewResponseController(rec), fl: flusherOf(rec), guard: &writeGuard{},
+	s := &streamWriter{w: rec, body: rec, rc: *http.NewResponseController(rec), fl: flusherOf(rec), guard: &writeGuard{},
 		committed: true, every: every, ping: []byte(": ping\n\n")}
 	s.ka = time.AfterFunc(time.Hour, func() {})
 	defer s.ka.Stop()
@@ -146,3 +146,18 @@ type bareWriter struct{}
 func (bareWriter) Header() http.Header         { return http.Header{} }
 func (bareWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (bareWriter) WriteHeader(int)             {}
+
+// TestBodyWriter: a stream's events skip the node's header-only wrappers
+// (the status writer, the body guard's writer), and stop at any other
+// writer, a door's framing one among them.
+func TestBodyWriter(t *testing.T) {
+	rec := httptest.NewRecorder()
+	guarded := &guardedWriter{ResponseWriter: rec}
+	if got := bodyWriter(&statusWriter{ResponseWriter: guarded}); got != rec {
+		t.Errorf("status writer over guarded writer: events go to %T, want the recorder", got)
+	}
+	door := unwrapping{guarded}
+	if got := bodyWriter(&statusWriter{ResponseWriter: door}); got != door {
+		t.Errorf("status writer over another writer: events go to %T, want that writer", got)
+	}
+}

@@ -393,7 +393,7 @@ func (c *call) relayStream(ctx context.Context, a *attempt) {
 		}
 	}()
 
-	out := &streamWriter{w: c.w, rc: *http.NewResponseController(c.w), fl: flusherOf(c.w), guard: &c.guard, c: c, resp: resp}
+	out := &streamWriter{w: c.w, body: bodyWriter(c.w), rc: *http.NewResponseController(c.w), fl: flusherOf(c.w), guard: &c.guard, c: c, resp: resp}
 	c.guard.start(&out.rc, h.o.StreamIdle)
 	defer c.guard.release() // after out.close: nothing writes then
 	defer out.close()
@@ -629,6 +629,7 @@ func (c *call) endStream(ctx context.Context, a *attempt, out *streamWriter, err
 // write of either commits the response (header).
 type streamWriter struct {
 	w     http.ResponseWriter
+	body  io.Writer               // where events go once header has run: w without the node's header-only wrappers (bodyWriter)
 	rc    http.ResponseController // of w; a value, so that it is no allocation of its own
 	fl    flushError              // what rc.Flush calls, found once (flusherOf)
 	guard *writeGuard             // used under mu
@@ -709,7 +710,7 @@ func (s *streamWriter) send(b []byte, flush bool, now time.Time) error {
 	defer s.mu.Unlock()
 	s.guard.arm(now)
 	s.commitLocked()
-	if _, err := s.w.Write(b); err != nil {
+	if _, err := s.body.Write(b); err != nil {
 		return err
 	}
 	s.dirty = true
@@ -747,6 +748,24 @@ func (s *streamWriter) flushLocked(now time.Time) error {
 	s.dirty = false
 	s.flushed = now
 	return s.fl.FlushError()
+}
+
+// bodyWriter is where a stream's bytes go once its header is written: w
+// less the node's own wrappers that act only up to the header
+// (statusWriter records the status, guardedWriter may add Connection:
+// close), each an indirect call and a check per event otherwise. A door's
+// writer, which frames the bytes, and any other writer stay.
+func bodyWriter(w http.ResponseWriter) io.Writer {
+	for {
+		switch t := w.(type) {
+		case *statusWriter:
+			w = t.ResponseWriter
+		case *guardedWriter:
+			w = t.ResponseWriter
+		default:
+			return w
+		}
+	}
 }
 
 // flushError is what http.ResponseController.Flush calls.
@@ -813,7 +832,7 @@ func (s *streamWriter) keepalive(now func() time.Time) {
 	}
 	s.guard.arm(t)
 	s.commitLocked()
-	if _, err := s.w.Write(s.ping); err == nil && s.fl.FlushError() == nil {
+	if _, err := s.body.Write(s.ping); err == nil && s.fl.FlushError() == nil {
 		s.dirty = false
 		s.flushed = t
 		s.ka.Reset(s.every)
