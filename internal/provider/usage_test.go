@@ -36,6 +36,8 @@ func TestMayHaveMember(t *testing.T) {
 		{"escaped quote before the last name, spaced", `{"usage":{"prompt_tokens":1},"x\"usage" : null }`, true},
 		{"null inside a nested last member", `{"usage":{},"a":{"usage":null}}`, true},
 		{"not JSON", `usage":null}`, false},
+		{"only the usage member", `{"usage":null}`, false},
+		{"no object around it", `"usage":null}`, false},
 		{"empty", ``, false},
 	}
 	for _, tt := range tests {
