@@ -271,6 +271,9 @@ func (r *Reader) inPlace(ev *Event) bool {
 		r.lastFill = r.end
 	}
 	buf := r.buf[r.pos:r.end]
+	if r.started && r.quick(ev, buf) {
+		return true
+	}
 	var b block
 	for pos := 0; ; {
 		n, term := lineAt(buf[pos:])
@@ -290,6 +293,50 @@ func (r *Reader) inPlace(ev *Event) bool {
 		r.parseLine(&b, buf, start, end)
 		pos = end + term
 	}
+}
+
+// quick takes the usual event from the start of buf: an optional event
+// line, one data line and the blank line, each ended by an LF and none
+// holding a CR ("event: delta\ndata: {…}\n\n", or only the data line).
+// It returns in one step what the line loop of inPlace would, without
+// its line-by-line bookkeeping, and reports false, having consumed
+// nothing, for anything else.
+func (r *Reader) quick(ev *Event, buf []byte) bool {
+	var typ []byte
+	pos := 0
+	if len(buf) > len("event:") && string(buf[:len("event:")]) == "event:" {
+		lf := bytes.IndexByte(buf, '\n')
+		if lf < 0 || bytes.IndexByte(buf[:lf], '\r') >= 0 {
+			return false
+		}
+		typ = value(buf[len("event:"):lf])
+		pos = lf + 1
+	}
+	data := buf[pos:]
+	if len(data) <= len("data:") || string(data[:len("data:")]) != "data:" {
+		return false
+	}
+	lf := bytes.IndexByte(data, '\n')
+	end := pos + lf + 2 // the event, with its blank line
+	if lf < 0 || lf+1 >= len(data) || data[lf+1] != '\n' || end > r.max || bytes.IndexByte(data[:lf], '\r') >= 0 {
+		return false
+	}
+	v := value(data[len("data:"):lf])
+	*ev = Event{Raw: buf[:end:end], Data: v[:len(v):len(v)]}
+	if typ != nil {
+		ev.Type = r.intern(typ)
+	}
+	r.pos += end
+	return true
+}
+
+// value is a field's value: what follows the colon, less one leading
+// space.
+func value(b []byte) []byte {
+	if len(b) > 0 && b[0] == ' ' {
+		return b[1:]
+	}
+	return b
 }
 
 // parseLine applies the complete, non-blank line ev[start:end] of the
