@@ -134,6 +134,9 @@ type target struct {
 	group  *cpuGroup // its CPU quota's group; nil without -cpu-quota
 	client *http.Client
 	base   string // http://host:port
+	// overloads counts the overload runs of this process; restarts the
+	// processes of this system started after the first (restartCold).
+	overloads, restarts int
 }
 
 // bench runs the phases and collects the report.

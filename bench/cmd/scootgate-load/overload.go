@@ -34,6 +34,10 @@ type overloadResult struct {
 	// counts the runs of this system in this repetition, from 1.
 	Rep int `json:"rep,omitempty"`
 	Try int `json:"try,omitempty"`
+	// Cold says the run was the first overload of its process: egress
+	// tunnels, heap and goroutine stacks sized by the warm-up alone. A
+	// repetition compares node and baseline only when both ran alike.
+	Cold bool `json:"cold"`
 	// Discarded says why the run does not count (discardReason); empty
 	// when it does.
 	Discarded string `json:"discarded,omitempty"`
@@ -83,6 +87,8 @@ func (b *bench) overloads(ctx context.Context, targets []*target) error {
 		if err != nil {
 			return err
 		}
+		res.Cold = t.overloads == 0
+		t.overloads++
 		b.rep.Overload = append(b.rep.Overload, res)
 		b.logf("overload %-16s %7.0f/s: %d of %d failed; then %7.0f/s: %d of %d failed %v, recovered after %v",
 			t.key, res.Rate, res.Failed, res.Sent, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery)
@@ -116,7 +122,10 @@ func (o overloadResult) discardReason(maxLag time.Duration) string {
 // alternating which of the two goes first, with idle connections closed
 // on the load side between runs. A run that does not count
 // (discardReason) is run again, up to -overload-tries runs of a system
-// in a repetition; every run is reported.
+// in a repetition; every run is reported. A cold run (a process's first
+// overload) is run again on a fresh process (restartCold): run again on
+// the same one, it would start with the tunnels, heap and stacks the
+// discarded run left, and be compared with the other system's cold run.
 func (b *bench) overloadsAt(ctx context.Context, node, baseline *target) error {
 	for rep := 1; rep <= b.o.overloadReps; rep++ {
 		order := []*target{node, baseline}
@@ -132,9 +141,46 @@ func (b *bench) overloadsAt(ctx context.Context, node, baseline *target) error {
 				if res.Discarded == "" {
 					break
 				}
+				if res.Cold && try < b.o.overloadTries {
+					if err := b.restartCold(ctx, t); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// restartCold replaces t's process with a fresh one of the same system,
+// taken through what the first had before its first overload: the
+// warm-up on every path and rate, and one measured run's length of each.
+// Only the quiet-machine checks of the rounds are left out.
+func (b *bench) restartCold(ctx context.Context, t *target) error {
+	t.close()
+	fresh, err := b.startTarget(ctx, t.key, fmt.Sprintf("-fresh%d", t.restarts+1))
+	if err != nil {
+		return err
+	}
+	fresh.restarts = t.restarts + 1
+	*t = *fresh
+	if err := b.check(ctx, t); err != nil {
+		return err
+	}
+	for _, key := range b.o.paths {
+		for _, stream := range []bool{false, true} {
+			rates := b.o.rates
+			if stream {
+				rates = b.o.streamRates
+			}
+			for _, rate := range rates {
+				if _, err := b.attack(ctx, t, b.plan(rate, b.o.warmup+b.o.duration), b.fire(t, apiPaths[key], stream)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	b.logf("overload: %s restarted, so that its run again is a cold one too", t.key)
 	return nil
 }
 
@@ -147,15 +193,16 @@ func (b *bench) overloadTry(ctx context.Context, t *target, rep, try int) (overl
 	if err != nil {
 		return overloadResult{}, err
 	}
-	res.Rep, res.Try = rep, try
+	res.Rep, res.Try, res.Cold = rep, try, t.overloads == 0
+	t.overloads++
 	res.Discarded = res.discardReason(b.o.maxLag)
 	b.rep.Overload = append(b.rep.Overload, res)
 	verdict := "counts"
 	if res.Discarded != "" {
 		verdict = "discarded: " + res.Discarded
 	}
-	b.logf("overload %d/%d %-16s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v, p99 from %v on %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods; %d egress tunnels opened): %s",
-		rep, b.o.overloadReps, t.key, res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, recoveryGoal, res.SettledP99.Round(time.Millisecond), res.Lag,
+	b.logf("overload %d/%d %-16s %s %7.0f/s: %d of %d failed %v; then %7.0f/s: %d of %d failed %v, recovered after %v, p99 from %v on %v (generator lag up to %v; CPU: SUT %.0f%%, side %.0f%%, generator %.0f%%; throttled %d of %d periods; %d egress tunnels opened): %s",
+		rep, b.o.overloadReps, t.key, res.state(), res.Rate, res.Failed, res.Sent, res.Kinds, res.After, res.AfterBad, res.AfterN, res.AfterKinds, res.Recovery, recoveryGoal, res.SettledP99.Round(time.Millisecond), res.Lag,
 		100*res.SUTBusy, 100*res.SideBusy, 100*res.GenBusy, res.Throttle.Throttled, res.Throttle.Periods, res.Tunnels, verdict)
 	t.client.CloseIdleConnections()
 	return res, nil
@@ -272,21 +319,29 @@ func errorKinds(shots []loadgen.Shot) map[string]int {
 	return kinds
 }
 
+// state is "cold" for a process's first overload, else "warm".
+func (o overloadResult) state() string {
+	if o.Cold {
+		return "cold"
+	}
+	return "warm"
+}
+
 // overloadMarkdown renders the overload phase.
 func (r *report) overloadMarkdown(p func(string, ...any)) {
 	s := r.Setup
 	p("## Overload and recovery")
 	p("")
 	if s.OverloadRate > 0 {
-		p("Node and baseline alike at %.0f/s for %v, then from the end of that schedule at %.0f/s for %v (the two overlap while the backlog drains), %d repetitions alternating which goes first; the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded. A run counts when no request was sent more than %v after its intended time and the load side (provider, proxy, generator) used at most %.0f%% of its CPU; a run that does not is run again, up to %d runs of a system in a repetition.",
+		p("Node and baseline alike at %.0f/s for %v, then from the end of that schedule at %.0f/s for %v (the two overlap while the backlog drains), %d repetitions alternating which goes first; the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded. A run counts when no request was sent more than %v after its intended time and the load side (provider, proxy, generator) used at most %.0f%% of its CPU; a run that does not is run again (a cold one on a fresh process), up to %d runs of a system in a repetition.",
 			s.OverloadRate, s.OverloadDuration, s.RecoveryRate, s.RecoveryDuration, s.OverloadReps, firstByteName(s.FirstByte), s.MaxLag, 100*sideMax, s.OverloadTries)
 	} else {
 		p("Each system at %g× its maximum passing rate for %v, then from the end of that schedule at %g× it for %v (the two overlap while the backlog drains); the nodes' first-byte timeout %s. Recovery: from the end of the overload to the first request after which every request succeeded.",
 			s.OverloadFactor, s.OverloadDuration, s.RecoveryFactor, s.RecoveryDuration, firstByteName(s.FirstByte))
 	}
 	p("")
-	p("| rep | system | overload | failed | errors | then | failed | errors | recovered after | p99 from %v on | generator lag | CPU: system, load side | throttled | egress tunnels opened | counts |", recoveryGoal)
-	p("|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+	p("| rep | system | state | overload | failed | errors | then | failed | errors | recovered after | p99 from %v on | generator lag | CPU: system, load side | throttled | egress tunnels opened | counts |", recoveryGoal)
+	p("|---:|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, o := range r.Overload {
 		rec := "not within the run"
 		if o.Recovery >= 0 {
@@ -296,13 +351,13 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 		if o.Discarded != "" {
 			counts = "no: " + o.Discarded
 		}
-		p("| %d | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %v | %.0f%%, %.0f%% | %d of %d periods | %d | %s |", o.Rep, targetNames[o.Target], o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.SettledP99.Round(time.Millisecond), o.Lag.Round(time.Millisecond),
+		p("| %d | %s | %s | %.0f/s × %d | %d | %s | %.0f/s × %d | %d | %s | %s | %v | %v | %.0f%%, %.0f%% | %d of %d periods | %d | %s |", o.Rep, targetNames[o.Target], o.state(), o.Rate, o.Sent, o.Failed, kindsText(o.Kinds), o.After, o.AfterN, o.AfterBad, kindsText(o.AfterKinds), rec, o.SettledP99.Round(time.Millisecond), o.Lag.Round(time.Millisecond),
 			100*o.SUTBusy, 100*o.SideBusy, o.Throttle.Throttled, o.Throttle.Periods, o.Tunnels, counts)
 	}
 	p("")
 	if s.OverloadRate > 0 {
 		v := r.overloadVerdict()
-		p("Repetitions in which a run of each system counts: %d of %d. Of those, the node failed no more requests than the baseline (during and after the overload) in %d and served normally again within %v of the overload's end in %d.",
+		p("Repetitions in which a run of each system counts, both cold or both warm (cold: a process's first overload; a cold run that does not count is run again on a fresh process): %d of %d. Of those, the node failed no more requests than the baseline (during and after the overload) in %d and served normally again within %v of the overload's end in %d.",
 			v.reps, s.OverloadReps, v.fewerFailures, recoveryGoal, v.recovered)
 		p("")
 	}
@@ -313,9 +368,11 @@ func (r *report) overloadMarkdown(p func(string, ...any)) {
 const recoveryGoal = time.Second
 
 // overloadVerdict counts, over the repetitions in which a run of both
-// systems counts (the last of each), those in which the node failed no
-// more requests than the baseline, and those in which it recovered
-// within recoveryGoal.
+// systems counts (the last of each) and both were cold or both warm,
+// those in which the node failed no more requests than the baseline, and
+// those in which it recovered within recoveryGoal. A cold run fails
+// hundreds of requests more than a warm one, so a cold run of one system
+// against a warm run of the other says nothing about the two.
 type overloadVerdict struct {
 	reps, fewerFailures, recovered int
 }
@@ -342,7 +399,7 @@ func (r *report) overloadVerdict() overloadVerdict {
 	}
 	var v overloadVerdict
 	for _, p := range byRep {
-		if p.node == nil || p.base == nil {
+		if p.node == nil || p.base == nil || p.node.Cold != p.base.Cold {
 			continue
 		}
 		v.reps++

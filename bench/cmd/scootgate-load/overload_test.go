@@ -99,3 +99,27 @@ func TestOverloadVerdict(t *testing.T) {
 		t.Errorf("overloadVerdict = %+v, want %+v", got, want)
 	}
 }
+
+// TestOverloadVerdictColdAgainstWarm: a repetition whose counted runs
+// are a cold run of one system and a warm run of the other (the cold run
+// discarded and run again on the same process) is not judged; cold
+// against cold is.
+func TestOverloadVerdictColdAgainstWarm(t *testing.T) {
+	r := &report{Overload: []overloadResult{
+		// 1: the node cold and failing more; the baseline's cold run
+		// discarded, its second warm.
+		{Rep: 1, Target: keyNode, Cold: true, Failed: 700},
+		{Rep: 1, Target: keyBaseline, Cold: true, Failed: 9000, Recovery: -1, Discarded: "load side CPU 92% > 80%"},
+		{Rep: 1, Target: keyBaseline, Failed: 30},
+		// 2: both cold (the baseline's second run on a fresh process).
+		{Rep: 2, Target: keyNode, Cold: true, Failed: 700},
+		{Rep: 2, Target: keyBaseline, Cold: true, Failed: 9000, Discarded: "generator lag 300ms > 100ms"},
+		{Rep: 2, Target: keyBaseline, Cold: true, Failed: 1300, Recovery: 3 * time.Second},
+		// 3: both warm.
+		{Rep: 3, Target: keyBaseline, Failed: 100},
+		{Rep: 3, Target: keyNode},
+	}}
+	if got, want := r.overloadVerdict(), (overloadVerdict{reps: 2, fewerFailures: 2, recovered: 2}); got != want {
+		t.Errorf("overloadVerdict = %+v, want %+v", got, want)
+	}
+}
