@@ -120,35 +120,81 @@ func (o overloadResult) discardReason(maxLag time.Duration) string {
 // overloadsAt overloads node and baseline on the same absolute schedule
 // (-overload-rate, then -recovery-rate), -overload-reps times,
 // alternating which of the two goes first, with idle connections closed
-// on the load side between runs. A run that does not count
-// (discardReason) is run again, up to -overload-tries runs of a system
-// in a repetition; every run is reported. A cold run (a process's first
-// overload) is run again on a fresh process (restartCold): run again on
-// the same one, it would start with the tunnels, heap and stacks the
-// discarded run left, and be compared with the other system's cold run.
+// on the load side between runs, after warming the load side up
+// (warmLoadSide). A run that does not count (discardReason) is run
+// again, up to -overload-tries runs of a system in a repetition; every
+// run is reported. A cold run (a process's first overload) is run again
+// on a fresh process (restartCold): run again on the same one, it would
+// start with the tunnels, heap and stacks the discarded run left, and be
+// compared with the other system's cold run.
 func (b *bench) overloadsAt(ctx context.Context, node, baseline *target) error {
-	for rep := 1; rep <= b.o.overloadReps; rep++ {
+	return overloadSchedule(ctx, node, baseline, b.o.overloadReps, b.o.overloadTries, overloadSteps{
+		warmLoadSide: b.warmLoadSide,
+		run:          b.overloadTry,
+		restart:      b.restartCold,
+	})
+}
+
+// overloadSteps are what overloadSchedule runs: the real ones in
+// overloadsAt, recorded ones in tests.
+type overloadSteps struct {
+	warmLoadSide func(context.Context) error
+	run          func(ctx context.Context, t *target, rep, try int) (overloadResult, error)
+	restart      func(context.Context, *target) error
+}
+
+// overloadSchedule is overloadsAt's order of runs.
+func overloadSchedule(ctx context.Context, node, baseline *target, reps, tries int, s overloadSteps) error {
+	if err := s.warmLoadSide(ctx); err != nil {
+		return err
+	}
+	for rep := 1; rep <= reps; rep++ {
 		order := []*target{node, baseline}
 		if rep%2 == 0 {
 			order = []*target{baseline, node}
 		}
 		for _, t := range order {
-			for try := 1; try <= b.o.overloadTries; try++ {
-				res, err := b.overloadTry(ctx, t, rep, try)
+			for try := 1; try <= tries; try++ {
+				res, err := s.run(ctx, t, rep, try)
 				if err != nil {
 					return err
 				}
 				if res.Discarded == "" {
 					break
 				}
-				if res.Cold && try < b.o.overloadTries {
-					if err := b.restartCold(ctx, t); err != nil {
+				if res.Cold && try < tries {
+					if err := s.restart(ctx, t); err != nil {
 						return err
 					}
 				}
 			}
 		}
 	}
+	return nil
+}
+
+// warmLoadSide overloads a spare baseline process once on the
+// repetitions' schedule and stops it, unreported: the load side's first
+// burst (the generator's goroutines and heap, the proxy's and the
+// provider's) is then behind it for node and baseline alike, where it
+// was the first system's alone.
+func (b *bench) warmLoadSide(ctx context.Context) error {
+	spare, err := b.startTarget(ctx, keyBaseline, "-spare")
+	if err != nil {
+		return err
+	}
+	defer spare.close()
+	if err := b.check(ctx, spare); err != nil {
+		return err
+	}
+	if err := b.pause(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	res, err := b.overloadAt(ctx, spare, b.o.overloadRate, b.o.recoveryRate)
+	if err != nil {
+		return err
+	}
+	b.logf("overload: load side warmed up on a spare baseline (%d + %d failed, generator %.0f%% of a CPU)", res.Failed, res.AfterBad, 100*res.GenBusy)
 	return nil
 }
 

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +125,52 @@ func TestOverloadVerdictColdAgainstWarm(t *testing.T) {
 	}}
 	if got, want := r.overloadVerdict(), (overloadVerdict{reps: 2, fewerFailures: 2, recovered: 2}); got != want {
 		t.Errorf("overloadVerdict = %+v, want %+v", got, want)
+	}
+}
+
+// TestOverloadSchedule: the load side is warmed up before the first
+// run; repetitions alternate which system goes first; a discarded cold
+// run is run again on a fresh process, a discarded warm one on the same
+// process, and no restart follows a system's last try.
+func TestOverloadSchedule(t *testing.T) {
+	node, base := &target{key: keyNode}, &target{key: keyBaseline}
+	var calls []string
+	overloads := map[*target]int{}
+	discard := map[string]bool{"node 1/1": true, "baseline 1/1": true, "baseline 1/2": true, "baseline 2/1": true}
+	steps := overloadSteps{
+		warmLoadSide: func(context.Context) error {
+			calls = append(calls, "warm load side")
+			return nil
+		},
+		run: func(_ context.Context, tg *target, rep, try int) (overloadResult, error) {
+			name := fmt.Sprintf("%s %d/%d", tg.key, rep, try)
+			res := overloadResult{Rep: rep, Try: try, Cold: overloads[tg] == 0}
+			overloads[tg]++
+			if discard[name] {
+				res.Discarded = "generator lag 300ms > 100ms"
+			}
+			calls = append(calls, name+" "+res.state())
+			return res, nil
+		},
+		restart: func(_ context.Context, tg *target) error {
+			overloads[tg] = 0
+			calls = append(calls, "restart "+tg.key)
+			return nil
+		},
+	}
+	if err := overloadSchedule(context.Background(), node, base, 3, 2, steps); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"warm load side",
+		"node 1/1 cold", "restart node", "node 1/2 cold",
+		"baseline 1/1 cold", "restart baseline", "baseline 1/2 cold",
+		"baseline 2/1 warm", "baseline 2/2 warm",
+		"node 2/1 warm",
+		"node 3/1 warm",
+		"baseline 3/1 warm",
+	}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
 	}
 }
