@@ -34,6 +34,9 @@
 //  2. a search for the maximum sustainable non-stream rate (first path),
 //     and with -overload, each searched system overloaded and then loaded
 //     at half its maximum, to see how soon it serves again (overload.go);
+//     with -overload-rate instead, node and baseline on one absolute
+//     schedule, repeated, after a spare baseline has taken the load
+//     side's first burst;
 //  3. for each count of -idle-streams, streams that send one event and
 //     then idle, against a fresh node and a fresh baseline, reading their
 //     resident memory and, from inside each process, where it went
