@@ -35,8 +35,8 @@
 //     and with -overload, each searched system overloaded and then loaded
 //     at half its maximum, to see how soon it serves again (overload.go);
 //     with -overload-rate instead, node and baseline on one absolute
-//     schedule, repeated, after a spare baseline has taken the load
-//     side's first burst;
+//     schedule, repeated, after a spare node has taken the load side's
+//     first burst;
 //  3. for each count of -idle-streams, streams that send one event and
 //     then idle, against a fresh node and a fresh baseline, reading their
 //     resident memory and, from inside each process, where it went
