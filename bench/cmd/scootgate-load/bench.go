@@ -772,14 +772,11 @@ func (b *bench) rounds(ctx context.Context) error {
 		}
 	}()
 	for _, key := range append([]string{keyBaseline, keyNode}, b.o.variants...) {
-		t, err := b.startTarget(ctx, key, "")
+		t, err := b.startChecked(ctx, key, "")
 		if err != nil {
 			return err
 		}
 		targets[key] = t
-		if err := b.check(ctx, t); err != nil {
-			return err
-		}
 	}
 	scenarios := scenarios(b.o, targets)
 
@@ -838,6 +835,20 @@ func (b *bench) rounds(ctx context.Context) error {
 		return b.overloadsAt(ctx, targets[keyNode], targets[keyBaseline])
 	}
 	return nil
+}
+
+// startChecked is startTarget, then check: a target that fails its
+// check is stopped, and the error returned.
+func (b *bench) startChecked(ctx context.Context, key, tag string) (*target, error) {
+	t, err := b.startTarget(ctx, key, tag)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.check(ctx, t); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
 }
 
 // check sends one request and one stream on every path to t; a harness
@@ -980,14 +991,11 @@ func busy(cpu, wall time.Duration) float64 {
 // fresh process of key, reads its resident memory before and while they
 // are open, and asks the process where the difference went (memory.go).
 func (b *bench) idle(ctx context.Context, key string, n int) error {
-	t, err := b.startTarget(ctx, key, "-idle")
+	t, err := b.startChecked(ctx, key, "-idle")
 	if err != nil {
 		return err
 	}
 	defer t.close()
-	if err := b.check(ctx, t); err != nil {
-		return err
-	}
 	// Warm the process like a serving one: pools, tunnels, a few streams.
 	if _, err := b.attack(ctx, t, b.plan(200, time.Second), b.fire(t, apiPaths[pathOpenAI], false)); err != nil {
 		return err

@@ -182,14 +182,11 @@ func overloadSchedule(ctx context.Context, node, baseline *target, reps, tries i
 // left it to the node's first run (cold node failed 0-473 requests after
 // a spare baseline, 0-58 after a spare node, 0 with usage events off).
 func (b *bench) warmLoadSide(ctx context.Context) error {
-	spare, err := b.startTarget(ctx, keyNode, "-spare")
+	spare, err := b.startChecked(ctx, keyNode, "-spare")
 	if err != nil {
 		return err
 	}
 	defer spare.close()
-	if err := b.check(ctx, spare); err != nil {
-		return err
-	}
 	if err := b.pause(ctx, 2*time.Second); err != nil {
 		return err
 	}
@@ -207,15 +204,12 @@ func (b *bench) warmLoadSide(ctx context.Context) error {
 // Only the quiet-machine checks of the rounds are left out.
 func (b *bench) restartCold(ctx context.Context, t *target) error {
 	t.close()
-	fresh, err := b.startTarget(ctx, t.key, fmt.Sprintf("-fresh%d", t.restarts+1))
+	fresh, err := b.startChecked(ctx, t.key, fmt.Sprintf("-fresh%d", t.restarts+1))
 	if err != nil {
 		return err
 	}
 	fresh.restarts = t.restarts + 1
 	*t = *fresh
-	if err := b.check(ctx, t); err != nil {
-		return err
-	}
 	for _, key := range b.o.paths {
 		for _, stream := range []bool{false, true} {
 			rates := b.o.rates
