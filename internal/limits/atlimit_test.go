@@ -109,6 +109,9 @@ func (f *atLimitFleet) offer(tb testing.TB, n int, every, hold time.Duration, to
 			ok++
 			f.inflight = append(f.inflight, atLimitRequest{tk, now.Add(hold)})
 		}
+		for _, l := range f.lims {
+			l.WaitPrefetches() // before the next request, as Redis answers in a real gap
+		}
 	}
 	return float64(f.calls()-calls) / float64(n), float64(ok) / float64(n)
 }

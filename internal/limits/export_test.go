@@ -23,3 +23,8 @@ func (l *Limiter) ChargeInline() { l.chargeInline = true }
 // FlushBudgets runs one settlement of l's budget counters now, as the
 // store's Run does every holdRefresh.
 func (l *Limiter) FlushBudgets() error { return l.flushBudgets(context.Background()) }
+
+// WaitPrefetches waits for the background takes in flight: a test on a
+// fake clock that advances it faster than Redis answers would otherwise
+// race them (a real request gap outlasts a take by orders of magnitude).
+func (l *Limiter) WaitPrefetches() { l.prefetches.Wait() }

@@ -470,7 +470,7 @@ func (l *Limiter) prefetch(s *state, ls *lease, now time.Time) {
 	}
 	tk := s.beginLocked(ls)
 	s.mu.Unlock()
-	go func() { _ = l.run(tk, now) }()
+	l.prefetches.Go(func() { _ = l.run(tk, now) })
 }
 
 // admitOpen is Admit while the store is down with FailOpen: no requests

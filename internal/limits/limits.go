@@ -57,6 +57,10 @@ type Limiter struct {
 	// sends (flushBudgets); set by Done.
 	budgetStates atomic.Pointer[[]*state]
 
+	// prefetches are the background takes in flight (prefetch): tests
+	// on a fake clock wait for them, as a real one would outwait them.
+	prefetches sync.WaitGroup
+
 	mu      sync.Mutex        // serializes binds
 	keys    map[string]*state // guarded by mu; the last bind's
 	tenants map[string]*state // guarded by mu; the last bind's
