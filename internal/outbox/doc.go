@@ -59,15 +59,28 @@
 // (they are recorded when the attempt ends), and of responses finished so
 // recently that their event had not reached Append yet.
 //
-// Rows are keyed by bucket.NextSequence as 8-byte big-endian integers, so
-// cursor order is append order; the value is the 8-byte unix-nano append
-// time followed by the payload. [Store.Read] returns committed rows after a
-// sequence number, FIFO; [Store.Notify] signals each commit that added rows.
-// The publisher sends rows, and after each PUBACK calls [Store.Delete]; the
-// deleted rows vanish from Read at once and from disk with the next group
-// commit. A delete lost in a crash only means that row is delivered again
-// with its same event_id: delivery is at least once (microservices.io
-// transactional outbox; consumers de-duplicate, docs/usage-events.md).
+// Each event has a sequence number, handed out in append order from the
+// bucket's sequence. A commit writes its events as one row (a group; a few
+// for a commit over 256 KiB), keyed by its first event's sequence number as
+// an 8-byte big-endian integer, so cursor order is append order; the value
+// is the events' frames back to back (sequence number, unix-nano append
+// time, payload length, payload; group.go). One row per commit rather than
+// one per event is what keeps bbolt's share of a commit small: a row
+// inserted and later deleted costs bbolt ~4 µs of CPU (B+tree work and a
+// page write per leaf touched), so one per event cost that per event, a
+// group costs it once.
+// [Store.Read] returns committed events after a sequence number, FIFO;
+// [Store.Notify] signals each commit that added events. The publisher
+// sends events, and after each PUBACK calls [Store.Delete]; the deleted
+// events vanish from Read at once and from disk with the next group
+// commit, which deletes a group whose events are all delivered and
+// rewrites one that keeps some, so the file holds exactly the undelivered
+// events. A delete lost in a crash only means that event is delivered
+// again with its same event_id: delivery is at least once
+// (microservices.io transactional outbox; consumers de-duplicate,
+// docs/usage-events.md). A file written with one row per event (before
+// groups) is converted at Open, in one transaction, keeping every event's
+// sequence number and append time.
 //
 // # Bounds and drops
 //
@@ -104,8 +117,9 @@
 // and reports why: the API keeps serving (docs/usage-events.md).
 //
 // A file that opens but is not a consistent outbox (bad meta pages, bbolt's
-// tx.Check finds problems, a malformed row, a row beyond the bucket sequence,
-// or bbolt panics while reading it) is moved aside to
+// tx.Check finds problems, a malformed row or frame, sequence numbers out
+// of order or beyond the bucket sequence, or bbolt panics while reading
+// it) is moved aside to
 // <path>.corrupt-<UTC time, 20060102T150405Z>, a fresh file is created, and
 // [Store.Quarantined] (and Stats) names the moved file so the app can alert
 // on it. The node never crash-loops on a bad file (docs/usage-events.md "Outbox bounds").

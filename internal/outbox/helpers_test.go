@@ -141,18 +141,37 @@ func (ts *tstore) verify() {
 		if b == nil {
 			return errors.New("no events bucket")
 		}
+		var lastKey uint64
 		return b.ForEach(func(k, v []byte) error {
-			seq := binary.BigEndian.Uint64(k)
-			if seq <= prev {
-				return fmt.Errorf("row %d after row %d: not FIFO", seq, prev)
+			if len(k) != keyLen {
+				return fmt.Errorf("row key %x: not 8 bytes", k)
 			}
-			prev = seq
-			if ts.deleted[seq] {
-				return fmt.Errorf("row %d was deleted but is still on disk (lost ack)", seq)
+			key := binary.BigEndian.Uint64(k)
+			if key <= lastKey && lastKey != 0 {
+				return fmt.Errorf("row %d after row %d: not FIFO", key, lastKey)
 			}
-			rows++
-			bytes += int64(len(v) - timeLen)
-			return nil
+			lastKey = key
+			fs := frames{v: v}
+			n := 0
+			for f, ok := fs.next(); ok; f, ok = fs.next() {
+				if n == 0 && f.seq != key {
+					return fmt.Errorf("row %d starts with event %d", key, f.seq)
+				}
+				n++
+				if f.seq <= prev {
+					return fmt.Errorf("event %d after event %d: not FIFO", f.seq, prev)
+				}
+				prev = f.seq
+				if ts.deleted[f.seq] {
+					return fmt.Errorf("event %d was deleted but is still on disk (lost ack)", f.seq)
+				}
+				rows++
+				bytes += int64(len(f.payload))
+			}
+			if n == 0 {
+				return fmt.Errorf("row %d holds no event", key)
+			}
+			return fs.err
 		})
 	})
 	if err != nil {

@@ -21,8 +21,10 @@ const maxCheckProblems = 5
 // state is what Open learns from scanning the file: the bounds are kept in
 // memory and rebuilt by this scan at every Open, so there is no second copy
 // on disk that could disagree with the rows.
+// Rows count events (a group row holds several).
 type state struct {
 	hasBucket bool
+	legacy    bool // the layout before groups: convertLegacy converts it
 	rows      int
 	bytes     int64
 	oldest    int64 // append time (unix nanos) of the first row
@@ -37,8 +39,20 @@ func openChecked(o Options) (*bolt.DB, state, error) {
 		return nil, state{}, err
 	}
 	st, err := scan(db, o.Logger)
+	if err == nil && st.legacy {
+		var converted int
+		converted, err = convertLegacy(db, o.Logger)
+		if err == nil {
+			o.Logger.Info("outbox: converted the file to grouped rows", "path", o.Path, "events", converted)
+			st, err = scan(db, o.Logger)
+		} else if !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("outbox: convert %s to grouped rows: %w", o.Path, err)
+		}
+	}
 	if err != nil {
-		err = fmt.Errorf("%w (%s)", err, o.Path)
+		if errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("%w (%s)", err, o.Path)
+		}
 	} else if !st.hasBucket {
 		err = guard(o.Logger, func() error {
 			return db.Update(func(tx *bolt.Tx) error {
@@ -131,29 +145,111 @@ func scan(db *bolt.DB, log *slog.Logger) (state, error) {
 	return st, err
 }
 
-// scanRows walks the rows, filling st.
+// scanRows walks the groups, filling st (checkGroup says what it checks).
+// A file of the layout before groups has its rows checked and st.legacy
+// set; st counts nothing then, as the file is converted and scanned again.
 func scanRows(tx *bolt.Tx, st *state) error {
-	b := tx.Bucket(bucketName)
-	if b == nil {
+	b, old := tx.Bucket(bucketName), tx.Bucket(legacyBucket)
+	switch {
+	case b != nil && old != nil:
+		return fmt.Errorf("%w: buckets %q and %q both exist", ErrCorrupt, bucketName, legacyBucket)
+	case old != nil:
+		st.legacy = true
+		return eachLegacyRow(old, func(uint64, []byte) error { return nil })
+	case b == nil:
 		return nil
 	}
 	st.hasBucket = true
 	c := b.Cursor()
+	var prev uint64
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		last, events, bytes, first, err := checkGroup(k, v, prev, b.Sequence())
+		if err != nil {
+			return err
+		}
+		if st.rows == 0 {
+			st.oldest = first
+		}
+		prev = last
+		st.rows += events
+		st.bytes += bytes
+	}
+	return nil
+}
+
+// eachLegacyRow calls fn for each row of the layout before groups, in
+// order, checking it as that layout's Open did: an 8-byte key within the
+// bucket's sequence, a value holding at least the 8-byte append time.
+func eachLegacyRow(old *bolt.Bucket, fn func(seq uint64, v []byte) error) error {
+	c := old.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil || len(k) != keyLen || len(v) < timeLen {
 			return fmt.Errorf("%w: malformed row %x", ErrCorrupt, k)
 		}
 		seq := binary.BigEndian.Uint64(k)
-		if seq == 0 || seq > b.Sequence() {
-			return fmt.Errorf("%w: row %d is beyond the bucket sequence %d", ErrCorrupt, seq, b.Sequence())
+		if seq == 0 || seq > old.Sequence() {
+			return fmt.Errorf("%w: row %d is beyond the bucket sequence %d", ErrCorrupt, seq, old.Sequence())
 		}
-		if st.rows == 0 {
-			st.oldest = int64(binary.BigEndian.Uint64(v))
+		if err := fn(seq, v); err != nil {
+			return err
 		}
-		st.rows++
-		st.bytes += int64(len(v) - timeLen)
 	}
 	return nil
+}
+
+// convertLegacy converts a file of the layout before groups (one row per
+// event in legacyBucket, checked by scanRows) to groups, in one
+// transaction, keeping every event's sequence number and append time, and
+// returns how many events it converted.
+func convertLegacy(db *bolt.DB, log *slog.Logger) (int, error) {
+	var n int
+	err := guard(log, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			old := tx.Bucket(legacyBucket)
+			b, err := tx.CreateBucket(bucketName)
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 1.0
+			var (
+				group []byte
+				first uint64
+			)
+			flush := func() error {
+				if len(group) == 0 {
+					return nil
+				}
+				err := b.Put(seqKey(first), group)
+				group = nil // bbolt holds it until the transaction ends
+				return err
+			}
+			err = eachLegacyRow(old, func(seq uint64, v []byte) error {
+				payload := v[timeLen:]
+				if len(group) > 0 && len(group)+frameHead+len(payload) > groupMax {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				if len(group) == 0 {
+					first = seq
+				}
+				group = appendFrame(group, seq, int64(binary.BigEndian.Uint64(v)), payload)
+				n++
+				return nil
+			})
+			if err == nil {
+				err = flush()
+			}
+			if err == nil {
+				err = b.SetSequence(old.Sequence())
+			}
+			if err == nil {
+				err = tx.DeleteBucket(legacyBucket)
+			}
+			return err
+		})
+	})
+	return n, err
 }
 
 // quarantine moves a corrupt file aside to <path>.corrupt-<UTC time>, adding

@@ -65,21 +65,11 @@ const (
 	readRecords = 256
 )
 
-// bucketName holds the rows: key = 8-byte big-endian sequence number (so
-// cursor order is FIFO), value = 8-byte big-endian unix-nano append time
-// followed by the payload.
-var bucketName = []byte("events")
-
-const (
-	keyLen  = 8
-	timeLen = 8
-)
-
 // Options configure a Store. Zero fields take the Default* values; Path is
 // required.
 type Options struct {
 	Path           string        // the bbolt file; its directory must exist and be writable
-	MaxEvents      int           // bound by row count (default 100000)
+	MaxEvents      int           // bound by event count (default 100000)
 	MaxBytes       int64         // bound by payload bytes (default 256 MiB)
 	CommitInterval time.Duration // group-commit window (default 100ms): one fsync per batch, never per event
 	MaxBatch       int           // a commit starts at once when this many events wait (default 64)
@@ -184,15 +174,15 @@ func (d Dropped) Total() uint64 { return d.Full + d.Queue + d.NotSent + d.Failin
 // Stats is a snapshot of a Store's state and counters, ready to be exported
 // as metrics (scootgate_outbox_*).
 type Stats struct {
-	Depth       int           // rows on disk, including rows deleted but not yet committed
+	Depth       int           // events on disk, including events deleted but not yet committed
 	Unsynced    int           // events accepted but not yet on disk: what a crash now would lose
 	UnsyncedAge time.Duration // how long ago the oldest of them was accepted; 0 when none is
-	Bytes       int64         // payload bytes of the rows on disk
-	OldestAge   time.Duration // age of the oldest row; 0 when empty
+	Bytes       int64         // payload bytes of the events on disk
+	OldestAge   time.Duration // age of the oldest event on disk; 0 when empty
 	Appended    uint64        // events Append accepted (returned true)
 	Dropped     Dropped
-	Committed   uint64 // rows written
-	Deleted     uint64 // rows removed after delivery
+	Committed   uint64 // events written
+	Deleted     uint64 // events removed after delivery
 	Commits     uint64 // write transactions, each one fsync
 	// Quarantined is the path a corrupt file was moved to at Open, or "".
 	Quarantined string
@@ -269,11 +259,11 @@ type Store struct {
 	pendingSince  time.Time // when pending became non-empty (writer clock)
 	failing       bool
 	retryAt       time.Time // Append refuses events until then while failing
-	resRows       int       // rows on disk + events queued: bounded by MaxEvents
+	resRows       int       // events on disk + events queued: bounded by MaxEvents
 	resBytes      int64     // their payload bytes: bounded by MaxBytes
-	depth         int       // rows on disk
+	depth         int       // events on disk
 	bytes         int64     // their payload bytes
-	oldest        int64     // append time (unix nanos) of the first row on disk
+	oldest        int64     // append time (unix nanos) of the first event on disk
 	// pending holds the seqs passed to Delete, waiting for the next
 	// commit, in call order (the publisher's: PUBACK order, nearly
 	// sorted); deleting those of the commit running now, sorted. Slices,
@@ -286,6 +276,8 @@ type Store struct {
 	pendingMax  uint64   // the largest seq in pending, 0 if empty
 	deletingMax uint64   // the largest seq in deleting, 0 if empty
 	stats       Stats    // counters only; the rest is filled in by Stats
+
+	groupBuf []byte // the writer's: the values of a commit's groups (write)
 }
 
 // Open opens (or creates) the outbox file and starts its writer goroutine,
@@ -384,7 +376,7 @@ func (s *Store) append(payload []byte, notSent bool) bool {
 		s.stats.Dropped.Failing++
 		s.mu.Unlock()
 		return false
-	case s.resRows >= s.o.MaxEvents || s.resBytes+n > s.o.MaxBytes:
+	case s.resRows >= s.o.MaxEvents || s.resBytes+n > s.o.MaxBytes || n > maxPayload:
 		s.stats.Dropped.Full++
 		s.mu.Unlock()
 		return false
@@ -510,9 +502,9 @@ func (s *Store) dropLocked(at time.Time, why string) {
 	s.o.Logger.Warn("outbox: crash window full; dropping new usage events", args...)
 }
 
-// Read returns up to limit committed rows with Seq > after, in Seq (FIFO)
-// order, leaving out rows already passed to Delete. Fewer than limit rows
-// means there are no more right now; wait on Notify.
+// Read returns up to limit committed events with Seq > after, in Seq
+// (FIFO) order, leaving out events already passed to Delete. Fewer than
+// limit means there are no more right now; wait on Notify.
 func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 	if limit <= 0 || after == math.MaxUint64 {
 		return nil, nil
@@ -550,43 +542,77 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 			if b == nil {
 				return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, bucketName)
 			}
+			// Start at the group holding after+1: the last whose key is at
+			// or before it (its earlier events are skipped), else the first
+			// after it.
 			c := b.Cursor()
-			// A first pass sizes the result: the rows to copy and their
-			// bytes, up to readRecords rows and readChunk bytes. A
-			// drain that keeps up reads the few dozen rows of the last
-			// commit, so sizing by the limit would allocate ~80 KiB per
-			// commit for ~20 KiB of rows.
-			rows, size := 0, 0
-			for k, v := c.Seek(seqKey(after + 1)); k != nil && rows < min(limit, readRecords) && size < readChunk; k, v = c.Next() {
-				if _, ok := skip[binary.BigEndian.Uint64(k)]; ok {
-					continue
+			from := func() ([]byte, []byte) {
+				k, v := c.Seek(seqKey(after + 1))
+				if k != nil && binary.BigEndian.Uint64(k) == after+1 {
+					return k, v
 				}
-				rows++
-				size += len(v) - timeLen
+				var pk, pv []byte
+				if k == nil {
+					pk, pv = c.Last()
+				} else {
+					pk, pv = c.Prev()
+				}
+				if pk != nil && lastSeq(pv) > after {
+					return pk, pv
+				}
+				return c.Seek(seqKey(after + 1))
+			}
+			// A first pass sizes the result: the events to copy and their
+			// bytes, up to readRecords events and readChunk bytes. A
+			// drain that keeps up reads the few dozen events of the last
+			// commit, so sizing by the limit would allocate ~80 KiB per
+			// commit for ~20 KiB of events.
+			rows, size := 0, 0
+		sizing:
+			for k, v := from(); k != nil; k, v = c.Next() {
+				fs := frames{v: v}
+				for f, ok := fs.next(); ok; f, ok = fs.next() {
+					if rows >= min(limit, readRecords) || size >= readChunk {
+						break sizing
+					}
+					if _, gone := skip[f.seq]; gone || f.seq <= after {
+						continue
+					}
+					rows++
+					size += len(f.payload)
+				}
+				if fs.err != nil {
+					return fs.err
+				}
 			}
 			if rows == 0 {
 				return nil
 			}
-			out = make([]Record, 0, rows) // more rows than sized: append grows it
+			out = make([]Record, 0, rows) // more events than sized: append grows it
 			chunk = make([]byte, 0, size)
-			for k, v := c.Seek(seqKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-				seq := binary.BigEndian.Uint64(k)
-				if _, ok := skip[seq]; ok {
-					continue
+			for k, v := from(); k != nil && len(out) < limit; k, v = c.Next() {
+				fs := frames{v: v}
+				for f, ok := fs.next(); ok && len(out) < limit; f, ok = fs.next() {
+					if _, gone := skip[f.seq]; gone || f.seq <= after {
+						continue
+					}
+					p := f.payload
+					if cap(chunk)-len(chunk) < len(p) {
+						// Past the sized events: room for the events still
+						// wanted if they are the size of this one.
+						chunk = make([]byte, 0, max(len(p), min(readChunk, len(p)*(limit-len(out)))))
+					}
+					at := len(chunk)
+					chunk = append(chunk, p...)
+					out = append(out, Record{
+						Seq:      f.seq,
+						Appended: time.Unix(0, f.at).UTC(),
+						Payload:  chunk[at:len(chunk):len(chunk)], // full slice: an append by the caller copies
+					})
 				}
-				p := v[timeLen:]
-				if cap(chunk)-len(chunk) < len(p) {
-					// Past the sized rows: room for the rows still wanted
-					// if they are the size of this one.
-					chunk = make([]byte, 0, max(len(p), min(readChunk, len(p)*(limit-len(out)))))
+				if fs.err != nil {
+					return fs.err
 				}
-				at := len(chunk)
-				chunk = append(chunk, p...)
-				out = append(out, Record{
-					Seq:      seq,
-					Appended: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(),
-					Payload:  chunk[at:len(chunk):len(chunk)], // full slice: an append by the caller copies
-				})
 			}
 			return nil
 		})

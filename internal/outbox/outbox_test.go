@@ -609,8 +609,9 @@ func TestQuarantine(t *testing.T) {
 		}
 		return readFile(t, path)
 	}
-	// boltFile returns the bytes of a bbolt file written by fn.
-	boltFile := func(t *testing.T, fn func(b *bolt.Bucket) error) []byte {
+	// boltFile returns the bytes of a bbolt file whose bucket (created)
+	// fn fills.
+	boltFile := func(t *testing.T, bucket []byte, fn func(b *bolt.Bucket) error) []byte {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "bolt.db")
 		db, err := bolt.Open(path, 0o600, nil)
@@ -618,7 +619,7 @@ func TestQuarantine(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucket(bucketName)
+			b, err := tx.CreateBucket(bucket)
 			if err != nil {
 				return err
 			}
@@ -631,6 +632,20 @@ func TestQuarantine(t *testing.T) {
 			t.Fatal(err)
 		}
 		return readFile(t, path)
+	}
+	// group writes one group row keyed by key, of frames seqs, with the
+	// bucket sequence at seqMax.
+	group := func(key, seqMax uint64, seqs ...uint64) func(b *bolt.Bucket) error {
+		return func(b *bolt.Bucket) error {
+			var v []byte
+			for _, q := range seqs {
+				v = appendFrame(v, q, 1, payload(int(q)))
+			}
+			if err := b.SetSequence(seqMax); err != nil {
+				return err
+			}
+			return b.Put(seqKey(key), v)
+		}
 	}
 	tests := []struct {
 		name string
@@ -660,18 +675,62 @@ func TestQuarantine(t *testing.T) {
 			return b
 		}},
 		{"malformed key", func(t *testing.T) []byte {
-			return boltFile(t, func(b *bolt.Bucket) error { return b.Put([]byte("abc"), make([]byte, 8)) })
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error {
+				return b.Put([]byte("abc"), appendFrame(nil, 1, 1, payload(1)))
+			})
 		}},
-		{"value without append time", func(t *testing.T) []byte {
-			return boltFile(t, func(b *bolt.Bucket) error {
+		{"row shorter than a frame", func(t *testing.T) []byte {
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error {
+				if err := b.SetSequence(1); err != nil {
+					return err
+				}
+				return b.Put(seqKey(1), appendFrame(nil, 1, 1, nil)[:frameHead-1])
+			})
+		}},
+		{"payload past the row's end", func(t *testing.T) []byte {
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error {
+				v := appendFrame(nil, 1, 1, payload(1))
+				if err := b.SetSequence(1); err != nil {
+					return err
+				}
+				return b.Put(seqKey(1), v[:len(v)-1])
+			})
+		}},
+		{"empty row", func(t *testing.T) []byte {
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error { return b.Put(seqKey(1), []byte{}) })
+		}},
+		{"event beyond the sequence", func(t *testing.T) []byte { return boltFile(t, bucketName, group(4, 4, 4, 5)) }},
+		{"row keyed off its first event", func(t *testing.T) []byte { return boltFile(t, bucketName, group(1, 2, 2)) }},
+		{"events out of order", func(t *testing.T) []byte { return boltFile(t, bucketName, group(3, 3, 3, 2)) }},
+		{"rows overlapping", func(t *testing.T) []byte {
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error {
+				if err := group(1, 5, 1, 3)(b); err != nil {
+					return err
+				}
+				return group(2, 5, 2)(b)
+			})
+		}},
+		{"both layouts", func(t *testing.T) []byte {
+			return boltFile(t, bucketName, func(b *bolt.Bucket) error {
+				_, err := b.Tx().CreateBucket(legacyBucket)
+				return err
+			})
+		}},
+		// The layout before groups: its rows are checked before they are
+		// converted, and a bad one is quarantined, not converted.
+		{"old layout, malformed key", func(t *testing.T) []byte {
+			return boltFile(t, legacyBucket, func(b *bolt.Bucket) error { return b.Put([]byte("abc"), make([]byte, 8)) })
+		}},
+		{"old layout, value without append time", func(t *testing.T) []byte {
+			return boltFile(t, legacyBucket, func(b *bolt.Bucket) error {
 				if err := b.SetSequence(1); err != nil {
 					return err
 				}
 				return b.Put(seqKey(1), []byte{1, 2, 3})
 			})
 		}},
-		{"row beyond the sequence", func(t *testing.T) []byte {
-			return boltFile(t, func(b *bolt.Bucket) error { return b.Put(seqKey(5), make([]byte, 8)) })
+		{"old layout, row beyond the sequence", func(t *testing.T) []byte {
+			return boltFile(t, legacyBucket, func(b *bolt.Bucket) error { return b.Put(seqKey(5), make([]byte, 8)) })
 		}},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -235,7 +234,7 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 				return err
 			}
 		}
-		return s.db.Update(func(tx *bolt.Tx) error { return write(tx, batch, dels, &r) })
+		return s.db.Update(func(tx *bolt.Tx) error { return write(tx, batch, dels, &r, &s.groupBuf) })
 	})
 
 	now := s.o.Clock()
@@ -299,46 +298,137 @@ func (s *Store) commitOnce(batch []item) (attempted bool, err error) {
 	return true, nil
 }
 
-// write is the body of one commit transaction. dels is sorted.
-func write(tx *bolt.Tx, batch []item, dels []uint64, r *result) error {
+// write is the body of one commit transaction: it deletes the delivered
+// events dels (sorted), then writes batch as new groups, their values built
+// in *buf (the writer's, reused: bbolt keeps a value only until the
+// transaction ends).
+func write(tx *bolt.Tx, batch []item, dels []uint64, r *result, buf *[]byte) error {
 	b := tx.Bucket(bucketName)
 	if b == nil {
 		return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, bucketName)
 	}
-	// Keys only ever grow, so full pages never need room for inserts.
+	// Keys only ever grow at the end, so full pages never need room for
+	// inserts there (a rewritten group only shrinks).
 	b.FillPercent = 1.0
-	// Deletes in key order through one cursor: one seek per row (Get and
-	// Delete would seek twice), and consecutive rows on the same leaf. A
-	// seq deleted twice, or never written, finds another key: skipped.
-	c := b.Cursor()
-	k := make([]byte, keyLen)
-	for _, seq := range dels {
-		binary.BigEndian.PutUint64(k, seq)
-		ck, v := c.Seek(k)
-		if !bytes.Equal(ck, k) {
-			continue // already deleted, or never existed
-		}
-		r.removed++
-		r.removedBytes += int64(len(v) - timeLen)
-		if err := c.Delete(); err != nil {
-			return err
-		}
+	if err := deleteEvents(b, dels, r); err != nil {
+		return err
 	}
-	// Keys must stay valid until the transaction ends: one buffer for all.
-	keys := make([]byte, keyLen*len(batch))
-	for i, it := range batch {
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		key := keys[i*keyLen : (i+1)*keyLen]
-		binary.BigEndian.PutUint64(key, seq)
-		if err := b.Put(key, it.val); err != nil {
-			return err
-		}
+	if err := putGroups(b, batch, buf); err != nil {
+		return err
 	}
 	if _, v := b.Cursor().First(); v != nil {
-		r.oldest = int64(binary.BigEndian.Uint64(v))
+		fs := frames{v: v}
+		if f, ok := fs.next(); ok {
+			r.oldest = f.at
+		}
 	}
 	return nil
+}
+
+// deleteEvents removes the events dels (sorted) from their groups: a group
+// left empty is deleted, one left with some events is rewritten with them.
+// A seq deleted twice, or never written, is skipped.
+func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
+	type change struct {
+		key  []byte // the group's key now
+		next []byte // its rewritten value; nil: the group goes
+	}
+	var changes []change
+	c := b.Cursor()
+	for i := 0; i < len(dels); {
+		// The group holding dels[i] is the last with a key at or before it.
+		k, v := c.Seek(seqKey(dels[i]))
+		if k == nil || binary.BigEndian.Uint64(k) > dels[i] {
+			if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		if k == nil {
+			i++ // before the first group: already deleted
+			continue
+		}
+		last := lastSeq(v)
+		if dels[i] > last {
+			i++ // between groups: already deleted
+			continue
+		}
+		j := i
+		for j < len(dels) && dels[j] <= last {
+			j++
+		}
+		// Keep the frames not in dels[i:j] (both sorted).
+		var kept []byte
+		removed, d := 0, dels[i:j]
+		fs := frames{v: v}
+		for f, ok := fs.next(); ok; f, ok = fs.next() {
+			for len(d) > 0 && d[0] < f.seq {
+				d = d[1:]
+			}
+			if len(d) > 0 && d[0] == f.seq {
+				removed++
+				r.removed++
+				r.removedBytes += int64(len(f.payload))
+				continue
+			}
+			kept = appendFrame(kept, f.seq, f.at, f.payload)
+		}
+		if removed > 0 {
+			changes = append(changes, change{key: k, next: kept})
+		}
+		i = j
+	}
+	// The cursor is done: bbolt's keys and values stay valid until the
+	// transaction ends, but a cursor must not cross its own deletes.
+	for _, ch := range changes {
+		if err := b.Delete(ch.key); err != nil {
+			return err
+		}
+		if ch.next != nil {
+			fs := frames{v: ch.next}
+			f, _ := fs.next()
+			if err := b.Put(seqKey(f.seq), ch.next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// putGroups writes batch as groups of at most groupMax bytes, numbering
+// its events from the bucket's sequence on.
+func putGroups(b *bolt.Bucket, batch []item, buf *[]byte) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	size := 0
+	for _, it := range batch {
+		size += frameHead + len(it.val) - timeLen
+	}
+	// One array for all of the commit's groups: a later append must not
+	// move the earlier groups bbolt still holds.
+	if cap(*buf) < size {
+		*buf = make([]byte, 0, size)
+	}
+	v := (*buf)[:0]
+	seq := b.Sequence()
+	start, first := 0, seq+1
+	for i, it := range batch {
+		seq++
+		if len(v) > start && len(v)-start+frameHead+len(it.val)-timeLen > groupMax {
+			if err := b.Put(seqKey(first), v[start:len(v):len(v)]); err != nil {
+				return err
+			}
+			start, first = len(v), seq
+		}
+		v = appendFrame(v, seq, int64(binary.BigEndian.Uint64(it.val)), it.val[timeLen:])
+		if i == len(batch)-1 {
+			if err := b.Put(seqKey(first), v[start:len(v):len(v)]); err != nil {
+				return err
+			}
+		}
+	}
+	*buf = v
+	return b.SetSequence(seq)
 }
