@@ -28,9 +28,11 @@ const (
 	// accepted 2·D apart. The defaults hold commits of up to ~1.3 s at
 	// 1,600 events/s (BenchmarkSlowCommit: no drops with +500 ms per
 	// commit at 1,000 and 1,600 events/s, where the old 256 events and
-	// 1.1 s dropped 72 % and 80 %); 3 s rather than 2 s because on a
-	// disk with 20 write IOPS commits at 1,000 events/s reach 1.1 s and
-	// 2 s dropped up to 1.1 % of events (TestSlowDisk).
+	// 1.1 s dropped 72 % and 80 %); 3 s rather than 2 s for disks
+	// slower still: on a disk with 20 write IOPS, commits at 1,000
+	// events/s took 0.5–1.1 s when each event was a row of its own, and
+	// 2 s dropped up to 1.1 % of events; as one row a commit they take
+	// 0.3 s and neither drops (TestSlowDisk).
 	DefaultMaxUnsynced    = 4096
 	DefaultMaxUnsyncedAge = 3 * time.Second
 )
