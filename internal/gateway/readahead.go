@@ -39,11 +39,15 @@ const (
 // top of its connection's socket buffers; then the provider waits, as it
 // would without a read-ahead.
 //
-// The look is one timer per attempt, armed when the relay returns from a
-// read and it is not armed, and re-armed by itself only while the relay
-// keeps coming back: a relay that keeps up costs a timer operation per
-// readAheadCheck, not one per read (which woke the scheduler's idle
-// loop on every event), and one that waits for the provider costs none.
+// The looks are one ticker's for the whole node (lookout), not a timer per
+// attempt: a relay joins the lookout when it returns from a read and is
+// not in it, and leaves when a look finds it waiting for the provider (or
+// behind, or closed). A timer per attempt fired about once per chat
+// stream, each fire waking the process from idle: two context switches a
+// stream of the ~3 the node made beyond a bare hop's. A look that finds a
+// relay that joined since the previous tick only marks it, so a relay is
+// found behind after it stayed away from one tick to the next: one to two
+// readAheadCheck periods after the client stopped taking the answer.
 //
 // The relay is the only reader. close stops the goroutine, if it was
 // started, and waits for it, so that nothing reads the provider's body
@@ -52,17 +56,17 @@ type readAhead struct {
 	src    io.Reader
 	ended  func()                  // called once, when src returned an error (io.EOF included)
 	cancel context.CancelCauseFunc // ends the provider exchange, and so a read of src that waits
-	every  time.Duration           // readAheadCheck; other values in tests
+	watch  *lookout                // looks at the relay; nil: never (tests)
 
 	mu      sync.Mutex
-	cond    sync.Cond   // signalled when buf, err or closed change
-	check   *time.Timer // runs look; nil until the relay's first read returned
-	armed   bool        // check will fire
-	reads   uint64      // reads of src by the relay that returned
-	mark    uint64      // reads when check was armed
-	reading bool        // the relay is in Read: it is not behind
-	started bool        // the goroutine reads src; the relay reads buf only
-	buf     []byte      // read from src, not yet by the relay: buf[off:]
+	cond    sync.Cond // signalled when buf, err or closed change
+	armed   bool      // in watch: the next tick looks at it
+	fresh   bool      // armed since the last tick: its next look only marks
+	reads   uint64    // reads of src by the relay that returned
+	mark    uint64    // reads at the previous look
+	reading bool      // the relay is in Read: it is not behind
+	started bool      // the goroutine reads src; the relay reads buf only
+	buf     []byte    // read from src, not yet by the relay: buf[off:]
 	off     int
 	err     error // src's error, once it returned one
 	closed  bool
@@ -71,44 +75,51 @@ type readAhead struct {
 
 // newReadAhead relays src.
 func newReadAhead(src io.Reader, ended func(), cancel context.CancelCauseFunc) *readAhead {
-	r := &readAhead{src: src, ended: ended, cancel: cancel, every: readAheadCheck}
+	r := &readAhead{src: src, ended: ended, cancel: cancel, watch: relayLooks}
 	r.cond.L = &r.mu
 	return r
 }
 
-// look is the check timer's work: it starts the goroutine if the relay is
-// away from the answer and has not read since the timer was armed. A relay
-// that read meanwhile is looked at again one check later; one that waits
-// in Read is not behind, and its next read's return arms the timer again.
+// look is a tick's work for one armed relay: it starts the goroutine if
+// the relay is away from the answer and has not read since the previous
+// look. A relay that read meanwhile, or joined since the previous tick, is
+// looked at again at the next tick; one that waits in Read is not behind,
+// and leaves the lookout until its next read returns.
 func (r *readAhead) look() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.closed || r.started || r.err != nil || r.reading:
-		r.armed = false
+		r.disarm()
+	case r.fresh:
+		r.fresh, r.mark = false, r.reads
 	case r.reads != r.mark:
 		r.mark = r.reads
-		r.check.Reset(r.every)
 	default:
-		r.armed = false
+		r.disarm()
 		r.started = true
 		r.done = make(chan struct{})
 		go r.run()
 	}
 }
 
-// arm arms the check timer unless it is armed; the relay has just
-// returned from a read. r.mu must be held.
+// arm counts a read of the relay's and puts the relay in the lookout
+// unless it is there; the relay has just returned from a read. r.mu must
+// be held.
 func (r *readAhead) arm() {
 	r.reads++
-	if r.armed || r.closed {
+	if r.armed || r.closed || r.watch == nil {
 		return
 	}
-	r.armed, r.mark = true, r.reads
-	if r.check == nil {
-		r.check = time.AfterFunc(r.every, r.look)
-	} else {
-		r.check.Reset(r.every)
+	r.armed, r.fresh = true, true
+	r.watch.add(r)
+}
+
+// disarm takes the relay out of the lookout. r.mu must be held.
+func (r *readAhead) disarm() {
+	if r.armed {
+		r.armed = false
+		r.watch.remove(r)
 	}
 }
 
@@ -199,13 +210,83 @@ func (r *readAhead) close() {
 	r.mu.Lock()
 	r.closed = true
 	started := r.started
-	if r.check != nil {
-		r.check.Stop()
-	}
+	r.disarm()
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.cancel(nil)
 	if started {
 		<-r.done
+	}
+}
+
+// relayLooks is the node's lookout: a ticker shared by every relay, like
+// the runtime's own timers a resource of the process rather than of one
+// Handler.
+var relayLooks = &lookout{every: readAheadCheck}
+
+// lookout looks at the relays in it every tick (readAhead.look). Its
+// goroutine runs while it holds a relay: the first add starts it, the
+// remove that empties it stops it, so an idle node has no ticker.
+type lookout struct {
+	every time.Duration
+
+	mu     sync.Mutex
+	relays map[*readAhead]struct{}
+	stop   chan struct{} // closed to stop the running goroutine; nil when none runs
+}
+
+// add puts r in the lookout. Called with r.mu held (lock order: a
+// relay's mu, then the lookout's).
+func (l *lookout) add(r *readAhead) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.relays == nil {
+		l.relays = make(map[*readAhead]struct{})
+	}
+	l.relays[r] = struct{}{}
+	if l.stop == nil {
+		l.stop = make(chan struct{})
+		go l.run(l.stop)
+	}
+}
+
+// remove takes r out of the lookout, stopping the goroutine when it was
+// the last. Called with r.mu held.
+func (l *lookout) remove(r *readAhead) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.relays, r)
+	if len(l.relays) == 0 && l.stop != nil {
+		close(l.stop)
+		l.stop = nil
+	}
+}
+
+// run ticks until stop is closed, looking at each relay in the lookout
+// outside l.mu (a look takes the relay's mu, and may remove it).
+func (l *lookout) run(stop <-chan struct{}) {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	var relays []*readAhead
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		if l.stop != stop { // stopped, and maybe started again, meanwhile
+			l.mu.Unlock()
+			return
+		}
+		relays = relays[:0]
+		for r := range l.relays {
+			relays = append(relays, r)
+		}
+		l.mu.Unlock()
+		for _, r := range relays {
+			r.look()
+		}
+		clear(relays)
 	}
 }

@@ -21,7 +21,7 @@ func TestReadAheadOnlyWhenBehind(t *testing.T) {
 	t.Run("keeps up", func(t *testing.T) {
 		ended := 0
 		r := newReadAhead(chunkedReader(answer), func() { ended++ }, cancel)
-		r.every = time.Hour // never looked at: the relay keeps up whatever the machine's pace
+		r.watch = nil // never looked at: the relay keeps up whatever the machine's pace
 		before := runtime.NumGoroutine()
 		var got bytes.Buffer
 		buf := make([]byte, 4<<10)
@@ -77,17 +77,18 @@ func (c *chunked) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestReadAheadLook calls the check's work by hand (the timer itself is an
-// hour away): the read-ahead starts only for a relay that is away from the
-// answer and has not read since the check was armed; a relay that read
-// meanwhile is looked at again, and one waiting for the provider is left
-// unarmed until its next read returns.
+// TestReadAheadLook calls the ticks' work by hand (the relay's lookout
+// ticks an hour apart): the read-ahead starts only for a relay that is
+// away from the answer and has not read from one look to the next (its
+// first look after it joined only marks it); a relay that read meanwhile
+// is looked at again, and one waiting for the provider leaves the lookout
+// until its next read returns.
 func TestReadAheadLook(t *testing.T) {
 	answer := strings.Repeat("x", 10_000)
 	newRelay := func(t *testing.T) *readAhead {
 		t.Helper()
 		r := newReadAhead(chunkedReader(answer), func() {}, func(error) {})
-		r.every = time.Hour
+		r.watch = &lookout{every: time.Hour}
 		t.Cleanup(r.close)
 		return r
 	}
@@ -106,6 +107,10 @@ func TestReadAheadLook(t *testing.T) {
 	t.Run("away since armed", func(t *testing.T) {
 		r := newRelay(t)
 		read(t, r)
+		r.look() // the first tick since it joined: marked, not judged
+		if started, armed := state(r); started || !armed {
+			t.Fatalf("started %v, armed %v: want a relay that just joined only marked", started, armed)
+		}
 		r.look()
 		if started, armed := state(r); !started || armed {
 			t.Fatalf("started %v, armed %v: want the read-ahead started and the check unarmed", started, armed)
@@ -119,6 +124,7 @@ func TestReadAheadLook(t *testing.T) {
 	t.Run("read since armed", func(t *testing.T) {
 		r := newRelay(t)
 		read(t, r)
+		r.look() // marks it
 		read(t, r)
 		read(t, r)
 		r.look()
@@ -149,4 +155,37 @@ func TestReadAheadLook(t *testing.T) {
 			t.Fatal("want the check armed again when the relay's next read returns")
 		}
 	})
+}
+
+// TestLookoutRunsWhileItHoldsRelays: one lookout serves many relays; its
+// goroutine starts with the first relay that joins and stops when the
+// last one leaves, so an idle node keeps no ticker.
+func TestLookoutRunsWhileItHoldsRelays(t *testing.T) {
+	l := &lookout{every: time.Hour}
+	running := func() (bool, int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.stop != nil, len(l.relays)
+	}
+	var relays []*readAhead
+	for range 3 {
+		r := newReadAhead(chunkedReader(strings.Repeat("x", 10_000)), func() {}, func(error) {})
+		r.watch = l
+		if _, err := r.Read(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		relays = append(relays, r)
+	}
+	if on, n := running(); !on || n != 3 {
+		t.Fatalf("running %v with %d relays: want one goroutine for all 3", on, n)
+	}
+	relays[0].close()
+	relays[1].close()
+	if on, n := running(); !on || n != 1 {
+		t.Fatalf("running %v with %d relays after two closed: want it running for the last", on, n)
+	}
+	relays[2].close()
+	if on, n := running(); on || n != 0 {
+		t.Fatalf("running %v with %d relays after all closed: want it stopped", on, n)
+	}
 }
