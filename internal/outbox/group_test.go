@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -333,4 +334,101 @@ func FuzzCheckGroup(f *testing.F) {
 			t.Fatalf("checked group does not read back: err %v, %d events (check said %d), %d bytes (%d), last %d (%d)", fs.err, n, events, bytes, size, lastSeq(v), last)
 		}
 	})
+}
+
+// TestGroupsAgainstAModel runs seeded random sequences of commits, deletes
+// (scattered, repeated, unknown, spanning groups) and reopens against a
+// model of the undelivered events: after every step Read returns exactly
+// the model's events, by seq and payload, from any starting point.
+func TestGroupsAgainstAModel(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 99))
+			path := filepath.Join(t.TempDir(), "outbox.db")
+			const batch = 7
+			s := newStore(t, Options{Path: path, MaxBatch: batch}, hooks{})
+			model := map[uint64]string{} // undelivered: seq → payload
+			var next uint64              // the last seq handed out
+			var gone []uint64            // deleted seqs
+			appended := 0
+			check := func(step string) {
+				t.Helper()
+				recs := s.readAll()
+				var want []uint64
+				for q := range model {
+					want = append(want, q)
+				}
+				slices.Sort(want)
+				if !slices.Equal(seqsOf(recs), want) {
+					t.Fatalf("%s: read %v, want %v", step, seqsOf(recs), want)
+				}
+				for _, rec := range recs {
+					if string(rec.Payload) != model[rec.Seq] {
+						t.Fatalf("%s: event %d payload %q, want %q", step, rec.Seq, rec.Payload, model[rec.Seq])
+					}
+				}
+				if len(want) > 0 {
+					after := want[r.IntN(len(want))] - uint64(r.IntN(2))
+					got, err := s.Read(after, 3)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var exp []uint64
+					for _, q := range want {
+						if q > after && len(exp) < 3 {
+							exp = append(exp, q)
+						}
+					}
+					if !slices.Equal(seqsOf(got), exp) {
+						t.Fatalf("%s: Read(%d, 3) = %v, want %v", step, after, seqsOf(got), exp)
+					}
+				}
+			}
+			for step := range 60 {
+				switch op := r.IntN(10); {
+				case op < 5: // a commit of one batch
+					for range batch {
+						p := fmt.Sprintf("s%d-e%d-%s", seed, appended, strings.Repeat("x", r.IntN(3000)))
+						if !s.Append([]byte(p)) {
+							t.Fatalf("step %d: Append refused: %+v", step, s.Stats().Dropped)
+						}
+						appended++
+						next++
+						model[next] = p
+					}
+					s.waitCommitted(uint64(appended))
+				case op < 9: // deletes, committed with the next batch or at a reopen
+					var dels []uint64
+					for q := range model {
+						if r.IntN(3) == 0 {
+							dels = append(dels, q)
+						}
+					}
+					dels = append(dels, 0) // never a seq
+					if len(gone) > 0 {
+						dels = append(dels, gone[r.IntN(len(gone))]) // deleted before
+					}
+					if len(dels) > 1 {
+						dels = append(dels, dels[0]) // twice
+					}
+					if err := s.Delete(dels...); err != nil {
+						t.Fatal(err)
+					}
+					for _, q := range dels {
+						if _, ok := model[q]; ok {
+							gone = append(gone, q)
+						}
+						delete(model, q)
+					}
+				default: // reopen: Close commits the pending deletes
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+					s = newStore(t, Options{Path: path, MaxBatch: batch}, hooks{})
+					appended = 0
+				}
+				check(fmt.Sprintf("step %d", step))
+			}
+		})
+	}
 }
