@@ -320,8 +320,9 @@ func startCrashNode(t *testing.T, exe, dir, health string, round int) *crashNode
 			n.mu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	go func() { // owned: ends when the process exits
+		// Wait closes the pipe, so it runs only after every line was
+		// read (exec.Cmd.StderrPipe): the node's last lines, "node
+		// stopped" among them, come at exit.
 		_ = n.cmd.Wait()
 		close(n.exited)
 	}()
