@@ -3,7 +3,8 @@ package outbox
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // The file's layout. A commit writes its events as one row (or a few, for
@@ -43,9 +44,11 @@ const (
 	// one). 256 KiB holds a 64-event commit of typical events several
 	// times over; a commit of 1,024 batched events makes a few groups.
 	groupMax = 256 << 10
-	// maxPayload is the largest payload a frame's length holds; Append
-	// refuses larger ones as beyond the byte bound.
-	maxPayload = math.MaxUint32
+	// maxPayload is the largest payload a group of one holds (bbolt's
+	// value limit, less the frame's head; a frame's 4-byte length holds
+	// more). Append refuses larger ones as beyond the byte bound, rather
+	// than fail the commit of every event queued with it.
+	maxPayload = bolt.MaxValueSize - frameHead
 )
 
 // frame is one event of a group.

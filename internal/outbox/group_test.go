@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -430,5 +431,18 @@ func TestGroupsAgainstAModel(t *testing.T) {
 				check(fmt.Sprintf("step %d", step))
 			}
 		})
+	}
+}
+
+// TestLargestPayloadFits: the largest payload Append accepts makes a group
+// bbolt can store (its value limit is below a frame length's), so an
+// oversized event is refused alone instead of failing the commit of the
+// events queued with it.
+func TestLargestPayloadFits(t *testing.T) {
+	if maxPayload+frameHead > bolt.MaxValueSize {
+		t.Fatalf("a payload of %d bytes makes a %d-byte group; bbolt stores at most %d", maxPayload, maxPayload+frameHead, bolt.MaxValueSize)
+	}
+	if uint64(maxPayload) > math.MaxUint32 {
+		t.Fatalf("a payload of %d bytes does not fit a frame's 4-byte length", maxPayload)
 	}
 }
