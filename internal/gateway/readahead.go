@@ -43,8 +43,8 @@ const (
 // attempt: a relay joins the lookout when it returns from a read and is
 // not in it, and leaves when a look finds it waiting for the provider (or
 // behind, or closed). A timer per attempt fired about once per chat
-// stream, each fire waking the process from idle: two context switches a
-// stream of the ~3 the node made beyond a bare hop's. A look that finds a
+// stream, each fire waking the process from idle: two of the ~4 context
+// switches a stream the node made beyond a bare hop's. A look that finds a
 // relay that joined since the previous tick only marks it, so a relay is
 // found behind after it stayed away from one tick to the next: one to two
 // readAheadCheck periods after the client stopped taking the answer.

@@ -144,3 +144,53 @@ func checkGroup(k, v []byte, prev, seqMax uint64) (last uint64, events int, byte
 	}
 	return last, events, bytes, first, nil
 }
+
+// groupAt returns the group that may hold seq: the last whose key is at or
+// before it, or nil when every group starts after seq. The cursor is left
+// on that group.
+func groupAt(c *bolt.Cursor, seq uint64) (k, v []byte) {
+	k, v = c.Seek(seqKey(seq))
+	switch {
+	case k == nil:
+		return c.Last()
+	case binary.BigEndian.Uint64(k) > seq:
+		return c.Prev()
+	}
+	return k, v
+}
+
+// grouper writes frames into a bucket as groups of at most groupMax bytes
+// (an event larger than that is a group of one). Its groups share one
+// array, v: a group handed to Put is never written over, as bbolt keeps
+// the value until the transaction ends.
+type grouper struct {
+	b     *bolt.Bucket
+	v     []byte
+	start int    // where the open group begins in v
+	first uint64 // its first event's seq
+}
+
+// add appends one frame, putting the open group first if the frame would
+// take it past groupMax.
+func (g *grouper) add(seq uint64, at int64, payload []byte) error {
+	if len(g.v) > g.start && len(g.v)-g.start+frameHead+len(payload) > groupMax {
+		if err := g.flush(); err != nil {
+			return err
+		}
+	}
+	if len(g.v) == g.start {
+		g.first = seq
+	}
+	g.v = appendFrame(g.v, seq, at, payload)
+	return nil
+}
+
+// flush puts the open group, if it holds a frame.
+func (g *grouper) flush() error {
+	if len(g.v) == g.start {
+		return nil
+	}
+	err := g.b.Put(seqKey(g.first), g.v[g.start:len(g.v):len(g.v)])
+	g.start = len(g.v)
+	return err
+}

@@ -36,25 +36,17 @@ func fileGroups(t *testing.T, path string) [][]uint64 {
 			return fmt.Errorf("no bucket %q", bucketName)
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var seqs []uint64
+			var group []uint64
 			fs := frames{v: v}
 			for f, ok := fs.next(); ok; f, ok = fs.next() {
-				seqs = append(seqs, f.seq)
+				group = append(group, f.seq)
 			}
-			out = append(out, seqs)
+			out = append(out, group)
 			return fs.err
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	return out
-}
-
-func seqsOf(recs []Record) []uint64 {
-	out := make([]uint64, len(recs))
-	for i, r := range recs {
-		out[i] = r.Seq
 	}
 	return out
 }
@@ -99,7 +91,7 @@ func TestDeleteInsideGroups(t *testing.T) {
 
 	s2 := newStore(t, Options{Path: path}, hooks{})
 	recs := s2.readAll()
-	if diff := cmp.Diff(seqsOf(recs), slices.Concat(want...)); diff != "" {
+	if diff := cmp.Diff(seqs(recs), slices.Concat(want...)); diff != "" {
 		t.Errorf("reopened rows (-got +want):\n%s", diff)
 	}
 	for _, r := range recs {
@@ -127,7 +119,7 @@ func TestReadFromInsideGroups(t *testing.T) {
 	commitEach(s, 20, 5, 5) // a commit that takes the deletes
 	all := s.readAll()
 	want := []uint64{3, 4, 5, 11, 12, 14, 17, 18, 19, 21, 22, 23, 24, 25}
-	if diff := cmp.Diff(seqsOf(all), want); diff != "" {
+	if diff := cmp.Diff(seqs(all), want); diff != "" {
 		t.Fatalf("rows (-got +want):\n%s", diff)
 	}
 	for after := uint64(0); after <= 27; after++ {
@@ -142,7 +134,7 @@ func TestReadFromInsideGroups(t *testing.T) {
 					exp = append(exp, q)
 				}
 			}
-			if diff := cmp.Diff(seqsOf(recs), exp, cmp.Comparer(func(a, b []uint64) bool { return slices.Equal(a, b) })); diff != "" {
+			if diff := cmp.Diff(seqs(recs), exp, cmp.Comparer(func(a, b []uint64) bool { return slices.Equal(a, b) })); diff != "" {
 				t.Errorf("Read(%d, %d) (-got +want):\n%s", after, limit, diff)
 			}
 		}
@@ -360,8 +352,8 @@ func TestGroupsAgainstAModel(t *testing.T) {
 					want = append(want, q)
 				}
 				slices.Sort(want)
-				if !slices.Equal(seqsOf(recs), want) {
-					t.Fatalf("%s: read %v, want %v", step, seqsOf(recs), want)
+				if !slices.Equal(seqs(recs), want) {
+					t.Fatalf("%s: read %v, want %v", step, seqs(recs), want)
 				}
 				for _, rec := range recs {
 					if string(rec.Payload) != model[rec.Seq] {
@@ -380,8 +372,8 @@ func TestGroupsAgainstAModel(t *testing.T) {
 							exp = append(exp, q)
 						}
 					}
-					if !slices.Equal(seqsOf(got), exp) {
-						t.Fatalf("%s: Read(%d, 3) = %v, want %v", step, after, seqsOf(got), exp)
+					if !slices.Equal(seqs(got), exp) {
+						t.Fatalf("%s: Read(%d, 3) = %v, want %v", step, after, seqs(got), exp)
 					}
 				}
 			}

@@ -211,34 +211,13 @@ func convertLegacy(db *bolt.DB, log *slog.Logger) (int, error) {
 				return err
 			}
 			b.FillPercent = 1.0
-			var (
-				group []byte
-				first uint64
-			)
-			flush := func() error {
-				if len(group) == 0 {
-					return nil
-				}
-				err := b.Put(seqKey(first), group)
-				group = nil // bbolt holds it until the transaction ends
-				return err
-			}
+			g := grouper{b: b}
 			err = eachLegacyRow(old, func(seq uint64, v []byte) error {
-				payload := v[timeLen:]
-				if len(group) > 0 && len(group)+frameHead+len(payload) > groupMax {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				if len(group) == 0 {
-					first = seq
-				}
-				group = appendFrame(group, seq, int64(binary.BigEndian.Uint64(v)), payload)
 				n++
-				return nil
+				return g.add(seq, int64(binary.BigEndian.Uint64(v)), v[timeLen:])
 			})
 			if err == nil {
-				err = flush()
+				err = g.flush()
 			}
 			if err == nil {
 				err = b.SetSequence(old.Sequence())

@@ -549,18 +549,8 @@ func (s *Store) Read(after uint64, limit int) ([]Record, error) {
 			// after it.
 			c := b.Cursor()
 			from := func() ([]byte, []byte) {
-				k, v := c.Seek(seqKey(after + 1))
-				if k != nil && binary.BigEndian.Uint64(k) == after+1 {
+				if k, v := groupAt(c, after+1); k != nil && lastSeq(v) > after {
 					return k, v
-				}
-				var pk, pv []byte
-				if k == nil {
-					pk, pv = c.Last()
-				} else {
-					pk, pv = c.Prev()
-				}
-				if pk != nil && lastSeq(pv) > after {
-					return pk, pv
 				}
 				return c.Seek(seqKey(after + 1))
 			}

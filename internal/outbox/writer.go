@@ -330,28 +330,21 @@ func write(tx *bolt.Tx, batch []item, dels []uint64, r *result, buf *[]byte) err
 // A seq deleted twice, or never written, is skipped.
 func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
 	type change struct {
-		key  []byte // the group's key now
-		next []byte // its rewritten value; nil: the group goes
+		key     []byte // the group's key now
+		next    []byte // its rewritten value; nil: the group goes
+		nextKey uint64 // the first event kept
 	}
 	var changes []change
 	c := b.Cursor()
 	for i := 0; i < len(dels); {
-		// The group holding dels[i] is the last with a key at or before it.
-		k, v := c.Seek(seqKey(dels[i]))
-		if k == nil || binary.BigEndian.Uint64(k) > dels[i] {
-			if k == nil {
-				k, v = c.Last()
-			} else {
-				k, v = c.Prev()
-			}
-		}
+		k, v := groupAt(c, dels[i])
 		if k == nil {
 			i++ // before the first group: already deleted
 			continue
 		}
 		last := lastSeq(v)
 		if dels[i] > last {
-			i++ // between groups: already deleted
+			i++ // after its group's last event: already deleted
 			continue
 		}
 		j := i
@@ -359,7 +352,7 @@ func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
 			j++
 		}
 		// Keep the frames not in dels[i:j] (both sorted).
-		var kept []byte
+		ch := change{key: k}
 		removed, d := 0, dels[i:j]
 		fs := frames{v: v}
 		for f, ok := fs.next(); ok; f, ok = fs.next() {
@@ -372,10 +365,13 @@ func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
 				r.removedBytes += int64(len(f.payload))
 				continue
 			}
-			kept = appendFrame(kept, f.seq, f.at, f.payload)
+			if ch.next == nil {
+				ch.nextKey = f.seq
+			}
+			ch.next = appendFrame(ch.next, f.seq, f.at, f.payload)
 		}
 		if removed > 0 {
-			changes = append(changes, change{key: k, next: kept})
+			changes = append(changes, ch)
 		}
 		i = j
 	}
@@ -386,9 +382,7 @@ func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
 			return err
 		}
 		if ch.next != nil {
-			fs := frames{v: ch.next}
-			f, _ := fs.next()
-			if err := b.Put(seqKey(f.seq), ch.next); err != nil {
+			if err := b.Put(seqKey(ch.nextKey), ch.next); err != nil {
 				return err
 			}
 		}
@@ -396,8 +390,8 @@ func deleteEvents(b *bolt.Bucket, dels []uint64, r *result) error {
 	return nil
 }
 
-// putGroups writes batch as groups of at most groupMax bytes, numbering
-// its events from the bucket's sequence on.
+// putGroups writes batch as groups (grouper), numbering its events from
+// the bucket's sequence on, their values built in *buf.
 func putGroups(b *bolt.Bucket, batch []item, buf *[]byte) error {
 	if len(batch) == 0 {
 		return nil
@@ -406,29 +400,20 @@ func putGroups(b *bolt.Bucket, batch []item, buf *[]byte) error {
 	for _, it := range batch {
 		size += frameHead + len(it.val) - timeLen
 	}
-	// One array for all of the commit's groups: a later append must not
-	// move the earlier groups bbolt still holds.
 	if cap(*buf) < size {
-		*buf = make([]byte, 0, size)
+		*buf = make([]byte, 0, size) // all of the commit's groups, without growing
 	}
-	v := (*buf)[:0]
+	g := grouper{b: b, v: (*buf)[:0]}
 	seq := b.Sequence()
-	start, first := 0, seq+1
-	for i, it := range batch {
+	for _, it := range batch {
 		seq++
-		if len(v) > start && len(v)-start+frameHead+len(it.val)-timeLen > groupMax {
-			if err := b.Put(seqKey(first), v[start:len(v):len(v)]); err != nil {
-				return err
-			}
-			start, first = len(v), seq
-		}
-		v = appendFrame(v, seq, int64(binary.BigEndian.Uint64(it.val)), it.val[timeLen:])
-		if i == len(batch)-1 {
-			if err := b.Put(seqKey(first), v[start:len(v):len(v)]); err != nil {
-				return err
-			}
+		if err := g.add(seq, int64(binary.BigEndian.Uint64(it.val)), it.val[timeLen:]); err != nil {
+			return err
 		}
 	}
-	*buf = v
+	if err := g.flush(); err != nil {
+		return err
+	}
+	*buf = g.v
 	return b.SetSequence(seq)
 }
