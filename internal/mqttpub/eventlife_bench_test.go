@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,11 @@ import (
 // event (a node with usage events off); "disk" has its outbox on the test
 // directory's file system, "tmpfs" on /dev/shm (fsync is free there;
 // skipped where it is missing), "down" on disk with the broker
-// unreachable (everything but delivery). cpu-us/event is the process's
+// unreachable (everything but delivery), and "floor" the least any
+// durable commit at the same pace costs here: no bbolt, no broker, no
+// encoding, a goroutine woken at each commit deadline that appends the
+// events' bytes to a plain file with one write(2) and one fsync
+// (floorSink). cpu-us/event is the process's
 // CPU (user + system, getrusage) from the first event until the last one
 // is deleted on disk (for "down", committed), less "off" over the same
 // ticks, per event: everything the event's life costs, the kernel's part
@@ -76,11 +81,12 @@ func BenchmarkEventLife(b *testing.B) {
 // lifeVariant is one variant of BenchmarkEventLife: a recorder, its
 // outbox and publisher, kept for the whole benchmark.
 type lifeVariant struct {
-	name string
-	rec  *usage.Recorder
-	ob   *outbox.Store
-	pub  *Publisher
-	down bool
+	name  string
+	rec   *usage.Recorder
+	ob    *outbox.Store
+	pub   *Publisher
+	down  bool
+	floor *floorSink
 
 	cpu, allocs, switches, commits float64
 }
@@ -130,6 +136,9 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		}
 		variants = append(variants, v)
 	}
+	if only == "" || slices.Contains(strings.Split(only, ","), "floor") {
+		variants = append(variants, &lifeVariant{name: "floor", floor: newFloorSink(b, filepath.Join(dirs["disk"], "floor.log"), interval)})
+	}
 	// A warm-up: files at their steady size, connections and buffers
 	// grown.
 	for _, v := range variants {
@@ -159,6 +168,9 @@ func eventLife(b *testing.B, broker string, rate, events int) {
 		b.ReportMetric((v.allocs-off.allocs)/n, v.name+"-allocs/event")
 		b.ReportMetric((v.switches-off.switches)/n, v.name+"-switches/event")
 		b.ReportMetric(v.commits/n, v.name+"-commits/event")
+		if v.floor != nil {
+			continue
+		}
 		st := v.rec.Stats()
 		if st.Recorded != uint64(b.N*events+rate/2) {
 			b.Fatalf("%s: %d events recorded, want %d (%+v)", v.name, st.Recorded, b.N*events+rate/2, st)
@@ -190,6 +202,9 @@ func lifeCommitKnobs(b *testing.B) (time.Duration, int) {
 
 // commitCount is the outbox's commits so far; 0 for "off".
 func (v *lifeVariant) commitCount() uint64 {
+	if v.floor != nil {
+		return v.floor.commitCount()
+	}
 	if v.ob == nil {
 		return 0
 	}
@@ -209,12 +224,20 @@ func (v *lifeVariant) run(b *testing.B, rate, events int) {
 			now := <-tick.C
 			due := min(events, int(now.Sub(begin).Seconds()*float64(rate)))
 			for ; sent < due; sent++ {
+				if v.floor != nil {
+					v.floor.add(floorPayload)
+					continue
+				}
 				if v.rec == nil {
 					continue
 				}
 				a.Started, a.Ended = now.Add(-300*time.Millisecond), now
 				v.rec.Record(usage.NewEvent(a))
 			}
+		}
+		if v.floor != nil {
+			v.floor.wait(b)
+			return
 		}
 		if v.rec == nil {
 			return
@@ -254,4 +277,115 @@ func lifeAttempt() *usage.Attempt {
 		RawUsage: json.RawMessage(`{"prompt_tokens":615,"completion_tokens":153,"total_tokens":768,"prompt_tokens_details":{"cached_tokens":512}}`),
 		HasUsage: true, Priced: true, Cost: usd.Amount(123456789), PriceVersion: 7,
 	}
+}
+
+// floorPayload is the bytes of lifeAttempt's event, encoded once: what
+// "floor" writes for each event.
+var floorPayload = func() []byte {
+	p, err := json.Marshal(usage.NewEvent(lifeAttempt()))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// floorSink is BenchmarkEventLife's "floor": the least a durable commit of
+// events costs on this machine at the outbox's pace. The first event that
+// finds it idle sets a timer for its commit deadline (the outbox's
+// commit interval from then, as the outbox's writer does); the writer
+// goroutine, woken by it, appends what was added since to a plain file
+// with one write(2) and one fsync. Nothing is framed, checked, delivered
+// or deleted: the other variants' cost less this one's is what bbolt,
+// the recorder and the publisher add.
+type floorSink struct {
+	f        *os.File
+	interval time.Duration
+	timer    *time.Timer
+
+	mu      sync.Mutex
+	cond    sync.Cond // signalled after each commit
+	buf     []byte    // added, not yet written
+	armed   bool      // the timer is set for buf's deadline
+	written int       // bytes added and synced so far
+	added   int       // bytes added so far
+	commits uint64
+	err     error
+}
+
+func newFloorSink(b *testing.B, path string, interval time.Duration) *floorSink {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &floorSink{f: f, interval: interval}
+	s.cond.L = &s.mu
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go s.run(stop, done)
+	b.Cleanup(func() {
+		close(stop)
+		<-done
+		f.Close()
+	})
+	return s
+}
+
+func (s *floorSink) add(p []byte) {
+	s.mu.Lock()
+	s.buf = append(s.buf, p...)
+	s.added += len(p)
+	if !s.armed {
+		s.armed = true
+		s.timer.Reset(s.interval)
+	}
+	s.mu.Unlock()
+}
+
+func (s *floorSink) run(stop, done chan struct{}) {
+	defer close(done)
+	var spare []byte
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.timer.C:
+		}
+		s.mu.Lock()
+		batch := s.buf
+		s.buf, s.armed = spare[:0], false
+		s.mu.Unlock()
+		_, err := s.f.Write(batch)
+		if err == nil {
+			err = s.f.Sync()
+		}
+		s.mu.Lock()
+		s.written += len(batch)
+		s.commits++
+		if s.err == nil {
+			s.err = err
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		spare = batch
+	}
+}
+
+// wait returns once everything added is synced.
+func (s *floorSink) wait(b *testing.B) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.written < s.added && s.err == nil {
+		s.cond.Wait()
+	}
+	if s.err != nil {
+		b.Fatalf("floor: %v", s.err)
+	}
+}
+
+func (s *floorSink) commitCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits
 }
