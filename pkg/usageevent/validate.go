@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scootgate/scootgate/pkg/internal/contract"
+	"github.com/scootgate/scootgate/pkg/internal/plainjson"
 	"github.com/scootgate/scootgate/pkg/usd"
 )
 
@@ -168,7 +169,7 @@ func (e *Event) Validate() error {
 		add("provider_usage", "must be set when usage is set")
 	}
 	if hasRaw {
-		if v := trimJSONSpace(e.ProviderUsage); !plainJSON(v) && !json.Valid(v) || v[0] != '{' {
+		if v := trimJSONSpace(e.ProviderUsage); !plainjson.Valid(v) && !json.Valid(v) || v[0] != '{' {
 			add("provider_usage", "must be a JSON object or null")
 		}
 	}
