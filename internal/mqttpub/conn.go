@@ -26,6 +26,9 @@ type link interface {
 	flush() error
 	// ping writes a PINGREQ at once.
 	ping() error
+	// hurry has the reader read PUBACKs as they come until the next
+	// burst, when a burst's have not all come within ackHurry.
+	hurry()
 	// acks receives after PUBACKs were read (coalesced, capacity 1): one
 	// wakeup for a burst of them. takeAcks returns their packet
 	// identifiers, appended to dst, and forgets them.
@@ -99,6 +102,8 @@ type conn struct {
 	// used by the reader goroutine only (and by dialLink before it starts)
 	br *bufio.Reader
 
+	wait *ackWait // the PUBACKs owed, and the reader's low-water mark
+
 	heardAt atomic.Int64 // time.Since(begun) when a packet was last read
 
 	mu    sync.Mutex
@@ -118,19 +123,21 @@ func dialLink(ctx context.Context, c *linkConfig) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqttpub: connect to %s: %w", c.broker.Redacted(), err)
 	}
+	wait := newAckWait(nc) // the socket itself, not a benchmark's wrapper
 	if c.wrap != nil {
 		nc = c.wrap(nc)
 	}
 	l := &conn{
+		wait:         wait,
 		nc:           nc,
 		writeTimeout: c.connectTimeout,
 		begun:        time.Now(),
 		acked:        make(chan struct{}, 1),
 		dead:         make(chan struct{}),
 		bw:           bufio.NewWriterSize(nc, writeBuffer),
-		br:           bufio.NewReaderSize(nc, readBuffer),
 		topic:        c.topic,
 	}
+	l.br = bufio.NewReaderSize(ackReader{l}, readBuffer)
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
 	err = l.handshake(c, deadline)
 	if !stop() {
@@ -207,6 +214,7 @@ func (l *conn) read() {
 			l.fail(fmt.Errorf("read: %w", err))
 			return
 		} else if ok {
+			l.wait.owed.Add(-1)
 			batch = append(batch, id)
 			if l.br.Buffered() < pubackSize {
 				l.heardAt.Store(int64(time.Since(l.begun)))
@@ -222,6 +230,7 @@ func (l *conn) read() {
 		}
 		switch pk := pk.(type) {
 		case *packets.PubackPacket:
+			l.wait.owed.Add(-1)
 			batch = append(batch, pk.MessageID)
 		case *packets.PingrespPacket:
 		default:
@@ -325,6 +334,7 @@ func (l *conn) publish(id uint16, payload []byte) error {
 	if err := l.begin(); err != nil {
 		return err
 	}
+	l.wait.owed.Add(1)
 	return writePublish(l.bw, l.topic, id, payload)
 }
 
@@ -369,6 +379,9 @@ func (l *conn) flush() error {
 		return err
 	}
 	l.writing = false
+	// The mark first: the broker may answer before Flush returns, and a
+	// first PUBACK read alone would cost a wakeup of its own.
+	l.wait.burst()
 	return l.bw.Flush()
 }
 
@@ -379,8 +392,12 @@ func (l *conn) ping() error {
 	if err := packets.NewControlPacket(packets.Pingreq).Write(l.bw); err != nil {
 		return err
 	}
-	return l.flush()
+	err := l.flush()
+	l.wait.hurry() // the PINGRESP is 2 bytes
+	return err
 }
+
+func (l *conn) hurry() { l.wait.hurry() }
 
 // close sends DISCONNECT if the connection is still up (for at most
 // quiesce), closes it and waits for the reader to return.

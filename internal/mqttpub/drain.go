@@ -30,15 +30,16 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 		}
 		return progressed, err
 	}
-	// One timer for the loop's three clocks: a select costs the runtime
+	// One timer for the loop's four clocks: a select costs the runtime
 	// per case on every wakeup, and the loop wakes a few times per
 	// commit. Each clock is a deadline; the timer is set for the nearest.
 	begin := time.Now()
 	var (
-		ackAt  time.Time                  // AckTimeout after the last progress while publishes are in flight; zero when none are
-		pollAt = begin.Add(idlePoll)      // read the outbox again, in case a wakeup was lost
-		keepAt = begin.Add(p.o.KeepAlive) // the keepalive's next check
-		timer  = newClocks(pollAt, keepAt)
+		ackAt   time.Time                  // AckTimeout after the last progress while publishes are in flight; zero when none are
+		hurryAt time.Time                  // ackHurry after the last burst while its PUBACKs are not all in; zero otherwise
+		pollAt  = begin.Add(idlePoll)      // read the outbox again, in case a wakeup was lost
+		keepAt  = begin.Add(p.o.KeepAlive) // the keepalive's next check
+		timer   = newClocks(pollAt, keepAt)
 	)
 	defer timer.stop()
 	ka := keepalive{every: p.o.KeepAlive, sent: begin}
@@ -102,6 +103,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 					return ended(writeError(err))
 				}
 				ka.sent = time.Now()
+				hurryAt = ka.sent.Add(ackHurry)
 			}
 			if len(drop) > 0 {
 				if err := p.src.Delete(drop...); err != nil {
@@ -118,7 +120,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			}
 		}
 
-		timer.next(ackAt, pollAt, keepAt)
+		timer.next(ackAt, hurryAt, pollAt, keepAt)
 		select {
 		case <-ctx.Done():
 			// Delete what is acknowledged or about to be, to replay less
@@ -134,7 +136,7 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 				return progressed, err
 			}
 			if w.n == 0 {
-				ackAt = time.Time{}
+				ackAt, hurryAt = time.Time{}, time.Time{}
 			} else if n > 0 {
 				ackAt = time.Now().Add(p.o.AckTimeout) // progress: the clock restarts
 			}
@@ -142,6 +144,10 @@ func (p *Publisher) drain(ctx context.Context, l link) (progressed bool, err err
 			caughtUp = false
 		case now := <-timer.c():
 			timer.fired()
+			if !hurryAt.IsZero() && !now.Before(hurryAt) {
+				hurryAt = time.Time{}
+				l.hurry() // a broker that holds PUBACKs back (ackwait.go)
+			}
 			if !ackAt.IsZero() && !now.Before(ackAt) {
 				return ended(ErrAckTimeout)
 			}

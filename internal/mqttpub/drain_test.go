@@ -55,6 +55,7 @@ func (l *fakeLink) puback(ids ...uint16) {
 
 func (l *fakeLink) flush() error          { return nil }
 func (l *fakeLink) ping() error           { return nil }
+func (l *fakeLink) hurry()                {}
 func (l *fakeLink) acks() <-chan struct{} { return l.acked }
 func (l *fakeLink) heard() time.Time      { return l.born }
 func (l *fakeLink) lost() <-chan struct{} { return l.dead }

@@ -47,7 +47,7 @@ func BenchmarkFraming(b *testing.B) {
 	burst := bytes.Repeat(one.Bytes(), readBuffer/pubackSize)
 	b.Run("puback", func(b *testing.B) {
 		r := bytes.NewReader(burst)
-		l := &conn{br: bufio.NewReaderSize(r, readBuffer)}
+		l := &conn{br: bufio.NewReaderSize(r, readBuffer), wait: newAckWait(nil)}
 		b.ReportAllocs()
 		for b.Loop() {
 			if l.br.Buffered() == 0 {

@@ -91,7 +91,7 @@ func TestReaderTakesEveryPacket(t *testing.T) {
 		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
 			for _, n := range []int{good, stream.Len()} {
 				client, broker := net.Pipe()
-				l := &conn{nc: client, br: bufio.NewReaderSize(iotestReader(client, split), readBuffer), acked: make(chan struct{}, 1), dead: make(chan struct{})}
+				l := &conn{nc: client, br: bufio.NewReaderSize(iotestReader(client, split), readBuffer), acked: make(chan struct{}, 1), dead: make(chan struct{}), wait: newAckWait(nil)}
 				go l.read()
 				go func() {
 					_, _ = broker.Write(stream.Bytes()[:n])
@@ -131,7 +131,7 @@ func TestFramingAllocatesNothing(t *testing.T) {
 	}
 	burst := bytes.Repeat(one.Bytes(), readBuffer/pubackSize)
 	r := bytes.NewReader(burst)
-	l := &conn{br: bufio.NewReaderSize(r, readBuffer)}
+	l := &conn{br: bufio.NewReaderSize(r, readBuffer), wait: newAckWait(nil)}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := writePublish(bw, DefaultTopic, 7, payload); err != nil {
 			t.Fatal(err)
