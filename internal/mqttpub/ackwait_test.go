@@ -1,11 +1,7 @@
 package mqttpub
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,43 +29,10 @@ func TestBurstOfPUBACKsOneRead(t *testing.T) {
 		}
 		c.read() // until the publisher disconnects
 	})
-	p := newPublisher(t, newFakeSource(), testOptions(b.addr, "t"))
-	lc, err := check(&p.o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reads, writes atomic.Int64
-	lc.wrap = func(c net.Conn) net.Conn { return &countingConn{Conn: c, reads: &reads, writes: &writes} }
-	l, err := dialLink(context.Background(), lc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	l, reads, _ := dialCounting(t, b.addr)
 
 	before := reads.Load() // CONNACK, and maybe the read the reader waits in
-	for i := range burst {
-		if err := l.publish(uint16(i+1), fmt.Appendf(nil, "event %d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.flush(); err != nil {
-		t.Fatal(err)
-	}
-	var got []uint16
-	for len(got) < burst {
-		select {
-		case <-l.acks():
-			got = l.takeAcks(got)
-		case <-l.lost():
-			t.Fatalf("connection lost: %v", l.err())
-		case <-time.After(waitLimit):
-			t.Fatalf("%d of %d PUBACKs", len(got), burst)
-		}
-	}
-	slices.Sort(got)
-	if got[0] != 1 || got[burst-1] != burst || len(slices.Compact(got)) != burst {
-		t.Errorf("PUBACK identifiers %v; want 1..%d once each", got, burst)
-	}
+	publishBurst(t, l, burst)
 	// One read returns the burst; the next is the one the reader waits in.
 	if n := reads.Load() - before; n > 2 {
 		t.Errorf("%d PUBACKs, each its own segment, took %d socket reads; want at most 2", burst, n)

@@ -350,22 +350,41 @@ func TestKeepalive(t *testing.T) {
 // socket write, and its PUBACKs cost the reader a few reads.
 func TestBurstLeavesTogether(t *testing.T) {
 	addr, _ := startMochi(t, "127.0.0.1:0", newAckHook())
+	l, reads, writes := dialCounting(t, addr)
+
+	const burst = 50
+	before := writes.Load() // CONNECT
+	publishBurst(t, l, burst)
+	if n := writes.Load() - before; n != 1 {
+		t.Errorf("a burst of %d publishes took %d socket writes; want 1", burst, n)
+	}
+	t.Logf("%d socket reads for CONNACK and %d PUBACKs", reads.Load(), burst)
+}
+
+// dialCounting dials a link to the broker at addr whose socket reads
+// and writes are counted; the link is closed at cleanup.
+func dialCounting(t *testing.T, addr string) (l *conn, reads, writes *atomic.Int64) {
+	t.Helper()
 	p := newPublisher(t, newFakeSource(), testOptions(addr, "t"))
 	lc, err := check(&p.o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reads, writes atomic.Int64
-	lc.wrap = func(c net.Conn) net.Conn { return &countingConn{Conn: c, reads: &reads, writes: &writes} }
-	l, err := dialLink(context.Background(), lc)
+	reads, writes = new(atomic.Int64), new(atomic.Int64)
+	lc.wrap = func(c net.Conn) net.Conn { return &countingConn{Conn: c, reads: reads, writes: writes} }
+	l, err = dialLink(context.Background(), lc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.close()
+	t.Cleanup(l.close)
+	return l, reads, writes
+}
 
-	const burst = 50
-	before := writes.Load() // CONNECT
-	for i := range burst {
+// publishBurst publishes n events on l with packet identifiers 1..n in
+// one flush, waits for their PUBACKs and checks that each came once.
+func publishBurst(t *testing.T, l *conn, n int) {
+	t.Helper()
+	for i := range n {
 		if err := l.publish(uint16(i+1), fmt.Appendf(nil, "event %d", i)); err != nil {
 			t.Fatal(err)
 		}
@@ -374,24 +393,20 @@ func TestBurstLeavesTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []uint16
-	for len(got) < burst {
+	for len(got) < n {
 		select {
 		case <-l.acks():
 			got = l.takeAcks(got)
 		case <-l.lost():
 			t.Fatalf("connection lost: %v", l.err())
 		case <-time.After(waitLimit):
-			t.Fatalf("%d of %d PUBACKs", len(got), burst)
+			t.Fatalf("%d of %d PUBACKs", len(got), n)
 		}
 	}
 	slices.Sort(got)
-	if got[0] != 1 || got[burst-1] != burst || len(slices.Compact(got)) != burst {
-		t.Errorf("PUBACK identifiers %v; want 1..%d once each", got, burst)
+	if got[0] != 1 || got[n-1] != uint16(n) || len(slices.Compact(got)) != n {
+		t.Errorf("PUBACK identifiers %v; want 1..%d once each", got, n)
 	}
-	if n := writes.Load() - before; n != 1 {
-		t.Errorf("a burst of %d publishes took %d socket writes; want 1", burst, n)
-	}
-	t.Logf("%d socket reads for CONNACK and %d PUBACKs", reads.Load(), burst)
 }
 
 // TestUnexpectedPacketEndsTheConnection: a packet the publisher never
